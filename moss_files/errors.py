@@ -1,0 +1,163 @@
+"""One error tree for every package, CLI and (later) the MCP server. Core layer: stdlib only.
+
+`code` is API: a stable, machine-readable string that is never renamed once released.
+`status` is the HTTP-like status the seeds use in their error bodies, and `exit_code` is
+what a CLI exits with. Subclasses inherit status and exit code; where one class covers
+several situations, the instance carries the finer code (for example every frontmatter
+problem is an `InvalidDocument`, with codes such as FRONTMATTER_UNCLOSED).
+
+    class               default code        status  exit
+    MossError           INTERNAL            500     1
+    InvalidRequest      INVALID_REQUEST     400     2   bad arguments (usage)
+    NotFound            NOT_FOUND           404     3
+    InvalidDocument     INVALID_DOCUMENT    422     4   a file's content is at fault
+    Conflict            CONFLICT            409     5   exists, stale write, lock held
+    RepoError           REPO_ERROR          500     6   workspace or git problem
+    CacheError          CACHE_ERROR         500     7   derived index unusable
+    WatchError          WATCH_ERROR         500     8   file watching failed
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+# Every code any package may raise, with its class's status and exit code. The README's
+# table and tests/test_meta.py are checked against this mapping, so adding a code here is
+# how a code becomes part of the API.
+ERROR_CODES: dict[str, str] = {
+    "INTERNAL": "unexpected failure; a bug",
+    "INVALID_REQUEST": "arguments are missing, malformed or contradictory",
+    "AMBIGUOUS_ADDRESSING": "an item was addressed in two ways, or a reference matched several items",
+    "NOT_FOUND": "no such item, file or workspace",
+    "WORKSPACE_NOT_FOUND": "no workspace above the current directory",
+    "INVALID_DOCUMENT": "a file's content cannot be used",
+    "INVALID_ENCODING": "a file is not valid UTF-8",
+    "BINARY_FILE": "a file holds NUL bytes, so it is not a text document",
+    "FILE_TOO_LARGE": "a file exceeds the size limit for its kind",
+    "FRONTMATTER_UNCLOSED": "an opening '---' fence has no closing fence",
+    "FRONTMATTER_SYNTAX": "the frontmatter is not valid YAML (tabs used as indentation included)",
+    "FRONTMATTER_NOT_MAPPING": "the frontmatter is YAML but not a mapping of keys to values",
+    "FRONTMATTER_DUPLICATE_KEY": "a key appears twice in the same mapping",
+    "FRONTMATTER_ALIAS": "the frontmatter uses YAML anchors or aliases, which are refused",
+    "FRONTMATTER_TAG": "the frontmatter uses an explicit YAML tag other than the core ones",
+    "FRONTMATTER_TOO_DEEP": "the frontmatter nests deeper than allowed",
+    "SCHEMA_ERROR": "a field has the wrong type or a value outside its allowed set",
+    "CONFLICT": "the operation collides with the current state",
+    "STALE_WRITE": "the file changed since it was read; nothing was written",
+    "LOCK_TIMEOUT": "another writer held the file's lock for too long",
+    "ALREADY_EXISTS": "the item to create exists already",
+    "NAME_ALREADY_EXISTS": "a live item with that name exists already",
+    "DEPENDENCY_CYCLE": "task dependencies form a cycle",
+    "INVALID_TRANSITION": "the item's current state does not allow that change",
+    "REPO_ERROR": "a workspace or git operation failed",
+    "CACHE_ERROR": "the derived index is missing or unusable; rebuild it",
+    "WATCH_ERROR": "watching files for changes failed",
+}
+
+
+class MossError(Exception):
+    """Base of every error this toolkit raises on purpose."""
+
+    code: ClassVar[str] = "INTERNAL"
+    status: ClassVar[int] = 500
+    exit_code: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        path: Path | str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        if code is not None:
+            if code not in ERROR_CODES:
+                raise ValueError(f"unregistered error code {code!r}")
+            # A per-instance code shadows the class default without touching the class.
+            self.code = code  # type: ignore[misc]
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.hint = hint
+        self.details = dict(details or {})
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path:
+            where = f"{self.path}:{self.line}: " if self.line else f"{self.path}: "
+        return f"{where}{self.message}"
+
+
+class InvalidRequest(MossError):
+    code = "INVALID_REQUEST"
+    status = 400
+    exit_code = 2
+
+
+class NotFound(MossError):
+    code = "NOT_FOUND"
+    status = 404
+    exit_code = 3
+
+
+class InvalidDocument(MossError):
+    code = "INVALID_DOCUMENT"
+    status = 422
+    exit_code = 4
+
+
+class Conflict(MossError):
+    code = "CONFLICT"
+    status = 409
+    exit_code = 5
+
+
+class RepoError(MossError):
+    code = "REPO_ERROR"
+    status = 500
+    exit_code = 6
+
+
+class CacheError(MossError):
+    code = "CACHE_ERROR"
+    status = 500
+    exit_code = 7
+
+
+class WatchError(MossError):
+    code = "WATCH_ERROR"
+    status = 500
+    exit_code = 8
+
+
+def error_body(err: MossError) -> dict[str, Any]:
+    """The one JSON error shape shared by every CLI's --json output and the MCP server.
+
+    The inner object is the seeds' `{"code", "message", "status", "details"}`, extended
+    with where the fault lies (`path`, `line`) and what to do about it (`hint`) when known.
+    """
+    inner: dict[str, Any] = {
+        "code": err.code,
+        "message": err.message,
+        "status": err.status,
+        "details": err.details,
+    }
+    if err.path is not None:
+        inner["path"] = err.path
+    if err.line is not None:
+        inner["line"] = err.line
+    if err.hint is not None:
+        inner["hint"] = err.hint
+    return {"ok": False, "error": inner}
+
+
+def describe(err: MossError) -> str:
+    """One human line for stderr: `error[CODE] path:line: message (hint)`."""
+    text = f"error[{err.code}] {err}"
+    if err.hint:
+        text += f"\n  hint: {err.hint}"
+    return text

@@ -1,0 +1,334 @@
+"""Parsing and emitting frontmatter YAML: a fast read path and a round-trip edit path.
+
+Core layer: no I/O. The read path tries a plain `key: value` scanner first and falls back to
+PyYAML's C loader; the edit path uses ruamel.yaml's round-trip mode, which keeps comments,
+quoting and key order. Both resolve scalars with the rules in `yaml12`, refuse aliases and
+non-core tags, and report duplicate keys, so they agree on every document they accept.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError as RuamelMarkedError
+from ruamel.yaml.error import YAMLError as RuamelYAMLError
+from ruamel.yaml.resolver import VersionedResolver
+from ruamel.yaml.scalarbool import ScalarBoolean
+from ruamel.yaml.scalarfloat import ScalarFloat
+from ruamel.yaml.scalarint import ScalarInt
+from ruamel.yaml.scalarstring import ScalarString
+
+from moss_files import yaml12
+
+MAX_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class YamlProblem(Exception):
+    """A reason the frontmatter cannot be used; `line` is 0-based within the YAML text."""
+
+    code: str
+    message: str
+    line: int | None = None
+
+
+# --------------------------------------------------------------------------- fast read path
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+# First characters that make a value anything but a simple plain scalar.
+_NOT_SIMPLE_START = frozenset("?:,[]{}#&*!|>'\"%@`")
+_FLOW_ITEM = re.compile(r"[A-Za-z0-9_.\-/+~][A-Za-z0-9_.\-/+~ ]*")
+
+
+def scan_simple(yaml_text: str) -> dict[str, Any] | None:
+    """Parse frontmatter made only of `key: plain-scalar` and `key: [a, b]` lines.
+
+    Returns None as soon as a line needs a real YAML parser (nesting, quotes, block scalars,
+    anything unusual); the caller then uses `load_fast`. Raises YamlProblem for a duplicate key.
+    """
+    result: dict[str, Any] = {}
+    for number, line in enumerate(yaml_text.split("\n")):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line or line.isspace():
+            continue
+        first = line[0]
+        if first == "#":
+            continue
+        if first in " \t-.%":
+            return None  # nesting, sequences, directives, document markers
+        colon = line.find(":")
+        if colon <= 0:
+            return None
+        key = line[:colon]
+        if not _PLAIN_KEY.fullmatch(key) or not isinstance(yaml12.resolve_plain(key), str):
+            return None
+        rest = line[colon + 1 :]
+        if rest and rest[0] not in " ":
+            return None  # `a:b` is a plain scalar key, `a:\t` needs care: leave both to YAML
+        value_text = rest.strip(" ")
+        if " #" in value_text:
+            value_text = value_text.split(" #", 1)[0].rstrip(" ")
+        if value_text.startswith("#"):
+            value_text = ""
+        value = _simple_value(value_text)
+        if value is _NOT_SIMPLE:
+            return None
+        if key in result:
+            raise YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key!r}", number)
+        result[key] = value
+    return result
+
+
+_NOT_SIMPLE = object()
+
+
+def _simple_value(text: str) -> Any:
+    if not text:
+        return None
+    if "\t" in text or ": " in text or text.endswith(":"):
+        return _NOT_SIMPLE
+    if text[0] == "[" and text[-1] == "]":
+        inner = text[1:-1].strip(" ")
+        if not inner:
+            return []
+        items = [item.strip(" ") for item in inner.split(",")]
+        if not all(_FLOW_ITEM.fullmatch(item) for item in items):
+            return _NOT_SIMPLE
+        return [yaml12.resolve_plain(item) for item in items]
+    if text[0] in _NOT_SIMPLE_START or (text[0] == "-" and (len(text) == 1 or text[1] == " ")):
+        return _NOT_SIMPLE
+    return yaml12.resolve_plain(text)
+
+
+_BaseFastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _FastLoader(_BaseFastLoader):  # type: ignore[misc,valid-type]
+    """PyYAML's C loader with YAML 1.2 core-schema resolution and no timestamps."""
+
+    yaml_implicit_resolvers: dict[Any, Any] = {}
+
+
+for _tag, _regexp, _first in yaml12.IMPLICIT_RULES:
+    _FastLoader.add_implicit_resolver(_tag, _regexp, list(_first) + ([""] if _tag == yaml12.TAG_NULL else []))
+
+
+def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    if not yaml12.INT_RE.match(text):
+        raise YamlProblem("FRONTMATTER_SYNTAX", f"{text!r} is not an integer", node.start_mark.line)
+    return yaml12.parse_int(text)
+
+
+def _construct_float(loader: Any, node: yaml.ScalarNode) -> float:
+    text = loader.construct_scalar(node)
+    if not (yaml12.FLOAT_RE.match(text) or yaml12.INT_RE.match(text)):
+        raise YamlProblem("FRONTMATTER_SYNTAX", f"{text!r} is not a number", node.start_mark.line)
+    return yaml12.parse_float(text) if yaml12.FLOAT_RE.match(text) else float(yaml12.parse_int(text))
+
+
+def _construct_bool(loader: Any, node: yaml.ScalarNode) -> bool:
+    text = loader.construct_scalar(node)
+    if not yaml12.BOOL_RE.match(text):
+        raise YamlProblem("FRONTMATTER_SYNTAX", f"{text!r} is not a boolean", node.start_mark.line)
+    return text[0] in "tT"
+
+
+def _construct_null(loader: Any, node: yaml.ScalarNode) -> None:
+    text = loader.construct_scalar(node)
+    if not yaml12.NULL_RE.match(text):
+        raise YamlProblem("FRONTMATTER_SYNTAX", f"{text!r} is not null", node.start_mark.line)
+    return None
+
+
+_FastLoader.add_constructor(yaml12.TAG_INT, _construct_int)
+_FastLoader.add_constructor(yaml12.TAG_FLOAT, _construct_float)
+_FastLoader.add_constructor(yaml12.TAG_BOOL, _construct_bool)
+_FastLoader.add_constructor(yaml12.TAG_NULL, _construct_null)
+
+
+def load_fast(yaml_text: str) -> dict[str, Any]:
+    """Return the frontmatter mapping as plain Python values.
+
+    Raises YamlProblem for syntax errors, a non-mapping, duplicate keys, aliases, non-core
+    tags and nesting deeper than MAX_DEPTH.
+    """
+    simple = scan_simple(yaml_text)
+    if simple is not None:
+        return simple
+    loader = _FastLoader(yaml_text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        _check_tree(node)
+        data = loader.construct_document(node)
+    except YamlProblem:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = " ".join(part for part in (exc.context, exc.problem) if part)
+        code = "FRONTMATTER_SYNTAX"
+        if "found duplicate anchor" in message:
+            code = "FRONTMATTER_ALIAS"
+        if "could not determine a constructor" in message:
+            code = "FRONTMATTER_TAG"
+        raise YamlProblem(code, message or str(exc), mark.line if mark else None) from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem("FRONTMATTER_SYNTAX", str(exc)) from None
+    except (TypeError, ValueError) as exc:  # e.g. an unhashable (list) key
+        raise YamlProblem("FRONTMATTER_SYNTAX", str(exc)) from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "null"
+        raise YamlProblem(
+            "FRONTMATTER_NOT_MAPPING", f"frontmatter must be a mapping of keys, not {kind}", 0
+        )
+    return data
+
+
+def _check_tree(root: yaml.Node) -> None:
+    """Refuse aliases, non-core tags, duplicate keys and excessive depth, before constructing.
+
+    Walks the composed node graph iteratively, so a hostile document cannot exhaust the stack,
+    and refuses aliases outright, so a "billion laughs" document cannot exhaust memory later.
+    """
+    if not isinstance(root, yaml.MappingNode):
+        return  # construct, then report FRONTMATTER_NOT_MAPPING with the value's type
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise YamlProblem("FRONTMATTER_ALIAS", "YAML aliases are not allowed in frontmatter", node.start_mark.line)
+        seen.add(id(node))
+        if node.tag not in yaml12.ALLOWED_TAGS:
+            raise YamlProblem("FRONTMATTER_TAG", f"unsupported YAML tag {node.tag!r}", node.start_mark.line)
+        if depth > MAX_DEPTH:
+            raise YamlProblem("FRONTMATTER_TOO_DEEP", f"frontmatter nests deeper than {MAX_DEPTH} levels", node.start_mark.line)
+        if isinstance(node, yaml.MappingNode):
+            keys: set[tuple[str, str]] = set()
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    identity = (key_node.tag, key_node.value)
+                    if identity in keys:
+                        raise YamlProblem(
+                            "FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key_node.value!r}", key_node.start_mark.line
+                        )
+                    keys.add(identity)
+                stack.append((key_node, depth + 1))
+                stack.append((value_node, depth + 1))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+
+
+# --------------------------------------------------------------------------- round-trip edit path
+
+
+def _rules_table(extra: tuple[tuple[str, re.Pattern[str], str], ...] = ()) -> dict[Any, list[Any]]:
+    table: dict[Any, list[Any]] = {}
+    for tag, regexp, first in yaml12.IMPLICIT_RULES + extra:
+        for char in list(first) + ([""] if tag == yaml12.TAG_NULL else []):
+            table.setdefault(char, []).append((tag, regexp))
+    return table
+
+
+class _LoadResolver(VersionedResolver):
+    """ruamel resolver with exactly the `yaml12` rules (no timestamps, no 1.1 booleans)."""
+
+    _table = _rules_table()
+
+    @property
+    def versioned_resolver(self) -> Any:
+        return self._table
+
+
+class _DumpResolver(VersionedResolver):
+    """Resolver used when writing: also treats YAML 1.1 look-alikes as non-strings, so that
+    strings such as `no` or `0755` are written quoted and mean the same to every reader."""
+
+    _table = _rules_table(((yaml12.TAG_BOOL, yaml12.YAML11_LOOKALIKE_RE, "yYnNoO-+0123456789.<="),))
+
+    @property
+    def versioned_resolver(self) -> Any:
+        return self._table
+
+
+def _roundtrip_yaml(resolver: type) -> YAML:
+    rt = YAML(typ="rt")
+    rt.Resolver = resolver
+    rt.preserve_quotes = True
+    rt.width = 1 << 20  # never fold long values onto continuation lines
+    rt.allow_duplicate_keys = False
+    return rt
+
+
+def load_roundtrip(yaml_text: str) -> CommentedMap:
+    """Return the frontmatter as ruamel's round-trip mapping (comments and styles attached).
+
+    Callers validate with `load_fast` first; this path only has to agree with it.
+    Raises YamlProblem when ruamel cannot read the text.
+    """
+    try:
+        data = _roundtrip_yaml(_LoadResolver).load(yaml_text)
+    except RuamelMarkedError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise YamlProblem("FRONTMATTER_SYNTAX", str(exc.problem or exc), mark.line if mark else None) from None
+    except RuamelYAMLError as exc:
+        raise YamlProblem("FRONTMATTER_SYNTAX", str(exc)) from None
+    if data is None:
+        return CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise YamlProblem("FRONTMATTER_NOT_MAPPING", "frontmatter must be a mapping of keys", 0)
+    return data
+
+
+def dump_roundtrip(data: Any, *, sequence_offset: int = 2) -> str:
+    """Render a mapping as block YAML text, keeping ruamel's attached comments and styles."""
+    rt = _roundtrip_yaml(_DumpResolver)
+    rt.indent(mapping=2, sequence=sequence_offset + 2, offset=sequence_offset)
+    stream = io.StringIO()
+    rt.dump(data, stream)
+    return stream.getvalue()
+
+
+def to_plain(value: Any) -> Any:
+    """Convert ruamel round-trip objects to plain dict/list/str/int/float/bool/None."""
+    if isinstance(value, dict):
+        return {to_plain(key): to_plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [to_plain(item) for item in value]
+    if isinstance(value, ScalarBoolean):
+        return bool(value)
+    if isinstance(value, ScalarString):
+        return str(value)
+    if isinstance(value, ScalarInt):
+        return int(value)
+    if isinstance(value, ScalarFloat):
+        return float(value)
+    return value
+
+
+def styled_like(old: Any, new: Any) -> Any:
+    """Return `new` dressed in `old`'s style (quotes for strings, flow style for collections)."""
+    if isinstance(old, ScalarString) and isinstance(new, str) and not isinstance(new, ScalarString):
+        return type(old)(new)
+    if isinstance(new, list) and not isinstance(new, CommentedSeq):
+        seq = CommentedSeq(styled_like(None, item) for item in new)
+        if isinstance(old, CommentedSeq) and old.fa.flow_style():
+            seq.fa.set_flow_style()
+        return seq
+    if isinstance(new, dict) and not isinstance(new, CommentedMap):
+        mapping = CommentedMap((key, styled_like(None, item)) for key, item in new.items())
+        if isinstance(old, CommentedMap) and old.fa.flow_style():
+            mapping.fa.set_flow_style()
+        return mapping
+    return new
