@@ -1,0 +1,111 @@
+"""The `moss` command line. Entry layer: parse input, call the library, render output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from moss_files import __version__, document, fs
+from moss_files.cli_support import JsonOpt, emit, new_app, reporting
+from moss_files.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
+
+app = new_app("moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git.")
+doc_app = new_app("Inspect and edit markdown documents with YAML frontmatter, faithfully.")
+app.add_typer(doc_app, name="doc")
+
+
+@app.command("version")
+def version(as_json: JsonOpt = False) -> None:
+    """Print the toolkit's version."""
+    emit({"version": __version__}, as_json, text=f"moss-files {__version__}")
+
+
+@app.command("codes")
+def codes(as_json: JsonOpt = False) -> None:
+    """List every stable error code with what it means."""
+    rows = [{"code": code, "meaning": meaning} for code, meaning in ERROR_CODES.items()]
+    emit(rows, as_json, text="\n".join(f"{row['code']:<28} {row['meaning']}" for row in rows))
+
+
+@doc_app.command("check")
+def doc_check(
+    paths: Annotated[list[Path], typer.Argument(help="Documents to validate.", show_default=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate documents; report each problem with its code, file and line (exit 4 if any)."""
+    results: list[dict[str, Any]] = []
+    exit_codes: list[int] = []
+    with reporting(as_json):
+        for path in paths:
+            try:
+                fs.read_document(path)
+                results.append({"path": str(path), "ok": True})
+            except MossError as err:
+                results.append({"path": str(path), **error_body(err)})
+                exit_codes.append(err.exit_code)
+    failed = [row for row in results if not row["ok"]]
+    lines = [
+        f"ok     {row['path']}"
+        if row["ok"]
+        else f"error  {row['path']}:{row['error'].get('line') or ''} [{row['error']['code']}] {row['error']['message']}"
+        for row in results
+    ]
+    emit({"ok": not failed, "results": results}, as_json, text="\n".join(lines))
+    if exit_codes:
+        raise typer.Exit(max(exit_codes))
+
+
+@doc_app.command("get")
+def doc_get(
+    path: Annotated[Path, typer.Argument(help="The document.", show_default=False)],
+    key: Annotated[str | None, typer.Argument(help="One frontmatter key (default: all).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a document's frontmatter, or one key's value."""
+    with reporting(as_json):
+        doc = fs.read_document(path)
+        if key is None:
+            value: Any = doc.meta
+        else:
+            found = document.find_key(doc.meta, key)
+            if found is None:
+                raise NotFound(f"no key {key!r} in the frontmatter", path=path)
+            value = doc.meta[found]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    emit(value, as_json, text=text)
+
+
+@doc_app.command("set")
+def doc_set(
+    path: Annotated[Path, typer.Argument(help="The document to edit.", show_default=False)],
+    assignments: Annotated[
+        list[str],
+        typer.Argument(help="KEY=VALUE pairs; VALUE is read as YAML (so `x=[a, b]` is a list); KEY= with no value deletes.", show_default=False),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Set or delete frontmatter keys, changing only those keys' lines."""
+    with reporting(as_json):
+        changes = dict(_parse_assignment(item) for item in assignments)
+        written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path))
+    emit({"path": str(path), "meta": written.meta}, as_json, text="")
+
+
+def _parse_assignment(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise InvalidRequest(f"expected KEY=VALUE, got {item!r}")
+    if raw == "":
+        return key, document.DELETE
+    try:
+        return key, document.parse(f"---\nv: {raw}\n---\n").meta["v"]
+    except MossError:
+        return key, raw
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
