@@ -153,15 +153,17 @@ def _load(fm_text: str, path: Path | str | None) -> dict[str, Any]:
     try:
         return yamlio.load_fast(fm_text)
     except YamlProblem as problem:
-        raise _located(problem, path) from None
+        raise _located(problem, fm_text, path) from None
 
 
-def _located(problem: YamlProblem, path: Path | str | None) -> InvalidDocument:
+def _located(problem: YamlProblem, fm_text: str, path: Path | str | None) -> InvalidDocument:
     # The frontmatter starts on line 2 of the file (line 1 is the opening fence).
     line = problem.line + 2 if problem.line is not None else None
     hint = None
-    if problem.code == "FRONTMATTER_SYNTAX" and "\t" in problem.message + "\\t":
-        hint = "YAML indentation must use spaces, not tabs"
+    if problem.code == "FRONTMATTER_SYNTAX" and problem.line is not None:
+        lines = fm_text.split("\n")
+        if problem.line < len(lines) and "\t" in lines[problem.line]:
+            hint = "YAML indentation must use spaces, not tabs"
     return InvalidDocument(problem.message, code=problem.code, path=path, line=line, hint=hint)
 
 
@@ -227,7 +229,7 @@ def edit_frontmatter(
     try:
         roundtrip = yamlio.load_roundtrip(doc.frontmatter_text)
     except YamlProblem as problem:
-        raise _located(problem, path) from None
+        raise _located(problem, doc.frontmatter_text, path) from None
     new_fm = _splice(doc.frontmatter_text, roundtrip, changes, nl)
     if new_fm is None or not _reads_as(new_fm, expected):
         new_fm = _redump(roundtrip, changes, nl)
@@ -352,7 +354,12 @@ def _keep_key_text_and_comment(original: list[str], block: list[str], key: Any) 
     colon = _key_colon(old_body)
     new_colon = _key_colon(new_body)
     if colon is not None and new_colon is not None:
-        new_body = old_body[:colon] + new_body[new_colon:]
+        # Keep the key as written and the blanks the human put after its colon.
+        gap_end = colon + 1
+        while gap_end < len(old_body) and old_body[gap_end] in " \t":
+            gap_end += 1
+        value_text = new_body[new_colon + 1 :].lstrip(" ")
+        new_body = old_body[:gap_end] + value_text if gap_end > colon + 1 else old_body[: colon + 1] + " " + value_text
     comment = _trailing_comment(old_body, colon)
     if comment:
         new_body += comment

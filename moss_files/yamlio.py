@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -29,13 +28,14 @@ from moss_files import yaml12
 MAX_DEPTH = 32
 
 
-@dataclass(frozen=True, slots=True)
 class YamlProblem(Exception):
     """A reason the frontmatter cannot be used; `line` is 0-based within the YAML text."""
 
-    code: str
-    message: str
-    line: int | None = None
+    def __init__(self, code: str, message: str, line: int | None = None) -> None:
+        super().__init__(code, message, line)
+        self.code = code
+        self.message = message
+        self.line = line
 
 
 # --------------------------------------------------------------------------- fast read path
@@ -168,7 +168,7 @@ def load_fast(yaml_text: str) -> dict[str, Any]:
         node = loader.get_single_node()
         if node is None:
             return {}
-        _check_tree(node)
+        _check_tree(node, yaml_text)
         data = loader.construct_document(node)
     except YamlProblem:
         raise
@@ -195,8 +195,8 @@ def load_fast(yaml_text: str) -> dict[str, Any]:
     return data
 
 
-def _check_tree(root: yaml.Node) -> None:
-    """Refuse aliases, non-core tags, duplicate keys and excessive depth, before constructing.
+def _check_tree(root: yaml.Node, yaml_text: str) -> None:
+    """Refuse aliases, explicit tags, duplicate keys and excessive depth, before constructing.
 
     Walks the composed node graph iteratively, so a hostile document cannot exhaust the stack,
     and refuses aliases outright, so a "billion laughs" document cannot exhaust memory later.
@@ -208,10 +208,11 @@ def _check_tree(root: yaml.Node) -> None:
     while stack:
         node, depth = stack.pop()
         if id(node) in seen:
-            raise YamlProblem("FRONTMATTER_ALIAS", "YAML aliases are not allowed in frontmatter", node.start_mark.line)
+            # The composer shares one node for an anchor and its aliases, so the line is the anchor's.
+            raise YamlProblem("FRONTMATTER_ALIAS", "the anchor on this line is used through an alias; aliases are not allowed in frontmatter", node.start_mark.line)
         seen.add(id(node))
-        if node.tag not in yaml12.ALLOWED_TAGS:
-            raise YamlProblem("FRONTMATTER_TAG", f"unsupported YAML tag {node.tag!r}", node.start_mark.line)
+        if node.tag not in yaml12.ALLOWED_TAGS or _explicitly_tagged(yaml_text, node.start_mark.index):
+            raise YamlProblem("FRONTMATTER_TAG", "explicit YAML tags are not supported; quote the value instead", node.start_mark.line)
         if depth > MAX_DEPTH:
             raise YamlProblem("FRONTMATTER_TOO_DEEP", f"frontmatter nests deeper than {MAX_DEPTH} levels", node.start_mark.line)
         if isinstance(node, yaml.MappingNode):
@@ -228,6 +229,18 @@ def _check_tree(root: yaml.Node) -> None:
                 stack.append((value_node, depth + 1))
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((child, depth + 1) for child in node.value)
+
+
+def _explicitly_tagged(yaml_text: str, index: int) -> bool:
+    # A node's start mark points at its properties: an optional `&anchor`, then a `!tag`.
+    # Explicit tags are refused (even `!!str`) because the two YAML libraries disagree on
+    # some of them (`!` alone), and quoting says the same thing portably.
+    if yaml_text[index : index + 1] == "&":
+        while index < len(yaml_text) and not yaml_text[index].isspace():
+            index += 1
+        while index < len(yaml_text) and yaml_text[index] in " \t":
+            index += 1
+    return yaml_text[index : index + 1] == "!"
 
 
 # --------------------------------------------------------------------------- round-trip edit path
