@@ -51,6 +51,7 @@ ERROR_CODES: dict[str, str] = {
     "DEPENDENCY_CYCLE": "task dependencies form a cycle",
     "INVALID_TRANSITION": "the item's current state does not allow that change",
     "REPO_ERROR": "a workspace or git operation failed",
+    "NOT_WRITABLE": "a project file or folder cannot be written (permissions, read-only or full file system)",
     "CACHE_ERROR": "the derived index is missing or unusable; rebuild it",
     "WATCH_ERROR": "watching files for changes failed",
 }
