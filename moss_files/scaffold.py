@@ -1,0 +1,676 @@
+"""Project scaffolding: add the toolkit's folders, git settings and agent notes a project lacks.
+
+Core planning (`plan_actions`, pure) between two edges (`read_state`, `apply_scaffold`), with a
+thin entry point (`main`, run as `python3 -m moss_files.scaffold`). Stdlib only, importing no
+moss_files module but `errors`: install.sh runs it on a bare python3 before any dependency
+is installed. Nothing is ever overwritten: files are created with link(2), which fails on an
+existing name; other edits only add lines or replace the toolkit's own marked block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import re
+import secrets
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from moss_files import __version__
+from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError, describe, error_body
+
+PARTS = ("cstack", "needlecast", "moss")
+AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
+KINDS = ("mkdir", "create", "append", "update", "exists")
+
+# Derived, per-machine state. The lock and temp patterns mirror fs.lock_path_for and
+# fs.temp_path_for (`.<name>.lock`, `.<name>.tmp-<pid>-<hex>`); tests/test_scaffold.py checks
+# them with `git check-ignore` against paths fs.py really produces.
+GITIGNORE_LINES: Mapping[str, tuple[str, ...]] = {
+    "cstack": (".cstack/**/.*.lock", ".cstack/**/.*.tmp-*"),
+    "needlecast": (".needlecast/.state/", ".needlecast/**/.*.lock", ".needlecast/**/.*.tmp-*"),
+    "moss": (".moss/cache/", ".moss/run/", ".moss/**/.*.lock", ".moss/**/.*.tmp-*"),
+}
+# Append-only files: a union merge keeps both sides' new lines instead of a conflict.
+GITATTRIBUTES_LINES: Mapping[str, tuple[str, ...]] = {
+    "cstack": (".cstack/MEMORY.md merge=union",),
+    "needlecast": (),
+    "moss": (".moss/**/*.jsonl merge=union",),
+}
+LINES_BEGIN = "# >>> moss-files >>>"
+LINES_END = "# <<< moss-files <<<"
+BLOCK_BEGIN = '<!-- moss-files:begin version="{version}" -->'
+BLOCK_BEGIN_PREFIX = "<!-- moss-files:begin"
+BLOCK_BEGIN_RE = re.compile(r'<!-- moss-files:begin version="([^"]*)" -->')
+BLOCK_END = "<!-- moss-files:end -->"
+MAX_EDIT_BYTES = 4 * 1024 * 1024
+_SKIPPED_TEMPLATE_NAMES = {"__init__.py", "__pycache__"}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One step of a scaffold; `path` is relative to the project root, with `/` separators.
+
+    kinds: `mkdir` a folder; `create` a file with `content`; `append` `content` to the end of a
+    file; `update` a file to `content` (only the toolkit's own lines differ); `exists`: left as
+    is. `base` is the file's bytes the plan was made from: apply refuses to append to or update
+    a file that no longer has them.
+    """
+
+    kind: str
+    path: str
+    detail: str
+    content: bytes | None = None
+    base: bytes | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What is at one project path: `missing`, `dir`, `file` (with its bytes when read) or `other`."""
+
+    kind: str
+    data: bytes | None = None
+    real: str | None = None  # resolved path of a file we may edit (CLAUDE.md may link to AGENTS.md)
+
+
+@dataclass(frozen=True, slots=True)
+class McpServer:
+    """One MCP server an agent should start for this project."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Templates:
+    """Template files by part (`{"moss": {"README.md": b"..."}}`) and agent block texts."""
+
+    parts: Mapping[str, Mapping[str, bytes]]
+    agent_blocks: Mapping[str, str]
+
+
+def mcp_servers(agent: str) -> tuple[McpServer, ...]:
+    """The MCP servers to register for `agent` (`claude` or `codex`): none yet.
+
+    This is the place the MCP-server issue fills in, once `moss serve` exists, for example with
+    `McpServer("moss", "moss", ("serve",))`. The planner already turns whatever this returns
+    into project config: a `mcpServers` entry in `.mcp.json` for Claude Code and a
+    `[mcp_servers.<name>]` table in `.codex/config.toml` for Codex, each added only when
+    missing (see `plan_mcp`). Until then it returns nothing, so no MCP file is written.
+    """
+    return ()
+
+
+MCP_FILES = {"claude": ".mcp.json", "codex": ".codex/config.toml"}
+
+
+# --- planning (pure) -------------------------------------------------------------------------
+
+
+def template_paths(templates: Templates, parts: Sequence[str]) -> list[str]:
+    """Project-relative paths of every template file for `parts` (`.cstack/PLAN.md`, ...)."""
+    return [f".{part}/{rel}" for part in parts for rel in sorted(templates.parts.get(part, {}))]
+
+
+def candidate_paths(templates: Templates, parts: Sequence[str], agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]) -> list[str]:
+    """Every project path the planner needs to know about, parents included, sorted."""
+    files = [*template_paths(templates, parts), ".gitignore", ".gitattributes"]
+    files += [AGENT_FILES[agent] for agent in agents]
+    files += [MCP_FILES[agent] for agent in agents if servers.get(agent)]
+    paths = {f".{part}" for part in parts}
+    for path in files:
+        paths.add(path)
+        parent = path.rpartition("/")[0]
+        while parent:
+            paths.add(parent)
+            parent = parent.rpartition("/")[0]
+    return sorted(paths)
+
+
+def edited_paths(agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]) -> set[str]:
+    """Paths whose bytes the planner reads (files it may append to or update)."""
+    paths = {".gitignore", ".gitattributes", *(AGENT_FILES[a] for a in agents)}
+    return paths | {MCP_FILES[a] for a in agents if servers.get(a)}
+
+
+def plan_actions(
+    state: Mapping[str, Entry],
+    templates: Templates,
+    *,
+    parts: Sequence[str],
+    agents: Sequence[str] = (),
+    servers: Mapping[str, Sequence[McpServer]] | None = None,
+    version: str = __version__,
+) -> list[Action]:
+    """Decide every step of the scaffold from what is on disk (`state`: path -> Entry).
+
+    Folders come first, then files in a fixed order, so output and tests are stable.
+    Raises Conflict ALREADY_EXISTS when a file stands where a folder is needed (or the reverse),
+    InvalidDocument when a file we would edit has broken moss-files markers or bad encoding.
+    """
+    parts, agents = _check_choices(parts, agents)
+    servers = servers or {}
+    actions: list[Action] = []
+    for path in template_paths(templates, parts):
+        part, _, rel = path[1:].partition("/")
+        actions.append(_plan_file(state, path, templates.parts[part][rel]))
+    ignore = [line for part in parts for line in GITIGNORE_LINES[part]]
+    attributes = [line for part in parts for line in GITATTRIBUTES_LINES[part]]
+    if ignore:
+        actions.append(plan_lines(".gitignore", _entry(state, ".gitignore"), ignore))
+    if attributes:
+        actions.append(plan_lines(".gitattributes", _entry(state, ".gitattributes"), attributes))
+    seen_real: dict[str, str] = {}
+    for agent in agents:
+        path = AGENT_FILES[agent]
+        entry = _entry(state, path)
+        if entry.real is not None and entry.real in seen_real:
+            # AGENTS.md is often a symlink to CLAUDE.md: one block serves both.
+            actions.append(Action("exists", path, f"same file as {seen_real[entry.real]}; block handled there"))
+            continue
+        if entry.real is not None:
+            seen_real[entry.real] = path
+        actions.append(plan_block(path, entry, templates.agent_blocks[agent], version))
+    for agent in agents:
+        if servers.get(agent):
+            actions.append(plan_mcp(agent, _entry(state, MCP_FILES[agent]), servers[agent]))
+    return _with_folders(state, actions, parts)
+
+
+def _check_choices(parts: Sequence[str], agents: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if isinstance(parts, str) or isinstance(agents, str):
+        raise InvalidRequest("parts and agents are sequences of names, not one string")
+    unknown = [p for p in parts if p not in PARTS] + [a for a in agents if a not in AGENT_FILES]
+    if unknown:
+        raise InvalidRequest(
+            f"unknown part or agent: {', '.join(map(str, unknown))}",
+            details={"parts": list(PARTS), "agents": list(AGENT_FILES)},
+        )
+    return tuple(dict.fromkeys(parts)), tuple(dict.fromkeys(agents))
+
+
+def _entry(state: Mapping[str, Entry], path: str) -> Entry:
+    return state.get(path, Entry("missing"))
+
+
+def _plan_file(state: Mapping[str, Entry], path: str, content: bytes) -> Action:
+    entry = _entry(state, path)
+    if entry.kind == "missing":
+        return Action("create", path, "from template", content)
+    if entry.kind == "file":
+        return Action("exists", path, "present; never overwritten")
+    return Action("exists", path, f"present as a {entry.kind}; left alone")
+
+
+def _with_folders(state: Mapping[str, Entry], actions: list[Action], parts: Sequence[str]) -> list[Action]:
+    """Prefix the `mkdir` steps: each part's folder (it marks the workspace even while empty)
+    and every folder a created file needs, checking that no file stands in the way."""
+    folders = {f".{part}" for part in parts}
+    for action in actions:
+        if action.kind == "create":
+            parent = action.path.rpartition("/")[0]
+            while parent:
+                folders.add(parent)
+                parent = parent.rpartition("/")[0]
+    mkdirs = []
+    for folder in sorted(folders):
+        entry = _entry(state, folder)
+        if entry.kind == "missing":
+            mkdirs.append(Action("mkdir", folder, "new folder"))
+        elif entry.kind != "dir":
+            raise Conflict(
+                f"{folder} is a {entry.kind}, but the toolkit needs a folder there",
+                code="ALREADY_EXISTS",
+                path=folder,
+                hint="move it aside, then run again",
+            )
+    return mkdirs + actions
+
+
+def _decode(path: str, data: bytes) -> str:
+    if len(data) > MAX_EDIT_BYTES:
+        raise InvalidDocument(f"{path} is over {MAX_EDIT_BYTES} bytes; not editing it", code="FILE_TOO_LARGE", path=path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InvalidDocument(f"{path} is not valid UTF-8; not editing it", code="INVALID_ENCODING", path=path, line=line) from None
+
+
+def _newline(text: str) -> str:
+    """The file's own line ending, so added lines match it."""
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def _separator(text: str, newline: str) -> str:
+    """What goes between existing text and an appended block: end the last line, then one blank line."""
+    if text == "" or text.strip() == "":
+        return "" if text == "" or text.endswith("\n") else newline
+    ending = "" if text.endswith("\n") else newline
+    return ending if text.endswith(("\n\n", "\r\n\r\n")) else ending + newline
+
+
+def _editable(path: str, entry: Entry) -> str | None:
+    """The text of a file we may edit, None when it is missing. Raises for a non-file."""
+    if entry.kind == "missing":
+        return None
+    if entry.kind != "file" or entry.data is None:
+        raise Conflict(f"{path} is a {entry.kind}, not a file", code="ALREADY_EXISTS", path=path, hint="move it aside, then run again")
+    return _decode(path, entry.data)
+
+
+def plan_lines(path: str, entry: Entry, wanted: Sequence[str]) -> Action:
+    """Plan adding the `wanted` lines a gitignore-style file lacks, inside the marked block.
+
+    Lines already present anywhere in the file (surrounding spaces ignored) are not repeated;
+    the user's lines are never moved. A new block is appended; missing lines join an existing
+    block just above its end marker. Raises InvalidDocument on unbalanced markers.
+    """
+    text = _editable(path, entry)
+    if text is None:
+        body = "".join(f"{line}\n" for line in (LINES_BEGIN, *wanted, LINES_END))
+        return Action("create", path, f"{len(wanted)} entries in a moss-files block", body.encode())
+    lines = text.splitlines(keepends=True)
+    present = {line.strip() for line in lines}
+    missing = [line for line in dict.fromkeys(wanted) if line.strip() not in present]
+    begin, end = _marker_lines(path, lines, lambda s: s == LINES_BEGIN, lambda s: s == LINES_END)
+    if not missing:
+        return Action("exists", path, "all entries present")
+    newline = _newline(text)
+    added = "".join(f"{line}{newline}" for line in missing)
+    detail = f"add {len(missing)} missing entr{'y' if len(missing) == 1 else 'ies'}: {', '.join(missing)}"
+    if begin is None or end is None:
+        block = f"{LINES_BEGIN}{newline}{added}{LINES_END}{newline}"
+        return Action("append", path, detail, (_separator(text, newline) + block).encode(), base=entry.data)
+    new_text = "".join(lines[:end]) + added + "".join(lines[end:])
+    return Action("update", path, detail + " (into the moss-files block)", new_text.encode(), base=entry.data)
+
+
+def render_block(body: str, version: str) -> str:
+    """The marked agent block: begin marker with `version`, `body`, end marker."""
+    if BLOCK_BEGIN_PREFIX in body or BLOCK_END in body:
+        raise MossError("an agent block template contains the moss-files markers itself")
+    if not body.endswith("\n"):
+        body += "\n"
+    return f"{BLOCK_BEGIN.format(version=version)}\n{body}{BLOCK_END}\n"
+
+
+def plan_block(path: str, entry: Entry, body: str, version: str) -> Action:
+    """Plan putting the marked block in an agent notes file (CLAUDE.md, AGENTS.md).
+
+    Missing file: create it with the block. No block: append it. A block of another version:
+    replace the lines from marker to marker, nothing else. Same version: leave the file, even
+    if someone edited inside the block. Raises InvalidDocument on unbalanced markers.
+    """
+    text = _editable(path, entry)
+    if text is None:
+        return Action("create", path, f"agent notes, block version {version}", render_block(body, version).encode())
+    lines = text.splitlines(keepends=True)
+    begin, end = _marker_lines(path, lines, lambda s: s.startswith(BLOCK_BEGIN_PREFIX), lambda s: s == BLOCK_END)
+    newline = _newline(text)
+    block = render_block(body, version).replace("\n", newline)
+    if begin is None or end is None:
+        return Action("append", path, f"add the moss-files block, version {version}", (_separator(text, newline) + block).encode(), base=entry.data)
+    match = BLOCK_BEGIN_RE.fullmatch(lines[begin].strip())
+    current = match.group(1) if match else None
+    if current == version:
+        return Action("exists", path, f"moss-files block version {version} present")
+    new_text = "".join(lines[:begin]) + block + "".join(lines[end + 1 :])
+    return Action("update", path, f"replace the moss-files block ({current or 'unversioned'} -> {version})", new_text.encode(), base=entry.data)
+
+
+def _marker_lines(path: str, lines: Sequence[str], is_begin: Any, is_end: Any) -> tuple[int | None, int | None]:
+    """Indexes of the one begin and one end marker line, (None, None) when there are none."""
+    begins = [i for i, line in enumerate(lines) if is_begin(line.strip())]
+    ends = [i for i, line in enumerate(lines) if is_end(line.strip())]
+    if not begins and not ends:
+        return None, None
+    if len(begins) == 1 and len(ends) == 1 and begins[0] < ends[0]:
+        return begins[0], ends[0]
+    first = (begins + ends)[0] + 1
+    raise InvalidDocument(
+        f"{path} has unbalanced moss-files markers ({len(begins)} begin, {len(ends)} end)",
+        code="INVALID_DOCUMENT",
+        path=path,
+        line=first,
+        hint="keep exactly one begin and one end marker line, or delete both, then run again",
+    )
+
+
+def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer]) -> Action:
+    """Plan registering `servers` in the agent's project MCP config, adding only missing ones.
+
+    Claude Code reads `.mcp.json` (`{"mcpServers": {name: {"command", "args"}}}`); existing
+    entries and other keys are kept (the JSON is re-indented when a server is added). Codex
+    reads `[mcp_servers.<name>]` tables from `.codex/config.toml`; missing tables are appended.
+    Raises InvalidDocument for a `.mcp.json` that is not a JSON object.
+    """
+    path = MCP_FILES[agent]
+    text = _editable(path, entry)
+    if agent == "claude":
+        config: dict[str, Any] = {}
+        if text is not None:
+            try:
+                config = json.loads(text) if text.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise InvalidDocument(f"{path} is not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+            if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
+                raise InvalidDocument(f"{path} must be a JSON object with an object `mcpServers`", code="SCHEMA_ERROR", path=path)
+        registered = config.get("mcpServers", {})
+        missing = [s for s in servers if s.name not in registered]
+        if not missing:
+            return Action("exists", path, "MCP servers registered")
+        merged = {**config, "mcpServers": {**registered, **{s.name: {"command": s.command, "args": list(s.args)} for s in missing}}}
+        content = (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode()
+        names = ", ".join(s.name for s in missing)
+        if text is None:
+            return Action("create", path, f"MCP servers: {names}", content)
+        return Action("update", path, f"register MCP servers: {names}", content, base=entry.data)
+    existing = "" if text is None else text
+    headers = {m.group(1) for m in re.finditer(r"(?m)^\s*\[mcp_servers\.\"?([A-Za-z0-9_-]+)\"?\]\s*$", existing)}
+    missing = [s for s in servers if s.name not in headers]
+    if not missing:
+        return Action("exists", path, "MCP servers registered")
+    tables = "\n".join(
+        f"[mcp_servers.{s.name}]\ncommand = {json.dumps(s.command)}\nargs = {json.dumps(list(s.args))}\n" for s in missing
+    )
+    names = ", ".join(s.name for s in missing)
+    if text is None:
+        return Action("create", path, f"MCP servers: {names}", tables.encode())
+    return Action("append", path, f"register MCP servers: {names}", (_separator(text, "\n") + tables).encode(), base=entry.data)
+
+
+def action_to_dict(action: Action) -> dict[str, Any]:
+    """The JSON shape of an action (content is summarized by its size)."""
+    row: dict[str, Any] = {"kind": action.kind, "path": action.path, "detail": action.detail}
+    if action.content is not None:
+        row["bytes"] = len(action.content)
+    return row
+
+
+def render_action(action: Action, *, dry_run: bool = False) -> str:
+    """One human line: `create   .moss/README.md  (from template)`."""
+    verb = f"would {action.kind}" if dry_run and action.kind != "exists" else action.kind
+    return f"{verb:<13} {action.path}  ({action.detail})"
+
+
+def summarize(actions: Iterable[Action]) -> dict[str, int]:
+    """Count actions per kind, every kind listed."""
+    counts = dict.fromkeys(KINDS, 0)
+    for action in actions:
+        counts[action.kind] = counts.get(action.kind, 0) + 1
+    return counts
+
+
+# --- edges: templates and the project's files -----------------------------------------------
+
+
+def load_templates() -> Templates:
+    """Read the template files: from the installed `moss_files.templates` package, else from the
+    checkout's `templates/` folder next to the package (PYTHONPATH runs, as in install.sh)."""
+    try:
+        root: Any = resources.files("moss_files.templates")
+    except ModuleNotFoundError:
+        root = Path(__file__).resolve().parent.parent / "templates"
+        if not root.is_dir():
+            raise MossError(f"templates not found (no moss_files.templates package, no {root})") from None
+    parts = {part: dict(_walk(root / part)) for part in PARTS}
+    agents: dict[str, str] = {}
+    for agent in AGENT_FILES:
+        node = root / "agents" / f"{agent}.md"
+        if not node.is_file():
+            raise MossError(f"agent block template for {agent} is missing from the toolkit's templates")
+        agents[agent] = node.read_text(encoding="utf-8")
+    return Templates(parts, agents)
+
+
+def _walk(node: Any, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+    if not node.is_dir():
+        return
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        if child.name in _SKIPPED_TEMPLATE_NAMES or child.name.endswith(".pyc"):
+            continue
+        if child.is_dir():
+            yield from _walk(child, f"{prefix}{child.name}/")
+        elif child.is_file():
+            yield f"{prefix}{child.name}", child.read_bytes()
+
+
+def read_state(root: Path, paths: Iterable[str], edited: Iterable[str] = ()) -> dict[str, Entry]:
+    """What is at each project path; the bytes of the `edited` ones that are files."""
+    edited = set(edited)
+    state: dict[str, Entry] = {}
+    for rel in paths:
+        target = root / rel
+        try:
+            if not os.path.lexists(target):
+                state[rel] = Entry("missing")
+            elif target.is_dir():
+                state[rel] = Entry("dir")
+            elif target.is_file():
+                if rel in edited:
+                    state[rel] = Entry("file", target.read_bytes(), os.path.realpath(target))
+                else:
+                    state[rel] = Entry("file")
+            else:
+                state[rel] = Entry("symlink" if target.is_symlink() else "special file")
+        except OSError as exc:
+            raise _translate(exc, rel) from None
+    return state
+
+
+def plan_scaffold(
+    root: Path | str,
+    *,
+    parts: Sequence[str] = PARTS,
+    agents: Sequence[str] = (),
+    templates: Templates | None = None,
+    version: str = __version__,
+) -> list[Action]:
+    """Plan the scaffold of the project at `root` without writing anything.
+
+    Raises NotFound when `root` does not exist, InvalidRequest when it is not a folder or a part
+    or agent is unknown, plus the planner's errors (see `plan_actions`).
+    """
+    root = Path(root)
+    if not root.exists():
+        raise NotFound(f"project folder {root} does not exist", path=root)
+    if not root.is_dir():
+        raise InvalidRequest(f"project path {root} is not a folder", path=root)
+    parts, agents = _check_choices(parts, agents)
+    templates = templates or load_templates()
+    servers = {agent: mcp_servers(agent) for agent in agents}
+    state = read_state(root, candidate_paths(templates, parts, agents, servers), edited_paths(agents, servers))
+    return plan_actions(state, templates, parts=parts, agents=agents, servers=servers, version=version)
+
+
+def apply_scaffold(root: Path | str, actions: Iterable[Action]) -> list[Action]:
+    """Carry out planned actions; return what was done (a file that appeared since planning is
+    reported as `exists`, never replaced).
+
+    Raises Conflict STALE_WRITE when a file to append to or update changed since it was planned
+    (nothing is written to it), RepoError NOT_WRITABLE when the project cannot be written.
+    """
+    root = Path(root)
+    done: list[Action] = []
+    for action in actions:
+        target = root / action.path
+        try:
+            done.append(_apply_one(target, action))
+        except OSError as exc:
+            raise _translate(exc, action.path) from None
+    return done
+
+
+def _apply_one(target: Path, action: Action) -> Action:
+    if action.kind == "exists":
+        return action
+    if action.kind == "mkdir":
+        try:
+            os.mkdir(target)
+        except FileExistsError:
+            if target.is_dir():
+                return replace(action, kind="exists", detail="folder appeared meanwhile")
+            raise Conflict(f"{action.path} appeared as a file where a folder is needed", code="ALREADY_EXISTS", path=action.path) from None
+        _fsync_dir(target.parent)
+        return action
+    if action.content is None:
+        raise MossError(f"{action.kind} action for {action.path} carries no content")
+    if action.kind == "create":
+        if _create_exclusive(target, action.content):
+            return action
+        return replace(action, kind="exists", detail="appeared meanwhile; left as is", content=None)
+    if action.kind not in ("append", "update"):
+        raise MossError(f"unknown action kind {action.kind!r}")
+    # Edit through symlinks (AGENTS.md -> CLAUDE.md) so the link itself stays a link.
+    real = Path(os.path.realpath(target))
+    _check_unchanged(real, action)
+    if action.kind == "append":
+        _append_once(real, action.content)
+    else:
+        _replace_checked(real, action)
+    return action
+
+
+def _check_unchanged(path: Path, action: Action) -> None:
+    try:
+        current = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current != action.base:
+        raise Conflict(
+            f"{action.path} changed while the scaffold was being planned; nothing was written to it",
+            code="STALE_WRITE",
+            path=action.path,
+            hint="run the same command again",
+        )
+
+
+def _temp_for(path: Path) -> Path:
+    # Same shape as fs.temp_path_for, so the .gitignore patterns and watchers cover it.
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _create_exclusive(path: Path, data: bytes) -> bool:
+    """Create `path` durably unless something is already there; True when this call made it."""
+    temp = _temp_for(path)
+    with open(temp, "xb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(temp, path)  # fails with EEXIST instead of replacing, unlike rename
+    except FileExistsError:
+        return False
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+    return True
+
+
+def _append_once(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        written = os.write(fd, data)  # one write on O_APPEND: never interleaved with another appender
+        if written != len(data):
+            raise MossError(f"short append to {path} ({written} of {len(data)} bytes)", path=path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_checked(path: Path, action: Action) -> None:
+    assert action.content is not None
+    temp = _temp_for(path)
+    mode = path.stat().st_mode & 0o7777
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(action.content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # A hand edit (which takes no lock) between the first check and now must win.
+        _check_unchanged(path, action)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _translate(exc: OSError, rel: str) -> MossError:
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return RepoError(f"cannot write {rel}: {exc.strerror}", code="NOT_WRITABLE", path=rel, hint="check the project's permissions")
+    if exc.errno == errno.ENOSPC:
+        return RepoError(f"no space left writing {rel}", code="NOT_WRITABLE", path=rel)
+    return MossError(f"{rel}: {exc.strerror or exc}", path=rel)
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m moss_files.scaffold",
+        description="Add the moss-files folders, .gitignore/.gitattributes entries and agent notes a project lacks. "
+        "Never overwrites a file; running it twice changes nothing the second time.",
+    )
+    parser.add_argument("dir", metavar="DIR", type=Path, help="the project folder")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be done; write nothing")
+    parser.add_argument("--json", action="store_true", help="print the actions as one JSON list on stdout")
+    parser.add_argument("--agent", action="append", default=[], choices=sorted(AGENT_FILES), help="add agent notes (repeatable)")
+    parser.add_argument(
+        "--parts", action="append", default=None, metavar="PART[,PART]", help=f"parts to scaffold (default: {','.join(PARTS)})"
+    )
+    return parser
+
+
+def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: bool) -> list[Action]:
+    """Plan, and unless `dry_run`, apply the scaffold; return the actions (planned or done)."""
+    actions = plan_scaffold(root, parts=parts, agents=agents)
+    return actions if dry_run else apply_scaffold(root, actions)
+
+
+def summary_line(root: Path, actions: Sequence[Action], *, dry_run: bool) -> str:
+    """The closing human line: what changed (or would) and what was left as it was."""
+    counts = summarize(actions)
+    changed = len(actions) - counts["exists"]
+    verb = "would change" if dry_run else "changed"
+    kinds = ", ".join(f"{counts[k]} {k}" for k in KINDS if counts[k] and k != "exists")
+    return f"moss-files scaffold of {root}: {verb} {changed} path(s){f' ({kinds})' if kinds else ''}, {counts['exists']} left as they were"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point; returns the exit status (errors map to the error tree's codes)."""
+    args = _parser().parse_args(argv)
+    parts = PARTS if args.parts is None else tuple(p for item in args.parts for p in item.split(",") if p)
+    try:
+        actions = run(args.dir, parts=parts, agents=args.agent, dry_run=args.dry_run)
+    except MossError as err:
+        print(json.dumps(error_body(err)) if args.json else describe(err), file=sys.stderr)
+        return err.exit_code
+    for action in actions:
+        print(render_action(action, dry_run=args.dry_run), file=sys.stderr)
+    print(summary_line(args.dir, actions, dry_run=args.dry_run), file=sys.stderr)
+    if args.json:
+        print(json.dumps([action_to_dict(a) for a in actions], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
