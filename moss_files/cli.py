@@ -106,6 +106,37 @@ def _parse_assignment(item: str) -> tuple[str, Any]:
         return key, raw
 
 
+@app.command("init")
+def init(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="DIR",
+            help="Project folder (default: the workspace or git work tree around the current directory).",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done; write nothing.")] = False,
+    agents: Annotated[
+        list[str] | None,
+        typer.Option("--agent", metavar="claude|codex", help="Add agent notes: CLAUDE.md (claude), AGENTS.md (codex). Repeatable.", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Scaffold .cstack/, .needlecast/, .moss/ and git settings in a project; never overwrites a file."""
+    # Imported here so the other commands don't load the scaffold at start-up.
+    from moss_files import scaffold, workspace
+    from moss_files.cli_support import note
+
+    with reporting(as_json):
+        root = workspace.init_root(explicit=directory)
+        actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run)
+    for action in actions:
+        note(scaffold.render_action(action, dry_run=dry_run))
+    note(scaffold.summary_line(root, actions, dry_run=dry_run))
+    emit([scaffold.action_to_dict(a) for a in actions], as_json, text="")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()
