@@ -48,6 +48,9 @@ ERROR_CODES: dict[str, str] = {
     "LOCK_TIMEOUT": "another writer held the file's lock for too long",
     "ALREADY_EXISTS": "the item to create exists already",
     "NAME_ALREADY_EXISTS": "a live item with that name exists already",
+    "CAPSULE_TOO_LARGE": "a capsule's text exceeds capsule_max_chars (status 413)",
+    "CAPSULE_TOO_THIN": "a capsule lacks required sections (status 422)",
+    "COMPOSE_TOO_LARGE": "a composed bundle exceeds capsule_max_chars (status 413)",
     "DEPENDENCY_CYCLE": "task dependencies form a cycle",
     "INVALID_TRANSITION": "the item's current state does not allow that change",
     "REPO_ERROR": "a workspace or git operation failed",
@@ -73,6 +76,7 @@ class MossError(Exception):
         line: int | None = None,
         hint: str | None = None,
         details: dict[str, Any] | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         if code is not None:
@@ -85,6 +89,9 @@ class MossError(Exception):
         self.line = line
         self.hint = hint
         self.details = dict(details or {})
+        if status is not None:
+            # Some seed codes carry their own status (CAPSULE_TOO_LARGE is 413 within a 4xx class).
+            self.status = status  # type: ignore[misc]
 
     def __str__(self) -> str:
         where = ""
