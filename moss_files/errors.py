@@ -57,6 +57,14 @@ ERROR_CODES: dict[str, str] = {
     "NOT_WRITABLE": "a project file or folder cannot be written (permissions, read-only or full file system)",
     "CACHE_ERROR": "the derived index is missing or unusable; rebuild it",
     "WATCH_ERROR": "watching files for changes failed",
+    "MESSAGE_INVALID": "a needlecast message block or file cannot be read as a message",
+    "UNKNOWN_RECIPIENT": "a message names a recipient that no sleeve answers to",
+    "DUPLICATE_MESSAGE_ID": "a sender reused a message id for different content",
+    "SLEEVE_UNAVAILABLE": "a registered sleeve's workspace or sidecar cannot be reached",
+    "REGISTRY_INVALID": "the sleeve registry file cannot be read",
+    "ALREADY_RUNNING": "another instance of the daemon holds this workspace",
+    "TOKEN_REQUIRED": "serving on a non-loopback address needs a bearer token",
+    "UNAUTHORIZED": "the request lacks the bearer token the server requires",
 }
 
 
