@@ -64,10 +64,15 @@ def read_snapshot(path: Path) -> Snapshot:
 
 def read_document(path: Path, *, max_bytes: int = document.DEFAULT_MAX_BYTES) -> Document:
     """Read and parse one document. Raises NotFound, or InvalidDocument with file and line."""
-    snapshot = read_snapshot(path)
-    if snapshot.data is None:
-        raise NotFound("no such file", path=path)
-    return document.parse_bytes(snapshot.data, path, max_bytes=max_bytes)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise NotFound("no such file", path=path) from None
+    except IsADirectoryError:
+        raise InvalidRequest("is a directory, not a file", path=path) from None
+    except PermissionError as exc:
+        raise MossError(f"cannot read file: {exc.strerror}", path=path) from None
+    return document.parse_bytes(data, path, max_bytes=max_bytes)
 
 
 def temp_path_for(path: Path) -> Path:

@@ -8,6 +8,7 @@ non-core tags, and report duplicate keys, so they agree on every document they a
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from typing import Any
@@ -40,71 +41,132 @@ class YamlProblem(Exception):
 
 # --------------------------------------------------------------------------- fast read path
 
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_PLAIN_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_ENTRY = re.compile(rf"({_PLAIN_KEY}):(?: +(.*))?")
+_CHILD_ITEM = re.compile(r"( *)- +(.*)")
+_CHILD_ENTRY = re.compile(rf"( +)({_PLAIN_KEY}):(?: +(.*))?")
+_SINGLE_QUOTED = re.compile(r"'((?:[^']|'')*)'(?: +(#.*)?)?")
+_DOUBLE_QUOTED = re.compile(r'"([^"\\]*)"(?: +(#.*)?)?')
 # First characters that make a value anything but a simple plain scalar.
-_NOT_SIMPLE_START = frozenset("?:,[]{}#&*!|>'\"%@`")
-_FLOW_ITEM = re.compile(r"[A-Za-z0-9_.\-/+~][A-Za-z0-9_.\-/+~ ]*")
-
-
-def scan_simple(yaml_text: str) -> dict[str, Any] | None:
-    """Parse frontmatter made only of `key: plain-scalar` and `key: [a, b]` lines.
-
-    Returns None as soon as a line needs a real YAML parser (nesting, quotes, block scalars,
-    anything unusual); the caller then uses `load_fast`. Raises YamlProblem for a duplicate key.
-    """
-    result: dict[str, Any] = {}
-    for number, line in enumerate(yaml_text.split("\n")):
-        if line.endswith("\r"):
-            line = line[:-1]
-        if not line or line.isspace():
-            continue
-        first = line[0]
-        if first == "#":
-            continue
-        if first in " \t-.%":
-            return None  # nesting, sequences, directives, document markers
-        colon = line.find(":")
-        if colon <= 0:
-            return None
-        key = line[:colon]
-        if not _PLAIN_KEY.fullmatch(key) or not isinstance(yaml12.resolve_plain(key), str):
-            return None
-        rest = line[colon + 1 :]
-        if rest and rest[0] not in " ":
-            return None  # `a:b` is a plain scalar key, `a:\t` needs care: leave both to YAML
-        value_text = rest.strip(" ")
-        if " #" in value_text:
-            value_text = value_text.split(" #", 1)[0].rstrip(" ")
-        if value_text.startswith("#"):
-            value_text = ""
-        value = _simple_value(value_text)
-        if value is _NOT_SIMPLE:
-            return None
-        if key in result:
-            raise YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key!r}", number)
-        result[key] = value
-    return result
-
-
+_NOT_SIMPLE_START = frozenset("?:,[]{}#&*!|>%@`")
+_FLOW_ITEM = re.compile(r"[A-Za-z0-9_.+~/][A-Za-z0-9_.\-/+~ ]*|-[A-Za-z0-9_.+~/][A-Za-z0-9_.\-/+~ ]*")
 _NOT_SIMPLE = object()
 
 
-def _simple_value(text: str) -> Any:
+def scan_simple(yaml_text: str) -> dict[str, Any] | None:
+    """Parse the frontmatter shapes that tools and most people write, without a YAML parser.
+
+    Handles top-level `key: value` lines whose values are plain scalars, simply quoted strings
+    (no backslash escapes, one line) or flow lists of plain items, plus one level of block list
+    (`  - item`) or block mapping (`  key: value`) under a `key:` line, with comments and blank
+    lines anywhere. Returns None as soon as the text needs a real YAML parser; the caller then
+    uses the C loader. Raises YamlProblem for a duplicate key.
+    """
+    if "\t" in yaml_text:
+        return None
+    if "\r" in yaml_text:
+        yaml_text = yaml_text.replace("\r\n", "\n")
+    result: dict[str, Any] = {}
+    open_key: str | None = None  # a `key:` with no inline value, whose children may follow
+    children: Any = None
+    indent = -1
+    for number, line in enumerate(yaml_text.split("\n")):
+        stripped = line.lstrip(" ")
+        if not stripped or stripped[0] == "#":
+            continue
+        if line[0] != " " and line[0] != "-":
+            if open_key is not None:
+                result[open_key] = children
+                open_key = None
+            match = _ENTRY.fullmatch(line)
+            if match is None:
+                return None
+            key = match.group(1)
+            if key in result:
+                raise YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key!r}", number)
+            if not isinstance(_resolve(key), str):
+                return None  # `true:` or `null:` keys are not strings
+            raw = match.group(2)
+            value = _inline_value(raw.rstrip(" ")) if raw else None
+            if value is _NOT_SIMPLE:
+                return None
+            if value is None and (not raw or raw.lstrip(" ")[:1] in ("", "#")):
+                open_key, children, indent = key, None, -1
+                result[key] = None  # keeps key order; replaced when children arrive
+            else:
+                result[key] = value
+            continue
+        if open_key is None:
+            return None  # an indented line continuing a scalar, or nesting we do not handle
+        item = _CHILD_ITEM.fullmatch(line)
+        if item is not None and (children is None or isinstance(children, list)):
+            if children is None:
+                children, indent = [], len(item.group(1))
+            elif len(item.group(1)) != indent:
+                return None
+            value = _inline_value(item.group(2).rstrip(" "))
+            if value is _NOT_SIMPLE or value is None or isinstance(value, list):
+                return None
+            children.append(value)
+            continue
+        entry = _CHILD_ENTRY.fullmatch(line)
+        if entry is None or not (children is None or isinstance(children, dict)):
+            return None
+        if children is None:
+            children, indent = {}, len(entry.group(1))
+        elif len(entry.group(1)) != indent:
+            return None
+        key = entry.group(2)
+        if not isinstance(_resolve(key), str):
+            return None
+        raw = entry.group(3)
+        value = _inline_value(raw.rstrip(" ")) if raw else None
+        if value is _NOT_SIMPLE or (value is None and raw and raw.lstrip(" ")[:1] not in ("", "#")):
+            return None
+        if value is None and not raw:
+            return None  # `key:` inside a nested mapping may open deeper nesting
+        if key in children:
+            raise YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key!r}", number)
+        children[key] = value
+    if open_key is not None:
+        result[open_key] = children
+    return result
+
+
+@functools.lru_cache(maxsize=8192)
+def _resolve(text: str) -> Any:
+    # Scalars repeat a lot across a workspace (statuses, kinds, names); results are immutable.
+    return yaml12.resolve_plain(text)
+
+
+def _inline_value(text: str) -> Any:
+    """Value of the text after `key: ` or `- `, or _NOT_SIMPLE."""
     if not text:
         return None
-    if "\t" in text or ": " in text or text.endswith(":"):
+    first = text[0]
+    if first == "'":
+        match = _SINGLE_QUOTED.fullmatch(text)
+        return match.group(1).replace("''", "'") if match else _NOT_SIMPLE
+    if first == '"':
+        match = _DOUBLE_QUOTED.fullmatch(text)
+        return match.group(1) if match else _NOT_SIMPLE
+    if " #" in text:
+        text = text.split(" #", 1)[0].rstrip(" ")
+    if first == "#":
+        return None
+    if ": " in text or text.endswith(":"):
         return _NOT_SIMPLE
-    if text[0] == "[" and text[-1] == "]":
+    if first == "[" and text[-1] == "]":
         inner = text[1:-1].strip(" ")
         if not inner:
             return []
         items = [item.strip(" ") for item in inner.split(",")]
         if not all(_FLOW_ITEM.fullmatch(item) for item in items):
             return _NOT_SIMPLE
-        return [yaml12.resolve_plain(item) for item in items]
-    if text[0] in _NOT_SIMPLE_START or (text[0] == "-" and (len(text) == 1 or text[1] == " ")):
+        return [_resolve(item) for item in items]
+    if first in _NOT_SIMPLE_START or (first == "-" and (len(text) == 1 or text[1] == " ")):
         return _NOT_SIMPLE
-    return yaml12.resolve_plain(text)
+    return _resolve(text)
 
 
 _BaseFastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -211,13 +273,22 @@ def _check_tree(root: yaml.Node, yaml_text: str) -> None:
             # The composer shares one node for an anchor and its aliases, so the line is the anchor's.
             raise YamlProblem("FRONTMATTER_ALIAS", "the anchor on this line is used through an alias; aliases are not allowed in frontmatter", node.start_mark.line)
         seen.add(id(node))
-        if node.tag not in yaml12.ALLOWED_TAGS or _explicitly_tagged(yaml_text, node.start_mark.index):
+        prop = _node_property(yaml_text, node.start_mark.index)
+        if prop == "&":
+            # Anchors are only useful with aliases, and the two YAML libraries disagree on
+            # which characters an anchor name may hold; refusing both keeps them in agreement.
+            raise YamlProblem("FRONTMATTER_ALIAS", "YAML anchors and aliases are not allowed in frontmatter", node.start_mark.line)
+        if node.tag not in yaml12.ALLOWED_TAGS or prop == "!":
+            # Explicit tags are refused (even `!!str`): the libraries disagree on some (`!`
+            # alone), and quoting says the same thing portably.
             raise YamlProblem("FRONTMATTER_TAG", "explicit YAML tags are not supported; quote the value instead", node.start_mark.line)
         if depth > MAX_DEPTH:
             raise YamlProblem("FRONTMATTER_TOO_DEEP", f"frontmatter nests deeper than {MAX_DEPTH} levels", node.start_mark.line)
+        # Children are pushed in reverse so the walk visits nodes in document order and the
+        # first problem reported is the first one a reader meets.
         if isinstance(node, yaml.MappingNode):
             keys: set[tuple[str, str]] = set()
-            for key_node, value_node in node.value:
+            for key_node, _value_node in node.value:
                 if isinstance(key_node, yaml.ScalarNode):
                     identity = (key_node.tag, key_node.value)
                     if identity in keys:
@@ -225,22 +296,16 @@ def _check_tree(root: yaml.Node, yaml_text: str) -> None:
                             "FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key_node.value!r}", key_node.start_mark.line
                         )
                     keys.add(identity)
-                stack.append((key_node, depth + 1))
+            for key_node, value_node in reversed(node.value):
                 stack.append((value_node, depth + 1))
+                stack.append((key_node, depth + 1))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
+            stack.extend((child, depth + 1) for child in reversed(node.value))
 
 
-def _explicitly_tagged(yaml_text: str, index: int) -> bool:
-    # A node's start mark points at its properties: an optional `&anchor`, then a `!tag`.
-    # Explicit tags are refused (even `!!str`) because the two YAML libraries disagree on
-    # some of them (`!` alone), and quoting says the same thing portably.
-    if yaml_text[index : index + 1] == "&":
-        while index < len(yaml_text) and not yaml_text[index].isspace():
-            index += 1
-        while index < len(yaml_text) and yaml_text[index] in " \t":
-            index += 1
-    return yaml_text[index : index + 1] == "!"
+def _node_property(yaml_text: str, index: int) -> str:
+    # A node's start mark points at its properties (`&anchor`, `!tag`) when it has any.
+    return yaml_text[index : index + 1]
 
 
 # --------------------------------------------------------------------------- round-trip edit path

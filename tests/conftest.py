@@ -9,6 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests run a few hundred examples by default; HYPOTHESIS_PROFILE=thorough runs many more.
+settings.register_profile("default", max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.register_profile("thorough", max_examples=20000, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 BIN = Path(sys.executable).parent
 
