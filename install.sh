@@ -110,7 +110,7 @@ STAMP=$MOSS_HOME/source.stamp
 # The installed copy is identified by a digest of the files pip installs (package sources,
 # templates, project metadata), so a rerun from the same checkout skips pip entirely.
 source_files() {
-    "$PYTHON" - "$@" <<'PY'
+    "$PYTHON" -P - "$@" <<'PY'
 import hashlib, os, shutil, sys
 mode, src = sys.argv[1], sys.argv[2]
 tops = ["pyproject.toml", "README.md", "LICENSE", "LICENSE.md", "setup.cfg", "MANIFEST.in"]
@@ -137,7 +137,7 @@ PY
 }
 
 venv_works() {
-    [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -c 'import moss_files.cli' >/dev/null 2>&1
+    [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -I -c 'import moss_files.cli' >/dev/null 2>&1
 }
 
 # A link in BIN_DIR is ours when it points at the tool in our venv; anything else there is
@@ -173,7 +173,7 @@ install_tools() {
             die "$EXIT_PREREQ" "$PYTHON cannot create virtualenvs (on Debian/Ubuntu: apt install python3-venv)"
         fi
         mkdir -p "$MOSS_HOME" || die "$EXIT_INSTALL" "cannot create $MOSS_HOME"
-        if ! [[ -x $VENV/bin/python ]] || ! "$VENV/bin/python" -c 'import pip' >/dev/null 2>&1; then
+        if ! [[ -x $VENV/bin/python ]] || ! "$VENV/bin/python" -I -c 'import pip' >/dev/null 2>&1; then
             say "creating the virtualenv $VENV"
             "$PYTHON" -m venv --clear "$VENV" >&2 || die "$EXIT_INSTALL" "could not create the virtualenv $VENV"
         fi
@@ -184,7 +184,7 @@ install_tools() {
         trap 'rm -rf "$build"' EXIT
         source_files copy "$SRC" "$build"
         say "installing moss-files and its dependencies into $VENV (this can take a minute)"
-        if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "$build" >&2; then
+        if ! "$VENV/bin/python" -I -m pip install --quiet --disable-pip-version-check --no-input "$build" >&2; then
             die "$EXIT_INSTALL" "pip could not install moss-files from $SRC (see pip's messages above)"
         fi
         rm -rf "$build"
@@ -226,11 +226,12 @@ fi
 scaffold_args=(${agent_args[@]+"${agent_args[@]}"})
 ((dry_run)) && scaffold_args+=(--dry-run)
 if ((dry_run || no_tool)) || ! venv_works; then
-    # Plan from the checkout: the scaffold is stdlib-only, and -B keeps it from writing
-    # bytecode there, so a dry run writes nothing anywhere.
-    scaffold_python=("env" "PYTHONPATH=$SRC" "$PYTHON" -B)
+    # Plan from the checkout: the scaffold is stdlib-only, -B keeps it from writing bytecode
+    # there (a dry run writes nothing anywhere), -P keeps the current directory off sys.path.
+    scaffold_python=("env" "PYTHONPATH=$SRC" "$PYTHON" -B -P)
 else
-    scaffold_python=("$VENV/bin/python")
+    # -I: the installed package, never a moss_files folder in the current directory.
+    scaffold_python=("$VENV/bin/python" -I)
 fi
 say "scaffolding $target"
 status=0
