@@ -1,0 +1,302 @@
+"""Line-level markdown shared by the three memory files. Core layer: pure, stdlib only.
+
+The memory files are handled as lists of lines, each keeping its own line ending, so every
+edit is a replacement, insertion or removal of whole lines and the bytes of every other line
+stay as they were. Headings and list items inside HTML comments and fenced code blocks are
+text, not structure: the templates keep example task lines inside `<!-- ... -->`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_RULE = re.compile(r"^[ \t]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_ITALIC_LINE = re.compile(r"^[ \t]*_[^_\s].*_[ \t]*$|^[ \t]*_[^_\s]_[ \t]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A `##` section (or a deeper heading inside one), as line indexes into the file.
+
+    `start` is the heading's line, `end` the first line after the section (next heading of the
+    same or a higher level, or the end of the file), and `own_end` the first line of the first
+    sub-heading, so `[start + 1, own_end)` is the text directly under this heading.
+    """
+
+    title: str
+    level: int
+    path: tuple[str, ...]
+    start: int
+    end: int
+    own_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """The structure of a file: its lines, which of them are hidden text, and its sections."""
+
+    lines: tuple[str, ...]
+    hidden: tuple[bool, ...]  # inside an HTML comment or a fenced code block
+    sections: tuple[Section, ...]
+    first: int  # index of the first body line (after any frontmatter)
+    newline: str
+
+    def content(self, index: int) -> str:
+        """Line `index` without its line ending."""
+        return strip_ending(self.lines[index])
+
+    def visible(self, index: int) -> bool:
+        return not self.hidden[index]
+
+    def find(self, *path: str) -> Section | None:
+        """The first section whose heading path matches `path`, ignoring case."""
+        wanted = tuple(part.casefold() for part in path)
+        for section in self.sections:
+            if tuple(part.casefold() for part in section.path) == wanted:
+                return section
+        return None
+
+    def section_at(self, index: int) -> Section | None:
+        """The innermost section holding line `index` (None before the first `##`)."""
+        found = None
+        for section in self.sections:
+            if section.start <= index < section.end:
+                found = section
+        return found
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on `\\n` only, keeping line endings, so `"".join(result) == text`.
+
+    (`str.splitlines` also breaks on form feeds and U+2028, which would shift line numbers.)
+    """
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def strip_ending(line: str) -> str:
+    """A line without its `\\n` or `\\r\\n`."""
+    if line.endswith("\n"):
+        line = line[:-1]
+        if line.endswith("\r"):
+            line = line[:-1]
+    return line
+
+
+def ending_of(line: str) -> str:
+    """The line ending of `line` (empty for a last line without one)."""
+    return line[len(strip_ending(line)) :]
+
+
+def newline_of(text: str) -> str:
+    """The file's line ending, judged by its first line."""
+    end = text.find("\n")
+    return "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
+
+
+def outline(text: str, first_line: int = 1) -> Outline:
+    """Read the structure of `text`; `first_line` (1-based) is where the body starts."""
+    lines = tuple(split_lines(text))
+    first = max(first_line - 1, 0)
+    hidden: list[bool] = []
+    headings: list[tuple[int, int, str]] = []
+    in_comment = False
+    in_fence = False
+    for index, line in enumerate(lines):
+        content = strip_ending(line)
+        if index < first:
+            hidden.append(True)
+            continue
+        if in_fence:
+            hidden.append(True)
+            if _FENCE.match(content):
+                in_fence = False
+            continue
+        if in_comment:
+            hidden.append(True)
+            in_comment = _still_in_comment(content, 0)
+            continue
+        stripped = content.lstrip()
+        if _FENCE.match(content):
+            hidden.append(True)
+            in_fence = True
+            continue
+        opening = content.find("<!--")
+        if opening >= 0:
+            in_comment = _still_in_comment(content, opening + 4)
+            hidden.append(stripped.startswith("<!--"))
+            continue
+        hidden.append(False)
+        match = _HEADING.match(content)
+        if match:
+            headings.append((index, len(match.group(1)), match.group(2).strip()))
+    return Outline(lines, tuple(hidden), _sections(headings, len(lines)), first, newline_of(text))
+
+
+def _still_in_comment(content: str, position: int) -> bool:
+    """Whether a comment open at `position` is still open at the end of the line."""
+    while True:
+        closing = content.find("-->", position)
+        if closing < 0:
+            return True
+        opening = content.find("<!--", closing + 3)
+        if opening < 0:
+            return False
+        position = opening + 4
+
+
+def _sections(headings: list[tuple[int, int, str]], total: int) -> tuple[Section, ...]:
+    sections: list[Section] = []
+    for position, (index, level, title) in enumerate(headings):
+        if level < 2:
+            continue
+        end = total
+        own_end = None
+        for later_index, later_level, _title in headings[position + 1 :]:
+            if own_end is None:
+                own_end = later_index
+            if later_level <= level:
+                end = later_index
+                break
+        own_end = min(own_end if own_end is not None else total, end)
+        path = (title,)
+        if level > 2:
+            parent = next((s for s in reversed(sections) if s.level < level and s.start < index < s.end), None)
+            if parent is not None:
+                path = (*parent.path, title)
+        sections.append(Section(title, level, path, index, end, own_end))
+    return tuple(sections)
+
+
+def is_blank(content: str) -> bool:
+    return not content.strip()
+
+
+def is_rule(content: str) -> bool:
+    """A thematic break such as `---`, which the templates put between sections."""
+    return bool(_RULE.match(content))
+
+
+def is_placeholder_line(content: str) -> bool:
+    """A line that is all italics, such as `_None._`: the templates' stand-in for no entries."""
+    return bool(_ITALIC_LINE.match(content))
+
+
+_PLACEHOLDER_VALUES = {"", "--", "-", "—", "(none)", "none", "n/a", "tbd"}
+
+
+def is_placeholder_value(text: str) -> bool:
+    """True for a value that stands for nothing: `_none_`, `--`, `(none)`, blank and the like."""
+    stripped = text.strip()
+    if stripped.casefold() in _PLACEHOLDER_VALUES:
+        return True
+    return len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in "_*" and stripped.strip("_*") != ""
+
+
+def indent_width(content: str) -> int:
+    """Leading indentation in columns (a tab counts as four)."""
+    width = 0
+    for char in content:
+        if char == " ":
+            width += 1
+        elif char == "\t":
+            width += 4
+        else:
+            break
+    return width
+
+
+def block_end(doc: Outline, index: int, is_item: Callable[[str], bool]) -> int:
+    """The end of the item on line `index`: it owns the following non-blank lines that are
+    indented deeper and are not items themselves (its detail lines)."""
+    base = indent_width(doc.content(index))
+    end = index + 1
+    while end < len(doc.lines):
+        content = doc.content(end)
+        if is_blank(content) or indent_width(content) <= base or (doc.visible(end) and is_item(content)):
+            break
+        end += 1
+    return end
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a new line goes in a section: insert before `index`, or replace line `index`."""
+
+    index: int
+    replace: bool = False
+    blank_before: bool = False
+
+
+def placement(doc: Outline, section: Section, is_item: Callable[[str], bool]) -> Placement:
+    """Where a new item goes in `section`'s own text.
+
+    After the last item there (and its detail lines); else in place of the first placeholder
+    line (`_None._`); else after the last line with content, separated by a blank line.
+    """
+    begin, end = section.start + 1, section.own_end
+    items = [i for i in range(begin, end) if doc.visible(i) and is_item(doc.content(i))]
+    if items:
+        return Placement(block_end(doc, items[-1], is_item))
+    for index in range(begin, end):
+        if doc.visible(index) and is_placeholder_line(doc.content(index)):
+            return Placement(index, replace=True)
+    return Placement(_after_last_content(doc, section.start, end), blank_before=True)
+
+
+def _after_last_content(doc: Outline, start: int, end: int) -> int:
+    last = start
+    for index in range(start, end):
+        content = doc.content(index)
+        if not is_blank(content) and not (doc.visible(index) and is_rule(content)):
+            last = index
+    return last + 1
+
+
+def insert(lines: Sequence[str], at: Placement, new: Sequence[str], newline: str) -> list[str]:
+    """Return `lines` with `new` (lines without endings) put at `at`."""
+    out = list(lines)
+    body = [text + newline for text in new]
+    if at.replace:
+        ending = ending_of(out[at.index]) or newline
+        body[-1] = new[-1] + ending
+        out[at.index : at.index + 1] = body
+        return out
+    if added_before(lines, at):
+        body.insert(0, newline)
+    if at.index > 0 and not out[at.index - 1].endswith("\n"):
+        out[at.index - 1] += newline  # the file ended without a line break; the new line needs one
+    out[at.index : at.index] = body
+    return out
+
+
+def append_section(lines: Sequence[str], doc: Outline, path: tuple[str, ...], new: Sequence[str]) -> tuple[list[str], int]:
+    """Return `lines` with a section for `path` holding `new`, and the index of `new[0]`.
+
+    A missing `##` section goes at the end of the file; a missing sub-section at the end of its
+    parent (which is created first when it is missing too).
+    """
+    parent = doc.find(*path[:-1]) if len(path) > 1 else None
+    block: list[str] = []
+    if len(path) > 1 and parent is None:
+        block += [f"## {path[0]}", ""]
+        for level, title in enumerate(path[1:], start=3):
+            block += [f"{'#' * level} {title}", ""]
+    else:
+        block += [f"{'#' * (len(path) + 1)} {path[-1]}", ""]
+    block += list(new)
+    at = _after_last_content(doc, parent.start, parent.end) if parent is not None else len(lines)
+    place = Placement(at, blank_before=True)
+    return insert(lines, place, block, doc.newline), at + added_before(lines, place) + len(block) - len(new)
+
+
+def added_before(lines: Sequence[str], at: Placement) -> int:
+    """How many blank lines `insert` puts before the new lines (0 or 1)."""
+    return 1 if at.blank_before and at.index > 0 and not is_blank(lines[at.index - 1]) else 0

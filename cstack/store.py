@@ -1,0 +1,136 @@
+"""Where the memory files live and how they are read and written. Edge layer: the only cstack
+module that touches the file system.
+
+Every write is a read-modify-write through `moss_files.fs.modify`: it holds the file's lock
+(so cooperating writers, in any process, take turns), re-runs the change on the new content
+when the file changed between read and write (a hand edit, which takes no lock), and replaces
+the file atomically. The change itself is a pure function of the file's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+from moss_files import document, fs
+from moss_files.errors import InvalidRequest, MossError, NotFound
+from moss_files.fs import Snapshot
+from moss_files.ids import format_time
+
+STACK_DIR = ".cstack"
+CURRENT = "CURRENT.md"
+PLAN = "PLAN.md"
+MEMORY = "MEMORY.md"
+FILES = (CURRENT, PLAN, MEMORY)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A memory file's text as read; an absent file reads as empty text."""
+
+    path: Path
+    text: str
+    exists: bool
+    modified: str | None  # the file's mtime, RFC 3339 UTC
+
+
+def stack_dir(root: Path) -> Path:
+    """The `.cstack/` folder of the workspace at `root`."""
+    return Path(root) / STACK_DIR
+
+
+def has_stack(root: Path) -> bool:
+    """Whether the workspace has a `.cstack/` folder."""
+    return stack_dir(root).is_dir()
+
+
+def require_stack(root: Path) -> Path:
+    """The `.cstack/` folder. Raises NotFound when the workspace has none."""
+    folder = stack_dir(root)
+    if not folder.is_dir():
+        raise NotFound(f"no {STACK_DIR}/ folder in {root}", path=folder, hint="run `cstack init` first")
+    _check_inside(Path(root), folder)
+    return folder
+
+
+def file_path(root: Path, name: str) -> Path:
+    """The path of one memory file (CURRENT.md, PLAN.md or MEMORY.md)."""
+    return stack_dir(root) / name
+
+
+def _check_inside(root: Path, path: Path) -> None:
+    # A `.cstack` (or a file in it) that is a symlink to somewhere outside the workspace would
+    # make our writes land there; refuse rather than write outside the workspace.
+    real_root = root.resolve()
+    real = path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise InvalidRequest(
+            f"{path} resolves to {real}, outside the workspace {real_root}",
+            path=path,
+            hint="memory files must live inside the workspace; replace the symlink with a folder or file",
+        )
+
+
+def read_file(root: Path, name: str) -> Loaded:
+    """Read one memory file. Raises InvalidDocument for a file that is not UTF-8 text."""
+    path = file_path(root, name)
+    snapshot = fs.read_snapshot(path)
+    if snapshot.data is None:
+        return Loaded(path, "", False, None)
+    text, _bom = document.decode(snapshot.data, path)
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        mtime = None
+    modified = format_time(datetime.fromtimestamp(mtime, UTC)) if mtime is not None else None
+    return Loaded(path, text, True, modified)
+
+
+def template_text(name: str) -> str:
+    """The toolkit's template for a memory file."""
+    node = resources.files("moss_files.templates").joinpath("cstack", name)
+    try:
+        return node.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MossError(f"the toolkit's template {name} is missing; reinstall moss-files") from None
+
+
+def update(root: Path, name: str, change: Callable[[str], tuple[str | None, R]], *, create: bool = True) -> R:
+    """Apply `change` to a memory file's text under its lock and write the result atomically.
+
+    `change(text)` returns `(new_text or None for no write, result)`; it may run more than once
+    (when the file changes under it) and the last run's result is returned. A missing file
+    starts from its template when `create` is true.
+
+    Raises NotFound (no `.cstack/`, or a missing file with `create` false), InvalidDocument
+    (the file is not UTF-8 text), Conflict STALE_WRITE / LOCK_TIMEOUT, and whatever `change`
+    raises (the file is then left as it was).
+    """
+    require_stack(root)
+    path = file_path(root, name)
+    _check_inside(Path(root), path)
+    outcome: list[R] = []
+
+    def step(snapshot: Snapshot) -> bytes | None:
+        if snapshot.data is None:
+            if not create:
+                raise NotFound(f"no {name} in {STACK_DIR}/", path=path, hint="run `cstack init`")
+            text, bom = template_text(name), False
+        else:
+            text, bom = document.decode(snapshot.data, path)
+        new_text, result = change(text)
+        outcome[:] = [result]
+        if new_text is None:
+            return None
+        data = document.encode(new_text, bom)
+        # A missing file is created even when the template needed no change.
+        return data if snapshot.data is None or data != snapshot.data else None
+
+    fs.modify(path, step)
+    return outcome[0]
