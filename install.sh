@@ -167,7 +167,11 @@ install_tools() {
         say "tools: $tool_status"
     elif ((dry_run)); then
         tool_status="would install into $VENV"
-        say "would create the virtualenv $VENV (with $PYTHON) and pip install moss-files from $SRC"
+        if [[ -x $VENV/bin/python ]]; then
+            say "would reinstall moss-files from $SRC into the virtualenv $VENV (the source changed)"
+        else
+            say "would create the virtualenv $VENV (with $PYTHON) and pip install moss-files from $SRC"
+        fi
     else
         if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1; then
             die "$EXIT_PREREQ" "$PYTHON cannot create virtualenvs (on Debian/Ubuntu: apt install python3-venv)"
@@ -177,20 +181,21 @@ install_tools() {
             say "creating the virtualenv $VENV"
             "$PYTHON" -m venv --clear "$VENV" >&2 || die "$EXIT_INSTALL" "could not create the virtualenv $VENV"
         fi
-        local build
-        build=$(mktemp -d "${TMPDIR:-/tmp}/moss-files-build.XXXXXX")
+        BUILD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/moss-files-build.XXXXXX")
         # pip builds in the source folder; a copy keeps the checkout clean and makes what is
         # installed exactly what the stamp describes.
-        trap 'rm -rf "$build"' EXIT
-        source_files copy "$SRC" "$build"
+        trap 'rm -rf "$BUILD_DIR"' EXIT
+        source_files copy "$SRC" "$BUILD_DIR"
         say "installing moss-files and its dependencies into $VENV (this can take a minute)"
-        if ! "$VENV/bin/python" -I -m pip install --quiet --disable-pip-version-check --no-input "$build" >&2; then
+        if ! "$VENV/bin/python" -I -m pip install --quiet --disable-pip-version-check --no-input "$BUILD_DIR" >&2; then
             die "$EXIT_INSTALL" "pip could not install moss-files from $SRC (see pip's messages above)"
         fi
-        rm -rf "$build"
+        rm -rf "$BUILD_DIR"
         trap - EXIT
-        printf '%s\n' "$stamp" >"$STAMP.tmp.$$" && mv -f "$STAMP.tmp.$$" "$STAMP" ||
+        # Written last, and by rename: an interrupted install leaves no stamp, so it is redone.
+        if ! { printf '%s\n' "$stamp" >"$STAMP.tmp.$$" && mv -f "$STAMP.tmp.$$" "$STAMP"; }; then
             die "$EXIT_INSTALL" "cannot write $STAMP"
+        fi
         tool_status="installed into $VENV"
         say "tools: $tool_status"
     fi
