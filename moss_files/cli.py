@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files import __version__, document, fs
+from moss_files import __version__, capsule_cli, document, fs
 from moss_files.cli_support import JsonOpt, emit, new_app, reporting
 from moss_files.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
@@ -135,6 +135,9 @@ def init(
         note(scaffold.render_action(action, dry_run=dry_run))
     note(scaffold.summary_line(root, actions, dry_run=dry_run))
     emit([scaffold.action_to_dict(a) for a in actions], as_json, text="")
+
+
+capsule_cli.register(app)
 
 
 def main() -> None:
