@@ -1,9 +1,9 @@
 """Project scaffolding: add the toolkit's folders, git settings and agent notes a project lacks.
 
 Core planning (`plan_actions`, pure) between two edges (`read_state`, `apply_scaffold`), with a
-thin entry point (`main`, run as `python3 -m moss_files.scaffold`). Stdlib only, importing no
-moss_files module but `errors`: install.sh runs it on a bare python3 before any dependency
-is installed. Nothing is ever overwritten: files are created with link(2), which fails on an
+thin entry point (`main`, run as `python3 -m moss_files.scaffold`). Stdlib only: of moss_files
+it imports only the package version and `errors`, because install.sh runs it on a bare python3
+before any dependency is installed. Nothing is ever overwritten: files are created with link(2), which fails on an
 existing name; other edits only add lines or replace the toolkit's own marked block.
 """
 
@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -119,7 +119,9 @@ def template_paths(templates: Templates, parts: Sequence[str]) -> list[str]:
     return [f".{part}/{rel}" for part in parts for rel in sorted(templates.parts.get(part, {}))]
 
 
-def candidate_paths(templates: Templates, parts: Sequence[str], agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]) -> list[str]:
+def candidate_paths(
+    templates: Templates, parts: Sequence[str], agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]
+) -> list[str]:
     """Every project path the planner needs to know about, parents included, sorted."""
     files = [*template_paths(templates, parts), ".gitignore", ".gitattributes"]
     files += [AGENT_FILES[agent] for agent in agents]
@@ -317,16 +319,20 @@ def plan_block(path: str, entry: Entry, body: str, version: str) -> Action:
     newline = _newline(text)
     block = render_block(body, version).replace("\n", newline)
     if begin is None or end is None:
-        return Action("append", path, f"add the moss-files block, version {version}", (_separator(text, newline) + block).encode(), base=entry.data)
+        appended = (_separator(text, newline) + block).encode()
+        return Action("append", path, f"add the moss-files block, version {version}", appended, base=entry.data)
     match = BLOCK_BEGIN_RE.fullmatch(lines[begin].strip())
     current = match.group(1) if match else None
     if current == version:
         return Action("exists", path, f"moss-files block version {version} present")
     new_text = "".join(lines[:begin]) + block + "".join(lines[end + 1 :])
-    return Action("update", path, f"replace the moss-files block ({current or 'unversioned'} -> {version})", new_text.encode(), base=entry.data)
+    detail = f"replace the moss-files block ({current or 'unversioned'} -> {version})"
+    return Action("update", path, detail, new_text.encode(), base=entry.data)
 
 
-def _marker_lines(path: str, lines: Sequence[str], is_begin: Any, is_end: Any) -> tuple[int | None, int | None]:
+def _marker_lines(
+    path: str, lines: Sequence[str], is_begin: Callable[[str], bool], is_end: Callable[[str], bool]
+) -> tuple[int | None, int | None]:
     """Indexes of the one begin and one end marker line, (None, None) when there are none."""
     begins = [i for i, line in enumerate(lines) if is_begin(line.strip())]
     ends = [i for i, line in enumerate(lines) if is_end(line.strip())]

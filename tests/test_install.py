@@ -99,7 +99,12 @@ def test_fresh_project_gets_tools_and_scaffold(installed: Installed) -> None:
 
     # The templates come from the installed wheel, not from the checkout it was built from.
     where = subprocess.run(
-        [str(installed.moss_home / "venv" / "bin" / "python"), "-I", "-c", "import importlib.resources as r; print(r.files('moss_files.templates'))"],
+        [
+            str(installed.moss_home / "venv" / "bin" / "python"),
+            "-I",
+            "-c",
+            "import importlib.resources as r; print(r.files('moss_files.templates'))",
+        ],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert Path(where).is_relative_to(installed.moss_home)
@@ -257,7 +262,7 @@ def test_scaffold_failure_is_reported_and_damages_nothing(tmp_path: Path) -> Non
     assert snapshot(project) == before
 
 
-def read_only(tmp_path: Path, target: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+def read_only(target: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
     """Run `command` while `target` is read-only: chmod for a normal user; for root, whom
     permission bits don't stop, a read-only bind mount in a private mount namespace."""
     if os.geteuid() != 0:
@@ -268,9 +273,17 @@ def read_only(tmp_path: Path, target: Path, command: list[str]) -> subprocess.Co
             target.chmod(stat.S_IRWXU)
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "-m", "true"], capture_output=True).returncode != 0:
-        pytest.skip("running as root, where chmod does not stop writes, and no private mount namespace (unshare -m) for a read-only bind mount")
+        pytest.skip(
+            "running as root, where chmod does not stop writes, and no private mount namespace"
+            " (unshare -m) for a read-only bind mount"
+        )
     script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" || exit 99; shift; exec "$@"'
-    result = subprocess.run([unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(target), *command], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(target), *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode == 99:
         pytest.skip(f"running as root and a read-only bind mount is not permitted here: {result.stderr.strip()}")
     return result
@@ -279,7 +292,8 @@ def read_only(tmp_path: Path, target: Path, command: list[str]) -> subprocess.Co
 def test_read_only_target(tmp_path: Path) -> None:
     project = git_init(tmp_path / "project")
     env = base_env(tmp_path / "home", MOSS_HOME=str(tmp_path / "moss-home"), MOSS_BIN_DIR=str(tmp_path / "bin"))
-    result = read_only(tmp_path, project, ["env", *(f"{k}={v}" for k, v in env.items()), BASH, str(REPO / "install.sh"), "--no-tool", str(project)])
+    command = ["env", *(f"{k}={v}" for k, v in env.items()), BASH, str(REPO / "install.sh"), "--no-tool", str(project)]
+    result = read_only(project, command)
     assert result.returncode == EXIT_TARGET, result.stderr
     assert sorted(p.name for p in project.iterdir()) == [".git"]
 
@@ -287,7 +301,7 @@ def test_read_only_target(tmp_path: Path) -> None:
 def test_scaffold_reports_a_read_only_project_with_a_code(tmp_path: Path) -> None:
     project = git_init(tmp_path / "project")
     command = ["env", f"PYTHONPATH={REPO}", sys.executable, "-S", "-B", "-m", "moss_files.scaffold", "--json", str(project)]
-    result = read_only(tmp_path, project, command)
+    result = read_only(project, command)
     assert result.returncode == 6, result.stderr
     assert json.loads(result.stderr.strip().splitlines()[-1])["error"]["code"] == "NOT_WRITABLE"
     assert sorted(p.name for p in project.iterdir()) == [".git"]

@@ -200,7 +200,10 @@ def test_mcp_entries_for_claude_are_added_only_when_missing() -> None:
     user = json.dumps({"mcpServers": {"other": {"command": "x"}}, "extra": 1}).encode()
     updated = scaffold.plan_mcp("claude", Entry("file", user), servers)
     assert updated.kind == "update"
-    assert json.loads(updated.content) == {"mcpServers": {"other": {"command": "x"}, "moss": {"command": "moss", "args": ["serve"]}}, "extra": 1}
+    assert json.loads(updated.content) == {
+        "mcpServers": {"other": {"command": "x"}, "moss": {"command": "moss", "args": ["serve"]}},
+        "extra": 1,
+    }
     assert scaffold.plan_mcp("claude", Entry("file", updated.content), servers).kind == "exists"
     with pytest.raises(MossError) as caught:
         scaffold.plan_mcp("claude", Entry("file", b"{not json"), servers)
