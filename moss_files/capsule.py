@@ -678,6 +678,8 @@ def edit_capsule(old_text: str, capsule: Capsule, path: Any = None) -> str:
         if field in wanted:
             if field in ("workspace", "name") and key in doc.meta and _same_identity(doc.meta[key], wanted[field]):
                 continue  # keep the hand-written spelling of the identity
+            if key not in doc.meta and _derivable(field, capsule):
+                continue  # the file's place says it already; a hand-written file stays lean
             if field.endswith("_at") and key in doc.meta and parse_time(doc.meta[key]) == parse_time(wanted[field]):
                 continue  # same instant, written differently: leave the human's form
             if field == "tags" and key in doc.meta and isinstance(doc.meta[key], str) and _tag_list(doc.meta[key]) == wanted[field]:
@@ -690,6 +692,15 @@ def edit_capsule(old_text: str, capsule: Capsule, path: Any = None) -> str:
     if body == capsule.text:
         return new_text
     return head + fm_text + tail + capsule.text
+
+
+def _derivable(field: str, capsule: Capsule) -> bool:
+    """True when `parse_capsule` would derive the field's value from the file's location."""
+    if field == "workspace":
+        return capsule.workspace == capsule.workspace_norm
+    if field == "name" and capsule.name is not None and not capsule.deleted:
+        return decode_component(encode_component(capsule.name_norm or "")) == capsule.name
+    return False
 
 
 def _same_identity(stored: Any, wanted: str) -> bool:
