@@ -28,7 +28,8 @@ NOW_ENV = "MOSS_NOW"
 app = new_app(
     "Cortical-stack memory files: what you are doing (CURRENT.md), the plan (PLAN.md) and "
     "lasting knowledge (MEMORY.md), kept as markdown in .cstack/. Exit codes: 0 ok, 2 bad "
-    "arguments, 3 not found, 4 malformed file or dependency cycle, 5 conflict, 6 no workspace."
+    "arguments, 3 not found, 4 malformed file or dependency cycle, 5 conflict, 6 no workspace. "
+    f"Dates are today's UTC date, or the date of ${NOW_ENV} (RFC 3339) when set."
 )
 
 TaskArg = Annotated[str, typer.Argument(metavar="TASK", help="Task number (see `cstack plan`), id, or title prefix.", show_default=False)]

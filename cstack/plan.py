@@ -188,9 +188,12 @@ def section_kind(path: Sequence[str]) -> str:
     """The kind of a section path: tasks, notes, legend, completed, closed, backlog or other."""
     if not path:
         return "tasks"  # task lines before any `##` heading are plain work items
-    name = re.sub(r"[^\w ]+", " ", path[0]).strip().casefold()
-    name = re.sub(r"\s+", " ", name)
-    return _KIND_NAMES.get(name, "other")
+    # Compare words only, so "## ✅ Completed" and "## Tasks (this week)" are recognised too.
+    name = " ".join(re.sub(r"[^\w ]+", " ", path[0]).casefold().split())
+    for key, kind in _KIND_NAMES.items():
+        if name == key or name.startswith(key + " "):
+            return kind
+    return "other"
 
 
 def parse_task_line(content: str) -> dict[str, Any] | None:
@@ -755,7 +758,10 @@ class Dependency:
 
 def dependencies(plan: Plan, task: Task) -> tuple[Dependency, ...]:
     """Each dependency of `task` with its state (met when every task with that id is finished)."""
-    index = _by_id(plan)
+    return _dependencies(_by_id(plan), task)
+
+
+def _dependencies(index: dict[str, list[Task]], task: Task) -> tuple[Dependency, ...]:
     found = []
     for dep in task.depends:
         holders = index.get(dep.casefold(), [])
@@ -774,10 +780,11 @@ def _schedulable(task: Task) -> bool:
 
 def ready_tasks(plan: Plan) -> tuple[Task, ...]:
     """Pending tasks outside Backlog/Completed/Closed whose dependencies are all met."""
+    index = _by_id(plan)
     return tuple(
         task
         for task in plan.tasks
-        if task.status == "pending" and _schedulable(task) and all(dep.met for dep in dependencies(plan, task))
+        if task.status == "pending" and _schedulable(task) and all(dep.met for dep in _dependencies(index, task))
     )
 
 
@@ -793,8 +800,9 @@ class Blocked:
 def blocked_tasks(plan: Plan) -> tuple[Blocked, ...]:
     """Tasks marked `[!]`, and pending tasks outside the Backlog held back by dependencies."""
     found = []
+    index = _by_id(plan)
     for task in plan.tasks:
-        unmet = tuple(dep for dep in dependencies(plan, task) if not dep.met)
+        unmet = tuple(dep for dep in _dependencies(index, task) if not dep.met)
         if task.status == "blocked":
             found.append(Blocked(task, task.blocked, unmet))
         elif task.status == "pending" and _schedulable(task) and unmet:

@@ -416,3 +416,12 @@ def test_filters_by_status_label_and_priority() -> None:
 def test_malformed_frontmatter_is_reported_with_its_line() -> None:
     err = error_of(lambda: plan.parse_plan("---\nkey: [unclosed\n---\n- [ ] t\n", "PLAN.md"))
     assert isinstance(err, InvalidDocument) and err.code.startswith("FRONTMATTER") and err.path == "PLAN.md" and err.line
+
+
+@pytest.mark.parametrize(
+    ("heading", "kind"),
+    [("Tasks", "tasks"), ("✅ Completed", "completed"), ("Tasks (this week)", "tasks"), ("Done", "completed"), ("Backlog:", "backlog"),
+     ("In Progress", "tasks"), ("Sprint 3", "other"), ("Notes", "notes"), ("Taskforce", "other")],
+)  # fmt: skip
+def test_section_kinds_by_heading(heading: str, kind: str) -> None:
+    assert plan.section_kind((heading,)) == kind
