@@ -131,8 +131,9 @@ def outline(text: str, first_line: int = 1) -> Outline:
         opening = content.find("<!--")
         if opening >= 0:
             in_comment = _still_in_comment(content, opening + 4)
-            hidden.append(stripped.startswith("<!--"))
-            continue
+            if stripped.startswith("<!--"):
+                hidden.append(True)
+                continue
         hidden.append(False)
         match = _HEADING.match(content)
         if match:

@@ -425,3 +425,16 @@ def test_malformed_frontmatter_is_reported_with_its_line() -> None:
 )  # fmt: skip
 def test_section_kinds_by_heading(heading: str, kind: str) -> None:
     assert plan.section_kind((heading,)) == kind
+
+
+def test_comments_hide_lines_but_not_text_before_them() -> None:
+    text = (
+        "## Tasks <!-- sorted by priority -->\n"
+        "- [ ] Visible <!-- an aside -->\n"
+        "<!-- - [ ] hidden example\n"
+        "- [ ] still hidden -->\n"
+        "- [ ] After the comment\n"
+    )
+    parsed = plan.parse_plan(text)
+    assert [(t.title, t.section) for t in parsed.tasks] == [("Visible <!-- an aside -->", ("Tasks <!-- sorted by priority -->",)), ("After the comment", ("Tasks <!-- sorted by priority -->",))]
+    assert [t.kind for t in parsed.tasks] == ["tasks", "tasks"]
