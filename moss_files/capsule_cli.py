@@ -386,7 +386,10 @@ def register(app: typer.Typer) -> None:
             from moss_files import capsules
 
             result = capsules.history(_context(root), capsule_id, workspace, name, limit)
-        lines = [f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}" for v in result["versions"]]
+        lines = [
+            f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}"
+            for v in result["versions"]
+        ]
         if result["dirty"]:
             lines.insert(0, "(uncommitted changes)")
         if not result["versions"]:

@@ -829,7 +829,7 @@ def history(ctx: Context, id: Any = None, workspace: Any = None, name: Any = Non
 
     Addressed by id, only versions of that capsule are listed; by name, every capsule that held
     the name. Returns `{id?, workspace, name?, path, dirty, versions: [{commit, date, author,
-    email, summary, path, id}]}`. Raises RepoError outside a git repository, NotFound.
+    email, summary, path, id, removed}]}`. Raises RepoError outside a git repository, NotFound.
     """
     from moss_files import gitrepo
 
@@ -853,10 +853,11 @@ def history(ctx: Context, id: Any = None, workspace: Any = None, name: Any = Non
     base_rel = gitrepo.relpath_in_repo(repo, store_.base)
     rows: list[dict[str, Any]] = []
     for version in versions:
-        blob_id = _capsule_id_at(repo, version.commit, version.path, base_rel)
+        present, blob_id = _capsule_id_at(repo, version.commit, version.path, base_rel)
         if where.id is not None and blob_id not in (where.id, None):
             continue
-        rows.append({**gitrepo.version_to_dict(version), "id": blob_id})
+        # A commit that moved the file away (a soft delete) shows as removed from this path.
+        rows.append({**gitrepo.version_to_dict(version), "id": blob_id, "removed": not present})
         if count and len(rows) >= count:
             break
     status = str(repo.git.status("--porcelain", "--", relpath)) if found is not None else ""
@@ -869,18 +870,19 @@ def history(ctx: Context, id: Any = None, workspace: Any = None, name: Any = Non
     return data
 
 
-def _capsule_id_at(repo: Any, commit: str, path: str, base_rel: str) -> str | None:
+def _capsule_id_at(repo: Any, commit: str, path: str, base_rel: str) -> tuple[bool, str | None]:
+    """Whether the file exists at the commit, and the id of the capsule it held (None if unreadable)."""
     from moss_files import gitrepo
 
     data = gitrepo.show_file(repo, commit, path)
     if data is None:
-        return None
+        return False, None
     try:
         relpath = Path(path).relative_to(base_rel).as_posix()
         doc = document.parse_bytes(data, f"{commit[:12]}:{path}")
-        return core.parse_capsule(doc, PurePosixPath(relpath), mtime_ms=0).id
+        return True, core.parse_capsule(doc, PurePosixPath(relpath), mtime_ms=0).id
     except (MossError, ValueError):
-        return None
+        return True, None
 
 
 def fetch_at(
