@@ -1,0 +1,900 @@
+"""One sleeve's `.needlecast/` folder on disk, in either layout. Edge layer: owns these files.
+
+Layout v1 keeps messages as blocks in `inbox.md` / `outbox.md` (see `message` for the block
+rule); layout v2 keeps one file per message in `inbox/` / `outbox/`, named
+`<time>_<from>_<id>.md` so that sorting names sorts by time. A workspace uses v2 when an
+`inbox/` or `outbox/` folder exists; both forms are always read. Next to them:
+
+    archive.md | archive/    routed messages, with `routed:` time and `delivered_to:` (tracked)
+    dead-letters/            undeliverable blocks, byte for byte, with the reason (tracked)
+    read.log                 append-only JSON lines `{id, from, at}` (tracked; merge=union)
+    .state/                  per-machine state, git-ignored: delivery journal, sidecar lock
+
+Every rewrite of a shared mailbox file goes through `rewrite`, which never loses bytes that an
+agent appends or an editor writes while the rewrite runs (see its docstring).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from moss_files import document, fs
+from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+
+from needlecast import message as msg
+from needlecast.message import Message
+from needlecast.routing import Entry, Record
+
+DIR_NAME = ".needlecast"
+STATE_DIR = ".state"
+TAIL_SETTLE_SECONDS = 2.0  # an outbox not ending in a line break is left alone this long
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev)-)?(?P<pid>\d+)-[0-9a-f]+$")
+
+
+# --------------------------------------------------------------------------- layout
+
+
+@dataclass(frozen=True, slots=True)
+class Mailbox:
+    """The `.needlecast/` folder of the workspace at `root`."""
+
+    root: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.root / DIR_NAME
+
+    @property
+    def inbox_file(self) -> Path:
+        return self.dir / "inbox.md"
+
+    @property
+    def outbox_file(self) -> Path:
+        return self.dir / "outbox.md"
+
+    @property
+    def archive_file(self) -> Path:
+        return self.dir / "archive.md"
+
+    @property
+    def inbox_dir(self) -> Path:
+        return self.dir / "inbox"
+
+    @property
+    def outbox_dir(self) -> Path:
+        return self.dir / "outbox"
+
+    @property
+    def archive_dir(self) -> Path:
+        return self.dir / "archive"
+
+    @property
+    def dead_dir(self) -> Path:
+        return self.dir / "dead-letters"
+
+    @property
+    def read_log(self) -> Path:
+        return self.dir / "read.log"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.dir / STATE_DIR
+
+    @property
+    def journal(self) -> Path:
+        return self.state_dir / "journal.jsonl"
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    def layout(self) -> str:
+        """`v2` when the workspace keeps one file per message, else `v1`."""
+        return "v2" if self.inbox_dir.is_dir() or self.outbox_dir.is_dir() else "v1"
+
+
+def init_mailbox(root: Path, layout: str = "v1") -> Mailbox:
+    """Create `.needlecast/` for a workspace if missing; never touches an existing file."""
+    if layout not in ("v1", "v2"):
+        raise InvalidRequest(f"unknown layout {layout!r}; use v1 or v2", code="INVALID_REQUEST")
+    box = Mailbox(root)
+    box.dir.mkdir(parents=True, exist_ok=True)
+    if layout == "v2":
+        box.inbox_dir.mkdir(exist_ok=True)
+        box.outbox_dir.mkdir(exist_ok=True)
+    else:
+        for name in ("inbox.md", "outbox.md"):
+            fs.create_exclusive(box.dir / name, template(name).encode())
+    return box
+
+
+def template(name: str) -> str:
+    """The packaged template text for `inbox.md` / `outbox.md` (a bare title if unavailable)."""
+    try:
+        from importlib.resources import files
+
+        return (files("moss_files.templates") / "needlecast" / name).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        return f"# {name[:-3].capitalize()}\n"
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _entry(key: str | None, sender: str, raw: bytes, discriminator: str, message: Message | None, problem: MossError | None, source: Path, line: int) -> Entry:
+    if key is None:
+        key = msg.derive_id(sender, raw, discriminator)
+    digest = msg.content_digest(message) if message is not None else msg.raw_digest(raw)
+    return Entry(key, message, problem, raw, source, line, digest)
+
+
+def scan_mailfile(data: bytes | None, path: Path, sender: str) -> tuple[list[Entry], str]:
+    """Entries of a v1 mailbox file's bytes, and its preamble. A file that is not UTF-8 text
+    yields one entry holding all its bytes and the problem."""
+    if not data:
+        return [], ""
+    try:
+        text, _bom = document.decode(data, path)
+    except InvalidDocument as err:
+        return [_entry(None, sender, data, "file", None, err, path, err.line or 1)], ""
+    mailfile = msg.split_blocks(text)
+    entries: list[Entry] = []
+    seen: dict[str, int] = {}
+    for block in mailfile.blocks:
+        raw = block.raw.encode("utf-8")
+        message: Message | None = None
+        problem: MossError | None = None
+        try:
+            message = msg.parse_block(block, path=path)
+        except InvalidDocument as err:
+            problem = err
+        # Identical id-less blocks get distinct ids by their order among equals.
+        fingerprint = msg.raw_digest(raw)
+        occurrence = seen.get(fingerprint, 0)
+        seen[fingerprint] = occurrence + 1
+        key = message.id if message is not None and message.id else None
+        entries.append(_entry(key, message.sender or sender if message else sender, raw, str(occurrence), message, problem, path, block.line))
+    return entries, mailfile.preamble
+
+
+def _message_files(folder: Path) -> list[Path]:
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    # Dot files are our temporary and lock files, or an editor's swap files.
+    return [folder / name for name in names if name.endswith(".md") and not name.startswith(".")]
+
+
+def scan_message_file(data: bytes, path: Path, sender: str) -> Entry:
+    """The entry of one v2 message file."""
+    message: Message | None = None
+    problem: MossError | None = None
+    try:
+        text, _bom = document.decode(data, path)
+        message = msg.parse_message_document(text, path=path)
+    except InvalidDocument as err:
+        problem = err
+    key = message.id if message is not None and message.id else None
+    return _entry(key, (message.sender if message else None) or sender, data, path.name, message, problem, path, 1)
+
+
+def _settled(path: Path, data: bytes, now: float) -> bool:
+    """False for content that may still be being written: it does not end in a line break and
+    changed moments ago (a writer between two write calls)."""
+    if not data or data.endswith(b"\n"):
+        return True
+    try:
+        return now - path.stat().st_mtime >= TAIL_SETTLE_SECONDS
+    except FileNotFoundError:
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxScan:
+    """What an outbox holds: entries in order, and whether a fresh tail was left for later."""
+
+    entries: tuple[Entry, ...]
+    unsettled: bool = False
+    preamble: str = ""
+
+
+def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
+    """The pending entries of a sleeve's outbox (both layouts)."""
+    now = time.time()
+    entries: list[Entry] = []
+    unsettled = False
+    data = fs.read_snapshot(box.outbox_file).data
+    found, preamble = scan_mailfile(data, box.outbox_file, sender)
+    if data and found and not _settled(box.outbox_file, data, now):
+        found = found[:-1]
+        unsettled = True
+    entries.extend(found)
+    for path in _message_files(box.outbox_dir):
+        data = _read(path)
+        if data is None:
+            continue
+        if not _settled(path, data, now):
+            unsettled = True
+            continue
+        entries.append(scan_message_file(data, path, sender))
+    return OutboxScan(tuple(entries), unsettled, preamble)
+
+
+def read_inbox(box: Mailbox) -> list[Entry]:
+    """Every entry of a sleeve's inbox, oldest first within each layout."""
+    data = fs.read_snapshot(box.inbox_file).data
+    entries, _preamble = scan_mailfile(data, box.inbox_file, "")
+    for path in _message_files(box.inbox_dir):
+        data = _read(path)
+        if data is not None:
+            entries.append(scan_message_file(data, path, ""))
+    return entries
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+# --------------------------------------------------------------------------- guarded rewrite
+
+_libc: Any = None
+_EXCHANGE_SUPPORTED = True
+RENAME_EXCHANGE = 2
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two names atomically (Linux renameat2 RENAME_EXCHANGE). False if unsupported."""
+    global _libc, _EXCHANGE_SUPPORTED
+    if not _EXCHANGE_SUPPORTED:
+        return False
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            _libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        except (OSError, AttributeError):
+            _EXCHANGE_SUPPORTED = False
+            return False
+    at_fdcwd = -100
+    result = _libc.renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        _EXCHANGE_SUPPORTED = False
+        return False
+    raise OSError(code, os.strerror(code), str(first))
+
+
+def _side_name(path: Path, kind: str) -> Path:
+    return path.with_name(f".{path.name}.tmp-{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _write_new(path: Path, data: bytes) -> Path:
+    """Write `data` durably to a temporary next to `path`; return it named as `ready`."""
+    temp = fs.temp_path_for(path)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    ready = _side_name(path, "ready")
+    # Only a fully written temporary carries the `ready` mark; recovery trusts no other.
+    os.rename(temp, ready)
+    return ready
+
+
+def _append(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+Merge = Callable[[bytes | None, bytes], bytes]
+"""`merge(current, leftover)` returns the bytes to append to `current` so that nothing the
+leftover holds is lost (empty when `current` already has all of it)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _recover(path: Path, merge: Merge) -> None:
+    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock)."""
+    try:
+        names = os.listdir(path.parent)
+    except FileNotFoundError:
+        return
+    for name in names:
+        match = _LEFTOVER.match(name)
+        if not match or match.group("name") != path.name:
+            continue
+        leftover = path.parent / name
+        if match.group("kind") is None:
+            # A temporary that never got its `ready` mark holds nothing that is not elsewhere.
+            if not _pid_alive(int(match.group("pid"))):
+                leftover.unlink(missing_ok=True)
+            continue
+        content = _read(leftover) or b""
+        for _attempt in range(10):
+            missing = merge(_read(path), content)
+            if not missing:
+                break
+            _append(path, missing)
+        else:
+            raise Conflict("could not fold an interrupted rewrite back into the file", code="STALE_WRITE", path=path)
+        leftover.unlink(missing_ok=True)
+        fs.fsync_dir(path.parent)
+
+
+def rewrite(path: Path, transform: Callable[[bytes | None], bytes | None], merge: Merge, *, timeout: float = fs.DEFAULT_LOCK_TIMEOUT) -> bool:
+    """Replace `path` with `transform(current bytes)` without losing concurrent writes.
+
+    Writers that take no lock (an agent appending with `>>`, an editor saving the whole file)
+    may change the file at any moment. The new content is written to a temporary and swapped
+    in with an atomic exchange, so the displaced file survives under the temporary's name:
+    if it is the inode we read, anything appended after our read is appended to the new file;
+    if it is anything else (an editor's save), `merge` folds what it holds back in. A crash at
+    any point leaves at worst a marked temporary that the next call folds back the same way.
+    Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
+    """
+    with fs.locked(path, timeout=timeout):
+        _recover(path, merge)
+        for _attempt in range(20):
+            try:
+                fd: int | None = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                fd = None
+            try:
+                data = _read_fd(fd) if fd is not None else None
+                new = transform(data)
+                if new is None or new == data:
+                    return False
+                if fd is None:
+                    if fs.create_exclusive(path, new):
+                        return True
+                    continue  # created meanwhile by someone else: start over from it
+                ready = _write_new(path, new)
+                if _exchange(ready, path):
+                    displaced = _side_name(path, "prev")
+                    os.rename(ready, displaced)
+                    if os.stat(displaced).st_ino == os.fstat(fd).st_ino:
+                        now = _read(displaced) or b""
+                        if now.startswith(data):
+                            if len(now) > len(data):
+                                _append(path, now[len(data) :])
+                            displaced.unlink()
+                            fs.fsync_dir(path.parent)
+                            return True
+                    _recover(path, merge)
+                    fs.fsync_dir(path.parent)
+                    return True
+                current = _read(path)
+                if current != data:
+                    ready.unlink(missing_ok=True)
+                    continue
+                os.replace(ready, path)
+                late = _read_fd(fd, offset=len(data))
+                if late:
+                    _append(path, late)
+                fs.fsync_dir(path.parent)
+                return True
+            finally:
+                if fd is not None:
+                    os.close(fd)
+    raise Conflict("file kept changing; nothing was written", code="STALE_WRITE", path=path)
+
+
+def _read_fd(fd: int, offset: int = 0) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _missing_blocks(current: bytes | None, leftover: bytes, sender: str, identity: Callable[[Entry], Any], skip: Callable[[Entry], bool]) -> bytes:
+    """Blocks of `leftover` whose identity is absent from `current` (and not to be skipped),
+    joined ready to append."""
+    have = {identity(entry) for entry in scan_mailfile(current, Path("current"), sender)[0]}
+    blocks = []
+    for entry in scan_mailfile(leftover, Path("leftover"), sender)[0]:
+        if identity(entry) not in have and not skip(entry):
+            blocks.append(entry.raw.decode("utf-8", "surrogateescape").rstrip("\r\n") + "\n\n")
+    if not blocks:
+        return b""
+    prefix = b"" if not current or current.endswith(b"\n\n") else (b"\n" if current.endswith(b"\n") else b"\n\n")
+    return prefix + "".join(blocks).encode("utf-8", "surrogateescape")
+
+
+# --------------------------------------------------------------------------- delivery
+
+DELIVERED, PRESENT, CONFLICT = "delivered", "present", "conflict"
+
+
+def _identity(entry: Entry) -> tuple[str, str]:
+    sender = entry.message.sender if entry.message is not None and entry.message.sender else ""
+    return (sender, entry.key)
+
+
+def inbox_merge(current: bytes | None, leftover: bytes) -> bytes:
+    """Merge rule for inboxes: keep every message of the leftover not already present."""
+    return _missing_blocks(current, leftover, "", _identity, lambda entry: False)
+
+
+def safe_part(text: str, limit: int = 60) -> str:
+    """A file-name-safe rendering of an id or name; distinct inputs stay distinct."""
+    cleaned = _SAFE.sub("-", text)[:limit] or "x"
+    if cleaned != text:
+        import hashlib
+
+        cleaned += "-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=3).hexdigest()
+    return cleaned
+
+
+def time_stamp(value: str | None, fallback: datetime) -> str:
+    """`2026-01-21T10-00-00Z` from an RFC 3339 time (the fallback when it is not one)."""
+    moment = fallback
+    if value:
+        try:
+            parsed = datetime.fromisoformat(value.replace("z", "Z"))
+            moment = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        except ValueError:
+            pass
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
+
+
+def message_file_name(message: Message, now: datetime) -> str:
+    """`<time>_<from>_<id>.md` for a file-per-message inbox or archive."""
+    return f"{time_stamp(message.time, now)}_{safe_part(message.sender or 'unknown', 40)}_{safe_part(message.id or 'x')}.md"
+
+
+def _suffix(message: Message) -> str:
+    return f"_{safe_part(message.sender or 'unknown', 40)}_{safe_part(message.id or 'x')}.md"
+
+
+def deliver(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
+    """Put messages into an inbox, each at most once per (from, id).
+
+    Returns, per message, `delivered`, `present` (already there, same content) or `conflict`
+    (that sender's id is there with different content). Raises InvalidDocument when the inbox
+    file is unreadable (nothing is written), Conflict on a lock timeout.
+    """
+    for message in messages:
+        if not message.id or not message.sender:
+            raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
+        msg.check_writable(message)
+    if not box.dir.is_dir():
+        raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
+    if box.inbox_dir.is_dir():
+        return _deliver_files(box, messages, now)
+    return _deliver_file(box, messages)
+
+
+def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
+    results: list[str] = []
+
+    def transform(data: bytes | None) -> bytes | None:
+        results.clear()
+        text = template("inbox.md") if data is None else document.decode(data, box.inbox_file)[0]
+        bom = data is not None and data.startswith(document.BOM.encode())
+        entries, _ = scan_mailfile(data, box.inbox_file, "")
+        have = {_identity(entry): entry.digest for entry in entries if entry.message is not None}
+        mailfile_dialect = msg.dialect_of(msg.split_blocks(text))
+        newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
+        blocks = []
+        for message in messages:
+            ident = (message.sender or "", message.id or "")
+            digest = msg.content_digest(message)
+            if ident in have:
+                results.append(PRESENT if have[ident] == digest else CONFLICT)
+                continue
+            have[ident] = digest
+            results.append(DELIVERED)
+            blocks.append(msg.render_block(message, capitalised=mailfile_dialect if mailfile_dialect is not None else False, newline=newline))
+        if not blocks:
+            return None
+        return document.encode(msg.join_blocks(text, blocks, newline), bom)
+
+    rewrite(box.inbox_file, transform, inbox_merge)
+    return list(results)
+
+
+def _folder_index(folder: Path) -> dict[str, str]:
+    """Map of `_<from>_<id>.md` suffix to file name for a file-per-message folder."""
+    index: dict[str, str] = {}
+    for path in _message_files(folder):
+        parts = path.name.split("_", 1)
+        if len(parts) == 2:
+            index["_" + parts[1]] = path.name
+    return index
+
+
+def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
+    results: list[str] = []
+    capitalised = _folder_dialect(box.inbox_dir)
+    with fs.locked(box.inbox_dir):
+        index = _folder_index(box.inbox_dir)
+        for message in messages:
+            suffix = _suffix(message)
+            if suffix in index:
+                existing = _read(box.inbox_dir / index[suffix])
+                same = existing is not None and scan_message_file(existing, box.inbox_dir / index[suffix], "").digest == msg.content_digest(message)
+                results.append(PRESENT if same else CONFLICT)
+                continue
+            name = message_file_name(message, now)
+            data = msg.render_message_document(message, capitalised=capitalised).encode("utf-8")
+            fs.create_exclusive(box.inbox_dir / name, data)
+            index[suffix] = name
+            results.append(DELIVERED)
+    return results
+
+
+def _folder_dialect(folder: Path) -> bool:
+    files = _message_files(folder)
+    if files:
+        data = _read(files[-1]) or b""
+        head = data[:400].decode("utf-8", "replace")
+        for line in head.split("\n")[1:]:
+            if re.match(r"(?i:id|from|to|thread|type|time)\s*:", line):
+                return line[:1].isupper()
+    return False
+
+
+# --------------------------------------------------------------------------- sending
+
+
+def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
+    """Add a message to the sleeve's own outbox; return the file written.
+
+    v1 appends one block with a single write under the outbox lock (agents appending by hand
+    take no lock, and O_APPEND keeps both intact); v2 creates a new file.
+    """
+    msg.check_writable(message)
+    box.dir.mkdir(parents=True, exist_ok=True)
+    if box.outbox_dir.is_dir():
+        name = f"{time_stamp(message.time, now)}_{safe_part(message.id or 'x')}.md"
+        data = msg.render_message_document(message, capitalised=_folder_dialect(box.outbox_dir)).encode("utf-8")
+        if not fs.create_exclusive(box.outbox_dir / name, data):
+            raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
+        return box.outbox_dir / name
+    with fs.locked(box.outbox_file):
+        current = _read(box.outbox_file)
+        if current is None:
+            fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
+            current = _read(box.outbox_file) or b""
+        text = current.decode("utf-8", "replace")
+        dialect = msg.dialect_of(msg.split_blocks(text))
+        block = msg.render_block(message, capitalised=bool(dialect))
+        prefix = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        _append(box.outbox_file, (prefix + block).encode("utf-8"))
+    return box.outbox_file
+
+
+# --------------------------------------------------------------------------- archive, removal
+
+
+def _archived_ids(data: bytes | None) -> set[str]:
+    return {entry.key for entry in scan_mailfile(data, Path("archive"), "")[0]}
+
+
+def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool) -> None:
+    """Record routed messages in the sender's archive, each once (by id)."""
+    if not messages:
+        return
+    if files:
+        box.archive_dir.mkdir(parents=True, exist_ok=True)
+        index = _folder_index(box.archive_dir)
+        for message in messages:
+            if _suffix(message) in index:
+                continue
+            data = msg.render_message_document(message).encode("utf-8")
+            fs.create_exclusive(box.archive_dir / message_file_name(message, now), data)
+        return
+    with fs.locked(box.archive_file):
+        current = _read(box.archive_file)
+        done = _archived_ids(current)
+        todo = [m for m in messages if m.id not in done]
+        if not todo:
+            return
+        if current is None:
+            current = b"# Archive\n\n"
+            fs.create_exclusive(box.archive_file, current)
+        text = current.decode("utf-8", "replace")
+        dialect = msg.dialect_of(msg.split_blocks(text))
+        blocks = "".join(msg.render_block(m, capitalised=bool(dialect)) for m in todo)
+        prefix = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        _append(box.archive_file, (prefix + blocks).encode("utf-8"))
+
+
+def outbox_merge(done: Callable[[Entry], bool], sender: str) -> Merge:
+    """Merge rule for an outbox: keep every block of the leftover that is neither in the
+    current file nor already routed (`done`)."""
+    return lambda current, leftover: _missing_blocks(current, leftover, sender, lambda e: (e.key, e.digest), done)
+
+
+def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool]) -> None:
+    """Take routed entries out of the outbox; blocks that changed or were added meanwhile stay."""
+    file_entries = [entry for entry in routed if entry.source == box.outbox_file]
+    folder_entries = [entry for entry in routed if entry.source != box.outbox_file]
+    if file_entries:
+        wanted = {(entry.key, entry.digest) for entry in file_entries}
+        whole = [entry for entry in file_entries if entry.problem is not None and entry.problem.code in ("INVALID_ENCODING", "BINARY_FILE", "FILE_TOO_LARGE")]
+
+        def transform(data: bytes | None) -> bytes | None:
+            if not data:
+                return None
+            if whole:
+                raw = whole[0].raw
+                return data[len(raw) :] if data.startswith(raw) else None
+            entries, preamble = scan_mailfile(data, box.outbox_file, sender)
+            kept = [entry for entry in entries if (entry.key, entry.digest) not in wanted]
+            if len(kept) == len(entries):
+                return None
+            bom = document.BOM.encode() if data.startswith(document.BOM.encode()) else b""
+            return bom + preamble.encode("utf-8") + b"".join(_stamped(entry) for entry in kept)
+
+        rewrite(box.outbox_file, transform, outbox_merge(done, sender))
+    for entry in folder_entries:
+        _remove_file(box, entry)
+
+
+def _stamped(entry: Entry) -> bytes:
+    """The block's bytes with its derived id written into the header, when it had none.
+
+    An id-less block is known by its text and its rank among identical blocks; once an earlier
+    twin leaves the file its rank would change, so the id it was known by is written down.
+    """
+    if entry.message is None or entry.message.id is not None:
+        return entry.raw
+    first_break = entry.raw.find(b"\n")
+    newline = b"\r\n" if entry.raw[first_break - 1 : first_break] == b"\r" else b"\n"
+    key = b"ID" if entry.message.capitalised else b"id"
+    return entry.raw[: first_break + 1] + key + b": " + entry.key.encode() + newline + entry.raw[first_break + 1 :]
+
+
+def _remove_file(box: Mailbox, entry: Entry) -> None:
+    """Remove one routed v2 outbox file, unless it changed since it was routed."""
+    aside = box.state_dir / "removing"
+    aside.mkdir(parents=True, exist_ok=True)
+    moved = aside / entry.source.name
+    try:
+        os.rename(entry.source, moved)
+    except FileNotFoundError:
+        return
+    if (_read(moved) or b"") == entry.raw:
+        moved.unlink()
+    else:
+        _restore(moved, box.outbox_dir)
+    fs.fsync_dir(entry.source.parent)
+
+
+def _restore(moved: Path, folder: Path) -> None:
+    # Put back a file that must not be removed, under a fresh name if its own was taken.
+    target = folder / moved.name
+    try:
+        os.link(moved, target)
+    except FileExistsError:
+        os.link(moved, folder / f"{moved.stem}.{secrets.token_hex(3)}.md")
+    moved.unlink()
+
+
+def recover_outbox(box: Mailbox, done: Callable[[Entry], bool], sender: str) -> None:
+    """Finish what a killed router left half done: fold interrupted rewrites of `outbox.md`
+    back in, and put back v2 outbox files that were set aside but not yet checked."""
+    if box.outbox_file.exists() or any(_LEFTOVER.match(n) for n in _listdir(box.dir)):
+        with fs.locked(box.outbox_file):
+            _recover(box.outbox_file, outbox_merge(done, sender))
+    aside = box.state_dir / "removing"
+    for name in _listdir(aside):
+        moved = aside / name
+        data = _read(moved)
+        if data is None:
+            continue
+        entry = scan_message_file(data, box.outbox_dir / name, sender)
+        if done(entry):
+            moved.unlink()
+        else:
+            _restore(moved, box.outbox_dir)
+
+
+def _listdir(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []
+
+
+def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipients: Iterable[str], now: datetime) -> Path:
+    """Keep an undeliverable entry's bytes, unchanged, with why; once per (entry, code)."""
+    box.dead_dir.mkdir(parents=True, exist_ok=True)
+    suffix = f"_{safe_part(entry.key)}_{code.lower()}.md"
+    for name in _listdir(box.dead_dir):
+        if name.endswith(suffix):
+            return box.dead_dir / name
+    meta: dict[str, Any] = {
+        "id": entry.key,
+        "code": code,
+        "reason": reason,
+        "source": str(entry.source.relative_to(box.root)) if entry.source.is_relative_to(box.root) else entry.source.name,
+        "line": entry.line,
+        "dead_at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    names = list(recipients)
+    if names:
+        meta["recipients"] = names
+    header = msg.render_header(msg.Message(extra=meta))
+    path = box.dead_dir / f"{now.astimezone(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}{suffix}"
+    fs.create_exclusive(path, f"---\n{header}---\n".encode() + entry.raw)
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead letter as listed: its metadata and the exact bytes it keeps."""
+
+    path: Path
+    meta: dict[str, Any]
+    raw: bytes
+
+
+def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
+    """Dead letters of a workspace, oldest first. The kept bytes need not be UTF-8."""
+    letters = []
+    for path in _message_files(box.dead_dir):
+        data = _read(path) or b""
+        end = data.find(b"\n---\n", 3)
+        meta: dict[str, Any] = {}
+        raw = data
+        if data.startswith(b"---\n") and end > 0:
+            try:
+                meta = msg.parse_header(data[4 : end + 1].decode("utf-8"), path=path, line=2)
+                raw = data[end + 5 :]
+            except (InvalidDocument, UnicodeDecodeError):
+                meta = {}
+        letters.append(DeadLetter(path, meta, raw))
+    return letters
+
+
+# --------------------------------------------------------------------------- read state
+
+
+def read_marks(box: Mailbox) -> set[tuple[str, str]]:
+    """(from, id) pairs marked read. Unreadable lines (a torn write) are ignored, never fatal."""
+    marks: set[tuple[str, str]] = set()
+    data = _read(box.read_log) or b""
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+            marks.add((str(record.get("from") or ""), str(record["id"])))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return marks
+
+
+def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
+    """Append one read mark; an append-only log merges in git without conflicts (merge=union)."""
+    record = {"id": key, "from": sender, "at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    fs.append_line(box.read_log, json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+# --------------------------------------------------------------------------- delivery journal
+
+
+class Journal:
+    """The router's durable memory for one sender: JSON lines under `.state/`, appended with
+    one write each. It is a cache of facts also checked at the destinations (an inbox never
+    takes a (from, id) twice), so losing it costs speed, never correctness."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[str, Record] = {}
+        self._size = -1
+
+    def load(self) -> Journal:
+        """Re-read the journal if it changed on disk (another router process appended)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size == self._size:
+            return self
+        self.records = {}
+        data = _read(self.path) or b""
+        for line in data.splitlines():
+            try:
+                self._apply(json.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # a torn last line after a power cut: the facts are rechecked anyway
+        self._size = size
+        return self
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        key = event["k"]
+        record = self.records.get(key)
+        if record is None or record.digest != event["d"]:
+            record = self.records[key] = Record(event["d"])
+        record.at = event.get("at", record.at)
+        op = event["op"]
+        if op == "delivered":
+            record.delivered.update(event["to"])
+        elif op == "dead":
+            record.dead.add(event["code"])
+        elif op == "archived":
+            record.archived = True
+
+    def get(self, key: str) -> Record | None:
+        return self.records.get(key)
+
+    def write(self, events: list[dict[str, Any]]) -> None:
+        """Append events as one write, then apply them."""
+        if not events:
+            return
+        payload = b"".join(json.dumps(e, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n" for e in events)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.load()  # catch up first, so our own append is not mistaken for someone else's
+        _append(self.path, payload)
+        for event in events:
+            self._apply(event)
+        self._size += len(payload)
+
+    def compact(self, keep: set[str], older_than: str) -> None:
+        """Rewrite the journal without records older than `older_than` (an RFC 3339 time) of
+        entries no longer pending. Recent records stay: they let the router recognise a routed
+        block that an editor's stale save puts back into the outbox."""
+        events: list[dict[str, Any]] = []
+        for key, record in self.records.items():
+            if key not in keep and record.at < older_than:
+                continue
+            base = {"k": key, "d": record.digest, "at": record.at}
+            if record.delivered:
+                events.append({**base, "op": "delivered", "to": sorted(record.delivered)})
+            events.extend({**base, "op": "dead", "code": code} for code in sorted(record.dead))
+            if record.archived:
+                events.append({**base, "op": "archived"})
+        payload = b"".join(json.dumps(e, sort_keys=True).encode("utf-8") + b"\n" for e in events)
+        fs.write_atomic(self.path, payload)
+        self._size = -1
+        self.load()
+
+
+def iter_mailboxes(root: Path) -> Iterator[Path]:
+    """Child folders of `root` that hold a `.needlecast/` folder, sorted by name."""
+    try:
+        children = sorted(os.scandir(root), key=lambda item: item.name)
+    except FileNotFoundError:
+        return
+    for child in children:
+        if child.is_dir() and not child.name.startswith(".") and (Path(child.path) / DIR_NAME).is_dir():
+            yield Path(child.path)

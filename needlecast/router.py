@@ -1,0 +1,281 @@
+"""The envoy's router: moves every outbox entry into its recipients' inboxes exactly once.
+
+Shell layer: gathers (sleeve directory, outbox entries, journal), asks `routing.plan_entry`
+what is left to do, and applies it through `mailbox` (local sleeves) or `remote` (sidecars on
+other hosts). Each step is idempotent and the order makes every crash point safe:
+
+1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op;
+2. journal `delivered` (a cache: losing it only means asking the inboxes again);
+3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
+4. archive in the sender's workspace (by id, once), then journal `archived`;
+5. remove from the outbox through `mailbox.rewrite`, which never drops what was written
+   meanwhile; a block that comes back (an editor's stale save) is recognised by the journal
+   and removed without a second delivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from moss_files import fs
+from moss_files.errors import MossError, error_body
+from moss_files.ids import format_time, system_clock
+
+from needlecast import mailbox, remote
+from needlecast.mailbox import Journal, Mailbox
+from needlecast.message import message_to_dict
+from needlecast.routing import DeadNote, Directory, Entry, EntryPlan, Sleeve, archived_copy, bounce, plan_entry
+from needlecast.sleeves import load_directory
+
+JOURNAL_COMPACT_BYTES = 256 * 1024
+JOURNAL_KEEP = timedelta(days=7)
+Log = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class RouteReport:
+    """What one routing pass did, summed over senders."""
+
+    senders: int = 0
+    delivered: int = 0  # (message, recipient) pairs newly delivered
+    archived: int = 0
+    removed: int = 0
+    dead_letters: int = 0
+    bounces: int = 0
+    pending: int = 0  # entries left in outboxes (waiting for a recipient)
+    unsettled: bool = False  # some outbox ended mid-write; look again shortly
+    held: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, other: RouteReport) -> None:
+        for name in ("senders", "delivered", "archived", "removed", "dead_letters", "bounces", "pending"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.unsettled = self.unsettled or other.unsettled
+        self.held.extend(other.held)
+        self.problems.extend(other.problems)
+
+
+def report_to_dict(report: RouteReport) -> dict[str, Any]:
+    """JSON shape of a routing pass."""
+    return {
+        "senders": report.senders,
+        "delivered": report.delivered,
+        "archived": report.archived,
+        "removed": report.removed,
+        "dead_letters": report.dead_letters,
+        "bounces": report.bounces,
+        "pending": report.pending,
+        "unsettled": report.unsettled,
+        "held": report.held,
+        "problems": report.problems,
+    }
+
+
+class Router:
+    """Routes the outboxes of every local sleeve in an envoy's directory."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        clock: Callable[[], datetime] = system_clock,
+        environ: Mapping[str, str] | None = None,
+        log: Log | None = None,
+        http_timeout: float = remote.DEFAULT_TIMEOUT,
+    ) -> None:
+        self.root = root.resolve()
+        self.clock = clock
+        self.environ = dict(environ or {})
+        self.log = log or (lambda text: None)
+        self.http_timeout = http_timeout
+        self._journals: dict[Path, Journal] = {}
+        self.directory: Directory | None = None
+
+    # ----------------------------------------------------------------- directory
+
+    def refresh(self) -> Directory:
+        """Re-read the sleeve directory. Raises InvalidDocument REGISTRY_INVALID."""
+        self.directory = load_directory(self.root)
+        return self.directory
+
+    def senders(self) -> list[Sleeve]:
+        """Local sleeves whose outboxes this router drains."""
+        directory = self.directory or self.refresh()
+        return [s for s in directory.sleeves.values() if s.path is not None and s.problem is None and not s.remote]
+
+    # ----------------------------------------------------------------- passes
+
+    def route_all(self) -> RouteReport:
+        """One pass over every sender. Registry errors raise; per-sender failures are reported."""
+        self.refresh()
+        report = RouteReport()
+        for sleeve in self.senders():
+            report.add(self.route_sender(sleeve))
+        return report
+
+    def route_names(self, names: set[str]) -> RouteReport:
+        """One pass over the named senders only (those whose outbox changed)."""
+        directory = self.directory or self.refresh()
+        report = RouteReport()
+        for name in sorted(names):
+            sleeve = directory.get(name)
+            if sleeve is not None and sleeve.path is not None and sleeve.problem is None:
+                report.add(self.route_sender(sleeve))
+        return report
+
+    def _journal(self, box: Mailbox) -> Journal:
+        journal = self._journals.get(box.journal)
+        if journal is None:
+            journal = self._journals[box.journal] = Journal(box.journal)
+        return journal.load()
+
+    def route_sender(self, sleeve: Sleeve) -> RouteReport:
+        """Route one local sender's outbox; failures become problems in the report."""
+        report = RouteReport(senders=1)
+        assert sleeve.path is not None
+        box = Mailbox(sleeve.path)
+        if not box.exists():
+            return report
+        try:
+            box.state_dir.mkdir(parents=True, exist_ok=True)
+            with fs.locked(box.state_dir / "route"):
+                self._route_locked(sleeve, box, report)
+        except MossError as err:
+            report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
+            self.log(f"needlecast: {sleeve.name}: {err}")
+        return report
+
+    def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:
+        directory = self.directory or self.refresh()
+        journal = self._journal(box)
+        sender = sleeve.name
+
+        def done(entry: Entry) -> bool:
+            record = journal.get(entry.key)
+            return record is not None and record.digest == entry.digest and record.settled()
+
+        mailbox.recover_outbox(box, done, sender)
+        scan = mailbox.read_outbox(box, sender)
+        report.unsettled = scan.unsettled
+        if not scan.entries:
+            return
+        now = self.clock()
+        stamp = format_time(now)
+        plans = [(entry, plan_entry(entry, sender, directory, journal.get(entry.key), stamp)) for entry in scan.entries]
+
+        # 1-2. Deliveries, grouped so each inbox is rewritten once per pass.
+        delivered: dict[str, set[str]] = {entry.key: set(plan.delivered) for entry, plan in plans}
+        held: dict[str, list[str]] = {}
+        conflicts: dict[str, list[str]] = {}
+        by_recipient: dict[str, list[tuple[Entry, EntryPlan]]] = {}
+        for entry, plan in plans:
+            for name in plan.deliver_to:
+                by_recipient.setdefault(name, []).append((entry, plan))
+        events: list[dict[str, Any]] = []
+        for name, items in by_recipient.items():
+            target = directory.get(name)
+            try:
+                if target is None or target.problem is not None:
+                    raise target.problem if target is not None and target.problem else MossError(f"no sleeve {name}")
+                results = self._deliver(target, [plan.copy for _, plan in items if plan.copy is not None], now)
+            except MossError as err:
+                for entry, _plan in items:
+                    held.setdefault(entry.key, []).append(name)
+                report.held.append({"sleeve": sender, "recipient": name, "messages": len(items), **error_body(err)["error"]})
+                continue
+            for (entry, _plan), result in zip(items, results, strict=True):
+                if result == mailbox.CONFLICT:
+                    conflicts.setdefault(entry.key, []).append(name)
+                    continue
+                delivered[entry.key].add(name)
+                if result == mailbox.DELIVERED:
+                    report.delivered += 1
+                events.append({"k": entry.key, "d": entry.digest, "op": "delivered", "to": [name], "at": stamp})
+        journal.write(_merge_events(events))
+
+        # 3. Dead letters, each followed by a bounce into the sender's own inbox.
+        events = []
+        bounces = []
+        for entry, plan in plans:
+            notes = list(plan.dead)
+            if entry.key in conflicts:
+                names = tuple(conflicts[entry.key])
+                notes.append(DeadNote("DUPLICATE_MESSAGE_ID", f"{', '.join(names)} already hold a different message with id {entry.key!r} from {sender}", names))
+            for note in notes:
+                path = mailbox.dead_letter(box, entry, code=note.code, reason=note.reason, recipients=note.recipients, now=now)
+                report.dead_letters += 1
+                relative = path.relative_to(box.root)
+                bounces.append(bounce(entry, sender, note, str(relative), stamp))
+                events.append({"k": entry.key, "d": entry.digest, "op": "dead", "code": note.code, "at": stamp})
+        if bounces:
+            results = mailbox.deliver(box, bounces, now)
+            report.bounces += sum(1 for result in results if result == mailbox.DELIVERED)
+        journal.write(events)
+
+        # 4-5. Archive what reached everyone it could reach, then take it out of the outbox.
+        finished: list[Entry] = []
+        to_archive: dict[bool, list[Any]] = {True: [], False: []}
+        events = []
+        for entry, plan in plans:
+            if plan.remove_only:
+                finished.append(entry)
+                continue
+            if held.get(entry.key):
+                report.pending += 1
+                continue
+            record = journal.get(entry.key)
+            reached = delivered[entry.key]
+            # A broadcast with nobody else to hear it is still archived; a message that went
+            # nowhere at all lives on as its dead letter instead.
+            if plan.copy is not None and (reached or not plan.undeliverable) and not (record is not None and record.archived):
+                copy = archived_copy(plan.copy, sorted(reached), plan.undeliverable + tuple(conflicts.get(entry.key, ())), stamp)
+                to_archive[entry.source != box.outbox_file].append((entry, copy))
+            finished.append(entry)
+        for files, items in to_archive.items():
+            if items:
+                mailbox.archive(box, [copy for _, copy in items], now, files=files)
+                report.archived += len(items)
+                events.extend({"k": entry.key, "d": entry.digest, "op": "archived", "at": stamp} for entry, _ in items)
+        journal.write(events)
+        if finished:
+            mailbox.remove_from_outbox(box, sender, finished, done)
+            report.removed += len(finished)
+        self._maybe_compact(journal, box, sender, now)
+
+    def _deliver(self, target: Sleeve, messages: list[Any], now: datetime) -> list[str]:
+        if target.remote:
+            assert target.url is not None
+            token = self.environ.get(target.token_env or "", None) if target.token_env else None
+            return remote.post_inbox(target.url, [message_to_dict(m) for m in messages], token=token, timeout=self.http_timeout)
+        assert target.path is not None
+        box = Mailbox(target.path)
+        if not box.exists():
+            # The envoy's own mailbox is created on first use; a sleeve's never is.
+            if target.origin != "envoy":
+                raise MossError(f"sleeve {target.name} has no mailbox", code="SLEEVE_UNAVAILABLE", path=box.dir)
+            mailbox.init_mailbox(target.path)
+        return mailbox.deliver(box, messages, now)
+
+    def _maybe_compact(self, journal: Journal, box: Mailbox, sender: str, now: datetime) -> None:
+        try:
+            if journal.path.stat().st_size < JOURNAL_COMPACT_BYTES:
+                return
+        except FileNotFoundError:
+            return
+        pending = {entry.key for entry in mailbox.read_outbox(box, sender).entries}
+        journal.compact(pending, format_time(now - JOURNAL_KEEP))
+
+
+def _merge_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One `delivered` event per entry, listing all its new recipients."""
+    merged: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["k"] in merged:
+            merged[event["k"]]["to"] = merged[event["k"]]["to"] + event["to"]
+        else:
+            merged[event["k"]] = dict(event)
+    return list(merged.values())

@@ -1,0 +1,208 @@
+"""Routing decisions: who a message goes to, and what is left to do for each outbox entry.
+
+Core layer: pure functions and data; no I/O, the clock's reading is passed in. The router
+(`router.py`) gathers entries, journal records and the sleeve directory, asks `plan_entry`
+what to do, and applies the plan with the mailbox edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from moss_files.errors import MossError
+
+from needlecast.message import ALL, ENVOY, Message, with_changes
+
+ROUTER_NAME = "needlecast"  # the sender of bounces; no sleeve may take this name
+RESERVED = frozenset({ALL, ENVOY, ROUTER_NAME})
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message, or an unreadable block, found in a mailbox."""
+
+    key: str  # the message id, or the id derived for a block without one
+    message: Message | None
+    problem: MossError | None
+    raw: bytes  # exact bytes of the block, or of the whole file (v2)
+    source: Path
+    line: int
+    digest: str  # what the content says, to tell a reused id from a retry
+
+
+@dataclass(slots=True)
+class Record:
+    """What a sender's delivery journal knows about one entry."""
+
+    digest: str
+    delivered: set[str] = field(default_factory=set)
+    dead: set[str] = field(default_factory=set)  # error codes already dead-lettered
+    archived: bool = False
+    at: str = ""
+
+    def settled(self) -> bool:
+        """True once the entry needs nothing more than removal from the outbox."""
+        return self.archived or bool(self.dead and not self.delivered)
+
+
+@dataclass(frozen=True, slots=True)
+class Sleeve:
+    """A named workspace the router can deliver to: a local folder or a remote sidecar."""
+
+    name: str
+    path: Path | None = None
+    url: str | None = None
+    token_env: str | None = None
+    origin: str = "child"  # child | registry | envoy
+    problem: MossError | None = None  # set when the sleeve cannot be reached now
+
+    @property
+    def remote(self) -> bool:
+        return self.url is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Directory:
+    """Every sleeve the envoy knows, by name (the envoy itself under `envoy`)."""
+
+    root: Path
+    sleeves: Mapping[str, Sleeve]
+
+    def get(self, name: str) -> Sleeve | None:
+        return self.sleeves.get(name)
+
+    def others(self, sender: str) -> tuple[str, ...]:
+        """Recipients of `all`: every sleeve but the sender and the envoy."""
+        return tuple(name for name in self.sleeves if name not in (sender, ENVOY))
+
+
+@dataclass(frozen=True, slots=True)
+class DeadNote:
+    """Why (part of) an entry cannot be delivered."""
+
+    code: str
+    reason: str
+    recipients: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPlan:
+    """What is left to do for one outbox entry."""
+
+    key: str
+    copy: Message | None  # the message as recipients receive it
+    deliver_to: tuple[str, ...] = ()  # recipients not yet delivered
+    delivered: tuple[str, ...] = ()  # recipients the journal says have it
+    dead: tuple[DeadNote, ...] = ()  # dead letters not yet written
+    resolved: tuple[str, ...] = ()  # every known recipient
+    undeliverable: tuple[str, ...] = ()
+    remove_only: bool = False  # routed before (a resurrected or retried copy)
+
+
+def resolve_recipients(to: Iterable[str], sender: str, directory: Directory) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return (known recipients, unknown names) for a message's `to`, in order, no repeats."""
+    known: list[str] = []
+    unknown: list[str] = []
+    for name in to:
+        expanded = directory.others(sender) if name == ALL else (name,)
+        for target in expanded:
+            if directory.get(target) is not None:
+                if target not in known:
+                    known.append(target)
+            elif target not in unknown:
+                unknown.append(target)
+    return tuple(known), tuple(unknown)
+
+
+def delivered_copy(message: Message, key: str, sender: str, now: str) -> Message:
+    """The message as every recipient gets it: the router stamps the id, the true sender and,
+    when the writer gave none, the time."""
+    return with_changes(message, id=key, sender=sender, time=message.time or now)
+
+
+def plan_entry(entry: Entry, sender: str, directory: Directory, record: Record | None, now: str) -> EntryPlan:
+    """Decide what remains to be done for `entry`, given what the journal remembers."""
+    if record is not None and record.digest != entry.digest and (record.delivered or record.archived):
+        if "DUPLICATE_MESSAGE_ID" in record.dead:
+            return EntryPlan(entry.key, None, remove_only=True)
+        reason = f"id {entry.key!r} was already used by this sender for a different message"
+        return EntryPlan(entry.key, None, dead=(DeadNote("DUPLICATE_MESSAGE_ID", reason),))
+    if record is not None and record.digest == entry.digest and record.settled():
+        return EntryPlan(entry.key, None, remove_only=True)
+    done_dead = record.dead if record is not None and record.digest == entry.digest else set()
+    if entry.message is None:
+        problem = entry.problem
+        code = problem.code if problem is not None else "MESSAGE_INVALID"
+        if code in done_dead:
+            return EntryPlan(entry.key, None, remove_only=True)
+        reason = problem.message if problem is not None else "not a message"
+        return EntryPlan(entry.key, None, dead=(DeadNote(code, reason),))
+    message = entry.message
+    if not message.to:
+        if "MESSAGE_INVALID" in done_dead:
+            return EntryPlan(entry.key, None, remove_only=True)
+        return EntryPlan(entry.key, None, dead=(DeadNote("MESSAGE_INVALID", "the message has no `to` recipients"),))
+    known, unknown = resolve_recipients(message.to, sender, directory)
+    already = tuple(sorted(record.delivered)) if record is not None and record.digest == entry.digest else ()
+    dead: tuple[DeadNote, ...] = ()
+    if unknown and "UNKNOWN_RECIPIENT" not in done_dead:
+        names = ", ".join(unknown)
+        dead = (DeadNote("UNKNOWN_RECIPIENT", f"no sleeve is named {names}", unknown),)
+    return EntryPlan(
+        key=entry.key,
+        copy=delivered_copy(message, entry.key, sender, now),
+        deliver_to=tuple(name for name in known if name not in already),
+        delivered=tuple(name for name in known if name in already),
+        dead=dead,
+        resolved=known,
+        undeliverable=unknown,
+    )
+
+
+def archived_copy(copy: Message, delivered_to: Iterable[str], undeliverable: Iterable[str], now: str) -> Message:
+    """The sender's record of a routed message: when, to whom, and who could not be reached."""
+    extra: dict[str, object] = {"routed": now, "delivered_to": list(delivered_to)}
+    missing = list(undeliverable)
+    if missing:
+        extra["undeliverable"] = missing
+    return with_changes(copy, extra=extra)
+
+
+def bounce(entry: Entry, sender: str, note: DeadNote, dead_letter: str, now: str) -> Message:
+    """The notice a sender finds in its own inbox when (part of) a message went undelivered."""
+    what = f"message {entry.key}"
+    if entry.message is not None and entry.message.type:
+        what += f" ({entry.message.type})"
+    where = f"{entry.source.name} line {entry.line}" if entry.line > 1 else entry.source.name
+    if note.code == "UNKNOWN_RECIPIENT":
+        first = f"Your {what} from {where} was not delivered to {', '.join(note.recipients)}: no sleeve has that name."
+    else:
+        first = f"Your {what} from {where} could not be routed: {note.reason} [{note.code}]."
+    body = f"{first}\n\nIts exact text is kept in {dead_letter}.\n"
+    thread = entry.message.thread if entry.message is not None else None
+    return Message(
+        id=f"{entry.key}-bounce-{note.code.lower()}",
+        sender=ROUTER_NAME,
+        to=(sender,),
+        thread=thread,
+        type="bounce",
+        time=now,
+        body=body,
+        extra={"reply_to": entry.key, "code": note.code},
+    )
+
+
+def entry_to_dict(entry: Entry) -> dict[str, object]:
+    """JSON shape of an outbox or inbox entry: the message (or the problem) and where it is."""
+    from moss_files.errors import error_body
+
+    from needlecast.message import message_to_dict
+
+    data: dict[str, object] = {"key": entry.key, "source": entry.source.name, "line": entry.line}
+    if entry.message is not None:
+        data["message"] = message_to_dict(entry.message)
+    if entry.problem is not None:
+        data["problem"] = error_body(entry.problem)["error"]
+    return data

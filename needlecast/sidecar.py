@@ -1,0 +1,498 @@
+"""The sidecar daemon: watch outboxes, route on change, sweep, and serve the HTTP API.
+
+Daemon entry layer. Threads: the caller's thread runs the routing loop; watchdog runs its
+observer threads; the HTTP server runs one serving thread (plus a short-lived daemon thread
+per request). `run` returns only after every one of them has stopped, so nothing is orphaned.
+
+Watching: inotify through watchdog's Observer. If the observer cannot start, or a probe file
+written at start-up produces no event within PROBE_TIMEOUT (network and some container mounts
+are blind to inotify), or two safety sweeps in a row find work no event announced, the
+sidecar switches to watchdog's PollingObserver. `--poll` starts with polling.
+
+Events are hints, never trusted for content: each names a sleeve whose outbox may have
+changed; names are gathered until the burst goes quiet (QUIET_SECONDS, at most
+MAX_BATCH_SECONDS), then those sleeves are routed. A full sweep of every outbox runs every
+`sweep_seconds` regardless, and re-reads the sleeve directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from moss_files import fs
+from moss_files.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
+from moss_files.ids import format_time, system_clock
+
+from needlecast import mailbox
+from needlecast import message as msg
+from needlecast.httpapi import Api, make_server
+from needlecast.mailbox import Mailbox
+from needlecast.router import RouteReport, Router, report_to_dict
+from needlecast.routing import entry_to_dict
+from needlecast.sleeves import REGISTRY_NAME
+from needlecast.status import PartCache, build_status, parse_vmrss
+
+QUIET_SECONDS = 0.002
+MAX_BATCH_SECONDS = 0.02
+PROBE_TIMEOUT = 2.0
+DEFAULT_PORT = 7471
+RUNTIME_FILE = "sidecar.json"
+Log = Callable[[str], None]
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_runtime(root: Path) -> dict[str, Any] | None:
+    """The running sidecar's {pid, url, host, port, started} for a workspace, if any."""
+    path = Mailbox(root).state_dir / RUNTIME_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+# Event kinds that can mean new content. Watchdog also reports opens and read-only closes,
+# which the router's own reads cause; reacting to those would route in a loop.
+_CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
+class _EventSink:
+    """Watchdog handler: turns file events into sleeve names to route (filtering our own noise)."""
+
+    def __init__(self, sidecar: Sidecar) -> None:
+        self.sidecar = sidecar
+
+    def dispatch(self, event: Any) -> None:
+        if getattr(event, "event_type", None) not in _CHANGE_EVENTS:
+            return
+        for raw in (getattr(event, "src_path", None), getattr(event, "dest_path", None)):
+            if raw:
+                self.sidecar.notice(Path(os.fsdecode(raw)), bool(getattr(event, "is_directory", False)))
+
+
+class Sidecar:
+    """One sidecar (or, without HTTP, a foreground router) for the workspace at `root`."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        name: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        token: str | None = None,
+        serve_http: bool = True,
+        route: bool | None = None,
+        poll: bool = False,
+        poll_interval: float = 0.5,
+        sweep_seconds: float = 30.0,
+        clock: Callable[[], datetime] = system_clock,
+        environ: Mapping[str, str] | None = None,
+        log: Log | None = None,
+    ) -> None:
+        if serve_http and not is_loopback(host) and not token:
+            raise InvalidRequest(
+                f"refusing to serve on {host} without a token",
+                code="TOKEN_REQUIRED",
+                hint="pass --token (or set NEEDLECAST_TOKEN), or bind 127.0.0.1",
+            )
+        self.root = root.resolve()
+        self.name = name or self.root.name
+        self.host, self.port, self.token = host, port, token
+        self.serve_http = serve_http
+        self.route_mode = route
+        self.poll = poll
+        self.poll_interval = poll_interval
+        self.sweep_seconds = sweep_seconds
+        self.clock = clock
+        self.log = log or (lambda text: None)
+        self.box = Mailbox(self.root)
+        self.router = Router(self.root, clock=clock, environ=environ, log=self.log)
+        self.cache = PartCache(time.monotonic)
+        self.started = time.monotonic()
+        self.stop_event = threading.Event()
+        self._cond = threading.Condition()
+        self._pending: set[str] = set()
+        self._directory_dirty = True
+        self._owners: dict[Path, str] = {}
+        self._observer: Any = None
+        self._watches: dict[Path, Any] = {}
+        self.watcher = "none"
+        self._probe_path: Path | None = None
+        self._probe_seen = threading.Event()
+        self._missed_sweeps = 0
+        self._events_seen = 0
+        self.passes = 0
+        self.last_pass: str | None = None
+        self.last_report: RouteReport | None = None
+        self.routing = False
+        self.problems: list[dict[str, Any]] = []
+        self.url: str | None = None
+
+    # ----------------------------------------------------------------- events
+
+    def notice(self, path: Path, is_directory: bool) -> None:
+        """Record that `path` changed (called from observer threads)."""
+        if self._probe_path is not None and path == self._probe_path:
+            self._probe_seen.set()
+            return
+        if fs.is_temporary(path):
+            return
+        parent = path.parent
+        owner: str | None = None
+        if path.name == "outbox.md" and parent in self._owners:
+            owner = self._owners[parent]
+        elif parent.name == "outbox" and parent.parent in self._owners:
+            owner = self._owners[parent.parent]
+        elif path.name == "outbox" and parent in self._owners:
+            owner = self._owners[parent]
+            self._mark_dirty()  # a v2 outbox folder appeared: it needs a watch
+        elif path.name == REGISTRY_NAME or parent == self.root:
+            self._mark_dirty()
+            return
+        if owner is None:
+            return
+        with self._cond:
+            self._events_seen += 1
+            self._pending.add(owner)
+            self._cond.notify_all()
+
+    def _mark_dirty(self) -> None:
+        with self._cond:
+            self._directory_dirty = True
+            self._cond.notify_all()
+
+    def request_stop(self) -> None:
+        """Ask the loop to finish (safe from signal handlers and other threads)."""
+        self.stop_event.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    # ----------------------------------------------------------------- watching
+
+    def _desired_watches(self) -> dict[Path, str | None]:
+        wanted: dict[Path, str | None] = {self.root: None}
+        owners: dict[Path, str] = {}
+        if self.routing:
+            for sleeve in self.router.senders():
+                assert sleeve.path is not None
+                box = Mailbox(sleeve.path)
+                owners[box.dir] = sleeve.name
+                wanted[box.dir] = sleeve.name
+                if box.outbox_dir.is_dir():
+                    wanted[box.outbox_dir] = sleeve.name
+        if self.box.dir.is_dir():
+            wanted.setdefault(self.box.dir, None)
+        self._owners = owners
+        return wanted
+
+    def _sync_watches(self) -> None:
+        if self._observer is None:
+            return
+        wanted = self._desired_watches()
+        for path in list(self._watches):
+            if path not in wanted or not path.is_dir():
+                try:
+                    self._observer.unschedule(self._watches.pop(path))
+                except (KeyError, ValueError):
+                    pass
+        for path in wanted:
+            if path not in self._watches and path.is_dir():
+                try:
+                    self._watches[path] = self._observer.schedule(_EventSink(self), str(path), recursive=False)
+                except OSError as exc:
+                    raise WatchError(f"cannot watch {path}: {exc.strerror}", path=path, hint="raise fs.inotify.max_user_watches, or use --poll") from None
+
+    def _start_observer(self, polling: bool) -> None:
+        from watchdog.observers import Observer
+        from watchdog.observers.polling import PollingObserver
+
+        self._stop_observer()
+        self._observer = PollingObserver(timeout=self.poll_interval) if polling else Observer()
+        self._observer.daemon = True
+        self._watches = {}
+        self.watcher = "polling" if polling else "inotify"
+        self._sync_watches()
+        self._observer.start()
+
+    def _stop_observer(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=10)
+            self._observer = None
+
+    def _fall_back(self, why: str) -> None:
+        self.log(f"needlecast: switching to polling every {self.poll_interval:g}s: {why}")
+        self._start_observer(polling=True)
+
+    def _probe(self) -> bool:
+        """True when a file written in a watched folder produces an event in time."""
+        folder = self.box.dir if self.box.dir.is_dir() else next(iter(self._owners), None)
+        if folder is None:
+            return True
+        self._probe_path = folder / f".sidecar-probe.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            self._probe_path.write_bytes(b"probe\n")
+            return self._probe_seen.wait(PROBE_TIMEOUT)
+        finally:
+            self._probe_path.unlink(missing_ok=True)
+
+    def _start_watching(self) -> None:
+        if self.poll:
+            self._start_observer(polling=True)
+            return
+        try:
+            self._start_observer(polling=False)
+        except (OSError, WatchError) as exc:
+            self._fall_back(f"inotify unavailable ({exc})")
+            return
+        if not self._probe():
+            self._fall_back("no file events arrive on this mount")
+
+    # ----------------------------------------------------------------- routing
+
+    def _refresh(self) -> None:
+        try:
+            directory = self.router.refresh()
+        except MossError as err:
+            self._problem(err)
+            return
+        self.routing = self.route_mode if self.route_mode is not None else len(directory.sleeves) > 1
+        self._sync_watches()
+
+    def _problem(self, err: MossError) -> None:
+        self.problems = [{"at": format_time(self.clock()), **error_body(err)["error"]}]
+        self.log(f"needlecast: {err}")
+
+    def _record(self, report: RouteReport) -> None:
+        self.passes += 1
+        self.last_pass = format_time(self.clock())
+        self.last_report = report
+        self.problems = list(report.problems) + list(report.held)
+        if report.delivered or report.dead_letters or report.removed:
+            self.log(
+                f"needlecast: routed {report.delivered} deliveries, {report.archived} archived, "
+                f"{report.dead_letters} dead letters, {report.pending} waiting"
+            )
+        for problem in report.problems:
+            self.log(f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")
+
+    def _sweep(self) -> None:
+        self._refresh()
+        if not self.routing:
+            return
+        with self._cond:
+            seen_before = self._events_seen
+        report = self.router.route_all()
+        self._record(report)
+        with self._cond:
+            unannounced = (report.delivered or report.dead_letters) and self._events_seen == seen_before
+        # Work found by a sweep that no event announced means the watcher is blind here.
+        self._missed_sweeps = self._missed_sweeps + 1 if unannounced else 0
+        if self._missed_sweeps >= 2 and self.watcher == "inotify":
+            self._fall_back("two sweeps in a row found changes no event reported")
+
+    def loop(self) -> None:
+        """Route until asked to stop."""
+        self._sweep()
+        next_sweep = time.monotonic() + self.sweep_seconds
+        retry_at: float | None = None
+        while not self.stop_event.is_set():
+            with self._cond:
+                while not (self._pending or self._directory_dirty or self.stop_event.is_set()):
+                    wake = min(next_sweep, retry_at or next_sweep)
+                    remaining = wake - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(min(remaining, 0.5))
+                # Let a burst finish: wait for a short quiet spell, bounded by a batch limit.
+                batch_end = time.monotonic() + MAX_BATCH_SECONDS
+                seen = self._events_seen
+                while self._pending and not self.stop_event.is_set() and time.monotonic() < batch_end:
+                    self._cond.wait(QUIET_SECONDS)
+                    if self._events_seen == seen:
+                        break
+                    seen = self._events_seen
+                names, self._pending = self._pending, set()
+                dirty, self._directory_dirty = self._directory_dirty, False
+            if self.stop_event.is_set():
+                break
+            if dirty:
+                self._refresh()
+            if names and self.routing:
+                report = self.router.route_names(names)
+                self._record(report)
+                if report.unsettled:
+                    retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+            now = time.monotonic()
+            if retry_at is not None and now >= retry_at:
+                retry_at = None
+                next_sweep = now  # an unfinished tail is picked up by a sweep
+            if now >= next_sweep:
+                self._sweep()
+                if self.last_report is not None and self.last_report.unsettled:
+                    retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+                next_sweep = time.monotonic() + self.sweep_seconds
+
+    # ----------------------------------------------------------------- status and API
+
+    def _cstack_part(self) -> Any:
+        if not (self.root / ".cstack").is_dir():
+            return None
+        try:
+            import cstack
+        except ImportError as exc:
+            raise MossError(f"cstack package unavailable: {exc}") from None
+        return cstack.stats(self.root)
+
+    def _needlecast_part(self) -> dict[str, Any]:
+        entries = mailbox.read_inbox(self.box)
+        marks = mailbox.read_marks(self.box)
+        unread = sum(1 for e in entries if e.message is not None and (e.message.sender or "", e.key) not in marks)
+        return {
+            "layout": self.box.layout(),
+            "inbox_total": len(entries),
+            "inbox_unread": unread,
+            "outbox_pending": len(mailbox.read_outbox(self.box, self.name).entries),
+            "dead_letters": len(mailbox.read_dead_letters(self.box)),
+        }
+
+    def _router_part(self) -> dict[str, Any]:
+        directory = self.router.directory
+        return {
+            "enabled": self.routing,
+            "watcher": self.watcher,
+            "sleeves": len(directory.sleeves) - 1 if directory is not None else 0,
+            "passes": self.passes,
+            "last_pass": self.last_pass,
+            "last_report": report_to_dict(self.last_report) if self.last_report is not None else None,
+            "problems": self.problems,
+        }
+
+    def _process_part(self) -> dict[str, Any]:
+        memory: float | None = None
+        try:
+            memory = parse_vmrss(Path("/proc/self/status").read_text())
+        except OSError:
+            pass
+        return {"pid": os.getpid(), "uptime_seconds": int(time.monotonic() - self.started), "memory_mb": memory}
+
+    def status(self) -> dict[str, Any]:
+        """The `/status` body."""
+        parts = {
+            "cstack": self.cache.get("cstack", self._cstack_part),
+            "needlecast": self.cache.get("needlecast", self._needlecast_part),
+            "router": self.cache.get("router", self._router_part),
+            "process": self.cache.get("process", self._process_part),
+        }
+        return build_status(self.name, str(self.root), parts)
+
+    def _api(self) -> Api:
+        api = Api(self.token, self.log)
+        api.add("GET", "/health", lambda query, body: (200, {"status": "ok"}))
+        api.add("GET", "/status", lambda query, body: (200, self.status()))
+        api.add("GET", "/outbox", self._get_outbox)
+        api.add("GET", "/inbox", self._get_inbox)
+        api.add("POST", "/inbox", self._post_inbox)
+        return api
+
+    def _get_outbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        scan = mailbox.read_outbox(self.box, self.name)
+        return 200, {"sleeve": self.name, "messages": [entry_to_dict(e) for e in scan.entries], "unsettled": scan.unsettled}
+
+    def _get_inbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        unread_only = query.get("unread", ["0"])[-1] in ("1", "true", "yes")
+        marks = mailbox.read_marks(self.box)
+        rows = []
+        for entry in mailbox.read_inbox(self.box):
+            read = entry.message is not None and (entry.message.sender or "", entry.key) in marks
+            if unread_only and read:
+                continue
+            rows.append({**entry_to_dict(entry), "read": read})
+        return 200, {"sleeve": self.name, "messages": rows}
+
+    def _post_inbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        items = body.get("messages") if isinstance(body, dict) and "messages" in body else [body]
+        if not isinstance(items, list) or not items:
+            raise InvalidRequest("send a message object or {\"messages\": [...]}", code="MESSAGE_INVALID")
+        messages = []
+        for item in items:
+            message = msg.message_from_dict(item)
+            if not message.sender:
+                raise InvalidRequest("a delivered message needs `from`", code="MESSAGE_INVALID")
+            if not message.id:
+                # Same content from the same sender names the same message, so retries dedupe.
+                canonical = json.dumps(msg.message_to_dict(message), sort_keys=True, ensure_ascii=False)
+                message = msg.with_changes(message, id=msg.derive_id(message.sender, canonical, "http"))
+            if not message.time:
+                message = msg.with_changes(message, time=format_time(self.clock()))
+            messages.append(message)
+        if not self.box.dir.is_dir():
+            mailbox.init_mailbox(self.root)
+        results = mailbox.deliver(self.box, messages, self.clock())
+        status = 201 if mailbox.DELIVERED in results else 200
+        return status, {"ok": True, "results": [{"id": m.id, "status": r} for m, r in zip(messages, results, strict=True)]}
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def run(self) -> int:
+        """Run until `request_stop` (or SIGTERM/SIGINT when called on the main thread); return 0.
+
+        Raises Conflict ALREADY_RUNNING when another sidecar holds this workspace.
+        """
+        self.box.state_dir.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(fs.locked(self.box.state_dir / "sidecar", timeout=0))
+            except Conflict:
+                running = read_runtime(self.root) or {}
+                raise Conflict(
+                    "another sidecar is already running for this workspace",
+                    code="ALREADY_RUNNING",
+                    path=self.root,
+                    details={k: running[k] for k in ("pid", "url") if k in running},
+                ) from None
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    previous = signal.signal(signum, lambda *_: self.request_stop())
+                    stack.callback(signal.signal, signum, previous)
+            server_thread: threading.Thread | None = None
+            if self.serve_http:
+                server = make_server(self._api(), self.host, self.port)
+                stack.callback(server.server_close)
+                self.port = server.server_address[1]
+                self.url = f"http://{self.host}:{self.port}"
+                server_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="needlecast-http")
+                server_thread.start()
+                stack.callback(server_thread.join)
+                stack.callback(server.shutdown)
+            self._refresh()
+            self._start_watching()
+            stack.callback(self._stop_observer)
+            runtime = self.box.state_dir / RUNTIME_FILE
+            fs.write_atomic(runtime, json.dumps({"pid": os.getpid(), "url": self.url, "host": self.host, "port": self.port if self.serve_http else None, "started": format_time(self.clock())}).encode())
+            stack.callback(runtime.unlink, missing_ok=True)
+            where = f" on {self.url}" if self.url else ""
+            self.log(f"needlecast: sidecar for {self.root} ready{where} (watcher: {self.watcher}, routing: {'on' if self.routing else 'off'})")
+            self.loop()
+            self.log("needlecast: stopping")
+        return 0

@@ -1,0 +1,130 @@
+"""The sleeve directory: which names the envoy's router delivers to, and where they live.
+
+Edge layer (reads the envoy root and the registry file); `parse_registry` itself is pure.
+By default every child folder of the envoy root that holds `.needlecast/` is a sleeve named
+after the folder, and the root itself answers to `envoy`. The optional registry
+`<root>/.needlecast/sleeves.toml` adds or overrides names:
+
+    alice = "work/alice-repo"              # a local workspace (relative to the root)
+
+    [bob]
+    url = "http://10.0.0.7:7471"           # a sleeve on another host, via its sidecar
+    token_env = "NEEDLECAST_TOKEN_BOB"     # env var holding the bearer token (never the token)
+
+    [needlecast]
+    discover_children = false              # only the names listed here
+
+A registered sleeve whose workspace is missing stays in the directory with a problem attached,
+so messages to it wait in the outbox (they are not dead-lettered) and `needlecast sleeves`
+reports it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from moss_files.errors import InvalidDocument, MossError, NotFound
+
+from needlecast.mailbox import DIR_NAME, iter_mailboxes
+from needlecast.message import ENVOY
+from needlecast.routing import RESERVED, Directory, Sleeve
+
+REGISTRY_NAME = "sleeves.toml"
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_TOML_LINE = re.compile(r"line (\d+)")
+
+
+def registry_path(root: Path) -> Path:
+    """Where the envoy's registry file lives."""
+    return root / DIR_NAME / REGISTRY_NAME
+
+
+def _line_of(text: str, name: str) -> int | None:
+    pattern = re.compile(rf"^\s*(?:\[\s*{re.escape(name)}\s*\]|\"?{re.escape(name)}\"?\s*=)", re.MULTILINE)
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Return ({name: {path|url, token_env}}, discover_children) from the registry's text.
+
+    Raises InvalidDocument REGISTRY_INVALID naming the file and line.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_LINE.search(str(exc))
+        raise InvalidDocument(f"registry is not valid TOML: {exc}", code="REGISTRY_INVALID", path=path, line=int(found.group(1)) if found else None) from None
+    options = data.pop("needlecast", {})
+    if not isinstance(options, dict) or set(options) - {"discover_children"} or not isinstance(options.get("discover_children", True), bool):
+        raise InvalidDocument("[needlecast] accepts only `discover_children = true|false`", code="REGISTRY_INVALID", path=path, line=_line_of(text, "needlecast"))
+    entries: dict[str, dict[str, Any]] = {}
+    for name, value in data.items():
+        line = _line_of(text, name)
+        if not NAME_RE.fullmatch(name) or name.lower() in RESERVED:
+            raise InvalidDocument(f"{name!r} cannot name a sleeve (letters, digits, . _ -; not all/envoy/needlecast)", code="REGISTRY_INVALID", path=path, line=line)
+        if isinstance(value, str):
+            value = {"path": value}
+        if not isinstance(value, dict):
+            raise InvalidDocument(f"sleeve {name!r} must be a path string or a table", code="REGISTRY_INVALID", path=path, line=line)
+        unknown = set(value) - {"path", "url", "token_env"}
+        if unknown:
+            raise InvalidDocument(f"sleeve {name!r} has unknown keys: {', '.join(sorted(unknown))}", code="REGISTRY_INVALID", path=path, line=line)
+        if ("path" in value) == ("url" in value):
+            raise InvalidDocument(f"sleeve {name!r} needs exactly one of `path` or `url`", code="REGISTRY_INVALID", path=path, line=line)
+        if "url" in value and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", str(value["url"])):
+            raise InvalidDocument(f"sleeve {name!r}: `url` must be an http(s) address", code="REGISTRY_INVALID", path=path, line=line)
+        if not all(isinstance(v, str) and v for v in value.values()):
+            raise InvalidDocument(f"sleeve {name!r}: values must be non-empty strings", code="REGISTRY_INVALID", path=path, line=line)
+        entries[name] = dict(value)
+    return entries, options.get("discover_children", True)
+
+
+def _local(name: str, workspace: Path, origin: str) -> Sleeve:
+    problem: MossError | None = None
+    if not workspace.is_dir():
+        problem = NotFound(f"sleeve {name!r}: workspace {workspace} does not exist", code="SLEEVE_UNAVAILABLE", path=workspace, hint=f"fix or remove {name!r} in {REGISTRY_NAME}")
+    elif not (workspace / DIR_NAME).is_dir():
+        problem = NotFound(f"sleeve {name!r}: {workspace} has no {DIR_NAME} folder", code="SLEEVE_UNAVAILABLE", path=workspace, hint="run `needlecast init` in that workspace")
+    return Sleeve(name, path=workspace, origin=origin, problem=problem)
+
+
+def load_directory(root: Path) -> Directory:
+    """The envoy's sleeve directory. Raises InvalidDocument REGISTRY_INVALID for a bad registry."""
+    root = root.resolve()
+    sleeves: dict[str, Sleeve] = {ENVOY: Sleeve(ENVOY, path=root, origin="envoy")}
+    registry = registry_path(root)
+    entries: dict[str, dict[str, Any]] = {}
+    discover = True
+    if registry.is_file():
+        entries, discover = parse_registry(registry.read_text(encoding="utf-8"), registry)
+    if discover:
+        for child in iter_mailboxes(root):
+            if NAME_RE.fullmatch(child.name) and child.name.lower() not in RESERVED:
+                sleeves[child.name] = Sleeve(child.name, path=child, origin="child")
+    for name, value in entries.items():
+        if "url" in value:
+            sleeves[name] = Sleeve(name, url=value["url"].rstrip("/"), token_env=value.get("token_env"), origin="registry")
+        else:
+            target = Path(value["path"]).expanduser()
+            sleeves[name] = _local(name, target if target.is_absolute() else (root / target).resolve(), "registry")
+    return Directory(root, sleeves)
+
+
+def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
+    """JSON shape of a directory entry."""
+    from moss_files.errors import error_body
+
+    data: dict[str, Any] = {
+        "name": sleeve.name,
+        "origin": sleeve.origin,
+        "path": str(sleeve.path) if sleeve.path is not None else None,
+        "url": sleeve.url,
+        "ok": sleeve.problem is None,
+    }
+    if sleeve.problem is not None:
+        data["problem"] = error_body(sleeve.problem)["error"]
+    return data
