@@ -1,0 +1,104 @@
+"""Architecture and documentation checks: layers, docstrings, help texts, error codes in the README."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from moss_files.errors import ERROR_CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("moss_files", "cstack", "needlecast")
+# Modules of the pure core must not reach the outside world themselves.
+FORBIDDEN_IN_CORE = {"sqlite3", "subprocess", "socket", "http", "urllib", "watchdog", "typer", "click", "mcp", "git", "threading"}
+# cstack and needlecast build on the foundation only, never on moss_files' entry points or features.
+FOUNDATION = {"moss_files", "moss_files.errors", "moss_files.document", "moss_files.yamlio", "moss_files.yaml12", "moss_files.fs",
+              "moss_files.ids", "moss_files.workspace", "moss_files.cli_support", "moss_files.scaffold", "moss_files.gitrepo"}
+
+
+def modules() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def imported_names(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_says_what_it_holds(path: Path) -> None:
+    assert ast.get_docstring(ast.parse(path.read_text())), f"{path} has no module docstring"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_modules_do_no_io_of_their_own(path: Path) -> None:
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    if not re.search(r"\bcore layer\b|\(core\)|^core\b", docstring, re.IGNORECASE | re.MULTILINE):
+        return
+    roots = {name.split(".")[0] for name in imported_names(path)}
+    assert not roots & FORBIDDEN_IN_CORE, f"core module {path.name} imports {sorted(roots & FORBIDDEN_IN_CORE)}"
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if p.parts[-2] in ("cstack", "needlecast")], ids=lambda p: p.name)
+def test_cstack_and_needlecast_use_only_the_foundation(path: Path) -> None:
+    ours = {name for name in imported_names(path) if name.split(".")[0] == "moss_files"}
+    modules_used = {name if name in FOUNDATION else name.rsplit(".", 1)[0] for name in ours}
+    assert modules_used <= FOUNDATION, f"{path} reaches into {sorted(modules_used - FOUNDATION)}"
+
+
+def all_commands() -> list[tuple[str, Any]]:
+    """(full name, command) for every command and group of the three CLIs."""
+    found: list[tuple[str, Any]] = []
+    for tool, module in (("moss", "moss_files.cli"), ("cstack", "cstack.cli"), ("needlecast", "needlecast.cli")):
+        group = typer.main.get_command(importlib.import_module(module).app)
+
+        def walk(prefix: str, command: Any) -> None:
+            found.append((prefix, command))
+            if hasattr(command, "commands"):  # a group (typer vendors its own click)
+                for name, sub in command.commands.items():
+                    walk(f"{prefix} {name}", sub)
+
+        walk(tool, group)
+    return found
+
+
+@pytest.mark.parametrize(("name", "command"), all_commands(), ids=lambda value: value if isinstance(value, str) else "")
+def test_every_command_has_help_text(name: str, command: Any) -> None:
+    assert (command.help or "").strip(), f"`{name}` has no help text"
+
+
+@pytest.mark.parametrize(("name", "command"), [pair for pair in all_commands() if not hasattr(pair[1], "commands")],
+                         ids=lambda value: value if isinstance(value, str) else "")
+def test_every_command_offers_json_output(name: str, command: Any) -> None:
+    options = {opt for param in command.params for opt in getattr(param, "opts", [])}
+    long_running = {"needlecast sidecar", "moss serve"}
+    if name in long_running:
+        return  # daemons log to stderr and serve JSON over their own protocol
+    assert "--json" in options, f"`{name}` has no --json option"
+
+
+def test_every_error_code_is_documented_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    missing = [code for code in ERROR_CODES if f"`{code}`" not in readme]
+    assert not missing, f"README.md does not document: {missing}"
+
+
+def test_every_package_module_imports() -> None:
+    for package in PACKAGES:
+        imported = importlib.import_module(package)
+        for info in pkgutil.walk_packages(imported.__path__, prefix=f"{package}."):
+            importlib.import_module(info.name)
