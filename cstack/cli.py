@@ -88,7 +88,7 @@ def init(
     for action in actions:
         note(scaffold.render_action(action, dry_run=dry_run))
     note(scaffold.summary_line(target, actions, dry_run=dry_run))
-    emit({"root": str(target), "dry_run": dry_run, "actions": [scaffold.action_to_dict(a) for a in actions]}, as_json, text="")
+    emit(scaffold.report_to_dict(target, actions, dry_run=dry_run), as_json, text="")
 
 
 # --------------------------------------------------------------------------- reading

@@ -134,7 +134,7 @@ def init(
     for action in actions:
         note(scaffold.render_action(action, dry_run=dry_run))
     note(scaffold.summary_line(root, actions, dry_run=dry_run))
-    emit([scaffold.action_to_dict(a) for a in actions], as_json, text="")
+    emit(scaffold.report_to_dict(root, actions, dry_run=dry_run), as_json, text="")
 
 
 capsule_cli.register(app)

@@ -661,6 +661,11 @@ def summary_line(root: Path, actions: Sequence[Action], *, dry_run: bool) -> str
     return f"moss-files scaffold of {root}: {verb} {changed} path(s){f' ({kinds})' if kinds else ''}, {counts['exists']} left as they were"
 
 
+def report_to_dict(root: Path, actions: Sequence[Action], *, dry_run: bool) -> dict[str, object]:
+    """The JSON shape `moss init`, `cstack init` and this module print with --json."""
+    return {"root": str(root), "dry_run": dry_run, "actions": [action_to_dict(a) for a in actions]}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; returns the exit status (errors map to the error tree's codes)."""
     args = _parser().parse_args(argv)
@@ -674,7 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render_action(action, dry_run=args.dry_run), file=sys.stderr)
     print(summary_line(args.dir, actions, dry_run=args.dry_run), file=sys.stderr)
     if args.json:
-        print(json.dumps([action_to_dict(a) for a in actions], indent=2))
+        print(json.dumps(report_to_dict(args.dir, actions, dry_run=args.dry_run), indent=2))
     return 0
 
 

@@ -408,14 +408,14 @@ def run_module(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 def test_module_runs_on_the_standard_library_alone(repo: Path) -> None:
     dry = run_module("--dry-run", "--json", "--agent", "claude", str(repo))
     assert dry.returncode == 0, dry.stderr
-    planned = json.loads(dry.stdout)
+    planned = json.loads(dry.stdout)["actions"]
     assert {row["kind"] for row in planned} == {"mkdir", "create"}
     assert sorted(p.name for p in repo.iterdir()) == [".git"]
     done = run_module("--json", "--agent", "claude", str(repo))
     assert done.returncode == 0, done.stderr
-    assert [(r["kind"], r["path"]) for r in json.loads(done.stdout)] == [(r["kind"], r["path"]) for r in planned]
+    assert [(r["kind"], r["path"]) for r in json.loads(done.stdout)["actions"]] == [(r["kind"], r["path"]) for r in planned]
     again = run_module("--json", "--parts", "cstack,moss", str(repo))
-    assert {row["kind"] for row in json.loads(again.stdout)} == {"exists"}
+    assert {row["kind"] for row in json.loads(again.stdout)["actions"]} == {"exists"}
 
 
 def test_module_exit_statuses(tmp_path: Path, repo: Path) -> None:
@@ -435,14 +435,14 @@ def test_moss_init_scaffolds_the_git_work_tree_around_the_current_directory(repo
     (repo / "src" / "deep").mkdir(parents=True)
     dry = run_cli("moss", "init", "--dry-run", "--json", cwd=repo / "src" / "deep")
     assert dry.returncode == 0, dry.stderr
-    assert {row["path"] for row in json.loads(dry.stdout)} >= {".moss", ".moss/config.toml", ".gitignore"}
+    assert {row["path"] for row in json.loads(dry.stdout)["actions"]} >= {".moss", ".moss/config.toml", ".gitignore"}
     assert sorted(p.name for p in repo.iterdir()) == [".git", "src"]
     done = run_cli("moss", "init", "--agent", "codex", "--json", cwd=repo / "src" / "deep")
     assert done.returncode == 0, done.stderr
     assert (repo / ".moss" / "config.toml").is_file() and (repo / "AGENTS.md").is_file()
     assert not (repo / "src" / ".moss").exists()
     again = run_cli("moss", "init", str(repo), "--agent", "codex", "--json")
-    assert {row["kind"] for row in json.loads(again.stdout)} == {"exists"}
+    assert {row["kind"] for row in json.loads(again.stdout)["actions"]} == {"exists"}
 
 
 def test_moss_init_errors_carry_codes(repo: Path, tmp_path: Path) -> None:
