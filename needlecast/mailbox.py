@@ -583,6 +583,9 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
     """
     msg.check_writable(message)
     box.dir.mkdir(parents=True, exist_ok=True)
+    # End with a line break: the router leaves a file without one alone for a moment, taking
+    # it for a write still in progress.
+    message = msg.with_changes(message, body=msg.normalize_body(message.body))
     if box.outbox_dir.is_dir():
         name = f"{time_stamp(message.time, now)}_{safe_part(message.id or 'x')}.md"
         data = msg.render_message_document(message, capitalised=_folder_dialect(box.outbox_dir)).encode("utf-8")
