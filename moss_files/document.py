@@ -170,9 +170,12 @@ def _located(problem: YamlProblem, fm_text: str, path: Path | str | None) -> Inv
 def render(meta: Mapping[str, Any], body: str, *, newline: str = "\n") -> str:
     """Render a new document: frontmatter keys in the mapping's order, then the body verbatim.
 
-    An empty mapping renders the body alone.
+    An empty mapping renders the body alone, unless the body itself starts with a `---` line:
+    then an empty frontmatter block goes first, so the body cannot be mistaken for one.
     """
     if not meta:
+        if body.split("\n", 1)[0].rstrip("\r") == FENCE:
+            return f"{FENCE}{newline}{FENCE}{newline}{body}"
         return body
     fm_text = yamlio.dump_roundtrip(yamlio.styled_like(None, dict(meta)))
     if newline != "\n":
