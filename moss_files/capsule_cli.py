@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from moss_files.capsule_fast import summary_line as _row
 from moss_files.cli_support import JsonOpt, RootOpt, emit, note, reporting
 
 if TYPE_CHECKING:
@@ -68,15 +69,6 @@ def _warn_problems(result: dict[str, Any]) -> None:
         if problem.get("line"):
             where += f":{problem['line']}"
         note(f"warning[{problem['code']}] {where}: {problem['message']}")
-
-
-def _row(item: dict[str, Any]) -> str:
-    from moss_files.capsule import ms_to_rfc3339
-
-    handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
-    flag = " (deleted)" if item.get("deleted_at") else ""
-    title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
-    return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
 
 
 def register(app: typer.Typer) -> None:

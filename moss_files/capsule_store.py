@@ -97,10 +97,10 @@ class CapsuleStore:
         relpath = PurePosixPath(path.relative_to(self.base).as_posix())
         shown = self.display(path)
         doc = document.parse_bytes(snapshot.data, shown, max_bytes=MAX_FILE_BYTES)
-        try:
-            mtime_ms = int(path.stat().st_mtime_ns // 1_000_000)
-        except FileNotFoundError:
-            mtime_ms = 0
+        # The file's time stands in only for missing times; skip the stat when none is missing.
+        keys = ("created_at", "updated_at", *(("deleted_at",) if len(relpath.parts) == 3 else ()))
+        needs_mtime = any(document.find_key(doc.meta, key) is None for key in keys)
+        mtime_ms = _mtime_ms(path) if needs_mtime else 0
         capsule = core.parse_capsule(doc, relpath, mtime_ms=mtime_ms, path=shown)
         return StoredCapsule(capsule, path, relpath, snapshot)
 

@@ -14,7 +14,8 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from moss_files import capsule as core
 from moss_files import document, fs
@@ -22,7 +23,9 @@ from moss_files.capsule import Capsule
 from moss_files.capsule_store import CapsuleStore, Scan, StoredCapsule, raise_first
 from moss_files.config import Config
 from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, error_body
-from moss_files.ids import Clock, IdSource, system_clock
+
+if TYPE_CHECKING:
+    from moss_files.ids import Clock, IdSource
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -35,7 +38,7 @@ class Context:
 
     root: Path
     config: Config = field(default_factory=Config)
-    clock: Clock = system_clock
+    clock: Clock | None = None  # the system clock when None
     ids: IdSource | None = None
     home: Path | None = None  # for the default export folder; the user's home when None
 
@@ -44,10 +47,16 @@ class Context:
         return CapsuleStore(self.root)
 
     def now_ms(self) -> int:
-        return core.datetime_to_ms(self.clock())
+        return core.datetime_to_ms(self.clock() if self.clock else datetime.now(UTC))
 
     def new_id(self) -> str:
-        return (self.ids or IdSource(clock=self.clock)).ulid()
+        if self.ids is not None:
+            return self.ids.ulid()
+        # Loaded on first use: the ULID package costs tens of milliseconds to import, and
+        # read-only commands never make ids.
+        from moss_files.ids import IdSource, system_clock
+
+        return IdSource(clock=self.clock or system_clock).ulid()
 
     def exports_dir(self) -> Path:
         return (self.home or Path.home()) / EXPORTS_DIR

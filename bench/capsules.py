@@ -1,0 +1,136 @@
+"""Capsule store latency: store, fetch by name, list and inventory with 10 and 10,000 capsules
+present, and `moss fetch <name>` as a whole process.
+
+Run: .venv/bin/python bench/capsules.py [--sizes 10,10000] [--repeat 20]
+Builds its corpus in a temporary folder (files written directly, as a git checkout would) and
+prints medians in milliseconds with the corpus size. Whole-process timings use a bytecode cache
+in the temp folder (PYTHONPYCACHEPREFIX), as an installed package has; nothing outside the temp
+folder is touched. "moss fetch" is the installed command (typer); "fast fetch" is the same
+command through moss_files.capsule_fast, which skips the CLI framework.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from moss_files import capsule as core
+from moss_files import capsules as ops
+from moss_files.capsule import Capsule
+from moss_files.ids import IdSource, seeded_random
+
+TEXT = """## Objective
+Keep the login flow working while sessions move to the new store.
+
+## Current status
+Token refresh works; logout still clears only the local cookie.
+
+## Decisions
+- Sessions live in Redis with a 14 day TTL.
+- Refresh tokens rotate on every use.
+
+## Next actions
+- Make logout revoke the refresh token.
+- Add a test for concurrent refreshes.
+
+## Key locations
+- src/auth/session.py
+- tests/test_session.py
+
+## Open questions
+- Do we need device-bound tokens for the mobile app?
+"""
+
+
+def build_corpus(root: Path, count: int) -> None:
+    """Write `count` capsule files in the workspace `default` (the worst case for `list`)."""
+    ids = IdSource(random_bytes=seeded_random(count))
+    folder = root / ".moss" / "capsules" / "default"
+    folder.mkdir(parents=True, exist_ok=True)
+    base_ms = 1_768_816_800_000
+    for index in range(count):
+        capsule = Capsule(
+            id=ids.ulid(),
+            workspace="default",
+            name=f"capsule-{index:05d}",
+            text=TEXT,
+            created_ms=base_ms + index * 1000,
+            updated_ms=base_ms + index * 1000,
+            tags=("bench", f"group{index % 10}"),
+            source="bench",
+        )
+        (folder / core.slot_filename(core.normalize(capsule.name or ""))).write_text(core.render_capsule(capsule), encoding="utf-8")
+
+
+def median_ms(action: Callable[[int], object], repeat: int) -> float:
+    samples = []
+    for index in range(repeat):
+        start = time.perf_counter()
+        action(index)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def whole_process_ms(command: list[str], cwd: Path, repeat: int, cache: Path) -> float:
+    samples = []
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env.update(MOSS_ROOT=str(cwd), PYTHONPYCACHEPREFIX=str(cache))
+    subprocess.run(command, cwd=cwd, capture_output=True, env=env, check=False)  # fill the cache
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = subprocess.run(command, cwd=cwd, capture_output=True, env=env, check=False)
+        samples.append((time.perf_counter() - start) * 1000)
+        if result.returncode != 0:
+            raise SystemExit(f"{command} failed: {result.stderr.decode()}")
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,10000", help="Corpus sizes, comma-separated.")
+    parser.add_argument("--repeat", type=int, default=20, help="Runs per measurement (median reported).")
+    args = parser.parse_args()
+    bin_dir = Path(sys.executable).parent
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of {args.repeat} runs, milliseconds")
+    header = f"{'capsules':>9} {'store':>8} {'fetch':>8} {'list':>8} {'inventory':>10} {'moss fetch':>11} {'fast fetch':>11}"
+    print(header)
+    cache = Path(tempfile.mkdtemp(prefix="moss-bench-pycache-"))
+    fast = [sys.executable, "-c", "from moss_files.capsule_fast import main; main()", "fetch", "capsule-00000"]
+    for size in (int(part) for part in args.sizes.split(",")):
+        folder = Path(tempfile.mkdtemp(prefix="moss-bench-"))
+        try:
+            start = time.perf_counter()
+            build_corpus(folder, size)
+            built = time.perf_counter() - start
+            ctx = ops.Context(folder)
+            store = median_ms(lambda i: ops.store(ctx, TEXT, name=f"new-{i}"), args.repeat)
+            fetch = median_ms(lambda i: ops.fetch(ctx, name=f"capsule-{i % size:05d}"), args.repeat)
+            listing = median_ms(lambda i: ops.list_capsules(ctx), args.repeat)
+            inventory = median_ms(lambda i: ops.inventory(ctx), args.repeat)
+            runs = max(5, args.repeat // 2)
+            process = whole_process_ms([str(bin_dir / "moss"), "fetch", "capsule-00000"], folder, runs, cache)
+            quick = whole_process_ms(fast, folder, runs, cache)
+            print(f"{size:>9} {store:>8.2f} {fetch:>8.2f} {listing:>8.1f} {inventory:>10.1f} {process:>11.0f} {quick:>11.0f}   (corpus built in {built:.1f}s)")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    baseline = Path(tempfile.mkdtemp(prefix="moss-bench-"))
+    try:
+        (baseline / ".moss").mkdir()
+        version = whole_process_ms([str(bin_dir / "moss"), "version"], baseline, 10, cache)
+        bare = whole_process_ms([sys.executable, "-c", "pass"], baseline, 10, cache)
+    finally:
+        shutil.rmtree(baseline, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+    print(f"for reference: `moss version` {version:.0f} ms, bare `python -c pass` {bare:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
