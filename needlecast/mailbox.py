@@ -328,6 +328,18 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _clear_dead_temporaries(folder: Path) -> None:
+    """Delete temporaries that writers killed mid-write left in `folder` (caller holds its lock).
+
+    A temporary of a file-per-message folder is never the only copy of anything: the message is
+    still in the sender's outbox until its delivery completes.
+    """
+    for name in _listdir(folder):
+        match = _LEFTOVER.match(name)
+        if match and match.group("kind") is None and not _pid_alive(int(match.group("pid"))):
+            (folder / name).unlink(missing_ok=True)
+
+
 def _recover(path: Path, merge: Merge) -> None:
     """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock)."""
     try:
@@ -545,6 +557,7 @@ def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list
     results: list[str] = []
     capitalised = _folder_dialect(box.inbox_dir)
     with fs.locked(box.inbox_dir):
+        _clear_dead_temporaries(box.inbox_dir)
         index = _folder_index(box.inbox_dir)
         for message in messages:
             suffix = _suffix(message)
@@ -618,6 +631,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         return
     if files:
         box.archive_dir.mkdir(parents=True, exist_ok=True)
+        _clear_dead_temporaries(box.archive_dir)
         index = _folder_index(box.archive_dir)
         for message in messages:
             if _suffix(message) in index:
@@ -713,12 +727,15 @@ def _restore(moved: Path, folder: Path) -> None:
     moved.unlink()
 
 
-def recover_outbox(box: Mailbox, done: Callable[[Entry], bool], sender: str) -> None:
-    """Finish what a killed router left half done: fold interrupted rewrites of `outbox.md`
-    back in, and put back v2 outbox files that were set aside but not yet checked."""
-    if box.outbox_file.exists() or any(_LEFTOVER.match(n) for n in _listdir(box.dir)):
-        with fs.locked(box.outbox_file):
-            _recover(box.outbox_file, outbox_merge(done, sender))
+def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str) -> None:
+    """Finish what a killed router left half done in one workspace (the caller holds the
+    sender's route lock): fold interrupted rewrites of `outbox.md` and `inbox.md` back in, put
+    back v2 outbox files set aside but not yet checked, and clear dead writers' temporaries."""
+    names = _listdir(box.dir)
+    for path, merge in ((box.outbox_file, outbox_merge(done, sender)), (box.inbox_file, inbox_merge)):
+        if any((m := _LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
+            with fs.locked(path):
+                _recover(path, merge)
     aside = box.state_dir / "removing"
     for name in _listdir(aside):
         moved = aside / name
@@ -730,6 +747,11 @@ def recover_outbox(box: Mailbox, done: Callable[[Entry], bool], sender: str) -> 
             moved.unlink()
         else:
             _restore(moved, box.outbox_dir)
+    if box.inbox_dir.is_dir():
+        with fs.locked(box.inbox_dir):
+            _clear_dead_temporaries(box.inbox_dir)
+    for folder in (box.dir, box.archive_dir, box.dead_dir, box.outbox_dir):
+        _clear_dead_temporaries(folder)
 
 
 def _listdir(folder: Path) -> list[str]:
@@ -742,6 +764,7 @@ def _listdir(folder: Path) -> list[str]:
 def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipients: Iterable[str], now: datetime) -> Path:
     """Keep an undeliverable entry's bytes, unchanged, with why; once per (entry, code)."""
     box.dead_dir.mkdir(parents=True, exist_ok=True)
+    _clear_dead_temporaries(box.dead_dir)
     suffix = f"_{safe_part(entry.key)}_{code.lower()}.md"
     for name in _listdir(box.dead_dir):
         if name.endswith(suffix):

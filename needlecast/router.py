@@ -158,7 +158,7 @@ class Router:
             record = journal.get(entry.key)
             return record is not None and record.digest == entry.digest and record.settled()
 
-        mailbox.recover_outbox(box, done, sender)
+        mailbox.recover_mailbox(box, done, sender)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
