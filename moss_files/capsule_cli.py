@@ -42,6 +42,10 @@ def _read_text(value: str | None, what: str) -> str | None:
     """`value`, or stdin for '-'."""
     if value != "-":
         return value
+    if sys.stdin is None or sys.stdin.isatty():
+        from moss_files.errors import InvalidRequest
+
+        raise InvalidRequest(f"no {what} given: pipe it on stdin (or pass it as an option)")
     data = sys.stdin.buffer.read()
     try:
         return data.decode("utf-8")

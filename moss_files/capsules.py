@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -521,7 +522,7 @@ def inventory(
     prefix_text = _filter(name_prefix, "name_prefix")
     # The prefix is matched against normalized names, literally (no wildcards), without the
     # trimming that would turn "my " into "my".
-    prefix = " ".join(prefix_text.lower().split(" ")).lstrip() if prefix_text else None
+    prefix = re.sub(r"\s+", " ", prefix_text.lower()).lstrip() if prefix_text else None
     page_limit, page_offset = _page(limit, offset, core.INVENTORY_DEFAULT_LIMIT, core.INVENTORY_MAX_LIMIT)
     deleted_too = _flag(include_deleted, "include_deleted", False)
     filters = (_filter(run_id, "run_id"), _filter(phase, "phase"), _filter(role, "role"))
