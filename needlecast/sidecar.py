@@ -6,7 +6,7 @@ per request). `run` returns only after every one of them has stopped, so nothing
 
 Watching: inotify through watchdog's Observer. If the observer cannot start, or a probe file
 written at start-up produces no event within PROBE_TIMEOUT (network and some container mounts
-are blind to inotify), or two safety sweeps in a row find work no event announced, the
+are blind to inotify), or two safety sweeps find work before any event-driven pass has, the
 sidecar switches to watchdog's PollingObserver. `--poll` starts with polling.
 
 Events are hints, never trusted for content: each names a sleeve whose outbox may have
@@ -139,7 +139,7 @@ class Sidecar:
         self.watcher = "none"
         self._probe_path: Path | None = None
         self._probe_seen = threading.Event()
-        self._missed_sweeps = 0
+        self._missed_sweeps = 0  # sweeps that found work since events last proved to work
         self._events_seen = 0
         self.passes = 0
         self.last_pass: str | None = None
@@ -300,16 +300,14 @@ class Sidecar:
         self._refresh()
         if not self.routing:
             return
-        with self._cond:
-            seen_before = self._events_seen
         report = self.router.route_all()
         self._record(report)
-        with self._cond:
-            unannounced = (report.delivered or report.dead_letters) and self._events_seen == seen_before
-        # Work found by a sweep that no event announced means the watcher is blind here.
-        self._missed_sweeps = self._missed_sweeps + 1 if unannounced else 0
+        # With working events the event-driven passes deliver first, so a sweep seldom finds
+        # work; sweeps that keep finding it mean the watcher is blind on this mount.
+        if report.delivered or report.dead_letters:
+            self._missed_sweeps += 1
         if self._missed_sweeps >= 2 and self.watcher == "inotify":
-            self._fall_back("two sweeps in a row found changes no event reported")
+            self._fall_back("two safety sweeps found messages no file event had announced")
 
     def loop(self) -> None:
         """Route until asked to stop."""
@@ -341,6 +339,8 @@ class Sidecar:
             if names and self.routing:
                 report = self.router.route_names(names)
                 self._record(report)
+                if report.delivered or report.dead_letters:
+                    self._missed_sweeps = 0  # events do arrive here
                 if report.unsettled:
                     retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
             now = time.monotonic()
