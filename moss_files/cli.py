@@ -139,6 +139,10 @@ def init(
 
 capsule_cli.register(app)
 
+from moss_files import search_cli  # noqa: E402  (search, expand, timeline, index, insight, session)
+
+search_cli.register(app)
+
 
 def main() -> None:
     """Console-script entry point."""
