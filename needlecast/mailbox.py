@@ -41,7 +41,7 @@ DIR_NAME = ".needlecast"
 STATE_DIR = ".state"
 TAIL_SETTLE_SECONDS = 2.0  # an outbox not ending in a line break is left alone this long
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev)-)?(?P<pid>\d+)-[0-9a-f]+$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev|aside)-)?(?P<pid>\d+)-[0-9a-f]+$")
 
 
 # --------------------------------------------------------------------------- layout
@@ -514,6 +514,58 @@ def deliver(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
     return _deliver_file(box, messages)
 
 
+@dataclass(slots=True)
+class _Index:
+    """What an inbox held when last read: its text, where its last block starts, and the
+    (from, id) -> digest of every message before that block."""
+
+    text: str
+    last_start: int
+    before: dict[tuple[str, str], str]
+
+
+_INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
+
+
+def _identities(text: str, path: Path) -> dict[tuple[str, str], str]:
+    """(from, id) -> content digest of every readable message in an inbox's text.
+
+    Inboxes mostly grow at the end, so the last reading is kept and only what follows its last
+    block is parsed again; any other change means a full read.
+    """
+    cached = _INDEXES.get(path)
+    start, before = 0, {}
+    if cached is not None and text.startswith(cached.text):
+        start, before = cached.last_start, dict(cached.before)
+    mailfile = msg.split_blocks(text[start:])
+    position = start + len(mailfile.preamble)
+    have = dict(before)
+    last_start = position
+    for number, block in enumerate(mailfile.blocks):
+        entry = _inbox_identity(block, path)
+        if number == len(mailfile.blocks) - 1:
+            last_start = position
+        elif entry is not None:
+            before[entry[0]] = entry[1]
+        if entry is not None:
+            have[entry[0]] = entry[1]
+        position += len(block.raw)
+    if not mailfile.blocks:
+        last_start = start
+    _INDEXES[path] = _Index(text, last_start, before)
+    return have
+
+
+def _inbox_identity(block: msg.Block, path: Path) -> tuple[tuple[str, str], str] | None:
+    try:
+        message = msg.parse_block(block, path=path)
+    except InvalidDocument:
+        return None
+    if not message.id:
+        return None  # a hand-written block without an id was never delivered by us
+    return (message.sender or "", message.id), msg.content_digest(message)
+
+
 def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
     results: list[str] = []
 
@@ -521,9 +573,8 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
         results.clear()
         text = template("inbox.md") if data is None else document.decode(data, box.inbox_file)[0]
         bom = data is not None and data.startswith(document.BOM.encode())
-        entries, _ = scan_mailfile(data, box.inbox_file, "")
-        have = {_identity(entry): entry.digest for entry in entries if entry.message is not None}
-        mailfile_dialect = msg.dialect_of(msg.split_blocks(text))
+        have = _identities(text, box.inbox_file) if data is not None else {}
+        mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8"))
         newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         blocks = []
         for message in messages:
@@ -534,7 +585,7 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
                 continue
             have[ident] = digest
             results.append(DELIVERED)
-            blocks.append(msg.render_block(message, capitalised=mailfile_dialect if mailfile_dialect is not None else False, newline=newline))
+            blocks.append(msg.render_block(message, capitalised=mailfile_dialect, newline=newline))
         if not blocks:
             return None
         return document.encode(msg.join_blocks(text, blocks, newline), bom)
@@ -543,10 +594,10 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
     return list(results)
 
 
-def _folder_index(folder: Path) -> dict[str, str]:
-    """Map of `_<from>_<id>.md` suffix to file name for a file-per-message folder."""
+def _folder_index(files: list[Path]) -> dict[str, str]:
+    """Map of `_<from>_<id>.md` suffix to file name for a file-per-message folder's files."""
     index: dict[str, str] = {}
-    for path in _message_files(folder):
+    for path in files:
         parts = path.name.split("_", 1)
         if len(parts) == 2:
             index["_" + parts[1]] = path.name
@@ -555,10 +606,11 @@ def _folder_index(folder: Path) -> dict[str, str]:
 
 def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
     results: list[str] = []
-    capitalised = _folder_dialect(box.inbox_dir)
     with fs.locked(box.inbox_dir):
-        _clear_dead_temporaries(box.inbox_dir)
-        index = _folder_index(box.inbox_dir)
+        files = _message_files(box.inbox_dir)
+        capitalised = _folder_dialect(files)
+        index = _folder_index(files)
+        new: list[tuple[str, bytes]] = []
         for message in messages:
             suffix = _suffix(message)
             if suffix in index:
@@ -567,15 +619,47 @@ def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list
                 results.append(PRESENT if same else CONFLICT)
                 continue
             name = message_file_name(message, now)
-            data = msg.render_message_document(message, capitalised=capitalised).encode("utf-8")
-            fs.create_exclusive(box.inbox_dir / name, data)
+            new.append((name, msg.render_message_document(message, capitalised=capitalised).encode("utf-8")))
             index[suffix] = name
             results.append(DELIVERED)
+        create_files(box.inbox_dir, new)
     return results
 
 
-def _folder_dialect(folder: Path) -> bool:
-    files = _message_files(folder)
+def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
+    """Create each (name, data) in `folder` unless the name exists; True where created.
+
+    Like `fs.create_exclusive` for a batch: each file is written and fsynced under a temporary
+    name, linked into place (link(2) never replaces), and the folder is fsynced once at the end.
+    """
+    if not files:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    created = []
+    for name, data in files:
+        target = folder / name
+        temp = fs.temp_path_for(target)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(temp, target)
+            created.append(True)
+        except FileExistsError:
+            created.append(False)
+        finally:
+            os.unlink(temp)
+    fs.fsync_dir(folder)
+    return created
+
+
+def _folder_dialect(files: list[Path]) -> bool:
+    """True when the newest message file of a folder uses capitalised keys."""
     if files:
         data = _read(files[-1]) or b""
         head = data[:400].decode("utf-8", "replace")
@@ -601,28 +685,41 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
     message = msg.with_changes(message, body=msg.normalize_body(message.body))
     if box.outbox_dir.is_dir():
         name = f"{time_stamp(message.time, now)}_{safe_part(message.id or 'x')}.md"
-        data = msg.render_message_document(message, capitalised=_folder_dialect(box.outbox_dir)).encode("utf-8")
+        data = msg.render_message_document(message, capitalised=_folder_dialect(_message_files(box.outbox_dir))).encode("utf-8")
         if not fs.create_exclusive(box.outbox_dir / name, data):
             raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
         return box.outbox_dir / name
     with fs.locked(box.outbox_file):
-        current = _read(box.outbox_file)
-        if current is None:
+        head, tail = _head_and_tail(box.outbox_file)
+        if head is None:
             fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
-            current = _read(box.outbox_file) or b""
-        text = current.decode("utf-8", "replace")
-        dialect = msg.dialect_of(msg.split_blocks(text))
-        block = msg.render_block(message, capitalised=bool(dialect))
-        prefix = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+            head, tail = _head_and_tail(box.outbox_file)
+        block = msg.render_block(message, capitalised=_dialect_hint(head or b""))
+        prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
         _append(box.outbox_file, (prefix + block).encode("utf-8"))
     return box.outbox_file
 
 
+def _head_and_tail(path: Path, head_size: int = 8192) -> tuple[bytes | None, bytes]:
+    """The first `head_size` bytes and the last two bytes of a file (None if it is missing);
+    enough to choose the key case and the separator without reading a long mailbox."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(head_size)
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 2))
+            return head, handle.read(2)
+    except FileNotFoundError:
+        return None, b""
+
+
+def _dialect_hint(head: bytes) -> bool:
+    """True when the first message block in `head` uses capitalised keys."""
+    text = head.decode("utf-8", "replace")
+    return bool(msg.dialect_of(msg.split_blocks(text[: text.rfind("\n") + 1])))
+
+
 # --------------------------------------------------------------------------- archive, removal
-
-
-def _archived_ids(data: bytes | None) -> set[str]:
-    return {entry.key for entry in scan_mailfile(data, Path("archive"), "")[0]}
 
 
 def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool) -> None:
@@ -631,28 +728,37 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         return
     if files:
         box.archive_dir.mkdir(parents=True, exist_ok=True)
-        _clear_dead_temporaries(box.archive_dir)
-        index = _folder_index(box.archive_dir)
-        for message in messages:
-            if _suffix(message) in index:
-                continue
-            data = msg.render_message_document(message).encode("utf-8")
-            fs.create_exclusive(box.archive_dir / message_file_name(message, now), data)
+        index = _folder_index(_message_files(box.archive_dir))
+        create_files(
+            box.archive_dir,
+            [(message_file_name(m, now), msg.render_message_document(m).encode("utf-8")) for m in messages if _suffix(m) not in index],
+        )
         return
     with fs.locked(box.archive_file):
-        current = _read(box.archive_file)
-        done = _archived_ids(current)
-        todo = [m for m in messages if m.id not in done]
+        head, _tail = _head_and_tail(box.archive_file)
+        if head is None:
+            fs.create_exclusive(box.archive_file, b"# Archive\n\n")
+            head = b"# Archive\n\n"
+        capitalised = _dialect_hint(head)
+        blocks = [msg.render_block(m, capitalised=capitalised) for m in messages]
+        # Only a crash between this append and the journal's `archived` record can make the
+        # router archive a batch again, and then the batch is what the file ends with: look
+        # for each block's opening lines in the tail rather than reading the whole archive.
+        size = box.archive_file.stat().st_size
+        with open(box.archive_file, "rb") as handle:
+            handle.seek(max(0, size - 2 * sum(len(b.encode()) for b in blocks) - 4096))
+            recent = handle.read()
+        todo = [b for b in blocks if _opening(b) not in recent]
         if not todo:
             return
-        if current is None:
-            current = b"# Archive\n\n"
-            fs.create_exclusive(box.archive_file, current)
-        text = current.decode("utf-8", "replace")
-        dialect = msg.dialect_of(msg.split_blocks(text))
-        blocks = "".join(msg.render_block(m, capitalised=bool(dialect)) for m in todo)
-        prefix = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        _append(box.archive_file, (prefix + blocks).encode("utf-8"))
+        _, tail = _head_and_tail(box.archive_file)
+        prefix = "" if tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
+        _append(box.archive_file, (prefix + "".join(todo)).encode("utf-8"))
+
+
+def _opening(block: str) -> bytes:
+    """A rendered block's fence and first header line (its id line), as bytes."""
+    return "\n".join(block.split("\n", 2)[:2]).encode() + b"\n"
 
 
 def outbox_merge(done: Callable[[Entry], bool], sender: str) -> Merge:
@@ -685,6 +791,8 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
         rewrite(box.outbox_file, transform, outbox_merge(done, sender))
     for entry in folder_entries:
         _remove_file(box, entry)
+    if folder_entries:
+        fs.fsync_dir(box.outbox_dir)
 
 
 def _stamped(entry: Entry) -> bytes:
@@ -702,10 +810,14 @@ def _stamped(entry: Entry) -> bytes:
 
 
 def _remove_file(box: Mailbox, entry: Entry) -> None:
-    """Remove one routed v2 outbox file, unless it changed since it was routed."""
-    aside = box.state_dir / "removing"
-    aside.mkdir(parents=True, exist_ok=True)
-    moved = aside / entry.source.name
+    """Remove one routed v2 outbox file, unless it changed since it was routed.
+
+    The file is first renamed aside inside its own folder (so nobody can rewrite it while it is
+    compared), then deleted or put back. Staying in the folder matters: a rename out of a
+    watched folder is an unpaired inotify move, which watchdog holds back for half a second,
+    delaying every event after it.
+    """
+    moved = _side_name(entry.source, "aside")
     try:
         os.rename(entry.source, moved)
     except FileNotFoundError:
@@ -713,44 +825,50 @@ def _remove_file(box: Mailbox, entry: Entry) -> None:
     if (_read(moved) or b"") == entry.raw:
         moved.unlink()
     else:
-        _restore(moved, box.outbox_dir)
-    fs.fsync_dir(entry.source.parent)
+        _restore(moved, entry.source.name)
 
 
-def _restore(moved: Path, folder: Path) -> None:
+def _restore(moved: Path, name: str) -> None:
     # Put back a file that must not be removed, under a fresh name if its own was taken.
-    target = folder / moved.name
+    target = moved.with_name(name)
     try:
         os.link(moved, target)
     except FileExistsError:
-        os.link(moved, folder / f"{moved.stem}.{secrets.token_hex(3)}.md")
+        os.link(moved, target.with_name(f"{target.stem}.{secrets.token_hex(3)}.md"))
     moved.unlink()
 
 
-def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str) -> None:
+def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *, thorough: bool = True) -> None:
     """Finish what a killed router left half done in one workspace (the caller holds the
     sender's route lock): fold interrupted rewrites of `outbox.md` and `inbox.md` back in, put
-    back v2 outbox files set aside but not yet checked, and clear dead writers' temporaries."""
+    back v2 outbox files set aside but not yet checked, and (when `thorough`) clear dead
+    writers' temporaries from the file-per-message folders, which can be long to list."""
     names = _listdir(box.dir)
     for path, merge in ((box.outbox_file, outbox_merge(done, sender)), (box.inbox_file, inbox_merge)):
         if any((m := _LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
             with fs.locked(path):
                 _recover(path, merge)
-    aside = box.state_dir / "removing"
-    for name in _listdir(aside):
-        moved = aside / name
+    for name in _listdir(box.outbox_dir):
+        match = _LEFTOVER.match(name)
+        if not match or match.group("kind") != "aside":
+            continue
+        moved = box.outbox_dir / name
         data = _read(moved)
         if data is None:
             continue
-        entry = scan_message_file(data, box.outbox_dir / name, sender)
+        entry = scan_message_file(data, box.outbox_dir / match.group("name"), sender)
         if done(entry):
             moved.unlink()
         else:
-            _restore(moved, box.outbox_dir)
+            _restore(moved, match.group("name"))
+    _clear_dead_temporaries(box.dir)
+    _clear_dead_temporaries(box.outbox_dir)
+    if not thorough:
+        return
     if box.inbox_dir.is_dir():
         with fs.locked(box.inbox_dir):
             _clear_dead_temporaries(box.inbox_dir)
-    for folder in (box.dir, box.archive_dir, box.dead_dir, box.outbox_dir):
+    for folder in (box.archive_dir, box.dead_dir):
         _clear_dead_temporaries(folder)
 
 

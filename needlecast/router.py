@@ -93,6 +93,7 @@ class Router:
         self.log = log or (lambda text: None)
         self.http_timeout = http_timeout
         self._journals: dict[Path, Journal] = {}
+        self._recovered: set[Path] = set()  # senders whose folders this process has checked
         self.directory: Directory | None = None
 
     # ----------------------------------------------------------------- directory
@@ -110,8 +111,12 @@ class Router:
     # ----------------------------------------------------------------- passes
 
     def route_all(self) -> RouteReport:
-        """One pass over every sender. Registry errors raise; per-sender failures are reported."""
+        """One pass over every sender. Registry errors raise; per-sender failures are reported.
+
+        Also re-checks every sender's folders for what killed writers left behind.
+        """
         self.refresh()
+        self._recovered.clear()
         report = RouteReport()
         for sleeve in self.senders():
             report.add(self.route_sender(sleeve))
@@ -158,7 +163,8 @@ class Router:
             record = journal.get(entry.key)
             return record is not None and record.digest == entry.digest and record.settled()
 
-        mailbox.recover_mailbox(box, done, sender)
+        mailbox.recover_mailbox(box, done, sender, thorough=box.root not in self._recovered)
+        self._recovered.add(box.root)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:

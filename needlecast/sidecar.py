@@ -166,8 +166,8 @@ class Sidecar:
         elif path.name == "outbox" and parent in self._owners:
             owner = self._owners[parent]
             self._mark_dirty()  # a v2 outbox folder appeared: it needs a watch
-        elif path.name == REGISTRY_NAME or parent == self.root:
-            self._mark_dirty()
+        elif path.name == REGISTRY_NAME or (parent == self.root and is_directory and path.name != mailbox.DIR_NAME):
+            self._mark_dirty()  # the registry changed, or a folder (maybe a sleeve) came or went
             return
         if owner is None:
             return
