@@ -108,6 +108,7 @@ CREATE INDEX items_date ON items(date);
 CREATE INDEX items_kind ON items(kind, date);
 CREATE INDEX facets_lookup ON facets(field, value, item);
 CREATE INDEX facets_item ON facets(item);
+CREATE INDEX files_problems ON files(path) WHERE problems IS NOT NULL;
 """
 _ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated"
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}

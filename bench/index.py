@@ -1,0 +1,242 @@
+"""Search index figures on a generated workspace, each printed next to the same run's floor.
+
+Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense]
+
+For each size, in a temporary folder, `corpus.generate_workspace` lays out insights, sessions,
+capsules, messages, board tasks and cstack files; then it measures (best of several runs, as
+the machine may be busy; the floors likewise):
+- full rebuild, next to a bare build (walk + read + C YAML parse + one FTS5 insert per file);
+- refresh with no change, next to a bare walk + stat of the same tree;
+- refresh after one file changed, next to the no-change refresh;
+- the search query mix in process (query only, and `search.scan` with its refresh), p50/p95;
+- `moss search` as a whole process: the installed command (typer) and the fast path
+  (`moss_files.search_fast`), next to `python -c pass` and `rg -l` for the same term;
+- tokens (characters / 4) of scan's 20 results against expand of the same 20 ids.
+`--dense` uses the 40-word bodies of `corpus.generate` (every word in most documents), the
+worst case for ranking; by default bodies have a Zipf vocabulary, as real text does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import generate_workspace  # noqa: E402
+
+from moss_files import search, search_query  # noqa: E402
+
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+RACY_SECONDS = 2.1
+BIN = Path(sys.executable).parent
+QUERY_MIX = {
+    "rare term": "{rare}",
+    "common term": "deploy",
+    "two terms": "auth token",
+    "phrase": '"{phrase}"',
+    "prefix": "dep*",
+    "filtered": "kind:insight status:unprocessed retry",
+}
+
+
+def best(run: Callable[[], object], repeats: int) -> float:
+    """Fastest of `repeats` runs, in seconds."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def walk_stat(root: Path) -> int:
+    """The floor of a refresh: visit every file of the tree and stat it."""
+    count = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    entry.stat(follow_symlinks=False)
+                    count += 1
+    return count
+
+
+def bare_build(root: Path, db: Path) -> int:
+    """The floor of a rebuild: walk, read, split, C YAML parse, insert into FTS5."""
+    db.unlink(missing_ok=True)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("CREATE VIRTUAL TABLE docs USING fts5(path, title, body)")
+    conn.execute("BEGIN")
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "cache"]
+        for name in files:
+            if not name.endswith(".md"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            meta: dict = {}
+            body = text
+            if text.startswith("---\n"):
+                end = text.find("\n---\n", 3)
+                if end > 0:
+                    meta = yaml.load(text[4:end], Loader=LOADER) or {}
+                    body = text[end + 5 :]
+            title = meta.get("title") if isinstance(meta, dict) else None
+            conn.execute("INSERT INTO docs VALUES (?, ?, ?)", (path, str(title or ""), body))
+            count += 1
+    conn.execute("COMMIT")
+    conn.close()
+    return count
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def process_ms(command: list[str], cwd: Path, env: dict[str, str], repeats: int) -> float:
+    def run() -> None:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
+
+    run()  # warm the bytecode cache and the page cache
+    return best(run, repeats) * 1000
+
+
+def pick_words(root: Path) -> tuple[str, str]:
+    """A rare word (in a handful of documents, and no prefix of other words) and a phrase of
+    two words that occurs in the corpus, both drawn from the bodies of a sample of insights."""
+    counts: dict[str, int] = {}
+    phrase = ""
+    for path in sorted((root / ".moss" / "insights").glob("*.md"))[:400]:
+        words = [w.strip(".,").lower() for w in path.read_text(encoding="utf-8").split("---\n", 2)[2].split()]
+        words = [w for w in words if w.isalpha()]
+        phrase = phrase or " ".join(words[:2])
+        for word in words:
+            counts[word] = counts.get(word, 0) + 1
+    vocabulary = set(counts)
+    rare = [w for w, n in sorted(counts.items()) if n == 1 and len(w) >= 5 and not any(o != w and o.startswith(w) for o in vocabulary)]
+    return (rare[len(rare) // 2] if rare else "zzzz"), phrase
+
+
+def measure(size: int, seed: int, dense: bool) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="moss-index-bench-"))
+    try:
+        root = tmp / "ws"
+        started = time.perf_counter()
+        generate_workspace(root, size, seed, dense=dense)
+        made = time.perf_counter() - started
+        ctx = search.Context(root)
+        index = search.open_index(ctx)
+        repeats = 3 if size <= 10_000 else 1
+        # A workspace at rest: files older than the index's racy window (a file changed within
+        # it is re-checked by content on every refresh until it is older).
+        time.sleep(max(0.0, RACY_SECONDS - (time.perf_counter() - started - made)))
+
+        floor_build = best(lambda: bare_build(root, tmp / "bare.db"), repeats)
+        rebuild = best(index.rebuild, repeats)
+        files = index.last_refresh.files
+        items = index.run(lambda view: view.counts()["items"], refresh=False)
+
+        index.run(lambda view: None)  # settles the signatures of files racy during the rebuild
+        floor_walk = best(lambda: walk_stat(root), 9)
+        refresh = best(lambda: index.run(lambda view: None), 9)
+
+        targets = sorted((root / ".moss" / "insights").glob("*.md"))[:9]
+        changed_times = []
+        for number, target in enumerate(targets):
+            with open(target, "a", encoding="utf-8") as handle:
+                handle.write(f"\nEdited for the bench, round {number}.\n")
+            changed_times.append(best(lambda: index.run(lambda view: None), 1))
+            assert index.last_refresh.changed == 1, index.last_refresh
+        changed = min(changed_times)
+
+        rare, phrase = pick_words(root)
+        queries = {name: text.format(rare=rare, phrase=phrase) for name, text in QUERY_MIX.items()}
+        now = datetime.now(UTC)
+        per_query: dict[str, float] = {}
+        samples: list[float] = []
+
+        def query_work(view: object) -> None:
+            for name, text in queries.items():
+                parsed = search_query.parse_query(text)
+                times = []
+                for _ in range(15):
+                    began = time.perf_counter()
+                    view.search(parsed, now=now, limit=20)  # type: ignore[attr-defined]
+                    times.append(time.perf_counter() - began)
+                per_query[name] = statistics.median(times) * 1000
+                samples.extend(t * 1000 for t in times)
+
+        index.run(query_work)
+        scan_samples = []
+        for _ in range(3):
+            for text in queries.values():
+                began = time.perf_counter()
+                search.scan(ctx, text, limit=20)
+                scan_samples.append((time.perf_counter() - began) * 1000)
+
+        env = dict(os.environ)
+        process_repeats = 5
+        python_floor = process_ms([sys.executable, "-c", "pass"], root, env, process_repeats)
+        typer_ms = process_ms([str(BIN / "moss"), "search", "deploy"], root, env, process_repeats)
+        fast_ms = process_ms([sys.executable, "-m", "moss_files.search_fast", "search", "deploy"], root, env, process_repeats)
+        rg = shutil.which("rg")
+        rg_ms = process_ms([rg, "-l", "deploy", "."], root, env, process_repeats) if rg else None
+
+        scanned = search.scan(ctx, "deploy", limit=20)
+        ids = [match["id"] for match in scanned["matches"]]
+        expanded = search.expand(ctx, ids)
+        scan_tokens = len(json.dumps(scanned, ensure_ascii=False)) / 4
+        expand_tokens = len(json.dumps(expanded, ensure_ascii=False)) / 4
+
+        print(f"\ncorpus: {size} artifacts ({files} files, {items} items{', dense 40-word bodies' if dense else ''}), seed {seed}, generated in {made:.1f}s")
+        print(f"  full rebuild            {rebuild:8.3f} s   floor (walk+read+C YAML+FTS5 insert) {floor_build:.3f} s   {files / rebuild:,.0f} files/s")
+        print(f"  no-change refresh       {refresh * 1000:8.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms   ratio {refresh / floor_walk:.2f}  (target <= 1.3)")
+        print(f"  one changed file        {changed * 1000:8.1f} ms  no-change refresh {refresh * 1000:.1f} ms   ratio {changed / refresh:.2f}  (target <= 1.5)")
+        mix = "  ".join(f"{name} {ms:.2f}" for name, ms in per_query.items())
+        print(f"  search query, in process p50 {percentile(samples, 0.5):.2f} ms  p95 {percentile(samples, 0.95):.2f} ms  (medians: {mix})")
+        print(f"  search.scan incl. refresh p50 {percentile(scan_samples, 0.5):.1f} ms  p95 {percentile(scan_samples, 0.95):.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms")
+        rg_text = f"   rg -l {rg_ms:.0f} ms" if rg_ms is not None else "   (rg not installed)"
+        print(f"  moss search (process)   typer {typer_ms:.0f} ms   fast path {fast_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
+        saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0
+        print(f"  tokens, 20 results      scan {scan_tokens:,.0f}   expand {expand_tokens:,.0f}   saving {saving:.0f}% (spec: 60-80%)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--dense", action="store_true", help="40-word bodies: every word in most documents")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
+    for size in args.sizes:
+        measure(size, args.seed, args.dense)
+
+
+if __name__ == "__main__":
+    main()
