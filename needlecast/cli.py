@@ -16,14 +16,12 @@ from typing import Annotated, Any
 import typer
 
 from moss_files.cli_support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-from moss_files.errors import InvalidRequest, NotFound
-from moss_files.ids import IdSource, format_time, system_clock
 from moss_files.workspace import find_workspace
 
-from needlecast import mailbox
+from needlecast import mailbox, service
 from needlecast import message as msg
 from needlecast.mailbox import Mailbox
-from needlecast.router import Router, report_to_dict
+from needlecast.router import report_to_dict
 from needlecast.routing import entry_to_dict
 from needlecast.sidecar import DEFAULT_PORT, Sidecar
 from needlecast.sleeves import load_directory, registry_path, sleeve_to_dict
@@ -89,43 +87,9 @@ def send(
     """Write a message to this sleeve's outbox; the router delivers it."""
     with reporting(as_json):
         base = _workspace(root)
-        box = Mailbox(base)
-        recipients = [name.strip() for item in (to or []) for name in item.split(",") if name.strip()]
-        extra: dict[str, Any] = {}
-        if reply_to:
-            original = _find_inbox_entry(box, reply_to)
-            extra["reply_to"] = original.key
-            assert original.message is not None
-            thread = thread or original.message.thread or original.key
-            if not recipients and original.message.sender:
-                recipients = [original.message.sender]
-            type_ = type_ or "response"
-        if not recipients:
-            raise InvalidRequest("say who the message is for with --to")
-        text = read_stdin_if(body)
-        now = system_clock()
-        message = msg.Message(
-            id=f"msg-{IdSource().ulid()}",
-            sender=_own_name(base, sender),
-            to=tuple(recipients),
-            thread=thread,
-            type=type_ or "message",
-            time=format_time(now),
-            body=text,
-            extra=extra,
-        )
-        path = mailbox.append_outbox(box, message, now)
+        text = read_stdin_if(body) if to or reply_to else ""
+        message, path = service.send(base, text, to or [], sender=_own_name(base, sender), type_=type_, thread=thread, reply_to=reply_to)
     emit({"ok": True, "message": msg.message_to_dict(message), "path": str(path)}, as_json, text=message.id)
-
-
-def _find_inbox_entry(box: Mailbox, key: str) -> Any:
-    matches = [entry for entry in mailbox.read_inbox(box) if entry.message is not None and entry.key == key]
-    if not matches:
-        raise NotFound(f"no message {key!r} in the inbox", path=box.dir)
-    if len(matches) > 1:
-        senders = sorted({m.message.sender or "?" for m in matches})
-        raise InvalidRequest(f"id {key!r} is used by several senders: {', '.join(senders)}", code="AMBIGUOUS_ADDRESSING")
-    return matches[0]
 
 
 @app.command("inbox")
@@ -138,20 +102,12 @@ def inbox(
 ) -> None:
     """List this sleeve's inbox (unread ones marked with *)."""
     with reporting(as_json):
-        box = Mailbox(_workspace(root))
-        marks = mailbox.read_marks(box)
-        rows, problems, lines = [], [], []
-        for entry in mailbox.read_inbox(box):
-            if entry.message is None:
-                problems.append(entry_to_dict(entry))
-                lines.append(_entry_line(entry))
-                continue
-            read = (entry.message.sender or "", entry.key) in marks
-            if (unread and read) or (sender and entry.message.sender != sender) or (thread and entry.message.thread != thread):
-                continue
-            rows.append({**entry_to_dict(entry), "read": read})
-            lines.append(_entry_line(entry, read))
-    emit({"workspace": str(box.root), "layout": box.layout(), "messages": rows, "problems": problems}, as_json, text="\n".join(lines))
+        base = _workspace(root)
+        listing = service.list_inbox(base, unread=unread, sender=sender, thread=thread)
+    rows = [{**entry_to_dict(entry), "read": read} for entry, read in listing.messages]
+    lines = [_entry_line(entry) for entry in listing.problems] + [_entry_line(entry, read) for entry, read in listing.messages]
+    data = {"workspace": str(base), "layout": listing.layout, "messages": rows, "problems": [entry_to_dict(e) for e in listing.problems]}
+    emit(data, as_json, text="\n".join(lines))
 
 
 @app.command("read")
@@ -162,12 +118,8 @@ def read(
 ) -> None:
     """Show one inbox message and mark it read (in read.log, append-only)."""
     with reporting(as_json):
-        box = Mailbox(_workspace(root))
-        entry = _find_inbox_entry(box, key)
-        marks = mailbox.read_marks(box)
-        ident = (entry.message.sender or "", entry.key)
-        if ident not in marks:
-            mailbox.mark_read(box, ident[0], ident[1], system_clock())
+        entry = service.read_message(_workspace(root), key)
+    assert entry.message is not None
     m = entry.message
     text = "\n".join(
         [f"id: {m.id or entry.key}", f"from: {m.sender}", f"to: {', '.join(m.to)}"]
@@ -182,12 +134,11 @@ def outbox(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List messages waiting in this sleeve's outbox."""
     with reporting(as_json):
         base = _workspace(root)
-        box = Mailbox(base)
-        scan = mailbox.read_outbox(box, _own_name(base, None))
+        scan = service.list_outbox(base, _own_name(base, None))
     rows = [entry_to_dict(e) for e in scan.entries if e.message is not None]
     problems = [entry_to_dict(e) for e in scan.entries if e.message is None]
     emit(
-        {"workspace": str(box.root), "layout": box.layout(), "messages": rows, "problems": problems, "unsettled": scan.unsettled},
+        {"workspace": str(base), "layout": Mailbox(base).layout(), "messages": rows, "problems": problems, "unsettled": scan.unsettled},
         as_json,
         text="\n".join(_entry_line(e) for e in scan.entries),
     )
@@ -197,10 +148,10 @@ def outbox(root: RootOpt = None, as_json: JsonOpt = False) -> None:
 def dead_letters(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List messages the router could not deliver (kept byte for byte) and why."""
     with reporting(as_json):
-        box = Mailbox(_workspace(root))
-        letters = mailbox.read_dead_letters(box)
-    rows = [{"path": str(d.path), **{k: v for k, v in d.meta.items()}, "bytes": len(d.raw)} for d in letters]
-    emit({"workspace": str(box.root), "dead_letters": rows}, as_json, text="\n".join(f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}" for r in rows))
+        base = _workspace(root)
+        letters = service.list_dead_letters(base)
+    rows = [{"path": str(d.path), **d.meta, "bytes": len(d.raw)} for d in letters]
+    emit({"workspace": str(base), "dead_letters": rows}, as_json, text="\n".join(f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}" for r in rows))
 
 
 @app.command("sleeves")
@@ -232,7 +183,7 @@ def route(
         if not once:
             runner = Sidecar(base, serve_http=False, route=True, poll=poll, sweep_seconds=sweep, environ=os.environ, log=note)
             raise typer.Exit(runner.run())
-        report = Router(base, environ=os.environ, log=note).route_all()
+        report = service.route_once(base, environ=os.environ, log=note)
     data = report_to_dict(report)
     text = f"delivered {report.delivered}, archived {report.archived}, dead letters {report.dead_letters}, waiting {report.pending}"
     emit(data, as_json, text=text)

@@ -244,6 +244,16 @@ def read_inbox(box: Mailbox) -> list[Entry]:
     return entries
 
 
+def read_archive(box: Mailbox, sender: str) -> list[Entry]:
+    """Every entry of a sleeve's archive (both layouts), oldest first within each."""
+    entries, _preamble = scan_mailfile(_read(box.archive_file), box.archive_file, sender)
+    for path in _message_files(box.archive_dir):
+        data = _read(path)
+        if data is not None:
+            entries.append(scan_message_file(data, path, sender))
+    return entries
+
+
 def _read(path: Path) -> bytes | None:
     try:
         return path.read_bytes()

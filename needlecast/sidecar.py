@@ -128,6 +128,7 @@ class Sidecar:
         self.box = Mailbox(self.root)
         self.router = Router(self.root, clock=clock, environ=environ, log=self.log)
         self.cache = PartCache(time.monotonic)
+        self._status_lock = threading.Lock()  # HTTP workers share one cache
         self.started = time.monotonic()
         self.stop_event = threading.Event()
         self._cond = threading.Condition()
@@ -398,12 +399,13 @@ class Sidecar:
 
     def status(self) -> dict[str, Any]:
         """The `/status` body."""
-        parts = {
-            "cstack": self.cache.get("cstack", self._cstack_part),
-            "needlecast": self.cache.get("needlecast", self._needlecast_part),
-            "router": self.cache.get("router", self._router_part),
-            "process": self.cache.get("process", self._process_part),
-        }
+        with self._status_lock:
+            parts = {
+                "cstack": self.cache.get("cstack", self._cstack_part),
+                "needlecast": self.cache.get("needlecast", self._needlecast_part),
+                "router": self.cache.get("router", self._router_part),
+                "process": self.cache.get("process", self._process_part),
+            }
         return build_status(self.name, str(self.root), parts)
 
     def _api(self) -> Api:

@@ -7,7 +7,6 @@ the report's `degraded` key, while the other parts are still served.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,29 +29,28 @@ class Part:
 
 
 class PartCache:
-    """Thread-safe per-part TTL cache; concurrent requests share one reading per part."""
+    """Per-part TTL cache. Not thread-safe by itself: a threaded server serialises calls, so
+    concurrent requests share one reading per part instead of each running the sources."""
 
     def __init__(self, clock: Clock, ttls: dict[str, float] | None = None) -> None:
         self.clock = clock
         self.ttls = dict(TTLS if ttls is None else ttls)
         self._parts: dict[str, Part] = {}
-        self._lock = threading.Lock()
 
     def get(self, name: str, produce: Callable[[], Any]) -> Part:
         """The part's cached reading if still fresh, else a new one (degraded if `produce` fails)."""
-        with self._lock:
-            now = self.clock()
-            cached = self._parts.get(name)
-            if cached is not None and now - cached.taken_at < self.ttls.get(name, 0.0):
-                return cached
-            try:
-                part = Part(produce(), False, now)
-            except MossError as err:
-                part = Part({"degraded": True, "error": error_body(err)["error"]}, True, now)
-            except Exception as exc:  # a part's source is outside our control; report, don't fail
-                part = Part({"degraded": True, "error": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}}, True, now)
-            self._parts[name] = part
-            return part
+        now = self.clock()
+        cached = self._parts.get(name)
+        if cached is not None and now - cached.taken_at < self.ttls.get(name, 0.0):
+            return cached
+        try:
+            part = Part(produce(), False, now)
+        except MossError as err:
+            part = Part({"degraded": True, "error": error_body(err)["error"]}, True, now)
+        except Exception as exc:  # a part's source is outside our control; report, don't fail
+            part = Part({"degraded": True, "error": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}}, True, now)
+        self._parts[name] = part
+        return part
 
 
 def build_status(sleeve_name: str, workspace_path: str, parts: dict[str, Part]) -> dict[str, Any]:

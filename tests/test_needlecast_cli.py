@@ -164,3 +164,18 @@ def test_every_command_has_help_and_json(command: str, tmp_path: Path) -> None:
     assert result.returncode == 0
     assert "--json" in result.stdout
     assert len(result.stdout.split("Options:")[0].strip().splitlines()) >= 2  # a usage line and a description
+
+
+def test_public_api_for_other_packages(team: Path) -> None:
+    import needlecast
+
+    message, path = needlecast.send(team / "alice", "indexed words", ["bob"], type_="task")
+    assert path.name == "outbox.md" and message.sender == "alice"
+    assert [where for where, _ in needlecast.iter_messages(team / "alice")] == ["outbox"]
+    report = needlecast.route_once(team)
+    assert needlecast.report_to_dict(report)["delivered"] == 1
+    found = {where: needlecast.message_text(entry) for where, entry in needlecast.iter_messages(team / "alice")}
+    assert set(found) == {"archive"} and "indexed words" in found["archive"]
+    (entry, read), = needlecast.list_inbox(team / "bob").messages
+    assert not read and needlecast.entry_to_dict(needlecast.read_message(team / "bob", entry.key))["key"] == message.id
+    assert needlecast.list_inbox(team / "bob", unread=True).messages == ()
