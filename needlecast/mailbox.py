@@ -378,7 +378,14 @@ def _recover(path: Path, merge: Merge) -> None:
         fs.fsync_dir(path.parent)
 
 
-def rewrite(path: Path, transform: Callable[[bytes | None], bytes | None], merge: Merge, *, timeout: float = fs.DEFAULT_LOCK_TIMEOUT) -> bool:
+def rewrite(
+    path: Path,
+    transform: Callable[[bytes | None], bytes | None],
+    merge: Merge,
+    *,
+    timeout: float = fs.DEFAULT_LOCK_TIMEOUT,
+    exchange: bool = True,
+) -> bool:
     """Replace `path` with `transform(current bytes)` without losing concurrent writes.
 
     Writers that take no lock (an agent appending with `>>`, an editor saving the whole file)
@@ -387,6 +394,9 @@ def rewrite(path: Path, transform: Callable[[bytes | None], bytes | None], merge
     if it is the inode we read, anything appended after our read is appended to the new file;
     if it is anything else (an editor's save), `merge` folds what it holds back in. A crash at
     any point leaves at worst a marked temporary that the next call folds back the same way.
+    Where the exchange is unsupported (or `exchange` is False) the file is compared just before
+    an ordinary rename and bytes appended to the replaced file afterwards are carried over;
+    only an editor's save landing between that comparison and the rename could then be lost.
     Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
     """
     with fs.locked(path, timeout=timeout):
@@ -406,7 +416,7 @@ def rewrite(path: Path, transform: Callable[[bytes | None], bytes | None], merge
                         return True
                     continue  # created meanwhile by someone else: start over from it
                 ready = _write_new(path, new)
-                if _exchange(ready, path):
+                if exchange and _exchange(ready, path):
                     displaced = _side_name(path, "prev")
                     os.rename(ready, displaced)
                     if os.stat(displaced).st_ino == os.fstat(fd).st_ino:

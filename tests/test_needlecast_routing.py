@@ -14,7 +14,7 @@ import pytest
 from moss_files.errors import InvalidDocument
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
-from needlecast.message import Message
+from needlecast.message import Message, render_block
 from needlecast.router import Router
 from needlecast.sleeves import load_directory
 
@@ -251,8 +251,6 @@ def test_interrupted_rewrite_is_folded_back(tmp_path: Path) -> None:
     leftover = box.dir / f".outbox.md.tmp-prev-{os.getpid()}-0badc0de"
     archived = mailbox.read_inbox(Mailbox(root / "bob"))[0].message
     assert archived is not None
-    from needlecast.message import render_block
-
     routed_block = render_block(archived.__class__(**{**{f: getattr(archived, f) for f in archived.__slots__}, "capitalised": False})).encode()
     leftover.write_bytes(displaced + b"\n" + routed_block)
     route(root)
@@ -311,3 +309,42 @@ def test_editor_rewrites_racing_the_router_lose_and_duplicate_nothing(tmp_path: 
     assert sorted(ids) == sorted(f"ed-{n}" for n in range(count))  # each exactly once
     assert mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries == ()
     assert not [p for p in outbox.parent.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
+def test_rewrite_keeps_an_append_made_between_read_and_swap(tmp_path: Path, exchange: bool) -> None:
+    path = tmp_path / "outbox.md"
+    path.write_bytes(b"A\nB\n")
+
+    def transform(data: bytes | None) -> bytes | None:
+        assert data is not None
+        if b"late" not in data:
+            with open(path, "ab") as handle:  # an agent appends while the router works
+                handle.write(b"late\n")
+        return data.replace(b"A\n", b"")
+
+    assert mailbox.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
+    assert path.read_bytes() == b"B\nlate\n"
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
+def test_rewrite_keeps_an_editor_save_made_between_read_and_swap(tmp_path: Path, exchange: bool) -> None:
+    path = tmp_path / "inbox.md"
+    first = render_block(Message(id="1", sender="a", to=("b",), body="one"))
+    second = render_block(Message(id="2", sender="a", to=("b",), body="two"))
+    path.write_text(first)
+    saves = []
+
+    def transform(data: bytes | None) -> bytes | None:
+        assert data is not None
+        if not saves:  # an editor saves a new version through a temporary and a rename
+            temp = tmp_path / "inbox.md~"
+            temp.write_text(first + second)
+            os.replace(temp, path)
+            saves.append(1)
+        return data + render_block(Message(id="3", sender="a", to=("b",), body="three")).encode()
+
+    mailbox.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
+    ids = sorted(m.id for m in (e.message for e in mailbox.scan_mailfile(path.read_bytes(), path, "")[0]) if m is not None)
+    assert ids == ["1", "2", "3"]
