@@ -27,7 +27,7 @@ from moss_files.ids import format_time, system_clock
 
 from needlecast import mailbox, remote
 from needlecast.mailbox import Journal, Mailbox
-from needlecast.message import message_to_dict
+from needlecast.message import Message, message_to_dict
 from needlecast.routing import DeadNote, Directory, Entry, EntryPlan, Sleeve, archived_copy, bounce, plan_entry
 from needlecast.sleeves import load_directory
 
@@ -73,6 +73,22 @@ def report_to_dict(report: RouteReport) -> dict[str, Any]:
         "held": report.held,
         "problems": report.problems,
     }
+
+
+@dataclass(slots=True)
+class _Pass:
+    """The working state of one routing pass over one sender's outbox."""
+
+    sender: str
+    box: Mailbox
+    journal: Journal
+    now: datetime
+    stamp: str
+    report: RouteReport
+    plans: list[tuple[Entry, EntryPlan]] = field(default_factory=list)
+    delivered: dict[str, set[str]] = field(default_factory=dict)  # key -> recipients holding it
+    held: dict[str, list[str]] = field(default_factory=dict)  # key -> recipients not reachable now
+    conflicts: dict[str, list[str]] = field(default_factory=dict)  # key -> inboxes with another message under that id
 
 
 class Router:
@@ -155,7 +171,6 @@ class Router:
         return report
 
     def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:
-        directory = self.directory or self.refresh()
         journal = self._journal(box)
         sender = sleeve.name
 
@@ -171,14 +186,22 @@ class Router:
             return
         now = self.clock()
         stamp = format_time(now)
-        plans = [(entry, plan_entry(entry, sender, directory, journal.get(entry.key), stamp)) for entry in scan.entries]
+        directory = self.directory or self.refresh()
+        work = _Pass(sender, box, journal, now, stamp, report)
+        work.plans = [(entry, plan_entry(entry, sender, directory, journal.get(entry.key), stamp)) for entry in scan.entries]
+        work.delivered = {entry.key: set(plan.delivered) for entry, plan in work.plans}
+        self._deliver_all(work, directory)
+        self._dead_letters(work)
+        finished = self._archive(work)
+        if finished:
+            mailbox.remove_from_outbox(box, sender, finished, done)
+            report.removed += len(finished)
+        self._maybe_compact(journal, box, sender, now)
 
-        # 1-2. Deliveries, grouped so each inbox is rewritten once per pass.
-        delivered: dict[str, set[str]] = {entry.key: set(plan.delivered) for entry, plan in plans}
-        held: dict[str, list[str]] = {}
-        conflicts: dict[str, list[str]] = {}
+    def _deliver_all(self, work: _Pass, directory: Directory) -> None:
+        """Steps 1-2: deliver, one inbox rewrite per recipient, then journal what arrived."""
         by_recipient: dict[str, list[tuple[Entry, EntryPlan]]] = {}
-        for entry, plan in plans:
+        for entry, plan in work.plans:
             for name in plan.deliver_to:
                 by_recipient.setdefault(name, []).append((entry, plan))
         events: list[dict[str, Any]] = []
@@ -187,70 +210,71 @@ class Router:
             try:
                 if target is None or target.problem is not None:
                     raise target.problem if target is not None and target.problem else MossError(f"no sleeve {name}")
-                results = self._deliver(target, [plan.copy for _, plan in items if plan.copy is not None], now)
+                results = self._deliver(target, [plan.copy for _, plan in items if plan.copy is not None], work.now)
             except MossError as err:
+                # The recipient cannot be reached now: its messages wait in the outbox.
                 for entry, _plan in items:
-                    held.setdefault(entry.key, []).append(name)
-                report.held.append({"sleeve": sender, "recipient": name, "messages": len(items), **error_body(err)["error"]})
+                    work.held.setdefault(entry.key, []).append(name)
+                work.report.held.append({"sleeve": work.sender, "recipient": name, "messages": len(items), **error_body(err)["error"]})
                 continue
             for (entry, _plan), result in zip(items, results, strict=True):
                 if result == mailbox.CONFLICT:
-                    conflicts.setdefault(entry.key, []).append(name)
+                    work.conflicts.setdefault(entry.key, []).append(name)
                     continue
-                delivered[entry.key].add(name)
+                work.delivered[entry.key].add(name)
                 if result == mailbox.DELIVERED:
-                    report.delivered += 1
-                events.append({"k": entry.key, "d": entry.digest, "op": "delivered", "to": [name], "at": stamp})
-        journal.write(_merge_events(events))
+                    work.report.delivered += 1
+                events.append({"k": entry.key, "d": entry.digest, "op": "delivered", "to": [name], "at": work.stamp})
+        work.journal.write(_merge_events(events))
 
-        # 3. Dead letters, each followed by a bounce into the sender's own inbox.
-        events = []
+    def _dead_letters(self, work: _Pass) -> None:
+        """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""
+        events: list[dict[str, Any]] = []
         bounces = []
-        for entry, plan in plans:
+        for entry, plan in work.plans:
             notes = list(plan.dead)
-            if entry.key in conflicts:
-                names = tuple(conflicts[entry.key])
-                notes.append(DeadNote("DUPLICATE_MESSAGE_ID", f"{', '.join(names)} already hold a different message with id {entry.key!r} from {sender}", names))
+            if entry.key in work.conflicts:
+                names = tuple(work.conflicts[entry.key])
+                reason = f"{', '.join(names)} already hold a different message with id {entry.key!r} from {work.sender}"
+                notes.append(DeadNote("DUPLICATE_MESSAGE_ID", reason, names))
             for note in notes:
-                path = mailbox.dead_letter(box, entry, code=note.code, reason=note.reason, recipients=note.recipients, now=now)
-                report.dead_letters += 1
-                relative = path.relative_to(box.root)
-                bounces.append(bounce(entry, sender, note, str(relative), stamp))
-                events.append({"k": entry.key, "d": entry.digest, "op": "dead", "code": note.code, "at": stamp})
+                path = mailbox.dead_letter(work.box, entry, code=note.code, reason=note.reason, recipients=note.recipients, now=work.now)
+                work.report.dead_letters += 1
+                bounces.append(bounce(entry, work.sender, note, str(path.relative_to(work.box.root)), work.stamp))
+                events.append({"k": entry.key, "d": entry.digest, "op": "dead", "code": note.code, "at": work.stamp})
         if bounces:
-            results = mailbox.deliver(box, bounces, now)
-            report.bounces += sum(1 for result in results if result == mailbox.DELIVERED)
-        journal.write(events)
+            results = mailbox.deliver(work.box, bounces, work.now)
+            work.report.bounces += sum(1 for result in results if result == mailbox.DELIVERED)
+        work.journal.write(events)
 
-        # 4-5. Archive what reached everyone it could reach, then take it out of the outbox.
+    def _archive(self, work: _Pass) -> list[Entry]:
+        """Step 4: archive what reached everyone it could reach; return the entries to remove."""
         finished: list[Entry] = []
-        to_archive: dict[bool, list[Any]] = {True: [], False: []}
-        events = []
-        for entry, plan in plans:
+        to_archive: dict[bool, list[tuple[Entry, Message]]] = {True: [], False: []}
+        for entry, plan in work.plans:
             if plan.remove_only:
                 finished.append(entry)
                 continue
-            if held.get(entry.key):
-                report.pending += 1
+            if work.held.get(entry.key):
+                work.report.pending += 1
                 continue
-            record = journal.get(entry.key)
-            reached = delivered[entry.key]
+            record = work.journal.get(entry.key)
+            reached = work.delivered[entry.key]
             # A broadcast with nobody else to hear it is still archived; a message that went
             # nowhere at all lives on as its dead letter instead.
             if plan.copy is not None and (reached or not plan.undeliverable) and not (record is not None and record.archived):
-                copy = archived_copy(plan.copy, sorted(reached), plan.undeliverable + tuple(conflicts.get(entry.key, ())), stamp)
-                to_archive[entry.source != box.outbox_file].append((entry, copy))
+                missing = plan.undeliverable + tuple(work.conflicts.get(entry.key, ()))
+                copy = archived_copy(plan.copy, sorted(reached), missing, work.stamp)
+                to_archive[entry.source != work.box.outbox_file].append((entry, copy))
             finished.append(entry)
+        events: list[dict[str, Any]] = []
         for files, items in to_archive.items():
             if items:
-                mailbox.archive(box, [copy for _, copy in items], now, files=files)
-                report.archived += len(items)
-                events.extend({"k": entry.key, "d": entry.digest, "op": "archived", "at": stamp} for entry, _ in items)
-        journal.write(events)
-        if finished:
-            mailbox.remove_from_outbox(box, sender, finished, done)
-            report.removed += len(finished)
-        self._maybe_compact(journal, box, sender, now)
+                mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files)
+                work.report.archived += len(items)
+                events.extend({"k": entry.key, "d": entry.digest, "op": "archived", "at": work.stamp} for entry, _ in items)
+        work.journal.write(events)
+        return finished
 
     def _deliver(self, target: Sleeve, messages: list[Any], now: datetime) -> list[str]:
         if target.remote:
