@@ -9,8 +9,8 @@ YAML and id modules at import time, so a search process loads only what a search
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ def scan(
     match: str = "any",
     raw: bool = False,
     offset: int = 0,
+    filters: Mapping[str, Sequence[str] | str] | None = None,
 ) -> dict[str, Any]:
     """Search every artifact (`loop_scan`, `moss search`): ids with one-line summaries, best
     first. The index is refreshed first, so a file changed a moment ago is seen.
@@ -73,7 +74,10 @@ def scan(
     Returns `{query, matches: [{id, kind, summary, score, date, status?}], truncated, hint}`
     (+ `unindexed`: files the index could not read, `ignored`: query parts that match
     nothing). `score` is relative to the best match (1.0); `truncated` says more matches
-    follow (page with `offset`). Raises InvalidRequest for a bad limit, match mode or date filter.
+    follow (page with `offset`). `kinds` and `filters` (`{"type": ["process"], "status":
+    ["unprocessed"]}`, any field the query syntax has) add to the query's own filters, for
+    callers that hold them as data (the MCP tool's `scope`, `types`, `statuses`).
+    Raises InvalidRequest for a bad limit, match mode, filter field or date.
     """
     from moss_files import search_query
 
@@ -84,6 +88,8 @@ def scan(
     if match not in ("any", "all"):
         raise InvalidRequest("match must be 'any' or 'all'")
     parsed = search_query.parse_query("" if raw else query)
+    if filters:
+        parsed = replace(parsed, filters=parsed.filters + search_query.filters_from(filters))
     now = ctx.now()
     if raw and not query.strip():
         raise InvalidRequest("an empty raw query matches nothing")

@@ -163,6 +163,20 @@ def parse_query(text: str, fields: Sequence[str] = FIELDS) -> ParsedQuery:
     )
 
 
+def filters_from(mapping: Mapping[str, Sequence[str] | str]) -> tuple[Filter, ...]:
+    """Field filters given as data (`{"type": ["process"], "after": "2026-01"}`), as the query
+    text would give them. Raises InvalidRequest for an unknown field or a bad date."""
+    out: list[Filter] = []
+    for name, raw in mapping.items():
+        key = ALIASES.get(name.lower(), name.lower())
+        if key not in FIELDS or key in TEXT_FIELDS:
+            raise InvalidRequest(f"unknown filter field {name!r}", details={"field": name}, hint=f"fields: {', '.join(f for f in FIELDS if f not in TEXT_FIELDS)}")
+        values = tuple(_filter_values(key, raw if isinstance(raw, str) else ",".join(raw)))
+        if values:
+            out.append(Filter(key, values))
+    return tuple(out)
+
+
 def _words(text: str) -> list[str]:
     return [part.rstrip("*") for part in text.split() if part.rstrip("*")]
 

@@ -379,3 +379,11 @@ def test_a_rebuild_while_others_read_and_refresh(tmp_path: Path) -> None:
     finally:
         worker.join(timeout=60)
     assert not errors, errors
+
+
+def test_filters_given_as_data(root: Path) -> None:
+    ctx = ctx_for(root)
+    assert ids(search.scan(ctx, "token", filters={"kind": ["message"]})) == ["m1"]
+    assert ids(search.scan(ctx, "", filters={"type": "technical", "status": ["unprocessed"]})) == ["INS-20260302-bbbbbbbb", "INS-20260301-aaaaaaaa"]
+    with pytest.raises(InvalidRequest):
+        search.scan(ctx, "x", filters={"colour": ["red"]})
