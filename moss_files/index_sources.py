@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from moss_files import summaries
+from moss_files.errors import MossError
 from moss_files.indexing import Entry, Extracted, FileInput, Place, Problem, Registry, Source, problem_from
 from moss_files.search_query import normalize_date
 
@@ -315,11 +316,7 @@ def _mailbox_extract(file: FileInput) -> Extracted:
     for block in msg.split_blocks(text).blocks:
         try:
             message = msg.parse_block(block, path=file.relpath)
-        except Exception as err:  # one bad block must not hide the others
-            from moss_files.errors import MossError
-
-            if not isinstance(err, MossError):
-                raise
+        except MossError as err:  # one bad block must not hide the others
             problems.append(problem_from(err))
             continue
         entries.append(_message_entry(message, box=box, fallback_id=f"{file.name}:L{block.line}", anchor=_line_anchor(block.line), line=block.line))

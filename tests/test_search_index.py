@@ -387,3 +387,41 @@ def test_filters_given_as_data(root: Path) -> None:
     assert ids(search.scan(ctx, "", filters={"type": "technical", "status": ["unprocessed"]})) == ["INS-20260302-bbbbbbbb", "INS-20260301-aaaaaaaa"]
     with pytest.raises(InvalidRequest):
         search.scan(ctx, "x", filters={"colour": ["red"]})
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_refresh_equals_rebuild_after_every_round_of_random_changes(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    ws = tmp_path / "ws"
+    _corpus(ws, rng, 60)
+    ctx = ctx_for(ws)
+    search.index_refresh(ctx)
+    for round_number in range(4):
+        files = sorted(p for p in ws.rglob("*.md") if ".moss/cache" not in p.as_posix())
+        for path in rng.sample(files, 6):
+            action = rng.choice(["edit", "delete", "rename", "touch", "break", "same-size"])
+            if not path.exists():
+                continue
+            if action == "edit":
+                path.write_text(path.read_text() + f"\nround {round_number} token\n")
+            elif action == "delete":
+                path.unlink()
+            elif action == "rename":
+                path.rename(path.with_name(f"r{round_number}-{path.name}"))
+            elif action == "touch":
+                os.utime(path)
+            elif action == "break":
+                path.write_text("---\nid: [broken\n---\n")
+            else:
+                text = path.read_text()
+                path.write_text(text.replace("lock", "loch"))
+        search.index_refresh(ctx)
+        assert _snapshot(ws, ws / ".moss" / "cache") == _snapshot(ws, tmp_path / f"rebuild-{round_number}"), round_number
+
+
+def test_a_huge_file_is_reported_not_read(root: Path) -> None:
+    path = root / ".moss" / "insights" / "INS-huge.md"
+    with open(path, "wb") as handle:
+        handle.truncate(9 * 1024 * 1024)
+    problems = search.index_status(ctx_for(root))["problems"]
+    assert [(p["path"], p["code"]) for p in problems] == [(".moss/insights/INS-huge.md", "FILE_TOO_LARGE")]
