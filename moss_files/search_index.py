@@ -266,7 +266,10 @@ def _read(root: Path, relpath: str) -> _Read | None:
 
 @contextmanager
 def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise CacheError(f"cannot write the search cache's lock file: {exc.strerror}", code="NOT_WRITABLE", path=path) from None
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
@@ -381,9 +384,20 @@ class SearchIndex:
 
     def run(self, work: Callable[[View], T], *, refresh: bool = True) -> T:
         """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
+        Where the cache folder cannot be written (a read-only checkout), the index is built
+        in memory for this one call instead, and `notify` says so.
 
         Raises CacheError when the cache cannot be built or read even after a rebuild.
         """
+        try:
+            return self._run_cached(work, refresh)
+        except CacheError as err:
+            if err.code != "NOT_WRITABLE":
+                raise
+            self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
+            return self._run_in_memory(work)
+
+    def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
         for attempt in range(3):
             try:
                 with self._view() as view:
@@ -395,6 +409,14 @@ class SearchIndex:
                     raise CacheError(f"the search index cannot be used: {unusable.reason}", path=self.path, hint="delete .moss/cache/ and retry") from None
                 self._rebuild(reason=unusable.reason, only_if_unusable=True)
         raise AssertionError("unreachable")
+
+    def _run_in_memory(self, work: Callable[[View], T]) -> T:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            self.last_refresh = self._fill(conn, reason="not writable")
+            return work(View(self, conn))
+        finally:
+            conn.close()
 
     def rebuild(self) -> RefreshReport:
         """Build the whole index anew from the files and swap it in."""
@@ -497,52 +519,57 @@ class SearchIndex:
                 conn.close()
 
     def _build(self, temp: Path, reason: str | None) -> RefreshReport:
-        started = time.perf_counter()
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
             for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -65536", "temp_store = MEMORY"):
                 conn.execute(f"PRAGMA {pragma}")
-            conn.executescript(TABLES)
-            tree = walk(self.root, self.registry)
-            disk = tree.signatures()
-            paths = sorted(disk)
-            batch = _Batch(self.registry, 0)
-            conn.execute("BEGIN")
-            for number, relpath in enumerate(paths, start=1):
-                read = _read(self.root, relpath)
-                source = self.registry.source_for(relpath)
-                if read is not None and source is not None:
-                    batch.add(read, source, time.time_ns())
-                if number % BATCH_FILES == 0:
-                    batch.write(conn)
-                    if self.progress is not None:
-                        self.progress(number, len(paths))
-            batch.write(conn)
-            for statement in INDEXES.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            meta = [("registry", self.registry.fingerprint), ("schema", str(SCHEMA_VERSION))]
-            if {row[0]: row[2] for row in batch.stored} == disk:
-                meta.append(("tree", tree.fingerprint()))  # the index holds exactly this tree
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
-            conn.execute("COMMIT")
-            conn.execute("INSERT INTO items_fts(items_fts) VALUES ('optimize')")
+            report = self._fill(conn, reason)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode = WAL")
-            if self.progress is not None:
-                self.progress(len(paths), len(paths))
-            return RefreshReport(
-                files=len(paths),
-                added=len(paths),
-                problems=batch.problem_files,
-                rebuilt=True,
-                reason=reason,
-                seconds=time.perf_counter() - started,
-            )
+            return report
         except sqlite3.Error as exc:
             raise CacheError(f"building the search index failed: {exc}", path=temp) from None
         finally:
             conn.close()
+
+    def _fill(self, conn: sqlite3.Connection, reason: str | None) -> RefreshReport:
+        """Create the tables in an empty database and index every file into them."""
+        started = time.perf_counter()
+        conn.executescript(TABLES)
+        tree = walk(self.root, self.registry)
+        disk = tree.signatures()
+        paths = sorted(disk)
+        batch = _Batch(self.registry, 0)
+        conn.execute("BEGIN")
+        for number, relpath in enumerate(paths, start=1):
+            read = _read(self.root, relpath)
+            source = self.registry.source_for(relpath)
+            if read is not None and source is not None:
+                batch.add(read, source, time.time_ns())
+            if number % BATCH_FILES == 0:
+                batch.write(conn)
+                if self.progress is not None:
+                    self.progress(number, len(paths))
+        batch.write(conn)
+        for statement in INDEXES.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        meta = [("registry", self.registry.fingerprint), ("schema", str(SCHEMA_VERSION))]
+        if {row[0]: row[2] for row in batch.stored} == disk:
+            meta.append(("tree", tree.fingerprint()))  # the index holds exactly this tree
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+        conn.execute("COMMIT")
+        conn.execute("INSERT INTO items_fts(items_fts) VALUES ('optimize')")
+        if self.progress is not None:
+            self.progress(len(paths), len(paths))
+        return RefreshReport(
+            files=len(paths),
+            added=len(paths),
+            problems=batch.problem_files,
+            rebuilt=True,
+            reason=reason,
+            seconds=time.perf_counter() - started,
+        )
 
 
 def _rebuild_message(reason: str) -> str:

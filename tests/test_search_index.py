@@ -425,3 +425,12 @@ def test_a_huge_file_is_reported_not_read(root: Path) -> None:
         handle.truncate(9 * 1024 * 1024)
     problems = search.index_status(ctx_for(root))["problems"]
     assert [(p["path"], p["code"]) for p in problems] == [(".moss/insights/INS-huge.md", "FILE_TOO_LARGE")]
+
+
+def test_without_a_writable_cache_folder_the_search_still_works(root: Path) -> None:
+    (root / ".moss" / "cache").write_text("a file where the cache folder belongs")
+    messages: list[str] = []
+    assert ids(search.scan(ctx_for(root, messages), "signing")) == ["keys"]
+    assert len(messages) == 1 and "without one" in messages[0]
+    assert (root / ".moss" / "cache").read_text() == "a file where the cache folder belongs"
+    assert search.index_status(ctx_for(root))["by_kind"]["insight"] == 2
