@@ -345,7 +345,9 @@ def _problem_dict(problem: Problem) -> dict[str, Any]:
     return {"code": problem.code, "message": problem.message, "line": problem.line, "severity": problem.severity}
 
 
-def _delete_files(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
+def _delete_files(conn: sqlite3.Connection, paths: Sequence[str]) -> int:
+    """Delete the files' rows and their items; returns how many files the index had."""
+    known = 0
     for path in paths:
         rowids = [row[0] for row in conn.execute("SELECT rowid FROM items WHERE path = ?", (path,))]
         if rowids:
@@ -353,7 +355,8 @@ def _delete_files(conn: sqlite3.Connection, paths: Sequence[str]) -> None:
             conn.execute(f"DELETE FROM items_fts WHERE rowid IN ({marks})", rowids)
             conn.execute(f"DELETE FROM facets WHERE item IN ({marks})", rowids)
             conn.execute("DELETE FROM items WHERE path = ?", (path,))
-        conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        known += conn.execute("DELETE FROM files WHERE path = ?", (path,)).rowcount
+    return known
 
 
 # --------------------------------------------------------------------------- the index
@@ -378,7 +381,7 @@ class SearchIndex:
         self.notify = notify or (lambda message: None)
         self.progress = progress
         self.last_refresh: RefreshReport | None = None
-        self._meta: dict[str, str] = {}
+        self.meta: dict[str, str] = {}  # the meta rows the last connection read
 
     # ----------------------------------------------------------------- use
 
@@ -441,7 +444,7 @@ class SearchIndex:
                 conn.close()
 
     def _connect(self) -> sqlite3.Connection:
-        """An open connection to a usable index (its meta rows read into `self._meta`)."""
+        """An open connection to a usable index (its meta rows read into `self.meta`)."""
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True)
         except sqlite3.OperationalError as exc:
@@ -458,7 +461,7 @@ class SearchIndex:
             # A fresh connection per use starts with an empty page cache; mapped pages are
             # read without a copy, which is most of the cost of a refresh's one full scan.
             conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-            self._meta = meta
+            self.meta = meta
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise _Unusable(f"unreadable ({exc})") from None
@@ -597,7 +600,7 @@ class View:
         root = self.index.root
         tree = walk(root, self.registry)
         fingerprint = tree.fingerprint()
-        if fingerprint == self.index._meta.get("tree"):
+        if fingerprint == self.index.meta.get("tree"):
             return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
         disk = tree.signatures()
         cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
@@ -661,6 +664,7 @@ class View:
     def _apply(self, work: list[str], gone: list[str], reads: dict[str, _Read], files: int, started: float) -> RefreshReport:
         conn = self.conn
         root = self.index.root
+        gone = list(gone)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree
@@ -700,7 +704,8 @@ class View:
                 else:
                     changed += 1
                 batch.add(read, source, now_ns)
-            _delete_files(conn, [*rewrite, *gone])
+            _delete_files(conn, rewrite)
+            removed = _delete_files(conn, gone)
             batch.write(conn)
             conn.execute("COMMIT")
         except BaseException:
@@ -710,7 +715,7 @@ class View:
             files=files,
             added=added,
             changed=changed,
-            removed=len(gone),
+            removed=removed,
             touched=touched,
             problems=batch.problem_files,
             seconds=time.perf_counter() - started,
