@@ -168,6 +168,12 @@ class Router:
         except MossError as err:
             report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
             self.log(f"needlecast: {sleeve.name}: {err}")
+        except OSError as exc:
+            # A full disk or a read-only folder stops this sender's pass, not the router;
+            # every step is idempotent, so the next pass resumes where this one stopped.
+            err = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
+            report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
+            self.log(f"needlecast: {sleeve.name}: {err}")
         return report
 
     def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:

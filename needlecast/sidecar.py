@@ -24,6 +24,7 @@ import secrets
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from datetime import datetime
@@ -301,7 +302,11 @@ class Sidecar:
         self._refresh()
         if not self.routing:
             return
-        report = self.router.route_all()
+        try:
+            report = self.router.route_all()
+        except MossError as err:  # the registry became unreadable: report it, keep serving
+            self._problem(err)
+            return
         self._record(report)
         # With working events the event-driven passes deliver first, so a sweep seldom finds
         # work; sweeps that keep finding it mean the watcher is blind on this mount.
@@ -311,9 +316,8 @@ class Sidecar:
             self._fall_back("two safety sweeps found messages no file event had announced")
 
     def loop(self) -> None:
-        """Route until asked to stop."""
-        self._sweep()
-        next_sweep = time.monotonic() + self.sweep_seconds
+        """Route until asked to stop (the first round is a full sweep)."""
+        next_sweep = time.monotonic()
         retry_at: float | None = None
         while not self.stop_event.is_set():
             with self._cond:
@@ -335,24 +339,29 @@ class Sidecar:
                 dirty, self._directory_dirty = self._directory_dirty, False
             if self.stop_event.is_set():
                 break
-            if dirty:
-                self._refresh()
-            if names and self.routing:
-                report = self.router.route_names(names)
-                self._record(report)
-                if report.delivered or report.dead_letters:
-                    self._missed_sweeps = 0  # events do arrive here
-                if report.unsettled:
-                    retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
-            now = time.monotonic()
-            if retry_at is not None and now >= retry_at:
-                retry_at = None
-                next_sweep = now  # an unfinished tail is picked up by a sweep
-            if now >= next_sweep:
-                self._sweep()
-                if self.last_report is not None and self.last_report.unsettled:
-                    retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
-                next_sweep = time.monotonic() + self.sweep_seconds
+            try:
+                if dirty:
+                    self._refresh()
+                if names and self.routing:
+                    report = self.router.route_names(names)
+                    self._record(report)
+                    if report.delivered or report.dead_letters:
+                        self._missed_sweeps = 0  # events do arrive here
+                    if report.unsettled:
+                        retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+                now = time.monotonic()
+                if retry_at is not None and now >= retry_at:
+                    retry_at = None
+                    next_sweep = now  # an unfinished tail is picked up by a sweep
+                if now >= next_sweep:
+                    next_sweep = time.monotonic() + self.sweep_seconds
+                    self._sweep()
+                    if self.last_report is not None and self.last_report.unsettled:
+                        retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+            except Exception as exc:  # a bug in one pass must not stop the daemon; the next pass retries
+                self.log(f"needlecast: internal error, retrying in a second: {type(exc).__name__}: {exc}")
+                self.log("".join(traceback.format_exception(exc)).rstrip())
+                self.stop_event.wait(1.0)
 
     # ----------------------------------------------------------------- status and API
 

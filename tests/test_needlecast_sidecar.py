@@ -326,3 +326,21 @@ def test_small_pure_helpers() -> None:
     assert parse_vmrss("Name: x\n") is None
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_a_broken_registry_is_reported_and_routing_resumes_when_fixed(team: Path) -> None:
+    running = start(team, "--sweep", "0.2")
+    try:
+        registry = team / ".needlecast" / "sleeves.toml"
+        registry.write_text("broken = \n")
+
+        def problem_codes() -> list[str]:
+            return [p.get("code") for p in running.get("/status")[1]["router"]["problems"]]
+
+        wait_for(lambda: "REGISTRY_INVALID" in problem_codes(), timeout=10, message="registry problem reported")
+        assert running.get("/health")[0] == 200
+        registry.write_text('carol = "bob"\n')  # an alias for bob's workspace
+        send(team, "alice", "carol", "after the fix", "f1")
+        wait_for(lambda: inbox_ids(team / "bob") == ["f1"], timeout=10, message="routing resumed")
+    finally:
+        assert running.stop() == 0
