@@ -179,3 +179,37 @@ def test_public_api_for_other_packages(team: Path) -> None:
     (entry, read), = needlecast.list_inbox(team / "bob").messages
     assert not read and needlecast.entry_to_dict(needlecast.read_message(team / "bob", entry.key))["key"] == message.id
     assert needlecast.list_inbox(team / "bob", unread=True).messages == ()
+
+
+def test_file_per_message_inboxes_written_on_two_clones_merge_cleanly(tmp_path: Path) -> None:
+    """Two routers on two machines each deliver into their clone of a sleeve's v2 inbox; git
+    merges the new files without a conflict. (A union merge of v1 block files is not safe: git's
+    line diff can fuse two appended blocks' fence lines, so v1 mailboxes written on several
+    machines get an ordinary, visible merge conflict instead.)"""
+    from datetime import UTC, datetime
+
+    from needlecast.message import Message
+
+    bob = tmp_path / "bob"
+    mailbox.init_mailbox(bob, "v2")
+
+    def git(*args: str, cwd: Path = bob) -> None:
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    now = datetime(2026, 1, 21, tzinfo=UTC)
+    mailbox.deliver(mailbox.Mailbox(bob), [Message(id="base", sender="x", to=("bob",), body="before\n")], now)
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(bob), str(clone), cwd=tmp_path)
+    mailbox.deliver(mailbox.Mailbox(clone), [Message(id="there", sender="y", to=("bob",), body="two\n\n---\nparagraphs\n")], now)
+    git("add", "-A", cwd=clone)
+    git("commit", "-q", "-m", "delivered there", cwd=clone)
+    mailbox.deliver(mailbox.Mailbox(bob), [Message(id="here", sender="z", to=("bob",), body="here\n")], now)
+    git("add", "-A")
+    git("commit", "-q", "-m", "delivered here")
+    git("pull", "-q", "--no-rebase", str(clone), "main")
+    entries = mailbox.read_inbox(mailbox.Mailbox(bob))
+    assert [e.problem for e in entries] == [None, None, None]
+    assert sorted(e.key for e in entries) == ["base", "here", "there"]
