@@ -9,8 +9,7 @@ the machine may be busy; the floors likewise):
 - refresh with no change, next to a bare walk + stat of the same tree;
 - refresh after one file changed, next to the no-change refresh;
 - the search query mix in process (query only, and `search.scan` with its refresh), p50/p95;
-- `moss search` as a whole process: the installed command (typer) and the fast path
-  (`moss_files.search_fast`), next to `python -c pass` and `rg -l` for the same term;
+- `moss search` as a whole process, next to `python -c pass` and `rg -l` for the same term;
 - tokens (characters / 4) of scan's 20 results against expand of the same 20 ids.
 `--dense` uses the 40-word bodies of `corpus.generate` (every word in most documents), the
 worst case for ranking; by default bodies have a Zipf vocabulary, as real text does.
@@ -198,11 +197,13 @@ def measure(size: int, seed: int, dense: bool) -> None:
                 search.scan(ctx, text, limit=20)
                 scan_samples.append((time.perf_counter() - began) * 1000)
 
-        env = dict(os.environ)
+        # Run as an installed tool does: with a bytecode cache (this environment may disable
+        # writing .pyc files, which would make every start-up recompile every module).
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(root.parent / "pycache")
         process_repeats = 5
         python_floor = process_ms([sys.executable, "-c", "pass"], root, env, process_repeats)
         typer_ms = process_ms([str(BIN / "moss"), "search", "deploy"], root, env, process_repeats)
-        fast_ms = process_ms([sys.executable, "-m", "moss_files.search_fast", "search", "deploy"], root, env, process_repeats)
         rg = shutil.which("rg")
         rg_ms = process_ms([rg, "-l", "deploy", "."], root, env, process_repeats) if rg else None
 
@@ -220,7 +221,7 @@ def measure(size: int, seed: int, dense: bool) -> None:
         print(f"  search query, in process p50 {percentile(samples, 0.5):.2f} ms  p95 {percentile(samples, 0.95):.2f} ms  (medians: {mix})")
         print(f"  search.scan incl. refresh p50 {percentile(scan_samples, 0.5):.1f} ms  p95 {percentile(scan_samples, 0.95):.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms")
         rg_text = f"   rg -l {rg_ms:.0f} ms" if rg_ms is not None else "   (rg not installed)"
-        print(f"  moss search (process)   typer {typer_ms:.0f} ms   fast path {fast_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
+        print(f"  moss search (process)   {typer_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
         saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0
         print(f"  tokens, 20 results      scan {scan_tokens:,.0f}   expand {expand_tokens:,.0f}   saving {saving:.0f}% (spec: 60-80%)")
     finally:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from moss_files.capsule_fast import summary_line as _row
 from moss_files.cli_support import JsonOpt, RootOpt, emit, note, reporting
 
 if TYPE_CHECKING:
@@ -30,6 +29,16 @@ PhaseOpt = Annotated[str | None, typer.Option("--phase", help="Only capsules of 
 RoleOpt = Annotated[str | None, typer.Option("--role", help="Only capsules of this agent role.", show_default=False)]
 DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Include soft-deleted capsules.")]
 
+
+
+def _row(item: dict[str, Any]) -> str:
+    """One human line for a capsule summary."""
+    from moss_files.capsule import ms_to_rfc3339
+
+    handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
+    flag = " (deleted)" if item.get("deleted_at") else ""
+    title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
+    return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
 
 def _context(root: Path | None) -> Context:
     from moss_files import capsules, config, workspace

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files import __version__, capsule_cli, document, fs
+from moss_files import __version__, capsule_cli
 from moss_files.cli_support import JsonOpt, emit, new_app, reporting
 from moss_files.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
@@ -36,6 +36,8 @@ def doc_check(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate documents; report each problem with its code, file and line (exit 4 if any)."""
+    from moss_files import fs
+
     results: list[dict[str, Any]] = []
     exit_codes: list[int] = []
     with reporting(as_json):
@@ -65,6 +67,8 @@ def doc_get(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a document's frontmatter, or one key's value."""
+    from moss_files import document, fs
+
     with reporting(as_json):
         doc = fs.read_document(path)
         if key is None:
@@ -88,6 +92,8 @@ def doc_set(
     as_json: JsonOpt = False,
 ) -> None:
     """Set or delete frontmatter keys, changing only those keys' lines."""
+    from moss_files import document, fs
+
     with reporting(as_json):
         changes = dict(_parse_assignment(item) for item in assignments)
         written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path))
@@ -95,6 +101,8 @@ def doc_set(
 
 
 def _parse_assignment(item: str) -> tuple[str, Any]:
+    from moss_files import document
+
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise InvalidRequest(f"expected KEY=VALUE, got {item!r}")
@@ -142,6 +150,10 @@ capsule_cli.register(app)
 from moss_files import search_cli  # noqa: E402  (search, expand, timeline, index, insight, session)
 
 search_cli.register(app)
+
+from moss_files import mcp_cli  # noqa: E402  (serve; imports the MCP SDK only when it runs)
+
+mcp_cli.register(app)
 
 
 def main() -> None:

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ulid import ULID
-
 CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
 PREFIXED_RE = re.compile(r"^(?P<prefix>[A-Z][A-Z0-9]{0,9})-(?P<date>\d{8})-(?P<random>[0-9a-hjkmnp-tv-z]{8})$")
@@ -39,6 +37,10 @@ class IdSource:
 
     def ulid(self) -> str:
         """A new ULID string."""
+        # Imported here: python-ulid reads its package metadata on import (~15 ms), a cost
+        # every CLI start-up would pay although most commands never make an id.
+        from ulid import ULID
+
         moment = self.clock()
         milliseconds = int(moment.timestamp() * 1000)
         return str(ULID.from_bytes(milliseconds.to_bytes(6, "big") + self.random_bytes(10)))

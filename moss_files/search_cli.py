@@ -1,6 +1,7 @@
 """`moss search|expand|timeline`, `moss index rebuild|refresh|status`, `moss insight …`, `moss session …`.
 
-Entry layer: parse options, call `loopflow`, render. `--json` prints the use case's dict as
+Entry layer: parse options, call `search` (scan, expand, timeline, index) or `loopflow`
+(insights, sessions), render. `--json` prints the use case's dict as
 is (the shape the MCP tools return); errors go to stderr with their class's exit code (2 bad
 request, 3 not found, 4 unreadable file, 5 conflict, 7 cache). The use cases load inside each
 command, so `moss --help` and other commands never import sqlite3 or the index.
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from moss_files.cli_support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-from moss_files.search_fast import progress_printer, scan_line, scan_notes, split_values
 
 if TYPE_CHECKING:
     from moss_files.search import Context
@@ -24,15 +24,55 @@ TagOpt = Annotated[list[str] | None, typer.Option("--tag", "--tags", help="Tag (
 LinkOpt = Annotated[list[str] | None, typer.Option("--link", "--links", help="Id of a related item (repeatable, or comma-separated).", show_default=False)]
 ItemsOpt = Annotated[list[str] | None, typer.Option(help="One item (repeatable).", show_default=False)]
 
+
+PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    """Repeatable, comma-separated option values as one list."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def _line(item: dict[str, Any]) -> str:
+    """One human line for a scan result: id, kind, day, summary, [status]."""
+    date = (item.get("date") or "")[:10] or "-" * 10
+    status = f" [{item['status']}]" if item.get("status") else ""
+    return f"{item['id']}  {item['kind']:<8} {date}  {item['summary']}{status}"
+
+
+def _scan_notes(result: dict[str, Any]) -> list[str]:
+    """The stderr lines under a human scan listing."""
+    if result["matches"]:
+        notes = [f"{len(result['matches'])} matches" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
+    else:
+        notes = [result["hint"]]
+    if result.get("unindexed"):
+        notes.append(f"{result['unindexed']} files could not be indexed: see `moss index status`")
+    return notes
+
+
+def _progress_printer(write: Any) -> Any:
+    """A `progress(done, total)` that reports big builds on stderr, at most twice a second."""
+    import time
+
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if total < PROGRESS_MIN_FILES or (done < total and now - last[0] < 0.5):
+            return
+        last[0] = now
+        write(f"indexing: {done}/{total} files")
+
+    return show
+
 def _context(root: Path | None) -> Context:
     from moss_files import search, workspace
 
     top = workspace.find_workspace(explicit=root)
-    return search.Context(top, notify=note, progress=progress_printer(note))
+    return search.Context(top, notify=note, progress=_progress_printer(note))
 
 
-_split = split_values
-_line = scan_line
 
 
 # --------------------------------------------------------------------------- rendering records
@@ -87,11 +127,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search every artifact: ids with one-line summaries, best first (then `moss expand ID`)."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.scan(_context(root), " ".join(query), kinds=_split(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw)
+            result = search.scan(_context(root), " ".join(query), kinds=_split(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw)
         if not as_json:
-            for line in scan_notes(result):
+            for line in _scan_notes(result):
                 note(line)
         emit(result, as_json, text="\n".join(_line(item) for item in result["matches"]))
 
@@ -106,9 +146,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Full records of items by id, read from their files; unknown ids are listed (exit 3 if none is found)."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.expand(_context(root), ids, include_links=links, include_timeline=timeline, depth=depth)
+            result = search.expand(_context(root), ids, include_links=links, include_timeline=timeline, depth=depth)
         blocks = []
         for item in result["items"]:
             where = f"{item['path']}:{item['line']}" if item.get("line") else item["path"]
@@ -140,9 +180,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """What happened around an item or a moment, oldest first."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.timeline(_context(root), anchor, before=before, after=after, kinds=_split(kind))
+            result = search.timeline(_context(root), anchor, before=before, after=after, kinds=_split(kind))
         center = result["anchor"]
         middle = f"-> {center['id']} {center['kind']} {center['date'][:10]}  {center['summary']}" if "id" in center else f"-> {center['date']}"
         lines = [_line(i) for i in result["before"]] + [middle] + [_line(i) for i in result["after"]]
@@ -154,18 +194,18 @@ def register(app: typer.Typer) -> None:
     def index_refresh_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Bring the index in step with the files (every search does this first)."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.index_refresh(_context(root))
+            result = search.index_refresh(_context(root))
         emit(result, as_json, text=_report_line(result))
 
     @index_app.command("rebuild")
     def index_rebuild_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Build the index anew from every file (searches keep using the old one meanwhile)."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.index_rebuild(_context(root))
+            result = search.index_rebuild(_context(root))
         emit(result, as_json, text=_report_line(result))
 
     @index_app.command("status")
@@ -176,9 +216,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Where the index is, what it holds, and every file it could not (fully) read."""
         with reporting(as_json):
-            from moss_files import loopflow
+            from moss_files import search
 
-            result = loopflow.index_status(_context(root))
+            result = search.index_status(_context(root))
         lines = [
             f"index: {result['path']} (schema {result['schema']}, {result['size_bytes']} bytes)",
             f"files: {result['files']}  items: {result['items']}  " + "  ".join(f"{k}: {v}" for k, v in result["by_kind"].items()),

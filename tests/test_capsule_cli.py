@@ -256,36 +256,3 @@ def test_history_outside_git(tmp_path: Path) -> None:
     assert run_cli("moss", "store", "--name", "a", "--allow-thin", cwd=tmp_path, input="x").returncode == 0
     result = run_cli("moss", "history", "a", "--json", cwd=tmp_path)
     assert result.returncode == 6 and json.loads(result.stderr)["error"]["code"] == "REPO_ERROR"
-
-
-# --------------------------------------------------------------------------- the fast fetch path
-
-FAST = [sys.executable, "-c", "from moss_files.capsule_fast import main; main()"]
-
-
-def test_fast_fetch_answers_exactly_like_the_full_cli(ws: Path) -> None:
-    capsule_id = moss(ws, "store", "--name", "auth", "-w", "Team A", input=FULL).stdout.strip()
-    cases = [
-        ("fetch", "auth", "-w", "team a"),
-        ("fetch", "--id", capsule_id, "--json"),
-        ("fetch", f"--id={capsule_id}", "--no-text"),
-        ("fetch", "missing", "--json"),
-        ("fetch", "missing"),
-        ("fetch", "auth", "--id", capsule_id, "--json"),
-        ("fetch", "auth", "--workspace=Team A", "--include-deleted", "--json"),
-        ("fetch", "auth", "--root", str(ws / "nowhere"), "--json"),
-    ]
-    for args in cases:
-        full = moss(ws, *args)
-        fast = subprocess.run([*FAST, *args], cwd=ws, capture_output=True, text=True, timeout=60)
-        assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr), args
-
-
-def test_fast_path_hands_other_command_lines_to_the_full_cli(ws: Path) -> None:
-    from moss_files.capsule_fast import parse_fetch
-
-    assert parse_fetch(["fetch", "auth", "-w", "x", "--json"]) is not None
-    for argv in (["list"], ["fetch", "--help"], ["fetch", "a", "--at", "HEAD"], ["fetch", "a", "b"], ["fetch", "--id"], []):
-        assert parse_fetch(argv) is None, argv
-    listed = subprocess.run([*FAST, "list", "--json"], cwd=ws, capture_output=True, text=True, timeout=60)
-    assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == []

@@ -1,4 +1,4 @@
-"""`moss search|expand|timeline|index` as real processes: JSON shapes, exit codes, the fast path."""
+"""`moss search|expand|timeline|index` as real processes: JSON shapes, exit codes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import BIN, run_cli
 
-from moss_files.search_fast import parse_search
 
 
 @pytest.fixture
@@ -24,10 +23,6 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-def fast(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "moss_files.search_fast", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
 def test_search_json_and_text(ws: Path) -> None:
     done = run_cli("moss", "search", "token", "-legacy", "--json", cwd=ws)
     assert done.returncode == 0, done.stderr
@@ -39,25 +34,6 @@ def test_search_json_and_text(ws: Path) -> None:
     assert text.returncode == 0
     assert text.stdout.splitlines() == ["INS-1  insight  2026-01-02  Token refresh before expiry. [unprocessed]"]
     assert "more" in text.stderr
-
-
-def test_the_fast_path_answers_exactly_like_the_full_command(ws: Path) -> None:
-    run_cli("moss", "index", "rebuild", cwd=ws)
-    for args in (["search", "token"], ["search", "token", "--json"], ["search", "kind:task", "--kind", "task", "--limit", "5"], ["search", "after:nonsense", "--json"], ["search", "token", "--all", "--raw"]):
-        slow = run_cli("moss", *args, cwd=ws)
-        quick = fast(*args, cwd=ws)
-        assert (quick.returncode, quick.stdout, quick.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
-
-
-def test_fast_path_hands_other_command_lines_to_the_full_cli() -> None:
-    assert parse_search(["search", "--help"]) is None
-    assert parse_search(["search", "--limit", "x", "q"]) is None
-    assert parse_search(["search"]) is None
-    assert parse_search(["expand", "x"]) is None
-    assert parse_search(["search", "--", "--json"])["query"] == ["--json"]
-    assert parse_search(["search", "a", "--kind=task,insight", "--root", "/r"]) == {
-        "query": ["a"], "kind": ["task,insight"], "limit": 20, "offset": 0, "root": "/r", "json": False, "all": False, "raw": False
-    }
 
 
 def test_bad_requests_exit_2_with_a_stable_code(ws: Path) -> None:
@@ -119,7 +95,7 @@ def test_outside_a_workspace(tmp_path: Path) -> None:
 def test_concurrent_search_processes(ws: Path) -> None:
     for n in range(30):
         (ws / ".moss" / "insights" / f"INS-x{n}.md").write_text(f"---\nid: INS-x{n}\n---\nParallel token {n}.\n")
-    procs = [subprocess.Popen([sys.executable, "-m", "moss_files.search_fast", "search", "parallel", "--limit", "50", "--json"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [subprocess.Popen([str(BIN / "moss"), "search", "parallel", "--limit", "50", "--json"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0], outputs
     assert all(len(json.loads(out)["matches"]) == 30 for out, _err in outputs)
