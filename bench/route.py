@@ -105,11 +105,11 @@ def build(root: Path, count: int, layout: str) -> list[str]:
     return names
 
 
-def latency(root: Path, names: list[str], samples: int, rng: random.Random) -> list[float]:
+def latency(root: Path, names: list[str], samples: int, rng: random.Random, prefix: str = "lat") -> list[float]:
     results = []
     for number in range(samples):
         sender, recipient = rng.sample(names, 2)
-        ident = f"lat-{number}"
+        ident = f"{prefix}-{number}"
         message = Message(id=ident, sender=sender, to=(recipient,), type="task", body=f"latency sample {number}\n")
         start = time.perf_counter()
         mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
@@ -175,7 +175,7 @@ def main() -> None:
                 names = build(root, size, layout)
                 sidecar = start_sidecar(root)
                 try:
-                    latency(root, names, 5, random.Random(args.seed))  # warm-up, not counted
+                    latency(root, names, 5, random.Random(args.seed), prefix="warm")  # not counted
                     values = latency(root, names, args.messages, random.Random(args.seed + size))
                 finally:
                     stop_sidecar(sidecar)
