@@ -97,15 +97,16 @@ class Templates:
 
 
 def mcp_servers(agent: str) -> tuple[McpServer, ...]:
-    """The MCP servers to register for `agent` (`claude` or `codex`): none yet.
+    """The MCP servers to register for `agent` (`claude` or `codex`): `moss serve` over stdio.
 
-    This is the place the MCP-server issue fills in, once `moss serve` exists, for example with
-    `McpServer("moss", "moss", ("serve",))`. The planner already turns whatever this returns
-    into project config: a `mcpServers` entry in `.mcp.json` for Claude Code and a
-    `[mcp_servers.<name>]` table in `.codex/config.toml` for Codex, each added only when
-    missing (see `plan_mcp`). Until then it returns nothing, so no MCP file is written.
+    The agent starts it in the project, where it finds the workspace as the CLIs do. Codex gets
+    `--names underscore` (`moss_store` rather than `moss.store`): the model API behind Codex
+    refuses tool names with dots, while Claude Code maps them itself. The command is `moss` on
+    the PATH (install.sh links it), never a path of this machine, so the file can be committed.
     """
-    return ()
+    if agent == "codex":
+        return (McpServer("moss", "moss", ("serve", "--names", "underscore")),)
+    return (McpServer("moss", "moss", ("serve",)),)
 
 
 MCP_FILES = {"claude": ".mcp.json", "codex": ".codex/config.toml"}

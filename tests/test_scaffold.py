@@ -188,8 +188,9 @@ def test_agent_block_markers_must_be_balanced() -> None:
     assert caught.value.code == "INVALID_DOCUMENT" and caught.value.line == 2
 
 
-def test_no_mcp_servers_are_registered_until_moss_serve_exists() -> None:
-    assert scaffold.mcp_servers("claude") == () and scaffold.mcp_servers("codex") == ()
+def test_agents_register_moss_serve_with_the_names_their_model_api_accepts() -> None:
+    assert scaffold.mcp_servers("claude") == (McpServer("moss", "moss", ("serve",)),)
+    assert scaffold.mcp_servers("codex") == (McpServer("moss", "moss", ("serve", "--names", "underscore")),)
 
 
 def test_mcp_entries_for_claude_are_added_only_when_missing() -> None:
@@ -293,7 +294,7 @@ def test_agents_md_linked_to_claude_md_gets_one_block_and_stays_a_link(repo: Pat
     (repo / "CLAUDE.md").write_text("shared notes\n")
     (repo / "AGENTS.md").symlink_to("CLAUDE.md")
     actions = kinds(scaffold_now(repo, parts=(), agents=("claude", "codex")))
-    assert actions == {"CLAUDE.md": "append", "AGENTS.md": "exists"}
+    assert actions == {"CLAUDE.md": "append", "AGENTS.md": "exists", ".mcp.json": "create", ".codex": "mkdir", ".codex/config.toml": "create"}
     assert (repo / "AGENTS.md").is_symlink()
     assert (repo / "CLAUDE.md").read_text().count("moss-files:begin") == 1
     scaffold_now(repo, parts=(), agents=("codex", "claude"), version="9")
