@@ -1,0 +1,309 @@
+"""Board files under `.moss/board/`: read them all (with a stat-keyed cache), create, edit,
+delete, append to the activity log, and the board-wide writer lock.
+
+Edge layer: owns the board folder; every byte goes through `fs` (atomic durable writes,
+exclusive creates, O_APPEND log lines). Layout, relative to the workspace root:
+
+    .moss/board/project.md              settings and global rails (optional: defaults apply)
+    .moss/board/epics/<EPIC-id>.md      one file per epic; the body is its description
+    .moss/board/tasks/<TASK-id>.md      one file per task; the body is its description
+    .moss/board/workers/<worker>.md     one file per worker (its name is the agent's id)
+    .moss/board/teams/<TEAM-id>.md      one file per team
+    .moss/board/proposals/<PROP-id>.md  one file per rail proposal; the body is the reason
+    .moss/board/activity.jsonl          the append-only activity log (union-merged by git)
+    .moss/run/.board.lock               the writers' lock (per machine, git-ignored)
+
+A file's stem is its id. Readers take no lock: every file is replaced by rename, so a reader
+sees the old or the new bytes, never a mix. Writers hold the board lock for the whole of one
+operation (read the board, decide, write), which serializes them across threads and processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from moss_files import board as core
+from moss_files import document, fs
+from moss_files.board import Board, Epic, Event, Project, Proposal, Task, Team, Worker
+from moss_files.errors import Conflict, InvalidDocument, MossError, NotFound
+
+BOARD_DIR = PurePosixPath(".moss/board")
+LOCK_TARGET = PurePosixPath(".moss/run/board")
+PROJECT_FILE = "project.md"
+LOG_FILE = "activity.jsonl"
+FOLDERS = {"epic": "epics", "task": "tasks", "worker": "workers", "team": "teams", "proposal": "proposals"}
+MAX_FILE_BYTES = 1024 * 1024
+MAX_LOG_LINE_BYTES = 256 * 1024
+LOCK_TIMEOUT = 30.0
+# A file changed this recently may change again within the same clock tick without its stat
+# changing (and an atomic replace may reuse a freed inode), so its parse is not cached.
+RACY_WINDOW_NS = 2_000_000_000
+
+_PARSERS: dict[str, Callable[..., Any]] = {
+    "epic": core.parse_epic,
+    "task": core.parse_task,
+    "worker": core.parse_worker,
+    "team": core.parse_team,
+    "proposal": core.parse_proposal,
+}
+_RENDERERS: dict[str, Callable[[Any], str]] = {
+    "epic": core.render_epic,
+    "task": core.render_task,
+    "worker": core.render_worker,
+    "team": core.render_team,
+    "proposal": core.render_proposal,
+}
+_LABEL = {"epic": "Epic", "task": "Task", "worker": "Worker", "team": "Team", "proposal": "Proposal"}
+
+StatKey = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    key: StatKey
+    value: Any  # the parsed entity, or the MossError its file raised
+
+
+class BoardStore:
+    """The board files of one workspace root (the folder holding `.moss/`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.base = root / BOARD_DIR
+        self._cache: dict[str, _Cached] = {}
+
+    # ----------------------------------------------------------------- locations
+
+    def path(self, kind: str, item_id: str) -> Path:
+        return self.base / FOLDERS[kind] / f"{item_id}.md"
+
+    @property
+    def project_path(self) -> Path:
+        return self.base / PROJECT_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.base / LOG_FILE
+
+    def display(self, path: Path) -> str:
+        """A path relative to the workspace root, for messages."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    @contextmanager
+    def writing(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+        """Hold the board-wide writer lock (a flock, released by the kernel if we die).
+
+        Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
+        """
+        with fs.locked(self.root / LOCK_TARGET, timeout=timeout):
+            yield
+
+    # ----------------------------------------------------------------- reading
+
+    def load(self) -> Board:
+        """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
+        problems: list[MossError] = []
+        project = self._load_project(problems)
+        found: dict[str, dict[str, Any]] = {}
+        for kind in ("epic", "task", "worker", "team"):
+            found[kind], trouble = self.load_kind(kind)
+            problems.extend(trouble)
+        return Board(project=project, epics=found["epic"], tasks=found["task"], workers=found["worker"],
+                     teams=found["team"], problems=tuple(problems))
+
+    def load_kind(self, kind: str) -> tuple[dict[str, Any], list[MossError]]:
+        """Every item of one kind by id, and the files of that kind that cannot be read."""
+        problems: list[MossError] = []
+        items: dict[str, Any] = {}
+        for item_id, path in self._listing(FOLDERS[kind], problems):
+            value = self._parse_cached(kind, item_id, path)
+            if isinstance(value, MossError):
+                problems.append(value)
+            elif value is not None:
+                items[item_id] = value
+        return items, problems
+
+    def _load_project(self, problems: list[MossError]) -> Project:
+        try:
+            return self.read_project()
+        except MossError as err:
+            problems.append(err)
+            return core.default_project(self.root.name)
+
+    def read_project(self) -> Project:
+        """The project settings (defaults when `project.md` does not exist).
+
+        Raises InvalidDocument when the file exists but cannot be read.
+        """
+        path = self.project_path
+        value = self._parse_cached("project", "project", path)
+        if value is None:
+            return core.default_project(self.root.name)
+        if isinstance(value, MossError):
+            raise value
+        return value
+
+    def _listing(self, folder: str, problems: list[MossError]) -> Iterator[tuple[str, Path]]:
+        directory = self.base / folder
+        try:
+            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+        except FileNotFoundError:
+            return
+        except NotADirectoryError:
+            problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
+            return
+        for entry in entries:
+            name = entry.name
+            if name.startswith(".") or not name.endswith(".md"):
+                continue  # temp and lock files, notes in other formats
+            stem = name[:-3]
+            if not core.is_valid_name(stem):
+                problems.append(InvalidDocument(
+                    f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
+                    code="SCHEMA_ERROR", path=self.display(Path(entry.path)),
+                ))
+                continue
+            yield stem, Path(entry.path)
+
+    def _parse_cached(self, kind: str, item_id: str, path: Path) -> Any:
+        """The entity in `path` (None when missing, a MossError when unreadable), re-parsed only
+        when the file's (inode, size, mtime, ctime) changed or is too recent to trust."""
+        relpath = self.display(path)
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            self._cache.pop(relpath, None)
+            return None
+        key: StatKey = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        cached = self._cache.get(relpath)
+        if cached is not None and cached.key == key:
+            return cached.value
+        snapshot = fs.read_snapshot(path)
+        if snapshot.data is None:
+            self._cache.pop(relpath, None)
+            return None
+        try:
+            value: Any = self._parse(kind, item_id, snapshot.data, relpath)
+        except MossError as err:
+            value = err
+        if time.time_ns() - stat.st_ctime_ns >= RACY_WINDOW_NS:
+            self._cache[relpath] = _Cached(key, value)
+        else:
+            self._cache.pop(relpath, None)
+        return value
+
+    def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
+        doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
+        if kind == "project":
+            return core.parse_project(doc, relpath, default_name=self.root.name)
+        return _PARSERS[kind](doc, relpath, fallback_id=item_id)
+
+    def get(self, kind: str, item_id: str) -> Any:
+        """One item, read from its file now.
+
+        Raises NotFound (`Task not found: <id>`) or InvalidDocument with file and line.
+        """
+        if not core.is_valid_name(item_id):
+            raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
+        path = self.path(kind, item_id)
+        snapshot = fs.read_snapshot(path)
+        if snapshot.data is None:
+            raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
+        return self._parse(kind, item_id, snapshot.data, self.display(path))
+
+    # ----------------------------------------------------------------- writing
+
+    def create(self, kind: str, entity: Any) -> Path:
+        """Write a new item's file; never replaces one.
+
+        Raises Conflict ALREADY_EXISTS when a file with that id exists.
+        """
+        path = self.path(kind, entity.id)
+        text = _RENDERERS[kind](entity)
+        if not fs.create_exclusive(path, text.encode("utf-8")):
+            raise Conflict(f"{_LABEL[kind]} {entity.id} exists already", code="ALREADY_EXISTS", path=self.display(path))
+        return path
+
+    def update(self, kind: str, item_id: str, change: Callable[[Any], Any]) -> Any:
+        """Apply `change(entity) -> entity` to an item's file and return the new entity.
+
+        Only the keys whose values changed are edited (and the body, when the description
+        did), so hand edits elsewhere in the file survive. When the file changes between the
+        read and the write (a hand edit takes no lock), `change` runs again on the new content;
+        `change` may raise to refuse the edit.
+
+        Raises NotFound, InvalidDocument (file and line) or Conflict STALE_WRITE.
+        """
+        path = self.path(kind, item_id)
+        relpath = self.display(path)
+        result: list[Any] = []
+
+        def step(snapshot: fs.Snapshot) -> bytes | None:
+            result.clear()
+            if snapshot.data is None:
+                raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
+            doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
+            new = change(old)
+            result.append(new)
+            text = core.edit_text(doc, old, new, kind, relpath)
+            return None if text is None else document.encode(text, doc.bom)
+
+        fs.modify(path, step)
+        return result[0]
+
+    def delete(self, kind: str, item_id: str) -> None:
+        """Remove an item's file. Raises NotFound."""
+        path = self.path(kind, item_id)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id}) from None
+        self._cache.pop(self.display(path), None)
+        fs.fsync_dir(path.parent)
+
+    def create_project(self, project: Project) -> bool:
+        """Write `project.md` unless it exists; True when this call wrote it."""
+        return fs.create_exclusive(self.project_path, core.render_project(project).encode("utf-8"))
+
+    # ----------------------------------------------------------------- activity log
+
+    def append(self, event: Event) -> None:
+        """Append one event to the activity log as one JSONL line (a single O_APPEND write)."""
+        line = json.dumps(core.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
+        fs.append_line(self.log_path, line.encode("utf-8"))
+
+    def events(self) -> tuple[list[Event], list[MossError]]:
+        """Every event in the log, in file order, and every line that is not a valid event."""
+        try:
+            data = self.log_path.read_bytes()
+        except FileNotFoundError:
+            return [], []
+        shown = self.display(self.log_path)
+        events: list[Event] = []
+        problems: list[MossError] = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                if len(raw) > MAX_LOG_LINE_BYTES:
+                    raise InvalidDocument(f"activity line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as exc:
+                    raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
+                events.append(core.parse_event(record, shown, number))
+            except MossError as err:
+                problems.append(err)
+        return events, problems
+
