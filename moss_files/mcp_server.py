@@ -222,14 +222,21 @@ class ToolRegistry:
                 idempotent_hint=True if read_only else idempotent,
                 open_world_hint=False,
             )
-            text = re.sub(r"\b(moss|cstack|needlecast|moe)\.(\w+)", r"\1_\2", description) if self.names == "underscore" else description
-            built = Tool.from_function(call, name=served, description=text, annotations=annotations, structured_output=False)
-            built.parameters = compact_schema(built.parameters)
+            built = Tool.from_function(call, name=served, description=self._spell(description), annotations=annotations, structured_output=False)
+            built.parameters = json.loads(self._spell(json.dumps(compact_schema(built.parameters))))
             self.tools.append(built)
             self.schemas[served] = built.parameters
             return fn
 
         return decorator
+
+
+    def _spell(self, text: str) -> str:
+        """Tool names mentioned in descriptions, spelled the way this server serves them."""
+        return _MENTION.sub(r"\1_\2", text) if self.names == "underscore" else text
+
+
+_MENTION = re.compile(r"\b(moss|cstack|needlecast|moe)\.(\w+)")
 
 
 class MossMCPServer(MCPServer):
