@@ -9,6 +9,8 @@ hand edit made in an editor (which takes no lock) survives a concurrent tool wri
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import fcntl
 import hashlib
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from moss_files import document
 from moss_files.document import Document
@@ -87,20 +90,11 @@ def is_temporary(path: Path) -> bool:
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace (or create) `path` with `data` atomically and durably."""
+    """Replace (or create) `path` with `data` atomically and durably; the file keeps its mode
+    unless `mode` is given."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = temp_path_for(path)
-    if mode is None:
-        try:
-            mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    temp = _durable_temp(path, data, mode)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
@@ -208,18 +202,97 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
 def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
     """Write `data` to the snapshot's file unless its bytes changed since the snapshot.
 
-    The caller must hold `locked(snapshot.path)`. Raises Conflict STALE_WRITE on a change.
+    The caller must hold `locked(snapshot.path)`, which keeps cooperating writers out; a hand
+    edit takes no lock, so it is caught here. The new bytes are made durable in a temporary
+    first; then, where the kernel can swap two names atomically (Linux), the temporary and the
+    file are exchanged and the displaced file is compared with the snapshot: if it changed, the
+    swap is undone, so even an edit landing an instant before the swap is kept. Elsewhere the
+    comparison happens just before the rename, leaving only that instant uncovered.
+
+    Raises Conflict STALE_WRITE on a change (nothing is written).
     """
-    current = read_snapshot(snapshot.path)
-    if current.digest != snapshot.digest:
-        raise Conflict(
-            "file changed since it was read; nothing was written",
-            code="STALE_WRITE",
-            path=snapshot.path,
-            details={"expected_digest": snapshot.digest, "actual_digest": current.digest},
-            hint="read it again and retry",
-        )
-    write_atomic(snapshot.path, data)
+    path = snapshot.path
+    if snapshot.data is None:
+        if not create_exclusive(path, data):
+            raise _stale(snapshot, read_snapshot(path))
+        return
+    temp = _durable_temp(path, data)
+    try:
+        if exchange(temp, path):
+            displaced = read_snapshot(temp)
+            if displaced.digest != snapshot.digest:
+                exchange(temp, path)  # put the hand-edited file back
+                raise _stale(snapshot, displaced)
+        else:
+            current = read_snapshot(path)
+            if current.digest != snapshot.digest:
+                raise _stale(snapshot, current)
+            os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _stale(snapshot: Snapshot, current: Snapshot) -> Conflict:
+    return Conflict(
+        "file changed since it was read; nothing was written",
+        code="STALE_WRITE",
+        path=snapshot.path,
+        details={"expected_digest": snapshot.digest, "actual_digest": current.digest},
+        hint="read it again and retry",
+    )
+
+
+def _durable_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """Write `data` to a fresh temporary next to `path`, fsynced, with `mode` (default: the
+    mode `path` has, else the umask's)."""
+    temp = temp_path_for(path)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_exchange_state: dict[str, Any] = {}
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Atomically swap the files named `first` and `second` (Linux renameat2 RENAME_EXCHANGE).
+
+    Returns False, having done nothing, where the kernel or file system cannot do it.
+    """
+    if _exchange_state.get("unsupported"):
+        return False
+    renameat2 = _exchange_state.get("renameat2")
+    if renameat2 is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            renameat2 = libc.renameat2
+        except (OSError, AttributeError):
+            _exchange_state["unsupported"] = True
+            return False
+        renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        _exchange_state["renameat2"] = renameat2
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        _exchange_state["unsupported"] = True
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def modify(

@@ -16,9 +16,6 @@ agent appends or an editor writes while the rewrite runs (see its docstring).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
 import json
 import os
 import re
@@ -263,34 +260,6 @@ def _read(path: Path) -> bytes | None:
 
 # --------------------------------------------------------------------------- guarded rewrite
 
-_libc: Any = None
-_EXCHANGE_SUPPORTED = True
-RENAME_EXCHANGE = 2
-
-
-def _exchange(first: Path, second: Path) -> bool:
-    """Swap two names atomically (Linux renameat2 RENAME_EXCHANGE). False if unsupported."""
-    global _libc, _EXCHANGE_SUPPORTED
-    if not _EXCHANGE_SUPPORTED:
-        return False
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            _libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-        except (OSError, AttributeError):
-            _EXCHANGE_SUPPORTED = False
-            return False
-    at_fdcwd = -100
-    result = _libc.renameat2(at_fdcwd, os.fsencode(first), at_fdcwd, os.fsencode(second), RENAME_EXCHANGE)
-    if result == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        _EXCHANGE_SUPPORTED = False
-        return False
-    raise OSError(code, os.strerror(code), str(first))
-
-
 def _side_name(path: Path, kind: str) -> Path:
     return path.with_name(f".{path.name}.tmp-{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
@@ -416,7 +385,7 @@ def rewrite(
                         return True
                     continue  # created meanwhile by someone else: start over from it
                 ready = _write_new(path, new)
-                if exchange and _exchange(ready, path):
+                if exchange and fs.exchange(ready, path):
                     displaced = _side_name(path, "prev")
                     os.rename(ready, displaced)
                     if os.stat(displaced).st_ino == os.fstat(fd).st_ino:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import wait_for
 from moss_files import document, fs
 from moss_files.errors import Conflict
 
@@ -163,3 +164,34 @@ def test_read_document_of_a_missing_file_is_not_found(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         fs.read_document(tmp_path / "missing.md")
     assert not os.path.exists(tmp_path / "missing.md")
+
+
+def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None:
+    """An editor saves (new content, atomic rename, no lock) while the tool rewrites the file in
+    a loop; the tool must never replace a save it did not read. (Before writes were swapped in
+    and checked, about half of these rounds lost the editor's save.)"""
+    path = tmp_path / "doc.md"
+    for round_number in range(25):
+        path.write_bytes(b"base\n")
+        stop = threading.Event()
+
+        def tool() -> None:
+            while not stop.is_set():
+                try:
+                    fs.modify(path, lambda snap: snap.data + b"T\n" if (snap.data or b"").count(b"T\n") < 200 else None)
+                except Conflict:
+                    pass  # the file kept changing: a refusal, never a clobber
+
+        worker = threading.Thread(target=tool)
+        worker.start()
+        try:
+            wait_for(lambda: path.read_bytes().count(b"T\n") >= 2, message="the tool to be writing")
+            saved = f"saved by an editor, round {round_number}\n".encode()
+            editor_temp = tmp_path / "editor-save.tmp"
+            editor_temp.write_bytes(saved)
+            os.replace(editor_temp, path)
+            wait_for(lambda: (lambda data: data.startswith(saved) and data.count(b"T\n") >= 2)(path.read_bytes()),
+                     timeout=5, message=f"round {round_number}: the tool to build on the editor's save")
+        finally:
+            stop.set()
+            worker.join(timeout=30)
