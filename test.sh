@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Creates a virtual environment of its own (.venv, or $MOSS_TEST_VENV)
-# on first use and refreshes it when pyproject.toml changes; extra arguments go to pytest.
+# on first use and refreshes it when pyproject.toml changes, and installs the pinned npm test
+# clients (package.json) with `npm ci` when npm is there; extra arguments go to pytest.
 #   ./test.sh                  # everything
 #   ./test.sh -k needlecast    # a subset
 set -euo pipefail
@@ -30,6 +31,23 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]; then
     echo "test.sh: installing moss-files and test dependencies into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
     echo "$wanted" > "$stamp"
+fi
+
+# External MCP clients for the tests (the MCP Inspector CLI), pinned in package.json and
+# package-lock.json; `npm ci` reinstalls them when either file changes. Without npm the tests
+# that need them skip, saying so.
+if [ -f package.json ]; then
+    if command -v npm >/dev/null 2>&1; then
+        npm_stamp=node_modules/.moss-files-npm-stamp
+        npm_wanted="$(cat package.json package-lock.json | python3 -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
+        if [ "$(cat "$npm_stamp" 2>/dev/null || true)" != "$npm_wanted" ]; then
+            echo "test.sh: installing the pinned MCP Inspector (npm ci)" >&2
+            npm ci --no-audit --no-fund --loglevel=error >&2
+            echo "$npm_wanted" > "$npm_stamp"
+        fi
+    else
+        echo "test.sh: npm not found; the MCP Inspector tests will be skipped" >&2
+    fi
 fi
 
 exec "$venv/bin/python" -m pytest "$@"
