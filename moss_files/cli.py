@@ -155,6 +155,10 @@ from moss_files import mcp_cli  # noqa: E402  (serve; imports the MCP SDK only w
 
 mcp_cli.register(app)
 
+from moss_files import board_cli  # noqa: E402  (task, epic, worker, team, board)
+
+board_cli.register(app)
+
 
 def main() -> None:
     """Console-script entry point."""
