@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from moss_files import summaries
+from moss_files.board_index import SOURCE as BOARD_SOURCE  # epics and tasks (.moss/board/)
 from moss_files.errors import MossError
 from moss_files.indexing import Entry, Extracted, FileInput, Place, Problem, Registry, Source, problem_from
 from moss_files.search_query import normalize_date
@@ -417,7 +418,8 @@ SOURCES: tuple[Source, ...] = (
         _message_file_extract,
         _message_file_record,
     ),
-    # Every other markdown file under .moss/ (board items until their source lands, notes).
+    BOARD_SOURCE,
+    # Every other markdown file under .moss/ (notes, and whatever else people keep there).
     Source("documents", ("document",), (Place(".moss"),), _document_extract, _document_record),
 )
 
