@@ -86,6 +86,7 @@ TOOL_SETS: dict[str, ToolSet] = {
         ToolSet("loop", "moss_files.mcp_loop", "search every artifact (scan, expand, timeline), sessions and insights"),
         ToolSet("cstack", "moss_files.mcp_cstack", "memory files: CURRENT.md status, PLAN.md tasks, MEMORY.md"),
         ToolSet("needlecast", "moss_files.mcp_needlecast", "messages between sleeves: send, inbox, read, outbox"),
+        ToolSet("moe", "moss_files.board_mcp", "task board: epics, tasks, claims, plans, steps, QA, teams, activity", default=False),
     )
 }
 
