@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         tools: Annotated[
             str | None,
-            typer.Option("--tools", envvar=TOOLS_ENV, metavar="SET,...", help="Tool sets to serve, comma-separated: moss, loop, cstack, needlecast, or all (default: all).", show_default=False),
+            typer.Option("--tools", envvar=TOOLS_ENV, metavar="SET,...", help="Tool sets to serve, comma-separated, or all: moss, loop, cstack, needlecast, moe (default: moss,loop,cstack,needlecast).", show_default=False),
         ] = None,
         names: Annotated[
             str | None,

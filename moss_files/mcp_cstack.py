@@ -1,6 +1,7 @@
 """The `cstack` tool set: the memory files (.cstack/CURRENT.md, PLAN.md, MEMORY.md) as MCP
 tools. Entry layer: each tool calls the `cstack.service` use case its `cstack` command calls and
-returns the dict that command prints with --json (tests/test_mcp.py holds them equal).
+returns the dict that command prints with --json (tests/test_mcp.py holds them equal). The
+use cases load on the first call, out of the server's start-up.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from cstack import memory, plan, service
 from moss_files.mcp_server import ToolRegistry
 
 TaskRef = Annotated[str, Field(description="Task number (as in cstack.plan), id, or a unique title prefix.")]
@@ -22,6 +22,8 @@ def register(tools: ToolRegistry) -> None:
     ws = tools.workspace
 
     def stack() -> Path:
+        from cstack import service
+
         service.require_stack(ws.root)  # NotFound (with a `cstack init` hint) when there is no .cstack/
         return ws.root
 
@@ -29,10 +31,14 @@ def register(tools: ToolRegistry) -> None:
         return ws.clock().astimezone(UTC).date()
 
     def transition(action: str, ref: str | None, reason: str | None = None) -> dict[str, Any]:
+        from cstack import service
+
         return service.applied_to_dict(service.apply(stack(), action, ref, today(), reason=reason))
 
     @tools.tool("cstack.status", "CURRENT.md: status, task, focus, next steps, blockers, progress, last modified.", read_only=True)
     def status() -> dict[str, Any]:
+        from cstack import service
+
         return service.status_to_dict(service.read_status(stack()))
 
     @tools.tool("cstack.plan", "PLAN.md's tasks, filtered: {tasks, stats, warnings}.", read_only=True)
@@ -41,16 +47,22 @@ def register(tools: ToolRegistry) -> None:
         label: Annotated[list[str] | None, Field(description="Only tasks with all these #labels.")] = None,
         priority: Annotated[list[str] | None, Field(description="P0 to P3.")] = None,
     ) -> dict[str, Any]:
+        from cstack import plan, service
+
         parsed = service.read_plan(stack())
         chosen = plan.filter_tasks(parsed, statuses=status or (), labels=label or (), priorities=priority or ())
         return {"tasks": [plan.task_to_dict(task) for task in chosen], "stats": plan.plan_stats(parsed), "warnings": list(parsed.warnings)}
 
     @tools.tool("cstack.ready", "Pending tasks whose dependencies are all done: {tasks}.", read_only=True)
     def ready() -> dict[str, Any]:
+        from cstack import plan, service
+
         return {"tasks": [plan.task_to_dict(task) for task in plan.ready_tasks(service.read_plan(stack()))]}
 
     @tools.tool("cstack.stats", "Task counts: {exists, open, ready, in_progress, blocked, closed, total}.", read_only=True)
     def stats() -> dict[str, Any]:
+        from cstack import service
+
         return service.stats(ws.root)
 
     @tools.tool("cstack.add", "Add a pending task to PLAN.md. Returns {action, task, from_status, moved_from}.")
@@ -61,6 +73,8 @@ def register(tools: ToolRegistry) -> None:
         parent: Annotated[str | None, Field(description="Id of the parent task.")] = None,
         section: Annotated[str, Field(description="tasks, backlog, backlog-bugs, backlog-debt or backlog-ideas.")] = "tasks",
     ) -> dict[str, Any]:
+        from cstack import plan, service
+
         made = service.add_task(stack(), task, today(), ident=id, depends=[d.strip() for d in depends or () if d.strip()], parent=parent, section=section.casefold())
         return plan.change_to_dict(made)
 
@@ -92,4 +106,6 @@ def register(tools: ToolRegistry) -> None:
         text: Annotated[str, Field(description="What to remember (one line).")],
         category: Annotated[str | None, Field(description="decisions, gotchas, preferences or facts (default: chosen by keywords).")] = None,
     ) -> dict[str, Any]:
+        from cstack import memory, service
+
         return memory.entry_to_dict(service.remember(stack(), text, today(), category).entry)

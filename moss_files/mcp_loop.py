@@ -1,19 +1,21 @@
 """The `loop` tool set: LoopFlow's progressive disclosure (`loop_scan` → `loop_expand`,
 `loop_timeline`) over every artifact, and its session tools (`loop_orient`, `loop_remember`,
 `loop_handoff`). Entry layer: each tool is one call of a `loopflow` use case, the ones
-`moss search|expand|timeline` and `moss insight|session` call.
+`moss search|expand|timeline` and `moss insight|session` call; they load on the first call.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from moss_files import loopflow
 from moss_files.mcp_server import ToolRegistry
-from moss_files.session import Handoff
+
+if TYPE_CHECKING:
+    from moss_files.search import Context
 
 Scope = Annotated[
     list[str] | None,
@@ -24,9 +26,13 @@ Scope = Annotated[
 def register(tools: ToolRegistry) -> None:
     """Declare the loop tools."""
     ws = tools.workspace
-    log = logging.getLogger("moss_files.mcp")
-    # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
-    ctx = loopflow.Context(ws.root, clock=ws.clock, notify=log.info)
+
+    @functools.cache
+    def ctx() -> Context:
+        from moss_files import search
+
+        # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
+        return search.Context(ws.root, clock=ws.clock, notify=logging.getLogger("moss_files.mcp").info)
 
     @tools.tool(
         "loop_scan",
@@ -43,7 +49,9 @@ def register(tools: ToolRegistry) -> None:
         match: Annotated[str, Field(description='"any" term (default) or "all" terms.')] = "any",
         raw: Annotated[bool, Field(description="Pass the query to SQLite FTS5 unescaped.")] = False,
     ) -> dict[str, Any]:
-        return loopflow.scan(ctx, query, kinds=scope or (), limit=limit, offset=offset, match=match, raw=raw)
+        from moss_files import loopflow
+
+        return loopflow.scan(ctx(), query, kinds=scope or (), limit=limit, offset=offset, match=match, raw=raw)
 
     @tools.tool(
         "loop_expand",
@@ -56,7 +64,9 @@ def register(tools: ToolRegistry) -> None:
         include_timeline: Annotated[bool, Field(description="Also list items dated around each one.")] = False,
         depth: Annotated[int, Field(description="Items on each side for include_timeline.")] = 3,
     ) -> dict[str, Any]:
-        return loopflow.expand(ctx, ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
+        from moss_files import loopflow
+
+        return loopflow.expand(ctx(), ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
 
     @tools.tool(
         "loop_timeline",
@@ -69,7 +79,9 @@ def register(tools: ToolRegistry) -> None:
         depth_after: Annotated[int, Field(description="Items after the anchor.")] = 5,
         scope: Scope = None,
     ) -> dict[str, Any]:
-        return loopflow.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=scope or ())
+        from moss_files import loopflow
+
+        return loopflow.timeline(ctx(), anchor, before=depth_before, after=depth_after, kinds=scope or ())
 
     @tools.tool(
         "loop_orient",
@@ -82,7 +94,9 @@ def register(tools: ToolRegistry) -> None:
         new: Annotated[bool, Field(description="Start a new session even if one is active.")] = False,
         insight_limit: Annotated[int, Field(description="At most this many insight summaries.")] = 20,
     ) -> dict[str, Any]:
-        return loopflow.orient(ctx, task=task, agent=agent, new=new, insight_limit=insight_limit)
+        from moss_files import loopflow
+
+        return loopflow.orient(ctx(), task=task, agent=agent, new=new, insight_limit=insight_limit)
 
     @tools.tool(
         "loop_remember",
@@ -99,8 +113,10 @@ def register(tools: ToolRegistry) -> None:
         context: Annotated[str | None, Field(description="Two or three sentences (default: generated).")] = None,
         notes: Annotated[str | None, Field(description="Free notes.")] = None,
     ) -> dict[str, Any]:
+        from moss_files import loopflow
+
         return loopflow.remember(
-            ctx, content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
+            ctx(), content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
         )
 
     @tools.tool(
@@ -124,6 +140,9 @@ def register(tools: ToolRegistry) -> None:
         session: Annotated[str | None, Field(description="Session id (default: the active one, else today's last).")] = None,
         agent: Annotated[str | None, Field(description="Whose active session to end.")] = None,
     ) -> dict[str, Any]:
+        from moss_files import loopflow
+        from moss_files.session import Handoff
+
         request = Handoff(
             mode=mode,
             completed=tuple(completed or ()),
@@ -136,4 +155,4 @@ def register(tools: ToolRegistry) -> None:
             outcome=outcome,
             task=task,
         )
-        return loopflow.handoff(ctx, request, session_id=session, agent=agent)
+        return loopflow.handoff(ctx(), request, session_id=session, agent=agent)

@@ -1,6 +1,7 @@
 """The `moss` tool set: Moss's capsule operations (`moss.store` … `moss.purge`, `moss.compose`,
 `moss.append`) as MCP tools. Entry layer: each tool is one call of `capsules.OPERATIONS`, the
-use cases `moss store|fetch|…` call, so both return the same shapes and errors.
+use cases `moss store|fetch|…` call, so both return the same shapes and errors. The use cases
+load on the first call, which keeps them (and the YAML libraries) out of the server's start-up.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from moss_files import capsules, config
 from moss_files.mcp_server import ToolRegistry
 
 Id = Annotated[str | None, Field(description="Capsule id (ULID). Give an id or a name, not both.")]
@@ -45,11 +45,13 @@ class StoreAs(TypedDict):
 def register(tools: ToolRegistry) -> None:
     """Declare the capsule tools."""
     ws = tools.workspace
-    ops = capsules.OPERATIONS
 
-    def ctx() -> capsules.Context:
-        # Read per call, so a long-running server sees edits of .moss/config.toml.
-        return capsules.Context(ws.root, config.load_config(ws.root, home=ws.home), clock=ws.clock, home=ws.home)
+    def run(operation: str, *args: Any) -> dict[str, Any]:
+        from moss_files import capsules, config
+
+        # The config is read per call, so a long-running server sees edits of .moss/config.toml.
+        ctx = capsules.Context(ws.root, config.load_config(ws.root, home=ws.home), clock=ws.clock, home=ws.home)
+        return capsules.OPERATIONS[operation](ctx, *args)
 
     @tools.tool(
         "moss.store",
@@ -70,7 +72,7 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return ops["store"](ctx(), capsule_text, workspace, name, title, tags, source, mode, allow_thin, run_id, phase, role)
+        return run("store", capsule_text, workspace, name, title, tags, source, mode, allow_thin, run_id, phase, role)
 
     @tools.tool(
         "moss.fetch",
@@ -84,7 +86,7 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return ops["fetch"](ctx(), id, workspace, name, include_text, include_deleted)
+        return run("fetch", id, workspace, name, include_text, include_deleted)
 
     @tools.tool(
         "moss.fetch_many",
@@ -96,7 +98,7 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return ops["fetch_many"](ctx(), items, include_text, include_deleted)
+        return run("fetch_many", items, include_text, include_deleted)
 
     @tools.tool(
         "moss.update",
@@ -116,7 +118,7 @@ def register(tools: ToolRegistry) -> None:
         role: Role = None,
         allow_thin: Annotated[bool, Field(description="Skip the six-section lint.")] = False,
     ) -> dict[str, Any]:
-        return ops["update"](ctx(), id, workspace, name, capsule_text, title, tags, source, run_id, phase, role, allow_thin)
+        return run("update", id, workspace, name, capsule_text, title, tags, source, run_id, phase, role, allow_thin)
 
     @tools.tool(
         "moss.append",
@@ -130,7 +132,7 @@ def register(tools: ToolRegistry) -> None:
         workspace: Workspace = None,
         name: Name = None,
     ) -> dict[str, Any]:
-        return ops["append"](ctx(), section, content, id, workspace, name)
+        return run("append", section, content, id, workspace, name)
 
     @tools.tool(
         "moss.delete",
@@ -139,7 +141,7 @@ def register(tools: ToolRegistry) -> None:
         idempotent=True,
     )
     def delete(id: Id = None, workspace: Workspace = None, name: Name = None) -> dict[str, Any]:
-        return ops["delete"](ctx(), id, workspace, name)
+        return run("delete", id, workspace, name)
 
     @tools.tool(
         "moss.latest",
@@ -154,7 +156,7 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return ops["latest"](ctx(), workspace, include_text, include_deleted, run_id, phase, role)
+        return run("latest", workspace, include_text, include_deleted, run_id, phase, role)
 
     @tools.tool(
         "moss.list",
@@ -170,7 +172,7 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return ops["list"](ctx(), workspace, limit, offset, include_deleted, run_id, phase, role)
+        return run("list", workspace, limit, offset, include_deleted, run_id, phase, role)
 
     @tools.tool(
         "moss.inventory",
@@ -188,7 +190,7 @@ def register(tools: ToolRegistry) -> None:
         limit: Limit = None,
         offset: Offset = None,
     ) -> dict[str, Any]:
-        return ops["inventory"](ctx(), workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
+        return run("inventory", workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
 
     @tools.tool(
         "moss.compose",
@@ -202,7 +204,7 @@ def register(tools: ToolRegistry) -> None:
         sections: Annotated[list[str] | None, Field(description="Only these sections, in this order.")] = None,
         store_as: Annotated[StoreAs | None, Field(description="Store the bundle as this capsule.")] = None,
     ) -> dict[str, Any]:
-        return ops["compose"](ctx(), items, format, sections, store_as)
+        return run("compose", items, format, sections, store_as)
 
     @tools.tool(
         "moss.export",
@@ -215,7 +217,7 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return ops["export"](ctx(), path, workspace, include_deleted)
+        return run("export", path, workspace, include_deleted)
 
     @tools.tool(
         "moss.import",
@@ -227,7 +229,7 @@ def register(tools: ToolRegistry) -> None:
         path: Annotated[str, Field(description="The .jsonl file, in an allowed folder.")],
         mode: Annotated[str | None, Field(description="error, replace or rename.")] = None,
     ) -> dict[str, Any]:
-        return ops["import"](ctx(), path, mode)
+        return run("import", path, mode)
 
     @tools.tool(
         "moss.purge",
@@ -239,4 +241,4 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         older_than_days: Annotated[int | None, Field(description="Only those deleted more than this many days ago.")] = None,
     ) -> dict[str, Any]:
-        return ops["purge"](ctx(), workspace, older_than_days)
+        return run("purge", workspace, older_than_days)

@@ -9,9 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-import needlecast
+import needlecast  # loads nothing until a name is used: the use cases load on the first call
 from moss_files.mcp_server import ToolRegistry
-from needlecast.mailbox import Mailbox
 
 
 def register(tools: ToolRegistry) -> None:
@@ -67,6 +66,8 @@ def register(tools: ToolRegistry) -> None:
         read_only=True,
     )
     def outbox() -> dict[str, Any]:
+        from needlecast.mailbox import Mailbox
+
         scan = needlecast.list_outbox(ws.root, sleeve)
         return {
             "workspace": str(ws.root),

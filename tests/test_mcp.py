@@ -248,7 +248,9 @@ async def test_tool_sets_choose_what_is_listed(team: Path) -> None:
             names = {tool.name for tool in (await client.list_tools()).tools}
         prefixes = {"loop": "loop_"}
         assert names == {name for name in ANNOTATIONS if any(name.startswith(prefixes.get(s, f"{s}.")) for s in sets)}
-    assert mcp_server.parse_sets(None) == mcp_server.parse_sets("") == tuple(TOOL_SETS)
+    defaults = tuple(name for name, toolset in TOOL_SETS.items() if toolset.default)
+    assert {"moss", "loop", "cstack", "needlecast"} <= set(defaults)
+    assert mcp_server.parse_sets(None) == mcp_server.parse_sets("") == defaults
     assert mcp_server.parse_sets(" Loop , moss,loop") == ("loop", "moss")
     assert mcp_server.parse_sets("all") == tuple(TOOL_SETS)
     with pytest.raises(InvalidRequest) as caught:

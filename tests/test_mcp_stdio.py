@@ -103,3 +103,12 @@ def test_start_up_errors_exit_with_their_code(tmp_path: Path) -> None:
     (root / ".moss" / "config.toml").write_text("capsule_max_chars = \n")
     broken = run_cli("moss", "serve", cwd=root)
     assert broken.returncode == 4 and "config" in broken.stderr
+
+
+def test_help_names_every_tool_set() -> None:
+    from moss_files.mcp_server import TOOL_SETS
+
+    shown = run_cli("moss", "serve", "--help")
+    assert shown.returncode == 0
+    text = " ".join(shown.stdout.split())
+    assert all(name in text for name in TOOL_SETS) and "MOSS_MCP_TOOLS" in text and "SIGTERM" in text
