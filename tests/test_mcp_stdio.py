@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,9 @@ def test_help_names_every_tool_set() -> None:
     assert shown.returncode == 0
     text = " ".join(shown.stdout.split())
     assert all(name in text for name in TOOL_SETS) and "MOSS_MCP_TOOLS" in text and "SIGTERM" in text
+
+
+def test_other_commands_start_without_the_sdk() -> None:
+    probe = "import sys, moss_files.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'pydantic', 'uvicorn', 'starlette'}))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
