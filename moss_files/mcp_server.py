@@ -64,8 +64,6 @@ log = logging.getLogger("moss_files.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TOOLS_ENV = "MOSS_MCP_TOOLS"
-NAMES_ENV = "MOSS_MCP_NAMES"
 NAME_STYLES = ("dotted", "underscore")
 
 
@@ -215,14 +213,14 @@ class ToolRegistry:
             def call(*args: Any, **kwargs: Any) -> CallToolResult:
                 return _run_tool(served, fn, args, kwargs)
 
-            # functools.wraps lets the SDK read fn's parameters (their schema) through `call`;
-            # structured_output=False keeps it from publishing an output schema for the dict.
             annotations = ToolAnnotations(
                 read_only_hint=read_only,
                 destructive_hint=destructive,
                 idempotent_hint=True if read_only else idempotent,
                 open_world_hint=False,
             )
+            # functools.wraps lets the SDK read fn's parameters (their schema) through `call`;
+            # structured_output=False keeps it from publishing an output schema for the dict.
             built = Tool.from_function(call, name=served, description=self._spell(description), annotations=annotations, structured_output=False)
             built.parameters = json.loads(self._spell(json.dumps(compact_schema(built.parameters))))
             self.tools.append(built)
@@ -230,7 +228,6 @@ class ToolRegistry:
             return fn
 
         return decorator
-
 
     def _spell(self, text: str) -> str:
         """Tool names mentioned in descriptions, spelled the way this server serves them."""
@@ -255,7 +252,7 @@ class MossMCPServer(MCPServer):
                 NotFound(
                     f"no tool named {name!r}",
                     details={"tool": name},
-                    hint=f"tools/list shows what is served; choose tool sets with --tools or {TOOLS_ENV}",
+                    hint="tools/list shows what is served; `moss serve --help` tells how to choose tool sets",
                 )
             )
         known = self.schemas[served].get("properties", {})
