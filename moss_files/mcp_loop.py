@@ -43,7 +43,12 @@ def register(tools: ToolRegistry) -> None:
     )
     def scan(
         query: Annotated[str, Field(description="What to find.")],
-        scope: Scope = None,
+        scope: Annotated[
+            list[str] | str | None,
+            Field(description='Only these kinds: insight, session, capsule, task, message, memory, current (plurals work); "all" for every kind.'),
+        ] = None,
+        types: Annotated[list[str] | None, Field(description="Only items of these types (insights: domain, architecture, edge_case, technical, process).")] = None,
+        statuses: Annotated[list[str] | None, Field(description="Only items with these statuses (unprocessed, discussed, open, done, ...).")] = None,
         limit: Annotated[int, Field(description="At most this many matches (1-200).")] = 20,
         offset: Annotated[int, Field(description="Skip this many (paging).")] = 0,
         match: Annotated[str, Field(description='"any" term (default) or "all" terms.')] = "any",
@@ -51,7 +56,10 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files import loopflow
 
-        return loopflow.scan(ctx(), query, kinds=scope or (), limit=limit, offset=offset, match=match, raw=raw)
+        # LoopFlow sends scope as one word ("all", "insights"); the seeds' spec as a list.
+        kinds = [scope] if isinstance(scope, str) else list(scope or ())
+        filters = {"type": types or (), "status": statuses or ()}
+        return loopflow.scan(ctx(), query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
 
     @tools.tool(
         "loop_expand",

@@ -195,6 +195,9 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         remembered = await calls.ok("loop_remember", content="Cookies need SameSite=Lax for the OAuth redirect.", type="edge_case", tags=["auth"])
         found = await calls.ok("loop_scan", query="SameSite cookies", scope=["insights"])
         assert found["matches"][0]["id"] == remembered["id"] and found["truncated"] is False
+        typed = await calls.ok("loop_scan", query="cookies", scope="all", types=["edge_case"], statuses=["unprocessed"])
+        assert [m["id"] for m in typed["matches"]] == [remembered["id"]]
+        assert (await calls.ok("loop_scan", query="cookies", scope="insight", types=["domain"]))["matches"] == []
         everything = await calls.ok("loop_scan", query="login")
         assert {m["kind"] for m in everything["matches"]} >= {"capsule", "task"}
         expanded = await calls.ok("loop_expand", ids=[remembered["id"], "INS-nope"], include_links=True)
