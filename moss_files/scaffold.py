@@ -29,18 +29,20 @@ PARTS = ("cstack", "needlecast", "moss")
 AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
 KINDS = ("mkdir", "create", "append", "update", "exists")
 
-# Derived, per-machine state. The lock and temp patterns mirror fs.lock_path_for and
+# Derived, per-machine state (and capsule exports, which are copies). The lock and temp patterns mirror fs.lock_path_for and
 # fs.temp_path_for (`.<name>.lock`, `.<name>.tmp-<pid>-<hex>`); tests/test_scaffold.py checks
 # them with `git check-ignore` against paths fs.py really produces.
 GITIGNORE_LINES: Mapping[str, tuple[str, ...]] = {
     "cstack": (".cstack/**/.*.lock", ".cstack/**/.*.tmp-*"),
     "needlecast": (".needlecast/.state/", ".needlecast/**/.*.lock", ".needlecast/**/.*.tmp-*"),
-    "moss": (".moss/cache/", ".moss/run/", ".moss/**/.*.lock", ".moss/**/.*.tmp-*"),
+    "moss": (".moss/cache/", ".moss/run/", ".moss/exports/", ".moss/**/.*.lock", ".moss/**/.*.tmp-*"),
 }
 # Append-only files: a union merge keeps both sides' new lines instead of a conflict.
 GITATTRIBUTES_LINES: Mapping[str, tuple[str, ...]] = {
     "cstack": (".cstack/MEMORY.md merge=union",),
-    "needlecast": (),
+    # Not the mailboxes themselves: a line-wise union can fuse two message blocks appended on
+    # different clones (they share their `---` and blank lines).
+    "needlecast": (".needlecast/read.log merge=union",),
     "moss": (".moss/**/*.jsonl merge=union",),
 }
 LINES_BEGIN = "# >>> moss-files >>>"
