@@ -12,10 +12,18 @@ exclusive creates, O_APPEND log lines). Layout, relative to the workspace root:
     .moss/board/proposals/<PROP-id>.md  one file per rail proposal; the body is the reason
     .moss/board/activity.jsonl          the append-only activity log (union-merged by git)
     .moss/run/.board.lock               the writers' lock (per machine, git-ignored)
+    .moss/cache/board.json              parsed items keyed by file stat (derived, git-ignored)
 
 A file's stem is its id. Readers take no lock: every file is replaced by rename, so a reader
 sees the old or the new bytes, never a mix. Writers hold the board lock for the whole of one
 operation (read the board, decide, write), which serializes them across threads and processes.
+
+Reading thousands of frontmatters costs seconds, so parsed items are kept by each file's
+(inode, size, mtime, ctime): in memory for the store's life (a server's), and in
+`.moss/cache/board.json` for the next process (a CLI command). A file whose stat differs is
+read again; one changed too recently for its stat to be trusted is never cached. The cache
+file is rewritten only after a load that had to re-read many files, is always safe to delete,
+and a cache that cannot be read or written is simply not used.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import fields
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,20 +40,31 @@ from typing import Any
 
 from moss_files import board as core
 from moss_files import document, fs
-from moss_files.board import Board, Epic, Event, Project, Proposal, Task, Team, Worker
+from moss_files.board import Board, Epic, Event, Project, Proposal, Step, Task, Team, Worker
 from moss_files.errors import Conflict, InvalidDocument, MossError, NotFound
 
 BOARD_DIR = PurePosixPath(".moss/board")
 LOCK_TARGET = PurePosixPath(".moss/run/board")
+CACHE_FILE = PurePosixPath(".moss/cache/board.json")
+# Bump when parsing changes what an item holds, so caches written by older code are dropped.
+CACHE_VERSION = 1
+# A load that re-reads at least this many files rewrites the cache file; fewer cost less to
+# re-read next time than the rewrite would.
+CACHE_REWRITE_AFTER = 64
 PROJECT_FILE = "project.md"
 LOG_FILE = "activity.jsonl"
 FOLDERS = {"epic": "epics", "task": "tasks", "worker": "workers", "team": "teams", "proposal": "proposals"}
 MAX_FILE_BYTES = 1024 * 1024
 MAX_LOG_LINE_BYTES = 256 * 1024
 LOCK_TIMEOUT = 30.0
-# A file changed this recently may change again within the same clock tick without its stat
-# changing (and an atomic replace may reuse a freed inode), so its parse is not cached.
-RACY_WINDOW_NS = 2_000_000_000
+# A file changed this recently may change again within the same timestamp tick without its
+# stat changing (an edit in place of the same size, or a replace that reuses the freed inode),
+# so its parse is not cached. File systems that keep whole seconds (FAT keeps two) need the
+# long window; a timestamp with a fraction of a second shows finer ones, whose tick is the
+# kernel's coarse clock (at most 10 ms), so a short window suffices and a burst of writes
+# does not make every load re-read every file written in the last two seconds.
+COARSE_RACY_NS = 2_000_000_000
+FINE_RACY_NS = 50_000_000
 
 _PARSERS: dict[str, Callable[..., Any]] = {
     "epic": core.parse_epic,
@@ -74,10 +94,13 @@ class _Cached:
 class BoardStore:
     """The board files of one workspace root (the folder holding `.moss/`)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, persist: bool = True) -> None:
         self.root = root
         self.base = root / BOARD_DIR
+        self.persist = persist
         self._cache: dict[str, _Cached] = {}
+        self._cache_read = False
+        self._reparsed = 0
 
     # ----------------------------------------------------------------- locations
 
@@ -112,12 +135,16 @@ class BoardStore:
 
     def load(self) -> Board:
         """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
+        if self.persist and not self._cache_read:
+            self._read_cache_file()
         problems: list[MossError] = []
         project = self._load_project(problems)
         found: dict[str, dict[str, Any]] = {}
         for kind in ("epic", "task", "worker", "team"):
             found[kind], trouble = self.load_kind(kind)
             problems.extend(trouble)
+        if self.persist and self._reparsed >= CACHE_REWRITE_AFTER:
+            self._write_cache_file()
         return Board(project=project, epics=found["epic"], tasks=found["task"], workers=found["worker"],
                      teams=found["team"], problems=tuple(problems))
 
@@ -125,8 +152,9 @@ class BoardStore:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
         problems: list[MossError] = []
         items: dict[str, Any] = {}
-        for item_id, path in self._listing(FOLDERS[kind], problems):
-            value = self._parse_cached(kind, item_id, path)
+        now_ns = time.time_ns()
+        for item_id, path, relpath in self._listing(FOLDERS[kind], problems):
+            value = self._parse_cached(kind, item_id, path, relpath, now_ns)
             if isinstance(value, MossError):
                 problems.append(value)
             elif value is not None:
@@ -146,15 +174,19 @@ class BoardStore:
         Raises InvalidDocument when the file exists but cannot be read.
         """
         path = self.project_path
-        value = self._parse_cached("project", "project", path)
+        value = self._parse_cached("project", "project", str(path), self.display(path), time.time_ns())
         if value is None:
             return core.default_project(self.root.name)
         if isinstance(value, MossError):
             raise value
         return value
 
-    def _listing(self, folder: str, problems: list[MossError]) -> Iterator[tuple[str, Path]]:
+    def _listing(self, folder: str, problems: list[MossError]) -> Iterator[tuple[str, str, str]]:
+        """(id, file path, path relative to the root) of each item file in a board folder."""
+        # Plain strings, not Path objects: on a board of thousands of files, pathlib's
+        # parsing cost more than the stat calls themselves.
         directory = self.base / folder
+        prefix = f"{BOARD_DIR}/{folder}/"
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except FileNotFoundError:
@@ -170,15 +202,14 @@ class BoardStore:
             if not core.is_valid_name(stem):
                 problems.append(InvalidDocument(
                     f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
-                    code="SCHEMA_ERROR", path=self.display(Path(entry.path)),
+                    code="SCHEMA_ERROR", path=prefix + name,
                 ))
                 continue
-            yield stem, Path(entry.path)
+            yield stem, entry.path, prefix + name
 
-    def _parse_cached(self, kind: str, item_id: str, path: Path) -> Any:
+    def _parse_cached(self, kind: str, item_id: str, path: str, relpath: str, now_ns: int) -> Any:
         """The entity in `path` (None when missing, a MossError when unreadable), re-parsed only
         when the file's (inode, size, mtime, ctime) changed or is too recent to trust."""
-        relpath = self.display(path)
         try:
             stat = os.stat(path)
         except FileNotFoundError:
@@ -188,7 +219,7 @@ class BoardStore:
         cached = self._cache.get(relpath)
         if cached is not None and cached.key == key:
             return cached.value
-        snapshot = fs.read_snapshot(path)
+        snapshot = fs.read_snapshot(Path(path))
         if snapshot.data is None:
             self._cache.pop(relpath, None)
             return None
@@ -196,11 +227,36 @@ class BoardStore:
             value: Any = self._parse(kind, item_id, snapshot.data, relpath)
         except MossError as err:
             value = err
-        if time.time_ns() - stat.st_ctime_ns >= RACY_WINDOW_NS:
+        if now_ns - stat.st_ctime_ns >= racy_window(stat.st_mtime_ns, stat.st_ctime_ns):
             self._cache[relpath] = _Cached(key, value)
+            self._reparsed += 1
         else:
             self._cache.pop(relpath, None)
         return value
+
+    def _read_cache_file(self) -> None:
+        self._cache_read = True
+        try:
+            data = json.loads((self.root / CACHE_FILE).read_bytes())
+            if data.get("version") != CACHE_VERSION or data.get("layout") != _LAYOUT:
+                return
+            for relpath, (kind, ino, size, mtime_ns, ctime_ns, record) in data["items"].items():
+                self._cache.setdefault(relpath, _Cached((ino, size, mtime_ns, ctime_ns), _from_record(_CLASSES[kind], record)))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return  # no cache, or one from other code: read the files
+
+    def _write_cache_file(self) -> None:
+        items = {
+            relpath: [_KIND_OF[type(cached.value)], *cached.key, _to_record(cached.value)]
+            for relpath, cached in self._cache.items()
+            if type(cached.value) in _KIND_OF
+        }
+        data = json.dumps({"version": CACHE_VERSION, "layout": _LAYOUT, "items": items}, separators=(",", ":"))
+        try:
+            fs.write_atomic(self.root / CACHE_FILE, data.encode("utf-8"))
+        except OSError:
+            return  # a read-only checkout still reads its board, only more slowly
+        self._reparsed = 0
 
     def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
         doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
@@ -307,3 +363,39 @@ class BoardStore:
                 problems.append(err)
         return events, problems
 
+
+def racy_window(mtime_ns: int, ctime_ns: int) -> int:
+    """How long after its last change a file's stat cannot yet be trusted to reveal the next."""
+    return FINE_RACY_NS if (mtime_ns % 1_000_000_000 or ctime_ns % 1_000_000_000) else COARSE_RACY_NS
+
+
+# --------------------------------------------------------------------------- cache records
+
+_CLASSES: dict[str, type] = {"epic": Epic, "task": Task, "worker": Worker, "team": Team, "proposal": Proposal, "step": Step}
+_KIND_OF = {cls: kind for kind, cls in _CLASSES.items() if kind != "step"}
+_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in _CLASSES.values()}
+# The field names of every cached class: a cache written for another layout is not used.
+_LAYOUT = {kind: list(_NAMES[cls]) for kind, cls in _CLASSES.items()}
+# Indexes of the fields that hold tuples (those whose default is one); JSON gives lists back.
+_TUPLES = {cls: tuple(i for i, name in enumerate(_NAMES[cls]) if isinstance(getattr(_sample, name, None), tuple))
+           for cls, _sample in ((Epic, Epic("x", "x")), (Task, Task("x", "x", "x")), (Worker, Worker("x")),
+                                (Team, Team("x", "x")), (Proposal, Proposal("x", None, "x", "x", "x")), (Step, Step("x", "x")))}
+_PLAN = _NAMES[Task].index("plan")
+
+
+def _to_record(item: Any) -> list[Any]:
+    """An item as a JSON list of its field values in declaration order."""
+    values: list[Any] = [getattr(item, name) for name in _NAMES[type(item)]]
+    if type(item) is Task:
+        values[_PLAN] = [_to_record(step) for step in item.plan]
+    return [list(value) if isinstance(value, tuple) else value for value in values]
+
+
+def _from_record(cls: type, record: list[Any]) -> Any:
+    """The inverse of `_to_record`."""
+    values = list(record)
+    for index in _TUPLES[cls]:
+        values[index] = tuple(values[index])
+    if cls is Task:
+        values[_PLAN] = tuple(_from_record(Step, step) for step in values[_PLAN])
+    return cls(*values)
