@@ -422,3 +422,11 @@ def test_events_filtered_newest_first_by_time_then_position() -> None:
     assert [e.id for e in core.filter_events(events)] == ["EVT-3", "EVT-1", "EVT-2"]
     assert [e.id for e in core.filter_events(events, task_id="T1", event_types=["step_completed"])] == ["EVT-3"]
     assert [e.id for e in core.filter_events(events, worker_id="w1", limit=1)] == ["EVT-3"]
+
+
+def test_a_hand_written_description_key_moves_into_the_body_when_edited() -> None:
+    doc = document.parse("---\nid: TASK-1\nepic: E\ntitle: t\ndescription: in the frontmatter\n---\n")
+    old = core.parse_task(doc, fallback_id="TASK-1")
+    assert old.description == "in the frontmatter"
+    edited = core.edit_text(doc, old, replace(old, description="now in the body"), "task")
+    assert edited == "---\nid: TASK-1\nepic: E\ntitle: t\n---\nnow in the body\n"

@@ -586,3 +586,16 @@ def test_two_clones_work_offline_and_merge_cleanly(repo: Path, tmp_path: Path, c
     log = svc.get_activity_log(merged, limit=100)
     assert "problems" not in log
     assert {"TASK_CLAIMED", "TEAM_CREATED"} <= {e["event"] for e in log["events"]}
+
+
+def test_a_task_written_by_hand_is_a_task(repo: Path, human: svc.Context, agent: svc.Context) -> None:
+    epic_id = svc.create_epic(human, title="E")["epic"]["id"]
+    path = repo / ".moss" / "board" / "tasks" / "fix-login.md"
+    path.parent.mkdir()
+    path.write_text(f"---\ntitle: Fix the login redirect\nepic: {epic_id}\nstatus: working  # ready to go\n---\nIt loops.\n")
+    claimed = svc.claim_next_task(agent, statuses=["WORKING"], workerId="dev")
+    assert claimed["task"]["id"] == "fix-login" and claimed["task"]["description"] == "It loops."
+    text = path.read_text()
+    assert text.startswith(f"---\ntitle: Fix the login redirect\nepic: {epic_id}\nstatus: working  # ready to go\n")
+    assert "assigned_worker: dev\n" in text and text.endswith("---\nIt loops.\n")
+    assert "id:" not in text  # the file name is the id; nothing derivable is added
