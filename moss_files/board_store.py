@@ -246,9 +246,12 @@ class BoardStore:
             return  # no cache, or one from other code: read the files
 
     def _write_cache_file(self) -> None:
+        # A server's threads share this store and may add entries meanwhile: copy first (one
+        # C-level pass, which no other thread interrupts).
+        entries = tuple(self._cache.items())
         items = {
             relpath: [_KIND_OF[type(cached.value)], *cached.key, _to_record(cached.value)]
-            for relpath, cached in self._cache.items()
+            for relpath, cached in entries
             if type(cached.value) in _KIND_OF
         }
         data = json.dumps({"version": CACHE_VERSION, "layout": _LAYOUT, "items": items}, separators=(",", ":"))

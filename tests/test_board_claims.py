@@ -135,3 +135,33 @@ def test_a_killed_lock_holder_blocks_nobody(repo: Path, tmp_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=10)
+
+
+def test_threads_sharing_one_context_claim_like_the_mcp_server(repo: Path) -> None:
+    # The MCP server runs tools on worker threads over one context (one store and its cache).
+    import threading
+
+    human = svc.Context.for_root(repo)
+    team = svc.create_team(human, name="Threads", role="worker", maxSize=12)["team"]["id"]
+    workers = [f"t{n:02d}" for n in range(12)]
+    for worker in workers:
+        svc.join_team(human, teamId=team, workerId=worker)
+    epic_id = svc.create_epic(human, title="E")["epic"]["id"]
+    tasks = {svc.create_task(human, epicId=epic_id, title=f"t{n}", status="WORKING")["task"]["id"] for n in range(5)}
+    shared = svc.Context.for_root(repo, actor=svc.AGENT)
+    start = threading.Barrier(len(workers))
+    results: dict[str, dict[str, Any]] = {}
+
+    def claim(worker: str) -> None:
+        start.wait(timeout=30)
+        results[worker] = svc.claim_next_task(shared, statuses=["WORKING"], workerId=worker)
+
+    threads = [threading.Thread(target=claim, args=(worker,)) for worker in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    winners = {worker: r["task"]["id"] for worker, r in results.items() if r["hasNext"]}
+    assert len(results) == len(workers)
+    assert sorted(winners.values()) == sorted(tasks)
+    assert owners_on_disk(repo) == {task: worker for worker, task in winners.items()}
