@@ -15,8 +15,6 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from moss_files import board_service
-from moss_files.board_service import AGENT, Context
 from moss_files.mcp_server import ToolRegistry
 
 TaskId = Annotated[str, Field(description="Task id (TASK-…).")]
@@ -48,14 +46,19 @@ class TaskFilters(TypedDict, total=False):
 def register(tools: ToolRegistry) -> None:
     """Declare the board tools."""
     ws = tools.workspace
-    # One context for the server's life: its store keeps parsed files keyed by their stat.
-    ctx = Context.for_root(ws.root, clock=ws.clock, actor=AGENT,
-                           default_task_id=os.environ.get("MOE_TASK_ID") or None,
-                           default_worker_id=os.environ.get("MOE_WORKER_ID") or None)
-    ops = board_service.OPERATIONS
+    task_id = os.environ.get("MOE_TASK_ID") or None
+    worker_id = os.environ.get("MOE_WORKER_ID") or None
+    contexts: list[Any] = []
 
     def call(operation: str, /, **arguments: Any) -> dict[str, Any]:
-        return ops[operation](ctx, **arguments)
+        # Loaded on the first call, like the other sets' use cases (about 60 ms off start-up).
+        from moss_files import board_service
+
+        if not contexts:
+            # One context for the server's life: its store keeps parsed files keyed by stat.
+            contexts.append(board_service.Context.for_root(ws.root, clock=ws.clock, actor=board_service.AGENT,
+                                                           default_task_id=task_id, default_worker_id=worker_id))
+        return board_service.OPERATIONS[operation](contexts[0], **arguments)
 
     # ------------------------------------------------------------------ context and plans
 
