@@ -2,17 +2,63 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
+import typer.main
 
-from moss_files import __version__, capsule_cli
+from moss_files import __version__
 from moss_files.cli_support import JsonOpt, emit, new_app, reporting
 from moss_files.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
-app = new_app("moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git.")
+# Commands that live in feature modules, by the module whose `register(app)` adds them. typer
+# turns every registered command into a click command on each run (about 0.5 ms per command,
+# reading its signature); loading only the module of the command being run keeps start-up
+# flat as features are added. tests/test_meta.py checks this table against the modules.
+LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
+    "moss_files.capsule_cli": (
+        "store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list",
+        "inventory", "compose", "export", "import", "purge", "history",
+    ),
+    "moss_files.search_cli": ("search", "expand", "timeline", "index", "insight", "session"),
+    "moss_files.mcp_cli": ("serve",),
+    "moss_files.board_cli": ("task", "epic", "worker", "team", "board"),
+}
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The `moss` group: its own commands, plus feature commands loaded when first used."""
+
+    _loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        lazy = [name for names in LAZY_COMMANDS.values() for name in names]
+        return [*super().list_commands(ctx), *lazy]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        for module_name, names in LAZY_COMMANDS.items():
+            if cmd_name in names:
+                return feature_commands(module_name).get(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def feature_commands(module_name: str) -> dict[str, Any]:
+    """The click commands one feature module registers, by name (built once per process)."""
+    if module_name not in LazyGroup._loaded:
+        holder = new_app("")
+        importlib.import_module(module_name).register(holder)
+        built = typer.main.get_command(holder)
+        # typer returns the command itself, not a group, when a module registers only one.
+        commands = dict(getattr(built, "commands", {})) or {built.name: built}
+        LazyGroup._loaded[module_name] = commands
+    return LazyGroup._loaded[module_name]
+
+
+app = new_app("moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git.", cls=LazyGroup)
 doc_app = new_app("Inspect and edit markdown documents with YAML frontmatter, faithfully.")
 app.add_typer(doc_app, name="doc")
 
@@ -143,21 +189,6 @@ def init(
         note(scaffold.render_action(action, dry_run=dry_run))
     note(scaffold.summary_line(root, actions, dry_run=dry_run))
     emit(scaffold.report_to_dict(root, actions, dry_run=dry_run), as_json, text="")
-
-
-capsule_cli.register(app)
-
-from moss_files import search_cli  # noqa: E402  (search, expand, timeline, index, insight, session)
-
-search_cli.register(app)
-
-from moss_files import mcp_cli  # noqa: E402  (serve; imports the MCP SDK only when it runs)
-
-mcp_cli.register(app)
-
-from moss_files import board_cli  # noqa: E402  (task, epic, worker, team, board)
-
-board_cli.register(app)
 
 
 def main() -> None:

@@ -34,9 +34,10 @@ RootOpt = Annotated[
 ]
 
 
-def new_app(help_text: str) -> typer.Typer:
+def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
     """A Typer app with our conventions: help on no args, no rich tracebacks."""
     return typer.Typer(
+        cls=cls,
         help=help_text,
         no_args_is_help=True,
         pretty_exceptions_enable=False,

@@ -9,7 +9,7 @@ that changed differ, and the body is carried over byte for byte.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,7 +177,9 @@ def render(meta: Mapping[str, Any], body: str, *, newline: str = "\n") -> str:
         if body.split("\n", 1)[0].rstrip("\r") == FENCE:
             return f"{FENCE}{newline}{FENCE}{newline}{body}"
         return body
-    fm_text = yamlio.dump_roundtrip(yamlio.styled_like(None, dict(meta)))
+    from moss_files import yamlrt
+
+    fm_text = yamlrt.dump_roundtrip(yamlrt.styled_like(None, dict(meta)))
     if newline != "\n":
         fm_text = fm_text.replace("\n", newline)
     return f"{FENCE}{newline}{fm_text}{FENCE}{newline}{body}"
@@ -229,8 +231,10 @@ def edit_frontmatter(
         return render(expected, doc.body, newline=nl) if expected else doc.body
     head = text[: text.index("\n") + 1]
     tail = text[len(head) + len(doc.frontmatter_text) : len(text) - len(doc.body)]
+    from moss_files import yamlrt  # ruamel loads only when something is edited
+
     try:
-        roundtrip = yamlio.load_roundtrip(doc.frontmatter_text)
+        roundtrip = yamlrt.load_roundtrip(doc.frontmatter_text)
     except YamlProblem as problem:
         raise _located(problem, doc.frontmatter_text, path) from None
     new_fm = _splice(doc.frontmatter_text, roundtrip, changes, nl)
@@ -262,12 +266,14 @@ def _same(a: Any, b: Any) -> bool:
 
 def _redump(roundtrip: Any, changes: Mapping[str, Any], nl: str) -> str:
     """Fallback: apply changes to ruamel's tree and dump it whole (comments kept by ruamel)."""
+    from moss_files import yamlrt
+
     for key, value in changes.items():
         if value is DELETE:
             roundtrip.pop(key, None)
         else:
-            roundtrip[key] = yamlio.styled_like(roundtrip.get(key), value)
-    text = yamlio.dump_roundtrip(roundtrip)
+            roundtrip[key] = yamlrt.styled_like(roundtrip.get(key), value)
+    text = yamlrt.dump_roundtrip(roundtrip)
     if text == "{}\n":
         text = ""
     return text.replace("\n", nl) if nl != "\n" else text
@@ -334,10 +340,12 @@ def _is_trailing_filler(line: str) -> bool:
 
 
 def _render_entry(key: Any, value: Any, old: Any, nl: str) -> list[str]:
+    from moss_files import yamlrt
+
     offset = 2
-    mapping = yamlio.CommentedMap()
-    mapping[key] = yamlio.styled_like(old, value)
-    text = yamlio.dump_roundtrip(mapping, sequence_offset=offset)
+    mapping = yamlrt.CommentedMap()
+    mapping[key] = yamlrt.styled_like(old, value)
+    text = yamlrt.dump_roundtrip(mapping, sequence_offset=offset)
     if nl != "\n":
         text = text.replace("\n", nl)
     return text.splitlines(keepends=True)

@@ -10,6 +10,7 @@ command, so `moss --help` and other commands never import sqlite3 or the index.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer

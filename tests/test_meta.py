@@ -68,9 +68,10 @@ def all_commands() -> list[tuple[str, Any]]:
 
         def walk(prefix: str, command: Any) -> None:
             found.append((prefix, command))
-            if hasattr(command, "commands"):  # a group (typer vendors its own click)
-                for name, sub in command.commands.items():
-                    walk(f"{prefix} {name}", sub)
+            if hasattr(command, "list_commands"):  # a group (typer vendors its own click)
+                context = command.context_class(command)
+                for name in command.list_commands(context):
+                    walk(f"{prefix} {name}", command.get_command(context, name))
 
         walk(tool, group)
     return found
@@ -102,3 +103,12 @@ def test_every_package_module_imports() -> None:
         imported = importlib.import_module(package)
         for info in pkgutil.walk_packages(imported.__path__, prefix=f"{package}."):
             importlib.import_module(info.name)
+
+
+def test_lazy_command_table_matches_what_the_modules_register() -> None:
+    from moss_files import cli
+
+    for module_name, names in cli.LAZY_COMMANDS.items():
+        assert set(cli.feature_commands(module_name)) == set(names), module_name
+    everything = [name for names in cli.LAZY_COMMANDS.values() for name in names]
+    assert len(everything) == len(set(everything)), "a command name is claimed by two modules"

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from moss_files import document, yamlio
+from moss_files import document, yamlio, yamlrt
 from moss_files.yamlio import YamlProblem
 
 KEYS = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
@@ -51,7 +51,7 @@ def _fast_c(text: str) -> Any:
 
 
 def _roundtrip(text: str) -> Any:
-    return yamlio.to_plain(yamlio.load_roundtrip(text))
+    return yamlrt.to_plain(yamlrt.load_roundtrip(text))
 
 
 def same(a: Any, b: Any) -> bool:
