@@ -35,7 +35,7 @@ def git(ws: Path, *args: str) -> str:
 def test_every_capsule_command_is_registered_with_help_and_json() -> None:
     group = typer.main.get_command(app)
     for name in COMMANDS:
-        command = group.commands[name]  # type: ignore[attr-defined]
+        command = group.get_command(group.context_class(group), name)  # type: ignore[attr-defined]
         assert command.help and command.help.strip(), name
         assert any("--json" in param.opts for param in command.params), name
         assert any("--root" in param.opts for param in command.params), name
