@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files import yamlio
+from moss_files import yaml12, yamlio
 from moss_files.errors import InvalidDocument, MossError
 from moss_files.yamlio import YamlProblem
 
@@ -231,7 +231,10 @@ def edit_frontmatter(
         return render(expected, doc.body, newline=nl) if expected else doc.body
     head = text[: text.index("\n") + 1]
     tail = text[len(head) + len(doc.frontmatter_text) : len(text) - len(doc.body)]
-    from moss_files import yamlrt  # ruamel loads only when something is edited
+    quick = _splice_simple(doc.frontmatter_text, changes, nl)
+    if quick is not None and _reads_as(quick, expected):
+        return head + quick + tail + doc.body
+    from moss_files import yamlrt  # ruamel loads only for edits the quick splice cannot do
 
     try:
         roundtrip = yamlrt.load_roundtrip(doc.frontmatter_text)
@@ -332,6 +335,98 @@ def _splice(fm_text: str, roundtrip: Any, changes: Mapping[str, Any], nl: str) -
             out[-1] += nl
         out.extend(appended)
     return "".join(out)
+
+
+_PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./~(][A-Za-z0-9 _.,/~+@()=%-]*")
+
+
+def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | None:
+    """The common edit without ruamel: frontmatter the plain scanner reads, new values that are
+    plain scalars or lists of them. Returns None for anything else (the round-trip path then
+    does the edit); the caller re-reads the result either way."""
+    if yamlio.scan_simple(fm_text) is None:
+        return None
+    lines = fm_text.splitlines(keepends=True)
+    starts = {}
+    for index, line in enumerate(lines):
+        if line[:1] not in ("", " ", "-", "#", "\r", "\n"):
+            starts[line.split(":", 1)[0]] = index
+    order = sorted(starts.values())
+    spans: dict[str, tuple[int, int]] = {}
+    for key, begin in starts.items():
+        following = [i for i in order if i > begin]
+        end = following[0] if following else len(lines)
+        while end - 1 > begin and _is_trailing_filler(lines[end - 1]):
+            end -= 1
+        spans[key] = (begin, end)
+    replacements: dict[int, tuple[int, list[str]]] = {}
+    appended: list[str] = []
+    for key, value in changes.items():
+        span = spans.get(key)
+        if value is DELETE:
+            if span is not None:
+                replacements[span[0]] = (span[1], [])
+            continue
+        old_lines = lines[span[0] : span[1]] if span else []
+        block = _quick_entry(key, value, old_lines, nl)
+        if block is None:
+            return None
+        if span is None:
+            appended.extend(block)
+        else:
+            replacements[span[0]] = (span[1], _keep_key_text_and_comment(old_lines, block, key))
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        if index in replacements:
+            end, block = replacements[index]
+            out.extend(block)
+            index = end
+            continue
+        out.append(lines[index])
+        index += 1
+    if appended:
+        if out and not out[-1].endswith("\n"):
+            out[-1] += nl
+        out.extend(appended)
+    return "".join(out)
+
+
+def _quick_entry(key: str, value: Any, old_lines: list[str], nl: str) -> list[str] | None:
+    """`key: value` lines written the way the round-trip path would write them, or None."""
+    if _quick_scalar(key, "") != key:
+        return None  # a key such as `n` or `on` that the round-trip path would quote
+    old_value = old_lines[0].split(":", 1)[1].strip() if old_lines else ""
+    if isinstance(value, list):
+        items = [_quick_scalar(item, "") for item in value]
+        if any(item is None for item in items):
+            return None
+        if old_value.startswith("["):  # keep a flow list flow; anything else becomes a block list
+            return [f"{key}: [{', '.join(items)}]{nl}"]  # type: ignore[arg-type]
+        if not items:
+            return [f"{key}: []{nl}"]
+        return [f"{key}:{nl}", *(f"  - {item}{nl}" for item in items)]
+    scalar = _quick_scalar(value, old_value[:1] if old_value[:1] in ("'", '"') else "")
+    return None if scalar is None else [f"{key}: {scalar}{nl}"]
+
+
+def _quick_scalar(value: Any, quote: str) -> str | None:
+    """A scalar as YAML text, in the given quote style when it is a string; None if unsure."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str) or not _PLAIN_SAFE.fullmatch(value) or value != value.strip():
+        return None
+    if " #" in value or ": " in value or value.endswith(":"):
+        return None
+    if quote == "'":
+        return f"'{value}'"
+    if quote == '"':
+        return f'"{value}"'
+    if not isinstance(yamlio.resolve_plain_cached(value), str) or yaml12.YAML11_LOOKALIKE_RE.match(value):
+        return None  # would read as another type somewhere: let the round-trip path quote it
+    return value
 
 
 def _is_trailing_filler(line: str) -> bool:

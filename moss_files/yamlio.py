@@ -124,9 +124,13 @@ def scan_simple(yaml_text: str) -> dict[str, Any] | None:
 
 
 @functools.lru_cache(maxsize=8192)
-def _resolve(text: str) -> Any:
-    # Scalars repeat a lot across a workspace (statuses, kinds, names); results are immutable.
+def resolve_plain_cached(text: str) -> Any:
+    """`yaml12.resolve_plain`, cached: scalars repeat a lot across a workspace (statuses,
+    kinds, names), and the results are immutable."""
     return yaml12.resolve_plain(text)
+
+
+_resolve = resolve_plain_cached
 
 
 def _inline_value(text: str) -> Any:

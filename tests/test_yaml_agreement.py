@@ -207,3 +207,32 @@ def test_split_agrees_with_python_frontmatter_on_ordinary_documents(text: str) -
     assert ours.meta == dict(theirs.metadata)
     # python-frontmatter strips the body; ours keeps every byte, so compare modulo that.
     assert ours.body.strip() == theirs.content.strip()
+
+
+SIMPLE_VALUES = st.one_of(
+    st.booleans(),
+    st.integers(min_value=-1000, max_value=10**9),
+    st.from_regex(r"[A-Za-z0-9_./~][A-Za-z0-9 _.,/~+@=%-]{0,12}", fullmatch=True),
+    st.lists(st.from_regex(r"[a-z0-9][a-z0-9_-]{0,6}", fullmatch=True), max_size=3),
+    st.sampled_from(["no", "yes", "017", "2026-01-21", "1.10", "null", "a #b", "x: y", "-", "~x"]),
+)
+
+
+@given(st.lists(st.tuples(KEYS, TOKENS), min_size=1, max_size=5, unique_by=lambda pair: pair[0]), KEYS, SIMPLE_VALUES)
+def test_quick_splice_writes_what_the_round_trip_path_writes(pairs: list[tuple[str, str]], key: str, value: Any) -> None:
+    """The ruamel-free splice for common edits must produce the same bytes as the round-trip
+    path, so which path ran never shows in a file."""
+    fm_text = "".join(f"{k}: {token}\n" for k, token in pairs)
+    try:
+        before = yamlio.load_fast(fm_text)
+        roundtrip = yamlrt.load_roundtrip(fm_text)
+    except YamlProblem:
+        return
+    if key in before and same(before[key], value):
+        return
+    expected = {**before, key: value}
+    quick = document._splice_simple(fm_text, {key: value}, "\n")
+    if quick is None or not document._reads_as(quick, expected):
+        return  # not a quick edit: the round-trip path takes it
+    slow = document._splice(fm_text, roundtrip, {key: value}, "\n")
+    assert quick == slow, (fm_text, key, value)
