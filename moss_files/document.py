@@ -9,7 +9,7 @@ that changed differ, and the body is carried over byte for byte.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -284,7 +284,6 @@ def _redump(roundtrip: Any, changes: Mapping[str, Any], nl: str) -> str:
 
 def _splice(fm_text: str, roundtrip: Any, changes: Mapping[str, Any], nl: str) -> str | None:
     """Replace just the lines of each changed key; None when the layout is too unusual."""
-    lines = fm_text.splitlines(keepends=True)
     keys = list(roundtrip.keys())
     starts: dict[Any, int] = {}
     for key in keys:
@@ -295,46 +294,11 @@ def _splice(fm_text: str, roundtrip: Any, changes: Mapping[str, Any], nl: str) -
     order = sorted(starts.values())
     if order != [starts[k] for k in keys] or len(set(order)) != len(order):
         return None  # keys out of line order or several on one line (flow mapping)
-    spans: dict[Any, tuple[int, int]] = {}
-    for index, key in enumerate(keys):
-        begin = starts[key]
-        end = starts[keys[index + 1]] if index + 1 < len(keys) else len(lines)
-        while end - 1 > begin and _is_trailing_filler(lines[end - 1]):
-            end -= 1
-        spans[key] = (begin, end)
 
-    replacements: dict[int, tuple[int, list[str]]] = {}
-    appended: list[str] = []
-    for key, value in changes.items():
-        present = key in spans
-        if value is DELETE:
-            if present:
-                begin, end = spans[key]
-                replacements[begin] = (end, [])
-            continue
-        block = _render_entry(key, value, roundtrip.get(key) if present else None, nl)
-        if present:
-            begin, end = spans[key]
-            original = lines[begin:end]
-            block = _keep_key_text_and_comment(original, block, key)
-            replacements[begin] = (end, block)
-        else:
-            appended.extend(block)
-    out: list[str] = []
-    index = 0
-    while index < len(lines):
-        if index in replacements:
-            end, block = replacements[index]
-            out.extend(block)
-            index = end
-            continue
-        out.append(lines[index])
-        index += 1
-    if appended:
-        if out and not out[-1].endswith("\n"):
-            out[-1] += nl
-        out.extend(appended)
-    return "".join(out)
+    def entry(key: Any, value: Any, old_lines: list[str]) -> list[str]:
+        return _render_entry(key, value, roundtrip.get(key) if old_lines else None, nl)
+
+    return _splice_lines(fm_text.splitlines(keepends=True), starts, changes, entry, nl)
 
 
 _PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./~(][A-Za-z0-9 _.,/~+@()=%-]*")
@@ -347,15 +311,29 @@ def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | N
     if yamlio.scan_simple(fm_text) is None:
         return None
     lines = fm_text.splitlines(keepends=True)
-    starts = {}
-    for index, line in enumerate(lines):
-        if line[:1] not in ("", " ", "-", "#", "\r", "\n"):
-            starts[line.split(":", 1)[0]] = index
+    # In what the plain scanner accepts, every line starting in column 0 with a key is an entry.
+    starts = {line.split(":", 1)[0]: index for index, line in enumerate(lines) if line[:1] not in ("", " ", "-", "#", "\r", "\n")}
+    return _splice_lines(lines, starts, changes, lambda key, value, old_lines: _quick_entry(key, value, old_lines, nl), nl)
+
+
+def _splice_lines(
+    lines: list[str],
+    starts: Mapping[Any, int],
+    changes: Mapping[str, Any],
+    entry: Callable[[Any, Any, list[str]], list[str] | None],
+    nl: str,
+) -> str | None:
+    """Apply `changes` to frontmatter `lines` whose top-level keys start at `starts`.
+
+    Each key owns its lines up to the next key, less trailing blank and comment lines (they
+    belong to what follows). `entry(key, value, old_lines)` renders a key's new lines, or
+    returns None when it cannot, which makes the whole splice return None.
+    """
     order = sorted(starts.values())
-    spans: dict[str, tuple[int, int]] = {}
+    spans: dict[Any, tuple[int, int]] = {}
     for key, begin in starts.items():
-        following = [i for i in order if i > begin]
-        end = following[0] if following else len(lines)
+        position = order.index(begin)
+        end = order[position + 1] if position + 1 < len(order) else len(lines)
         while end - 1 > begin and _is_trailing_filler(lines[end - 1]):
             end -= 1
         spans[key] = (begin, end)
@@ -368,7 +346,7 @@ def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | N
                 replacements[span[0]] = (span[1], [])
             continue
         old_lines = lines[span[0] : span[1]] if span else []
-        block = _quick_entry(key, value, old_lines, nl)
+        block = entry(key, value, old_lines)
         if block is None:
             return None
         if span is None:
