@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from moss_files import document, fs
-from moss_files.errors import InvalidRequest, MossError, NotFound
+from moss_files.errors import MossError, NotFound
 from moss_files.fs import Snapshot
 from moss_files.ids import format_time
 
@@ -55,26 +55,13 @@ def require_stack(root: Path) -> Path:
     folder = stack_dir(root)
     if not folder.is_dir():
         raise NotFound(f"no {STACK_DIR}/ folder in {root}", path=folder, hint="run `cstack init` first")
-    _check_inside(Path(root), folder)
+    fs.check_confined(folder)
     return folder
 
 
 def file_path(root: Path, name: str) -> Path:
     """The path of one memory file (CURRENT.md, PLAN.md or MEMORY.md)."""
     return stack_dir(root) / name
-
-
-def _check_inside(root: Path, path: Path) -> None:
-    # A `.cstack` (or a file in it) that is a symlink to somewhere outside the workspace would
-    # make our writes land there; refuse rather than write outside the workspace.
-    real_root = root.resolve()
-    real = path.resolve()
-    if real != real_root and real_root not in real.parents:
-        raise InvalidRequest(
-            f"{path} resolves to {real}, outside the workspace {real_root}",
-            path=path,
-            hint="memory files must live inside the workspace; replace the symlink with a folder or file",
-        )
 
 
 def read_file(root: Path, name: str) -> Loaded:
@@ -114,7 +101,6 @@ def update(root: Path, name: str, change: Callable[[str], tuple[str | None, R]],
     """
     require_stack(root)
     path = file_path(root, name)
-    _check_inside(Path(root), path)
     outcome: list[R] = []
 
     def step(snapshot: Snapshot) -> bytes | None:

@@ -188,8 +188,12 @@ class BoardStore:
         directory = self.base / folder
         prefix = f"{BOARD_DIR}/{folder}/"
         try:
+            fs.check_confined(directory)
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
         except FileNotFoundError:
+            return
+        except MossError as err:
+            problems.append(err)
             return
         except NotADirectoryError:
             problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
@@ -211,7 +215,7 @@ class BoardStore:
         """The entity in `path` (None when missing, a MossError when unreadable), re-parsed only
         when the file's (inode, size, mtime, ctime) changed or is too recent to trust."""
         try:
-            stat = os.stat(path)
+            stat = os.lstat(path)  # a link's own stat: its target's must never key the cache
         except FileNotFoundError:
             self._cache.pop(relpath, None)
             return None
@@ -219,7 +223,11 @@ class BoardStore:
         cached = self._cache.get(relpath)
         if cached is not None and cached.key == key:
             return cached.value
-        snapshot = fs.read_snapshot(Path(path))
+        try:
+            snapshot = fs.read_snapshot(Path(path), max_bytes=MAX_FILE_BYTES)
+        except MossError as err:
+            self._cache.pop(relpath, None)
+            return err
         if snapshot.data is None:
             self._cache.pop(relpath, None)
             return None
@@ -237,12 +245,12 @@ class BoardStore:
     def _read_cache_file(self) -> None:
         self._cache_read = True
         try:
-            data = json.loads((self.root / CACHE_FILE).read_bytes())
+            data = json.loads(fs.read_bytes(self.root / CACHE_FILE))
             if data.get("version") != CACHE_VERSION or data.get("layout") != _LAYOUT:
                 return
             for relpath, (kind, ino, size, mtime_ns, ctime_ns, record) in data["items"].items():
                 self._cache.setdefault(relpath, _Cached((ino, size, mtime_ns, ctime_ns), _from_record(_CLASSES[kind], record)))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, MossError, ValueError, TypeError, KeyError, AttributeError):
             return  # no cache, or one from other code: read the files
 
     def _write_cache_file(self) -> None:
@@ -257,7 +265,7 @@ class BoardStore:
         data = json.dumps({"version": CACHE_VERSION, "layout": _LAYOUT, "items": items}, separators=(",", ":"))
         try:
             fs.write_atomic(self.root / CACHE_FILE, data.encode("utf-8"))
-        except OSError:
+        except (OSError, MossError):
             return  # a read-only checkout still reads its board, only more slowly
         self._reparsed = 0
 
@@ -275,7 +283,7 @@ class BoardStore:
         if not core.is_valid_name(item_id):
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
         path = self.path(kind, item_id)
-        snapshot = fs.read_snapshot(path)
+        snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
         if snapshot.data is None:
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
         return self._parse(kind, item_id, snapshot.data, self.display(path))
@@ -318,18 +326,15 @@ class BoardStore:
             text = core.edit_text(doc, old, new, kind, relpath)
             return None if text is None else document.encode(text, doc.bom)
 
-        fs.modify(path, step)
+        fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
         return result[0]
 
     def delete(self, kind: str, item_id: str) -> None:
         """Remove an item's file. Raises NotFound."""
         path = self.path(kind, item_id)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id}) from None
+        if not fs.remove(path):
+            raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
         self._cache.pop(self.display(path), None)
-        fs.fsync_dir(path.parent)
 
     def create_project(self, project: Project) -> bool:
         """Write `project.md` unless it exists; True when this call wrote it."""
@@ -345,7 +350,7 @@ class BoardStore:
     def events(self) -> tuple[list[Event], list[MossError]]:
         """Every event in the log, in file order, and every line that is not a valid event."""
         try:
-            data = self.log_path.read_bytes()
+            data = fs.read_bytes(self.log_path)
         except FileNotFoundError:
             return [], []
         shown = self.display(self.log_path)

@@ -76,7 +76,6 @@ class CapsuleStore:
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Hold the store-wide writer lock. Raises Conflict LOCK_TIMEOUT."""
-        self.base.parent.mkdir(parents=True, exist_ok=True)
         with fs.locked(self.base, timeout=STORE_LOCK_TIMEOUT):
             yield
 
@@ -87,7 +86,7 @@ class CapsuleStore:
 
         Raises InvalidDocument (with file and line) when the file is not a valid capsule.
         """
-        snapshot = fs.read_snapshot(path)
+        snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
         if snapshot.data is None:
             return None
         return self._parse(path, snapshot)
@@ -115,14 +114,16 @@ class CapsuleStore:
         strays: list[MossError] = []
         if workspace_norm is not None:
             folders = [self.base / core.workspace_dir(workspace_norm)]
+            fs.check_confined(folders[0])
         else:
-            folders = sorted(entry for entry in _entries(self.base) if entry.is_dir())
-            strays.extend(_stray(self, entry) for entry in _entries(self.base) if not entry.is_dir() and not _ignored(entry))
+            fs.check_confined(self.base)
+            folders = sorted(entry for entry in _entries(self.base) if _is_folder(entry))
+            strays.extend(_stray(self, entry) for entry in _entries(self.base) if not _is_folder(entry) and not _ignored(entry))
         for folder in folders:
             for entry in sorted(_entries(folder)):
                 if _ignored(entry):
                     continue
-                if entry.is_dir() and entry.name == core.DELETED_DIR:
+                if _is_folder(entry) and entry.name == core.DELETED_DIR:
                     if include_deleted:
                         for inner in sorted(_entries(entry)):
                             if _ignored(inner):
@@ -173,7 +174,11 @@ class CapsuleStore:
         hits: list[StoredCapsule] = []
         problems: list[MossError] = []
         for path in paths:
-            snapshot = fs.read_snapshot(path)
+            try:
+                snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
+            except MossError as err:
+                problems.append(err)
+                continue
             if snapshot.data is None:
                 continue
             # Cheap filter: the id appears in the file or its name, or the file has no id line
@@ -261,17 +266,9 @@ class CapsuleStore:
         if target_rel == stored.relpath:
             return stored
         target = self.path_of(target_rel)
-        target.parent.mkdir(parents=True, exist_ok=True)
         with fs.locked(stored.path):
-            if target.exists() or target.is_symlink():
+            if not fs.move_exclusive(stored.path, target):
                 raise Conflict(f"cannot move {self.display(stored.path)}: {self.display(target)} exists", code="ALREADY_EXISTS", path=self.display(target))
-            # link + unlink instead of rename: rename(2) would silently replace a target that
-            # appeared after the check above.
-            os.link(stored.path, target)
-            os.unlink(stored.path)
-        fs.fsync_dir(target.parent)
-        if target.parent != stored.path.parent:
-            fs.fsync_dir(stored.path.parent)
         moved = self.read(target)
         assert moved is not None
         return moved
@@ -305,8 +302,7 @@ class CapsuleStore:
                     code="STALE_WRITE",
                     path=self.display(stored.path),
                 )
-            stored.path.unlink()
-        fs.fsync_dir(stored.path.parent)
+            fs.remove(stored.path)
 
 
 def raise_first(problems: tuple[MossError, ...] | list[MossError]) -> None:
@@ -328,14 +324,20 @@ def _ignored(path: Path) -> bool:
     return fs.is_temporary(path) or path.name.startswith(".")
 
 
+def _is_folder(path: Path) -> bool:
+    # A link to a folder is not entered: its files are not the workspace's, and listing them
+    # would show names from elsewhere on the machine.
+    return not path.is_symlink() and path.is_dir()
+
+
 def _is_capsule_file(path: Path) -> bool:
     return path.name.endswith(core.SUFFIX) and not path.is_symlink() and path.is_file()
 
 
 def _stray(store: CapsuleStore, path: Path) -> MossError:
     if path.is_symlink():
-        reason = "is a symbolic link; capsule files must be regular files"
-    elif path.is_dir():
+        return fs.symlink_refused(store.display(path))
+    if path.is_dir():
         reason = "is a folder where a capsule file was expected"
     else:
         reason = "is not a capsule file (capsule files end in .md)"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moss_files import fs
 from moss_files.errors import InvalidDocument
 
 WORKSPACE_CONFIG = Path(".moss") / "config.toml"
@@ -135,11 +136,15 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
     """
     home = home or Path.home()
     layers: list[tuple[Path, dict[str, Any], Path]] = []
-    for path, base in ((user_config_path(home), home), ((root / WORKSPACE_CONFIG) if root else None, root)):
+    candidates = ((user_config_path(home), home, True), ((root / WORKSPACE_CONFIG) if root else None, root, False))
+    for path, base, users_own in candidates:
         if path is None or base is None:
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            # The user's own file may be a link (dotfile managers make them); the workspace's
+            # comes with the repository, so it is read without following links.
+            data = path.read_bytes() if users_own else fs.read_bytes(path)
+            text = data.decode("utf-8")
         except FileNotFoundError:
             continue
         except (UnicodeDecodeError, IsADirectoryError) as exc:

@@ -72,10 +72,42 @@ def record_path(root: Path) -> Path:
 def read_record(root: Path) -> dict[str, Any] | None:
     """The daemon record of the project at `root`, if there is one (it may be stale)."""
     try:
-        data = json.loads(record_path(root).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        data = json.loads(fs.read_bytes(record_path(root), max_bytes=65536))
+    except (FileNotFoundError, NotADirectoryError, ValueError, MossError):
         return None
     return data if isinstance(data, dict) else None
+
+
+class _Guard:
+    """ASGI wrapper: `moss_files.httpguard`'s Host, Origin and content-type rules, answered with
+    the shared error body (the sidecar applies the same rules)."""
+
+    def __init__(self, app: Any, bind_host: str) -> None:
+        self.app = app
+        self.bind_host = bind_host
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers") or ()}
+            refusal = check_request(
+                self.bind_host,
+                host=headers.get("host"),
+                origin=headers.get("origin"),
+                method=scope.get("method", "GET"),
+                content_type=headers.get("content-type"),
+            )
+            if refusal is not None:
+                err = MossError(refusal.message, code=refusal.code, status=refusal.status)
+                await _send_error(send, err, refusal.status)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _send_error(send: Any, err: MossError, status: int, extra: list[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps(error_body(err)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _BearerToken:

@@ -243,6 +243,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
 
     index = open_index(ctx)
     data = index.run(lambda view: {**view.counts(), "problems": view.problems()})
+    data["problems"] = sorted([*data["problems"], *search_index.link_problems(index.root, index.registry)], key=lambda p: p["path"])
     size = sum(path.stat().st_size for path in index.dir.glob(f"{search_index.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
     return {
         "path": str(index.path),

@@ -166,6 +166,7 @@ class Tree:
 
     paths: list[str]
     sigs: list[int]
+    links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
 
     def signatures(self) -> dict[str, Signature]:
         return dict(zip(self.paths, self.sigs))
@@ -183,7 +184,12 @@ def walk(root: Path, registry: Registry) -> Tree:
     base = str(root)
     paths: list[str] = []
     sigs: list[int] = []
-    stack = [top for top in registry.tops if registry.descend(top)]
+    links: list[str] = []
+    stack = []
+    for top in registry.tops:
+        if registry.descend(top):
+            # A toolkit folder that is a link leads out of the workspace: never read there.
+            (links if os.path.islink(f"{base}/{top}") else stack).append(top)
     while stack:
         folder = stack.pop()
         route = registry.route(folder)
@@ -202,10 +208,20 @@ def walk(root: Path, registry: Registry) -> Tree:
                 if entry.is_dir(follow_symlinks=False):
                     if registry.descend(prefix + name):
                         stack.append(prefix + name)
+                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
+                    links.append(prefix + name)
                 elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
                     paths.append(prefix + name)
                     sigs.append(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
-    return Tree(paths, sigs)
+    return Tree(paths, sigs, sorted(links))
+
+
+def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
+    """A problem entry for each folder the index would read but does not, being a link."""
+    return [
+        {"path": link, "source": None, "code": "SYMLINK_REFUSED", "message": "is a symbolic link to a folder; the index does not follow links", "line": None, "severity": "error"}
+        for link in walk(root, registry).links
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +253,7 @@ def _read(root: Path, relpath: str) -> _Read | None:
             return None
         stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if exc.errno == errno.ELOOP:
-            problem = Problem("INVALID_DOCUMENT", "is a symbolic link; the index does not follow links")
+            problem = Problem("SYMLINK_REFUSED", "is a symbolic link; the index does not follow links")
         else:
             problem = Problem("INVALID_DOCUMENT", f"cannot be read: {exc.strerror}")
         return _Read(relpath, stat, b"", digest(b""), problem)
@@ -390,8 +406,10 @@ class SearchIndex:
         Where the cache folder cannot be written (a read-only checkout), the index is built
         in memory for this one call instead, and `notify` says so.
 
-        Raises CacheError when the cache cannot be built or read even after a rebuild.
+        Raises CacheError when the cache cannot be built or read even after a rebuild, and
+        InvalidDocument SYMLINK_REFUSED when a folder on the cache's path is a link.
         """
+        fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
         try:
             return self._run_cached(work, refresh)
         except CacheError as err:

@@ -16,6 +16,7 @@ agent appends or an editor writes while the rewrite runs (see its docstring).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -38,6 +39,11 @@ DIR_NAME = ".needlecast"
 STATE_DIR = ".state"
 TAIL_SETTLE_SECONDS = 2.0  # an outbox not ending in a line break is left alone this long
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_BOM = document.BOM.encode("utf-8")
+_BAD_BYTES = re.compile("[\udc80-\udcff]")  # how `mail_text` keeps bytes that are not UTF-8
+# The most a v1 mailbox file (inbox.md, outbox.md, archive.md) may hold: readers refuse a larger
+# file whole, so delivery never grows an inbox past it (INBOX_FULL holds the messages instead).
+MAX_MAILBOX_BYTES = 64 * 1024 * 1024
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev|aside)-)?(?P<pid>\d+)-[0-9a-f]+$")
 
 
@@ -97,6 +103,14 @@ class Mailbox:
     def exists(self) -> bool:
         return self.dir.is_dir()
 
+    def check_links(self) -> None:
+        """Raise InvalidDocument SYMLINK_REFUSED when `.needlecast/`, or a file or folder the
+        toolkit reads or writes in it, is a symbolic link (a cloned repository can plant one;
+        the raw reads and writes below never follow one because of this check and O_NOFOLLOW)."""
+        for path in (self.dir, self.inbox_file, self.outbox_file, self.archive_file, self.read_log,
+                     self.inbox_dir, self.outbox_dir, self.archive_dir, self.dead_dir, self.state_dir):
+            fs.check_confined(path)
+
     def layout(self) -> str:
         """`v2` when the workspace keeps one file per message, else `v1`."""
         return "v2" if self.inbox_dir.is_dir() or self.outbox_dir.is_dir() else "v1"
@@ -107,6 +121,7 @@ def init_mailbox(root: Path, layout: str = "v1") -> Mailbox:
     if layout not in ("v1", "v2"):
         raise InvalidRequest(f"unknown layout {layout!r}; use v1 or v2", code="INVALID_REQUEST")
     box = Mailbox(root)
+    box.check_links()
     box.dir.mkdir(parents=True, exist_ok=True)
     if layout == "v2":
         box.inbox_dir.mkdir(exist_ok=True)
@@ -137,26 +152,47 @@ def _entry(key: str | None, sender: str, raw: bytes, discriminator: str, message
     return Entry(key, message, problem, raw, source, line, digest)
 
 
-def scan_mailfile(data: bytes | None, path: Path, sender: str) -> tuple[list[Entry], str]:
-    """Entries of a v1 mailbox file's bytes, and its preamble. A file that is not UTF-8 text
-    yields one entry holding all its bytes and the problem."""
+def mail_text(data: bytes) -> tuple[str, bool]:
+    """A v1 mailbox file's text and whether it began with a BOM. Bytes that are not UTF-8 are
+    kept as surrogate escapes, so a bad block costs that block alone and re-encoding with
+    `encode_mail` gives back the same bytes."""
+    bom = data.startswith(_BOM)
+    return (data[len(_BOM) :] if bom else data).decode("utf-8", "surrogateescape"), bom
+
+
+def encode_mail(text: str, bom: bool) -> bytes:
+    """Inverse of `mail_text`."""
+    return (_BOM if bom else b"") + text.encode("utf-8", "surrogateescape")
+
+
+def scan_mailfile(data: bytes | None, path: Path, sender: str, *, max_message_bytes: int | None = None) -> tuple[list[Entry], str]:
+    """Entries of a v1 mailbox file's bytes, and its preamble.
+
+    The file is split into blocks first and each block judged alone: a block holding a NUL
+    byte (BINARY_FILE), bytes that are not UTF-8 (INVALID_ENCODING) or, with
+    `max_message_bytes`, more bytes than that (MESSAGE_TOO_LARGE) is an entry with that
+    problem and its exact bytes, and the blocks beside it are read as usual. Only a file over
+    MAX_MAILBOX_BYTES is one entry holding all its bytes.
+    """
     if not data:
         return [], ""
-    try:
-        text, _bom = document.decode(data, path)
-    except InvalidDocument as err:
-        return [_entry(None, sender, data, "file", None, err, path, err.line or 1)], ""
+    if len(data) > MAX_MAILBOX_BYTES:
+        err = InvalidDocument(f"file is {len(data)} bytes; the limit for a mailbox file is {MAX_MAILBOX_BYTES}", code="FILE_TOO_LARGE",
+                              path=path, details={"max_bytes": MAX_MAILBOX_BYTES, "actual_bytes": len(data)})
+        return [_entry(None, sender, data, "file", None, err, path, 1)], ""
+    text, _bom = mail_text(data)
     mailfile = msg.split_blocks(text)
     entries: list[Entry] = []
     seen: dict[str, int] = {}
     for block in mailfile.blocks:
-        raw = block.raw.encode("utf-8")
+        raw = block.raw.encode("utf-8", "surrogateescape")
         message: Message | None = None
-        problem: MossError | None = None
-        try:
-            message = msg.parse_block(block, path=path)
-        except InvalidDocument as err:
-            problem = err
+        problem = _block_problem(raw, path, block.line, max_message_bytes)
+        if problem is None:
+            try:
+                message = msg.parse_block(block, path=path)
+            except InvalidDocument as err:
+                problem = err
         # Identical id-less blocks get distinct ids by their order among equals.
         fingerprint = msg.raw_digest(raw)
         occurrence = seen.get(fingerprint, 0)
@@ -164,6 +200,19 @@ def scan_mailfile(data: bytes | None, path: Path, sender: str) -> tuple[list[Ent
         key = message.id if message is not None and message.id else None
         entries.append(_entry(key, message.sender or sender if message else sender, raw, str(occurrence), message, problem, path, block.line))
     return entries, mailfile.preamble
+
+
+def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | None) -> InvalidDocument | None:
+    """Why one block's bytes cannot be a message, before it is parsed; None when they can."""
+    if max_message_bytes is not None and len(raw) > max_message_bytes:
+        return InvalidDocument(f"message is {len(raw)} bytes; the limit is {max_message_bytes}", code="MESSAGE_TOO_LARGE",
+                               path=path, line=line, details={"max_bytes": max_message_bytes, "actual_bytes": len(raw)})
+    try:
+        document.decode(raw, path, max_bytes=len(raw))
+    except InvalidDocument as err:
+        err.line = line + (err.line or 1) - 1  # from the block's first line to the file's
+        return err
+    return None
 
 
 def _message_files(folder: Path) -> list[Path]:
@@ -175,15 +224,16 @@ def _message_files(folder: Path) -> list[Path]:
     return [folder / name for name in names if name.endswith(".md") and not name.startswith(".")]
 
 
-def scan_message_file(data: bytes, path: Path, sender: str) -> Entry:
-    """The entry of one v2 message file."""
+def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes: int | None = None) -> Entry:
+    """The entry of one v2 message file (MESSAGE_TOO_LARGE over `max_message_bytes`)."""
     message: Message | None = None
-    problem: MossError | None = None
-    try:
-        text, _bom = document.decode(data, path)
-        message = msg.parse_message_document(text, path=path)
-    except InvalidDocument as err:
-        problem = err
+    problem: MossError | None = _block_problem(data, path, 1, max_message_bytes)
+    if problem is None:
+        try:
+            text, _bom = document.decode(data, path, max_bytes=len(data))
+            message = msg.parse_message_document(text, path=path)
+        except InvalidDocument as err:
+            problem = err
     key = message.id if message is not None and message.id else None
     return _entry(key, (message.sender if message else None) or sender, data, path.name, message, problem, path, 1)
 
@@ -210,11 +260,12 @@ class OutboxScan:
 
 def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
     """The pending entries of a sleeve's outbox (both layouts)."""
+    box.check_links()
     now = time.time()
     entries: list[Entry] = []
     unsettled = False
     data = fs.read_snapshot(box.outbox_file).data
-    found, preamble = scan_mailfile(data, box.outbox_file, sender)
+    found, preamble = scan_mailfile(data, box.outbox_file, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES)
     if data and found and not _settled(box.outbox_file, data, now):
         found = found[:-1]
         unsettled = True
@@ -226,12 +277,13 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
         if not _settled(path, data, now):
             unsettled = True
             continue
-        entries.append(scan_message_file(data, path, sender))
+        entries.append(scan_message_file(data, path, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES))
     return OutboxScan(tuple(entries), unsettled, preamble)
 
 
 def read_inbox(box: Mailbox) -> list[Entry]:
     """Every entry of a sleeve's inbox, oldest first within each layout."""
+    box.check_links()
     data = fs.read_snapshot(box.inbox_file).data
     entries, _preamble = scan_mailfile(data, box.inbox_file, "")
     for path in _message_files(box.inbox_dir):
@@ -243,6 +295,7 @@ def read_inbox(box: Mailbox) -> list[Entry]:
 
 def read_archive(box: Mailbox, sender: str) -> list[Entry]:
     """Every entry of a sleeve's archive (both layouts), oldest first within each."""
+    box.check_links()
     entries, _preamble = scan_mailfile(_read(box.archive_file), box.archive_file, sender)
     for path in _message_files(box.archive_dir):
         data = _read(path)
@@ -252,10 +305,14 @@ def read_archive(box: Mailbox, sender: str) -> list[Entry]:
 
 
 def _read(path: Path) -> bytes | None:
+    """A file's bytes; None when it is missing or not a regular file. Raises SYMLINK_REFUSED
+    for a link."""
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
+        return fs.read_bytes(path)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except InvalidRequest:
+        return None  # a folder where a file was expected: nothing to read there
 
 
 # --------------------------------------------------------------------------- guarded rewrite
@@ -267,7 +324,7 @@ def _side_name(path: Path, kind: str) -> Path:
 def _write_new(path: Path, data: bytes) -> Path:
     """Write `data` durably to a temporary next to `path`; return it named as `ready`."""
     temp = fs.temp_path_for(path)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -282,7 +339,7 @@ def _write_new(path: Path, data: bytes) -> Path:
 
 
 def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         view = memoryview(data)
         while view:
@@ -290,6 +347,16 @@ def _append(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _open_no_follow(path: Path, flags: int) -> int:
+    """os.open without following a link (callers checked the folders with `check_links`)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise fs.symlink_refused(path) from None
+        raise
 
 
 Merge = Callable[[bytes | None, bytes], bytes]
@@ -368,11 +435,12 @@ def rewrite(
     only an editor's save landing between that comparison and the rename could then be lost.
     Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
     """
+    fs.check_confined(path)
     with fs.locked(path, timeout=timeout):
         _recover(path, merge)
         for _attempt in range(20):
             try:
-                fd: int | None = os.open(path, os.O_RDONLY)
+                fd: int | None = _open_no_follow(path, os.O_RDONLY)
             except FileNotFoundError:
                 fd = None
             try:
@@ -496,6 +564,8 @@ def deliver(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
         if not message.id or not message.sender:
             raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
         msg.check_writable(message)
+        msg.check_size(message)
+    box.check_links()
     if not box.dir.is_dir():
         raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
     if box.inbox_dir.is_dir():
@@ -546,6 +616,8 @@ def _identities(text: str, path: Path) -> dict[tuple[str, str], str]:
 
 
 def _inbox_identity(block: msg.Block, path: Path) -> tuple[tuple[str, str], str] | None:
+    if _BAD_BYTES.search(block.raw):
+        return None  # bytes that are not UTF-8 (kept as escapes): never a message we delivered
     try:
         message = msg.parse_block(block, path=path)
     except InvalidDocument:
@@ -560,10 +632,9 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
 
     def transform(data: bytes | None) -> bytes | None:
         results.clear()
-        text = template("inbox.md") if data is None else document.decode(data, box.inbox_file)[0]
-        bom = data is not None and data.startswith(document.BOM.encode())
+        text, bom = (template("inbox.md"), False) if data is None else mail_text(data)
         have = _identities(text, box.inbox_file) if data is not None else {}
-        mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8"))
+        mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8", "surrogateescape"))
         newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         blocks = []
         for message in messages:
@@ -577,7 +648,19 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
             blocks.append(msg.render_block(message, capitalised=mailfile_dialect, newline=newline))
         if not blocks:
             return None
-        return document.encode(msg.join_blocks(text, blocks, newline), bom)
+        new = encode_mail(msg.join_blocks(text, blocks, newline), bom)
+        if len(new) > MAX_MAILBOX_BYTES:
+            # Past this its reader would refuse the whole file: hold the messages instead (they
+            # wait in the senders' outboxes) until the inbox is emptied or moved to layout v2.
+            raise Conflict(
+                f"delivering would grow {box.inbox_file.name} to {len(new)} bytes, past the {MAX_MAILBOX_BYTES} a mailbox file may hold",
+                code="INBOX_FULL",
+                status=507,
+                path=box.inbox_file,
+                details={"max_bytes": MAX_MAILBOX_BYTES, "would_be_bytes": len(new)},
+                hint="move read messages out of inbox.md (or switch the sleeve to layout v2); the messages wait in the senders' outboxes",
+            )
+        return new
 
     rewrite(box.inbox_file, transform, inbox_merge)
     return list(results)
@@ -623,12 +706,13 @@ def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
     """
     if not files:
         return []
+    fs.check_confined(folder)
     folder.mkdir(parents=True, exist_ok=True)
     created = []
     for name, data in files:
         target = folder / name
         temp = fs.temp_path_for(target)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
             view = memoryview(data)
             while view:
@@ -668,6 +752,8 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
     take no lock, and O_APPEND keeps both intact); v2 creates a new file.
     """
     msg.check_writable(message)
+    msg.check_size(message)
+    box.check_links()
     box.dir.mkdir(parents=True, exist_ok=True)
     # End with a line break: the router leaves a file without one alone for a moment, taking
     # it for a write still in progress.
@@ -693,7 +779,7 @@ def _head_and_tail(path: Path, head_size: int = 8192) -> tuple[bytes | None, byt
     """The first `head_size` bytes and the last two bytes of a file (None if it is missing);
     enough to choose the key case and the separator without reading a long mailbox."""
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(_open_no_follow(path, os.O_RDONLY), "rb") as handle:
             head = handle.read(head_size)
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - 2))
@@ -734,7 +820,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         # router archive a batch again, and then the batch is what the file ends with: look
         # for each block's opening lines in the tail rather than reading the whole archive.
         size = box.archive_file.stat().st_size
-        with open(box.archive_file, "rb") as handle:
+        with os.fdopen(_open_no_follow(box.archive_file, os.O_RDONLY), "rb") as handle:
             handle.seek(max(0, size - 2 * sum(len(b.encode()) for b in blocks) - 4096))
             recent = handle.read()
         todo = [b for b in blocks if _opening(b) not in recent]
@@ -762,7 +848,7 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
     folder_entries = [entry for entry in routed if entry.source != box.outbox_file]
     if file_entries:
         wanted = {(entry.key, entry.digest) for entry in file_entries}
-        whole = [entry for entry in file_entries if entry.problem is not None and entry.problem.code in ("INVALID_ENCODING", "BINARY_FILE", "FILE_TOO_LARGE")]
+        whole = [entry for entry in file_entries if entry.problem is not None and entry.problem.code == "FILE_TOO_LARGE"]
 
         def transform(data: bytes | None) -> bytes | None:
             if not data:
@@ -770,12 +856,11 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
             if whole:
                 raw = whole[0].raw
                 return data[len(raw) :] if data.startswith(raw) else None
-            entries, preamble = scan_mailfile(data, box.outbox_file, sender)
+            entries, preamble = scan_mailfile(data, box.outbox_file, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES)
             kept = [entry for entry in entries if (entry.key, entry.digest) not in wanted]
             if len(kept) == len(entries):
                 return None
-            bom = document.BOM.encode() if data.startswith(document.BOM.encode()) else b""
-            return bom + preamble.encode("utf-8") + b"".join(_stamped(entry) for entry in kept)
+            return encode_mail(preamble, data.startswith(_BOM)) + b"".join(_stamped(entry) for entry in kept)
 
         rewrite(box.outbox_file, transform, outbox_merge(done, sender))
     for entry in folder_entries:
@@ -870,6 +955,7 @@ def _listdir(folder: Path) -> list[str]:
 
 def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipients: Iterable[str], now: datetime) -> Path:
     """Keep an undeliverable entry's bytes, unchanged, with why; once per (entry, code)."""
+    box.check_links()
     box.dead_dir.mkdir(parents=True, exist_ok=True)
     _clear_dead_temporaries(box.dead_dir)
     suffix = f"_{safe_part(entry.key)}_{code.lower()}.md"

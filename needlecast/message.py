@@ -50,6 +50,10 @@ ALL = "all"
 ENVOY = "envoy"
 RESERVED_NAMES = frozenset({ALL, ENVOY})
 MAX_HEADER_LINES = 64
+# The most one message may hold, header and body, as written in a mailbox: `send` refuses more,
+# the router dead-letters more (MESSAGE_TOO_LARGE), and the sidecar's 1 MiB request limit
+# matches it, so no sleeve can fill another's inbox with a few huge messages.
+MAX_MESSAGE_BYTES = 1024 * 1024
 FENCE = "---"
 
 _KEY_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*[ \t]*:(?:[ \t]|$)")
@@ -386,6 +390,19 @@ def check_writable(message: Message) -> None:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidRequest(f"message {label} is not valid Unicode text", code="MESSAGE_INVALID") from None
+
+
+def check_size(message: Message) -> None:
+    """Refuse a message over MAX_MESSAGE_BYTES. Raises InvalidRequest MESSAGE_TOO_LARGE (413)."""
+    size = len(render_block(message).encode("utf-8"))
+    if size > MAX_MESSAGE_BYTES:
+        raise InvalidRequest(
+            f"the message is {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
+            code="MESSAGE_TOO_LARGE",
+            status=413,
+            details={"max_bytes": MAX_MESSAGE_BYTES, "actual_bytes": size},
+            hint="send a path to a file in the repository instead of its contents",
+        )
 
 
 def render_block(message: Message, *, capitalised: bool | None = None, newline: str = "\n") -> str:

@@ -52,22 +52,12 @@ RUNTIME_FILE = "sidecar.json"
 Log = Callable[[str], None]
 
 
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine can reach."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def read_runtime(root: Path) -> dict[str, Any] | None:
     """The running sidecar's {pid, url, host, port, started} for a workspace, if any."""
     path = Mailbox(root).state_dir / RUNTIME_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
+        return json.loads(fs.read_bytes(path, max_bytes=65536))
+    except (FileNotFoundError, NotADirectoryError, ValueError, MossError):
         return None
 
 
@@ -253,10 +243,10 @@ class Sidecar:
             return True
         self._probe_path = folder / f".sidecar-probe.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            self._probe_path.write_bytes(b"probe\n")
+            fs.create_exclusive(self._probe_path, b"probe\n")
             return self._probe_seen.wait(PROBE_TIMEOUT)
         finally:
-            self._probe_path.unlink(missing_ok=True)
+            fs.remove(self._probe_path)
 
     def _start_watching(self) -> None:
         if self.poll:

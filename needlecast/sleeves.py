@@ -26,6 +26,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from moss_files import fs
 from moss_files.errors import InvalidDocument, MossError, NotFound
 
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
@@ -92,25 +93,54 @@ def _local(name: str, workspace: Path, origin: str) -> Sleeve:
     return Sleeve(name, path=workspace, origin=origin, problem=problem)
 
 
+def _outside(name: str, workspace: Path, root: Path, where: Path, line: int | None, origin: str) -> Sleeve:
+    # Delivering there would write outside the envoy's tree; the sleeve stays listed, with
+    # the problem, so messages to it wait and `needlecast sleeves` says why.
+    problem = InvalidDocument(
+        f"sleeve {name!r}: {workspace} resolves to {workspace.resolve()}, outside the envoy root {root}",
+        code="OUTSIDE_ROOT",
+        path=where,
+        line=line,
+        hint="keep every local sleeve's workspace inside the envoy root, or reach it by `url`",
+    )
+    return Sleeve(name, path=workspace, origin=origin, problem=problem)
+
+
 def load_directory(root: Path) -> Directory:
-    """The envoy's sleeve directory. Raises InvalidDocument REGISTRY_INVALID for a bad registry."""
+    """The envoy's sleeve directory. Raises InvalidDocument REGISTRY_INVALID for a bad registry.
+
+    A local sleeve whose workspace resolves (links followed) outside the root is listed with
+    an OUTSIDE_ROOT problem and never delivered to.
+    """
     root = root.resolve()
     sleeves: dict[str, Sleeve] = {ENVOY: Sleeve(ENVOY, path=root, origin="envoy")}
     registry = registry_path(root)
     entries: dict[str, dict[str, Any]] = {}
     discover = True
+    text = ""
     if registry.is_file():
-        entries, discover = parse_registry(registry.read_text(encoding="utf-8"), registry)
+        try:
+            text = fs.read_bytes(registry).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidDocument(f"registry is not UTF-8 text: {exc}", code="REGISTRY_INVALID", path=registry) from None
+        entries, discover = parse_registry(text, registry)
     if discover:
         for child in iter_mailboxes(root):
             if NAME_RE.fullmatch(child.name) and child.name.lower() not in RESERVED:
-                sleeves[child.name] = Sleeve(child.name, path=child, origin="child")
+                if not child.resolve().is_relative_to(root):
+                    sleeves[child.name] = _outside(child.name, child, root, child, None, "child")
+                else:
+                    sleeves[child.name] = Sleeve(child.name, path=child, origin="child")
     for name, value in entries.items():
         if "url" in value:
             sleeves[name] = Sleeve(name, url=value["url"].rstrip("/"), token_env=value.get("token_env"), origin="registry")
+            continue
+        target = Path(value["path"]).expanduser()
+        workspace = target if target.is_absolute() else root / target
+        if not workspace.resolve().is_relative_to(root):
+            sleeves[name] = _outside(name, workspace, root, registry, _line_of(text, name), "registry")
         else:
-            target = Path(value["path"]).expanduser()
-            sleeves[name] = _local(name, target if target.is_absolute() else (root / target).resolve(), "registry")
+            sleeves[name] = _local(name, workspace.resolve(), "registry")
     return Directory(root, sleeves)
 
 

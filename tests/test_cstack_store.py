@@ -130,9 +130,12 @@ def test_a_stack_symlinked_out_of_the_workspace_is_refused(tmp_path: Path, repo:
     outside.mkdir()
     (outside / "PLAN.md").write_text("## Tasks\n", encoding="utf-8")
     (repo / ".cstack").symlink_to(outside)
-    with pytest.raises(InvalidRequest):
-        service.add_task(repo, "x", TODAY)
+    for call in (lambda: service.add_task(repo, "x", TODAY), lambda: cstack.stats(repo), lambda: store.read_file(repo, "PLAN.md")):
+        with pytest.raises(InvalidDocument) as caught:
+            call()
+        assert caught.value.code == "SYMLINK_REFUSED"
     assert (outside / "PLAN.md").read_text(encoding="utf-8") == "## Tasks\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["PLAN.md"]  # no lock or temp file either
 
 
 # --------------------------------------------------------------------------- hand edits

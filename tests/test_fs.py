@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,62 @@ def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None
         finally:
             stop.set()
             worker.join(timeout=30)
+
+
+TOOL_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from moss_files import fs
+    from moss_files.errors import Conflict
+    path, stop_file, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    n = refused = 0
+    while not stop_file.exists():
+        n += 1
+        try:
+            fs.modify(path, lambda snap: snap.data + f"T {tag} {n}\\n".encode(), retries=2)
+        except Conflict:
+            refused += 1  # the file kept changing: a refusal, never a clobber
+    print(n - refused, refused)
+    """
+)
+
+
+def test_an_editor_saving_during_a_tools_undo_loses_nothing(tmp_path: Path) -> None:
+    """Tools rewrite a large file while an editor keeps saving it (read, add a line, write a
+    temporary, rename; no lock). A save that lands while a write is being undone must not be
+    lost: before the undo checked what its second swap displaced, a save landing while the
+    tool compared the displaced file (a large file makes that take milliseconds) was deleted
+    with the tool's temporary, and every run of this test lost dozens of lines. Every line the
+    editor saved must survive, in the file or, when two saves land inside one undo, in the
+    copy the tool keeps and names."""
+    path = tmp_path / "PLAN.md"
+    path.write_bytes(b"".join(b"filler line %d of a long plan\n" % n for n in range(250_000)))
+    stop_file = tmp_path / "stop"
+    tools = [subprocess.Popen([sys.executable, "-c", TOOL_WRITER_SCRIPT, str(path), str(stop_file), str(i)], stdout=subprocess.PIPE, text=True)
+             for i in range(2)]
+    saved: list[str] = []
+    pause = random.Random(7)
+    temp = tmp_path / "editor.tmp"
+    deadline = time.monotonic() + 60
+    try:
+        while len(saved) < 300 and time.monotonic() < deadline:
+            line = f"H {len(saved) + 1}"
+            temp.write_bytes(path.read_bytes() + line.encode() + b"\n")
+            os.replace(temp, path)
+            saved.append(line)
+            time.sleep(pause.uniform(0.0, 0.03))  # the editor's own pace, not a wait on a result
+    finally:
+        stop_file.touch()
+        outcomes = [tool.communicate(timeout=60)[0].split() for tool in tools]
+    assert all(tool.returncode == 0 for tool in tools)
+    written = sum(int(out[0]) for out in outcomes)
+    refused = sum(int(out[1]) for out in outcomes)
+    final = path.read_text()
+    kept = "".join(p.read_text() for p in tmp_path.glob(".PLAN.md.tmp-displaced-*"))
+    lost = [line for line in saved if f"\n{line}\n" not in final and f"\n{line}\n" not in kept]
+    # The race was run: the tools wrote, and were refused when a save came in between.
+    assert written > 0 and refused > 0 and len(saved) == 300, (written, refused, len(saved))
+    assert lost == [], f"{len(lost)} of {len(saved)} hand lines lost"
+    leftovers = [p.name for p in tmp_path.iterdir() if fs.TEMP_MARKER in p.name and "displaced" not in p.name]
+    assert leftovers == []

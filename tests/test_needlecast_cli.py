@@ -85,6 +85,10 @@ def test_errors_have_codes_and_exit_codes(team: Path, tmp_path: Path) -> None:
     assert result.returncode == 2 and error_of(result)["code"] == "INVALID_REQUEST"
     result = nc("send", "--to", "bob", "--json", cwd=team / "alice", input="nul\x00byte")
     assert result.returncode == 2 and error_of(result)["code"] == "MESSAGE_INVALID"
+    outbox = (team / "alice/.needlecast/outbox.md").read_bytes()
+    result = nc("send", "--to", "bob", "--json", cwd=team / "alice", input="x" * (2 * 1024 * 1024))
+    assert result.returncode == 2 and error_of(result)["code"] == "MESSAGE_TOO_LARGE" and error_of(result)["status"] == 413
+    assert (team / "alice/.needlecast/outbox.md").read_bytes() == outbox
     result = nc("read", "msg-nope", "--json", cwd=team / "bob")
     assert result.returncode == 3 and error_of(result)["code"] == "NOT_FOUND"
     nowhere = tmp_path / "nowhere"

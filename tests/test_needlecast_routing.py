@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from moss_files.errors import InvalidDocument
+from moss_files.errors import InvalidDocument, InvalidRequest
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, render_block
@@ -167,15 +167,75 @@ def test_unparseable_blocks_are_dead_lettered_not_skipped(tmp_path: Path, layout
     assert mailbox.read_outbox(box, "alice").entries == ()
 
 
-def test_an_outbox_that_is_not_utf8_is_dead_lettered_whole(tmp_path: Path) -> None:
+def test_only_the_bad_block_of_an_outbox_is_dead_lettered(tmp_path: Path) -> None:
+    """A NUL byte or bytes that are not UTF-8 in one block cost that block alone: the blocks
+    beside it are delivered (once), the bad ones kept byte for byte with a bounce each."""
     root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
     box = Mailbox(root / "alice")
-    data = b"---\nto: bob\n---\n\xff\xfe latin-1 bytes\n"
-    box.outbox_file.write_bytes(data)
+    nul = b"---\nid: n1\nto: bob\n---\nhas a \x00 byte\n\n"
+    latin = b"---\nid: l1\nto: bob\n---\n\xff\xfe latin-1 bytes\n\n"
+    good = [b"---\nid: g%d\nto: bob\n---\nfine %d\n\n" % (n, n) for n in range(3)]
+    box.outbox_file.write_bytes(good[0] + nul + good[1] + latin + good[2])
+    report = route(root)
+    assert bodies(root, "bob") == ["fine 0", "fine 1", "fine 2"]
+    letters = {letter.meta["code"]: letter for letter in mailbox.read_dead_letters(box)}
+    assert set(letters) == {"BINARY_FILE", "INVALID_ENCODING"}
+    assert letters["BINARY_FILE"].raw == nul and letters["INVALID_ENCODING"].raw == latin
+    assert letters["BINARY_FILE"].meta["line"] == 7 and letters["INVALID_ENCODING"].meta["line"] == 19  # where each block starts
+    assert report["bounces"] == 2 and box.outbox_file.read_bytes() == b""
     route(root)
-    (letter,) = mailbox.read_dead_letters(box)
-    assert letter.raw == data and letter.meta["code"] == "INVALID_ENCODING"
-    assert box.outbox_file.read_bytes() == b""
+    assert bodies(root, "bob") == ["fine 0", "fine 1", "fine 2"] and len(mailbox.read_dead_letters(box)) == 2
+
+
+def test_a_bad_block_in_an_inbox_costs_that_block_alone(tmp_path: Path) -> None:
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
+    inbox = Mailbox(root / "bob").inbox_file
+    inbox.write_bytes(inbox.read_bytes() + b"\n---\nid: x1\nfrom: carol\nto: bob\n---\n\xff bad\n\n")
+    send(root, "alice", ("bob",), "after the bad block")
+    route(root)
+    entries = mailbox.read_inbox(Mailbox(root / "bob"))
+    assert [e.problem.code for e in entries if e.problem is not None] == ["INVALID_ENCODING"]
+    assert bodies(root, "bob") == ["after the bad block"]
+    assert b"\xff bad" in inbox.read_bytes()  # kept as it was
+
+
+def test_messages_over_the_size_limit_are_refused_and_dead_lettered(tmp_path: Path) -> None:
+    """Two 5 MB messages once grew bob's inbox past its reader's limit, after which bob could
+    read nothing and every later delivery to him was held."""
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1", "carol": "v2"})
+    huge = "x" * (5 * 1024 * 1024)
+    with pytest.raises(InvalidRequest) as caught:
+        send(root, "alice", ("bob",), huge)
+    assert caught.value.code == "MESSAGE_TOO_LARGE" and caught.value.status == 413
+    box = Mailbox(root / "alice")
+    for number in range(2):  # written by hand, or by an older version: the router refuses them
+        with open(box.outbox_file, "a") as handle:
+            handle.write(f"---\nid: big{number}\nto: bob\n---\n{huge}\n\n")
+    (Mailbox(root / "carol").outbox_dir / "2026-01-21T09-00-00Z_big.md").write_text(f"---\nid: big2\nto: bob\n---\n{huge}\n")
+    send(root, "alice", ("bob",), "small and fine")
+    report = route(root)
+    assert bodies(root, "bob") == ["small and fine"]
+    codes = [letter.meta["code"] for name in ("alice", "carol") for letter in mailbox.read_dead_letters(Mailbox(root / name))]
+    assert codes == ["MESSAGE_TOO_LARGE"] * 3 and report["bounces"] == 3
+    send(root, "alice", ("bob",), "later ones still arrive")
+    route(root)
+    assert bodies(root, "bob") == ["small and fine", "later ones still arrive"]
+    assert Mailbox(root / "bob").inbox_file.stat().st_size < 100_000
+
+
+def test_a_full_v1_inbox_holds_deliveries_and_stays_readable(tmp_path: Path) -> None:
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
+    inbox = Mailbox(root / "bob").inbox_file
+    filler = b"<!-- " + b"f" * (mailbox.MAX_MAILBOX_BYTES - 200_000) + b" -->\n"
+    inbox.write_bytes(inbox.read_bytes() + filler)
+    send(root, "alice", ("bob",), "y" * 300_000, ident="too-many")
+    report = route(root)
+    assert report["delivered"] == 0 and [held["code"] for held in report["held"]] == ["INBOX_FULL"]
+    assert mailbox.read_inbox(Mailbox(root / "bob")) == []  # still readable: not grown past the limit
+    assert len(mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries) == 1  # it waits
+    inbox.write_text("# Inbox\n")  # bob clears his inbox
+    route(root)
+    assert [m.id for m in inbox_of(root, "bob")] == ["too-many"]
 
 
 def test_reused_id_with_different_content_is_a_dead_letter(tmp_path: Path) -> None:
@@ -203,7 +263,7 @@ def test_losing_the_journal_does_not_duplicate(tmp_path: Path) -> None:
 
 def test_registry_overrides_and_remote_entries(tmp_path: Path) -> None:
     root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
-    elsewhere = tmp_path / "elsewhere"
+    elsewhere = root / "work" / "dave-repo"  # deeper than a child folder, still inside the root
     mailbox.init_mailbox(elsewhere)
     registry = root / ".needlecast" / "sleeves.toml"
     registry.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +274,29 @@ def test_registry_overrides_and_remote_entries(tmp_path: Path) -> None:
     send(root, "alice", ("dave",), "far")
     route(root)
     assert [m.body.strip() for m in inbox_of(elsewhere.parent, elsewhere.name)] == ["far"]
+
+
+@pytest.mark.parametrize("entry", ['eve = "../outside"', 'eve = "{outside}"', 'eve = "linked"'])
+def test_a_sleeve_outside_the_envoy_root_is_never_delivered_to(tmp_path: Path, entry: str) -> None:
+    root = envoy(tmp_path, {"alice": "v1"})
+    outside = tmp_path / "outside"
+    mailbox.init_mailbox(outside)
+    (root / "linked").symlink_to(outside, target_is_directory=True)  # a link planted in the root
+    before = outside.joinpath(".needlecast", "inbox.md").read_bytes()
+    registry = root / ".needlecast" / "sleeves.toml"
+    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry.write_text(f"# sleeves\n{entry.format(outside=outside)}\n")
+    directory = load_directory(root)
+    problem = directory.sleeves["eve"].problem
+    assert problem is not None and problem.code == "OUTSIDE_ROOT" and problem.path == str(registry) and problem.line == 2
+    linked = directory.sleeves["linked"].problem  # found as a child folder: refused the same way
+    assert linked is not None and linked.code == "OUTSIDE_ROOT"
+    send(root, "alice", ("eve",), "secret plans")
+    send(root, "alice", ("linked",), "more plans")
+    report = route(root)
+    assert report["delivered"] == 0 and {held["code"] for held in report["held"]} == {"OUTSIDE_ROOT"}
+    assert outside.joinpath(".needlecast", "inbox.md").read_bytes() == before
+    assert len(mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries) == 2  # they wait
 
 
 @pytest.mark.parametrize(

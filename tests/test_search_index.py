@@ -257,7 +257,7 @@ def test_unparseable_files_are_listed_never_dropped(root: Path) -> None:
         (".moss/insights/INS-bad.md", "SCHEMA_ERROR", 3),
         (".moss/sessions/SES-open.md", "FRONTMATTER_UNCLOSED", 1),
         (".moss/insights/INS-bin.md", "BINARY_FILE", 4),
-        (".moss/insights/INS-link.md", "INVALID_DOCUMENT", None),
+        (".moss/insights/INS-link.md", "SYMLINK_REFUSED", None),
     }
     assert search.scan(ctx_for(root), "token")["unindexed"] == 4
     assert status["by_kind"]["insight"] == 2
