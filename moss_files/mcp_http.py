@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hmac
-import ipaddress
 import json
 import os
 import signal
@@ -31,6 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from moss_files import fs
 from moss_files.errors import Conflict, InvalidRequest, MossError, error_body
+from moss_files.httpguard import check_request, is_loopback
 from moss_files.ids import format_time, system_clock
 
 RUN_DIR = Path(".moss") / "run"
@@ -39,16 +39,6 @@ LOCK_NAME = "mcp"  # fs.locked turns it into .moss/run/.mcp.lock
 MCP_PATH = "/mcp"
 GRACE_SECONDS = 3
 Log = Callable[[str], None]
-
-
-def is_loopback(host: str) -> bool:
-    """True for names and addresses only this machine can reach."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -122,10 +112,7 @@ class _BearerToken:
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
                 err = MossError("this server requires a bearer token (Authorization: Bearer ...)", code="UNAUTHORIZED", status=401)
-                body = json.dumps(error_body(err)).encode()
-                headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"), (b"content-length", str(len(body)).encode())]
-                await send({"type": "http.response.start", "status": 401, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                await _send_error(send, err, 401, [(b"www-authenticate", b"Bearer")])
                 return
         await self.app(scope, receive, send)
 
@@ -252,11 +239,10 @@ class Daemon:
             sock.close()
 
     def _app(self) -> Any:
-        security = None
-        if is_loopback(self.host):
-            # Reject requests whose Host or Origin is not this machine (DNS rebinding).
-            shown = f"[{self.host}]" if ":" in self.host else self.host
-            hosts = sorted({f"{shown}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"})
-            security = TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts])
-        app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security, host=self.host)
-        return _BearerToken(app, self.token) if self.token else app
+        # The SDK's own Host/Origin check is left off: `_Guard` applies ours, the one the
+        # sidecar applies too, before anything else runs.
+        off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=off, host=self.host)
+        if self.token:
+            app = _BearerToken(app, self.token)
+        return _Guard(app, self.host)

@@ -7,25 +7,43 @@
     POST /inbox    deliver one message (a message object) or several ({"messages": [...]}),
                    idempotent by (from, id); 201 when something was added, 200 when not
 
-Errors use the shared body `{"ok": false, "error": {code, message, status, ...}}`. When the
-server has a token, every route but /health requires `Authorization: Bearer <token>`.
-Request bodies are capped at MAX_BODY bytes and sockets time out, so no client can hold a
-worker forever.
+Errors use the shared body `{"ok": false, "error": {code, message, status, ...}}`. Every
+request first passes `moss_files.httpguard` (the Host, Origin and content-type rules the MCP
+daemon applies too). When the server has a token, every route but /health requires
+`Authorization: Bearer <token>`.
+
+Load: requests are served by a fixed pool of WORKERS threads; up to QUEUED more wait for one,
+and the kernel holds up to BACKLOG connections not yet accepted. Past that, a request is
+answered at once with 503 SERVER_BUSY and `Retry-After`, never with a reset connection.
+Request bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before the body is
+read, which is then drained so the client can read the answer) and sockets time out, so no
+client can hold a worker for ever.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import socket
+import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from moss_files.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.httpguard import check_request
 
 MAX_BODY = 1024 * 1024
 SOCKET_TIMEOUT = 10.0
+WORKERS = 16
+QUEUED = 256
+BACKLOG = 512
+RETRY_AFTER_SECONDS = 1
+BUSY_WAIT_SECONDS = 0.2  # how long a 503 waits for the client to finish sending and close
+# How much of a refused oversized body is read and dropped so the client sees the 413.
+DRAIN_LIMIT = 64 * 1024 * 1024
 
 Handler = Callable[[dict[str, list[str]], Any], tuple[int, Any]]
 
@@ -49,50 +67,77 @@ class Api:
         return hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
 
 
+def _body_of(err: MossError, status: int | None = None) -> bytes:
+    body = error_body(err)
+    if status is not None:
+        body["error"]["status"] = status  # 401, 405, 413 … have no class of their own
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
 class _RequestHandler(BaseHTTPRequestHandler):
     server_version = "needlecast-sidecar"
+    # HTTP/1.0 (http.server's default): one request per connection, so an idle client never
+    # holds one of the few workers between requests.
     timeout = SOCKET_TIMEOUT
     api: Api  # set on the subclass made by `make_server`
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         self.api.log(f"http: {self.address_string()} {format % args}")
 
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    def _send(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         if status == 401:
             self.send_header("WWW-Authenticate", 'Bearer realm="needlecast"')
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
     def _error(self, err: MossError, status: int | None = None) -> None:
-        body = error_body(err)
-        if status is not None:
-            body["error"]["status"] = status  # 401 and 405 have no class of their own
-        self._send(status or err.status, body)
+        self._send(status or err.status, _body_of(err, status))
 
     def _handle(self, method: str) -> None:
         parts = urlsplit(self.path)
         path = parts.path.rstrip("/") or "/"
+        refusal = check_request(
+            self.server.bind_host,
+            host=self.headers.get("Host"),
+            origin=self.headers.get("Origin"),
+            method=method,
+            content_type=self.headers.get("Content-Type"),
+        )
+        if refusal is not None:
+            self.close_connection = True
+            self._error(InvalidRequest(refusal.message, code=refusal.code), refusal.status)
+            self._drain()
+            return
         known_methods = [m for (m, p) in self.api.routes if p == path]
         if not known_methods:
             self._error(NotFound(f"no endpoint {path}"))
             return
         if path != "/health" and not self.api.authorized(self.headers.get("Authorization")):
+            self.close_connection = True
             self._error(InvalidRequest("a bearer token is required", code="UNAUTHORIZED"), 401)
+            self._drain()
             return
         handler = self.api.routes.get((method, path))
         if handler is None:
             self.close_connection = True
             self._error(InvalidRequest(f"{method} is not allowed on {path}; use {', '.join(sorted(known_methods))}"), 405)
+            self._drain()
             return
         try:
             payload = self._read_json() if method == "POST" else None
             status, body = handler(parse_qs(parts.query), payload)
         except MossError as err:
-            self._error(err)
+            self._error(err, 413 if err.code == "FILE_TOO_LARGE" else None)
+            self._drain()
             return
         except Exception as exc:  # a bug must not kill the worker or leak a traceback to clients
             self.api.log(f"http: internal error on {method} {path}: {type(exc).__name__}: {exc}")
@@ -103,16 +148,46 @@ class _RequestHandler(BaseHTTPRequestHandler):
     def _read_json(self) -> Any:
         length_text = self.headers.get("Content-Length")
         if length_text is None or not length_text.isdigit():
+            self.close_connection = True
             raise InvalidRequest("a JSON body with Content-Length is required")
         length = int(length_text)
         if length > MAX_BODY:
             self.close_connection = True
-            raise InvalidRequest(f"body over {MAX_BODY} bytes", code="FILE_TOO_LARGE")
+            raise InvalidRequest(f"body is {length} bytes; the limit is {MAX_BODY}", code="FILE_TOO_LARGE", details={"max_bytes": MAX_BODY})
         data = self.rfile.read(length)
+        self._body_read = True
         try:
             return json.loads(data)
         except ValueError:
             raise InvalidRequest("the body is not valid JSON") from None
+
+    def _drain(self) -> None:
+        """Read and drop an unread request body before the connection closes: closing a socket
+        with unread data makes the kernel reset it, and the client would lose our answer."""
+        if getattr(self, "_body_read", False) or not self.close_connection:
+            return
+        length_text = self.headers.get("Content-Length") or "0"
+        remaining = min(int(length_text), DRAIN_LIMIT) if length_text.isdigit() else 0
+        self.wfile.flush()
+        try:
+            while remaining > 0:
+                chunk = self.rfile.read1(min(remaining, 65536))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
+        except OSError:
+            pass  # the client gave up; nothing left to protect
+
+    def handle_expect_100(self) -> bool:
+        # A client that asks before sending a large body (curl does) is refused before it sends.
+        length_text = self.headers.get("Content-Length") or "0"
+        if length_text.isdigit() and int(length_text) > MAX_BODY:
+            self.close_connection = True
+            err = InvalidRequest(f"body is {length_text} bytes; the limit is {MAX_BODY}", code="FILE_TOO_LARGE", details={"max_bytes": MAX_BODY})
+            self._body_read = True  # nothing was sent, nothing to drain
+            self._error(err, 413)
+            return False
+        return super().handle_expect_100()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self._handle("GET")
@@ -127,9 +202,68 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
 
-def make_server(api: Api, host: str, port: int) -> ThreadingHTTPServer:
-    """A bound (not yet serving) threaded server for `api`. Raises OSError if the port is taken."""
+_BUSY_BODY = _body_of(
+    MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503
+)
+_BUSY_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    + f"Retry-After: {RETRY_AFTER_SECONDS}\r\nContent-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
+class _Server(HTTPServer):
+    """An HTTP server with a bounded pool of worker threads and an honest answer when full."""
+
+    request_queue_size = BACKLOG  # socketserver's default is 5: bursts were reset by the kernel
+
+    def __init__(self, address: tuple[str, int], handler: type[_RequestHandler], bind_host: str) -> None:
+        self.address_family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+        self.bind_host = bind_host
+        self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="needlecast-http")
+        self.slots = threading.BoundedSemaphore(WORKERS + QUEUED)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self._busy(request)
+            return
+        try:
+            self.pool.submit(self._work, request, client_address)
+        except RuntimeError:  # the pool is shutting down
+            self.slots.release()
+            self.shutdown_request(request)
+
+    def _work(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            self.slots.release()
+
+    def _busy(self, request: socket.socket) -> None:
+        """Answer 503 from the accepting thread, waiting on the client for a moment at most."""
+        try:
+            request.settimeout(BUSY_WAIT_SECONDS)
+            request.sendall(_BUSY_RESPONSE)
+            request.shutdown(socket.SHUT_WR)
+            # Read what the client sends until it closes: closing with its request unread
+            # would make the kernel reset the connection, and the client lose the answer.
+            while request.recv(65536):
+                pass
+        except OSError:
+            pass  # a slow or vanished client: it had its answer, or had left
+        finally:
+            request.close()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def make_server(api: Api, host: str, port: int) -> HTTPServer:
+    """A bound (not yet serving) server for `api`. Raises OSError if the port is taken."""
     handler = type("SidecarRequestHandler", (_RequestHandler,), {"api": api})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return _Server((host, port), handler, host)

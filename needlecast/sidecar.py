@@ -17,7 +17,6 @@ MAX_BATCH_SECONDS), then those sleeves are routed. A full sweep of every outbox 
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import secrets
@@ -33,6 +32,7 @@ from typing import Any
 
 from moss_files import fs
 from moss_files.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
+from moss_files.httpguard import is_loopback
 from moss_files.ids import format_time, system_clock
 
 from needlecast import mailbox

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish, make_workspace  # noqa: F401  (fixtures)
 
-from moss_files import mcp_http
+from moss_files import httpguard, mcp_http
 
 TOKEN = "t0ken-for-tests"
 
@@ -49,7 +49,11 @@ async def test_http_daemon(repo: Path, tmp_path: Path) -> None:
             refused = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
             assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHORIZED"
             rebinding = await http.post(url, json={}, headers={"Authorization": f"Bearer {TOKEN}", "Host": "evil.example"})
-            assert 400 <= rebinding.status_code < 500
+            assert rebinding.status_code == 421 and rebinding.json()["error"]["code"] == "HOST_NOT_ALLOWED"
+            cross_site = await http.post(url, json={}, headers={"Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"})
+            assert cross_site.status_code == 403 and cross_site.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
+            simple = await http.post(url, content=b"{}", headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"})
+            assert simple.status_code == 415 and simple.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
 
         async def agent(mode: str, name: str) -> None:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
@@ -103,5 +107,5 @@ def test_addresses_and_loopback() -> None:
         with pytest.raises(Exception) as caught:
             mcp_http.parse_address(bad)
         assert getattr(caught.value, "code", None) == "INVALID_REQUEST"
-    assert mcp_http.is_loopback("127.0.0.2") and mcp_http.is_loopback("::1") and mcp_http.is_loopback("localhost")
-    assert not mcp_http.is_loopback("0.0.0.0") and not mcp_http.is_loopback("192.168.1.2") and not mcp_http.is_loopback("example.org")
+    assert httpguard.is_loopback("127.0.0.2") and httpguard.is_loopback("::1") and httpguard.is_loopback("localhost")
+    assert not httpguard.is_loopback("0.0.0.0") and not httpguard.is_loopback("192.168.1.2") and not httpguard.is_loopback("example.org")

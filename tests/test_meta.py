@@ -20,7 +20,8 @@ PACKAGES = ("moss_files", "cstack", "needlecast")
 FORBIDDEN_IN_CORE = {"sqlite3", "subprocess", "socket", "http", "urllib", "watchdog", "typer", "click", "mcp", "git", "threading"}
 # cstack and needlecast build on the foundation only, never on moss_files' entry points or features.
 FOUNDATION = {"moss_files", "moss_files.errors", "moss_files.document", "moss_files.yamlio", "moss_files.yaml12", "moss_files.fs",
-              "moss_files.ids", "moss_files.workspace", "moss_files.cli_support", "moss_files.scaffold", "moss_files.gitrepo"}
+              "moss_files.ids", "moss_files.workspace", "moss_files.cli_support", "moss_files.scaffold", "moss_files.gitrepo",
+              "moss_files.httpguard"}
 
 
 def modules() -> list[Path]:

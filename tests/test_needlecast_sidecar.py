@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,8 @@ from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 from needlecast.router import Router
-from needlecast.sidecar import Sidecar, is_loopback, read_runtime
+from moss_files.httpguard import is_loopback
+from needlecast.sidecar import Sidecar, read_runtime
 from needlecast.status import PartCache, build_status, parse_vmrss
 
 NOW = datetime(2026, 1, 21, 10, 0, tzinfo=UTC)
@@ -203,6 +207,95 @@ def test_token_is_required_and_checked(team: Path) -> None:
         assert running.post("/inbox", {"from": "x", "to": "y", "body": "z"})[0] == 401
     finally:
         assert running.stop() == 0
+
+
+def raw(url: str, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict[str, str], Any]:
+    """One request with exactly the headers given (http.client adds no Host of its own here)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_foreign_host_origin_or_content_type_is_refused(sidecar: Running, team: Path) -> None:
+    """DNS rebinding (a foreign Host) reads nothing; a web page's cross-site POST (a foreign
+    Origin, or a `text/plain` body it may send without asking) delivers nothing."""
+    port = urllib.parse.urlsplit(sidecar.url).port
+    local = {"Host": f"127.0.0.1:{port}"}
+    message = json.dumps({"id": "web-1", "from": "web", "to": ["team"], "body": "hi\n"}).encode()
+    for path in ("/inbox", "/status", "/outbox", "/health"):
+        status, _, body = raw(sidecar.url, "GET", path, {"Host": "evil.example"})
+        assert (status, body["error"]["code"]) == (421, "HOST_NOT_ALLOWED"), path
+        assert raw(sidecar.url, "GET", path, {"Host": f"evil.example:{port}"})[0] == 421
+    assert raw(sidecar.url, "GET", "/inbox", {})[0] == 421  # no Host at all
+    status, _, body = raw(sidecar.url, "POST", "/inbox", {**local, "Origin": "http://evil.example", "Content-Type": "text/plain"}, message)
+    assert (status, body["error"]["code"]) == (403, "ORIGIN_NOT_ALLOWED")
+    status, _, body = raw(sidecar.url, "POST", "/inbox", {**local, "Content-Type": "text/plain"}, message)
+    assert (status, body["error"]["code"]) == (415, "UNSUPPORTED_MEDIA_TYPE")
+    assert raw(sidecar.url, "POST", "/inbox", {**local, "Origin": "null", "Content-Type": "application/json"}, message)[0] == 403
+    assert inbox_ids(team) == []
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        assert raw(sidecar.url, "GET", "/status", {"Host": host})[0] == 200
+    same_origin = {**local, "Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/json; charset=utf-8"}
+    assert raw(sidecar.url, "POST", "/inbox", same_origin, message)[0] == 201
+    assert inbox_ids(team) == ["web-1"]
+
+
+def test_an_oversized_post_gets_413_that_the_client_can_read(sidecar: Running, team: Path) -> None:
+    """A 10 MB body is answered 413 before it is read; the rest is drained, so the client,
+    still uploading, reads the answer instead of a reset connection."""
+    port = urllib.parse.urlsplit(sidecar.url).port
+    body = b"x" * (10 * 1024 * 1024)
+    status, _, answer = raw(sidecar.url, "POST", "/inbox", {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"}, body)
+    assert status == 413 and answer["error"]["code"] == "FILE_TOO_LARGE" and answer["error"]["status"] == 413
+    assert answer["error"]["details"]["max_bytes"] == 1024 * 1024
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # curl's way: ask first
+        sock.sendall(f"POST /inbox HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+        assert sock.recv(4096).startswith(b"HTTP/1.0 413")
+    assert sidecar.get("/health")[0] == 200
+
+
+def test_two_hundred_concurrent_requests_get_answers_not_resets(sidecar: Running, team: Path) -> None:
+    """Every request gets an answer (2xx, or 503 with Retry-After when every worker is busy):
+    no reset, no timeout; every message accepted is in the inbox once."""
+    port = urllib.parse.urlsplit(sidecar.url).port
+    local = {"Host": f"127.0.0.1:{port}"}
+    start_together = threading.Barrier(200)
+    outcomes: list[tuple[str, int, dict[str, str], str]] = []
+    failures: list[BaseException] = []
+
+    def one(number: int) -> None:
+        kind = ("post", "inbox", "status")[number % 3]
+        try:
+            start_together.wait(timeout=30)
+            if kind == "post":
+                payload = json.dumps({"id": f"burst-{number}", "from": "load", "to": ["team"], "body": f"n{number}\n"}).encode()
+                status, headers, _ = raw(sidecar.url, "POST", "/inbox", {**local, "Content-Type": "application/json"}, payload)
+            else:
+                status, headers, _ = raw(sidecar.url, "GET", f"/{kind}", local)
+            outcomes.append((kind, status, headers, f"burst-{number}"))
+        except BaseException as exc:  # a reset or a timeout is the failure this test looks for
+            failures.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(200)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert failures == []
+    assert len(outcomes) == 200
+    for kind, status, headers, _ in outcomes:
+        assert status in (200, 201) or (status == 503 and headers.get("Retry-After") == "1"), (kind, status)
+    accepted = sorted(ident for kind, status, _, ident in outcomes if kind == "post" and status in (200, 201))
+    assert accepted and sorted(inbox_ids(team)) == accepted
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

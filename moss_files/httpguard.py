@@ -1,0 +1,102 @@
+"""Who may talk to our HTTP servers: the one check every HTTP surface runs before routing.
+
+Core layer: pure functions over header values (standard library only). Used by the sidecar
+(`needlecast sidecar`, stdlib http.server) and the MCP daemon (`moss serve --http`, ASGI), so
+both refuse the same requests with the same codes and statuses:
+
+- **Host** (DNS rebinding): a server bound to a loopback address answers only requests whose
+  `Host` names this machine (`127.0.0.1`, `localhost`, `[::1]`, any port or none); otherwise
+  421 HOST_NOT_ALLOWED. A page on `evil.example` whose name an attacker re-points at
+  127.0.0.1 sends `Host: evil.example`, and gets nothing. A server bound elsewhere requires a
+  bearer token, which a foreign page cannot know, so its Host is not restricted.
+- **Origin** (cross-site requests): a browser adds `Origin` to cross-site requests; one that is
+  present must be the server's own origin (the scheme and the request's `Host`) or a loopback
+  origin when the server is bound to loopback; otherwise 403 ORIGIN_NOT_ALLOWED. Clients that
+  are not browsers send none.
+- **Content type**: every POST must declare `application/json` (parameters such as
+  `charset` allowed), or it gets 415 UNSUPPORTED_MEDIA_TYPE. A page can send a "simple"
+  cross-site POST as `text/plain` without asking first; it cannot send JSON that way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """True for names and addresses only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request is refused: the HTTP status, our stable code and a message."""
+
+    status: int
+    code: str
+    message: str
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """(`host`, port or None) of a Host header or an origin's authority; None when malformed."""
+    value = value.strip().lower()
+    if not value:
+        return None
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        host, rest = value[1:end], value[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None
+        port_text = rest[1:]
+    else:
+        host, _, port_text = value.partition(":")
+    if port_text:
+        if not port_text.isdigit() or int(port_text) > 65535:
+            return None
+        return host, int(port_text)
+    return host, None
+
+
+def check_request(bind_host: str, *, host: str | None, origin: str | None, method: str, content_type: str | None) -> Refusal | None:
+    """The refusal for a request to a server bound to `bind_host`, or None to let it through.
+
+    `host`, `origin` and `content_type` are the request's header values (None when absent).
+    """
+    local = is_loopback(bind_host)
+    parsed = split_host(host) if host else None
+    if local and (parsed is None or not is_loopback(parsed[0])):
+        return Refusal(421, "HOST_NOT_ALLOWED", f"this server answers only requests for this machine, not Host {host!r}")
+    if origin is not None and not _origin_allowed(origin, host, local):
+        return Refusal(403, "ORIGIN_NOT_ALLOWED", f"requests from {origin!r} are not accepted")
+    if method == "POST" and not is_json(content_type):
+        return Refusal(415, "UNSUPPORTED_MEDIA_TYPE", "a POST must carry Content-Type: application/json")
+    return None
+
+
+def _origin_allowed(origin: str, host: str | None, local: bool) -> bool:
+    if origin == "null":
+        return False  # sandboxed frames and file:// pages
+    scheme, sep, netloc = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not netloc or "/" in netloc or "@" in netloc:
+        return False
+    if host is not None and netloc.lower() == host.strip().lower():
+        return True  # same origin: a page this server itself served
+    authority = split_host(netloc)
+    return local and authority is not None and is_loopback(authority[0])
+
+
+def is_json(content_type: str | None) -> bool:
+    """True for `application/json`, with or without parameters."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
