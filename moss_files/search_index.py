@@ -25,11 +25,12 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from moss_files import fs
 from moss_files.errors import CacheError, InvalidRequest, MossError
 from moss_files.indexing import (
     MAX_FILE_BYTES,
@@ -112,6 +113,24 @@ CREATE INDEX files_problems ON files(path) WHERE problems IS NOT NULL;
 """
 _ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated"
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+# What SQLite says when the cache file or its folder cannot be written (a read-only checkout
+# or mount, a full disk): the search then runs on an index in memory instead.
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL", "SQLITE_IOERR")
+_UNWRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+def _not_writable(exc: sqlite3.Error | OSError, where: Path) -> CacheError | None:
+    """A NOT_WRITABLE CacheError when `exc` means the cache cannot be written; else None."""
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if not name.startswith(_UNWRITABLE):
+            return None
+        reason = str(exc)
+    elif exc.errno in _UNWRITABLE_ERRNOS:
+        reason = exc.strerror or str(exc)
+    else:
+        return None
+    return CacheError(f"the search cache cannot be written: {reason}", code="NOT_WRITABLE", path=where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +476,9 @@ class SearchIndex:
             except sqlite3.DatabaseError as exc:
                 if getattr(exc, "sqlite_errorname", None) in _CORRUPT:
                     raise _Unusable(f"unreadable ({exc})") from None
-                raise CacheError(f"search index error: {exc}", path=self.path, hint="retry; if it persists, run `moss index rebuild`") from None
+                raise _not_writable(exc, self.path) or CacheError(
+                    f"search index error: {exc}", path=self.path, hint="retry; if it persists, run `moss index rebuild`"
+                ) from None
             finally:
                 conn.close()
 
@@ -515,9 +536,14 @@ class SearchIndex:
                     os.replace(temp, self.path)
                     for suffix in ("-wal", "-shm"):
                         Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            except OSError as exc:
+                raise _not_writable(exc, self.dir) or CacheError(f"cannot swap in the rebuilt index: {exc.strerror}", path=self.path) from None
             finally:
                 for leftover in (temp, Path(f"{temp}-journal")):
-                    leftover.unlink(missing_ok=True)
+                    try:
+                        leftover.unlink(missing_ok=True)
+                    except OSError:
+                        pass  # a read-only folder holds no leftover of ours either
         if reason is not None:
             self.notify(_rebuild_message(reason))
         self.last_refresh = report
@@ -540,7 +566,11 @@ class SearchIndex:
                 conn.close()
 
     def _build(self, temp: Path, reason: str | None) -> RefreshReport:
-        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn = sqlite3.connect(temp, isolation_level=None)
+            conn.execute("PRAGMA user_version")  # SQLite creates the file on first use
+        except sqlite3.Error as exc:
+            raise _not_writable(exc, self.dir) or CacheError(f"cannot create the search index: {exc}", path=temp) from None
         try:
             for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -65536", "temp_store = MEMORY"):
                 conn.execute(f"PRAGMA {pragma}")
@@ -549,7 +579,7 @@ class SearchIndex:
             conn.execute("PRAGMA journal_mode = WAL")
             return report
         except sqlite3.Error as exc:
-            raise CacheError(f"building the search index failed: {exc}", path=temp) from None
+            raise _not_writable(exc, self.dir) or CacheError(f"building the search index failed: {exc}", path=temp) from None
         finally:
             conn.close()
 
@@ -648,7 +678,7 @@ class View:
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (fingerprint,))
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorname", None) != "SQLITE_BUSY":
+            if getattr(exc, "sqlite_errorname", None) != "SQLITE_BUSY" and _not_writable(exc, self.index.path) is None:
                 raise
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
