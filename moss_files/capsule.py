@@ -382,6 +382,9 @@ def select_sections(text: str, names: Sequence[str]) -> str:
 
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+# Names Windows reserves for devices, whatever the extension: a file `con.md` cannot exist
+# there, so a clone of the repository on Windows would fail. Their first letter is escaped.
+WINDOWS_RESERVED = frozenset({"con", "prn", "aux", "nul", *(f"com{n}" for n in range(1, 10)), *(f"lpt{n}" for n in range(1, 10))})
 
 
 def encode_component(norm: str) -> str:
@@ -389,8 +392,9 @@ def encode_component(norm: str) -> str:
 
     Letters a-z, digits, `_` and `-` stay; a space becomes `+`; every other character is `%XX`
     per UTF-8 byte (uppercase hex). Injective, also on case-insensitive file systems, because
-    plain letters are always lowercase and escapes always uppercase. Overlong results end in
-    `~` and a hash of the whole name.
+    plain letters are always lowercase and escapes always uppercase. A name Windows reserves
+    (`con`, `nul`, `com1`, …) has its first letter escaped too (`%63on`). Overlong results end
+    in `~` and a hash of the whole name.
     """
     out: list[str] = []
     for char in norm:
@@ -401,6 +405,8 @@ def encode_component(norm: str) -> str:
         else:
             out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
     encoded = "".join(out)
+    if encoded in WINDOWS_RESERVED:
+        encoded = f"%{ord(encoded[0]):02X}{encoded[1:]}"
     if len(encoded) > MAX_STEM:
         digest = hashlib.blake2b(norm.encode("utf-8"), digest_size=16).hexdigest()
         cut = encoded[: MAX_STEM - 34]
@@ -435,7 +441,8 @@ def decode_component(stem: str) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return text if encode_component(text) == stem else None
+    # A bare reserved name is how files were named before the escape: still read as written.
+    return text if encode_component(text) == stem or stem in WINDOWS_RESERVED else None
 
 
 def workspace_dir(workspace_norm: str) -> str:
@@ -544,7 +551,8 @@ def parse_capsule(doc: document.Document, relpath: PurePosixPath, *, mtime_ms: i
         if name is None or not name.strip():
             raise reader.error("name", f"file {relpath.name!r} is a name slot; an unnamed capsule belongs in '@<ID>.md'")
         expected = slot_filename(normalize(name))
-        if expected != relpath.name and deleted is None:
+        legacy = stem == normalize(name) and stem in WINDOWS_RESERVED  # named before the escape
+        if expected != relpath.name and deleted is None and not legacy:
             raise reader.error("name" if name_key else None, f"a capsule named {name!r} belongs in {expected!r}, not {relpath.name!r}")
 
     stored_id = reader.text("id")

@@ -106,7 +106,10 @@ class CapsuleStore:
     def read_slot(self, workspace_norm: str, name_norm: str) -> StoredCapsule | None:
         """The capsule in a name's slot file (live or hand-marked deleted), if any."""
         folder = self.base / core.workspace_dir(workspace_norm)
-        return self.read(folder / core.slot_filename(name_norm))
+        found = self.read(folder / core.slot_filename(name_norm))
+        if found is None and name_norm in core.WINDOWS_RESERVED:
+            found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
+        return found
 
     def files(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> tuple[list[Path], list[MossError]]:
         """Candidate capsule files (sorted), and entries that have no business in the folder."""
@@ -215,7 +218,6 @@ class CapsuleStore:
         relpath = core.capsule_relpath(capsule)
         path = self.path_of(relpath)
         data = document.encode(text if text is not None else core.render_capsule(capsule))
-        self.base.mkdir(parents=True, exist_ok=True)
         if not fs.create_exclusive(path, data):
             code = "NAME_ALREADY_EXISTS" if capsule.name_norm and not capsule.deleted else "ALREADY_EXISTS"
             raise Conflict(

@@ -384,7 +384,8 @@ def update(
             core.check_fields(updated)
             return updated
 
-        result = store_.rewrite(stored, apply)
+        # relocate: a file kept under a name from before the Windows escape moves to its slot
+        result = store_.relocate(store_.rewrite(stored, apply))
     return _ids(result.capsule)
 
 
@@ -688,6 +689,11 @@ def export(ctx: Context, path: Any = None, workspace: Any = None, include_delete
         label = core.encode_component(ws) if ws else "all"
         path = str(folder / f"{label}-{stamp}.jsonl")
     target = check_transfer_path(path, ctx, reading=False)
+    if not target.parent.is_dir() and target.parent == ctx.root / EXPORTS_DIR:
+        # The workspace's own export folder is git-ignored and made on first use, like the
+        # home one; any other folder must exist already.
+        with fs.folder_fd(target.parent, create=True):
+            pass
     if not target.parent.is_dir():
         raise NotFound("the export folder does not exist", path=str(target.parent))
     scan = ctx.store.scan(ws, include_deleted=deleted_too)

@@ -258,6 +258,22 @@ def test_different_names_never_share_a_file_even_ignoring_case(a: str, b: str) -
         assert core.slot_filename(na).lower() != core.slot_filename(nb).lower()
 
 
+@given(st.sampled_from(sorted(core.WINDOWS_RESERVED)), st.sampled_from(["", " ", ".txt", "1", "-x", ".md"]), st.booleans())
+def test_names_windows_reserves_never_become_file_names(reserved: str, suffix: str, upper: bool) -> None:
+    norm = core.normalize((reserved.upper() if upper else reserved) + suffix)
+    filename = core.slot_filename(norm)
+    # Windows refuses a device name as a file's base name, whatever follows its first dot.
+    assert filename.split(".", 1)[0].lower() not in core.WINDOWS_RESERVED
+    assert core.workspace_dir(norm).split(".", 1)[0].lower() not in core.WINDOWS_RESERVED
+    assert core.decode_component(filename[: -len(core.SUFFIX)]) == norm
+
+
+def test_reserved_names_escape_one_letter_and_old_files_still_read() -> None:
+    assert core.slot_filename("con") == "%63on.md" and core.slot_filename("com1") == "%63om1.md"
+    assert core.slot_filename("console") == "console.md" and core.slot_filename("com10") == "com10.md"
+    assert core.decode_component("con") == "con"  # a file named before the escape existed
+
+
 def test_readable_encodings() -> None:
     assert core.encode_component("auth") == "auth"
     assert core.encode_component("my project") == "my+project"

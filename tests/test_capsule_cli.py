@@ -126,6 +126,49 @@ def test_export_import_through_the_cli(ws: Path, tmp_path: Path) -> None:
     assert refused.returncode == 2 and not (tmp_path / "elsewhere.jsonl").exists()
 
 
+def test_export_into_the_workspace_export_folder_makes_it(repo: Path) -> None:
+    assert run_cli("moss", "init", str(repo)).returncode == 0
+    assert moss(repo, "store", "--name", "a", input=FULL).returncode == 0
+    assert not (repo / ".moss/exports").exists()
+    exported = moss(repo, "export", "-p", ".moss/exports/all.jsonl", "--json")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["count"] == 1
+    assert (repo / ".moss/exports/all.jsonl").stat().st_mode & 0o777 == 0o600
+    assert git(repo, "status", "--porcelain", "--ignored", ".moss/exports") == "!! .moss/exports/\n"  # per machine
+
+
+OVERSIZED = """
+import json, resource, sys
+from pathlib import Path
+from moss_files import capsules
+from moss_files.errors import MossError
+ctx = capsules.Context(Path(sys.argv[1]))
+capsules.fetch(ctx, name="small")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    capsules.fetch(ctx, name="big")
+    code = None
+except MossError as err:
+    code = err.code
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"code": code, "grew_kib": after - before}))
+"""
+
+
+def test_an_oversized_capsule_file_is_refused_before_it_is_read(ws: Path) -> None:
+    moss(ws, "store", "--name", "small", input=FULL)
+    big = ws / ".moss/capsules/default/big.md"
+    with open(big, "wb") as handle:
+        handle.write(b"---\nname: big\n---\n")
+        handle.truncate(50 * 1024 * 1024)  # 50 MB, over the 4 MB limit for capsule files
+    fetched = moss(ws, "fetch", "big", "--json")
+    assert fetched.returncode == 4 and json.loads(fetched.stderr)["error"]["code"] == "FILE_TOO_LARGE"
+    measured = json.loads(subprocess.run([sys.executable, "-c", OVERSIZED, str(ws)], capture_output=True, text=True, check=True).stdout)
+    assert measured["code"] == "FILE_TOO_LARGE"
+    assert measured["grew_kib"] < 10 * 1024, measured  # reading the file would take 50 MB
+    assert big.stat().st_size == 50 * 1024 * 1024
+
+
 # --------------------------------------------------------------------------- processes at the same instant
 
 RACER = """

@@ -63,6 +63,27 @@ def snapshot(root: Path) -> dict[str, bytes]:
 # --------------------------------------------------------------------------- store / fetch / addressing
 
 
+def test_names_windows_reserves_work_and_get_safe_file_names(ctx: ops.Context, ws: Path) -> None:
+    for name in ("con", "NUL", "com1"):
+        ops.store(ctx, FULL, workspace="aux", name=name)
+        assert ops.fetch(ctx, workspace="aux", name=name)["name"] == name
+    names = sorted(p.relative_to(ws / ".moss/capsules").as_posix() for p in (ws / ".moss/capsules").rglob("*.md"))
+    assert names == ["%61ux/%63om1.md", "%61ux/%63on.md", "%61ux/%6Eul.md"]
+    assert sorted(item["name"] for item in ops.list_capsules(ctx, workspace="aux")["items"]) == ["NUL", "com1", "con"]
+    ops.update(ctx, workspace="aux", name="con", title="Console")
+    ops.delete(ctx, workspace="aux", name="nul")
+    assert code_of(ops.fetch, ctx, workspace="aux", name="nul")[0] == "NOT_FOUND"
+
+
+def test_a_capsule_file_named_before_the_escape_is_still_found(ctx: ops.Context, ws: Path) -> None:
+    ops.store(ctx, FULL, name="con")
+    escaped = ws / ".moss/capsules/default/%63on.md"
+    escaped.rename(escaped.with_name("con.md"))  # as an older version wrote it
+    assert ops.fetch(ctx, name="con")["name"] == "con"
+    ops.update(ctx, name="con", title="moved on its next write")
+    assert escaped.exists() and not escaped.with_name("con.md").exists()
+
+
 def test_store_then_fetch_by_name_and_by_id(ctx: ops.Context, ws: Path) -> None:
     stored = ops.store(ctx, FULL, workspace="StartupA", name="Auth", tags=["auth"], source="claude-code")
     assert stored["fetch_key"] == stored["task_link"] == {"moss_capsule": "Auth", "moss_workspace": "StartupA"}

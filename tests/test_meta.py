@@ -113,3 +113,42 @@ def test_lazy_command_table_matches_what_the_modules_register() -> None:
         assert set(cli.feature_commands(module_name)) == set(names), module_name
     everything = [name for names in cli.LAZY_COMMANDS.values() for name in names]
     assert len(everything) == len(set(everything)), "a command name is claimed by two modules"
+
+
+_CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,}")
+
+
+def _codes_written(tree: ast.AST) -> set[str]:
+    """String constants used as error codes: `code=` arguments, values under a "code" key, and
+    the first argument of a `...Problem(...)` (per-line and per-file problems)."""
+    found: set[str] = set()
+
+    def take(node: ast.AST | None) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CODE_SHAPE.fullmatch(node.value):
+            found.add(node.value)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == "code":
+                    take(keyword.value)
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if name.endswith("Problem") and node.args:
+                take(node.args[0])
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "code":
+                    take(value)
+    return found
+
+
+def test_every_code_the_code_can_emit_is_registered() -> None:
+    """`moss codes`, the README table and the MCP error contract list ERROR_CODES; a code
+    written anywhere else (a per-line import error, a problem entry) must be there too."""
+    written: dict[str, list[str]] = {}
+    for path in modules():
+        for code in _codes_written(ast.parse(path.read_text(encoding="utf-8"))):
+            written.setdefault(code, []).append(path.relative_to(ROOT).as_posix())
+    assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED"} <= set(written)  # the scan sees them
+    missing = {code: where for code, where in written.items() if code not in ERROR_CODES}
+    assert not missing, f"codes used but not in ERROR_CODES: {missing}"
