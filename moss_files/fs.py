@@ -80,16 +80,20 @@ def digest_of(data: bytes | None) -> str:
 # --------------------------------------------------------------------------- walking without links
 
 
-def _toolkit_split(folder: Path) -> tuple[Path, tuple[str, ...]] | None:
+def _toolkit_split(folder: Path | str) -> tuple[str, tuple[str, ...]] | None:
     """(base, names): `folder` is base/names[0]/…, names[0] being the outermost toolkit folder
     on the path. None when no component of `folder` is a toolkit folder."""
-    parts = folder.parts
+    # Strings, not Path objects: this runs for every file read, and pathlib's parsing cost
+    # more than the system calls themselves.
+    text = os.fspath(folder)
+    parts = text.split("/")
     for index, part in enumerate(parts):
         if part in TOOLKIT_FOLDERS:
-            names = parts[index:]
+            names = tuple(name for name in parts[index:] if name and name != ".")
             if ".." in names:
                 raise InvalidRequest("a path inside the toolkit's folders may not contain '..'", path=folder)
-            return (Path(*parts[:index]) if index else Path(".")), names
+            base = "/".join(parts[:index])
+            return (base or ("/" if text.startswith("/") else ".")), names
     return None
 
 
@@ -127,16 +131,14 @@ def open_folder(folder: Path, *, create: bool = False) -> int:
     split = _toolkit_split(folder)
     if split is None:
         if create:
-            folder.mkdir(parents=True, exist_ok=True)
+            Path(folder).mkdir(parents=True, exist_ok=True)
         return os.open(folder, _DIR_FLAGS)
     base, names = split
     if create:
-        base.mkdir(parents=True, exist_ok=True)
+        os.makedirs(base, exist_ok=True)
     fd = os.open(base, _DIR_FLAGS)  # the workspace root may be a link: it is the user's choice
-    shown = base
     try:
-        for name in names:
-            shown = shown / name
+        for depth, name in enumerate(names):
             try:
                 child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
@@ -149,11 +151,9 @@ def open_folder(folder: Path, *, create: bool = False) -> int:
                 try:
                     child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError as exc:
-                    raise _refusal(fd, name, shown, exc) from None
-            except (NotADirectoryError, OSError) as exc:
-                if isinstance(exc, FileNotFoundError):
-                    raise
-                raise _refusal(fd, name, shown, exc) from None
+                    raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
+            except OSError as exc:
+                raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
             os.close(fd)
             fd = child
     except BaseException:
@@ -184,11 +184,11 @@ def check_confined(path: Path) -> None:
         raise symlink_refused(path)
 
 
-def _open_file(dir_fd: int, path: Path, flags: int, mode: int = 0o666) -> int:
+def _open_file(dir_fd: int, path: Path, flags: int, mode: int = 0o666, *, inside: bool | None = None) -> int:
     """Open `path.name` inside `dir_fd`, without following a link when it lies in a toolkit
     folder; raise our errors for links and for things that are not regular files (opening a
     FIFO must not block)."""
-    if _toolkit_split(path.parent) is not None:
+    if inside if inside is not None else _toolkit_split(os.path.dirname(path)) is not None:
         flags |= os.O_NOFOLLOW
     try:
         fd = os.open(path.name, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
@@ -200,6 +200,11 @@ def _open_file(dir_fd: int, path: Path, flags: int, mode: int = 0o666) -> int:
         if exc.errno == errno.ELOOP:
             raise symlink_refused(path) from None
         raise
+    return _regular_or_refuse(fd, path)
+
+
+def _regular_or_refuse(fd: int, path: Path) -> int:
+    """`fd` when it is a regular file (O_NONBLOCK cleared again); else close it and refuse."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -217,17 +222,23 @@ def _read_fd(fd: int, path: Path, max_bytes: int | None) -> tuple[bytes, Identit
             f"file is {info.st_size} bytes; the limit for this kind is {max_bytes}",
             code="FILE_TOO_LARGE",
             path=path,
+            details={"max_bytes": max_bytes, "actual_bytes": info.st_size},
         )
+    # One read of size + 1 bytes normally ends it: fewer bytes than asked for is the end of
+    # the file; more means it grew meanwhile, and the loop reads on.
+    limit = None if max_bytes is None else max_bytes + 1
     chunks = []
-    remaining = info.st_size + 1 if max_bytes is None else max_bytes + 1
+    total = 0
+    want = info.st_size + 1
     while True:
-        chunk = os.read(fd, max(65536, min(remaining, 1 << 24)))
-        if not chunk:
-            break
+        chunk = os.read(fd, want if limit is None else min(want, limit - total))
         chunks.append(chunk)
-        remaining -= len(chunk)
-        if max_bytes is not None and remaining <= 0:
+        total += len(chunk)
+        if limit is not None and total >= limit:
             raise InvalidDocument(f"file grew past the limit of {max_bytes} bytes while being read", code="FILE_TOO_LARGE", path=path)
+        if len(chunk) < want:
+            break
+        want = 1 << 16
     return b"".join(chunks), identity_of(info)
 
 
@@ -250,13 +261,17 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
 
     Raises InvalidDocument SYMLINK_REFUSED for a link, FILE_TOO_LARGE over `max_bytes`.
     """
+    folder = os.path.dirname(path) or "."
     try:
-        with folder_fd(path.parent) as dir_fd:
-            fd = _open_file(dir_fd, path, os.O_RDONLY)
-            try:
-                data, identity = _read_fd(fd, path, max_bytes)
-            finally:
-                os.close(fd)
+        dir_fd = open_folder(folder)
+        try:
+            fd = _open_file(dir_fd, path, os.O_RDONLY, inside=_toolkit_split(folder) is not None)
+        finally:
+            os.close(dir_fd)
+        try:
+            data, identity = _read_fd(fd, path, max_bytes)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return Snapshot(path, None, "")
     except NotADirectoryError:
