@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from moss_files import board as core
-from moss_files import board_service as svc
-from moss_files.board import Epic, Step, Task, Team, Worker
-from moss_files.board_store import BoardStore
-from moss_files.ids import IdSource, seeded_random
+from moss_files.board import model as core
+from moss_files.board import service as svc
+from moss_files.board.model import Epic, Step, Task, Team, Worker
+from moss_files.board.store import BoardStore
+from moss_files.foundation.ids import IdSource, seeded_random
 
 EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
@@ -103,7 +103,7 @@ def process_ms(command: list[str], cwd: Path, repeat: int, env: dict[str, str]) 
 CLAIMER = r"""
 import json, sys, time
 from pathlib import Path
-from moss_files import board_service as svc
+from moss_files.board import service as svc
 root, prefix, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 ctx = svc.Context.for_root(root, actor="agent")
 ctx.store.load()

@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from moss_files import capsule as core
-from moss_files import capsules as ops
-from moss_files.capsule import Capsule
-from moss_files.ids import IdSource, seeded_random
+from moss_files.capsules import model as core
+from moss_files.capsules import service as ops
+from moss_files.capsules.model import Capsule
+from moss_files.foundation.ids import IdSource, seeded_random
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.

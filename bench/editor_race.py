@@ -35,7 +35,7 @@ WRITER = textwrap.dedent(
     from datetime import date
     from pathlib import Path
     from cstack import service
-    from moss_files.errors import Conflict
+    from moss_files.foundation.errors import Conflict
     root, stop, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     written = refused = 0
     while not stop.exists():

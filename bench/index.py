@@ -36,7 +36,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import generate_workspace  # noqa: E402
 
-from moss_files import search, search_query  # noqa: E402
+from moss_files.index import service as search, query as search_query  # noqa: E402
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RACY_SECONDS = 2.1

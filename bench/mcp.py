@@ -40,8 +40,10 @@ import anyio  # noqa: E402
 from corpus import generate_workspace  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
-from moss_files import capsules, search  # noqa: E402
-from moss_files.mcp_server import TOOL_SETS, Workspace, build_server, parse_sets  # noqa: E402
+from moss_files.capsules import service as capsules  # noqa: E402
+
+from moss_files.index import service as search
+from moss_files.mcp.server import TOOL_SETS, Workspace, build_server, parse_sets  # noqa: E402
 
 INITIALIZE = {
     "jsonrpc": "2.0",

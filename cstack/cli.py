@@ -19,9 +19,9 @@ from typing import Annotated, Any
 import typer
 
 from cstack import memory, plan, service
-from moss_files import workspace
-from moss_files.cli_support import JsonOpt, RootOpt, emit, new_app, note, reporting
-from moss_files.errors import InvalidRequest
+from moss_files.foundation import workspace
+from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
+from moss_files.foundation.errors import InvalidRequest
 
 NOW_ENV = "MOSS_NOW"
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from cstack import markdown
 from cstack.markdown import Outline, Section
-from moss_files import document
-from moss_files.errors import InvalidDocument
+from moss_files.foundation import document
+from moss_files.foundation.errors import InvalidDocument
 
 _ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+(?P<text>.*?)[ \t]*$")
 _CHECKBOX = re.compile(r"^[ \t]*[-*+][ \t]+\[(?P<mark>[ xX>!~])\][ \t]+(?P<text>.*?)[ \t]*$")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from cstack import markdown
-from moss_files import document
-from moss_files.errors import InvalidRequest
+from moss_files.foundation import document
+from moss_files.foundation.errors import InvalidRequest
 
 CATEGORIES = ("decisions", "gotchas", "preferences", "facts")
 _TITLES = {"decisions": "Decisions", "gotchas": "Gotchas", "preferences": "Preferences", "facts": "Facts"}

@@ -40,8 +40,8 @@ from typing import Any
 
 from cstack import markdown
 from cstack.markdown import Outline
-from moss_files import document
-from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation import document
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
 
 MARKER_STATUS = {" ": "pending", ">": "in_progress", "x": "done", "X": "done", "!": "blocked", "~": "closed"}
 STATUS_MARKER = {"pending": " ", "in_progress": ">", "done": "x", "blocked": "!", "closed": "~"}

@@ -1,7 +1,7 @@
 """Where the memory files live and how they are read and written. Edge layer: the only cstack
 module that touches the file system.
 
-Every write is a read-modify-write through `moss_files.fs.modify`: it holds the file's lock
+Every write is a read-modify-write through `moss_files.foundation.fs.modify`: it holds the file's lock
 (so cooperating writers, in any process, take turns), re-runs the change on the new content
 when the file changed between read and write (a hand edit, which takes no lock), and replaces
 the file atomically. The change itself is a pure function of the file's text.
@@ -16,10 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from moss_files import document, fs
-from moss_files.errors import MossError, NotFound
-from moss_files.fs import Snapshot
-from moss_files.ids import format_time
+from moss_files.foundation import document, fs
+from moss_files.foundation.errors import MossError, NotFound
+from moss_files.foundation.fs import Snapshot
+from moss_files.foundation.ids import format_time
 
 STACK_DIR = ".cstack"
 CURRENT = "CURRENT.md"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files import __version__
-from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError, describe, error_body
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError, describe, error_body
 
 PARTS = ("cstack", "needlecast", "moss")
 AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}

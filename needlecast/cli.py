@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.cli_support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-from moss_files.workspace import find_workspace
+from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
+from moss_files.foundation.workspace import find_workspace
 
 from needlecast import mailbox, service
 from needlecast import message as msg

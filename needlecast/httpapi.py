@@ -8,7 +8,7 @@
                    idempotent by (from, id); 201 when something was added, 200 when not
 
 Errors use the shared body `{"ok": false, "error": {code, message, status, ...}}`. Every
-request first passes `moss_files.httpguard` (the Host, Origin and content-type rules the MCP
+request first passes `moss_files.foundation.httpguard` (the Host, Origin and content-type rules the MCP
 daemon applies too). When the server has a token, every route but /health requires
 `Authorization: Bearer <token>`.
 
@@ -32,8 +32,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from moss_files.errors import InvalidRequest, MossError, NotFound, error_body
-from moss_files.httpguard import check_request
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.foundation.httpguard import check_request
 
 MAX_BODY = 1024 * 1024
 SOCKET_TIMEOUT = 10.0

@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files import document, fs
-from moss_files.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation import document, fs
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 from needlecast import message as msg
 from needlecast.message import Message

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from moss_files import document, yaml12, yamlio
-from moss_files.errors import InvalidDocument, InvalidRequest
+from moss_files.foundation import document, yaml_scalars as yaml12, yaml_reader as yamlio
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 KNOWN_KEYS = ("id", "from", "to", "thread", "type", "time")
 CAPITALISED = {key: key.capitalize() for key in KNOWN_KEYS} | {"id": "ID"}

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from moss_files.errors import InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -51,7 +51,7 @@ def call(url: str, method: str = "GET", payload: Any = None, *, token: str | Non
 
 
 def _codes() -> dict[str, str]:
-    from moss_files.errors import ERROR_CODES
+    from moss_files.foundation.errors import ERROR_CODES
 
     return ERROR_CODES
 

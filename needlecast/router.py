@@ -21,9 +21,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from moss_files import fs
-from moss_files.errors import MossError, error_body
-from moss_files.ids import format_time, system_clock
+from moss_files.foundation import fs
+from moss_files.foundation.errors import MossError, error_body
+from moss_files.foundation.ids import format_time, system_clock
 
 from needlecast import mailbox, remote
 from needlecast.mailbox import Journal, Mailbox

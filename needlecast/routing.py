@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moss_files.errors import MossError
+from moss_files.foundation.errors import MossError
 
 from needlecast.message import ALL, ENVOY, Message, with_changes
 
@@ -196,7 +196,7 @@ def bounce(entry: Entry, sender: str, note: DeadNote, dead_letter: str, now: str
 
 def entry_to_dict(entry: Entry) -> dict[str, object]:
     """JSON shape of an outbox or inbox entry: the message (or the problem) and where it is."""
-    from moss_files.errors import error_body
+    from moss_files.foundation.errors import error_body
 
     from needlecast.message import message_to_dict
 

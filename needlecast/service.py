@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from moss_files.errors import InvalidRequest, NotFound
-from moss_files.ids import IdSource, format_time, system_clock
+from moss_files.foundation.errors import InvalidRequest, NotFound
+from moss_files.foundation.ids import IdSource, format_time, system_clock
 
 from needlecast import mailbox
 from needlecast.mailbox import DeadLetter, Mailbox, OutboxScan

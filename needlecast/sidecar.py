@@ -30,10 +30,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files import fs
-from moss_files.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
-from moss_files.httpguard import is_loopback
-from moss_files.ids import format_time, system_clock
+from moss_files.foundation import fs
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
+from moss_files.foundation.httpguard import is_loopback
+from moss_files.foundation.ids import format_time, system_clock
 
 from needlecast import mailbox
 from needlecast import message as msg

@@ -26,8 +26,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from moss_files import fs
-from moss_files.errors import InvalidDocument, MossError, NotFound
+from moss_files.foundation import fs
+from moss_files.foundation.errors import InvalidDocument, MossError, NotFound
 
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -146,7 +146,7 @@ def load_directory(root: Path) -> Directory:
 
 def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
     """JSON shape of a directory entry."""
-    from moss_files.errors import error_body
+    from moss_files.foundation.errors import error_body
 
     data: dict[str, Any] = {
         "name": sleeve.name,

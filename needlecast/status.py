@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from moss_files.errors import MossError, error_body
+from moss_files.foundation.errors import MossError, error_body
 
 Clock = Callable[[], float]
 

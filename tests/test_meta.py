@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 import typer.main
 
-from moss_files.errors import ERROR_CODES
+from moss_files.foundation.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("moss_files", "cstack", "needlecast")
 # Modules of the pure core must not reach the outside world themselves.
 FORBIDDEN_IN_CORE = {"sqlite3", "subprocess", "socket", "http", "urllib", "watchdog", "typer", "click", "mcp", "git", "threading"}
 # cstack and needlecast build on the foundation only, never on moss_files' entry points or features.
-FOUNDATION = {"moss_files", "moss_files.errors", "moss_files.document", "moss_files.yamlio", "moss_files.yaml12", "moss_files.fs",
-              "moss_files.ids", "moss_files.workspace", "moss_files.cli_support", "moss_files.scaffold", "moss_files.gitrepo",
-              "moss_files.httpguard"}
+FOUNDATION = {"moss_files", "moss_files.foundation.errors", "moss_files.foundation.document", "moss_files.foundation.yaml_reader", "moss_files.foundation.yaml_scalars", "moss_files.foundation.fs",
+              "moss_files.foundation.ids", "moss_files.foundation.workspace", "moss_files.cli.support", "moss_files.scaffold", "moss_files.foundation.gitrepo",
+              "moss_files.foundation.httpguard"}
 
 
 def modules() -> list[Path]:
@@ -64,7 +64,7 @@ def test_cstack_and_needlecast_use_only_the_foundation(path: Path) -> None:
 def all_commands() -> list[tuple[str, Any]]:
     """(full name, command) for every command and group of the three CLIs."""
     found: list[tuple[str, Any]] = []
-    for tool, module in (("moss", "moss_files.cli"), ("cstack", "cstack.cli"), ("needlecast", "needlecast.cli")):
+    for tool, module in (("moss", "moss_files.cli.main"), ("cstack", "cstack.cli"), ("needlecast", "needlecast.cli")):
         group = typer.main.get_command(importlib.import_module(module).app)
 
         def walk(prefix: str, command: Any) -> None:
@@ -107,7 +107,7 @@ def test_every_package_module_imports() -> None:
 
 
 def test_lazy_command_table_matches_what_the_modules_register() -> None:
-    from moss_files import cli
+    from moss_files.cli import main as cli
 
     for module_name, names in cli.LAZY_COMMANDS.items():
         assert set(cli.feature_commands(module_name)) == set(names), module_name

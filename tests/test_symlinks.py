@@ -20,9 +20,9 @@ from conftest import run_cli
 from mcp import Client
 from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish  # noqa: F401  (fixtures)
 
-from moss_files import fs
-from moss_files.errors import InvalidDocument
-from moss_files.mcp_server import Workspace, build_server
+from moss_files.foundation import fs
+from moss_files.foundation.errors import InvalidDocument
+from moss_files.mcp.server import Workspace, build_server
 
 SECRET = "SECRET-do-not-leak"
 

@@ -1,0 +1,353 @@
+"""Capsule files under `.moss/capsules/`: find, read, scan, create, rewrite, move, remove.
+
+Edge layer: owns the capsule folder; all bytes go through `fs` (atomic writes, locks). Layout,
+relative to `.moss/capsules/` (names encoded by `capsule.encode_component`, so a file name
+never holds a separator or `..`, and two names that normalize differently never share a file):
+
+    <workspace>/<name>.md          a live named capsule: the file name IS the name slot
+    <workspace>/@<ID>.md           a live unnamed capsule
+    <workspace>/deleted/<ID>.md    a soft-deleted capsule (its slot is free for a new one)
+
+Uniqueness of names among live capsules holds by construction: one name, one slot file, and
+`fs.create_exclusive` never replaces a file, even when two processes race. Writers also hold
+one store-wide lock (`.moss/.capsules.lock`) so multi-file operations (delete moves a file,
+import writes many) never interleave. Readers take no lock: every file is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from moss_files.capsules import model as core
+from moss_files.foundation import document, fs
+from moss_files.capsules.model import Capsule
+from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
+
+CAPSULES_DIR = PurePosixPath(".moss/capsules")
+# A capsule is at most capsule_max_chars characters of UTF-8 plus frontmatter; files far past
+# that are not capsules and are refused before they are parsed.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+STORE_LOCK_TIMEOUT = 30.0
+_ID_LINE = re.compile(rb"(?mi)^['\"]?id['\"]?[ \t]*:")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCapsule:
+    """A capsule with the file it was read from and that file's bytes as read."""
+
+    capsule: Capsule
+    path: Path
+    relpath: PurePosixPath  # relative to the capsules folder
+    snapshot: fs.Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """Every capsule found, and every file that could not be read as one (never skipped)."""
+
+    capsules: tuple[StoredCapsule, ...]
+    problems: tuple[MossError, ...]
+
+
+class CapsuleStore:
+    """The capsule files of one workspace root (the folder holding `.moss/`)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.base = root / CAPSULES_DIR
+
+    # ----------------------------------------------------------------- locations
+
+    def path_of(self, relpath: PurePosixPath) -> Path:
+        return self.base.joinpath(*relpath.parts)
+
+    def display(self, path: Path) -> str:
+        """A path relative to the workspace root, for messages."""
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the store-wide writer lock. Raises Conflict LOCK_TIMEOUT."""
+        with fs.locked(self.base, timeout=STORE_LOCK_TIMEOUT):
+            yield
+
+    # ----------------------------------------------------------------- reading
+
+    def read(self, path: Path) -> StoredCapsule | None:
+        """The capsule in `path`, or None when there is no such file.
+
+        Raises InvalidDocument (with file and line) when the file is not a valid capsule.
+        """
+        snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
+        if snapshot.data is None:
+            return None
+        return self._parse(path, snapshot)
+
+    def _parse(self, path: Path, snapshot: fs.Snapshot) -> StoredCapsule:
+        assert snapshot.data is not None
+        relpath = PurePosixPath(path.relative_to(self.base).as_posix())
+        shown = self.display(path)
+        doc = document.parse_bytes(snapshot.data, shown, max_bytes=MAX_FILE_BYTES)
+        # The file's time stands in only for missing times; skip the stat when none is missing.
+        keys = ("created_at", "updated_at", *(("deleted_at",) if len(relpath.parts) == 3 else ()))
+        needs_mtime = any(document.find_key(doc.meta, key) is None for key in keys)
+        mtime_ms = _mtime_ms(path) if needs_mtime else 0
+        capsule = core.parse_capsule(doc, relpath, mtime_ms=mtime_ms, path=shown)
+        return StoredCapsule(capsule, path, relpath, snapshot)
+
+    def read_slot(self, workspace_norm: str, name_norm: str) -> StoredCapsule | None:
+        """The capsule in a name's slot file (live or hand-marked deleted), if any."""
+        folder = self.base / core.workspace_dir(workspace_norm)
+        found = self.read(folder / core.slot_filename(name_norm))
+        if found is None and name_norm in core.WINDOWS_RESERVED:
+            found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
+        return found
+
+    def files(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> tuple[list[Path], list[MossError]]:
+        """Candidate capsule files (sorted), and entries that have no business in the folder."""
+        found: list[Path] = []
+        strays: list[MossError] = []
+        if workspace_norm is not None:
+            folders = [self.base / core.workspace_dir(workspace_norm)]
+            fs.check_confined(folders[0])
+        else:
+            fs.check_confined(self.base)
+            folders = sorted(entry for entry in _entries(self.base) if _is_folder(entry))
+            strays.extend(_stray(self, entry) for entry in _entries(self.base) if not _is_folder(entry) and not _ignored(entry))
+        for folder in folders:
+            for entry in sorted(_entries(folder)):
+                if _ignored(entry):
+                    continue
+                if _is_folder(entry) and entry.name == core.DELETED_DIR:
+                    if include_deleted:
+                        for inner in sorted(_entries(entry)):
+                            if _ignored(inner):
+                                continue
+                            (found.append(inner) if _is_capsule_file(inner) else strays.append(_stray(self, inner)))
+                    continue
+                (found.append(entry) if _is_capsule_file(entry) else strays.append(_stray(self, entry)))
+        return found, strays
+
+    def scan(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> Scan:
+        """Read every capsule of one workspace (or all), reporting files that fail to parse."""
+        paths, problems = self.files(workspace_norm, include_deleted=include_deleted)
+        capsules: list[StoredCapsule] = []
+        for path in paths:
+            try:
+                stored = self.read(path)
+            except MossError as err:
+                problems.append(err)
+                continue
+            if stored is not None:
+                capsules.append(stored)
+        return Scan(tuple(capsules), tuple(problems))
+
+    def find_by_name(self, workspace_norm: str, name_norm: str, *, include_deleted: bool = False) -> StoredCapsule | None:
+        """The live capsule holding a name; with `include_deleted`, else the newest deleted one."""
+        slot = self.read_slot(workspace_norm, name_norm)
+        if slot is not None and not slot.capsule.deleted:
+            return slot
+        if not include_deleted:
+            return None
+        scan = self.scan(workspace_norm, include_deleted=True)
+        matches = [s for s in scan.capsules if s.capsule.name_norm == name_norm and s.capsule.deleted]
+        if not matches:
+            raise_first(scan.problems)
+            return None
+        return max(matches, key=lambda s: (s.capsule.deleted_ms or 0, s.capsule.updated_ms, s.capsule.id))
+
+    def find_by_id(self, capsule_id: str, *, include_deleted: bool = False) -> StoredCapsule | None:
+        """The capsule with this id, wherever it lives.
+
+        Raises the first unreadable file's error when the id was not found among readable files
+        (that file may be the capsule), and Conflict AMBIGUOUS_ADDRESSING when two files claim it.
+        """
+        if not core.is_capsule_id(capsule_id):
+            return None
+        needle = capsule_id.encode("ascii")
+        paths, _strays = self.files(None, include_deleted=include_deleted)
+        hits: list[StoredCapsule] = []
+        problems: list[MossError] = []
+        for path in paths:
+            try:
+                snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
+            except MossError as err:
+                problems.append(err)
+                continue
+            if snapshot.data is None:
+                continue
+            # Cheap filter: the id appears in the file or its name, or the file has no id line
+            # (then its id is derived from its path and must be computed).
+            if needle not in snapshot.data and capsule_id not in path.name and _ID_LINE.search(snapshot.data):
+                continue
+            try:
+                stored = self._parse(path, snapshot)
+            except MossError as err:
+                problems.append(err)
+                continue
+            if stored.capsule.id == capsule_id and (include_deleted or not stored.capsule.deleted):
+                hits.append(stored)
+        if len(hits) > 1:
+            raise Conflict(
+                f"{len(hits)} files claim capsule id {capsule_id}",
+                code="AMBIGUOUS_ADDRESSING",
+                status=400,
+                details={"paths": [self.display(hit.path) for hit in hits]},
+                hint="give each file its own id (or remove the id line from copies)",
+            )
+        if not hits:
+            raise_first(problems)
+            return None
+        return hits[0]
+
+    # ----------------------------------------------------------------- writing (hold `writing()`)
+
+    def create(self, capsule: Capsule, *, text: str | None = None) -> StoredCapsule:
+        """Write a new capsule file where it belongs; never replaces a file.
+
+        Raises Conflict NAME_ALREADY_EXISTS when its slot (or id file) is taken.
+        """
+        relpath = core.capsule_relpath(capsule)
+        path = self.path_of(relpath)
+        data = document.encode(text if text is not None else core.render_capsule(capsule))
+        if not fs.create_exclusive(path, data):
+            code = "NAME_ALREADY_EXISTS" if capsule.name_norm and not capsule.deleted else "ALREADY_EXISTS"
+            raise Conflict(
+                f"{self.display(path)} exists already",
+                code=code,
+                path=self.display(path),
+                details={"workspace": capsule.workspace, "name": capsule.name, "id": capsule.id},
+            )
+        return StoredCapsule(capsule, path, relpath, fs.Snapshot(path, data, fs.digest_of(data)))
+
+    def rewrite(self, stored: StoredCapsule, change: Callable[[Capsule], Capsule | None]) -> StoredCapsule:
+        """Apply `change` to the capsule in its file, in place, under the file's lock.
+
+        `change` receives the capsule as it is on disk at write time (so a hand edit made after
+        the caller's read is the input, and survives), and returns the new capsule or None to
+        leave the file alone. Only the frontmatter lines of changed fields differ afterwards.
+
+        Raises NotFound when the file went away, InvalidDocument when it no longer parses,
+        Conflict STALE_WRITE when it keeps changing.
+        """
+        path = stored.path
+        relpath = stored.relpath
+        shown = self.display(path)
+
+        def transform(doc: document.Document) -> str | None:
+            current = core.parse_capsule(doc, relpath, mtime_ms=_mtime_ms(path), path=shown)
+            updated = change(current)
+            if updated is None:
+                return None
+            return core.edit_capsule(doc.text, updated, shown)
+
+        try:
+            fs.modify_document(path, transform, max_bytes=MAX_FILE_BYTES)
+        except NotFound:
+            raise NotFound(f"capsule file {shown} went away", path=shown) from None
+        result = self.read(path)
+        if result is None:
+            raise NotFound(f"capsule file {shown} went away", path=shown)
+        return result
+
+    def relocate(self, stored: StoredCapsule) -> StoredCapsule:
+        """Move a capsule's file to where its (changed) metadata says it belongs.
+
+        The move is a rename, so git sees the history continue. Raises Conflict when the target
+        exists.
+        """
+        target_rel = core.capsule_relpath(stored.capsule)
+        if target_rel == stored.relpath:
+            return stored
+        target = self.path_of(target_rel)
+        with fs.locked(stored.path):
+            if not fs.move_exclusive(stored.path, target):
+                raise Conflict(f"cannot move {self.display(stored.path)}: {self.display(target)} exists", code="ALREADY_EXISTS", path=self.display(target))
+        moved = self.read(target)
+        assert moved is not None
+        return moved
+
+    def replace_file(self, stored: StoredCapsule, capsule: Capsule) -> StoredCapsule:
+        """Write `capsule` over `stored` (keeping hand-written keys), moving it if its place changed.
+
+        Raises Conflict STALE_WRITE when the file changed since `stored` was read.
+        """
+        assert stored.snapshot.data is not None
+        old_text, bom = document.decode(stored.snapshot.data, self.display(stored.path), max_bytes=MAX_FILE_BYTES)
+        text = core.edit_capsule(old_text, capsule, self.display(stored.path))
+        target_rel = core.capsule_relpath(capsule)
+        if target_rel == stored.relpath:
+            with fs.locked(stored.path):
+                fs.write_if_unchanged(stored.snapshot, document.encode(text, bom))
+            result = self.read(stored.path)
+            assert result is not None
+            return result
+        created = self.create(capsule, text=text)
+        self.remove(stored)
+        return created
+
+    def remove(self, stored: StoredCapsule) -> None:
+        """Delete a capsule's file for good, unless it changed since it was read (STALE_WRITE)."""
+        with fs.locked(stored.path):
+            current = fs.read_snapshot(stored.path)
+            if current.digest != stored.snapshot.digest:
+                raise Conflict(
+                    "file changed since it was read; not removed",
+                    code="STALE_WRITE",
+                    path=self.display(stored.path),
+                )
+            fs.remove(stored.path)
+
+
+def raise_first(problems: tuple[MossError, ...] | list[MossError]) -> None:
+    """Raise the first problem, if any: a lookup that missed must not hide an unreadable file."""
+    if problems:
+        raise problems[0]
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as iterator:
+            return [Path(entry.path) for entry in iterator]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _ignored(path: Path) -> bool:
+    # Our own lock and temp files, and dot-files such as .gitkeep or an editor's swap file.
+    return fs.is_temporary(path) or path.name.startswith(".")
+
+
+def _is_folder(path: Path) -> bool:
+    # A link to a folder is not entered: its files are not the workspace's, and listing them
+    # would show names from elsewhere on the machine.
+    return not path.is_symlink() and path.is_dir()
+
+
+def _is_capsule_file(path: Path) -> bool:
+    return path.name.endswith(core.SUFFIX) and not path.is_symlink() and path.is_file()
+
+
+def _stray(store: CapsuleStore, path: Path) -> MossError:
+    if path.is_symlink():
+        return fs.symlink_refused(store.display(path))
+    if path.is_dir():
+        reason = "is a folder where a capsule file was expected"
+    else:
+        reason = "is not a capsule file (capsule files end in .md)"
+    return InvalidDocument(f"{store.display(path)} {reason}", code="SCHEMA_ERROR", path=store.display(path))
+
+
+def _mtime_ms(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime_ns // 1_000_000)
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,441 @@
+"""`moss store|fetch|fetch-many|update|append|delete|latest|list|inventory|compose|export|import|purge|history`.
+
+Entry layer: parse options, call `capsules`, render. `--json` prints the operation's result
+exactly as the MCP tool returns it; errors go to stderr (the JSON error body with --json) with
+the exit code of their class: 2 bad request, 3 not found, 4 invalid content (too large, too
+thin, unreadable file), 5 conflict (name taken, stale write), 6 git/workspace problem.
+The use-case modules load inside each command, so `moss fetch` never pays for git.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
+
+if TYPE_CHECKING:
+    from moss_files.capsules.service import Context
+
+WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace (default: 'default').")]
+IdOpt = Annotated[str | None, typer.Option("--id", help="Address the capsule by id instead of name.", show_default=False)]
+NameArg = Annotated[str | None, typer.Argument(help="Capsule name (in --workspace).", show_default=False)]
+RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Only capsules of this orchestration run.", show_default=False)]
+PhaseOpt = Annotated[str | None, typer.Option("--phase", help="Only capsules of this workflow phase.", show_default=False)]
+RoleOpt = Annotated[str | None, typer.Option("--role", help="Only capsules of this agent role.", show_default=False)]
+DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Include soft-deleted capsules.")]
+
+
+
+def _row(item: dict[str, Any]) -> str:
+    """One human line for a capsule summary."""
+    from moss_files.capsules.model import ms_to_rfc3339
+
+    handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
+    flag = " (deleted)" if item.get("deleted_at") else ""
+    title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
+    return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
+
+def _context(root: Path | None) -> Context:
+    from moss_files.capsules import service as capsules
+    from moss_files.foundation import config, workspace
+
+    top = workspace.find_workspace(explicit=root)
+    return capsules.Context(top, config.load_config(top))
+
+
+def _read_text(value: str | None, what: str) -> str | None:
+    """`value`, or stdin for '-'."""
+    if value != "-":
+        return value
+    if sys.stdin is None or sys.stdin.isatty():
+        from moss_files.foundation.errors import InvalidRequest
+
+        raise InvalidRequest(f"no {what} given: pipe it on stdin (or pass it as an option)")
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        from moss_files.foundation.errors import InvalidRequest
+
+        raise InvalidRequest(f"{what} on stdin is not valid UTF-8") from None
+
+
+def _split_tags(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [tag.strip() for tag in value.split(",") if tag.strip()]
+
+
+def _out(text: str) -> None:
+    """Write text to stdout as is (a capsule's bytes must not gain a newline)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _warn_problems(result: dict[str, Any]) -> None:
+    for problem in result.get("problems", []):
+        where = problem.get("path", "")
+        if problem.get("line"):
+            where += f":{problem['line']}"
+        note(f"warning[{problem['code']}] {where}: {problem['message']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the capsule commands to the `moss` app."""
+
+    @app.command("store")
+    def store_cmd(
+        name: Annotated[str | None, typer.Option("--name", "-n", help="Name handle, unique among live capsules of the workspace.", show_default=False)] = None,
+        workspace: WorkspaceOpt = "default",
+        title: Annotated[str | None, typer.Option("--title", "-t", help="Title (default: the name).", show_default=False)] = None,
+        tags: Annotated[str | None, typer.Option("--tags", help="Comma-separated tags.", show_default=False)] = None,
+        source: Annotated[str | None, typer.Option("--source", help="Where it came from (claude-code, codex, ...).", show_default=False)] = None,
+        mode: Annotated[str, typer.Option("--mode", "-m", help="On a name collision: 'error' or 'replace' (keeps the id).")] = "error",
+        allow_thin: Annotated[bool, typer.Option("--allow-thin", help="Skip the six-section check.")] = False,
+        text: Annotated[str | None, typer.Option("--text", help="Capsule text (default: read stdin).", show_default=False)] = None,
+        run_id: Annotated[str | None, typer.Option("--run-id", help="Orchestration run id.", show_default=False)] = None,
+        phase: Annotated[str | None, typer.Option("--phase", help="Workflow phase.", show_default=False)] = None,
+        role: Annotated[str | None, typer.Option("--role", help="Agent role.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Store a capsule read from stdin: `moss store --name auth < capsule.md`."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            body = _read_text("-" if text is None else text, "capsule text")
+            result = capsules.store(
+                _context(root), body, workspace, name, title, _split_tags(tags), source, mode, allow_thin, run_id, phase, role
+            )
+        emit(result, as_json, text=result["id"])
+
+    @app.command("fetch")
+    def fetch_cmd(
+        name: NameArg = None,
+        capsule_id: IdOpt = None,
+        workspace: WorkspaceOpt = "default",
+        include_deleted: DeletedOpt = False,
+        no_text: Annotated[bool, typer.Option("--no-text", help="Metadata only (a peek without the text).")] = False,
+        at: Annotated[str | None, typer.Option("--at", help="The capsule as it was at this git revision.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Print a capsule's text (or, with --json, the whole record)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            ctx = _context(root)
+            if at is not None:
+                result = capsules.fetch_at(ctx, at, capsule_id, workspace, name, not no_text, include_deleted)
+            else:
+                result = capsules.fetch(ctx, capsule_id, workspace, name, not no_text, include_deleted)
+        if as_json:
+            emit(result, True)
+        elif no_text:
+            emit(result, False, text=_row(result))
+        else:
+            _out(result["capsule_text"])
+
+    @app.command("fetch-many")
+    def fetch_many_cmd(
+        names: Annotated[list[str] | None, typer.Argument(help="Capsule names (in --workspace).", show_default=False)] = None,
+        ids: Annotated[list[str] | None, typer.Option("--id", help="A capsule id (repeatable).", show_default=False)] = None,
+        items: Annotated[str | None, typer.Option("--items", help='JSON list of refs, e.g. \'[{"id": "01..."}, {"workspace": "w", "name": "n"}]\'; "-" reads stdin.', show_default=False)] = None,
+        workspace: WorkspaceOpt = "default",
+        include_deleted: DeletedOpt = False,
+        no_text: Annotated[bool, typer.Option("--no-text", help="Metadata only.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Fetch up to 50 capsules at once; missing ones are reported, the rest returned (exit 3 if any failed)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            refs = _refs(items, ids, names, workspace)
+            result = capsules.fetch_many(_context(root), refs, not no_text, include_deleted)
+        if as_json:
+            emit(result, True)
+        else:
+            blocks = []
+            for item in result["items"]:
+                blocks.append(_row(item) if no_text else f"==> {_row(item)}\n{item.get('capsule_text', '')}")
+            emit(result, False, text="\n".join(blocks))
+            for error in result["errors"]:
+                note(f"error[{error['code']}] {json.dumps(error['ref'], ensure_ascii=False)}: {error['message']}")
+        if result["errors"]:
+            raise typer.Exit(3)
+
+    @app.command("update")
+    def update_cmd(
+        name: NameArg = None,
+        capsule_id: IdOpt = None,
+        workspace: WorkspaceOpt = "default",
+        text: Annotated[str | None, typer.Option("--text", help="New capsule text; '-' reads stdin.", show_default=False)] = None,
+        title: Annotated[str | None, typer.Option("--title", "-t", help="New title ('' clears).", show_default=False)] = None,
+        tags: Annotated[str | None, typer.Option("--tags", help="New comma-separated tags ('' clears).", show_default=False)] = None,
+        source: Annotated[str | None, typer.Option("--source", help="New source ('' clears).", show_default=False)] = None,
+        run_id: Annotated[str | None, typer.Option("--run-id", help="New run id ('' clears).", show_default=False)] = None,
+        phase: Annotated[str | None, typer.Option("--phase", help="New phase ('' clears).", show_default=False)] = None,
+        role: Annotated[str | None, typer.Option("--role", help="New role ('' clears).", show_default=False)] = None,
+        allow_thin: Annotated[bool, typer.Option("--allow-thin", help="Skip the six-section check.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Change a capsule's text or metadata (name and workspace are fixed)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            body = _read_text(text, "capsule text")
+            result = capsules.update(
+                _context(root), capsule_id, workspace, name, body, title, _split_tags(tags), source, run_id, phase, role, allow_thin
+            )
+        emit(result, as_json, text=result["id"])
+
+    @app.command("append")
+    def append_cmd(
+        name: NameArg = None,
+        section: Annotated[str, typer.Option("--section", "-s", help="Header of the section to add to (exact, any case).", show_default=False)] = "",
+        content: Annotated[str, typer.Option("--content", "-c", help="Text to add; '-' reads stdin.", show_default=False)] = "",
+        capsule_id: IdOpt = None,
+        workspace: WorkspaceOpt = "default",
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Add text to one section; a placeholder such as '(none)' is replaced."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.append(_context(root), section, _read_text(content, "content"), capsule_id, workspace, name)
+        verb = "replaced placeholder in" if result["replaced"] else "appended to"
+        emit(result, as_json, text=f"{verb} {result['section_hit']}")
+
+    @app.command("delete")
+    def delete_cmd(
+        name: NameArg = None,
+        capsule_id: IdOpt = None,
+        workspace: WorkspaceOpt = "default",
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Soft-delete a capsule (recoverable until purged); its name becomes free."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.delete(_context(root), capsule_id, workspace, name)
+        emit(result, as_json, text=f"deleted {result['id']}")
+
+    @app.command("latest")
+    def latest_cmd(
+        workspace: WorkspaceOpt = "default",
+        include_text: Annotated[bool, typer.Option("--include-text", help="Print the text, not just the summary.")] = False,
+        include_deleted: DeletedOpt = False,
+        run_id: RunIdOpt = None,
+        phase: PhaseOpt = None,
+        role: RoleOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The most recently updated capsule of a workspace (exit 3 when there is none)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.latest(_context(root), workspace, include_text, include_deleted, run_id, phase, role)
+        _warn_problems(result)
+        item = result["item"]
+        if as_json:
+            emit(result, True)
+        elif item is None:
+            note("no capsules")
+        elif include_text:
+            _out(item["capsule_text"])
+        else:
+            emit(item, False, text=_row(item))
+        if item is None:
+            raise typer.Exit(3)
+
+    @app.command("list")
+    def list_cmd(
+        workspace: WorkspaceOpt = "default",
+        limit: Annotated[int, typer.Option("--limit", "-l", help="Page size (max 100).")] = 20,
+        offset: Annotated[int, typer.Option("--offset", "-o", help="Items to skip.")] = 0,
+        include_deleted: DeletedOpt = False,
+        run_id: RunIdOpt = None,
+        phase: PhaseOpt = None,
+        role: RoleOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List a workspace's capsules, newest first (never their text)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.list_capsules(_context(root), workspace, limit, offset, include_deleted, run_id, phase, role)
+        _warn_problems(result)
+        emit(result, as_json, text=_listing(result))
+
+    @app.command("inventory")
+    def inventory_cmd(
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
+        tag: Annotated[str | None, typer.Option("--tag", help="Only capsules with this tag.", show_default=False)] = None,
+        name_prefix: Annotated[str | None, typer.Option("--name-prefix", help="Only names starting with this.", show_default=False)] = None,
+        run_id: RunIdOpt = None,
+        phase: PhaseOpt = None,
+        role: RoleOpt = None,
+        include_deleted: DeletedOpt = False,
+        limit: Annotated[int, typer.Option("--limit", "-l", help="Page size (max 500).")] = 100,
+        offset: Annotated[int, typer.Option("--offset", "-o", help="Items to skip.")] = 0,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List capsules of every workspace, newest first (never their text)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.inventory(_context(root), workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
+        _warn_problems(result)
+        emit(result, as_json, text=_listing(result))
+
+    @app.command("compose")
+    def compose_cmd(
+        names: Annotated[list[str] | None, typer.Argument(help="Capsule names (in --workspace), in bundle order.", show_default=False)] = None,
+        ids: Annotated[list[str] | None, typer.Option("--id", help="A capsule id (repeatable).", show_default=False)] = None,
+        items: Annotated[str | None, typer.Option("--items", help="JSON list of refs; '-' reads stdin.", show_default=False)] = None,
+        workspace: WorkspaceOpt = "default",
+        bundle_format: Annotated[str, typer.Option("--format", help="'markdown' or 'json'.")] = "markdown",
+        sections: Annotated[str | None, typer.Option("--sections", help="Comma-separated sections to keep, in order.", show_default=False)] = None,
+        store_as: Annotated[str | None, typer.Option("--store-as", help="Also store the bundle under this name.", show_default=False)] = None,
+        store_workspace: Annotated[str | None, typer.Option("--store-workspace", help="Workspace for --store-as (default: 'default').", show_default=False)] = None,
+        store_mode: Annotated[str, typer.Option("--store-mode", help="'error' or 'replace' for --store-as.")] = "error",
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Assemble several capsules into one bundle, all or nothing."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            refs = _refs(items, ids, names, workspace)
+            target = {"name": store_as, "workspace": store_workspace, "mode": store_mode} if store_as else None
+            result = capsules.compose(_context(root), refs, bundle_format, _split_tags(sections), target)
+        if as_json:
+            emit(result, True)
+        else:
+            _out(result["bundle_text"] + ("\n" if not result["bundle_text"].endswith("\n") else ""))
+            if "stored" in result:
+                note(f"stored as {result['stored']['id']}")
+
+    @app.command("export")
+    def export_cmd(
+        path: Annotated[str | None, typer.Option("--path", "-p", help="Target .jsonl file (default: ~/.moss/exports/<workspace>-<time>.jsonl).", show_default=False)] = None,
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
+        include_deleted: DeletedOpt = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Export capsules to a Moss-compatible JSONL file (mode 0600)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.export(_context(root), path, workspace, include_deleted)
+        emit(result, as_json, text=f"exported {result['count']} capsule(s) to {result['path']}")
+
+    @app.command("import")
+    def import_cmd(
+        path: Annotated[str, typer.Option("--path", "-p", help="The .jsonl export to read.", show_default=False)] = "",
+        mode: Annotated[str, typer.Option("--mode", "-m", help="On collisions: 'error', 'replace' or 'rename'.")] = "error",
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Import a JSONL export, all or nothing (exit 4 for bad lines, 5 for collisions)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.import_capsules(_context(root), path, mode)
+        lines = [f"imported {result['imported']} capsule(s)"] if not result["errors"] else []
+        emit(result, as_json, text="\n".join(lines))
+        if result["errors"]:
+            for error in result["errors"]:
+                note(f"error[{error['code']}] line {error['line']}: {error['message']}")
+            collisions = any(error["code"].endswith("COLLISION") for error in result["errors"])
+            raise typer.Exit(5 if collisions else 4)
+
+    @app.command("purge")
+    def purge_cmd(
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
+        older_than: Annotated[str | None, typer.Option("--older-than", help="Only capsules deleted more than this long ago: days, e.g. '7d' or '7'.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Permanently remove soft-deleted capsules."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.purge(_context(root), workspace, _days(older_than))
+        _warn_problems(result)
+        emit(result, as_json, text=result["message"])
+
+    @app.command("history")
+    def history_cmd(
+        name: NameArg = None,
+        capsule_id: IdOpt = None,
+        workspace: WorkspaceOpt = "default",
+        limit: Annotated[int | None, typer.Option("--limit", "-l", help="At most this many versions.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List the committed versions of a capsule from git (see `moss fetch --at <commit>`)."""
+        with reporting(as_json):
+            from moss_files.capsules import service as capsules
+
+            result = capsules.history(_context(root), capsule_id, workspace, name, limit)
+        lines = [
+            f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}"
+            for v in result["versions"]
+        ]
+        if result["dirty"]:
+            lines.insert(0, "(uncommitted changes)")
+        if not result["versions"]:
+            lines.append(f"no committed versions of {result['path']}")
+        emit(result, as_json, text="\n".join(lines))
+
+
+def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, workspace: str) -> list[Any]:
+    from moss_files.foundation.errors import InvalidRequest
+
+    refs: list[Any] = []
+    if items is not None:
+        raw = _read_text(items, "items")
+        try:
+            parsed = json.loads(raw or "")
+        except ValueError as exc:
+            raise InvalidRequest(f"--items is not valid JSON: {exc}") from None
+        if not isinstance(parsed, list):
+            raise InvalidRequest("--items must be a JSON list")
+        refs.extend(parsed)
+    refs.extend({"id": capsule_id} for capsule_id in ids or [])
+    refs.extend({"workspace": workspace, "name": name} for name in names or [])
+    return refs
+
+
+def _days(text: str | None) -> int | None:
+    from moss_files.foundation.errors import InvalidRequest
+
+    if text is None:
+        return None
+    value = text.strip().lower().removesuffix("d")
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidRequest(f"--older-than takes days, such as 7d; got {text!r}") from None
+
+
+def _listing(result: dict[str, Any]) -> str:
+    page = result["pagination"]
+    lines = [_row(item) for item in result["items"]]
+    shown = f"{page['offset'] + 1}-{page['offset'] + len(result['items'])}" if result["items"] else "none"
+    lines.append(f"({shown} of {page['total']}{', more with --offset' if page['has_more'] else ''})")
+    return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""The `moss` command line. Entry layer: parse input, call the library, render output."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import typer.core
+import typer.main
+
+from moss_files import __version__
+from moss_files.cli.support import JsonOpt, emit, new_app, reporting
+from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
+
+# Commands that live in feature modules, by the module whose `register(app)` adds them. typer
+# turns every registered command into a click command on each run (about 0.5 ms per command,
+# reading its signature); loading only the module of the command being run keeps start-up
+# flat as features are added. tests/test_meta.py checks this table against the modules.
+LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
+    "moss_files.cli.capsules": (
+        "store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list",
+        "inventory", "compose", "export", "import", "purge", "history",
+    ),
+    "moss_files.cli.search": ("search", "expand", "timeline", "index", "insight", "session"),
+    "moss_files.cli.serve": ("serve",),
+    "moss_files.cli.board": ("task", "epic", "worker", "team", "board"),
+}
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The `moss` group: its own commands, plus feature commands loaded when first used."""
+
+    _loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        lazy = [name for names in LAZY_COMMANDS.values() for name in names]
+        return [*super().list_commands(ctx), *lazy]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        for module_name, names in LAZY_COMMANDS.items():
+            if cmd_name in names:
+                return feature_commands(module_name).get(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def feature_commands(module_name: str) -> dict[str, Any]:
+    """The click commands one feature module registers, by name (built once per process)."""
+    if module_name not in LazyGroup._loaded:
+        holder = new_app("")
+        importlib.import_module(module_name).register(holder)
+        built = typer.main.get_command(holder)
+        # typer returns the command itself, not a group, when a module registers only one.
+        commands = dict(getattr(built, "commands", {})) or {built.name: built}
+        LazyGroup._loaded[module_name] = commands
+    return LazyGroup._loaded[module_name]
+
+
+app = new_app("moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git.", cls=LazyGroup)
+doc_app = new_app("Inspect and edit markdown documents with YAML frontmatter, faithfully.")
+app.add_typer(doc_app, name="doc")
+
+
+@app.command("version")
+def version(as_json: JsonOpt = False) -> None:
+    """Print the toolkit's version."""
+    emit({"version": __version__}, as_json, text=f"moss-files {__version__}")
+
+
+@app.command("codes")
+def codes(as_json: JsonOpt = False) -> None:
+    """List every stable error code with what it means."""
+    rows = [{"code": code, "meaning": meaning} for code, meaning in ERROR_CODES.items()]
+    emit(rows, as_json, text="\n".join(f"{row['code']:<28} {row['meaning']}" for row in rows))
+
+
+@doc_app.command("check")
+def doc_check(
+    paths: Annotated[list[Path], typer.Argument(help="Documents to validate.", show_default=False)],
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate documents; report each problem with its code, file and line (exit 4 if any)."""
+    from moss_files.foundation import fs
+
+    results: list[dict[str, Any]] = []
+    exit_codes: list[int] = []
+    with reporting(as_json):
+        for path in paths:
+            try:
+                fs.read_document(path)
+                results.append({"path": str(path), "ok": True})
+            except MossError as err:
+                results.append({"path": str(path), **error_body(err)})
+                exit_codes.append(err.exit_code)
+    failed = [row for row in results if not row["ok"]]
+    lines = [
+        f"ok     {row['path']}"
+        if row["ok"]
+        else f"error  {row['path']}:{row['error'].get('line') or ''} [{row['error']['code']}] {row['error']['message']}"
+        for row in results
+    ]
+    emit({"ok": not failed, "results": results}, as_json, text="\n".join(lines))
+    if exit_codes:
+        raise typer.Exit(max(exit_codes))
+
+
+@doc_app.command("get")
+def doc_get(
+    path: Annotated[Path, typer.Argument(help="The document.", show_default=False)],
+    key: Annotated[str | None, typer.Argument(help="One frontmatter key (default: all).", show_default=False)] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a document's frontmatter, or one key's value."""
+    from moss_files.foundation import document, fs
+
+    with reporting(as_json):
+        doc = fs.read_document(path)
+        if key is None:
+            value: Any = doc.meta
+        else:
+            found = document.find_key(doc.meta, key)
+            if found is None:
+                raise NotFound(f"no key {key!r} in the frontmatter", path=path)
+            value = doc.meta[found]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    emit(value, as_json, text=text)
+
+
+@doc_app.command("set")
+def doc_set(
+    path: Annotated[Path, typer.Argument(help="The document to edit.", show_default=False)],
+    assignments: Annotated[
+        list[str],
+        typer.Argument(help="KEY=VALUE pairs; VALUE is read as YAML (so `x=[a, b]` is a list); KEY= with no value deletes.", show_default=False),
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Set or delete frontmatter keys, changing only those keys' lines."""
+    from moss_files.foundation import document, fs
+
+    with reporting(as_json):
+        changes = dict(_parse_assignment(item) for item in assignments)
+        written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path))
+    emit({"path": str(path), "meta": written.meta}, as_json, text="")
+
+
+def _parse_assignment(item: str) -> tuple[str, Any]:
+    from moss_files.foundation import document
+
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise InvalidRequest(f"expected KEY=VALUE, got {item!r}")
+    if raw == "":
+        return key, document.DELETE
+    try:
+        return key, document.parse(f"---\nv: {raw}\n---\n").meta["v"]
+    except MossError:
+        return key, raw
+
+
+@app.command("init")
+def init(
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="DIR",
+            help="Project folder (default: the workspace or git work tree around the current directory).",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done; write nothing.")] = False,
+    agents: Annotated[
+        list[str] | None,
+        typer.Option("--agent", metavar="claude|codex", help="Add agent notes: CLAUDE.md (claude), AGENTS.md (codex). Repeatable.", show_default=False),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Scaffold .cstack/, .needlecast/, .moss/ and git settings in a project; never overwrites a file."""
+    # Imported here so the other commands don't load the scaffold at start-up.
+    from moss_files import scaffold
+    from moss_files.foundation import workspace
+    from moss_files.cli.support import note
+
+    with reporting(as_json):
+        root = workspace.init_root(explicit=directory)
+        actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run)
+    for action in actions:
+        note(scaffold.render_action(action, dry_run=dry_run))
+    note(scaffold.summary_line(root, actions, dry_run=dry_run))
+    emit(scaffold.report_to_dict(root, actions, dry_run=dry_run), as_json, text="")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

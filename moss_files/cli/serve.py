@@ -1,0 +1,69 @@
+"""`moss serve`: the MCP server, over stdio or as a shared HTTP daemon on loopback.
+
+Entry layer: reads the options and the environment, finds the workspace, builds the server
+(`mcp_server`) and runs it (stdio here, HTTP in `mcp_http`). The SDK is imported only inside
+the command, so every other `moss` command starts without it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from moss_files.cli.support import RootOpt, reporting
+
+TOOLS_ENV = "MOSS_MCP_TOOLS"
+NAMES_ENV = "MOSS_MCP_NAMES"
+TOKEN_ENV = "MOSS_MCP_TOKEN"
+SLEEVE_ENV = "NEEDLECAST_SLEEVE"  # needlecast.cli.SLEEVE_ENV: this sleeve's name for messages
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve` to the `moss` app."""
+
+    @app.command("serve")
+    def serve_cmd(
+        http: Annotated[
+            str | None,
+            typer.Option("--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks one) instead of stdio.", show_default=False),
+        ] = None,
+        tools: Annotated[
+            str | None,
+            typer.Option("--tools", envvar=TOOLS_ENV, metavar="SET,...", help="Tool sets to serve, comma-separated, or all: moss, loop, cstack, needlecast, moe (default: moss,loop,cstack,needlecast).", show_default=False),
+        ] = None,
+        names: Annotated[
+            str | None,
+            typer.Option("--names", envvar=NAMES_ENV, metavar="dotted|underscore", help="Tool names as in the specs (moss.store), or with underscores (moss_store) for hosts that refuse dots, such as Codex.", show_default=False),
+        ] = None,
+        token: Annotated[
+            str | None,
+            typer.Option("--token", envvar=TOKEN_ENV, metavar="TOKEN", help="With --http: require this bearer token (needed to bind a non-loopback address).", show_default=False),
+        ] = None,
+        root: RootOpt = None,
+    ) -> None:
+        """Serve the MCP tools: over stdio for one agent (the default), or with --http as one shared
+        daemon per project that records itself in .moss/run/mcp.json and stops cleanly on SIGTERM.
+        Exit codes: 0 stopped, 2 bad option or TOKEN_REQUIRED, 4 bad config, 5 ALREADY_RUNNING or port in use, 6 no workspace."""
+        with reporting(False):
+            # Imported here: the SDK costs about half a second, which no other command should pay.
+            from moss_files.foundation import config, workspace
+            from moss_files.mcp import server as mcp_server
+            from moss_files.cli.support import note
+
+            top = workspace.find_workspace(explicit=root)
+            settings = config.load_config(top)
+            served = mcp_server.Workspace(top, sleeve=os.environ.get(SLEEVE_ENV) or None)
+            server = mcp_server.build_server(served, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), disabled=settings.disabled_tools)
+            if http is None:
+                try:
+                    server.run("stdio")
+                except KeyboardInterrupt:
+                    raise typer.Exit(130) from None
+                return
+            from moss_files.mcp import daemon as mcp_http
+
+            host, port = mcp_http.parse_address(http)
+            code = mcp_http.Daemon(server, top, host, port, token=token, log=note).run()
+        raise typer.Exit(code)

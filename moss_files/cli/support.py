@@ -1,0 +1,97 @@
+"""What every CLI (moss, cstack, needlecast) shares: options, output and error reporting.
+
+Entry layer. stdout carries data only (one JSON document with --json); messages, progress and
+errors go to stderr. A MossError becomes its exit code and, on stderr, a human line or (with
+--json) the shared JSON error body. Anything else is a bug: it exits 1 with a one-line message
+(the traceback only when MOSS_DEBUG is set).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
+from moss_files.foundation.workspace import ROOT_ENV
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+RootOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--root",
+        envvar=ROOT_ENV,
+        help=f"Workspace root (default: walk up from the current directory; env {ROOT_ENV}).",
+        show_default=False,
+    ),
+]
+
+
+def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
+    """A Typer app with our conventions: help on no args, no rich tracebacks."""
+    return typer.Typer(
+        cls=cls,
+        help=help_text,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=None,
+    )
+
+
+@contextmanager
+def reporting(as_json: bool) -> Iterator[None]:
+    """Turn errors raised inside the block into the right output and exit code."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except MossError as err:
+        _report(err, as_json)
+        raise typer.Exit(err.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(130) from None
+    except Exception as exc:  # a bug: report it without hiding that it is one
+        if os.environ.get("MOSS_DEBUG"):
+            traceback.print_exc()
+        err = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
+        _report(err, as_json)
+        raise typer.Exit(1) from None
+
+
+def _report(err: MossError, as_json: bool) -> None:
+    text = json.dumps(error_body(err), ensure_ascii=False) if as_json else describe(err)
+    typer.echo(text, err=True)
+
+
+def emit(data: Any, as_json: bool, text: str | None = None) -> None:
+    """Print `data` as JSON, or `text` (default: str(data)) for humans."""
+    if as_json:
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    elif text is not None:
+        if text:
+            typer.echo(text)
+    else:
+        typer.echo(str(data))
+
+
+def note(message: str) -> None:
+    """A human message on stderr (progress, what was done)."""
+    typer.echo(message, err=True)
+
+
+def read_stdin_if(value: str | None) -> str:
+    """Return `value`, or all of stdin when it is None or '-'."""
+    if value is None or value == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InvalidRequest("no text given: pass it as an argument or pipe it on stdin")
+        return sys.stdin.read()
+    return value

@@ -1,0 +1,691 @@
+"""Files on disk: guarded reads, atomic durable writes, cross-process locks, appends.
+
+Edge layer: the only module that writes artifact files. Every write goes to a temporary file in
+the same folder (`.<name>.tmp-<pid>-<random>`), is fsynced, renamed over the target, and the
+folder is fsynced. Read-modify-write takes the target's lock (`.<name>.lock`, next to it, never
+deleted) and refuses to replace a file whose bytes changed since they were read, which is how a
+hand edit made in an editor (which takes no lock) survives a concurrent tool write.
+
+Links. Inside the toolkit's own folders (`.moss/`, `.cstack/`, `.needlecast/`) nothing follows a
+symbolic link: not the file, and not any folder between the toolkit folder and the file. Each
+operation walks down from the folder that holds the toolkit folder with `openat(O_NOFOLLOW |
+O_DIRECTORY)`, one name at a time, and then works on names relative to that folder's
+descriptor, so a link planted in a cloned repository (say `.moss/capsules/default/pw.md ->
+/etc/passwd`, or `.cstack -> ~/.ssh`) is refused with SYMLINK_REFUSED instead of being read into
+an agent's context or written through. The workspace root itself, and the folders above it, may
+be links: they are the user's choice, made outside any repository. Paths outside the toolkit's
+folders (an export file the user names, say) are opened as given.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from moss_files.foundation import document
+from moss_files.foundation.document import Document
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+
+LOCK_SUFFIX = ".lock"
+TEMP_MARKER = ".tmp-"
+DEFAULT_LOCK_TIMEOUT = 10.0
+DEFAULT_RETRIES = 5
+# The folders whose contents are the toolkit's; mirrors moss_files.foundation.workspace.MARKERS.
+TOOLKIT_FOLDERS = frozenset({".moss", ".cstack", ".needlecast"})
+
+Identity = tuple[int, int, int, int]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A file's bytes as read, with the fingerprint used to detect later changes."""
+
+    path: Path
+    data: bytes | None  # None: the file did not exist
+    digest: str
+    identity: Identity | None = None  # of the file read, when known
+
+    @property
+    def exists(self) -> bool:
+        return self.data is not None
+
+
+def identity_of(info: os.stat_result) -> Identity:
+    """(st_dev, st_ino, st_size, st_mtime_ns): which file this is. The size and mtime tell a
+    reused inode number from the file that had it before."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def digest_of(data: bytes | None) -> str:
+    """Content fingerprint; the empty string stands for a missing file."""
+    return "" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+# --------------------------------------------------------------------------- walking without links
+
+
+def _toolkit_split(folder: Path | str) -> tuple[str, tuple[str, ...]] | None:
+    """(base, names): `folder` is base/names[0]/…, names[0] being the outermost toolkit folder
+    on the path. None when no component of `folder` is a toolkit folder."""
+    # Strings, not Path objects: this runs for every file read, and pathlib's parsing cost
+    # more than the system calls themselves.
+    text = os.fspath(folder)
+    parts = text.split("/")
+    for index, part in enumerate(parts):
+        if part in TOOLKIT_FOLDERS:
+            names = tuple(name for name in parts[index:] if name and name != ".")
+            if ".." in names:
+                raise InvalidRequest("a path inside the toolkit's folders may not contain '..'", path=folder)
+            base = "/".join(parts[:index])
+            return (base or ("/" if text.startswith("/") else ".")), names
+    return None
+
+
+def symlink_refused(path: Path | str) -> InvalidDocument:
+    """The error for a symbolic link met where the toolkit never follows one."""
+    return InvalidDocument(
+        "is a symbolic link; the toolkit never follows links inside its own folders",
+        code="SYMLINK_REFUSED",
+        path=path,
+        hint="replace the link with the regular file or folder it stands for",
+    )
+
+
+def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
+    """Explain why `name` in `dir_fd` could not be opened as a folder or a plain file."""
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISLNK(mode):
+        return symlink_refused(shown)
+    if exc.errno == errno.ENOTDIR:
+        return InvalidRequest("is not a folder", path=shown)
+    return MossError(f"cannot open folder: {exc.strerror}", path=shown)
+
+
+def open_folder(folder: Path, *, create: bool = False) -> int:
+    """An O_DIRECTORY descriptor for `folder` (the caller closes it), reached without following
+    any link from the toolkit folder down; with `create`, missing folders are made.
+
+    Raises FileNotFoundError for a missing folder (without `create`), InvalidDocument
+    SYMLINK_REFUSED for a link on the way, InvalidRequest when a file stands where a folder
+    should be.
+    """
+    split = _toolkit_split(folder)
+    if split is None:
+        if create:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        return os.open(folder, _DIR_FLAGS)
+    base, names = split
+    if create:
+        os.makedirs(base, exist_ok=True)
+    fd = os.open(base, _DIR_FLAGS)  # the workspace root may be a link: it is the user's choice
+    try:
+        for depth, name in enumerate(names):
+            try:
+                child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made by a concurrent writer, or a link: the open below tells
+                try:
+                    child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
+            except OSError as exc:
+                raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def folder_fd(folder: Path, *, create: bool = False) -> Iterator[int]:
+    """`open_folder` as a context manager that closes the descriptor."""
+    fd = open_folder(folder, create=create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def check_confined(path: Path) -> None:
+    """Raise SYMLINK_REFUSED when `path`, or a folder between its toolkit folder and it, is a
+    link. A missing path (or missing folder on the way) passes: there is nothing to follow."""
+    try:
+        with folder_fd(path.parent) as dir_fd:
+            mode = os.lstat(path.name, dir_fd=dir_fd).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) and _toolkit_split(path) is not None:
+        raise symlink_refused(path)
+
+
+def _open_file(dir_fd: int, path: Path, flags: int, mode: int = 0o666, *, inside: bool | None = None) -> int:
+    """Open `path.name` inside `dir_fd`, without following a link when it lies in a toolkit
+    folder; raise our errors for links and for things that are not regular files (opening a
+    FIFO must not block)."""
+    if inside if inside is not None else _toolkit_split(os.path.dirname(path)) is not None:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path.name, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise InvalidRequest("is a directory, not a file", path=path) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_refused(path) from None
+        raise
+    return _regular_or_refuse(fd, path)
+
+
+def _regular_or_refuse(fd: int, path: Path) -> int:
+    """`fd` when it is a regular file (O_NONBLOCK cleared again); else close it and refuse."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise InvalidRequest("is not a regular file", path=path)
+    # Clear O_NONBLOCK again: it was only there so that opening a FIFO could not hang.
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+def _read_fd(fd: int, path: Path, max_bytes: int | None) -> tuple[bytes, Identity]:
+    info = os.fstat(fd)
+    if max_bytes is not None and info.st_size > max_bytes:
+        # Checked before reading: a huge planted file must not be pulled into memory.
+        raise InvalidDocument(
+            f"file is {info.st_size} bytes; the limit for this kind is {max_bytes}",
+            code="FILE_TOO_LARGE",
+            path=path,
+            details={"max_bytes": max_bytes, "actual_bytes": info.st_size},
+        )
+    # One read of size + 1 bytes normally ends it: fewer bytes than asked for is the end of
+    # the file; more means it grew meanwhile, and the loop reads on.
+    limit = None if max_bytes is None else max_bytes + 1
+    chunks = []
+    total = 0
+    want = info.st_size + 1
+    while True:
+        chunk = os.read(fd, want if limit is None else min(want, limit - total))
+        chunks.append(chunk)
+        total += len(chunk)
+        if limit is not None and total >= limit:
+            raise InvalidDocument(f"file grew past the limit of {max_bytes} bytes while being read", code="FILE_TOO_LARGE", path=path)
+        if len(chunk) < want:
+            break
+        want = 1 << 16
+    return b"".join(chunks), identity_of(info)
+
+
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
+    """A file's bytes, read without following links inside the toolkit's folders.
+
+    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED or
+    FILE_TOO_LARGE (checked before reading), InvalidRequest for a folder or special file.
+    """
+    with folder_fd(path.parent) as dir_fd:
+        fd = _open_file(dir_fd, path, os.O_RDONLY)
+        try:
+            return _read_fd(fd, path, max_bytes)[0]
+        finally:
+            os.close(fd)
+
+
+def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
+    """Read a file's bytes (a missing file gives a snapshot with `data=None`).
+
+    Raises InvalidDocument SYMLINK_REFUSED for a link, FILE_TOO_LARGE over `max_bytes`.
+    """
+    folder = os.path.dirname(path) or "."
+    try:
+        dir_fd = open_folder(folder)
+        try:
+            fd = _open_file(dir_fd, path, os.O_RDONLY, inside=_toolkit_split(folder) is not None)
+        finally:
+            os.close(dir_fd)
+        try:
+            data, identity = _read_fd(fd, path, max_bytes)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        return Snapshot(path, None, "")
+    except NotADirectoryError:
+        raise InvalidRequest("a file stands where a folder should be", path=path.parent) from None
+    except PermissionError as exc:
+        raise MossError(f"cannot read file: {exc.strerror}", path=path) from None
+    return Snapshot(path, data, digest_of(data), identity)
+
+
+def read_document(path: Path, *, max_bytes: int = document.DEFAULT_MAX_BYTES) -> Document:
+    """Read and parse one document. Raises NotFound, or InvalidDocument with file and line."""
+    snapshot = read_snapshot(path, max_bytes=max_bytes)
+    if snapshot.data is None:
+        raise NotFound("no such file", path=path)
+    return document.parse_bytes(snapshot.data, path, max_bytes=max_bytes)
+
+
+def temp_path_for(path: Path) -> Path:
+    """A fresh temporary name next to `path`, matching the pattern watchers and git ignore."""
+    return path.with_name(f".{path.name}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def is_temporary(path: Path) -> bool:
+    """True for our temporary and lock files, which scanners and watchers must skip."""
+    name = path.name
+    return name.startswith(".") and (TEMP_MARKER in name or name.endswith(LOCK_SUFFIX))
+
+
+# --------------------------------------------------------------------------- writes
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace (or create) `path` with `data` atomically and durably; the file keeps its mode
+    unless `mode` is given. A link at `path` inside the toolkit's folders is refused."""
+    with folder_fd(path.parent, create=True) as dir_fd:
+        current = _lstat_in(dir_fd, path.name)
+        if current is not None and stat.S_ISLNK(current.st_mode) and _toolkit_split(path.parent) is not None:
+            raise symlink_refused(path)
+        if mode is None and current is not None and stat.S_ISREG(current.st_mode):
+            mode = current.st_mode & 0o777
+        temp, _ = _durable_temp(dir_fd, path, data, mode)
+        try:
+            os.replace(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            _unlink_quietly(dir_fd, temp)
+            raise
+        os.fsync(dir_fd)
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Create `path` with `data` unless it exists; True when this call created it.
+
+    Durable like write_atomic, and never replaces an existing file (link(2) fails on EEXIST,
+    also for a dangling link).
+    """
+    with folder_fd(path.parent, create=True) as dir_fd:
+        temp, _ = _durable_temp(dir_fd, path, data, None)
+        try:
+            os.link(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        finally:
+            _unlink_quietly(dir_fd, temp)
+        os.fsync(dir_fd)
+    return True
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync."""
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    with folder_fd(path.parent, create=True) as dir_fd:
+        fd = _open_file(dir_fd, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666 & ~_umask())
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise MossError(f"short append ({written} of {len(line)} bytes)", path=path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove(path: Path) -> bool:
+    """Delete the file `path` (a link is removed, never followed); True when it existed."""
+    try:
+        with folder_fd(path.parent) as dir_fd:
+            os.unlink(path.name, dir_fd=dir_fd)
+            os.fsync(dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def move_exclusive(source: Path, target: Path) -> bool:
+    """Move the file `source` to `target` unless `target` exists; True when moved.
+
+    link(2) then unlink(2), not rename(2), which would silently replace a target that appeared
+    a moment earlier. Both folders are reached without following links, and made durable.
+    """
+    with folder_fd(source.parent) as source_fd, folder_fd(target.parent, create=True) as target_fd:
+        try:
+            os.link(source.name, target.name, src_dir_fd=source_fd, dst_dir_fd=target_fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        os.unlink(source.name, dir_fd=source_fd)
+        os.fsync(target_fd)
+        os.fsync(source_fd)
+    return True
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename in it survives a power cut."""
+    with folder_fd(directory) as dir_fd:
+        os.fsync(dir_fd)
+
+
+def _lstat_in(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+_umask_lock = threading.Lock()
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; guard so threads never see a zero umask.
+    with _umask_lock:
+        current = os.umask(0o022)
+        os.umask(current)
+    return current
+
+
+def lock_path_for(path: Path) -> Path:
+    """The lock file that guards `path`."""
+    return path.with_name(f".{path.name}{LOCK_SUFFIX}")
+
+
+@contextmanager
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the cross-process (and cross-thread) lock for `path`.
+
+    Each acquisition opens its own descriptor, and flock(2) locks belong to the open file, so
+    two threads of one process exclude each other just as two processes do.
+
+    Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
+    """
+    lock_file = lock_path_for(path)
+    with folder_fd(lock_file.parent, create=True) as dir_fd:
+        fd = _open_file(dir_fd, lock_file, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise Conflict(
+                        f"lock held by another writer for over {timeout:g}s",
+                        code="LOCK_TIMEOUT",
+                        path=path,
+                        hint="another moss-files process is writing this file; retry when it is done",
+                    ) from None
+                time.sleep(delay)  # polling a held lock; bounded by the deadline above
+                delay = min(delay * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
+    """Write `data` to the snapshot's file unless its bytes changed since the snapshot.
+
+    The caller must hold `locked(snapshot.path)`, which keeps cooperating writers out; a hand
+    edit takes no lock, so it is caught here, in three steps:
+
+    1. The new bytes are made durable in a temporary, then the file is compared with the
+       snapshot (identity first, bytes when the identity matches). Most hand edits land while
+       the caller computed `data`, and are refused here before our bytes are ever visible.
+    2. Where the kernel can swap two names atomically (Linux), the temporary and the file are
+       exchanged, and the displaced file is compared with the snapshot, so an edit landing
+       between step 1 and the swap is not overwritten either: the swap is undone (`_undo_swap`),
+       which checks what its own swap displaces in turn and never deletes a file it did not
+       write. A changed identity is seen without reading, so our bytes stay visible for only
+       a few system calls.
+    3. Elsewhere the comparison of step 1 is all there is, leaving the instant before the
+       rename uncovered.
+
+    Raises Conflict STALE_WRITE on a change (nothing is written; when two saves landed inside
+    one undo, the older is kept and named in `details.kept_copy`).
+    """
+    path = snapshot.path
+    if snapshot.data is None:
+        if not create_exclusive(path, data):
+            raise _stale(snapshot, read_snapshot(path))
+        return
+    with folder_fd(path.parent) as dir_fd:
+        temp, ours = _durable_temp(dir_fd, path, data, None)
+        try:
+            # Check first, so that a change made while the caller computed `data` (the likely
+            # case) is refused before our bytes are ever visible under the file's name.
+            changed = _inspect(dir_fd, path.name, snapshot)
+            if changed is not None:
+                raise _stale(snapshot, changed)
+            if exchange(temp, path.name, dir_fd=dir_fd):
+                displaced = _inspect(dir_fd, temp, snapshot)
+                if displaced is not None:
+                    _undo_swap(dir_fd, temp, path, ours)
+                    raise _stale(snapshot, displaced)
+            else:
+                current = read_snapshot(path)
+                if current.digest != snapshot.digest:
+                    raise _stale(snapshot, current)
+                os.replace(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        finally:
+            _unlink_quietly(dir_fd, temp)
+        os.fsync(dir_fd)
+
+
+def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
+    """None when the file now named `name` is the one `snapshot` read (same bytes); else what
+    it holds. A different inode is answered without reading, to keep the undo window short."""
+    try:
+        info = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return Snapshot(snapshot.path, None, "")
+    if snapshot.identity is not None and identity_of(info) != snapshot.identity:
+        return Snapshot(snapshot.path, None, "replaced", identity_of(info))
+    fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    try:
+        data, identity = _read_fd(fd, snapshot.path, None)
+    finally:
+        os.close(fd)
+    digest = digest_of(data)
+    return None if digest == snapshot.digest else Snapshot(snapshot.path, data, digest, identity)
+
+
+def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity) -> None:
+    """Put the hand-edited file now at `temp` back at `path`, and take our file out.
+
+    The second swap is checked like the first: if an editor saved again in the instant between
+    the two swaps, what comes back is that newer save, not our file (which the editor's rename
+    replaced). The newer save then goes to `path` with a third swap, and the older hand edit it
+    displaces is kept under a temporary name reported in the error; nothing we did not write
+    is ever deleted.
+    """
+    exchange(temp, path.name, dir_fd=dir_fd)
+    if identity_of(os.lstat(temp, dir_fd=dir_fd)) == ours:
+        return  # our file is out; the caller deletes it
+    exchange(temp, path.name, dir_fd=dir_fd)
+    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{secrets.token_hex(4)}")
+    os.rename(temp, kept.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    os.fsync(dir_fd)
+    raise Conflict(
+        "the file was saved twice while it was being written; the newest save is in place and the one before it is kept",
+        code="STALE_WRITE",
+        path=path,
+        details={"kept_copy": str(kept)},
+        hint=f"compare {kept.name} with the file, then delete it",
+    )
+
+
+def _stale(snapshot: Snapshot, current: Snapshot) -> Conflict:
+    return Conflict(
+        "file changed since it was read; nothing was written",
+        code="STALE_WRITE",
+        path=snapshot.path,
+        details={"expected_digest": snapshot.digest, "actual_digest": current.digest},
+        hint="read it again and retry",
+    )
+
+
+def _durable_temp(dir_fd: int, path: Path, data: bytes, mode: int | None) -> tuple[str, Identity]:
+    """Write `data` to a fresh temporary next to `path` (in `dir_fd`), fsynced, with `mode`
+    (default: the mode `path` has, else the umask's); return its name and (st_dev, st_ino)."""
+    name = temp_path_for(path).name
+    if mode is None:
+        current = _lstat_in(dir_fd, path.name)
+        mode = current.st_mode & 0o777 if current is not None and stat.S_ISREG(current.st_mode) else 0o666 & ~_umask()
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            info = os.fstat(handle.fileno())
+    except BaseException:
+        _unlink_quietly(dir_fd, name)
+        raise
+    return name, identity_of(info)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+_exchange_state: dict[str, Any] = {}
+
+
+def exchange(first: Path | str, second: Path | str, *, dir_fd: int | None = None) -> bool:
+    """Atomically swap the files named `first` and `second` (Linux renameat2 RENAME_EXCHANGE),
+    both relative to `dir_fd` when given.
+
+    Returns False, having done nothing, where the kernel or file system cannot do it.
+    """
+    if _exchange_state.get("unsupported"):
+        return False
+    renameat2 = _exchange_state.get("renameat2")
+    if renameat2 is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            renameat2 = libc.renameat2
+        except (OSError, AttributeError):
+            _exchange_state["unsupported"] = True
+            return False
+        renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        _exchange_state["renameat2"] = renameat2
+    base = _AT_FDCWD if dir_fd is None else dir_fd
+    if renameat2(base, os.fsencode(first), base, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        _exchange_state["unsupported"] = True
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def modify(
+    path: Path,
+    transform: Callable[[Snapshot], bytes | None],
+    *,
+    retries: int = DEFAULT_RETRIES,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+    max_bytes: int | None = None,
+) -> Snapshot:
+    """Read-modify-write `path` under its lock; return the snapshot of what was written.
+
+    `transform` receives the current snapshot and returns new bytes, or None to leave the file
+    alone. If the file changes between the read and the write (a hand edit, which takes no
+    lock), the transform runs again on the new content, up to `retries` times.
+
+    Raises Conflict STALE_WRITE when the file keeps changing, LOCK_TIMEOUT when the lock is held.
+    """
+    with locked(path, timeout=timeout):
+        for _attempt in range(retries):
+            snapshot = read_snapshot(path, max_bytes=max_bytes)
+            new = transform(snapshot)
+            if new is None or new == snapshot.data:
+                return snapshot
+            try:
+                write_if_unchanged(snapshot, new)
+            except Conflict as exc:
+                if exc.code == "STALE_WRITE" and "kept_copy" not in exc.details:
+                    continue
+                raise
+            return Snapshot(path, new, digest_of(new))
+    raise Conflict(
+        f"file kept changing during {retries} attempts; nothing was written",
+        code="STALE_WRITE",
+        path=path,
+    )
+
+
+def modify_document(
+    path: Path,
+    transform: Callable[[Document], str | None],
+    *,
+    retries: int = DEFAULT_RETRIES,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+    max_bytes: int = document.DEFAULT_MAX_BYTES,
+) -> Document:
+    """Like `modify`, for a markdown document: `transform(doc)` returns new text or None.
+
+    Keeps the file's BOM. Raises NotFound for a missing file and InvalidDocument for a
+    malformed one (untouched).
+    """
+
+    def step(snapshot: Snapshot) -> bytes | None:
+        if snapshot.data is None:
+            raise NotFound("no such file", path=path)
+        doc = document.parse_bytes(snapshot.data, path, max_bytes=max_bytes)
+        new_text = transform(doc)
+        return None if new_text is None else document.encode(new_text, doc.bom)
+
+    written = modify(path, step, retries=retries, timeout=timeout, max_bytes=max_bytes)
+    assert written.data is not None
+    return document.parse_bytes(written.data, path, max_bytes=max_bytes)
+
+
+def iter_files(root: Path, suffix: str = ".md") -> Iterator[Path]:
+    """Files under `root` with `suffix`, skipping our temp/lock files, sorted by path.
+
+    Folder links below `root` are not entered; a file that is a link is still yielded, so the
+    reader refuses it by name rather than the scan skipping it silently. Raises
+    SYMLINK_REFUSED when `root` itself lies behind a link inside a toolkit folder.
+    """
+    try:
+        with folder_fd(root):
+            pass
+    except (FileNotFoundError, NotADirectoryError, InvalidRequest):
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            candidate = Path(dirpath, name)
+            if name.endswith(suffix) and not is_temporary(candidate):
+                yield candidate

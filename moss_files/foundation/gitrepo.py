@@ -1,0 +1,150 @@
+"""Git, through GitPython: the only module that talks to git.
+
+Edge layer. Every `git.exc.GitCommandError` (and a missing repository) becomes a RepoError here,
+once, so callers match on codes. Import it lazily: GitPython costs tens of milliseconds to load,
+and most commands never need history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import git
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from moss_files.foundation.errors import NotFound, RepoError
+
+_FIELD = "\x1f"
+_RECORD = "\x1e"
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One commit that touched a file, with the file's path in that commit."""
+
+    commit: str
+    date: str  # author date, ISO 8601 with offset
+    author: str
+    email: str
+    summary: str
+    path: str  # relative to the repository root
+
+
+def version_to_dict(version: Version) -> dict[str, str]:
+    """The JSON shape of a Version."""
+    return {
+        "commit": version.commit,
+        "date": version.date,
+        "author": version.author,
+        "email": version.email,
+        "summary": version.summary,
+        "path": version.path,
+    }
+
+
+def open_repo(path: Path) -> git.Repo:
+    """The git repository containing `path`. Raises RepoError NOT_A_REPO-like REPO_ERROR."""
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        raise RepoError(
+            f"{path} is not inside a git repository",
+            path=path,
+            hint="capsule history comes from git: run `git init` and commit the .moss/ folder",
+        ) from None
+
+
+def _run(repo: git.Repo, *args: str, **kwargs: object) -> str | bytes:
+    try:
+        return repo.git.execute(["git", *args], **kwargs)  # type: ignore[no-any-return,call-overload]
+    except GitCommandError as exc:
+        stderr = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ")
+        raise RepoError(f"git {args[0]} failed: {stderr or exc}", details={"status": exc.status}) from None
+
+
+def relpath_in_repo(repo: git.Repo, path: Path) -> str:
+    """`path` relative to the repository's work tree, with forward slashes."""
+    top = Path(repo.working_tree_dir or ".").resolve()
+    try:
+        return PurePosixPath(path.resolve().relative_to(top)).as_posix()
+    except ValueError:
+        raise RepoError(f"{path} is outside the repository at {top}", path=path) from None
+
+
+def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev: str = "HEAD") -> list[Version]:
+    """Commits that changed a file, newest first, following renames (a soft delete is a rename).
+
+    An empty list when the repository has no commits or never tracked the file.
+    """
+    if not _has_commits(repo):
+        return []
+    args = ["log", "--follow", "--name-only", f"--format={_RECORD}%H{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"]
+    if limit is not None:
+        args.append(f"--max-count={limit}")
+    args += [rev, "--", relpath]
+    output = str(_run(repo, *args))
+    versions: list[Version] = []
+    for chunk in output.split(_RECORD):
+        if not chunk.strip():
+            continue
+        header, _, rest = chunk.partition("\n")
+        fields = header.split(_FIELD)
+        if len(fields) != 5:
+            continue
+        paths = [line for line in rest.splitlines() if line.strip()]
+        versions.append(Version(fields[0], fields[1], fields[2], fields[3], fields[4], paths[0] if paths else relpath))
+    return versions
+
+
+def resolve(repo: git.Repo, rev: str) -> str:
+    """The full commit id `rev` names. Raises NotFound when it names no commit."""
+    if rev.startswith("-"):
+        raise NotFound(f"no commit {rev!r}")
+    try:
+        return repo.commit(rev).hexsha
+    except (GitCommandError, ValueError, git.BadName) as exc:  # type: ignore[attr-defined]
+        raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": str(exc)}) from None
+
+
+def show_file(repo: git.Repo, commit: str, relpath: str) -> bytes | None:
+    """A file's bytes at a commit, or None when the commit has no such file."""
+    try:
+        tree = repo.commit(commit).tree
+        blob = tree / relpath
+    except KeyError:
+        return None
+    except (GitCommandError, ValueError) as exc:
+        raise RepoError(f"cannot read {relpath} at {commit}: {exc}") from None
+    if blob.type != "blob":
+        return None
+    return bytes(blob.data_stream.read())
+
+
+def list_files(repo: git.Repo, commit: str, under: str) -> list[str]:
+    """Paths of the files below a folder at a commit (recursive), sorted."""
+    try:
+        tree = repo.commit(commit).tree / under
+    except KeyError:
+        return []
+    return sorted(item.path for item in tree.traverse() if item.type == "blob")  # type: ignore[union-attr]
+
+
+def grep_files(repo: git.Repo, commit: str, pattern: str, under: str) -> list[str]:
+    """Paths below `under` whose content at `commit` matches a fixed string."""
+    try:
+        output = str(repo.git.execute(["git", "grep", "-l", "-F", "-e", pattern, commit, "--", under]))
+    except GitCommandError as exc:
+        if exc.status == 1:
+            return []  # git grep exits 1 when nothing matched
+        raise RepoError(f"git grep failed: {exc.stderr}") from None
+    prefix = f"{commit}:"
+    return sorted(line.removeprefix(prefix) for line in output.splitlines() if line)
+
+
+def _has_commits(repo: git.Repo) -> bool:
+    try:
+        repo.head.commit  # noqa: B018 - raises ValueError on an unborn branch
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,969 @@
+"""The derived search cache: one SQLite file (FTS5, WAL) under `.moss/cache/`, kept in step
+with the artifact files. Edge layer: the only module that imports sqlite3. It walks, stats and
+reads the artifact folders, and never writes an artifact file.
+
+The cache is disposable. A missing, unreadable or outdated file (schema version, or a registry
+with other sources) is rebuilt: into a temporary file next to it, then renamed over it. Every
+use holds a shared lock (`index.lock`) for as long as its connection is open and the rename
+holds it exclusively, so no connection ever sees a database swapped under it and the WAL files
+of the old database are removed while nobody uses them. Refreshes are incremental: files whose
+stat signature changed are read, a same content hash keeps their rows, and under SQLite's
+write lock a file that changed again is re-read, so the cache never goes back in time.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import stat as stat_module
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from moss_files.foundation import fs
+from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
+from moss_files.index.model import (
+    MAX_FILE_BYTES,
+    Entry,
+    Extracted,
+    FileInput,
+    Problem,
+    RefreshReport,
+    Registry,
+    Signature,
+    Source,
+    Stat,
+    digest,
+    facets_of,
+    plan_refresh,
+    signature,
+    stored_signature,
+)
+from moss_files.index.query import (
+    DATE_FIELDS,
+    FIELD_WEIGHTS,
+    RECENCY_DAYS,
+    RECENCY_MAX_BOOST,
+    Filter,
+    ParsedQuery,
+    date_bounds,
+    exclusion_expression,
+    fts_expression,
+    timestamp_of,
+)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+CACHE_DIR = Path(".moss") / "cache"
+DB_NAME = "index.db"
+LOCK_NAME = "index.lock"
+BUILD_LOCK_NAME = "build.lock"
+LOCK_TIMEOUT = 60.0
+BUSY_TIMEOUT_MS = 30_000
+BATCH_FILES = 1000
+MMAP_BYTES = 256 * 1024 * 1024
+COLUMNS = ("id", "title", "tags", "body", "extra")
+
+TABLES = f"""
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE files(
+    path TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    sig INTEGER,
+    mtime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    problems TEXT
+) WITHOUT ROWID;
+CREATE TABLE items(
+    rowid INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    anchor TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    line INTEGER,
+    title TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    status TEXT,
+    date TEXT,
+    updated TEXT,
+    ts REAL,
+    UNIQUE(path, anchor)
+);
+CREATE TABLE facets(item INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE items_fts USING fts5({", ".join(COLUMNS)}, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
+"""
+INDEXES = """
+CREATE INDEX items_id ON items(id COLLATE NOCASE);
+CREATE INDEX items_date ON items(date);
+CREATE INDEX items_kind ON items(kind, date);
+CREATE INDEX facets_lookup ON facets(field, value, item);
+CREATE INDEX facets_item ON facets(item);
+CREATE INDEX files_problems ON files(path) WHERE problems IS NOT NULL;
+"""
+_ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated"
+_CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+# What SQLite says when the cache file or its folder cannot be written (a read-only checkout
+# or mount, a full disk): the search then runs on an index in memory instead.
+_UNWRITABLE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_FULL", "SQLITE_IOERR")
+_UNWRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+def _not_writable(exc: sqlite3.Error | OSError, where: Path) -> CacheError | None:
+    """A NOT_WRITABLE CacheError when `exc` means the cache cannot be written; else None."""
+    if isinstance(exc, sqlite3.Error):
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        if not name.startswith(_UNWRITABLE):
+            return None
+        reason = str(exc)
+    elif exc.errno in _UNWRITABLE_ERRNOS:
+        reason = exc.strerror or str(exc)
+    else:
+        return None
+    return CacheError(f"the search cache cannot be written: {reason}", code="NOT_WRITABLE", path=where)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One indexed item as a query returns it."""
+
+    kind: str
+    id: str
+    path: str
+    anchor: str
+    line: int | None
+    title: str
+    summary: str
+    status: str | None
+    date: str | None
+    updated: str | None
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A page of hits, and whether more matches follow it."""
+
+    hits: tuple[Hit, ...]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What the index holds about one file."""
+
+    sig: Signature
+    mtime_ns: int
+    digest: str
+    source: str
+
+
+class _Unusable(Exception):
+    """The cache file cannot serve (missing, unreadable, outdated): rebuild it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- reading the disk
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """The files some source owns, in walk order, with their signatures."""
+
+    paths: list[str]
+    sigs: list[int]
+    links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
+
+    def signatures(self) -> dict[str, Signature]:
+        return dict(zip(self.paths, self.sigs))
+
+    def fingerprint(self) -> str:
+        """A digest of every (path, signature) in walk order. The index stores the one of the
+        tree it matches exactly; an equal digest later means nothing changed, and a different
+        one (a change, or only another walk order) means comparing file by file."""
+        data = "\n".join(self.paths).encode("utf-8", "surrogateescape") + array("q", self.sigs).tobytes()
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def walk(root: Path, registry: Registry) -> Tree:
+    """Every file some source owns, with its signature (see `indexing.signature`)."""
+    base = str(root)
+    paths: list[str] = []
+    sigs: list[int] = []
+    links: list[str] = []
+    stack = []
+    for top in registry.tops:
+        if registry.descend(top):
+            # A toolkit folder that is a link leads out of the workspace: never read there.
+            (links if os.path.islink(f"{base}/{top}") else stack).append(top)
+    while stack:
+        folder = stack.pop()
+        route = registry.route(folder)
+        # Most folders take every .md file; only those naming files ask the route per file.
+        takes_all = route is not None and route.default is not None and not route.by_name
+        prefix = folder + "/"
+        try:
+            iterator = os.scandir(f"{base}/{folder}")
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with iterator:
+            for entry in iterator:
+                name = entry.name
+                if name[0] == ".":
+                    continue  # temp and lock files, .gitkeep, per-machine state folders
+                if entry.is_dir(follow_symlinks=False):
+                    if registry.descend(prefix + name):
+                        stack.append(prefix + name)
+                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
+                    links.append(prefix + name)
+                elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
+                    paths.append(prefix + name)
+                    sigs.append(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+    return Tree(paths, sigs, sorted(links))
+
+
+def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
+    """A problem entry for each folder the index would read but does not, being a link."""
+    return [
+        {"path": link, "source": None, "code": "SYMLINK_REFUSED", "message": "is a symbolic link to a folder; the index does not follow links", "line": None, "severity": "error"}
+        for link in walk(root, registry).links
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A file read for indexing: its stat at the read, bytes and hash, or why not."""
+
+    relpath: str
+    stat: Stat
+    data: bytes
+    digest: str
+    problem: Problem | None = None
+
+    @property
+    def sig(self) -> int:
+        return signature(self.stat)
+
+
+def _read(root: Path, relpath: str) -> _Read | None:
+    """Read one file without following links; None when it is gone."""
+    path = f"{root}/{relpath}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        if exc.errno == errno.ELOOP:
+            problem = Problem("SYMLINK_REFUSED", "is a symbolic link; the index does not follow links")
+        else:
+            problem = Problem("INVALID_DOCUMENT", f"cannot be read: {exc.strerror}")
+        return _Read(relpath, stat, b"", digest(b""), problem)
+    try:
+        st = os.fstat(fd)
+        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        if not stat_module.S_ISREG(st.st_mode):
+            return _Read(relpath, stat, b"", digest(b""), Problem("INVALID_DOCUMENT", "is not a regular file"))
+        if st.st_size > MAX_FILE_BYTES:
+            problem = Problem("FILE_TOO_LARGE", f"file is {st.st_size} bytes; the index reads files up to {MAX_FILE_BYTES}")
+            return _Read(relpath, stat, b"", digest(str(stat).encode()), problem)
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(st.st_size + 1, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return _Read(relpath, stat, data, digest(data))
+
+
+# --------------------------------------------------------------------------- locks
+
+
+@contextmanager
+def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise CacheError(f"cannot write the search cache's lock file: {exc.strerror}", code="NOT_WRITABLE", path=path) from None
+    try:
+        deadline = time.monotonic() + timeout
+        delay = 0.001
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise CacheError(
+                        f"the search index stayed locked for over {timeout:g}s",
+                        code="LOCK_TIMEOUT",
+                        path=path,
+                        hint="another process is rebuilding or holding the index; retry, or delete .moss/cache/",
+                    ) from None
+                time.sleep(delay)  # waiting for a held lock, bounded by the deadline above
+                delay = min(delay * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+class _Batch:
+    """Rows for a set of files, collected so each table gets one executemany."""
+
+    def __init__(self, registry: Registry, next_rowid: int) -> None:
+        self.registry = registry
+        self.rowid = next_rowid
+        self.files: list[tuple[Any, ...]] = []
+        self.items: list[tuple[Any, ...]] = []
+        self.facets: list[tuple[Any, ...]] = []
+        self.fts: list[tuple[Any, ...]] = []
+        self.problem_files = 0
+        self.stored: list[tuple[str, str, Signature]] = []
+
+    def add(self, read: _Read, source: Source, now_ns: int) -> None:
+        if read.problem is not None:
+            extracted = Extracted((), (read.problem,))
+        else:
+            extracted = self.registry.extract(source, FileInput(read.relpath, read.data, read.stat[0]))
+        problems = json.dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
+        self.problem_files += bool(extracted.problems)
+        sig = stored_signature(read.stat, now_ns)
+        self.files.append((read.relpath, source.name, sig, read.stat[0], read.digest, problems))
+        self.stored.append((read.relpath, source.name, sig))
+        for entry in extracted.entries:
+            self.rowid += 1
+            self._add_entry(self.rowid, read.relpath, entry)
+
+    def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
+        when = timestamp_of(entry.updated or entry.date)
+        self.items.append(
+            (rowid, relpath, entry.anchor, entry.kind, entry.id, entry.line, entry.title, entry.summary, entry.status, entry.date, entry.updated, when)
+        )
+        self.facets.extend((rowid, name, value) for name, value in facets_of(entry))
+        self.fts.append((rowid, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)", self.files)
+        conn.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.items)
+        conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", self.facets)
+        conn.executemany(f"INSERT INTO items_fts(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", self.fts)
+        self.files, self.items, self.facets, self.fts = [], [], [], []
+
+
+def _problem_dict(problem: Problem) -> dict[str, Any]:
+    return {"code": problem.code, "message": problem.message, "line": problem.line, "severity": problem.severity}
+
+
+def _delete_files(conn: sqlite3.Connection, paths: Sequence[str]) -> int:
+    """Delete the files' rows and their items; returns how many files the index had."""
+    known = 0
+    for path in paths:
+        rowids = [row[0] for row in conn.execute("SELECT rowid FROM items WHERE path = ?", (path,))]
+        if rowids:
+            marks = ",".join("?" * len(rowids))
+            conn.execute(f"DELETE FROM items_fts WHERE rowid IN ({marks})", rowids)
+            conn.execute(f"DELETE FROM facets WHERE item IN ({marks})", rowids)
+            conn.execute("DELETE FROM items WHERE path = ?", (path,))
+        known += conn.execute("DELETE FROM files WHERE path = ?", (path,)).rowcount
+    return known
+
+
+# --------------------------------------------------------------------------- the index
+
+
+class SearchIndex:
+    """The cache of one workspace. `run(work)` hands `work` a View of a fresh, refreshed index."""
+
+    def __init__(
+        self,
+        root: Path,
+        registry: Registry,
+        *,
+        cache_dir: Path | None = None,
+        notify: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.registry = registry
+        self.dir = Path(cache_dir) if cache_dir is not None else self.root / CACHE_DIR
+        self.path = self.dir / DB_NAME
+        self.notify = notify or (lambda message: None)
+        self.progress = progress
+        self.last_refresh: RefreshReport | None = None
+        self.meta: dict[str, str] = {}  # the meta rows the last connection read
+
+    # ----------------------------------------------------------------- use
+
+    def run(self, work: Callable[[View], T], *, refresh: bool = True) -> T:
+        """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
+        Where the cache folder cannot be written (a read-only checkout), the index is built
+        in memory for this one call instead, and `notify` says so.
+
+        Raises CacheError when the cache cannot be built or read even after a rebuild, and
+        InvalidDocument SYMLINK_REFUSED when a folder on the cache's path is a link.
+        """
+        fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
+        try:
+            return self._run_cached(work, refresh)
+        except CacheError as err:
+            if err.code != "NOT_WRITABLE":
+                raise
+            self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
+            return self._run_in_memory(work)
+
+    def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
+        for attempt in range(3):
+            try:
+                with self._view() as view:
+                    if refresh:
+                        self.last_refresh = view.refresh()
+                    return work(view)
+            except _Unusable as unusable:
+                if attempt == 2:
+                    raise CacheError(f"the search index cannot be used: {unusable.reason}", path=self.path, hint="delete .moss/cache/ and retry") from None
+                self._rebuild(reason=unusable.reason, only_if_unusable=True)
+        raise AssertionError("unreachable")
+
+    def _run_in_memory(self, work: Callable[[View], T]) -> T:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            self.last_refresh = self._fill(conn, reason="not writable")
+            return work(View(self, conn))
+        finally:
+            conn.close()
+
+    def rebuild(self) -> RefreshReport:
+        """Build the whole index anew from the files and swap it in."""
+        report = self._rebuild(reason=None, only_if_unusable=False)
+        assert report is not None
+        return report
+
+    @contextmanager
+    def _view(self) -> Iterator[View]:
+        if not self.path.exists():
+            raise _Unusable("missing")
+        self._ensure_dir()
+        with _flock(self.dir / LOCK_NAME, exclusive=False):
+            conn = self._connect()
+            try:
+                yield View(self, conn)
+            except sqlite3.DatabaseError as exc:
+                if getattr(exc, "sqlite_errorname", None) in _CORRUPT:
+                    raise _Unusable(f"unreadable ({exc})") from None
+                raise _not_writable(exc, self.path) or CacheError(
+                    f"search index error: {exc}", path=self.path, hint="retry; if it persists, run `moss index rebuild`"
+                ) from None
+            finally:
+                conn.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        """An open connection to a usable index (its meta rows read into `self.meta`)."""
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True)
+        except sqlite3.OperationalError as exc:
+            raise _Unusable(f"cannot be opened ({exc})") from None
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise _Unusable(f"schema version {version}, this version of moss-files uses {SCHEMA_VERSION}")
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+            if meta.get("registry") != self.registry.fingerprint:
+                raise _Unusable("built for other artifact kinds")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # A fresh connection per use starts with an empty page cache; mapped pages are
+            # read without a copy, which is most of the cost of a refresh's one full scan.
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            self.meta = meta
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise _Unusable(f"unreadable ({exc})") from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_dir(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            ignore = self.dir / ".gitignore"
+            if not ignore.exists():
+                # The cache is per machine; keep it out of git even where `moss init` never ran.
+                with open(ignore, "x", encoding="utf-8") as handle:
+                    handle.write("# moss-files search cache: per machine, safe to delete\n*\n")
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise CacheError(f"cannot create the cache folder: {exc.strerror}", code="NOT_WRITABLE", path=self.dir) from None
+
+    # ----------------------------------------------------------------- building
+
+    def _rebuild(self, *, reason: str | None, only_if_unusable: bool) -> RefreshReport | None:
+        self._ensure_dir()
+        with _flock(self.dir / BUILD_LOCK_NAME, exclusive=True):
+            if only_if_unusable and self._usable():
+                return None  # another process rebuilt it while this one waited
+            temp = self.dir / f"{DB_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                report = self._build(temp, reason)
+                with _flock(self.dir / LOCK_NAME, exclusive=True):
+                    os.replace(temp, self.path)
+                    for suffix in ("-wal", "-shm"):
+                        Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            except OSError as exc:
+                raise _not_writable(exc, self.dir) or CacheError(f"cannot swap in the rebuilt index: {exc.strerror}", path=self.path) from None
+            finally:
+                for leftover in (temp, Path(f"{temp}-journal")):
+                    try:
+                        leftover.unlink(missing_ok=True)
+                    except OSError:
+                        pass  # a read-only folder holds no leftover of ours either
+        if reason is not None:
+            self.notify(_rebuild_message(reason))
+        self.last_refresh = report
+        return report
+
+    def _usable(self) -> bool:
+        if not self.path.exists():
+            return False
+        with _flock(self.dir / LOCK_NAME, exclusive=False):
+            try:
+                conn = self._connect()
+            except _Unusable:
+                return False
+            try:
+                conn.execute("SELECT count(*) FROM files").fetchone()
+                return True
+            except sqlite3.DatabaseError:
+                return False
+            finally:
+                conn.close()
+
+    def _build(self, temp: Path, reason: str | None) -> RefreshReport:
+        try:
+            conn = sqlite3.connect(temp, isolation_level=None)
+            conn.execute("PRAGMA user_version")  # SQLite creates the file on first use
+        except sqlite3.Error as exc:
+            raise _not_writable(exc, self.dir) or CacheError(f"cannot create the search index: {exc}", path=temp) from None
+        try:
+            for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -65536", "temp_store = MEMORY"):
+                conn.execute(f"PRAGMA {pragma}")
+            report = self._fill(conn, reason)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            return report
+        except sqlite3.Error as exc:
+            raise _not_writable(exc, self.dir) or CacheError(f"building the search index failed: {exc}", path=temp) from None
+        finally:
+            conn.close()
+
+    def _fill(self, conn: sqlite3.Connection, reason: str | None) -> RefreshReport:
+        """Create the tables in an empty database and index every file into them."""
+        started = time.perf_counter()
+        conn.executescript(TABLES)
+        tree = walk(self.root, self.registry)
+        disk = tree.signatures()
+        paths = sorted(disk)
+        batch = _Batch(self.registry, 0)
+        conn.execute("BEGIN")
+        for number, relpath in enumerate(paths, start=1):
+            read = _read(self.root, relpath)
+            source = self.registry.source_for(relpath)
+            if read is not None and source is not None:
+                batch.add(read, source, time.time_ns())
+            if number % BATCH_FILES == 0:
+                batch.write(conn)
+                if self.progress is not None:
+                    self.progress(number, len(paths))
+        batch.write(conn)
+        for statement in INDEXES.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        meta = [("registry", self.registry.fingerprint), ("schema", str(SCHEMA_VERSION))]
+        if {row[0]: row[2] for row in batch.stored} == disk:
+            meta.append(("tree", tree.fingerprint()))  # the index holds exactly this tree
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+        conn.execute("COMMIT")
+        conn.execute("INSERT INTO items_fts(items_fts) VALUES ('optimize')")
+        if self.progress is not None:
+            self.progress(len(paths), len(paths))
+        return RefreshReport(
+            files=len(paths),
+            added=len(paths),
+            problems=batch.problem_files,
+            rebuilt=True,
+            reason=reason,
+            seconds=time.perf_counter() - started,
+        )
+
+
+def _rebuild_message(reason: str) -> str:
+    if reason == "missing":
+        return "search index built"
+    return f"search index was {reason}; rebuilt it"
+
+
+# --------------------------------------------------------------------------- an open index
+
+
+class View:
+    """An open, locked connection to the index, for one operation."""
+
+    def __init__(self, index: SearchIndex, conn: sqlite3.Connection) -> None:
+        self.index = index
+        self.conn = conn
+        self.registry = index.registry
+
+    # ----------------------------------------------------------------- refresh
+
+    def refresh(self) -> RefreshReport:
+        """Bring the index in step with the files; cheap when nothing changed."""
+        started = time.perf_counter()
+        root = self.index.root
+        tree = walk(root, self.registry)
+        fingerprint = tree.fingerprint()
+        if fingerprint == self.index.meta.get("tree"):
+            return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
+        disk = tree.signatures()
+        cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+        plan = plan_refresh(disk, cached)
+        if plan.empty:
+            self._remember_tree(fingerprint)
+            return RefreshReport(files=len(disk), seconds=time.perf_counter() - started)
+        stored = self._stored(plan.changed)
+        reads: dict[str, _Read] = {}
+        for relpath in (*plan.added, *plan.changed):
+            read = _read(root, relpath)
+            if read is not None:
+                reads[relpath] = read
+        now_ns = time.time_ns()
+        work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
+        gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
+        if not work and not gone:
+            return RefreshReport(files=len(disk), touched=len(plan.changed), seconds=time.perf_counter() - started)
+        return self._apply(work, gone, reads, len(disk), started)
+
+    def _remember_tree(self, fingerprint: str) -> None:
+        """Store the fingerprint of the tree the index now matches exactly, if no other writer
+        is busy (it only saves the next refresh a comparison; it is never needed)."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (fingerprint,))
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", None) != "SQLITE_BUSY" and _not_writable(exc, self.index.path) is None:
+                raise
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def _stored(self, paths: Sequence[str]) -> dict[str, _Stored]:
+        out: dict[str, _Stored] = {}
+        for path in paths:
+            row = self.conn.execute("SELECT sig, mtime_ns, digest, source FROM files WHERE path = ?", (path,)).fetchone()
+            if row is not None:
+                out[path] = _Stored(*row)
+        return out
+
+    def _same_rows(self, path: str, read: _Read, stored: _Stored) -> bool:
+        """Whether the rows stored for `path` are what reading `read` would give."""
+        source = self.registry.source_for(path)
+        return (
+            source is not None
+            and source.name == stored.source
+            and read.problem is None
+            and read.digest == stored.digest
+            and (not source.uses_mtime or read.stat[0] == stored.mtime_ns)
+        )
+
+    def _needs_write(self, path: str, read: _Read, stored: _Stored | None, now_ns: int) -> bool:
+        if stored is None or not self._same_rows(path, read, stored):
+            return True
+        return stored_signature(read.stat, now_ns) != stored.sig
+
+    def _apply(self, work: list[str], gone: list[str], reads: dict[str, _Read], files: int, started: float) -> RefreshReport:
+        conn = self.conn
+        root = self.index.root
+        gone = list(gone)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree
+            stored = self._stored(work)
+            batch = _Batch(self.registry, conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0])
+            touched = changed = added = 0
+            rewrite: list[str] = []
+            for path in work:
+                read = reads[path]
+                # Another refresh may have stored a newer state meanwhile: never go back.
+                try:
+                    st = os.lstat(f"{root}/{path}")
+                    current = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+                except FileNotFoundError:
+                    gone.append(path)
+                    continue
+                if current != read.stat:
+                    fresh = _read(root, path)
+                    if fresh is None:
+                        gone.append(path)
+                        continue
+                    read = fresh
+                now_ns = time.time_ns()
+                old = stored.get(path)
+                if old is not None and not self._needs_write(path, read, old, now_ns):
+                    continue
+                source = self.registry.source_for(path)
+                if source is None:
+                    continue
+                if old is not None and self._same_rows(path, read, old):
+                    conn.execute("UPDATE files SET sig = ? WHERE path = ?", (stored_signature(read.stat, now_ns), path))
+                    touched += 1
+                    continue
+                rewrite.append(path)
+                if old is None:
+                    added += 1
+                else:
+                    changed += 1
+                batch.add(read, source, now_ns)
+            _delete_files(conn, rewrite)
+            removed = _delete_files(conn, gone)
+            batch.write(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return RefreshReport(
+            files=files,
+            added=added,
+            changed=changed,
+            removed=removed,
+            touched=touched,
+            problems=batch.problem_files,
+            seconds=time.perf_counter() - started,
+        )
+
+    # ----------------------------------------------------------------- queries
+
+    def search(
+        self,
+        query: ParsedQuery,
+        *,
+        now: datetime,
+        kinds: Sequence[str] = (),
+        limit: int = 20,
+        offset: int = 0,
+        match_all: bool = False,
+        raw: str | None = None,
+    ) -> Found:
+        """Items matching the query, best first (newest first when it has no text)."""
+        where, params = self._where(query, kinds, now)
+        expression = raw if raw is not None else fts_expression(query, match_all=match_all)
+        weights = ", ".join(str(FIELD_WEIGHTS[name]) for name in COLUMNS)
+        # One more row than asked tells whether there are more (no count of every match:
+        # counting costs as much again on a common term). FTS5 is scanned first (CROSS JOIN),
+        # then each match's row is joined for the filters and the recency boost.
+        if expression:
+            boost = f"(1.0 + {RECENCY_MAX_BOOST} * coalesce(max(0.0, min(1.0, 1.0 - (? - i.ts) / {86400.0 * RECENCY_DAYS})), 0.0))"
+            sql = (
+                f"SELECT {_ITEM_COLUMNS}, -bm25(items_fts, {weights}) * {boost} AS score "
+                f"FROM items_fts CROSS JOIN items i ON i.rowid = items_fts.rowid "
+                f"WHERE items_fts MATCH ?{where} "
+                f"ORDER BY score DESC, i.date DESC, i.id, i.path, i.anchor LIMIT ? OFFSET ?"
+            )
+            args: list[Any] = [now.timestamp(), expression, *params, limit + 1, offset]
+        else:
+            excluded = exclusion_expression(query)
+            if excluded:
+                where += " AND i.rowid NOT IN (SELECT rowid FROM items_fts WHERE items_fts MATCH ?)"
+                params.append(excluded)
+            sql = (
+                f"SELECT {_ITEM_COLUMNS}, 0.0 AS score FROM items i WHERE 1{where} "
+                f"ORDER BY i.date IS NULL, i.date DESC, i.id, i.path, i.anchor LIMIT ? OFFSET ?"
+            )
+            args = [*params, limit + 1, offset]
+        try:
+            rows = self.conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            if raw is not None and getattr(exc, "sqlite_errorname", None) == "SQLITE_ERROR":
+                raise InvalidRequest(f"invalid FTS5 query: {exc}", hint="drop --raw to have the text escaped") from None
+            raise
+        return Found(tuple(_hit(row) for row in rows[:limit]), len(rows) > limit)
+
+    def _where(self, query: ParsedQuery, kinds: Sequence[str], now: datetime) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        filters = list(query.filters)
+        if kinds:
+            filters.append(Filter("kind", tuple(k.casefold() for k in kinds)))
+        for flt in filters:
+            clause, values = self._clause(flt, now)
+            clauses.append(f"NOT ({clause})" if flt.negated and flt.field in DATE_FIELDS else clause)
+            params.extend(values)
+        if not any(flt.field == "status" for flt in filters):
+            clauses.append("(i.status IS NULL OR i.status != 'deleted')")
+        return "".join(f" AND {clause}" for clause in clauses), params
+
+    def _clause(self, flt: Filter, now: datetime) -> tuple[str, list[Any]]:
+        values = list(flt.values)
+        if flt.field in DATE_FIELDS:
+            parts: list[str] = []
+            params: list[Any] = []
+            for low, below in date_bounds(flt, now):
+                bounds = []
+                if low is not None:
+                    bounds.append("i.date >= ?")
+                    params.append(low)
+                if below is not None:
+                    bounds.append("i.date < ?")
+                    params.append(below)
+                parts.append("(" + " AND ".join(bounds or ["1"]) + ")")
+            return "(i.date IS NOT NULL AND (" + " OR ".join(parts) + "))", params
+        marks = ",".join("?" * len(values))
+        if flt.field == "kind":
+            kinds = set(self.registry.kinds)
+            values = [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in values]
+            return (f"i.kind {'NOT ' if flt.negated else ''}IN ({marks})", values)
+        if flt.field == "status":
+            if flt.negated:
+                return (f"(i.status IS NULL OR i.status NOT IN ({marks}))", values)
+            return (f"i.status IN ({marks})", values)
+        if flt.field == "id":
+            return (f"i.id COLLATE NOCASE {'NOT ' if flt.negated else ''}IN ({marks})", values)
+        exists = f"EXISTS (SELECT 1 FROM facets f WHERE f.item = i.rowid AND f.field = ? AND f.value IN ({marks}))"
+        return (f"NOT {exists}" if flt.negated else exists, [flt.field, *values])
+
+    def lookup(self, ids: Sequence[str]) -> dict[str, list[Hit]]:
+        """The items carrying each id (an exact match preferred over one ignoring case)."""
+        out: dict[str, list[Hit]] = {}
+        for wanted in ids:
+            rows = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.id = ? COLLATE NOCASE ORDER BY i.path, i.anchor", (wanted,)).fetchall()
+            hits = [_hit(row) for row in rows]
+            exact = [hit for hit in hits if hit.id == wanted]
+            out[wanted] = exact or hits
+        return out
+
+    def links_of(self, hit: Hit) -> list[str]:
+        """The ids an item links to, as written in its file (casefolded)."""
+        rows = self.conn.execute(
+            "SELECT f.value FROM facets f JOIN items i ON i.rowid = f.item WHERE i.path = ? AND i.anchor = ? AND f.field = 'link' ORDER BY f.rowid",
+            (hit.path, hit.anchor),
+        )
+        return [row[0] for row in rows]
+
+    def around(self, date: str, *, before: int, after: int, kinds: Sequence[str] = (), anchor: Hit | None = None) -> tuple[list[Hit], list[Hit]]:
+        """Items dated just before and after `date` (or after an item, excluding it), oldest first."""
+        kind_clause, kind_params = "", []
+        if kinds:
+            kind_clause = f" AND i.kind IN ({','.join('?' * len(kinds))})"
+            kind_params = [k.casefold() for k in kinds]
+        base = f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.date IS NOT NULL AND (i.status IS NULL OR i.status != 'deleted'){kind_clause}"
+        if anchor is not None:
+            key = (anchor.date, anchor.kind, anchor.id, anchor.path, anchor.anchor)
+            earlier = f"{base} AND (i.date, i.kind, i.id, i.path, i.anchor) < (?, ?, ?, ?, ?)"
+            later = f"{base} AND (i.date, i.kind, i.id, i.path, i.anchor) > (?, ?, ?, ?, ?)"
+            early_params: list[Any] = [*kind_params, *key]
+            late_params: list[Any] = [*kind_params, *key]
+        else:
+            earlier, later = f"{base} AND i.date < ?", f"{base} AND i.date >= ?"
+            early_params = [*kind_params, date]
+            late_params = [*kind_params, date]
+        order = "i.date, i.kind, i.id, i.path, i.anchor"
+        desc = ", ".join(f"{column} DESC" for column in order.split(", "))
+        rows_before = self.conn.execute(f"{earlier} ORDER BY {desc} LIMIT ?", [*early_params, before]).fetchall() if before > 0 else []
+        rows_after = self.conn.execute(f"{later} ORDER BY {order} LIMIT ?", [*late_params, after]).fetchall() if after > 0 else []
+        return [_hit(row) for row in reversed(rows_before)], [_hit(row) for row in rows_after]
+
+    def record(self, hit: Hit) -> dict[str, Any] | None:
+        """The full record of an item, read from its file now (None when it is gone).
+
+        Raises MossError when the file can no longer be read as its kind.
+        """
+        row = self.conn.execute("SELECT source FROM files WHERE path = ?", (hit.path,)).fetchone()
+        source = self.registry.source(row[0]) if row else None
+        if source is None:
+            return None
+        read = _read(self.index.root, hit.path)
+        if read is None:
+            return None
+        if read.problem is not None:
+            raise MossError(read.problem.message, code=read.problem.code, path=hit.path)
+        return source.record(FileInput(hit.path, read.data, read.stat[0]), hit.anchor)
+
+    # ----------------------------------------------------------------- status
+
+    def problems(self) -> list[dict[str, Any]]:
+        """Every file with problems: `{path, source, code, message, line, severity}` per problem."""
+        out: list[dict[str, Any]] = []
+        for path, source, problems in self.conn.execute("SELECT path, source, problems FROM files WHERE problems IS NOT NULL ORDER BY path"):
+            for problem in json.loads(problems):
+                out.append({"path": path, "source": source, **problem})
+        return out
+
+    def problem_files(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM files WHERE problems IS NOT NULL").fetchone()[0]
+
+    def counts(self, *, kind: str | None = None, status: str | None = None) -> dict[str, Any]:
+        """Files and items in the index, items per kind (only items of `kind`/`status` if given)."""
+        clauses = [(column, value) for column, value in (("kind", kind), ("status", status)) if value is not None]
+        where = (" WHERE " + " AND ".join(f"{column} = ?" for column, _ in clauses)) if clauses else ""
+        by_kind = dict(self.conn.execute(f"SELECT kind, count(*) FROM items{where} GROUP BY kind ORDER BY kind", [v for _, v in clauses]))
+        return {
+            "files": self.conn.execute("SELECT count(*) FROM files").fetchone()[0],
+            "items": sum(by_kind.values()),
+            "by_kind": by_kind,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a search can see, independent of row numbers: for comparing two indexes."""
+        items = self.conn.execute(
+            "SELECT i.path, i.anchor, i.kind, i.id, i.line, i.title, i.summary, i.status, i.date, i.updated, i.ts, "
+            "f.id, f.title, f.tags, f.body, f.extra FROM items i JOIN items_fts f ON f.rowid = i.rowid ORDER BY i.path, i.anchor"
+        ).fetchall()
+        facets = self.conn.execute(
+            "SELECT i.path, i.anchor, f.field, f.value FROM facets f JOIN items i ON i.rowid = f.item ORDER BY 1, 2, 3, 4"
+        ).fetchall()
+        files = self.conn.execute("SELECT path, source, digest, problems FROM files ORDER BY path").fetchall()
+        return {"items": items, "facets": facets, "files": files}
+
+
+def _hit(row: Sequence[Any]) -> Hit:
+    return Hit(
+        kind=row[1],
+        id=row[2],
+        path=row[3],
+        anchor=row[4],
+        line=row[5],
+        title=row[6],
+        summary=row[7],
+        status=row[8],
+        date=row[9],
+        updated=row[10],
+        score=float(row[11]) if len(row) > 11 else 0.0,
+    )

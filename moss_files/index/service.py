@@ -1,0 +1,258 @@
+"""Search use cases: scan → expand → timeline (LoopFlow's progressive disclosure) over every
+artifact, and the index's upkeep (refresh, rebuild, status); plus the Context all use cases take.
+
+Shell layer: the index (`search_index`) gathers and answers, the cores (`search_query`,
+`indexing`) decide. Results are plain dicts in the shapes `moss search|expand|timeline --json`
+print and the MCP tools `loop_scan`, `loop_expand`, `loop_timeline` return. Kept free of the
+YAML and id modules at import time, so a search process loads only what a search needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+
+SCAN_DEFAULT_LIMIT = 20
+SCAN_MAX_LIMIT = 200
+EXPAND_MAX_IDS = 100
+TIMELINE_DEFAULT_DEPTH = 5
+TIMELINE_MAX_DEPTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a use case needs besides its arguments: the workspace root, the clock (default: the
+    system's, UTC), the id source (`ids.IdSource`; default: a fresh one), and where to report
+    what the index did (`notify` for messages, `progress(done, total)` for long builds)."""
+
+    root: Path
+    clock: Callable[[], datetime] | None = None
+    ids: Any = None
+    notify: Callable[[str], None] | None = None
+    progress: Callable[[int, int], None] | None = None
+
+    def now(self) -> datetime:
+        return self.clock() if self.clock is not None else datetime.now(UTC)
+
+
+def open_index(ctx: Context) -> Any:
+    """The search index of the workspace (a `search_index.SearchIndex`)."""
+    from moss_files.index import sources as index_sources, database as search_index
+
+    return search_index.SearchIndex(ctx.root, index_sources.default_registry(), notify=ctx.notify, progress=ctx.progress)
+
+
+def _scan_item(hit: Any, score: float | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "summary": hit.summary}
+    if score is not None:
+        item["score"] = score
+    item["date"] = hit.date
+    if hit.status:
+        item["status"] = hit.status
+    return item
+
+
+def scan(
+    ctx: Context,
+    query: str,
+    *,
+    kinds: Sequence[str] = (),
+    limit: int = SCAN_DEFAULT_LIMIT,
+    match: str = "any",
+    raw: bool = False,
+    offset: int = 0,
+    filters: Mapping[str, Sequence[str] | str] | None = None,
+) -> dict[str, Any]:
+    """Search every artifact (`loop_scan`, `moss search`): ids with one-line summaries, best
+    first. The index is refreshed first, so a file changed a moment ago is seen.
+
+    Returns `{query, matches: [{id, kind, summary, score, date, status?}], truncated, hint}`
+    (+ `unindexed`: files the index could not read, `ignored`: query parts that match
+    nothing). `score` is relative to the best match (1.0); `truncated` says more matches
+    follow (page with `offset`). `kinds` and `filters` (`{"type": ["process"], "status":
+    ["unprocessed"]}`, any field the query syntax has) add to the query's own filters, for
+    callers that hold them as data (the MCP tool's `scope`, `types`, `statuses`).
+    Raises InvalidRequest for a bad limit, match mode, filter field or date.
+    """
+    from moss_files.index import query as search_query
+
+    if not 1 <= limit <= SCAN_MAX_LIMIT:
+        raise InvalidRequest(f"limit must be between 1 and {SCAN_MAX_LIMIT}", details={"limit": limit})
+    if offset < 0:
+        raise InvalidRequest("offset must not be negative")
+    if match not in ("any", "all"):
+        raise InvalidRequest("match must be 'any' or 'all'")
+    parsed = search_query.parse_query("" if raw else query)
+    if filters:
+        parsed = replace(parsed, filters=parsed.filters + search_query.filters_from(filters))
+    now = ctx.now()
+    if raw and not query.strip():
+        raise InvalidRequest("an empty raw query matches nothing")
+    if not raw and parsed.is_empty and not kinds:
+        return {
+            "query": query,
+            "matches": [],
+            "truncated": False,
+            "hint": "give search terms, \"phrases\" or field:value filters (kind:, status:, tag:, after:)",
+        }
+
+    def work(view: Any) -> dict[str, Any]:
+        found = view.search(parsed, now=now, kinds=kinds, limit=limit, offset=offset, match_all=match == "all", raw=query if raw else None)
+        top = max((hit.score for hit in found.hits), default=0.0)
+        matches = [_scan_item(hit, round(hit.score / top, 4) if top > 0 else 0.0) for hit in found.hits]
+        result: dict[str, Any] = {"query": query, "matches": matches, "truncated": found.more}
+        if found.more:
+            result["hint"] = f"more matches: raise the limit (offset {offset + len(matches)} for the next page) or narrow the query; expand ids for full records"
+        else:
+            result["hint"] = "expand ids for full records" if matches else "no matches: try fewer or shorter terms, or drop filters"
+        unindexed = view.problem_files()
+        if unindexed:
+            result["unindexed"] = unindexed
+        if parsed.ignored:
+            result["ignored"] = list(parsed.ignored)
+        return result
+
+    return open_index(ctx).run(work)
+
+
+def expand(ctx: Context, ids: Sequence[str], *, include_links: bool = False, include_timeline: bool = False, depth: int = 3) -> dict[str, Any]:
+    """Full records of items by id (`loop_expand`, `moss expand`), read from their files now.
+
+    Returns `{items: [{id, kind, path, line, record, links?, timeline?}], not_found: [ids],
+    errors?: [...]}`; every id asked for is in `items` or `not_found` (or `errors`, when its
+    file can no longer be read). Raises InvalidRequest for no ids or too many.
+    """
+    wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
+    if not wanted:
+        raise InvalidRequest("name at least one id to expand")
+    if len(wanted) > EXPAND_MAX_IDS:
+        raise InvalidRequest(f"expand at most {EXPAND_MAX_IDS} ids at once", details={"count": len(wanted)})
+    if not 0 <= depth <= TIMELINE_MAX_DEPTH:
+        raise InvalidRequest(f"depth must be between 0 and {TIMELINE_MAX_DEPTH}")
+
+    def work(view: Any) -> dict[str, Any]:
+        items: list[dict[str, Any]] = []
+        not_found: list[str] = []
+        errors: list[dict[str, Any]] = []
+        for wanted_id, hits in view.lookup(wanted).items():
+            if not hits:
+                not_found.append(wanted_id)
+                continue
+            for hit in hits:
+                try:
+                    record = view.record(hit)
+                except MossError as err:
+                    errors.append({"id": wanted_id, "code": err.code, "message": err.message, "path": err.path or hit.path, "line": err.line})
+                    continue
+                if record is None:
+                    not_found.append(wanted_id)
+                    continue
+                item: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "path": hit.path, "line": hit.line, "record": record}
+                if include_links:
+                    item["links"] = _linked(view, hit)
+                if include_timeline and hit.date:
+                    earlier, later = view.around(hit.date, before=depth, after=depth, anchor=hit)
+                    item["timeline"] = {"before": [_scan_item(h) for h in earlier], "after": [_scan_item(h) for h in later]}
+                items.append(item)
+        result: dict[str, Any] = {"items": items, "not_found": list(dict.fromkeys(not_found))}
+        if errors:
+            result["errors"] = errors
+        return result
+
+    return open_index(ctx).run(work)
+
+
+def _linked(view: Any, hit: Any) -> dict[str, Any]:
+    targets = view.links_of(hit)
+    found = view.lookup(targets) if targets else {}
+    return {
+        "items": [_scan_item(other) for target in targets for other in found.get(target, [])[:1]],
+        "missing": [target for target in targets if not found.get(target)],
+    }
+
+
+def timeline(ctx: Context, anchor: str, *, before: int = TIMELINE_DEFAULT_DEPTH, after: int = TIMELINE_DEFAULT_DEPTH, kinds: Sequence[str] = ()) -> dict[str, Any]:
+    """What happened around an item or a moment (`loop_timeline`, `moss timeline`): up to
+    `before` items dated earlier and `after` later, oldest first.
+
+    `anchor` is an id (looked up first) or a time: RFC 3339, YYYY-MM-DD, today, 3d, now.
+    Returns `{anchor: {id, kind, date, summary} | {date}, before: [...], after: [...]}`.
+    Raises NotFound when the anchor is neither, InvalidRequest for bad depths or an undated item.
+    """
+    from moss_files.index import query as search_query
+
+    for name, value in (("before", before), ("after", after)):
+        if not 0 <= value <= TIMELINE_MAX_DEPTH:
+            raise InvalidRequest(f"{name} must be between 0 and {TIMELINE_MAX_DEPTH}")
+    now = ctx.now()
+    text = anchor.strip()
+    if not text:
+        raise InvalidRequest("give an id or a time to center the timeline on")
+
+    def work(view: Any) -> dict[str, Any]:
+        hits = view.lookup([text])[text]
+        if hits:
+            hit = hits[0]
+            if not hit.date:
+                raise InvalidRequest(f"{hit.kind} {hit.id} has no date to place it in time", details={"id": hit.id})
+            earlier, later = view.around(hit.date, before=before, after=after, kinds=kinds, anchor=hit)
+            center: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "date": hit.date, "summary": hit.summary}
+        else:
+            moment = search_query.normalize_date(now) if text.lower() == "now" else None
+            if moment is None:
+                span = search_query.period(text, now)
+                moment = span[0] if span else None
+            if moment is None:
+                raise NotFound(f"no item {text!r}, and it is not a time", details={"anchor": text}, hint="give an id from `moss search`, or a time such as 2026-01-21 or 3d")
+            earlier, later = view.around(moment, before=before, after=after, kinds=kinds)
+            center = {"date": moment}
+        return {"anchor": center, "before": [_scan_item(h) for h in earlier], "after": [_scan_item(h) for h in later]}
+
+    return open_index(ctx).run(work)
+
+
+# --------------------------------------------------------------------------- the index's upkeep
+
+
+def index_refresh(ctx: Context) -> dict[str, Any]:
+    """Bring the index in step with the files; returns what changed (`report_to_dict`)."""
+    from moss_files.index.model import report_to_dict
+
+    index = open_index(ctx)
+    index.run(lambda view: None)
+    return report_to_dict(index.last_refresh)
+
+
+def index_rebuild(ctx: Context) -> dict[str, Any]:
+    """Build the index anew from every file (the old cache stays usable until the swap)."""
+    from moss_files.index.model import report_to_dict
+
+    return report_to_dict(open_index(ctx).rebuild())
+
+
+def index_status(ctx: Context) -> dict[str, Any]:
+    """The index after a refresh: where it is, its counts, sources, and every file it could not
+    (fully) read: `{path, schema, files, items, by_kind, problems, refresh, size_bytes, sources}`."""
+    from moss_files.index import database as search_index
+    from moss_files.index.model import report_to_dict
+
+    index = open_index(ctx)
+    data = index.run(lambda view: {**view.counts(), "problems": view.problems()})
+    data["problems"] = sorted([*data["problems"], *search_index.link_problems(index.root, index.registry)], key=lambda p: p["path"])
+    size = sum(path.stat().st_size for path in index.dir.glob(f"{search_index.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
+    return {
+        "path": str(index.path),
+        "schema": search_index.SCHEMA_VERSION,
+        **data,
+        "refresh": report_to_dict(index.last_refresh),
+        "size_bytes": size,
+        "sources": [
+            {"name": source.name, "kinds": list(source.kinds), "places": [place.folder + ("/" if place.names is None else "/{" + ",".join(sorted(place.names)) + "}") for place in source.places]}
+            for source in index.registry.sources
+        ],
+    }

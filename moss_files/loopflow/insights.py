@@ -1,0 +1,372 @@
+"""Insights (LoopFlow's zettelkasten notes) as markdown files: model, parse, render, edits.
+
+Core layer: pure functions over documents and values (no I/O, no clock: times come in).
+One file per insight, `.moss/insights/<id>.md`; the body is the insight's content, byte for
+byte. Frontmatter keys, in the order a new file lists them:
+
+    id       INS-20260121-7f3k9q2m (collision-free; LoopFlow's INS-001 is read too)
+    type     process | domain | architecture | edge_case | technical
+    status   unprocessed | discussed
+    tags     [list]            links    [ids of related insights or any other item]
+    source   {task: LF-049, session: SES-...}   where it was learned (optional)
+    summary  one line; context: 2-3 sentences  (optional: generated from the body when absent)
+    notes    free text (optional)
+    created, updated   RFC 3339 UTC
+
+Reading is strict about shapes (a list where text belongs is SCHEMA_ERROR with its line) and
+about the two enumerations; unknown keys are kept and never touched by edits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from moss_files.foundation import document, summaries
+from moss_files.foundation.document import Document
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest
+
+ID_PREFIX = "INS"
+FOLDER = Path(".moss") / "insights"
+TYPES = ("process", "domain", "architecture", "edge_case", "technical")
+STATUSES = ("unprocessed", "discussed")
+DEFAULT_TYPE = "technical"
+DEFAULT_STATUS = "unprocessed"
+FIELDS = ("id", "type", "status", "tags", "links", "source", "summary", "context", "notes", "created", "updated")
+SOURCE_KEYS = ("task", "session")
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_TAG = re.compile(r"^[^\s,]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Insight:
+    """One insight as stored. `summary`/`context` are None when the file has none."""
+
+    id: str
+    content: str
+    type: str = DEFAULT_TYPE
+    status: str = DEFAULT_STATUS
+    tags: tuple[str, ...] = ()
+    links: tuple[str, ...] = ()
+    source: Mapping[str, str] = field(default_factory=dict)
+    summary: str | None = None
+    context: str | None = None
+    notes: str | None = None
+    created: str | None = None
+    updated: str | None = None
+
+    @property
+    def effective_summary(self) -> str:
+        """The stored summary, else one generated from the content."""
+        return self.summary if self.summary else summaries.summarize(self.content)
+
+    @property
+    def effective_context(self) -> str | None:
+        return self.context if self.context else summaries.extract_context(self.content)
+
+
+def is_valid_id(text: str) -> bool:
+    """Whether `text` can be an insight id (and so a file name)."""
+    return bool(_ID.match(text)) and ".." not in text
+
+
+def file_name(insight_id: str) -> str:
+    return f"{insight_id}.md"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class FieldReader:
+    """Typed access to frontmatter keys (any letter case), raising SCHEMA_ERROR at the key's line."""
+
+    def __init__(self, doc: Document, path: Path | str | None) -> None:
+        self.doc = doc
+        self.path = path
+
+    def key(self, name: str) -> str | None:
+        return document.find_key(self.doc.meta, name)
+
+    def error(self, name: str | None, message: str) -> InvalidDocument:
+        return InvalidDocument(message, code="SCHEMA_ERROR", path=self.path, line=self.line_of(name))
+
+    def line_of(self, name: str | None) -> int | None:
+        if name is None or not self.doc.has_frontmatter:
+            return None
+        pattern = re.compile(rf"^['\"]?{re.escape(name)}['\"]?[ \t]*:", re.IGNORECASE)
+        for number, line in enumerate(self.doc.frontmatter_text.split("\n"), start=2):
+            if pattern.match(line):
+                return number
+        return None
+
+    def text(self, name: str) -> str | None:
+        key = self.key(name)
+        if key is None or self.doc.meta[key] is None:
+            return None
+        value = self.doc.meta[key]
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.error(key, f"{name!r} must be text, not {type(value).__name__}")
+        return str(value)
+
+    def items(self, name: str) -> tuple[str, ...]:
+        key = self.key(name)
+        if key is None or self.doc.meta[key] is None:
+            return ()
+        value = self.doc.meta[key]
+        if isinstance(value, str):
+            # `tags: a, b` by hand reads as two tags.
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        if not isinstance(value, list) or any(isinstance(item, bool) or not isinstance(item, str | int | float) for item in value):
+            raise self.error(key, f"{name!r} must be a list of names")
+        return tuple(str(item).strip() for item in value if str(item).strip())
+
+    def mapping(self, name: str, keys: Sequence[str]) -> dict[str, str]:
+        key = self.key(name)
+        if key is None or self.doc.meta[key] is None:
+            return {}
+        value = self.doc.meta[key]
+        if isinstance(value, str):
+            return {"task": value} if value.strip() else {}
+        if not isinstance(value, dict):
+            raise self.error(key, f"{name!r} must be a mapping such as {{task: LF-1, session: SES-...}}")
+        out: dict[str, str] = {}
+        for item_key, item in value.items():
+            if item is None:
+                continue
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise self.error(key, f"{name}.{item_key} must be text")
+            out[str(item_key)] = str(item)
+        return out
+
+    def choice(self, name: str, allowed: Sequence[str], default: str) -> str:
+        value = self.text(name)
+        if value is None or not value.strip():
+            return default
+        normalized = value.strip().lower().replace("-", "_")
+        if normalized not in allowed:
+            raise self.error(self.key(name), f"{name} {value!r} is not one of {', '.join(allowed)}")
+        return normalized
+
+
+def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id: str | None = None) -> Insight:
+    """An Insight from a parsed document; the id defaults to `fallback_id` (the file's stem).
+
+    Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong shape or value.
+    """
+    reader = FieldReader(doc, path)
+    insight_id = (reader.text("id") or "").strip() or (fallback_id or "")
+    if not insight_id:
+        raise InvalidDocument("insight has no id", code="SCHEMA_ERROR", path=path, line=1)
+    if not is_valid_id(insight_id):
+        raise reader.error(reader.key("id"), f"id {insight_id!r} may hold only letters, digits, '.', '_' and '-'")
+    return Insight(
+        id=insight_id,
+        content=doc.body,
+        type=reader.choice("type", TYPES, DEFAULT_TYPE),
+        status=reader.choice("status", STATUSES, DEFAULT_STATUS),
+        tags=reader.items("tags"),
+        links=reader.items("links"),
+        source=reader.mapping("source", SOURCE_KEYS),
+        summary=_blank_to_none(reader.text("summary")),
+        context=_blank_to_none(reader.text("context")),
+        notes=_blank_to_none(reader.text("notes")),
+        created=reader.text("created") or reader.text("created_at"),
+        updated=reader.text("updated") or reader.text("updated_at"),
+    )
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    return value if value is not None and value.strip() else None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def check_type(value: str) -> str:
+    """The insight type `value` names. Raises InvalidRequest SCHEMA_ERROR for another word."""
+    normalized = value.strip().lower().replace("-", "_")
+    if normalized not in TYPES:
+        raise InvalidRequest(f"type {value!r} is not one of {', '.join(TYPES)}", code="SCHEMA_ERROR")
+    return normalized
+
+
+def check_status(value: str) -> str:
+    """The insight status `value` names. Raises InvalidRequest SCHEMA_ERROR for another word."""
+    normalized = value.strip().lower()
+    if normalized not in STATUSES:
+        raise InvalidRequest(f"status {value!r} is not one of {', '.join(STATUSES)}", code="SCHEMA_ERROR")
+    return normalized
+
+
+def check_names(values: Iterable[str], what: str) -> tuple[str, ...]:
+    """Tags or links, trimmed and without repeats. Raises InvalidRequest for blanks or spaces."""
+    out: list[str] = []
+    for value in values:
+        name = str(value).strip()
+        if not _TAG.match(name):
+            raise InvalidRequest(f"{what} {value!r} must be one word without commas (1-64 characters)")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def new_insight(
+    insight_id: str,
+    content: str,
+    *,
+    now: str,
+    type: str | None = None,
+    tags: Iterable[str] = (),
+    links: Iterable[str] = (),
+    source: Mapping[str, str | None] | None = None,
+    summary: str | None = None,
+    context: str | None = None,
+    notes: str | None = None,
+) -> Insight:
+    """A new, validated insight. Raises InvalidRequest for empty content or a bad value."""
+    if not content.strip():
+        raise InvalidRequest("an insight needs content")
+    if not is_valid_id(insight_id):
+        raise InvalidRequest(f"bad insight id {insight_id!r}")
+    return Insight(
+        id=insight_id,
+        content=content if content.endswith("\n") else content + "\n",
+        type=check_type(type) if type else DEFAULT_TYPE,
+        status=DEFAULT_STATUS,
+        tags=check_names(tags, "tag"),
+        links=check_names(links, "link"),
+        source={key: str(value) for key, value in (source or {}).items() if value},
+        summary=_single_line(summary, "summary"),
+        context=_blank_to_none(context),
+        notes=_blank_to_none(notes),
+        created=now,
+        updated=now,
+    )
+
+
+def _single_line(value: str | None, what: str) -> str | None:
+    if value is None or not value.strip():
+        return None
+    if "\n" in value.strip():
+        raise InvalidRequest(f"the {what} must be one line")
+    return value.strip()
+
+
+def insight_meta(insight: Insight) -> dict[str, Any]:
+    """The frontmatter of a new file, keys in FIELDS order, empty values left out."""
+    meta: dict[str, Any] = {"id": insight.id, "type": insight.type, "status": insight.status}
+    if insight.tags:
+        meta["tags"] = list(insight.tags)
+    if insight.links:
+        meta["links"] = list(insight.links)
+    if insight.source:
+        meta["source"] = dict(insight.source)
+    for name in ("summary", "context", "notes"):
+        value = getattr(insight, name)
+        if value is not None:
+            meta[name] = value
+    meta["created"] = insight.created
+    meta["updated"] = insight.updated
+    return meta
+
+
+def render_insight(insight: Insight) -> str:
+    """The text of a new insight file."""
+    return document.render(insight_meta(insight), insight.content)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What `insight update` may change; None leaves a field alone."""
+
+    status: str | None = None
+    type: str | None = None
+    tags: tuple[str, ...] | None = None
+    add_tags: tuple[str, ...] = ()
+    remove_tags: tuple[str, ...] = ()
+    links: tuple[str, ...] | None = None
+    add_links: tuple[str, ...] = ()
+    remove_links: tuple[str, ...] = ()
+    notes: str | None = None
+    summary: str | None = None
+    context: str | None = None
+
+
+def plan_update(insight: Insight, update: Update, now: str) -> dict[str, Any]:
+    """The frontmatter changes (for `document.edit_frontmatter`) that apply `update`;
+    empty when nothing would change. `updated` moves only when something else does.
+
+    Raises InvalidRequest for a bad status, type, tag or link.
+    """
+    wanted: dict[str, Any] = {}
+    if update.status is not None and check_status(update.status) != insight.status:
+        wanted["status"] = check_status(update.status)
+    if update.type is not None and check_type(update.type) != insight.type:
+        wanted["type"] = check_type(update.type)
+    tags = _merged(insight.tags, update.tags, update.add_tags, update.remove_tags, "tag")
+    if tags != insight.tags:
+        wanted["tags"] = list(tags) if tags else document.DELETE
+    links = _merged(insight.links, update.links, update.add_links, update.remove_links, "link")
+    if links != insight.links:
+        wanted["links"] = list(links) if links else document.DELETE
+    for name in ("notes", "summary", "context"):
+        value = getattr(update, name)
+        if value is None:
+            continue
+        if name == "summary":
+            value = _single_line(value, "summary") or ""
+        current = getattr(insight, name)
+        if (value.strip() or None) != current:
+            wanted[name] = value if value.strip() else document.DELETE
+    if wanted:
+        wanted["updated"] = now
+    return wanted
+
+
+def _merged(current: tuple[str, ...], replace: tuple[str, ...] | None, add: tuple[str, ...], remove: tuple[str, ...], what: str) -> tuple[str, ...]:
+    base = list(check_names(replace, what)) if replace is not None else list(current)
+    for name in check_names(add, what):
+        if name not in base:
+            base.append(name)
+    dropped = set(check_names(remove, what))
+    return tuple(name for name in base if name not in dropped)
+
+
+# --------------------------------------------------------------------------- JSON shapes
+
+
+def insight_to_dict(insight: Insight, *, path: str | None = None) -> dict[str, Any]:
+    """The full record (`loop_expand`'s insight shape, plus summary, context and path)."""
+    data: dict[str, Any] = {
+        "id": insight.id,
+        "content": insight.content,
+        "summary": insight.effective_summary,
+        "context": insight.effective_context,
+        "type": insight.type,
+        "status": insight.status,
+        "tags": list(insight.tags),
+        "links": list(insight.links),
+        "source": dict(insight.source) or None,
+        "notes": insight.notes,
+        "created_at": insight.created,
+        "updated_at": insight.updated,
+    }
+    if path is not None:
+        data["path"] = path
+    return data
+
+
+def insight_brief(insight: Insight) -> dict[str, Any]:
+    """The compact shape for lists and orientation: no content."""
+    return {
+        "id": insight.id,
+        "summary": insight.effective_summary,
+        "type": insight.type,
+        "status": insight.status,
+        "tags": list(insight.tags),
+        "created_at": insight.created,
+    }

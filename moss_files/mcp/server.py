@@ -1,0 +1,313 @@
+"""The MCP server behind `moss serve`: tool sets, the registry their tools go through, and the
+one translation of errors into MCP results. Entry layer; the only moss_files module (with the
+`mcp_*` tool-set modules and `mcp_http`) that imports the `mcp` SDK, and only `moss serve`
+imports it, so no other command pays for the SDK at start-up.
+
+Tool sets. A tool set is one module with a `register(tools: ToolRegistry) -> None` function
+and one row in `TOOL_SETS` below. `register` declares each tool with the `tools.tool(...)`
+decorator over a plain function whose typed parameters become the input schema and whose body
+calls the same use case the CLI calls and returns its dict:
+
+    # moss_files/mcp_moe.py  (entry layer)
+    def register(tools: ToolRegistry) -> None:
+        ctx = ...  # build the use cases' context from tools.workspace (root, clock, home)
+
+        @tools.tool("moe.claim", "Claim a task for a worker. Returns {task, worker}.",
+                    destructive=False, idempotent=True)
+        def claim(task: Annotated[str, Field(description="Task id.")], worker: str) -> dict[str, Any]:
+            return board.claim(ctx, task, worker)
+
+    # here:  ToolSet("moe", "moss_files.mcp_moe", "board: epics, tasks, workers, claims")
+
+The module is imported only when its set is served (`--tools` / MOSS_MCP_TOOLS). A tool raises
+MossError for domain errors and returns a JSON-ready dict; the registry does the rest:
+the result is `structuredContent` plus the same JSON as text, a MossError becomes an isError
+result carrying `error_body` (text `CODE: message` and the body), anything else becomes an
+INTERNAL error whose cause goes only to the server's log. Arguments are checked against the
+schema before the tool runs (types, required, unknown names) and rejected as INVALID_REQUEST.
+
+Annotations are required on every tool and must be true of it: `read_only` (changes no file;
+the derived, git-ignored search cache does not count), `destructive` (may overwrite or remove
+what is in a file, rather than only add to it), `idempotent` (a repeat with the same arguments
+changes nothing more). `openWorldHint` is always false: every tool works on local files.
+
+Names. Tools are declared with the seeds' dotted names (`moss.store`); `names="underscore"`
+serves them as `moss_store` for hosts whose model API refuses dots in function names (Codex,
+Claude Desktop). Either spelling is accepted on a call. A workspace's `disabled_tools` setting
+(`.moss/config.toml`) leaves the listed tools out.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import logging
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
+from moss_files import __version__
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.foundation.ids import system_clock
+
+log = logging.getLogger("moss_files.mcp")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+NAME_STYLES = ("dotted", "underscore")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """A named group of tools: the module whose `register(tools)` declares them."""
+
+    name: str
+    module: str
+    summary: str
+    default: bool = True  # served when no --tools / MOSS_MCP_TOOLS is given
+
+
+TOOL_SETS: dict[str, ToolSet] = {
+    toolset.name: toolset
+    for toolset in (
+        ToolSet("moss", "moss_files.mcp.tools.moss", "context capsules: store, fetch, update, list, compose, export/import"),
+        ToolSet("loop", "moss_files.mcp.tools.loop", "search every artifact (scan, expand, timeline), sessions and insights"),
+        ToolSet("cstack", "moss_files.mcp.tools.cstack", "memory files: CURRENT.md status, PLAN.md tasks, MEMORY.md"),
+        ToolSet("needlecast", "moss_files.mcp.tools.needlecast", "messages between sleeves: send, inbox, read, outbox"),
+        ToolSet("moe", "moss_files.mcp.tools.moe", "task board: epics, tasks, claims, plans, steps, QA, teams, activity", default=False),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """What the tools act on: the workspace root, the clock, the home folder (user config and
+    default export folder; the user's when None) and this sleeve's name for messages."""
+
+    root: Path
+    clock: Callable[[], datetime] = system_clock
+    home: Path | None = None
+    sleeve: str | None = None
+
+
+def parse_sets(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The tool sets named in `value` ("moss,loop", a list, "all"; None or "" for the default).
+
+    Raises InvalidRequest naming an unknown set.
+    """
+    items = value.split(",") if isinstance(value, str) else list(value or ())
+    wanted = [item.strip().lower() for item in items if item.strip()]
+    if not wanted:
+        return tuple(name for name, toolset in TOOL_SETS.items() if toolset.default)
+    if "all" in wanted:
+        return tuple(TOOL_SETS)
+    unknown = [name for name in wanted if name not in TOOL_SETS]
+    if unknown:
+        raise InvalidRequest(
+            f"unknown tool set {', '.join(map(repr, unknown))}; choose from {', '.join(TOOL_SETS)} or all",
+            details={"unknown": unknown, "sets": list(TOOL_SETS)},
+        )
+    return tuple(dict.fromkeys(wanted))
+
+
+def check_name_style(value: str | None) -> str:
+    """`dotted` (default) or `underscore`. Raises InvalidRequest for anything else."""
+    style = (value or "dotted").strip().lower()
+    if style not in NAME_STYLES:
+        raise InvalidRequest(f"names must be one of {', '.join(NAME_STYLES)}, not {value!r}")
+    return style
+
+
+def underscored(name: str) -> str:
+    """`moss.fetch_many` -> `moss_fetch_many`."""
+    return name.replace(".", "_")
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def ok_result(data: dict[str, Any]) -> CallToolResult:
+    """A tool's dict as structured content, with the same JSON as text for hosts that show text."""
+    return CallToolResult(content=[TextContent(type="text", text=_dump(data))], structured_content=data)
+
+
+def error_result(err: MossError) -> CallToolResult:
+    """An isError result: text `CODE: message` then the JSON body, the body as structured content."""
+    body = error_body(err)
+    text = f"{err.code}: {err.message}\n{_dump(body)}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=True)
+
+
+def _run_tool(name: str, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallToolResult:
+    try:
+        return ok_result(fn(*args, **kwargs))
+    except MossError as err:
+        return error_result(err)
+    except Exception:
+        # A bug: the client learns only that it happened; the cause goes to the server's log.
+        log.exception("tool %s failed unexpectedly", name)
+        return error_result(MossError(f"internal error in {name}; the server's log has the details"))
+
+
+def compact_schema(node: Any) -> Any:
+    """A JSON schema without pydantic's `title`s, with `X | None = None` published as plain `X`
+    (omitting it means none). Validation still uses the full model, so this only saves context."""
+    if isinstance(node, list):
+        return [compact_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in value.items()}
+        elif key == "title" and isinstance(value, str):
+            continue
+        else:
+            out[key] = compact_schema(value)
+    choices = out.get("anyOf")
+    if isinstance(choices, list) and len(choices) == 2 and {"type": "null"} in choices and "default" in out and out["default"] is None:
+        other = next(choice for choice in choices if choice != {"type": "null"})
+        rest = {key: value for key, value in out.items() if key not in ("anyOf", "default")}
+        out = {**other, **rest}
+    return out
+
+
+# --------------------------------------------------------------------------- registry
+
+
+class ToolRegistry:
+    """What a tool set's `register` receives: the workspace, and `tool()` to declare tools."""
+
+    def __init__(self, workspace: Workspace, *, names: str = "dotted", disabled: Collection[str] = ()) -> None:
+        self.workspace = workspace
+        self.names = check_name_style(names)
+        self.disabled = frozenset(disabled)
+        self.tools: list[Tool] = []
+        self.schemas: dict[str, dict[str, Any]] = {}
+
+    def tool(self, name: str, description: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> Callable[[F], F]:
+        """Declare a tool named `name` (dotted, as in the seeds) over the decorated function."""
+        if read_only and destructive:
+            raise ValueError(f"{name}: a read-only tool cannot be destructive")
+
+        def decorator(fn: F) -> F:
+            served = underscored(name) if self.names == "underscore" else name
+            if {name, underscored(name)} & self.disabled:
+                return fn
+
+            @functools.wraps(fn)
+            def call(*args: Any, **kwargs: Any) -> CallToolResult:
+                return _run_tool(served, fn, args, kwargs)
+
+            annotations = ToolAnnotations(
+                read_only_hint=read_only,
+                destructive_hint=destructive,
+                idempotent_hint=True if read_only else idempotent,
+                open_world_hint=False,
+            )
+            # functools.wraps lets the SDK read fn's parameters (their schema) through `call`;
+            # structured_output=False keeps it from publishing an output schema for the dict.
+            built = Tool.from_function(call, name=served, description=self._spell(description), annotations=annotations, structured_output=False)
+            built.parameters = json.loads(self._spell(json.dumps(compact_schema(built.parameters))))
+            self.tools.append(built)
+            self.schemas[served] = built.parameters
+            return fn
+
+        return decorator
+
+    def _spell(self, text: str) -> str:
+        """Tool names mentioned in descriptions, spelled the way this server serves them."""
+        return _MENTION.sub(r"\1_\2", text) if self.names == "underscore" else text
+
+
+_MENTION = re.compile(r"\b(moss|cstack|needlecast|moe)\.(\w+)")
+
+
+class MossMCPServer(MCPServer):
+    """MCPServer whose argument errors and unknown tools are answered like domain errors."""
+
+    def __init__(self, *args: Any, schemas: dict[str, dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schemas = schemas
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
+        served = self._served_name(name)
+        if served is None:
+            return error_result(
+                NotFound(
+                    f"no tool named {name!r}",
+                    details={"tool": name},
+                    hint="tools/list shows what is served; `moss serve --help` tells how to choose tool sets",
+                )
+            )
+        known = self.schemas[served].get("properties", {})
+        unknown = sorted(set(arguments) - set(known))
+        if unknown:
+            return error_result(
+                InvalidRequest(
+                    f"{served} has no argument {', '.join(map(repr, unknown))}; it takes {', '.join(known) or 'none'}",
+                    details={"unknown": unknown, "allowed": list(known)},
+                )
+            )
+        try:
+            return await super().call_tool(served, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            problems = [
+                {"field": ".".join(str(part) for part in problem["loc"]) or "(arguments)", "message": problem["msg"]}
+                for problem in exc.__cause__.errors()
+            ]
+            listed = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
+            return error_result(InvalidRequest(f"invalid arguments for {served}: {listed}", details={"errors": problems}))
+
+    def _served_name(self, name: str) -> str | None:
+        if name in self.schemas:
+            return name
+        for candidate in self.schemas:
+            if underscored(candidate) == underscored(name):
+                return candidate
+        return None
+
+
+def build_server(workspace: Workspace, sets: Sequence[str] = (), *, names: str = "dotted", disabled: Collection[str] = ()) -> MossMCPServer:
+    """A server for `workspace` with the given tool sets (default: the default sets).
+
+    Raises InvalidRequest for an unknown set or name style.
+    """
+    chosen = parse_sets(list(sets))
+    registry = ToolRegistry(workspace, names=names, disabled=disabled)
+    for name in chosen:
+        importlib.import_module(TOOL_SETS[name].module).register(registry)
+    return MossMCPServer(
+        "moss-files",
+        version=__version__,
+        instructions=_instructions(chosen),
+        tools=registry.tools,
+        schemas=registry.schemas,
+        log_level="WARNING",
+    )
+
+
+def _instructions(sets: Sequence[str]) -> str:
+    lines = [
+        "moss-files: this project's shared memory as markdown files in git (a human reads the same files).",
+        *(f"- {name}: {TOOL_SETS[name].summary}" for name in sets),
+        "Errors are results with isError and a stable code (NOT_FOUND, CAPSULE_TOO_THIN, ...) in structuredContent.error.",
+    ]
+    return "\n".join(lines)

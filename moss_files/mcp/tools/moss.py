@@ -1,0 +1,245 @@
+"""The `moss` tool set: Moss's capsule operations (`moss.store` … `moss.purge`, `moss.compose`,
+`moss.append`) as MCP tools. Entry layer: each tool is one call of `capsules.OPERATIONS`, the
+use cases `moss store|fetch|…` call, so both return the same shapes and errors. The use cases
+load on the first call, which keeps them (and the YAML libraries) out of the server's start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
+
+from moss_files.mcp.server import ToolRegistry
+
+Id = Annotated[str | None, Field(description="Capsule id (ULID). Give an id or a name, not both.")]
+Workspace = Annotated[str | None, Field(description='Workspace (default "default").')]
+Name = Annotated[str | None, Field(description="Capsule name, unique among live capsules of its workspace.")]
+Text = Annotated[str, Field(description="Markdown with six sections: Objective, Current status, Decisions, Next actions, Key locations, Open questions.")]
+Tags = Annotated[list[str] | None, Field(description="Tags.")]
+IncludeDeleted = Annotated[bool, Field(description="Also find soft-deleted capsules.")]
+RunId = Annotated[str | None, Field(description="Orchestration run id.")]
+Phase = Annotated[str | None, Field(description="Workflow phase.")]
+Role = Annotated[str | None, Field(description="Agent role.")]
+Limit = Annotated[int | None, Field(description="Page size.")]
+Offset = Annotated[int | None, Field(description="Items to skip.")]
+
+
+class Ref(TypedDict, total=False):
+    """One capsule: by id, or by workspace and name."""
+
+    id: str
+    workspace: str
+    name: str
+
+
+class StoreAs(TypedDict):
+    """Where compose stores its bundle."""
+
+    name: str
+    workspace: NotRequired[str]
+    mode: NotRequired[str]
+
+
+def register(tools: ToolRegistry) -> None:
+    """Declare the capsule tools."""
+    ws = tools.workspace
+
+    def run(operation: str, *args: Any) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
+        # The config is read per call, so a long-running server sees edits of .moss/config.toml.
+        from moss_files.foundation import config
+        ctx = capsules.Context(ws.root, config.load_config(ws.root, home=ws.home), clock=ws.clock, home=ws.home)
+        return capsules.OPERATIONS[operation](ctx, *args)
+
+    @tools.tool(
+        "moss.store",
+        "Store a context capsule (lint: the six sections, unless allow_thin). mode \"replace\" overwrites the live capsule "
+        "of that name, keeping its id; \"error\" (default) refuses with NAME_ALREADY_EXISTS. Returns {id, task_link, fetch_key}.",
+        destructive=True,
+    )
+    def store(
+        capsule_text: Text,
+        workspace: Workspace = None,
+        name: Name = None,
+        title: Annotated[str | None, Field(description="Title (default: the name).")] = None,
+        tags: Tags = None,
+        source: Annotated[str | None, Field(description="Where it came from (claude-code, codex, ...).")] = None,
+        mode: Annotated[str | None, Field(description='"error" (default) or "replace".')] = None,
+        allow_thin: Annotated[bool, Field(description="Skip the six-section lint.")] = False,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+    ) -> dict[str, Any]:
+        return run("store", capsule_text, workspace, name, title, tags, source, mode, allow_thin, run_id, phase, role)
+
+    @tools.tool(
+        "moss.fetch",
+        "One capsule by id or by workspace+name, with capsule_text (include_text false: metadata only).",
+        read_only=True,
+    )
+    def fetch(
+        id: Id = None,
+        workspace: Workspace = None,
+        name: Name = None,
+        include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
+        include_deleted: IncludeDeleted = False,
+    ) -> dict[str, Any]:
+        return run("fetch", id, workspace, name, include_text, include_deleted)
+
+    @tools.tool(
+        "moss.fetch_many",
+        "Up to 50 capsules at once; missing ones go to errors [{ref, code, message}], the rest to items.",
+        read_only=True,
+    )
+    def fetch_many(
+        items: Annotated[list[Ref], Field(description="Refs: {id} or {workspace, name}.")],
+        include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
+        include_deleted: IncludeDeleted = False,
+    ) -> dict[str, Any]:
+        return run("fetch_many", items, include_text, include_deleted)
+
+    @tools.tool(
+        "moss.update",
+        "Change a live capsule's text or fields (\"\" clears an optional field; text is linted). Returns {id, task_link, fetch_key}.",
+        destructive=True,
+    )
+    def update(
+        id: Id = None,
+        workspace: Workspace = None,
+        name: Name = None,
+        capsule_text: Annotated[str | None, Field(description="New text (six sections unless allow_thin).")] = None,
+        title: Annotated[str | None, Field(description="New title.")] = None,
+        tags: Tags = None,
+        source: Annotated[str | None, Field(description="New source.")] = None,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+        allow_thin: Annotated[bool, Field(description="Skip the six-section lint.")] = False,
+    ) -> dict[str, Any]:
+        return run("update", id, workspace, name, capsule_text, title, tags, source, run_id, phase, role, allow_thin)
+
+    @tools.tool(
+        "moss.append",
+        "Add content to one section of a live capsule (exact header name, any case); a placeholder body such as "
+        "(none) or TBD is replaced. Returns {id, section_hit, replaced}.",
+    )
+    def append(
+        section: Annotated[str, Field(description="Section header, e.g. Decisions.")],
+        content: Annotated[str, Field(description="Markdown to add.")],
+        id: Id = None,
+        workspace: Workspace = None,
+        name: Name = None,
+    ) -> dict[str, Any]:
+        return run("append", section, content, id, workspace, name)
+
+    @tools.tool(
+        "moss.delete",
+        "Soft-delete a capsule (recoverable with include_deleted, purged later); frees its name. Returns {deleted, id}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def delete(id: Id = None, workspace: Workspace = None, name: Name = None) -> dict[str, Any]:
+        return run("delete", id, workspace, name)
+
+    @tools.tool(
+        "moss.latest",
+        "The most recently updated capsule of a workspace: {item}, a summary unless include_text; {item: null} if none.",
+        read_only=True,
+    )
+    def latest(
+        workspace: Workspace = None,
+        include_text: Annotated[bool, Field(description="Include capsule_text.")] = False,
+        include_deleted: IncludeDeleted = False,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+    ) -> dict[str, Any]:
+        return run("latest", workspace, include_text, include_deleted, run_id, phase, role)
+
+    @tools.tool(
+        "moss.list",
+        "Capsule summaries of one workspace, newest first, never their text (limit 20, max 100). Returns {items, pagination, sort}.",
+        read_only=True,
+    )
+    def list_(
+        workspace: Workspace = None,
+        limit: Limit = None,
+        offset: Offset = None,
+        include_deleted: IncludeDeleted = False,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+    ) -> dict[str, Any]:
+        return run("list", workspace, limit, offset, include_deleted, run_id, phase, role)
+
+    @tools.tool(
+        "moss.inventory",
+        "Capsule summaries across all workspaces, filtered, newest first, never their text (limit 100, max 500).",
+        read_only=True,
+    )
+    def inventory(
+        workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
+        tag: Annotated[str | None, Field(description="Only capsules with this tag.")] = None,
+        name_prefix: Annotated[str | None, Field(description="Only names starting with this.")] = None,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+        include_deleted: IncludeDeleted = False,
+        limit: Limit = None,
+        offset: Offset = None,
+    ) -> dict[str, Any]:
+        return run("inventory", workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
+
+    @tools.tool(
+        "moss.compose",
+        "Join capsules into one bundle in the order given (all or nothing); sections keeps only those sections; "
+        "store_as {name, workspace?, mode?} stores the bundle. Returns {bundle_text, bundle_chars, parts_count, stored?}.",
+        destructive=True,
+    )
+    def compose(
+        items: Annotated[list[Ref], Field(description="Refs: {id} or {workspace, name}.")],
+        format: Annotated[str | None, Field(description='"markdown" (default) or "json".')] = None,
+        sections: Annotated[list[str] | None, Field(description="Only these sections, in this order.")] = None,
+        store_as: Annotated[StoreAs | None, Field(description="Store the bundle as this capsule.")] = None,
+    ) -> dict[str, Any]:
+        return run("compose", items, format, sections, store_as)
+
+    @tools.tool(
+        "moss.export",
+        "Write capsules to a JSONL file (default ~/.moss/exports/<workspace>-<time>.jsonl; an earlier export at path "
+        "is replaced, any other file refused). Returns {path, count, exported_at}.",
+        destructive=True,
+    )
+    def export(
+        path: Annotated[str | None, Field(description="A .jsonl path in an allowed folder.")] = None,
+        workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
+        include_deleted: IncludeDeleted = False,
+    ) -> dict[str, Any]:
+        return run("export", path, workspace, include_deleted)
+
+    @tools.tool(
+        "moss.import",
+        "Restore capsules from a Moss JSONL export, all or nothing. mode: error (default: refuse collisions), replace, "
+        "rename. Returns {imported, skipped, errors}.",
+        destructive=True,
+    )
+    def import_(
+        path: Annotated[str, Field(description="The .jsonl file, in an allowed folder.")],
+        mode: Annotated[str | None, Field(description="error, replace or rename.")] = None,
+    ) -> dict[str, Any]:
+        return run("import", path, mode)
+
+    @tools.tool(
+        "moss.purge",
+        "Permanently delete soft-deleted capsules (of one workspace, or deleted more than N days ago). Returns {purged, message}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def purge(
+        workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
+        older_than_days: Annotated[int | None, Field(description="Only those deleted more than this many days ago.")] = None,
+    ) -> dict[str, Any]:
+        return run("purge", workspace, older_than_days)

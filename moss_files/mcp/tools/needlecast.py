@@ -1,0 +1,78 @@
+"""The `needlecast` tool set: this sleeve's messages (send to the outbox, list and read the
+inbox, list the outbox) as MCP tools. Entry layer: each tool calls the needlecast use case its
+`needlecast` command calls and returns the dict that command prints with --json.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+import needlecast  # loads nothing until a name is used: the use cases load on the first call
+from moss_files.mcp.server import ToolRegistry
+
+
+def register(tools: ToolRegistry) -> None:
+    """Declare the message tools."""
+    ws = tools.workspace
+    # The sender is the server's sleeve, fixed at start-up: an agent cannot speak for another.
+    sleeve = ws.sleeve or ws.root.name
+
+    @tools.tool(
+        "needlecast.send",
+        "Write a message to this sleeve's outbox; the router delivers it to each recipient's inbox exactly once. "
+        "Returns {ok, message, path}.",
+    )
+    def send(
+        body: Annotated[str, Field(description="The message (markdown).")],
+        to: Annotated[list[str] | None, Field(description="Recipients: sleeve names, 'all' or 'envoy' (default with reply_to: its sender).")] = None,
+        type: Annotated[str | None, Field(description="task, question, response, milestone, directive, blocked, done, ...")] = None,
+        thread: Annotated[str | None, Field(description="Thread name.")] = None,
+        reply_to: Annotated[str | None, Field(description="Id of the inbox message this answers.")] = None,
+    ) -> dict[str, Any]:
+        message, path = needlecast.send(ws.root, body, to or [], sender=sleeve, type_=type, thread=thread, reply_to=reply_to, clock=ws.clock)
+        return {"ok": True, "message": needlecast.message_to_dict(message), "path": str(path)}
+
+    @tools.tool(
+        "needlecast.inbox",
+        "This sleeve's inbox: {workspace, layout, messages: [{key, source, line, message, read}], problems}.",
+        read_only=True,
+    )
+    def inbox(
+        unread: Annotated[bool, Field(description="Only messages not yet marked read.")] = False,
+        sender: Annotated[str | None, Field(description="Only messages from this sleeve.")] = None,
+        thread: Annotated[str | None, Field(description="Only messages in this thread.")] = None,
+    ) -> dict[str, Any]:
+        listing = needlecast.list_inbox(ws.root, unread=unread, sender=sender, thread=thread)
+        return {
+            "workspace": str(ws.root),
+            "layout": listing.layout,
+            "messages": [{**needlecast.entry_to_dict(entry), "read": read} for entry, read in listing.messages],
+            "problems": [needlecast.entry_to_dict(entry) for entry in listing.problems],
+        }
+
+    @tools.tool(
+        "needlecast.read",
+        "One inbox message by id, marked read (once, in read.log): {key, source, line, message, read}.",
+        idempotent=True,
+    )
+    def read(id: Annotated[str, Field(description="Message id, as in needlecast.inbox.")]) -> dict[str, Any]:
+        return {**needlecast.entry_to_dict(needlecast.read_message(ws.root, id, clock=ws.clock)), "read": True}
+
+    @tools.tool(
+        "needlecast.outbox",
+        "Messages waiting in this sleeve's outbox: {workspace, layout, messages, problems, unsettled}.",
+        read_only=True,
+    )
+    def outbox() -> dict[str, Any]:
+        from needlecast.mailbox import Mailbox
+
+        scan = needlecast.list_outbox(ws.root, sleeve)
+        return {
+            "workspace": str(ws.root),
+            "layout": Mailbox(ws.root).layout(),
+            "messages": [needlecast.entry_to_dict(entry) for entry in scan.entries if entry.message is not None],
+            "problems": [needlecast.entry_to_dict(entry) for entry in scan.entries if entry.message is None],
+            "unsettled": scan.unsettled,
+        }

@@ -1,0 +1,114 @@
+"""The board store's caches: a fresh process reads the same board from `.moss/cache/board.json`
+as from the files, sees every change made since (hand edits in place included), and ignores a
+cache it cannot use."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from moss_files.board import model as core
+from moss_files.board import service as svc
+from moss_files.board.model import Epic, Step, Task
+from moss_files.board.store import _LAYOUT as LAYOUT
+from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, racy_window
+
+STAMP = "2026-01-21T10:00:00Z"
+
+
+def write_board(root: Path, count: int) -> list[Path]:
+    base = root / ".moss" / "board"
+    (base / "epics").mkdir(parents=True)
+    (base / "tasks").mkdir()
+    (base / "epics" / "EPIC-1.md").write_text(core.render_epic(Epic("EPIC-1", "One", created=STAMP, updated=STAMP)))
+    paths = []
+    for n in range(count):
+        task = Task(id=f"TASK-{n:04d}", epic="EPIC-1", title=f"title {n:04d}", description=f"Body {n}.", order=n,
+                    depends_on=(f"TASK-{n - 1:04d}",) if n else (), definition_of_done=("a", "b"),
+                    plan=(Step("step-1", "do", "COMPLETED", ("x.py",), ("x.py",), "ok", STAMP, STAMP),) if n % 2 else (),
+                    created=STAMP, updated=STAMP)
+        path = base / "tasks" / f"{task.id}.md"
+        path.write_text(core.render_task(task))
+        paths.append(path)
+    return paths
+
+
+def settle(paths: list[Path]) -> None:
+    """Wait until no file is too recent for its stat to be trusted (so it may be cached)."""
+    def aged() -> bool:
+        now = time.time_ns()
+        return all(now - (st := p.stat()).st_ctime_ns >= racy_window(st.st_mtime_ns, st.st_ctime_ns) for p in paths)
+    wait_for(aged, timeout=5, message="files older than the racy window")
+
+
+@pytest.fixture
+def board_root(repo: Path) -> tuple[Path, list[Path]]:
+    paths = write_board(repo, CACHE_REWRITE_AFTER + 6)
+    settle(paths)
+    return repo, paths
+
+
+def test_a_fresh_store_reads_the_same_board_from_the_cache_file(board_root: tuple[Path, list[Path]]) -> None:
+    root, _ = board_root
+    from_files = BoardStore(root).load()
+    assert (root / CACHE_FILE).exists()
+    assert json.loads((root / CACHE_FILE).read_text())["items"]  # written after a load that read every file
+    from_cache = BoardStore(root).load()
+    assert from_cache.tasks == from_files.tasks and from_cache.epics == from_files.epics
+    assert from_cache.tasks["TASK-0001"].plan[0].affected_files == ("x.py",)  # tuples come back as tuples
+    assert BoardStore(root, persist=False).load().tasks == from_files.tasks
+
+
+def test_changes_after_the_cache_was_written_are_seen(board_root: tuple[Path, list[Path]]) -> None:
+    root, paths = board_root
+    BoardStore(root).load()
+    # A hand edit in place: same inode, same size, only the bytes differ.
+    target = paths[3]
+    inode = target.stat().st_ino
+    with target.open("r+") as handle:
+        text = handle.read()
+        handle.seek(0)
+        handle.write(text.replace("title: title 0003", "title: TITLE 0003"))
+    assert target.stat().st_ino == inode
+    paths[4].unlink()
+    added = Task(id="TASK-9999", epic="EPIC-1", title="new", created=STAMP, updated=STAMP)
+    (root / ".moss" / "board" / "tasks" / "TASK-9999.md").write_text(core.render_task(added))
+    board = BoardStore(root).load()
+    assert board.tasks["TASK-0003"].title == "TITLE 0003"
+    assert "TASK-0004" not in board.tasks and board.tasks["TASK-9999"].title == "new"
+    assert not board.problems
+
+
+def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -> None:
+    root, _ = board_root
+    expected = BoardStore(root, persist=False).load().tasks
+    cache = root / CACHE_FILE
+    for junk in (b"{not json", b"[]", json.dumps({"version": 0, "items": {}}).encode(),
+                 json.dumps({"version": 1, "layout": {"task": ["id"]}, "items": {}}).encode(),
+                 json.dumps({"version": CACHE_VERSION, "layout": LAYOUT, "items": {".moss/board/tasks/TASK-0001.md": ["task", 1, 2]}}).encode()):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(junk)
+        assert BoardStore(root).load().tasks == expected
+
+
+def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:
+    settle(write_board(repo, 3))
+    BoardStore(repo).load()
+    assert not (repo / CACHE_FILE).exists()
+
+
+def test_a_long_lived_store_sees_its_own_and_others_writes(repo: Path) -> None:
+    server = svc.Context.for_root(repo, actor=svc.AGENT)
+    human = svc.Context.for_root(repo)
+    epic = svc.create_epic(human, title="E")["epic"]["id"]
+    task = svc.create_task(human, epicId=epic, title="t", status="WORKING")["task"]["id"]
+    assert svc.list_tasks(server)["tasks"][0]["hasWorker"] is False
+    svc.claim_next_task(svc.Context.for_root(repo, actor=svc.AGENT), statuses=["WORKING"], workerId="elsewhere")
+    # The claim just written is too recent to be cached, so the server reads it again.
+    assert svc.claim_next_task(server, statuses=["WORKING"], workerId="here") == {"hasNext": False}
+    assert svc.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
+    assert svc.show_task(server, taskId=task)["assignedWorkerId"] == "elsewhere"

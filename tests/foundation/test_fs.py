@@ -1,0 +1,258 @@
+"""Atomic writes, cross-process locks, stale-read detection and appends, with real processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import wait_for
+from moss_files.foundation import document, fs
+from moss_files.foundation.errors import Conflict
+
+COUNTER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from moss_files.foundation import fs
+    path = Path(sys.argv[1])
+    for _ in range(int(sys.argv[2])):
+        fs.modify(path, lambda snap: str(int(snap.data or b"0") + 1).encode())
+    """
+)
+
+
+def test_write_atomic_leaves_no_temporary_and_keeps_the_mode(tmp_path: Path) -> None:
+    path = tmp_path / "a.md"
+    path.write_text("old")
+    path.chmod(0o640)
+    fs.write_atomic(path, b"new")
+    assert path.read_bytes() == b"new"
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+
+
+def test_create_exclusive_never_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "x.md"
+    assert fs.create_exclusive(path, b"first")
+    assert not fs.create_exclusive(path, b"second")
+    assert path.read_bytes() == b"first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.md"]
+
+
+def test_two_processes_incrementing_under_the_lock_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "counter.txt"
+    workers = [
+        subprocess.Popen([sys.executable, "-c", COUNTER_SCRIPT, str(path), "150"]) for _ in range(3)
+    ]
+    for worker in workers:
+        assert worker.wait(timeout=120) == 0
+    assert path.read_bytes() == b"450"
+
+
+def test_threads_in_one_process_exclude_each_other(tmp_path: Path) -> None:
+    path = tmp_path / "counter.txt"
+
+    def bump() -> None:
+        for _ in range(100):
+            fs.modify(path, lambda snap: str(int(snap.data or b"0") + 1).encode())
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert path.read_bytes() == b"400"
+
+
+def test_a_hand_edit_between_read_and_write_is_never_clobbered(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    path.write_text("---\nstatus: open\ntitle: T\n---\nbody\n")
+    calls = []
+
+    def transform(doc: document.Document) -> str:
+        calls.append(doc.text)
+        if len(calls) == 1:
+            # An editor saves the file after we read it and before we write (it takes no lock).
+            path.write_text(doc.text.replace("title: T", "title: Edited by hand"))
+        return document.edit_frontmatter(doc.text, {"status": "done"})
+
+    fs.modify_document(path, transform)
+    assert len(calls) == 2
+    assert path.read_text() == "---\nstatus: done\ntitle: Edited by hand\n---\nbody\n"
+
+
+def test_write_if_unchanged_refuses_a_stale_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    path.write_text("one")
+    snapshot = fs.read_snapshot(path)
+    path.write_text("two")
+    with fs.locked(path), pytest.raises(Conflict) as caught:
+        fs.write_if_unchanged(snapshot, b"three")
+    assert caught.value.code == "STALE_WRITE"
+    assert path.read_text() == "two"
+
+
+def test_a_file_that_keeps_changing_ends_in_a_conflict_not_a_clobber(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    path.write_text("0")
+
+    def transform(snapshot: fs.Snapshot) -> bytes:
+        path.write_text(str(int(snapshot.data or b"0") + 100))  # a writer that never stops
+        return b"tool"
+
+    with pytest.raises(Conflict) as caught:
+        fs.modify(path, transform, retries=3)
+    assert caught.value.code == "STALE_WRITE"
+    assert path.read_text() != "tool"
+
+
+def test_lock_timeout_when_another_process_holds_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from moss_files.foundation import fs\n"
+            "with fs.locked(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(Conflict) as caught, fs.locked(path, timeout=0.2):
+            pass
+        assert caught.value.code == "LOCK_TIMEOUT"
+    finally:
+        holder.communicate("", timeout=30)
+    with fs.locked(path, timeout=5):  # released when the holder exits
+        pass
+
+
+def test_concurrent_appends_keep_every_line_whole(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    script = (
+        "import sys; from pathlib import Path; from moss_files.foundation import fs\n"
+        "for i in range(200): fs.append_line(Path(sys.argv[1]), ('{\"w\": %s, \"i\": %d, \"pad\": \"%s\"}' % (sys.argv[2], i, 'x' * 300)).encode())"
+    )
+    workers = [subprocess.Popen([sys.executable, "-c", script, str(path), str(n)]) for n in range(4)]
+    for worker in workers:
+        assert worker.wait(timeout=120) == 0
+    lines = path.read_text().splitlines()
+    assert len(lines) == 800
+    assert all(line.startswith('{"w": ') and line.endswith('"}') for line in lines)
+
+
+def test_scanners_skip_our_temporary_and_lock_files(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("x")
+    (tmp_path / ".a.md.lock").write_text("")
+    (tmp_path / f".b.md{fs.TEMP_MARKER}123-abcd").write_text("x")
+    assert [p.name for p in fs.iter_files(tmp_path)] == ["a.md"]
+
+
+def test_read_document_of_a_missing_file_is_not_found(tmp_path: Path) -> None:
+    from moss_files.foundation.errors import NotFound
+
+    with pytest.raises(NotFound):
+        fs.read_document(tmp_path / "missing.md")
+    assert not os.path.exists(tmp_path / "missing.md")
+
+
+def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None:
+    """An editor saves (new content, atomic rename, no lock) while the tool rewrites the file in
+    a loop; the tool must never replace a save it did not read. (Before writes were swapped in
+    and checked, about half of these rounds lost the editor's save.)"""
+    path = tmp_path / "doc.md"
+    for round_number in range(25):
+        path.write_bytes(b"base\n")
+        stop = threading.Event()
+
+        def tool() -> None:
+            while not stop.is_set():
+                try:
+                    fs.modify(path, lambda snap: snap.data + b"T\n" if (snap.data or b"").count(b"T\n") < 200 else None)
+                except Conflict:
+                    pass  # the file kept changing: a refusal, never a clobber
+
+        worker = threading.Thread(target=tool)
+        worker.start()
+        try:
+            wait_for(lambda: path.read_bytes().count(b"T\n") >= 2, message="the tool to be writing")
+            saved = f"saved by an editor, round {round_number}\n".encode()
+            editor_temp = tmp_path / "editor-save.tmp"
+            editor_temp.write_bytes(saved)
+            os.replace(editor_temp, path)
+            wait_for(lambda: (lambda data: data.startswith(saved) and data.count(b"T\n") >= 2)(path.read_bytes()),
+                     timeout=5, message=f"round {round_number}: the tool to build on the editor's save")
+        finally:
+            stop.set()
+            worker.join(timeout=30)
+
+
+TOOL_WRITER_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from moss_files.foundation import fs
+    from moss_files.foundation.errors import Conflict
+    path, stop_file, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    n = refused = 0
+    while not stop_file.exists():
+        n += 1
+        try:
+            fs.modify(path, lambda snap: snap.data + f"T {tag} {n}\\n".encode(), retries=2)
+        except Conflict:
+            refused += 1  # the file kept changing: a refusal, never a clobber
+    print(n - refused, refused)
+    """
+)
+
+
+def test_an_editor_saving_during_a_tools_undo_loses_nothing(tmp_path: Path) -> None:
+    """Tools rewrite a large file while an editor keeps saving it (read, add a line, write a
+    temporary, rename; no lock). A save that lands while a write is being undone must not be
+    lost: before the undo checked what its second swap displaced, a save landing while the
+    tool compared the displaced file (a large file makes that take milliseconds) was deleted
+    with the tool's temporary, and every run of this test lost dozens of lines. Every line the
+    editor saved must survive, in the file or, when two saves land inside one undo, in the
+    copy the tool keeps and names."""
+    path = tmp_path / "PLAN.md"
+    path.write_bytes(b"".join(b"filler line %d of a long plan\n" % n for n in range(250_000)))
+    stop_file = tmp_path / "stop"
+    tools = [subprocess.Popen([sys.executable, "-c", TOOL_WRITER_SCRIPT, str(path), str(stop_file), str(i)], stdout=subprocess.PIPE, text=True)
+             for i in range(2)]
+    saved: list[str] = []
+    pause = random.Random(7)
+    temp = tmp_path / "editor.tmp"
+    deadline = time.monotonic() + 60
+    try:
+        while len(saved) < 300 and time.monotonic() < deadline:
+            line = f"H {len(saved) + 1}"
+            temp.write_bytes(path.read_bytes() + line.encode() + b"\n")
+            os.replace(temp, path)
+            saved.append(line)
+            time.sleep(pause.uniform(0.0, 0.03))  # the editor's own pace, not a wait on a result
+    finally:
+        stop_file.touch()
+        outcomes = [tool.communicate(timeout=60)[0].split() for tool in tools]
+    assert all(tool.returncode == 0 for tool in tools)
+    written = sum(int(out[0]) for out in outcomes)
+    refused = sum(int(out[1]) for out in outcomes)
+    final = path.read_text()
+    kept = "".join(p.read_text() for p in tmp_path.glob(".PLAN.md.tmp-displaced-*"))
+    lost = [line for line in saved if f"\n{line}\n" not in final and f"\n{line}\n" not in kept]
+    # The race was run: the tools wrote, and were refused when a save came in between.
+    assert written > 0 and refused > 0 and len(saved) == 300, (written, refused, len(saved))
+    assert lost == [], f"{len(lost)} of {len(saved)} hand lines lost"
+    leftovers = [p.name for p in tmp_path.iterdir() if fs.TEMP_MARKER in p.name and "displaced" not in p.name]
+    assert leftovers == []

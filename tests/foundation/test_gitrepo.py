@@ -1,0 +1,63 @@
+"""The git edge, against real repositories."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from moss_files.foundation import gitrepo
+from moss_files.foundation.errors import MossError
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_history_follows_renames_newest_first(repo: Path) -> None:
+    (repo / "a.md").write_text("one\n")
+    git(repo, "add", "a.md")
+    git(repo, "commit", "-qm", "add a")
+    (repo / "a.md").write_text("two\n")
+    git(repo, "commit", "-qam", "edit a")
+    (repo / "moved").mkdir()
+    git(repo, "mv", "a.md", "moved/b.md")
+    git(repo, "commit", "-qm", "move a")
+    handle = gitrepo.open_repo(repo / "moved")
+    versions = gitrepo.file_history(handle, "moved/b.md")
+    assert [(v.summary, v.path) for v in versions] == [("move a", "moved/b.md"), ("edit a", "a.md"), ("add a", "a.md")]
+    assert versions[0].author == "Test" and versions[0].email == "test@example.invalid"
+    assert len(gitrepo.file_history(handle, "moved/b.md", limit=1)) == 1
+    first = versions[-1].commit
+    assert gitrepo.show_file(handle, first, "a.md") == b"one\n"
+    assert gitrepo.show_file(handle, first, "moved/b.md") is None
+    assert gitrepo.list_files(handle, "HEAD", "moved") == ["moved/b.md"]
+    assert gitrepo.grep_files(handle, "HEAD", "two", "moved") == ["moved/b.md"]
+    assert gitrepo.grep_files(handle, "HEAD", "absent", "moved") == []
+    assert gitrepo.resolve(handle, "HEAD~2") == first
+
+
+def test_empty_repository_has_no_history(repo: Path) -> None:
+    assert gitrepo.file_history(gitrepo.open_repo(repo), "a.md") == []
+
+
+def test_errors_are_translated(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    with pytest.raises(MossError) as caught:
+        gitrepo.open_repo(outside)
+    assert (caught.value.code, caught.value.exit_code) == ("REPO_ERROR", 6)
+    (repo / "a.md").write_text("x")
+    git(repo, "add", "a.md")
+    git(repo, "commit", "-qm", "c")
+    handle = gitrepo.open_repo(repo)
+    for rev in ("nope", "--all", "HEAD~5"):
+        with pytest.raises(MossError) as caught:
+            gitrepo.resolve(handle, rev)
+        assert caught.value.code == "NOT_FOUND"
+    with pytest.raises(MossError) as caught:
+        gitrepo.file_history(handle, "a.md", rev="no-such-branch")
+    assert caught.value.code == "REPO_ERROR"
+    with pytest.raises(MossError):
+        gitrepo.relpath_in_repo(handle, outside / "x")

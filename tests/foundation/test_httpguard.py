@@ -1,0 +1,65 @@
+"""The one Host / Origin / content-type rule every HTTP surface applies (pure function)."""
+
+from __future__ import annotations
+
+import pytest
+
+from moss_files.foundation.httpguard import check_request, is_json, is_loopback, split_host
+
+
+def code(bind: str, host: str | None, origin: str | None = None, method: str = "GET", content_type: str | None = None) -> str | None:
+    refusal = check_request(bind, host=host, origin=origin, method=method, content_type=content_type)
+    return None if refusal is None else refusal.code
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:7471", "localhost:7471", "[::1]:7471", "localhost", "127.0.0.2:80", "LOCALHOST:1"])
+def test_loopback_servers_answer_this_machine(host: str) -> None:
+    assert code("127.0.0.1", host) is None
+
+
+@pytest.mark.parametrize("host", [None, "", "evil.example", "evil.example:7471", "10.0.0.7:7471", "[::1", "localhost:99999", "127.0.0.1:x"])
+def test_loopback_servers_refuse_every_other_host(host: str | None) -> None:
+    assert code("127.0.0.1", host) == "HOST_NOT_ALLOWED"
+    assert code("::1", host) == "HOST_NOT_ALLOWED"
+
+
+def test_servers_off_loopback_rely_on_their_token_for_the_host() -> None:
+    assert code("0.0.0.0", "sleeve-3.internal:7471") is None
+    assert code("10.0.0.7", "10.0.0.7:7471") is None
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        (None, None),
+        ("http://127.0.0.1:7471", None),
+        ("http://localhost:3000", None),
+        ("https://[::1]:8443", None),
+        ("http://evil.example", "ORIGIN_NOT_ALLOWED"),
+        ("http://127.0.0.1.evil.example", "ORIGIN_NOT_ALLOWED"),
+        ("null", "ORIGIN_NOT_ALLOWED"),
+        ("file://", "ORIGIN_NOT_ALLOWED"),
+    ],
+)
+def test_origins(origin: str | None, expected: str | None) -> None:
+    assert code("127.0.0.1", "127.0.0.1:7471", origin) == expected
+
+
+def test_same_origin_is_allowed_off_loopback_and_other_origins_are_not() -> None:
+    assert code("0.0.0.0", "sleeve-3.internal:7471", "http://sleeve-3.internal:7471") is None
+    assert code("0.0.0.0", "sleeve-3.internal:7471", "http://localhost:7471") == "ORIGIN_NOT_ALLOWED"
+
+
+@pytest.mark.parametrize(("content_type", "expected"), [("application/json", None), ("Application/JSON; charset=utf-8", None), (None, "UNSUPPORTED_MEDIA_TYPE"), ("text/plain", "UNSUPPORTED_MEDIA_TYPE"), ("application/jsonp", "UNSUPPORTED_MEDIA_TYPE")])
+def test_posts_must_declare_json(content_type: str | None, expected: str | None) -> None:
+    assert code("127.0.0.1", "localhost", method="POST", content_type=content_type) == expected
+    assert code("127.0.0.1", "localhost", method="GET", content_type=content_type) is None
+    assert is_json(content_type) is (expected is None)
+
+
+def test_statuses_and_helpers() -> None:
+    statuses = {check_request("127.0.0.1", host=h, origin=o, method=m, content_type=c).status  # type: ignore[union-attr]
+                for h, o, m, c in (("evil", None, "GET", None), ("localhost", "http://evil", "GET", None), ("localhost", None, "POST", "text/plain"))}
+    assert statuses == {421, 403, 415}
+    assert split_host("[::1]:80") == ("::1", 80) and split_host("Example.ORG") == ("example.org", None)
+    assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("0.0.0.0")

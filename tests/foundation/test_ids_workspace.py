@@ -1,0 +1,65 @@
+"""Ids are deterministic under an injected clock and randomness; workspaces are found like git."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from moss_files.foundation import ids, workspace
+from moss_files.foundation.errors import InvalidRequest, RepoError
+
+MOMENT = datetime(2026, 1, 21, 10, 30, tzinfo=UTC)
+
+
+def test_ulids_are_deterministic_and_time_ordered() -> None:
+    first = ids.IdSource(ids.fixed_clock(MOMENT), ids.seeded_random(1)).ulid()
+    again = ids.IdSource(ids.fixed_clock(MOMENT), ids.seeded_random(1)).ulid()
+    later = ids.IdSource(ids.fixed_clock(MOMENT.replace(minute=31)), ids.seeded_random(1)).ulid()
+    assert first == again and ids.is_ulid(first)
+    assert first < later
+
+
+def test_prefixed_ids_carry_the_date_and_do_not_collide() -> None:
+    source = ids.IdSource(ids.fixed_clock(MOMENT))
+    made = {source.prefixed("INS") for _ in range(2000)}
+    assert len(made) == 2000
+    assert all(ids.PREFIXED_RE.match(value) and value.startswith("INS-20260121-") for value in made)
+    with pytest.raises(ValueError):
+        source.prefixed("bad-prefix")
+
+
+def test_time_formats() -> None:
+    assert ids.format_time(MOMENT) == "2026-01-21T10:30:00Z"
+    assert ids.format_date(MOMENT) == "2026-01-21"
+
+
+def test_discovery_walks_up_to_the_nearest_workspace(tmp_path: Path) -> None:
+    outer = tmp_path / "envoy"
+    sleeve = outer / "alice"
+    deep = sleeve / "src" / "pkg"
+    deep.mkdir(parents=True)
+    (outer / ".moss").mkdir()
+    (sleeve / ".needlecast").mkdir()
+    assert workspace.find_workspace(deep) == sleeve.resolve()
+    assert workspace.find_workspace(outer) == outer.resolve()
+
+
+def test_explicit_root_wins_and_must_be_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "w" / ".cstack").mkdir(parents=True)
+    assert workspace.find_workspace(tmp_path, explicit=tmp_path / "w") == (tmp_path / "w").resolve()
+    with pytest.raises(InvalidRequest):
+        workspace.find_workspace(tmp_path, explicit=tmp_path / "missing")
+
+
+def test_no_workspace_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RepoError) as caught:
+        workspace.find_workspace(tmp_path)
+    assert caught.value.code == "WORKSPACE_NOT_FOUND"
+
+
+def test_init_root_prefers_the_git_top(repo: Path) -> None:
+    sub = repo / "a" / "b"
+    sub.mkdir(parents=True)
+    assert workspace.init_root(sub) == repo.resolve()
