@@ -461,19 +461,20 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
     edit takes no lock, so it is caught here, in three steps:
 
     1. The new bytes are made durable in a temporary, then the file is compared with the
-       snapshot (identity first, bytes when the identity matches). Most hand edits land while
-       the caller computed `data`, and are refused here before our bytes are ever visible.
+       snapshot (identity first, bytes when the identity matches, and the identity once more
+       after reading). Nearly every hand edit lands while the caller computed `data` or while
+       the bytes were compared, and is refused here before our bytes are ever visible.
     2. Where the kernel can swap two names atomically (Linux), the temporary and the file are
-       exchanged, and the displaced file is compared with the snapshot, so an edit landing
-       between step 1 and the swap is not overwritten either: the swap is undone (`_undo_swap`),
-       which checks what its own swap displaces in turn and never deletes a file it did not
-       write. A changed identity is seen without reading, so our bytes stay visible for only
-       a few system calls.
+       exchanged, and the displaced file's identity is compared with the snapshot, so an edit
+       landing in the microseconds between step 1 and the swap is not overwritten either: the
+       swap is undone (`_undo_swap`), which keeps the hand edit under a second name first,
+       checks what its own swap displaces in turn, and never deletes a file it did not write.
     3. Elsewhere the comparison of step 1 is all there is, leaving the instant before the
        rename uncovered.
 
-    Raises Conflict STALE_WRITE on a change (nothing is written; when two saves landed inside
-    one undo, the older is kept and named in `details.kept_copy`).
+    Raises Conflict STALE_WRITE on a change: nothing is written. After an undo (step 2) the
+    hand edit is in place and also kept under the name in `details.kept_copy`, because an
+    editor may have read our bytes in the instant they were visible and may save them later.
     """
     path = snapshot.path
     if snapshot.data is None:
@@ -486,13 +487,16 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
             # Check first, so that a change made while the caller computed `data` (the likely
             # case) is refused before our bytes are ever visible under the file's name.
             changed = _inspect(dir_fd, path.name, snapshot)
+            if changed is None:
+                # Comparing the bytes of a large file takes milliseconds; a save landing in
+                # them is refused here, by one lstat, rather than undone after the swap.
+                changed = _replaced(dir_fd, path.name, snapshot)
             if changed is not None:
                 raise _stale(snapshot, changed)
             if exchange(temp, path.name, dir_fd=dir_fd):
                 displaced = _inspect(dir_fd, temp, snapshot)
                 if displaced is not None:
                     _undo_swap(dir_fd, temp, path, ours)
-                    raise _stale(snapshot, displaced)
             else:
                 current = read_snapshot(path)
                 if current.digest != snapshot.digest:
@@ -521,29 +525,53 @@ def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
     return None if digest == snapshot.digest else Snapshot(snapshot.path, data, digest, identity)
 
 
+def _replaced(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
+    """None when `name` still holds the file `snapshot` read, by identity alone (one lstat)."""
+    try:
+        info = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return Snapshot(snapshot.path, None, "")
+    if snapshot.identity is None or identity_of(info) == snapshot.identity:
+        return None
+    return Snapshot(snapshot.path, None, "replaced", identity_of(info))
+
+
 def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity) -> None:
     """Put the hand-edited file now at `temp` back at `path`, and take our file out.
 
-    The second swap is checked like the first: if an editor saved again in the instant between
-    the two swaps, what comes back is that newer save, not our file (which the editor's rename
-    replaced). The newer save then goes to `path` with a third swap, and the older hand edit it
-    displaces is kept under a temporary name reported in the error; nothing we did not write
-    is ever deleted.
+    For the few microseconds between the two swaps our bytes were visible, and an editor
+    that read them then and saves later would overwrite the hand edit with a save that lacks
+    it. So the hand edit is first linked under a kept name, which survives whatever happens
+    to `path` afterwards, and the refusal names it: of every file this moves away from
+    `path`, only our own is ever deleted.
+
+    If an editor saved again between the two swaps, the second swap brings back that newer
+    save rather than our file (the editor's rename replaced ours); a third swap puts the newer
+    save in place, and whatever that one displaces is kept too.
     """
+    kept = [_keep(dir_fd, temp, path)]
+    hand_edit = identity_of(os.lstat(temp, dir_fd=dir_fd))
     exchange(temp, path.name, dir_fd=dir_fd)
-    if identity_of(os.lstat(temp, dir_fd=dir_fd)) == ours:
-        return  # our file is out; the caller deletes it
-    exchange(temp, path.name, dir_fd=dir_fd)
-    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{secrets.token_hex(4)}")
-    os.rename(temp, kept.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    if identity_of(os.lstat(temp, dir_fd=dir_fd)) != ours:
+        exchange(temp, path.name, dir_fd=dir_fd)
+        if identity_of(os.lstat(temp, dir_fd=dir_fd)) != hand_edit:
+            kept.append(_keep(dir_fd, temp, path))
+        os.unlink(temp, dir_fd=dir_fd)  # a link to a kept file, never the only name of one
     os.fsync(dir_fd)
     raise Conflict(
-        "the file was saved twice while it was being written; the newest save is in place and the one before it is kept",
+        "the file was saved while it was being written; the save is in place, nothing was written, and a copy of it is kept",
         code="STALE_WRITE",
         path=path,
-        details={"kept_copy": str(kept)},
-        hint=f"compare {kept.name} with the file, then delete it",
+        details={"kept_copy": str(kept[-1]), "kept_copies": [str(copy) for copy in kept]},
+        hint=f"if {kept[0].name} holds lines the file lacks, copy them back; then delete the kept copies",
     )
+
+
+def _keep(dir_fd: int, name: str, path: Path) -> Path:
+    """Give the file `name` a second, lasting name next to `path`; return that name."""
+    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{secrets.token_hex(4)}")
+    os.link(name, kept.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    return kept
 
 
 def _stale(snapshot: Snapshot, current: Snapshot) -> Conflict:
