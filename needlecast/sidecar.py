@@ -1,8 +1,9 @@
 """The sidecar daemon: watch outboxes, route on change, sweep, and serve the HTTP API.
 
 Daemon entry layer. Threads: the caller's thread runs the routing loop; watchdog runs its
-observer threads; the HTTP server runs one serving thread (plus a short-lived daemon thread
-per request). `run` returns only after every one of them has stopped, so nothing is orphaned.
+observer threads; the HTTP server runs one accepting thread and a fixed pool of worker threads
+(`needlecast.httpapi`). `run` returns only after every one of them has stopped, so nothing is
+orphaned.
 
 Watching: inotify through watchdog's Observer. If the observer cannot start, or a probe file
 written at start-up produces no event within PROBE_TIMEOUT (network and some container mounts
@@ -50,6 +51,24 @@ PROBE_TIMEOUT = 2.0
 DEFAULT_PORT = 7471
 RUNTIME_FILE = "sidecar.json"
 Log = Callable[[str], None]
+WorkspaceStats = Callable[[Path], Any]
+# The sidecar's `/status` reports the workspace's task counts, which cstack computes; needlecast
+# never imports cstack, so the function comes through this entry point group, which
+# moss-files' pyproject.toml fills with `cstack = "cstack:stats"`.
+STATS_ENTRY_POINTS = "needlecast.workspace_stats"
+
+
+def find_workspace_stats() -> WorkspaceStats | None:
+    """The installed provider of workspace stats (cstack's), or None."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=STATS_ENTRY_POINTS):
+        try:
+            loaded: WorkspaceStats = entry.load()
+        except ImportError:
+            continue
+        return loaded
+    return None
 
 
 def read_runtime(root: Path) -> dict[str, Any] | None:
@@ -99,6 +118,7 @@ class Sidecar:
         clock: Callable[[], datetime] = system_clock,
         environ: Mapping[str, str] | None = None,
         log: Log | None = None,
+        workspace_stats: WorkspaceStats | None = None,
     ) -> None:
         if serve_http and not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -116,6 +136,7 @@ class Sidecar:
         self.sweep_seconds = sweep_seconds
         self.clock = clock
         self.log = log or (lambda text: None)
+        self.workspace_stats = workspace_stats if workspace_stats is not None else find_workspace_stats()
         self.box = Mailbox(self.root)
         self.router = Router(self.root, clock=clock, environ=environ, log=self.log)
         self.cache = PartCache(time.monotonic)
@@ -358,11 +379,9 @@ class Sidecar:
     def _cstack_part(self) -> Any:
         if not (self.root / ".cstack").is_dir():
             return None
-        try:
-            import cstack
-        except ImportError as exc:
-            raise MossError(f"cstack package unavailable: {exc}") from None
-        return cstack.stats(self.root)
+        if self.workspace_stats is None:
+            raise MossError(f"no provider of workspace stats is installed (entry point group {STATS_ENTRY_POINTS!r})")
+        return self.workspace_stats(self.root)
 
     def _needlecast_part(self) -> dict[str, Any]:
         entries = mailbox.read_inbox(self.box)

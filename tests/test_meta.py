@@ -6,6 +6,7 @@ import ast
 import importlib
 import pkgutil
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +153,132 @@ def test_every_code_the_code_can_emit_is_registered() -> None:
     assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED"} <= set(written)  # the scan sees them
     missing = {code: where for code, where in written.items() if code not in ERROR_CODES}
     assert not missing, f"codes used but not in ERROR_CODES: {missing}"
+
+
+# --------------------------------------------------------------------------- import rules
+#
+# The layers, as docs/architecture.md states them. Every import counts, also one inside a
+# function: a lazy import is still a dependency.
+
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+YAML = {"yaml", "ruamel"}
+# Libraries the foundation may use besides the standard library: the two YAML parsers and the
+# ULID generator (GitPython is allowed in gitrepo only, below).
+FOUNDATION_LIBRARIES = YAML | {"ulid"}
+KIND_MODELS = {"moss_files.capsules.model", "moss_files.board.model", "moss_files.loopflow.insights",
+               "moss_files.loopflow.sessions", "moss_files.index.model", "moss_files.index.query"}
+# Where each outside library may be imported (module-name prefixes).
+ONLY_IN = {
+    "sqlite3": ("moss_files.index.",),
+    "typer": ("moss_files.cli.", "cstack.cli", "needlecast.cli"),
+    "click": ("moss_files.cli.", "cstack.cli", "needlecast.cli"),
+    "mcp": ("moss_files.mcp.",),
+    "git": ("moss_files.foundation.gitrepo",),
+    "uvicorn": ("moss_files.mcp.",),
+    "watchdog": ("needlecast.sidecar",),
+}
+# What cstack and needlecast may use of moss_files: the foundation, the shared CLI support,
+# the templates, and the scaffold (`cstack init` / `needlecast init` set up their folders).
+FOUNDATION_PREFIXES = ("moss_files.foundation", "moss_files.cli.support", "moss_files.scaffold", "moss_files.templates")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_imports(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth of its code, as dotted names (for
+    `from a.b import c`: `a.b`, and `a.b.c` when that is a module of ours)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                if candidate in MODULES:
+                    names.add(candidate)
+    return names
+
+
+MODULES = {module_name(path): path for path in modules()}
+IMPORTS = {name: all_imports(path) for name, path in MODULES.items()}
+
+
+def _violations(rule: Any) -> list[str]:
+    return sorted(f"{name} imports {other}" for name, used in IMPORTS.items() for other in used if rule(name, other))
+
+
+def test_the_foundation_imports_only_the_standard_library_yaml_and_itself() -> None:
+    def broken(name: str, other: str) -> bool:
+        if not name.startswith("moss_files.foundation"):
+            return False
+        root = other.split(".")[0]
+        if root in STDLIB or root in FOUNDATION_LIBRARIES or other.startswith("moss_files.foundation") or other == "moss_files":
+            return False
+        return not (root == "git" and name == "moss_files.foundation.gitrepo")
+
+    assert _violations(broken) == []
+
+
+def test_a_kinds_model_imports_only_the_foundation() -> None:
+    def broken(name: str, other: str) -> bool:
+        root = other.split(".")[0]
+        return name in KIND_MODELS and root not in STDLIB and not other.startswith("moss_files.foundation") and other != "moss_files"
+
+    assert _violations(broken) == []
+
+
+@pytest.mark.parametrize("library", sorted(ONLY_IN))
+def test_outside_libraries_are_imported_in_one_place(library: str) -> None:
+    allowed = ONLY_IN[library]
+    assert _violations(lambda name, other: other.split(".")[0] == library and not name.startswith(allowed)) == []
+
+
+def test_cstack_and_needlecast_never_import_each_other_and_use_only_the_foundation() -> None:
+    def broken(name: str, other: str) -> bool:
+        mine, theirs = name.split(".")[0], other.split(".")[0]
+        if mine not in ("cstack", "needlecast"):
+            return False
+        if theirs in ("cstack", "needlecast") and theirs != mine:
+            return True
+        return theirs == "moss_files" and other != "moss_files" and not other.startswith(FOUNDATION_PREFIXES)
+
+    assert _violations(broken) == []
+
+
+def test_others_read_cstack_and_needlecast_through_their_public_names() -> None:
+    def broken(name: str, other: str) -> bool:
+        theirs = other.split(".")[0]
+        return theirs in ("cstack", "needlecast") and name.split(".")[0] != theirs and other != theirs
+
+    assert _violations(broken) == []
+
+
+def test_there_are_no_import_cycles() -> None:
+    graph = {name: {other for other in used if other in MODULES and other != name} for name, used in IMPORTS.items()}
+    # A package's __init__ that imports its own modules lazily (cstack, needlecast) is an
+    # entrance, not a dependency of those modules.
+    graph = {name: {other for other in targets if not (other in ("cstack", "needlecast") and name.startswith(other + "."))}
+             for name, targets in graph.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == [], "\n".join(" -> ".join(cycle) for cycle in cycles)

@@ -22,7 +22,8 @@ from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish  # noqa: F4
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import InvalidDocument
-from moss_files.mcp.server import Workspace, build_server
+from moss_files.foundation.context import AGENT, Context
+from moss_files.mcp.server import build_server
 
 SECRET = "SECRET-do-not-leak"
 
@@ -107,7 +108,7 @@ def test_a_capsule_is_refused_over_mcp_too(project: Path, outside: Path) -> None
     target, before = relink(link, outside)
 
     async def fetch() -> dict:
-        server = build_server(Workspace(project, home=project.parent / "home"), ())
+        server = build_server(Context(project, home=project.parent / "home", actor=AGENT), ())
         async with Client(server) as client:
             result = await client.call_tool("moss.fetch", {"name": "pw"})
             assert result.is_error

@@ -8,7 +8,8 @@ the command, so every other `moss` command starts without it.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -48,22 +49,40 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 stopped, 2 bad option or TOKEN_REQUIRED, 4 bad config, 5 ALREADY_RUNNING or port in use, 6 no workspace."""
         with reporting(False):
             # Imported here: the SDK costs about half a second, which no other command should pay.
-            from moss_files.foundation import config, workspace
-            from moss_files.mcp import server as mcp_server
             from moss_files.cli.support import note
+            from moss_files.foundation import config, workspace
+            from moss_files.foundation.context import AGENT, Context
+            from moss_files.foundation.errors import RepoError
+            from moss_files.mcp import server as mcp_server
 
-            top = workspace.find_workspace(explicit=root)
+            sleeve = os.environ.get(SLEEVE_ENV) or None
+            try:
+                top = workspace.find_workspace(explicit=root)
+            except RepoError as missing:
+                if http is not None:
+                    raise  # the daemon records itself inside the workspace: it needs one
+                # Over stdio an agent's host starts the server wherever it runs; exiting would
+                # show the agent only a closed connection, so every call answers with the reason.
+                note(f"warning: {missing}; every tool call will answer {missing.code}")
+                context = Context(Path.cwd(), actor=AGENT, sleeve=sleeve)
+                server = mcp_server.build_server(context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), unavailable=missing)
+                _serve_stdio(server)
+                return
             settings = config.load_config(top)
-            served = mcp_server.Workspace(top, sleeve=os.environ.get(SLEEVE_ENV) or None)
-            server = mcp_server.build_server(served, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), disabled=settings.disabled_tools)
+            context = Context(top, config=settings, actor=AGENT, sleeve=sleeve)
+            server = mcp_server.build_server(context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), disabled=settings.disabled_tools)
             if http is None:
-                try:
-                    server.run("stdio")
-                except KeyboardInterrupt:
-                    raise typer.Exit(130) from None
+                _serve_stdio(server)
                 return
             from moss_files.mcp import daemon as mcp_http
 
             host, port = mcp_http.parse_address(http)
             code = mcp_http.Daemon(server, top, host, port, token=token, log=note).run()
         raise typer.Exit(code)
+
+
+def _serve_stdio(server: Any) -> None:
+    try:
+        server.run("stdio")
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

@@ -186,8 +186,21 @@ def error_body(err: MossError) -> dict[str, Any]:
 
 
 def describe(err: MossError) -> str:
-    """One human line for stderr: `error[CODE] path:line: message (hint)`."""
-    text = f"error[{err.code}] {err}"
+    """What a person reads on stderr: `error[CODE] path:line: message`, then each detail on
+    its own line (`missing: Objective, Next steps`), then the hint."""
+    lines = [f"error[{err.code}] {err}"]
+    lines += [f"  {key}: {_detail_text(value)}" for key, value in err.details.items()]
     if err.hint:
-        text += f"\n  hint: {err.hint}"
-    return text
+        lines.append(f"  hint: {err.hint}")
+    return "\n".join(lines)
+
+
+def _detail_text(value: Any) -> str:
+    """One detail for people: lists joined by commas, mappings as `key=value`, a list of
+    mappings (RAIL_VIOLATION's violations) one item after another separated by '; '."""
+    if isinstance(value, dict):
+        return " ".join(f"{key}={_detail_text(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        separator = "; " if any(isinstance(item, dict) for item in value) else ", "
+        return separator.join(_detail_text(item) for item in value) or "(none)"
+    return str(value)

@@ -420,33 +420,55 @@ def lock_path_for(path: Path) -> Path:
 
 @contextmanager
 def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold the cross-process (and cross-thread) lock for `path`.
-
-    Each acquisition opens its own descriptor, and flock(2) locks belong to the open file, so
-    two threads of one process exclude each other just as two processes do.
+    """Hold the cross-process (and cross-thread) writer lock for `path` (`.<name>.lock`).
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
     """
-    lock_file = lock_path_for(path)
-    with folder_fd(lock_file.parent, create=True) as dir_fd:
-        fd = _open_file(dir_fd, lock_file, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    with flocked(lock_path_for(path), timeout=timeout, shown=path,
+                 hint="another moss-files process is writing this file; retry when it is done"):
+        yield
+
+
+@contextmanager
+def flocked(
+    lock_file: Path,
+    *,
+    shared: bool = False,
+    timeout: float = DEFAULT_LOCK_TIMEOUT,
+    error: type[MossError] = Conflict,
+    shown: Path | None = None,
+    hint: str | None = None,
+) -> Iterator[None]:
+    """Hold a flock(2) on `lock_file` (made if missing, never deleted), exclusive or `shared`.
+
+    This is the one lock of the toolkit. Each acquisition opens its own descriptor, and flock
+    locks belong to the open file, so two threads of one process exclude each other just as
+    two processes do; the kernel releases the lock of a process that dies.
+
+    Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
+    within `timeout` seconds, and with code NOT_WRITABLE when the lock file cannot be made.
+    """
+    try:
+        with folder_fd(lock_file.parent, create=True) as dir_fd:
+            fd = _open_file(dir_fd, lock_file, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    except InvalidRequest as exc:  # a file stands where the lock's folder should be
+        raise error(f"cannot make the lock file: {exc.message}", code="NOT_WRITABLE", path=lock_file) from None
+    except OSError as exc:
+        raise error(f"cannot make the lock file: {exc.strerror}", code="NOT_WRITABLE", path=lock_file) from None
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, mode)
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() >= deadline:
-                    raise Conflict(
-                        f"lock held by another writer for over {timeout:g}s",
-                        code="LOCK_TIMEOUT",
-                        path=path,
-                        hint="another moss-files process is writing this file; retry when it is done",
-                    ) from None
+                    raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT",
+                                path=shown or lock_file, hint=hint) from None
                 time.sleep(delay)  # polling a held lock; bounded by the deadline above
                 delay = min(delay * 2, 0.05)
         yield

@@ -81,3 +81,12 @@ def seeded_random(seed: int) -> RandomBytes:
 
     generator = random.Random(seed)
     return generator.randbytes
+
+
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def is_safe_id(text: str, *, max_length: int) -> bool:
+    """Whether `text` can be an item's id and so its file name: letters, digits, '.', '_' and
+    '-', starting with a letter or digit, no '..', at most `max_length` characters."""
+    return 0 < len(text) <= max_length and _SAFE_ID.fullmatch(text) is not None and ".." not in text

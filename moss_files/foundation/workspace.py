@@ -34,6 +34,7 @@ def find_workspace(start: Path | None = None, explicit: Path | str | None = None
     raise RepoError(
         f"no workspace found in {here} or any parent (looked for {', '.join(MARKERS)})",
         code="WORKSPACE_NOT_FOUND",
+        status=404,  # the caller's problem (a wrong folder), not the server's
         path=here,
         hint="run `moss init` (or `cstack init`) in the project, or pass --root",
     )

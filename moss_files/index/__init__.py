@@ -1,4 +1,4 @@
 """The derived search index: the model of rows and sources (model.py), the readers per artifact
-kind (sources.py, board_source.py), the query language (query.py), the SQLite cache
+kind (readers.py, board_reader.py; registered in sources.py), the query language (query.py), the SQLite cache
 (database.py, the only module that imports sqlite3) and the search use cases (service.py).
 """

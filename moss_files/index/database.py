@@ -14,7 +14,6 @@ write lock a file that changed again is re-read, so the cache never goes back in
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ import stat as stat_module
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -299,35 +298,9 @@ def _read(root: Path, relpath: str) -> _Read | None:
 # --------------------------------------------------------------------------- locks
 
 
-@contextmanager
-def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise CacheError(f"cannot write the search cache's lock file: {exc.strerror}", code="NOT_WRITABLE", path=path) from None
-    try:
-        deadline = time.monotonic() + timeout
-        delay = 0.001
-        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        while True:
-            try:
-                fcntl.flock(fd, mode)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise CacheError(
-                        f"the search index stayed locked for over {timeout:g}s",
-                        code="LOCK_TIMEOUT",
-                        path=path,
-                        hint="another process is rebuilding or holding the index; retry, or delete .moss/cache/",
-                    ) from None
-                time.sleep(delay)  # waiting for a held lock, bounded by the deadline above
-                delay = min(delay * 2, 0.05)
-        yield
-    finally:
-        os.close(fd)
+def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> AbstractContextManager[None]:
+    return fs.flocked(path, shared=not exclusive, timeout=timeout, error=CacheError,
+                      hint="another process is rebuilding or holding the index; retry, or delete .moss/cache/")
 
 
 # --------------------------------------------------------------------------- rows

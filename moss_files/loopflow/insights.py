@@ -28,6 +28,8 @@ from typing import Any
 from moss_files.foundation import document, summaries
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
+from moss_files.foundation.fields import FieldReader
+from moss_files.foundation.ids import is_safe_id
 
 ID_PREFIX = "INS"
 FOLDER = Path(".moss") / "insights"
@@ -38,7 +40,6 @@ DEFAULT_STATUS = "unprocessed"
 FIELDS = ("id", "type", "status", "tags", "links", "source", "summary", "context", "notes", "created", "updated")
 SOURCE_KEYS = ("task", "session")
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TAG = re.compile(r"^[^\s,]{1,64}$")
 
 
@@ -70,8 +71,8 @@ class Insight:
 
 
 def is_valid_id(text: str) -> bool:
-    """Whether `text` can be an insight id (and so a file name)."""
-    return bool(_ID.match(text)) and ".." not in text
+    """Whether `text` can be an insight or session id (and so a file name)."""
+    return is_safe_id(text, max_length=128)
 
 
 def file_name(insight_id: str) -> str:
@@ -79,77 +80,6 @@ def file_name(insight_id: str) -> str:
 
 
 # --------------------------------------------------------------------------- reading
-
-
-class FieldReader:
-    """Typed access to frontmatter keys (any letter case), raising SCHEMA_ERROR at the key's line."""
-
-    def __init__(self, doc: Document, path: Path | str | None) -> None:
-        self.doc = doc
-        self.path = path
-
-    def key(self, name: str) -> str | None:
-        return document.find_key(self.doc.meta, name)
-
-    def error(self, name: str | None, message: str) -> InvalidDocument:
-        return InvalidDocument(message, code="SCHEMA_ERROR", path=self.path, line=self.line_of(name))
-
-    def line_of(self, name: str | None) -> int | None:
-        if name is None or not self.doc.has_frontmatter:
-            return None
-        pattern = re.compile(rf"^['\"]?{re.escape(name)}['\"]?[ \t]*:", re.IGNORECASE)
-        for number, line in enumerate(self.doc.frontmatter_text.split("\n"), start=2):
-            if pattern.match(line):
-                return number
-        return None
-
-    def text(self, name: str) -> str | None:
-        key = self.key(name)
-        if key is None or self.doc.meta[key] is None:
-            return None
-        value = self.doc.meta[key]
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self.error(key, f"{name!r} must be text, not {type(value).__name__}")
-        return str(value)
-
-    def items(self, name: str) -> tuple[str, ...]:
-        key = self.key(name)
-        if key is None or self.doc.meta[key] is None:
-            return ()
-        value = self.doc.meta[key]
-        if isinstance(value, str):
-            # `tags: a, b` by hand reads as two tags.
-            return tuple(part.strip() for part in value.split(",") if part.strip())
-        if not isinstance(value, list) or any(isinstance(item, bool) or not isinstance(item, str | int | float) for item in value):
-            raise self.error(key, f"{name!r} must be a list of names")
-        return tuple(str(item).strip() for item in value if str(item).strip())
-
-    def mapping(self, name: str, keys: Sequence[str]) -> dict[str, str]:
-        key = self.key(name)
-        if key is None or self.doc.meta[key] is None:
-            return {}
-        value = self.doc.meta[key]
-        if isinstance(value, str):
-            return {"task": value} if value.strip() else {}
-        if not isinstance(value, dict):
-            raise self.error(key, f"{name!r} must be a mapping such as {{task: LF-1, session: SES-...}}")
-        out: dict[str, str] = {}
-        for item_key, item in value.items():
-            if item is None:
-                continue
-            if isinstance(item, bool) or not isinstance(item, str | int | float):
-                raise self.error(key, f"{name}.{item_key} must be text")
-            out[str(item_key)] = str(item)
-        return out
-
-    def choice(self, name: str, allowed: Sequence[str], default: str) -> str:
-        value = self.text(name)
-        if value is None or not value.strip():
-            return default
-        normalized = value.strip().lower().replace("-", "_")
-        if normalized not in allowed:
-            raise self.error(self.key(name), f"{name} {value!r} is not one of {', '.join(allowed)}")
-        return normalized
 
 
 def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id: str | None = None) -> Insight:
@@ -168,15 +98,34 @@ def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id:
         content=doc.body,
         type=reader.choice("type", TYPES, DEFAULT_TYPE),
         status=reader.choice("status", STATUSES, DEFAULT_STATUS),
-        tags=reader.items("tags"),
-        links=reader.items("links"),
-        source=reader.mapping("source", SOURCE_KEYS),
+        tags=reader.items("tags", comma_separated=True),
+        links=reader.items("links", comma_separated=True),
+        source=_source(reader),
         summary=_blank_to_none(reader.text("summary")),
         context=_blank_to_none(reader.text("context")),
         notes=_blank_to_none(reader.text("notes")),
         created=reader.text("created") or reader.text("created_at"),
         updated=reader.text("updated") or reader.text("updated_at"),
     )
+
+
+def _source(reader: FieldReader) -> dict[str, str]:
+    """Where an insight was learned: `{task, session}`; a bare text names the task."""
+    key, value = reader.raw("source")
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {"task": value} if value.strip() else {}
+    if not isinstance(value, dict):
+        raise reader.error(key, "'source' must be a mapping such as {task: LF-1, session: SES-...}")
+    out: dict[str, str] = {}
+    for item_key, item in value.items():
+        if item is None:
+            continue
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise reader.error(key, f"source.{item_key} must be text")
+        out[str(item_key)] = str(item)
+    return out
 
 
 def _blank_to_none(value: str | None) -> str | None:

@@ -27,7 +27,8 @@ from typing import Any
 from moss_files.foundation import document, summaries
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
-from moss_files.loopflow.insights import FieldReader, is_valid_id
+from moss_files.foundation.fields import FieldReader
+from moss_files.foundation.ids import is_safe_id
 
 ID_PREFIX = "SES"
 FOLDER = Path(".moss") / "sessions"
@@ -169,7 +170,7 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
     session_id = (reader.text("id") or "").strip() or (fallback_id or "")
     if not session_id:
         raise InvalidDocument("session has no id", code="SCHEMA_ERROR", path=path, line=1)
-    if not is_valid_id(session_id):
+    if not is_safe_id(session_id, max_length=128):
         raise reader.error(reader.key("id"), f"id {session_id!r} may hold only letters, digits, '.', '_' and '-'")
     outcome = reader.text("outcome")
     if outcome is not None and outcome.strip():
@@ -185,7 +186,7 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
             raise reader.error(reader.key("mode"), f"mode {mode!r} is not one of {', '.join(MODES)}")
     else:
         mode = None
-    lists = {name: reader.items(name) for name in LIST_FIELDS}
+    lists = {name: reader.items(name, comma_separated=True) for name in LIST_FIELDS}
     body = doc.body
     sections = read_sections(body, SECTIONS)
     return Session(
@@ -213,7 +214,7 @@ def _text(value: str | None) -> str | None:
 
 def new_session(session_id: str, *, now: str, task: str | None = None, agent: str | None = None) -> Session:
     """A new, active session. Raises InvalidRequest for a bad id or a multi-line task."""
-    if not is_valid_id(session_id):
+    if not is_safe_id(session_id, max_length=128):
         raise InvalidRequest(f"bad session id {session_id!r}")
     return Session(id=session_id, task=_one_line(task, "task"), agent=_one_line(agent, "agent"), started=now)
 

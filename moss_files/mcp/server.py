@@ -10,7 +10,7 @@ calls the same use case the CLI calls and returns its dict:
 
     # moss_files/mcp_moe.py  (entry layer)
     def register(tools: ToolRegistry) -> None:
-        ctx = ...  # build the use cases' context from tools.workspace (root, clock, home)
+        ctx = tools.context  # the one foundation Context: root, clock, home, sleeve, actor
 
         @tools.tool("moe.claim", "Claim a task for a worker. Returns {task, worker}.",
                     destructive=False, idempotent=True)
@@ -46,8 +46,6 @@ import logging
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -58,7 +56,7 @@ from pydantic import ValidationError
 
 from moss_files import __version__
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
-from moss_files.foundation.ids import system_clock
+from moss_files.foundation.context import Context
 
 log = logging.getLogger("moss_files.mcp")
 
@@ -87,17 +85,6 @@ TOOL_SETS: dict[str, ToolSet] = {
         ToolSet("moe", "moss_files.mcp.tools.moe", "task board: epics, tasks, claims, plans, steps, QA, teams, activity", default=False),
     )
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Workspace:
-    """What the tools act on: the workspace root, the clock, the home folder (user config and
-    default export folder; the user's when None) and this sleeve's name for messages."""
-
-    root: Path
-    clock: Callable[[], datetime] = system_clock
-    home: Path | None = None
-    sleeve: str | None = None
 
 
 def parse_sets(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -152,7 +139,10 @@ def error_result(err: MossError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=True)
 
 
-def _run_tool(name: str, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> CallToolResult:
+def _run_tool(name: str, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], kwargs: dict[str, Any],
+              unavailable: MossError | None = None) -> CallToolResult:
+    if unavailable is not None:
+        return error_result(unavailable)
     try:
         return ok_result(fn(*args, **kwargs))
     except MossError as err:
@@ -190,10 +180,15 @@ def compact_schema(node: Any) -> Any:
 
 
 class ToolRegistry:
-    """What a tool set's `register` receives: the workspace, and `tool()` to declare tools."""
+    """What a tool set's `register` receives: the use cases' `context`, and `tool()` to declare
+    tools. When the server runs outside a workspace, `unavailable` is the error every tool call
+    answers with (the tools are still listed, so the client sees why rather than a closed
+    connection)."""
 
-    def __init__(self, workspace: Workspace, *, names: str = "dotted", disabled: Collection[str] = ()) -> None:
-        self.workspace = workspace
+    def __init__(self, context: Context, *, names: str = "dotted", disabled: Collection[str] = (),
+                 unavailable: MossError | None = None) -> None:
+        self.context = context
+        self.unavailable = unavailable
         self.names = check_name_style(names)
         self.disabled = frozenset(disabled)
         self.tools: list[Tool] = []
@@ -211,7 +206,7 @@ class ToolRegistry:
 
             @functools.wraps(fn)
             def call(*args: Any, **kwargs: Any) -> CallToolResult:
-                return _run_tool(served, fn, args, kwargs)
+                return _run_tool(served, fn, args, kwargs, self.unavailable)
 
             annotations = ToolAnnotations(
                 read_only_hint=read_only,
@@ -285,13 +280,15 @@ class MossMCPServer(MCPServer):
         return None
 
 
-def build_server(workspace: Workspace, sets: Sequence[str] = (), *, names: str = "dotted", disabled: Collection[str] = ()) -> MossMCPServer:
-    """A server for `workspace` with the given tool sets (default: the default sets).
+def build_server(context: Context, sets: Sequence[str] = (), *, names: str = "dotted", disabled: Collection[str] = (),
+                 unavailable: MossError | None = None) -> MossMCPServer:
+    """A server whose tools act through `context`, with the given tool sets (default: the
+    default sets); with `unavailable`, every tool call answers that error.
 
     Raises InvalidRequest for an unknown set or name style.
     """
     chosen = parse_sets(list(sets))
-    registry = ToolRegistry(workspace, names=names, disabled=disabled)
+    registry = ToolRegistry(context, names=names, disabled=disabled, unavailable=unavailable)
     for name in chosen:
         importlib.import_module(TOOL_SETS[name].module).register(registry)
     return MossMCPServer(

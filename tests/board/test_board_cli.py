@@ -104,6 +104,9 @@ def test_state_machine_and_rail_errors_from_the_cli(ws: Path) -> None:
     assert rails["error"]["code"] == "RAIL_VIOLATION" and rails["error"]["details"]["violations"][0]["pattern"] == "eval("
     human = run_cli("moss", "task", "status", task_id, "DONE", cwd=ws)
     assert human.returncode == 5 and human.stderr.startswith("error[INVALID_TRANSITION]") and human.stdout == ""
+    # Without --json, people still read the details: which rule, which step.
+    human = run_cli("moss", "task", "plan", task_id, "--step", "call eval(x)", cwd=ws)
+    assert human.returncode == 4 and "pattern=eval(" in human.stderr and "stepId=step-1" in human.stderr
 
 
 def test_no_workspace_and_unreadable_files(tmp_path: Path, ws: Path) -> None:

@@ -17,7 +17,8 @@ from mcp import Client, StdioServerParameters
 from mcp_support import anyio_backend, anyio_workers_finish, make_workspace  # noqa: F401  (fixtures)
 
 from moss_files.board import service as svc
-from moss_files.mcp.server import TOOL_SETS, Workspace, build_server
+from moss_files.foundation.context import AGENT, Context
+from moss_files.mcp.server import TOOL_SETS, build_server
 
 # (read_only, destructive, idempotent) for every moe tool.
 ANNOTATIONS = {
@@ -56,7 +57,7 @@ ANNOTATIONS = {
 
 @asynccontextmanager
 async def connect(root: Path, mode: str) -> AsyncIterator[Client]:
-    server = build_server(Workspace(root, home=root.parent / "home"), ("moe",))
+    server = build_server(Context(root, home=root.parent / "home", actor=AGENT), ("moe",))
     options: dict[str, Any] = {"raise_exceptions": True} if mode == "auto" else {}
     async with Client(server, mode=mode, **options) as client:
         yield client

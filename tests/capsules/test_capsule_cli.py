@@ -41,6 +41,14 @@ def test_every_capsule_command_is_registered_with_help_and_json() -> None:
         assert any("--root" in param.opts for param in command.params), name
 
 
+def test_human_errors_show_their_details(ws: Path) -> None:
+    """The JSON body always carried `details`; the human line once dropped them, so a person
+    learned that a capsule was too thin but not which sections it lacked."""
+    thin = moss(ws, "store", "--name", "auth", input="## Objective\nShip login.\n")
+    assert thin.returncode == 4 and thin.stderr.startswith("error[CAPSULE_TOO_THIN]")
+    assert "missing: Current status, Decisions, Next actions, Key locations, Open questions" in thin.stderr
+
+
 def test_store_fetch_update_delete_round_trip(ws: Path) -> None:
     stored = moss(ws, "store", "--name", "auth", "--tags", "a,b", "--json", input=FULL)
     assert stored.returncode == 0, stored.stderr

@@ -22,7 +22,8 @@ from pydantic import Field
 import needlecast
 from moss_files.mcp import server as mcp_server
 from moss_files.foundation.errors import ERROR_CODES, InvalidRequest
-from moss_files.mcp.server import TOOL_SETS, ToolRegistry, Workspace, build_server
+from moss_files.foundation.context import AGENT, Context
+from moss_files.mcp.server import TOOL_SETS, ToolRegistry, build_server
 
 MODES = ["auto", "legacy"]
 
@@ -75,7 +76,7 @@ def team(tmp_path: Path) -> Path:
 
 @asynccontextmanager
 async def connect(root: Path, mode: str, sets: tuple[str, ...] = (), **kwargs: Any) -> AsyncIterator[Client]:
-    server = build_server(Workspace(root, home=root.parent / "home"), sets, **kwargs)
+    server = build_server(Context(root, home=root.parent / "home", actor=AGENT), sets, **kwargs)
     options: dict[str, Any] = {"raise_exceptions": True} if mode == "auto" else {}
     async with Client(server, mode=mode, **options) as client:
         yield client
@@ -313,7 +314,7 @@ async def test_bad_arguments_are_rejected_with_clear_messages(team: Path, mode: 
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_crash_is_an_internal_error_without_its_cause(team: Path, mode: str, caplog: pytest.LogCaptureFixture) -> None:
-    registry = ToolRegistry(Workspace(team / "alice"))
+    registry = ToolRegistry(Context(team / "alice", actor=AGENT))
 
     @registry.tool("test.crash", "Fails like a bug would.", read_only=True)
     def crash(secret: Annotated[str, Field(description="Text the error must not echo.")]) -> dict[str, Any]:
@@ -330,7 +331,7 @@ async def test_a_crash_is_an_internal_error_without_its_cause(team: Path, mode: 
 
 
 def test_a_tool_cannot_claim_to_be_read_only_and_destructive(tmp_path: Path) -> None:
-    registry = ToolRegistry(Workspace(tmp_path))
+    registry = ToolRegistry(Context(tmp_path, actor=AGENT))
     with pytest.raises(ValueError):
         registry.tool("x.y", "z", read_only=True, destructive=True)
 
@@ -399,7 +400,7 @@ async def test_results_are_what_the_cli_prints_with_json(team: Path) -> None:
 @pytest.mark.anyio
 async def test_two_sessions_and_a_cli_writing_the_same_capsule_and_plan_lose_nothing(team: Path) -> None:
     alice = team / "alice"
-    server = build_server(Workspace(alice), ("moss", "cstack"))
+    server = build_server(Context(alice, actor=AGENT), ("moss", "cstack"))
     rounds = 12
     async with Client(server, mode="legacy") as first, Client(server, mode="auto") as second:
         await first.call_tool("moss.store", {"capsule_text": CAPSULE, "name": "shared"})
@@ -448,7 +449,7 @@ def test_the_server_sleeve_name_matches_needlecast(tmp_path: Path) -> None:
 async def test_messages_are_sent_as_the_configured_sleeve(team: Path) -> None:
     moment = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     clock: Callable[[], datetime] = lambda: moment  # noqa: E731
-    server = build_server(Workspace(team / "alice", clock=clock, sleeve="alice-2"), ("needlecast",))
+    server = build_server(Context(team / "alice", clock=clock, sleeve="alice-2", actor=AGENT), ("needlecast",))
     async with Client(server) as client:
         sent = await client.call_tool("needlecast.send", {"body": "hi", "to": ["bob"]})
     assert sent.structured_content["message"]["from"] == "alice-2"

@@ -99,11 +99,27 @@ def test_start_up_errors_exit_with_their_code(tmp_path: Path) -> None:
     names = run_cli("moss", "serve", "--names", "camel", cwd=root)
     assert names.returncode == 2
     (tmp_path / "empty").mkdir()
-    nowhere = run_cli("moss", "serve", cwd=tmp_path / "empty", env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    # The HTTP daemon records itself inside the workspace, so it needs one (stdio does not: below).
+    nowhere = run_cli("moss", "serve", "--http", "127.0.0.1:0", cwd=tmp_path / "empty", env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
     assert nowhere.returncode == 6 and "WORKSPACE_NOT_FOUND" in nowhere.stderr
     (root / ".moss" / "config.toml").write_text("capsule_max_chars = \n")
     broken = run_cli("moss", "serve", cwd=root)
     assert broken.returncode == 4 and "config" in broken.stderr
+
+
+@pytest.mark.anyio
+async def test_outside_a_workspace_the_server_starts_and_every_call_says_why(tmp_path: Path) -> None:
+    """An agent's host starts `moss serve` wherever the agent runs. Outside a workspace the
+    server once exited, and the agent saw only a closed connection."""
+    (tmp_path / "empty").mkdir()
+    server = params(tmp_path / "empty", GIT_CEILING_DIRECTORIES=str(tmp_path))
+    async with Client(server, mode="legacy") as client:
+        assert {"moss.fetch", "cstack.status"} <= {tool.name for tool in (await client.list_tools()).tools}
+        for name, arguments in (("moss.fetch", {"name": "auth"}), ("cstack.status", {})):
+            answer = await client.call_tool(name, arguments)
+            error = answer.structured_content["error"]
+            assert answer.is_error and error["code"] == "WORKSPACE_NOT_FOUND" and error["status"] == 404 and "moss init" in error["hint"]
+    assert not (tmp_path / "empty" / ".moss").exists()  # nothing was created
 
 
 def test_help_names_every_tool_set() -> None:

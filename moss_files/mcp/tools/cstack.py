@@ -19,7 +19,7 @@ TaskRef = Annotated[str, Field(description="Task number (as in cstack.plan), id,
 
 def register(tools: ToolRegistry) -> None:
     """Declare the memory tools."""
-    ws = tools.workspace
+    ws = tools.context
 
     def stack() -> Path:
         from cstack import service

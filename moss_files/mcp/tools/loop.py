@@ -25,7 +25,7 @@ Scope = Annotated[
 
 def register(tools: ToolRegistry) -> None:
     """Declare the loop tools."""
-    ws = tools.workspace
+    ws = tools.context
 
     @functools.cache
     def ctx() -> Context:

@@ -45,7 +45,7 @@ class TaskFilters(TypedDict, total=False):
 
 def register(tools: ToolRegistry) -> None:
     """Declare the board tools."""
-    ws = tools.workspace
+    ws = tools.context
     task_id = os.environ.get("MOE_TASK_ID") or None
     worker_id = os.environ.get("MOE_WORKER_ID") or None
     contexts: list[Any] = []

@@ -44,7 +44,7 @@ class StoreAs(TypedDict):
 
 def register(tools: ToolRegistry) -> None:
     """Declare the capsule tools."""
-    ws = tools.workspace
+    ws = tools.context
 
     def run(operation: str, *args: Any) -> dict[str, Any]:
         from moss_files.capsules import service as capsules

@@ -15,7 +15,7 @@ from moss_files.mcp.server import ToolRegistry
 
 def register(tools: ToolRegistry) -> None:
     """Declare the message tools."""
-    ws = tools.workspace
+    ws = tools.context
     # The sender is the server's sleeve, fixed at start-up: an agent cannot speak for another.
     sleeve = ws.sleeve or ws.root.name
 

@@ -1,6 +1,6 @@
 """How `moss search` reads the board: one index row per epic and per task. Core layer (pure).
 
-`SOURCE` is registered in `index_sources.SOURCES`; it owns the files directly in
+`SOURCE` is registered in `sources.SOURCES`; it owns the files directly in
 `.moss/board/epics/` and `.moss/board/tasks/` (the board's other files stay with the catch-all
 document source). Filters a query can use on a task: `kind:task`, `status:working`,
 `priority:high`, `agent:<worker holding it>`, `link:<epic, dependency or parent id>`. A file
@@ -16,6 +16,7 @@ from typing import Any
 from moss_files.foundation import summaries
 from moss_files.foundation.errors import MossError
 from moss_files.index.model import Entry, Extracted, FileInput, Place, Problem, Source
+from moss_files.index.readers import document_extract, document_record
 
 BOARD = ".moss/board"
 
@@ -38,10 +39,7 @@ def extract(file: FileInput) -> Extracted:
     try:
         kind, item = _item(file)
     except MossError as err:
-        # The catch-all reader, loaded here because the registry module imports this one.
-        from moss_files.index.sources import _document_extract
-
-        plain = _document_extract(file)
+        plain = document_extract(file)
         why = Problem(err.code, f"not a valid board item ({err.message}); indexed as a plain document", err.line, "warning")
         return Extracted(plain.entries, (*plain.problems, why))
     summary = summaries.summarize(item.description) if item.description else item.title
@@ -67,9 +65,7 @@ def record(file: FileInput, anchor: str) -> dict[str, Any] | None:
     try:
         kind, item = _item(file)
     except MossError:
-        from moss_files.index.sources import _document_record
-
-        return _document_record(file, anchor)
+        return document_record(file, anchor)
     return board.epic_to_dict(item, path=file.relpath) if kind == "epic" else board.task_to_dict(item, path=file.relpath)
 
 
