@@ -17,6 +17,9 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
+    "merge_plan": "cstack.merge",
+    "merge_current": "cstack.merge",
+    "merge_memory": "cstack.merge",
     "stats": "cstack.service",
     "read_status": "cstack.service",
     "read_plan": "cstack.service",

@@ -37,14 +37,23 @@ GITIGNORE_LINES: Mapping[str, tuple[str, ...]] = {
     "needlecast": (".needlecast/.state/", ".needlecast/**/.*.lock", ".needlecast/**/.*.tmp-*"),
     "moss": (".moss/cache/", ".moss/run/", ".moss/exports/", ".moss/**/.*.lock", ".moss/**/.*.tmp-*"),
 }
-# Append-only files: a union merge keeps both sides' new lines instead of a conflict.
+# How git merges the toolkit's files between clones. Append-only logs take git's union merge;
+# the memory files, v1 mailboxes and every markdown artifact take the moss merge driver, which
+# merges them by their structure (`moss merge driver`; each clone defines it once with
+# `moss merge setup`, which install.sh and `moss init` run). `**/` also covers the sleeves'
+# folders of an envoy's repository.
 GITATTRIBUTES_LINES: Mapping[str, tuple[str, ...]] = {
-    "cstack": (".cstack/MEMORY.md merge=union",),
-    # Not the mailboxes themselves: a line-wise union can fuse two message blocks appended on
-    # different clones (they share their `---` and blank lines).
-    "needlecast": (".needlecast/read.log merge=union",),
-    "moss": (".moss/**/*.jsonl merge=union",),
+    "cstack": ("**/.cstack/PLAN.md merge=moss", "**/.cstack/CURRENT.md merge=moss", "**/.cstack/MEMORY.md merge=moss"),
+    "needlecast": ("**/.needlecast/read.log merge=union", "**/.needlecast/inbox.md merge=moss", "**/.needlecast/outbox.md merge=moss"),
+    "moss": ("**/.moss/**/*.jsonl merge=union", "**/.moss/**/*.md merge=moss"),
 }
+# Lines an earlier version wrote into its block and that now say something else: taken out
+# of the block (never out of the user's own lines) when the block is brought up to date.
+RETIRED_LINES: frozenset[str] = frozenset({
+    ".cstack/MEMORY.md merge=union",  # the union merge fused entries; the driver merges them by entry
+    ".needlecast/read.log merge=union",
+    ".moss/**/*.jsonl merge=union",
+})
 LINES_BEGIN = "# >>> moss-files >>>"
 LINES_END = "# <<< moss-files <<<"
 BLOCK_BEGIN = '<!-- moss-files:begin version="{version}" -->'
@@ -171,7 +180,7 @@ def plan_actions(
     if ignore:
         actions.append(plan_lines(".gitignore", _entry(state, ".gitignore"), ignore))
     if attributes:
-        actions.append(plan_lines(".gitattributes", _entry(state, ".gitattributes"), attributes))
+        actions.append(plan_lines(".gitattributes", _entry(state, ".gitattributes"), attributes, RETIRED_LINES))
     seen_real: dict[str, str] = {}
     for agent in agents:
         path = AGENT_FILES[agent]
@@ -271,12 +280,13 @@ def _editable(path: str, entry: Entry) -> str | None:
     return _decode(path, entry.data)
 
 
-def plan_lines(path: str, entry: Entry, wanted: Sequence[str]) -> Action:
+def plan_lines(path: str, entry: Entry, wanted: Sequence[str], retired: frozenset[str] = frozenset()) -> Action:
     """Plan adding the `wanted` lines a gitignore-style file lacks, inside the marked block.
 
     Lines already present anywhere in the file (surrounding spaces ignored) are not repeated;
     the user's lines are never moved. A new block is appended; missing lines join an existing
-    block just above its end marker. Raises InvalidDocument on unbalanced markers.
+    block just above its end marker, and `retired` lines inside the block (ones an earlier
+    version wrote) are taken out. Raises InvalidDocument on unbalanced markers.
     """
     text = _editable(path, entry)
     if text is None:
@@ -286,16 +296,21 @@ def plan_lines(path: str, entry: Entry, wanted: Sequence[str]) -> Action:
     present = {line.strip() for line in lines}
     missing = [line for line in dict.fromkeys(wanted) if line.strip() not in present]
     begin, end = _marker_lines(path, lines, lambda s: s == LINES_BEGIN, lambda s: s == LINES_END)
-    if not missing:
+    stale = [] if begin is None or end is None else [i for i in range(begin + 1, end) if lines[i].strip() in retired]
+    if not missing and not stale:
         return Action("exists", path, "all entries present")
     newline = _newline(text)
     added = "".join(f"{line}{newline}" for line in missing)
-    detail = f"add {len(missing)} missing entr{'y' if len(missing) == 1 else 'ies'}: {', '.join(missing)}"
+    detail = f"add {len(missing)} missing entr{'y' if len(missing) == 1 else 'ies'}: {', '.join(missing)}" if missing else ""
     if begin is None or end is None:
         block = f"{LINES_BEGIN}{newline}{added}{LINES_END}{newline}"
         return Action("append", path, detail, (_separator(text, newline) + block).encode(), base=entry.data)
-    new_text = "".join(lines[:end]) + added + "".join(lines[end:])
-    return Action("update", path, detail + " (into the moss-files block)", new_text.encode(), base=entry.data)
+    if stale:
+        detail = "; ".join(filter(None, [detail, f"retire {len(stale)} outdated entr{'y' if len(stale) == 1 else 'ies'}: "
+                                         + ", ".join(lines[i].strip() for i in stale)]))
+    kept = [line for i, line in enumerate(lines[:end]) if i not in stale]
+    new_text = "".join(kept) + added + "".join(lines[end:])
+    return Action("update", path, detail + " (in the moss-files block)", new_text.encode(), base=entry.data)
 
 
 def render_block(body: str, version: str) -> str:

@@ -17,6 +17,7 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
+    "merge_mailbox": "needlecast.merge",
     "send": "needlecast.service",
     "list_inbox": "needlecast.service",
     "read_message": "needlecast.service",

@@ -282,3 +282,14 @@ def test_there_are_no_import_cycles() -> None:
         if node not in state:
             visit(node)
     assert cycles == [], "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_every_package_is_listed_for_installation() -> None:
+    """pyproject.toml names the packages one by one (the templates folder is mapped into the
+    package); a package left out installs nowhere, and only an installed copy shows it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(init) for top in ("moss_files", "cstack", "needlecast") for init in (ROOT / top).rglob("__init__.py")
+             if "__pycache__" not in init.parts}
+    assert found - listed == set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +13,7 @@ import typer.core
 import typer.main
 
 from moss_files import __version__
-from moss_files.cli.support import JsonOpt, emit, new_app, reporting
+from moss_files.cli.support import JsonOpt, emit, new_app, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
 # Commands that live in feature modules, by the module whose `register(app)` adds them. typer
@@ -27,6 +28,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.search": ("search", "expand", "timeline", "index", "insight", "session"),
     "moss_files.cli.serve": ("serve",),
     "moss_files.cli.board": ("task", "epic", "worker", "team", "board"),
+    "moss_files.cli.merge": ("merge",),
 }
 
 
@@ -180,18 +182,24 @@ def init(
     """Scaffold .cstack/, .needlecast/, .moss/ and git settings in a project; never overwrites a file."""
     # Imported here so the other commands don't load the scaffold at start-up.
     from moss_files import scaffold
-    from moss_files.foundation import workspace
     from moss_files.cli.support import note
+    from moss_files.foundation import gitsettings, workspace
+    from moss_files.merge import clone as merge_clone
 
     with reporting(as_json):
         root = workspace.init_root(explicit=directory)
         actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run)
+        driver = None if dry_run or gitsettings.git_dir(root) is None else merge_clone.setup(root)
     for action in actions:
         note(scaffold.render_action(action, dry_run=dry_run))
+    if driver is not None:
+        note("set   git config merge.moss.* (the merge driver, in this clone only; other clones run `moss merge setup`)")
     note(scaffold.summary_line(root, actions, dry_run=dry_run))
-    emit(scaffold.report_to_dict(root, actions, dry_run=dry_run), as_json, text="")
+    emit({**scaffold.report_to_dict(root, actions, dry_run=dry_run), "merge_driver": driver}, as_json, text="")
 
 
 def main() -> None:
     """Console-script entry point."""
+    first = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    warn_if_clone_lacks_merge_driver(skip=first in (None, "merge", "init", "version", "codes"))
     app()

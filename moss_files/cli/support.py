@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
+from moss_files.foundation import gitsettings, workspace
 from moss_files.foundation.workspace import ROOT_ENV
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -86,6 +87,20 @@ def emit(data: Any, as_json: bool, text: str | None = None) -> None:
 def note(message: str) -> None:
     """A human message on stderr (progress, what was done)."""
     typer.echo(message, err=True)
+
+
+def warn_if_clone_lacks_merge_driver(skip: bool = False) -> None:
+    """Say once, on stderr, when the workspace around the current directory (or $MOSS_ROOT)
+    has a `.gitattributes` naming the moss merge driver that this clone does not define.
+    Every CLI calls this before its command runs; `skip` for the commands that set it up."""
+    if skip:
+        return
+    try:
+        root = workspace.find_workspace(explicit=os.environ.get(ROOT_ENV) or None)
+    except MossError:
+        return
+    if gitsettings.missing_merge_driver(root):
+        note(gitsettings.WARNING)
 
 
 def read_stdin_if(value: str | None) -> str:

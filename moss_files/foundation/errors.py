@@ -45,6 +45,7 @@ ERROR_CODES: dict[str, str] = {
     "SCHEMA_ERROR": "a field has the wrong type or a value outside its allowed set",
     "PARSE_ERROR": "an import line is not a JSON object (per-line import error)",
     "INVALID_RECORD": "an import line is JSON but not a valid capsule record (per-line import error)",
+    "MERGE_CONFLICT": "a file holds git conflict markers from an unfinished merge; it is neither read nor written until resolved",
     "SYMLINK_REFUSED": "a file or folder inside the toolkit's folders is a symbolic link, which is never followed",
     "CONFLICT": "the operation collides with the current state",
     "STALE_WRITE": "the file changed since it was read; nothing was written",

@@ -342,7 +342,7 @@ def test_missing_or_file_root_is_refused(tmp_path: Path) -> None:
     assert caught.value.exit_code == 2
 
 
-def test_git_ignores_derived_state_and_union_merges_logs(repo: Path) -> None:
+def test_git_ignores_derived_state_and_names_a_merge_for_every_artifact(repo: Path) -> None:
     scaffold_now(repo)
     plan = repo / ".cstack" / "PLAN.md"
     ignored = [
@@ -361,15 +361,38 @@ def test_git_ignores_derived_state_and_union_merges_logs(repo: Path) -> None:
     for path in kept:
         assert subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=repo).returncode == 1, path
     attrs = subprocess.run(
-        ["git", "check-attr", "merge", "--", ".cstack/MEMORY.md", ".moss/events/log.jsonl", ".moss/a.jsonl", ".cstack/PLAN.md"],
+        ["git", "check-attr", "merge", "--", ".cstack/MEMORY.md", ".moss/events/log.jsonl", ".moss/a.jsonl", ".cstack/PLAN.md",
+         ".needlecast/outbox.md", "sleeves/bob/.needlecast/inbox.md", ".moss/capsules/default/auth.md", ".moss/board/tasks/T-1.md",
+         ".needlecast/outbox/2026-01-01T00-00-00Z_x.md", "notes.md"],
         cwd=repo, capture_output=True, text=True, check=True,
     ).stdout.splitlines()
     assert attrs == [
-        ".cstack/MEMORY.md: merge: union",
+        ".cstack/MEMORY.md: merge: moss",
         ".moss/events/log.jsonl: merge: union",
         ".moss/a.jsonl: merge: union",
-        ".cstack/PLAN.md: merge: unspecified",
+        ".cstack/PLAN.md: merge: moss",
+        ".needlecast/outbox.md: merge: moss",
+        "sleeves/bob/.needlecast/inbox.md: merge: moss",
+        ".moss/capsules/default/auth.md: merge: moss",
+        ".moss/board/tasks/T-1.md: merge: moss",
+        ".needlecast/outbox/2026-01-01T00-00-00Z_x.md: merge: unspecified",  # a file per message never conflicts
+        "notes.md: merge: unspecified",
     ]
+
+
+def test_an_older_block_is_brought_up_to_date_and_the_users_lines_stay(repo: Path) -> None:
+    """The first version wrote `.cstack/MEMORY.md merge=union` into its block; the merge driver
+    replaces it, so a second scaffold takes that line out of the block, and only out of it."""
+    (repo / ".gitattributes").write_text("*.png binary\n.cstack/MEMORY.md merge=union\n"
+                                         "# >>> moss-files >>>\n.cstack/MEMORY.md merge=union\n# <<< moss-files <<<\n")
+    scaffold_now(repo)
+    lines = (repo / ".gitattributes").read_text().splitlines()
+    block = lines[lines.index("# >>> moss-files >>>") + 1 : lines.index("# <<< moss-files <<<")]
+    assert lines[:2] == ["*.png binary", ".cstack/MEMORY.md merge=union"]  # the user's own lines, as written
+    assert ".cstack/MEMORY.md merge=union" not in block and "**/.cstack/MEMORY.md merge=moss" in block
+    before = (repo / ".gitattributes").read_bytes()
+    scaffold_now(repo)
+    assert (repo / ".gitattributes").read_bytes() == before  # idempotent
 
 
 # --- templates ------------------------------------------------------------------------------
