@@ -19,10 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("moss_files", "cstack", "needlecast")
 # Modules of the pure core must not reach the outside world themselves.
 FORBIDDEN_IN_CORE = {"sqlite3", "subprocess", "socket", "http", "urllib", "watchdog", "typer", "click", "mcp", "git", "threading"}
-# cstack and needlecast build on the foundation only, never on moss_files' entry points or features.
-FOUNDATION = {"moss_files", "moss_files.foundation.errors", "moss_files.foundation.document", "moss_files.foundation.yaml_reader", "moss_files.foundation.yaml_scalars", "moss_files.foundation.fs",
-              "moss_files.foundation.ids", "moss_files.foundation.workspace", "moss_files.cli.support", "moss_files.scaffold", "moss_files.foundation.gitrepo",
-              "moss_files.foundation.httpguard"}
 
 
 def modules() -> list[Path]:
@@ -53,13 +49,6 @@ def test_core_modules_do_no_io_of_their_own(path: Path) -> None:
         return
     roots = {name.split(".")[0] for name in imported_names(path)}
     assert not roots & FORBIDDEN_IN_CORE, f"core module {path.name} imports {sorted(roots & FORBIDDEN_IN_CORE)}"
-
-
-@pytest.mark.parametrize("path", [p for p in modules() if p.parts[-2] in ("cstack", "needlecast")], ids=lambda p: p.name)
-def test_cstack_and_needlecast_use_only_the_foundation(path: Path) -> None:
-    ours = {name for name in imported_names(path) if name.split(".")[0] == "moss_files"}
-    modules_used = {name if name in FOUNDATION else name.rsplit(".", 1)[0] for name in ours}
-    assert modules_used <= FOUNDATION, f"{path} reaches into {sorted(modules_used - FOUNDATION)}"
 
 
 def all_commands() -> list[tuple[str, Any]]:

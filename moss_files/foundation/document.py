@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import yaml_scalars as yaml12, yaml_reader as yamlio
+from moss_files.foundation import conflicts, yaml_scalars as yaml12, yaml_reader as yamlio
 from moss_files.foundation.errors import InvalidDocument, MossError
 from moss_files.foundation.yaml_reader import YamlProblem
 
@@ -123,8 +123,10 @@ def split(text: str, path: Path | str | None = None) -> tuple[str, str, str, str
 def parse(text: str, path: Path | str | None = None, *, bom: bool = False) -> Document:
     """Parse decoded text into a Document using the fast read path.
 
-    Raises InvalidDocument with the frontmatter code, the path and the 1-based line.
+    Raises InvalidDocument with the frontmatter code, the path and the 1-based line, and
+    MERGE_CONFLICT (with the first marker's line) for a file an unfinished git merge left.
     """
+    conflicts.check_no_conflict(text, path)
     head, fm_text, tail, body = split(text, path)
     meta: dict[str, Any] = {}
     if head:
