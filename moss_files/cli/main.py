@@ -24,7 +24,8 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
         "store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list",
         "inventory", "compose", "export", "import", "purge", "history",
     ),
-    "moss_files.cli.search": ("search", "expand", "timeline", "index", "insight", "session"),
+    "moss_files.cli.search": ("search", "expand", "timeline", "index"),
+    "moss_files.cli.loopflow": ("insight", "session"),
     "moss_files.cli.serve": ("serve",),
     "moss_files.cli.board": ("task", "epic", "worker", "team", "board"),
 }

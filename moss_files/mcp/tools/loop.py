@@ -1,21 +1,22 @@
 """The `loop` tool set: LoopFlow's progressive disclosure (`loop_scan` → `loop_expand`,
 `loop_timeline`) over every artifact, and its session tools (`loop_orient`, `loop_remember`,
-`loop_handoff`). Entry layer: each tool is one call of a `loopflow` use case, the ones
-`moss search|expand|timeline` and `moss insight|session` call; they load on the first call.
+`loop_handoff`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
+(`index.service`) or `moss session|insight` (`loopflow.service`) calls, so both return the same
+shapes and errors.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import replace
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from moss_files.index import service as search
+from moss_files.loopflow import service as loopflow
+from moss_files.loopflow.sessions import Handoff
 from moss_files.mcp.server import ToolRegistry
-
-if TYPE_CHECKING:
-    from moss_files.index.service import Context
 
 Scope = Annotated[
     list[str] | None,
@@ -25,19 +26,13 @@ Scope = Annotated[
 
 def register(tools: ToolRegistry) -> None:
     """Declare the loop tools."""
-    ws = tools.context
-
-    @functools.cache
-    def ctx() -> Context:
-        from moss_files.index import service as search
-
-        # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
-        return search.Context(ws.root, clock=ws.clock, notify=logging.getLogger("moss_files.mcp").info)
+    # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
+    ctx = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
 
     @tools.tool(
         "loop_scan",
         "Search every artifact; returns ids with one-line summaries, best first ({query, matches: [{id, kind, summary, "
-        "score, date, status?}], truncated, hint}); then loop_expand the ids you need. Query: terms, \"phrases\", "
+        "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the ids you need. Query: terms, \"phrases\", "
         "-exclusions, field:value filters (kind: status: tag: type: after: before: date:).",
         read_only=True,
     )
@@ -54,12 +49,10 @@ def register(tools: ToolRegistry) -> None:
         match: Annotated[str, Field(description='"any" term (default) or "all" terms.')] = "any",
         raw: Annotated[bool, Field(description="Pass the query to SQLite FTS5 unescaped.")] = False,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
         # LoopFlow sends scope as one word ("all", "insights"); the seeds' spec as a list.
         kinds = [scope] if isinstance(scope, str) else list(scope or ())
         filters = {"type": types or (), "status": statuses or ()}
-        return loopflow.scan(ctx(), query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
+        return search.scan(ctx, query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
 
     @tools.tool(
         "loop_expand",
@@ -72,9 +65,7 @@ def register(tools: ToolRegistry) -> None:
         include_timeline: Annotated[bool, Field(description="Also list items dated around each one.")] = False,
         depth: Annotated[int, Field(description="Items on each side for include_timeline.")] = 3,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
-        return loopflow.expand(ctx(), ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
+        return search.expand(ctx, ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
 
     @tools.tool(
         "loop_timeline",
@@ -87,9 +78,7 @@ def register(tools: ToolRegistry) -> None:
         depth_after: Annotated[int, Field(description="Items after the anchor.")] = 5,
         scope: Scope = None,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
-        return loopflow.timeline(ctx(), anchor, before=depth_before, after=depth_after, kinds=scope or ())
+        return search.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=scope or ())
 
     @tools.tool(
         "loop_orient",
@@ -102,9 +91,7 @@ def register(tools: ToolRegistry) -> None:
         new: Annotated[bool, Field(description="Start a new session even if one is active.")] = False,
         insight_limit: Annotated[int, Field(description="At most this many insight summaries.")] = 20,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
-        return loopflow.orient(ctx(), task=task, agent=agent, new=new, insight_limit=insight_limit)
+        return loopflow.orient(ctx, task=task, agent=agent, new=new, insight_limit=insight_limit)
 
     @tools.tool(
         "loop_remember",
@@ -121,10 +108,8 @@ def register(tools: ToolRegistry) -> None:
         context: Annotated[str | None, Field(description="Two or three sentences (default: generated).")] = None,
         notes: Annotated[str | None, Field(description="Free notes.")] = None,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
         return loopflow.remember(
-            ctx(), content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
+            ctx, content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
         )
 
     @tools.tool(
@@ -148,9 +133,6 @@ def register(tools: ToolRegistry) -> None:
         session: Annotated[str | None, Field(description="Session id (default: the active one, else today's last).")] = None,
         agent: Annotated[str | None, Field(description="Whose active session to end.")] = None,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-        from moss_files.loopflow.sessions import Handoff
-
         request = Handoff(
             mode=mode,
             completed=tuple(completed or ()),
@@ -163,4 +145,4 @@ def register(tools: ToolRegistry) -> None:
             outcome=outcome,
             task=task,
         )
-        return loopflow.handoff(ctx(), request, session_id=session, agent=agent)
+        return loopflow.handoff(ctx, request, session_id=session, agent=agent)
