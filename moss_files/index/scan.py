@@ -45,7 +45,7 @@ def walk(root: Path, registry: Registry) -> Tree:
     paths: list[str] = []
     sigs: list[int] = []
     links: list[str] = []
-    stack = []
+    stack: list[str] = []
     for top in registry.tops:
         if registry.descend(top):
             # A toolkit folder that is a link leads out of the workspace: never read there.

@@ -222,6 +222,7 @@ def index_refresh(ctx: Context) -> dict[str, Any]:
 
     index = open_index(ctx)
     index.run(lambda view: None)
+    assert index.last_refresh is not None  # every run refreshes
     return report_to_dict(index.last_refresh)
 
 
@@ -241,6 +242,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     index = open_index(ctx)
     data = index.run(lambda view: {**view.counts(), "problems": view.problems()})
     data["problems"] = sorted([*data["problems"], *disk.link_problems(index.root, index.registry)], key=lambda p: p["path"])
+    assert index.last_refresh is not None  # every run refreshes
     size = sum(path.stat().st_size for path in index.dir.glob(f"{database.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
     return {
         "path": str(index.path),

@@ -21,7 +21,6 @@ from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 from moss_files.index.service import open_index
 from moss_files.loopflow import insights as insight_core
 from moss_files.loopflow import sessions as session_core
-from moss_files.loopflow.insights import Insight
 from moss_files.loopflow.sessions import Handoff, Session
 from moss_files.loopflow.store import ItemStore, insight_store, session_store
 
@@ -168,14 +167,17 @@ def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remov
         raise InvalidRequest("name at least one id to link to")
     if insight_id in targets:
         raise InvalidRequest("an insight cannot link to itself")
-    key = "remove_links" if remove else "add_links"
-    result = update_insight(ctx, insight_id, insight_core.Update(**{key: tuple(targets)}))
+
+    def change(ids: Sequence[str]) -> insight_core.Update:
+        return insight_core.Update(remove_links=tuple(ids)) if remove else insight_core.Update(add_links=tuple(ids))
+
+    result = update_insight(ctx, insight_id, change(targets))
     back: list[str] = []
     others: list[str] = []
     if both:
         for target in targets:
             try:
-                done = update_insight(ctx, target, insight_core.Update(**{key: (result["id"],)}))
+                done = update_insight(ctx, target, change([result["id"]]))
             except NotFound:
                 others.append(target)
                 continue

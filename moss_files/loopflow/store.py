@@ -53,7 +53,7 @@ class ItemStore(Generic[T]):
 
     def __init__(self, root: Path, kind: Kind[T]) -> None:
         self.root = Path(root)
-        self.kind = kind
+        self.kind: Kind[T] = kind
         self.folder = self.root / kind.folder
 
     def relpath(self, path: Path) -> str:
@@ -92,10 +92,10 @@ class ItemStore(Generic[T]):
             if found.id == wanted:
                 return direct, found
         items, _problems = self.read_all()
-        for matches in (lambda item: item.id == wanted, lambda item: item.id.casefold() == wanted.casefold()):
-            for path, item in items:
-                if matches(item):
-                    return path, item
+        exact = [(path, item) for path, item in items if item.id == wanted]
+        loose = [(path, item) for path, item in items if item.id.casefold() == wanted.casefold()]
+        if exact or loose:
+            return (exact or loose)[0]
         raise NotFound(f"no {what} {wanted!r}", details={"id": wanted}, hint=f"list them with `moss {what} list`")
 
     def create(self, new_id: Callable[[], str], render: Callable[[str], str]) -> tuple[str, Path]:
