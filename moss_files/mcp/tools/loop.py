@@ -32,8 +32,9 @@ def register(tools: ToolRegistry) -> None:
     @tools.tool(
         "loop_scan",
         "Search every artifact; returns ids with one-line summaries, best first ({query, matches: [{id, kind, summary, "
-        "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the ids you need. Query: terms, \"phrases\", "
-        "-exclusions, field:value filters (kind: status: tag: type: after: before: date:).",
+        "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the "
+        "ids you need. Query: terms, \"phrases\", -exclusions, field:value filters (kind: status: tag: type: after: "
+        "before: date:).",
         read_only=True,
     )
     def scan(
