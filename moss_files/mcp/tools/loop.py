@@ -2,7 +2,8 @@
 `loop_timeline`) over every artifact, and its session tools (`loop_orient`, `loop_remember`,
 `loop_handoff`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
 (`index.service`) or `moss session|insight` (`loopflow.service`) calls, so both return the same
-shapes and errors.
+shapes and errors. The use cases load on a tool's first call, not when the tool set is
+declared, which keeps them out of every `moss serve` start.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from moss_files.index import service as search
-from moss_files.loopflow import service as loopflow
-from moss_files.loopflow.sessions import Handoff
 from moss_files.mcp.server import ToolRegistry
 
 Scope = Annotated[
@@ -53,6 +51,8 @@ def register(tools: ToolRegistry) -> None:
         # LoopFlow sends scope as one word ("all", "insights"); the seeds' spec as a list.
         kinds = [scope] if isinstance(scope, str) else list(scope or ())
         filters = {"type": types or (), "status": statuses or ()}
+        from moss_files.index import service as search
+
         return search.scan(ctx, query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
 
     @tools.tool(
@@ -66,6 +66,8 @@ def register(tools: ToolRegistry) -> None:
         include_timeline: Annotated[bool, Field(description="Also list items dated around each one.")] = False,
         depth: Annotated[int, Field(description="Items on each side for include_timeline.")] = 3,
     ) -> dict[str, Any]:
+        from moss_files.index import service as search
+
         return search.expand(ctx, ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
 
     @tools.tool(
@@ -79,6 +81,8 @@ def register(tools: ToolRegistry) -> None:
         depth_after: Annotated[int, Field(description="Items after the anchor.")] = 5,
         scope: Scope = None,
     ) -> dict[str, Any]:
+        from moss_files.index import service as search
+
         return search.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=scope or ())
 
     @tools.tool(
@@ -92,6 +96,8 @@ def register(tools: ToolRegistry) -> None:
         new: Annotated[bool, Field(description="Start a new session even if one is active.")] = False,
         insight_limit: Annotated[int, Field(description="At most this many insight summaries.")] = 20,
     ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
         return loopflow.orient(ctx, task=task, agent=agent, new=new, insight_limit=insight_limit)
 
     @tools.tool(
@@ -109,6 +115,8 @@ def register(tools: ToolRegistry) -> None:
         context: Annotated[str | None, Field(description="Two or three sentences (default: generated).")] = None,
         notes: Annotated[str | None, Field(description="Free notes.")] = None,
     ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
         return loopflow.remember(
             ctx, content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
         )
@@ -134,6 +142,9 @@ def register(tools: ToolRegistry) -> None:
         session: Annotated[str | None, Field(description="Session id (default: the active one, else today's last).")] = None,
         agent: Annotated[str | None, Field(description="Whose active session to end.")] = None,
     ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+        from moss_files.loopflow.sessions import Handoff
+
         request = Handoff(
             mode=mode,
             completed=tuple(completed or ()),

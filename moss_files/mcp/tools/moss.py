@@ -1,7 +1,9 @@
 """The `moss` tool set: Moss's capsule operations (`moss.store` … `moss.purge`, `moss.compose`,
 `moss.append`) as MCP tools. Entry layer: each tool is one call of the capsule use case
 (`capsules.service`, `capsules.transfer`) that `moss store|fetch|…` calls, so both return the
-same shapes and errors.
+same shapes and errors. The use cases load on a tool's first call, not when the tool set is
+declared: imported here they would add about 15 ms to every `moss serve` start, also for
+clients that never call a capsule tool.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from typing import Annotated, Any
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
-from moss_files.capsules import service as capsules
-from moss_files.capsules import transfer
 from moss_files.foundation import config
 from moss_files.foundation.context import Context
 from moss_files.mcp.server import ToolRegistry
@@ -74,6 +74,8 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.store(
             ctx(),
             capsule_text=capsule_text,
@@ -101,6 +103,8 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.fetch(ctx(), id=id, workspace=workspace, name=name, include_text=include_text, include_deleted=include_deleted)
 
     @tools.tool(
@@ -113,6 +117,8 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.fetch_many(ctx(), items=items, include_text=include_text, include_deleted=include_deleted)
 
     @tools.tool(
@@ -133,6 +139,8 @@ def register(tools: ToolRegistry) -> None:
         role: Role = None,
         allow_thin: Annotated[bool, Field(description="Skip the six-section lint.")] = False,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.update(
             ctx(),
             id=id,
@@ -160,6 +168,8 @@ def register(tools: ToolRegistry) -> None:
         workspace: Workspace = None,
         name: Name = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.append(ctx(), section=section, content=content, id=id, workspace=workspace, name=name)
 
     @tools.tool(
@@ -169,6 +179,8 @@ def register(tools: ToolRegistry) -> None:
         idempotent=True,
     )
     def delete(id: Id = None, workspace: Workspace = None, name: Name = None) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.delete(ctx(), id=id, workspace=workspace, name=name)
 
     @tools.tool(
@@ -184,6 +196,8 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.latest(
             ctx(), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
         )
@@ -202,6 +216,8 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.list_capsules(
             ctx(), workspace=workspace, limit=limit, offset=offset, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
         )
@@ -222,6 +238,8 @@ def register(tools: ToolRegistry) -> None:
         limit: Limit = None,
         offset: Offset = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.inventory(
             ctx(),
             workspace=workspace,
@@ -247,6 +265,8 @@ def register(tools: ToolRegistry) -> None:
         sections: Annotated[list[str] | None, Field(description="Only these sections, in this order.")] = None,
         store_as: Annotated[StoreAs | None, Field(description="Store the bundle as this capsule.")] = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.compose(ctx(), items=items, format=format, sections=sections, store_as=store_as)
 
     @tools.tool(
@@ -260,6 +280,8 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
+        from moss_files.capsules import transfer
+
         return transfer.export(ctx(), path=path, workspace=workspace, include_deleted=include_deleted)
 
     @tools.tool(
@@ -272,6 +294,8 @@ def register(tools: ToolRegistry) -> None:
         path: Annotated[str, Field(description="The .jsonl file, in an allowed folder.")],
         mode: Annotated[str | None, Field(description="error, replace or rename.")] = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import transfer
+
         return transfer.import_capsules(ctx(), path=path, mode=mode)
 
     @tools.tool(
@@ -284,4 +308,6 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         older_than_days: Annotated[int | None, Field(description="Only those deleted more than this many days ago.")] = None,
     ) -> dict[str, Any]:
+        from moss_files.capsules import service as capsules
+
         return capsules.purge(ctx(), workspace=workspace, older_than_days=older_than_days)
