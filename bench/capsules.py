@@ -24,6 +24,7 @@ from pathlib import Path
 
 from moss_files.capsules import model as core
 from moss_files.capsules import service as ops
+from moss_files.foundation.context import Context
 from moss_files.capsules.model import Capsule
 from moss_files.foundation.ids import IdSource, seeded_random
 
@@ -109,8 +110,8 @@ def main() -> None:
             start = time.perf_counter()
             build_corpus(folder, size)
             built = time.perf_counter() - start
-            ctx = ops.Context(folder)
-            store = median_ms(lambda i: ops.store(ctx, TEXT, name=f"new-{i}"), args.repeat)
+            ctx = Context(folder)
+            store = median_ms(lambda i: ops.store(ctx, capsule_text=TEXT, name=f"new-{i}"), args.repeat)
             fetch = median_ms(lambda i: ops.fetch(ctx, name=f"capsule-{i % size:05d}"), args.repeat)
             listing = median_ms(lambda i: ops.list_capsules(ctx), args.repeat)
             inventory = median_ms(lambda i: ops.inventory(ctx), args.repeat)

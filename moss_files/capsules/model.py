@@ -489,6 +489,49 @@ def provisional_id(relpath: PurePosixPath, created_ms: int | None) -> str:
     return "".join(alphabet[(number >> shift) & 31] for shift in range(125, -1, -5))
 
 
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Exactly one way to name a capsule: an id, or a workspace and a name (normalized)."""
+
+    id: str | None
+    workspace_norm: str
+    name_norm: str | None
+
+    def shown(self) -> str:
+        """The address as messages show it: the id, else `workspace/name`."""
+        return self.id or f"{self.workspace_norm}/{self.name_norm}"
+
+
+def address(id: str | None = None, workspace: str | None = None, name: str | None = None) -> Address:
+    """Check addressing: an id, or a name (in `workspace`, default "default"; blank means default).
+
+    Raises InvalidRequest AMBIGUOUS_ADDRESSING for both, INVALID_REQUEST for neither, a blank
+    name or a part that is not text (refs in a list come from JSON the caller wrote).
+    """
+    for field, value in (("id", id), ("workspace", workspace), ("name", name)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidRequest(f"{field} must be a string", details={"field": field})
+    has_id = bool(id)
+    has_name = name is not None and name != ""
+    if has_id and has_name:
+        raise InvalidRequest(
+            "address a capsule by id or by workspace+name, not both",
+            code="AMBIGUOUS_ADDRESSING",
+            details={"id": id, "name": name},
+        )
+    if has_id:
+        assert id is not None
+        return Address(id.strip(), DEFAULT_WORKSPACE, None)
+    if not has_name:
+        raise InvalidRequest("must specify either id or name")
+    assert name is not None
+    name_norm = normalize(name)
+    if not name_norm:
+        raise InvalidRequest("name must not be blank", details={"field": "name"})
+    chosen = workspace if workspace is not None and workspace.strip() else DEFAULT_WORKSPACE
+    return Address(None, normalize(chosen), name_norm)
+
+
 # --------------------------------------------------------------------------- file form
 
 

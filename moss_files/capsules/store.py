@@ -164,6 +164,18 @@ class CapsuleStore:
             return None
         return max(matches, key=lambda s: (s.capsule.deleted_ms or 0, s.capsule.updated_ms, s.capsule.id))
 
+    def find(self, where: core.Address, *, include_deleted: bool = False) -> StoredCapsule:
+        """The capsule at an address (see `find_by_id`, `find_by_name`). Raises NotFound."""
+        if where.id is not None:
+            found = self.find_by_id(where.id, include_deleted=include_deleted)
+        else:
+            assert where.name_norm is not None
+            found = self.find_by_name(where.workspace_norm, where.name_norm, include_deleted=include_deleted)
+        if found is None:
+            details = {"id": where.id} if where.id else {"workspace": where.workspace_norm, "name": where.name_norm}
+            raise NotFound(f"capsule {where.shown()} not found", details=details)
+        return found
+
     def find_by_id(self, capsule_id: str, *, include_deleted: bool = False) -> StoredCapsule | None:
         """The capsule with this id, wherever it lives.
 

@@ -4,7 +4,8 @@ Entry layer: parse options, call `capsules`, render. `--json` prints the operati
 exactly as the MCP tool returns it; errors go to stderr (the JSON error body with --json) with
 the exit code of their class: 2 bad request, 3 not found, 4 invalid content (too large, too
 thin, unreadable file), 5 conflict (name taken, stale write), 6 git/workspace problem.
-The use-case modules load inside each command, so `moss fetch` never pays for git.
+The git history module loads only in the commands that read history (`history`,
+`fetch --at`), so `moss fetch` never pays for GitPython.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from moss_files.capsules import service as capsules
+from moss_files.capsules import transfer
+from moss_files.capsules.model import ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
-
-if TYPE_CHECKING:
-    from moss_files.capsules.service import Context
+from moss_files.foundation import config, workspace as workspaces
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest
 
 WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace (default: 'default').")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Address the capsule by id instead of name.", show_default=False)]
@@ -33,19 +37,15 @@ DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Include sof
 
 def _row(item: dict[str, Any]) -> str:
     """One human line for a capsule summary."""
-    from moss_files.capsules.model import ms_to_rfc3339
-
     handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
     flag = " (deleted)" if item.get("deleted_at") else ""
     title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
     return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
 
-def _context(root: Path | None) -> Context:
-    from moss_files.capsules import service as capsules
-    from moss_files.foundation import config, workspace
 
-    top = workspace.find_workspace(explicit=root)
-    return capsules.Context(top, config.load_config(top))
+def _context(root: Path | None) -> Context:
+    top = workspaces.find_workspace(explicit=root)
+    return Context(top, config=config.load_config(top))
 
 
 def _read_text(value: str | None, what: str) -> str | None:
@@ -53,15 +53,11 @@ def _read_text(value: str | None, what: str) -> str | None:
     if value != "-":
         return value
     if sys.stdin is None or sys.stdin.isatty():
-        from moss_files.foundation.errors import InvalidRequest
-
         raise InvalidRequest(f"no {what} given: pipe it on stdin (or pass it as an option)")
     data = sys.stdin.buffer.read()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        from moss_files.foundation.errors import InvalidRequest
-
         raise InvalidRequest(f"{what} on stdin is not valid UTF-8") from None
 
 
@@ -106,11 +102,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Store a capsule read from stdin: `moss store --name auth < capsule.md`."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
             body = _read_text("-" if text is None else text, "capsule text")
             result = capsules.store(
-                _context(root), body, workspace, name, title, _split_tags(tags), source, mode, allow_thin, run_id, phase, role
+                _context(root),
+                capsule_text=body,
+                workspace=workspace,
+                name=name,
+                title=title,
+                tags=_split_tags(tags),
+                source=source,
+                mode=mode,
+                allow_thin=allow_thin,
+                run_id=run_id,
+                phase=phase,
+                role=role,
             )
         emit(result, as_json, text=result["id"])
 
@@ -127,13 +132,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print a capsule's text (or, with --json, the whole record)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
             ctx = _context(root)
             if at is not None:
-                result = capsules.fetch_at(ctx, at, capsule_id, workspace, name, not no_text, include_deleted)
+                # Loaded here only: history reads git, which plain fetches never pay for.
+                from moss_files.capsules import history
+
+                result = history.fetch_at(
+                    ctx, rev=at, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted
+                )
             else:
-                result = capsules.fetch(ctx, capsule_id, workspace, name, not no_text, include_deleted)
+                result = capsules.fetch(ctx, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted)
         if as_json:
             emit(result, True)
         elif no_text:
@@ -154,10 +162,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fetch up to 50 capsules at once; missing ones are reported, the rest returned (exit 3 if any failed)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
             refs = _refs(items, ids, names, workspace)
-            result = capsules.fetch_many(_context(root), refs, not no_text, include_deleted)
+            result = capsules.fetch_many(_context(root), items=refs, include_text=not no_text, include_deleted=include_deleted)
         if as_json:
             emit(result, True)
         else:
@@ -188,11 +194,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Change a capsule's text or metadata (name and workspace are fixed)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
             body = _read_text(text, "capsule text")
             result = capsules.update(
-                _context(root), capsule_id, workspace, name, body, title, _split_tags(tags), source, run_id, phase, role, allow_thin
+                _context(root),
+                id=capsule_id,
+                workspace=workspace,
+                name=name,
+                capsule_text=body,
+                title=title,
+                tags=_split_tags(tags),
+                source=source,
+                run_id=run_id,
+                phase=phase,
+                role=role,
+                allow_thin=allow_thin,
             )
         emit(result, as_json, text=result["id"])
 
@@ -208,9 +223,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Add text to one section; a placeholder such as '(none)' is replaced."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.append(_context(root), section, _read_text(content, "content"), capsule_id, workspace, name)
+            result = capsules.append(
+                _context(root), section=section, content=_read_text(content, "content"), id=capsule_id, workspace=workspace, name=name
+            )
         verb = "replaced placeholder in" if result["replaced"] else "appended to"
         emit(result, as_json, text=f"{verb} {result['section_hit']}")
 
@@ -224,9 +239,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Soft-delete a capsule (recoverable until purged); its name becomes free."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.delete(_context(root), capsule_id, workspace, name)
+            result = capsules.delete(_context(root), id=capsule_id, workspace=workspace, name=name)
         emit(result, as_json, text=f"deleted {result['id']}")
 
     @app.command("latest")
@@ -242,9 +255,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The most recently updated capsule of a workspace (exit 3 when there is none)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.latest(_context(root), workspace, include_text, include_deleted, run_id, phase, role)
+            result = capsules.latest(
+                _context(root), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
+            )
         _warn_problems(result)
         item = result["item"]
         if as_json:
@@ -272,9 +285,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List a workspace's capsules, newest first (never their text)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.list_capsules(_context(root), workspace, limit, offset, include_deleted, run_id, phase, role)
+            result = capsules.list_capsules(
+                _context(root), workspace=workspace, limit=limit, offset=offset, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
+            )
         _warn_problems(result)
         emit(result, as_json, text=_listing(result))
 
@@ -294,9 +307,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List capsules of every workspace, newest first (never their text)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.inventory(_context(root), workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
+            result = capsules.inventory(
+                _context(root),
+                workspace=workspace,
+                tag=tag,
+                name_prefix=name_prefix,
+                run_id=run_id,
+                phase=phase,
+                role=role,
+                include_deleted=include_deleted,
+                limit=limit,
+                offset=offset,
+            )
         _warn_problems(result)
         emit(result, as_json, text=_listing(result))
 
@@ -316,11 +338,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Assemble several capsules into one bundle, all or nothing."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
             refs = _refs(items, ids, names, workspace)
             target = {"name": store_as, "workspace": store_workspace, "mode": store_mode} if store_as else None
-            result = capsules.compose(_context(root), refs, bundle_format, _split_tags(sections), target)
+            result = capsules.compose(_context(root), items=refs, format=bundle_format, sections=_split_tags(sections), store_as=target)
         if as_json:
             emit(result, True)
         else:
@@ -338,9 +358,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Export capsules to a Moss-compatible JSONL file (mode 0600)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.export(_context(root), path, workspace, include_deleted)
+            result = transfer.export(_context(root), path=path, workspace=workspace, include_deleted=include_deleted)
         emit(result, as_json, text=f"exported {result['count']} capsule(s) to {result['path']}")
 
     @app.command("import")
@@ -352,9 +370,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import a JSONL export, all or nothing (exit 4 for bad lines, 5 for collisions)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.import_capsules(_context(root), path, mode)
+            result = transfer.import_capsules(_context(root), path=path, mode=mode)
         lines = [f"imported {result['imported']} capsule(s)"] if not result["errors"] else []
         emit(result, as_json, text="\n".join(lines))
         if result["errors"]:
@@ -372,9 +388,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Permanently remove soft-deleted capsules."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
-
-            result = capsules.purge(_context(root), workspace, _days(older_than))
+            result = capsules.purge(_context(root), workspace=workspace, older_than_days=_days(older_than))
         _warn_problems(result)
         emit(result, as_json, text=result["message"])
 
@@ -389,9 +403,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List the committed versions of a capsule from git (see `moss fetch --at <commit>`)."""
         with reporting(as_json):
-            from moss_files.capsules import service as capsules
+            # Loaded here only: history reads git (GitPython), which no other command needs.
+            from moss_files.capsules import history
 
-            result = capsules.history(_context(root), capsule_id, workspace, name, limit)
+            result = history.history(_context(root), id=capsule_id, workspace=workspace, name=name, limit=limit)
         lines = [
             f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}"
             for v in result["versions"]
@@ -404,8 +419,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, workspace: str) -> list[Any]:
-    from moss_files.foundation.errors import InvalidRequest
-
     refs: list[Any] = []
     if items is not None:
         raw = _read_text(items, "items")
@@ -422,8 +435,6 @@ def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, wor
 
 
 def _days(text: str | None) -> int | None:
-    from moss_files.foundation.errors import InvalidRequest
-
     if text is None:
         return None
     value = text.strip().lower().removesuffix("d")

@@ -1,4 +1,5 @@
 """The derived search index: the model of rows and sources (model.py), the readers per artifact
-kind (readers.py, board_reader.py; registered in sources.py), the query language (query.py), the SQLite cache
-(database.py, the only module that imports sqlite3) and the search use cases (service.py).
+kind (readers.py, board_reader.py; registered in sources.py), the query language (query.py), the
+disk scan (scan.py), the SQLite cache (database.py, the only module that imports sqlite3) and the
+search use cases (service.py).
 """

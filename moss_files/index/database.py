@@ -1,6 +1,7 @@
 """The derived search cache: one SQLite file (FTS5, WAL) under `.moss/cache/`, kept in step
-with the artifact files. Edge layer: the only module that imports sqlite3. It walks, stats and
-reads the artifact folders, and never writes an artifact file.
+with the artifact files. Edge layer: the only module that imports sqlite3 (schema, FTS5,
+transactions). The artifact folders are walked and read by `scan`; nothing here writes an
+artifact file.
 
 The cache is disposable. A missing, unreadable or outdated file (schema version, or a registry
 with other sources) is rebuilt: into a temporary file next to it, then renamed over it. Every
@@ -14,17 +15,14 @@ write lock a file that changed again is re-read, so the cache never goes back in
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import secrets
 import sqlite3
-import stat as stat_module
 import time
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,7 +30,6 @@ from typing import Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
 from moss_files.index.model import (
-    MAX_FILE_BYTES,
     Entry,
     Extracted,
     FileInput,
@@ -41,11 +38,8 @@ from moss_files.index.model import (
     Registry,
     Signature,
     Source,
-    Stat,
-    digest,
     facets_of,
     plan_refresh,
-    signature,
     stored_signature,
 )
 from moss_files.index.query import (
@@ -60,10 +54,11 @@ from moss_files.index.query import (
     fts_expression,
     timestamp_of,
 )
+from moss_files.index.scan import FileRead, read_file, walk
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: items.handle (a capsule's workspace/name)
 CACHE_DIR = Path(".moss") / "cache"
 DB_NAME = "index.db"
 LOCK_NAME = "index.lock"
@@ -97,6 +92,7 @@ CREATE TABLE items(
     date TEXT,
     updated TEXT,
     ts REAL,
+    handle TEXT,
     UNIQUE(path, anchor)
 );
 CREATE TABLE facets(item INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
@@ -110,7 +106,7 @@ CREATE INDEX facets_lookup ON facets(field, value, item);
 CREATE INDEX facets_item ON facets(item);
 CREATE INDEX files_problems ON files(path) WHERE problems IS NOT NULL;
 """
-_ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated"
+_ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated, i.handle"
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 # What SQLite says when the cache file or its folder cannot be written (a read-only checkout
 # or mount, a full disk): the search then runs on an index in memory instead.
@@ -146,6 +142,7 @@ class Hit:
     status: str | None
     date: str | None
     updated: str | None
+    handle: str | None = None
     score: float = 0.0
 
 
@@ -175,126 +172,6 @@ class _Unusable(Exception):
         self.reason = reason
 
 
-# --------------------------------------------------------------------------- reading the disk
-
-
-@dataclass(frozen=True, slots=True)
-class Tree:
-    """The files some source owns, in walk order, with their signatures."""
-
-    paths: list[str]
-    sigs: list[int]
-    links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
-
-    def signatures(self) -> dict[str, Signature]:
-        return dict(zip(self.paths, self.sigs))
-
-    def fingerprint(self) -> str:
-        """A digest of every (path, signature) in walk order. The index stores the one of the
-        tree it matches exactly; an equal digest later means nothing changed, and a different
-        one (a change, or only another walk order) means comparing file by file."""
-        data = "\n".join(self.paths).encode("utf-8", "surrogateescape") + array("q", self.sigs).tobytes()
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def walk(root: Path, registry: Registry) -> Tree:
-    """Every file some source owns, with its signature (see `indexing.signature`)."""
-    base = str(root)
-    paths: list[str] = []
-    sigs: list[int] = []
-    links: list[str] = []
-    stack = []
-    for top in registry.tops:
-        if registry.descend(top):
-            # A toolkit folder that is a link leads out of the workspace: never read there.
-            (links if os.path.islink(f"{base}/{top}") else stack).append(top)
-    while stack:
-        folder = stack.pop()
-        route = registry.route(folder)
-        # Most folders take every .md file; only those naming files ask the route per file.
-        takes_all = route is not None and route.default is not None and not route.by_name
-        prefix = folder + "/"
-        try:
-            iterator = os.scandir(f"{base}/{folder}")
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        with iterator:
-            for entry in iterator:
-                name = entry.name
-                if name[0] == ".":
-                    continue  # temp and lock files, .gitkeep, per-machine state folders
-                if entry.is_dir(follow_symlinks=False):
-                    if registry.descend(prefix + name):
-                        stack.append(prefix + name)
-                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
-                    links.append(prefix + name)
-                elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
-                    paths.append(prefix + name)
-                    sigs.append(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
-    return Tree(paths, sigs, sorted(links))
-
-
-def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
-    """A problem entry for each folder the index would read but does not, being a link."""
-    return [
-        {"path": link, "source": None, "code": "SYMLINK_REFUSED", "message": "is a symbolic link to a folder; the index does not follow links", "line": None, "severity": "error"}
-        for link in walk(root, registry).links
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """A file read for indexing: its stat at the read, bytes and hash, or why not."""
-
-    relpath: str
-    stat: Stat
-    data: bytes
-    digest: str
-    problem: Problem | None = None
-
-    @property
-    def sig(self) -> int:
-        return signature(self.stat)
-
-
-def _read(root: Path, relpath: str) -> _Read | None:
-    """Read one file without following links; None when it is gone."""
-    path = f"{root}/{relpath}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-        if exc.errno == errno.ELOOP:
-            problem = Problem("SYMLINK_REFUSED", "is a symbolic link; the index does not follow links")
-        else:
-            problem = Problem("INVALID_DOCUMENT", f"cannot be read: {exc.strerror}")
-        return _Read(relpath, stat, b"", digest(b""), problem)
-    try:
-        st = os.fstat(fd)
-        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-        if not stat_module.S_ISREG(st.st_mode):
-            return _Read(relpath, stat, b"", digest(b""), Problem("INVALID_DOCUMENT", "is not a regular file"))
-        if st.st_size > MAX_FILE_BYTES:
-            problem = Problem("FILE_TOO_LARGE", f"file is {st.st_size} bytes; the index reads files up to {MAX_FILE_BYTES}")
-            return _Read(relpath, stat, b"", digest(str(stat).encode()), problem)
-        chunks = []
-        while True:
-            chunk = os.read(fd, max(st.st_size + 1, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-        data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    return _Read(relpath, stat, data, digest(data))
-
-
 # --------------------------------------------------------------------------- locks
 
 
@@ -319,7 +196,7 @@ class _Batch:
         self.problem_files = 0
         self.stored: list[tuple[str, str, Signature]] = []
 
-    def add(self, read: _Read, source: Source, now_ns: int) -> None:
+    def add(self, read: FileRead, source: Source, now_ns: int) -> None:
         if read.problem is not None:
             extracted = Extracted((), (read.problem,))
         else:
@@ -336,14 +213,14 @@ class _Batch:
     def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
         when = timestamp_of(entry.updated or entry.date)
         self.items.append(
-            (rowid, relpath, entry.anchor, entry.kind, entry.id, entry.line, entry.title, entry.summary, entry.status, entry.date, entry.updated, when)
+            (rowid, relpath, entry.anchor, entry.kind, entry.id, entry.line, entry.title, entry.summary, entry.status, entry.date, entry.updated, when, entry.handle)
         )
         self.facets.extend((rowid, name, value) for name, value in facets_of(entry))
         self.fts.append((rowid, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
 
     def write(self, conn: sqlite3.Connection) -> None:
         conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)", self.files)
-        conn.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.items)
+        conn.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.items)
         conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", self.facets)
         conn.executemany(f"INSERT INTO items_fts(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", self.fts)
         self.files, self.items, self.facets, self.fts = [], [], [], []
@@ -566,7 +443,7 @@ class SearchIndex:
         batch = _Batch(self.registry, 0)
         conn.execute("BEGIN")
         for number, relpath in enumerate(paths, start=1):
-            read = _read(self.root, relpath)
+            read = read_file(self.root, relpath)
             source = self.registry.source_for(relpath)
             if read is not None and source is not None:
                 batch.add(read, source, time.time_ns())
@@ -630,9 +507,9 @@ class View:
             self._remember_tree(fingerprint)
             return RefreshReport(files=len(disk), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
-        reads: dict[str, _Read] = {}
+        reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
-            read = _read(root, relpath)
+            read = read_file(root, relpath)
             if read is not None:
                 reads[relpath] = read
         now_ns = time.time_ns()
@@ -666,7 +543,7 @@ class View:
                 out[path] = _Stored(*row)
         return out
 
-    def _same_rows(self, path: str, read: _Read, stored: _Stored) -> bool:
+    def _same_rows(self, path: str, read: FileRead, stored: _Stored) -> bool:
         """Whether the rows stored for `path` are what reading `read` would give."""
         source = self.registry.source_for(path)
         return (
@@ -677,12 +554,12 @@ class View:
             and (not source.uses_mtime or read.stat[0] == stored.mtime_ns)
         )
 
-    def _needs_write(self, path: str, read: _Read, stored: _Stored | None, now_ns: int) -> bool:
+    def _needs_write(self, path: str, read: FileRead, stored: _Stored | None, now_ns: int) -> bool:
         if stored is None or not self._same_rows(path, read, stored):
             return True
         return stored_signature(read.stat, now_ns) != stored.sig
 
-    def _apply(self, work: list[str], gone: list[str], reads: dict[str, _Read], files: int, started: float) -> RefreshReport:
+    def _apply(self, work: list[str], gone: list[str], reads: dict[str, FileRead], files: int, started: float) -> RefreshReport:
         conn = self.conn
         root = self.index.root
         gone = list(gone)
@@ -703,7 +580,7 @@ class View:
                     gone.append(path)
                     continue
                 if current != read.stat:
-                    fresh = _read(root, path)
+                    fresh = read_file(root, path)
                     if fresh is None:
                         gone.append(path)
                         continue
@@ -882,7 +759,7 @@ class View:
         source = self.registry.source(row[0]) if row else None
         if source is None:
             return None
-        read = _read(self.index.root, hit.path)
+        read = read_file(self.index.root, hit.path)
         if read is None:
             return None
         if read.problem is not None:
@@ -916,7 +793,7 @@ class View:
     def snapshot(self) -> dict[str, Any]:
         """Everything a search can see, independent of row numbers: for comparing two indexes."""
         items = self.conn.execute(
-            "SELECT i.path, i.anchor, i.kind, i.id, i.line, i.title, i.summary, i.status, i.date, i.updated, i.ts, "
+            "SELECT i.path, i.anchor, i.kind, i.id, i.line, i.title, i.summary, i.status, i.date, i.updated, i.ts, i.handle, "
             "f.id, f.title, f.tags, f.body, f.extra FROM items i JOIN items_fts f ON f.rowid = i.rowid ORDER BY i.path, i.anchor"
         ).fetchall()
         facets = self.conn.execute(
@@ -938,5 +815,6 @@ def _hit(row: Sequence[Any]) -> Hit:
         status=row[8],
         date=row[9],
         updated=row[10],
-        score=float(row[11]) if len(row) > 11 else 0.0,
+        handle=row[11],
+        score=float(row[12]) if len(row) > 12 else 0.0,
     )

@@ -44,7 +44,8 @@ class Entry:
     `anchor` tells the item apart from others in the same file ("" for a file holding one
     item, `L<line>` for a line or block). `facets` are `(field, value)` pairs the query's
     `field:value` filters match (tags are added as `tag` facets). `extra` is more text to
-    search, weighted between title and body (names, addresses).
+    search, weighted between title and body (names, addresses). `handle` is the name people
+    address the item by besides its id, where it has one (a capsule's `workspace/name`).
     """
 
     kind: str
@@ -61,6 +62,7 @@ class Entry:
     links: tuple[str, ...] = ()
     facets: tuple[tuple[str, str], ...] = ()
     extra: str = ""
+    handle: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

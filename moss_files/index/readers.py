@@ -151,6 +151,7 @@ def capsule_extract(file: FileInput) -> Extracted:
         tags=tuple(found.tags or ()),
         facets=tuple(facets),
         extra=" ".join(filter(None, (found.name, found.workspace, found.role, found.phase))),
+        handle=f"{found.workspace}/{found.name}" if found.name else None,
     )
     return Extracted((entry,))
 

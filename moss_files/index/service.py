@@ -1,21 +1,27 @@
 """Search use cases: scan → expand → timeline (LoopFlow's progressive disclosure) over every
-artifact, and the index's upkeep (refresh, rebuild, status); plus the Context all use cases take.
+artifact, and the index's upkeep (refresh, rebuild, status).
 
-Shell layer: the index (`search_index`) gathers and answers, the cores (`search_query`,
-`indexing`) decide. Results are plain dicts in the shapes `moss search|expand|timeline --json`
-print and the MCP tools `loop_scan`, `loop_expand`, `loop_timeline` return. Kept free of the
-YAML and id modules at import time, so a search process loads only what a search needs.
+Shell layer: the index (`database`, which reads the disk through `scan`) gathers and answers,
+the cores (`query`, `model`) decide. Each use case takes the foundation `Context` (its
+`notify` hears what the index did, `progress(done, total)` follows a long build) and returns a
+plain dict in the shape `moss search|expand|timeline --json` prints and the MCP tools
+`loop_scan`, `loop_expand`, `loop_timeline` return. SQLite is loaded on first use, so a command
+that only names these use cases never pays for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+
+if TYPE_CHECKING:
+    from moss_files.index.database import Hit, SearchIndex
+
+__all__ = ["Context", "expand", "index_rebuild", "index_refresh", "index_status", "open_index", "scan", "timeline"]
 
 SCAN_DEFAULT_LIMIT = 20
 SCAN_MAX_LIMIT = 200
@@ -24,36 +30,23 @@ TIMELINE_DEFAULT_DEPTH = 5
 TIMELINE_MAX_DEPTH = 100
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What a use case needs besides its arguments: the workspace root, the clock (default: the
-    system's, UTC), the id source (`ids.IdSource`; default: a fresh one), and where to report
-    what the index did (`notify` for messages, `progress(done, total)` for long builds)."""
+def open_index(ctx: Context) -> SearchIndex:
+    """The search index of the workspace."""
+    # Loaded here: sqlite3 and the readers cost start-up time that naming a use case must not.
+    from moss_files.index import database, sources
 
-    root: Path
-    clock: Callable[[], datetime] | None = None
-    ids: Any = None
-    notify: Callable[[str], None] | None = None
-    progress: Callable[[int, int], None] | None = None
-
-    def now(self) -> datetime:
-        return self.clock() if self.clock is not None else datetime.now(UTC)
+    return database.SearchIndex(ctx.root, sources.default_registry(), notify=ctx.notify, progress=ctx.progress)
 
 
-def open_index(ctx: Context) -> Any:
-    """The search index of the workspace (a `search_index.SearchIndex`)."""
-    from moss_files.index import sources as index_sources, database as search_index
-
-    return search_index.SearchIndex(ctx.root, index_sources.default_registry(), notify=ctx.notify, progress=ctx.progress)
-
-
-def _scan_item(hit: Any, score: float | None = None) -> dict[str, Any]:
+def _scan_item(hit: Hit, score: float | None = None) -> dict[str, Any]:
     item: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "summary": hit.summary}
     if score is not None:
         item["score"] = score
     item["date"] = hit.date
     if hit.status:
         item["status"] = hit.status
+    if hit.handle:
+        item["handle"] = hit.handle
     return item
 
 
@@ -71,7 +64,9 @@ def scan(
     """Search every artifact (`loop_scan`, `moss search`): ids with one-line summaries, best
     first. The index is refreshed first, so a file changed a moment ago is seen.
 
-    Returns `{query, matches: [{id, kind, summary, score, date, status?}], truncated, hint}`
+    Returns `{query, matches: [{id, kind, summary, score, date, status?, handle?}], truncated,
+    hint}`, `handle` being the name an item is addressed by besides its id (a capsule's
+    `workspace/name`)
     (+ `unindexed`: files the index could not read, `ignored`: query parts that match
     nothing). `score` is relative to the best match (1.0); `truncated` says more matches
     follow (page with `offset`). `kinds` and `filters` (`{"type": ["process"], "status":
@@ -202,6 +197,8 @@ def timeline(ctx: Context, anchor: str, *, before: int = TIMELINE_DEFAULT_DEPTH,
                 raise InvalidRequest(f"{hit.kind} {hit.id} has no date to place it in time", details={"id": hit.id})
             earlier, later = view.around(hit.date, before=before, after=after, kinds=kinds, anchor=hit)
             center: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "date": hit.date, "summary": hit.summary}
+            if hit.handle:
+                center["handle"] = hit.handle
         else:
             moment = search_query.normalize_date(now) if text.lower() == "now" else None
             if moment is None:
@@ -225,6 +222,7 @@ def index_refresh(ctx: Context) -> dict[str, Any]:
 
     index = open_index(ctx)
     index.run(lambda view: None)
+    assert index.last_refresh is not None  # every run refreshes
     return report_to_dict(index.last_refresh)
 
 
@@ -238,16 +236,17 @@ def index_rebuild(ctx: Context) -> dict[str, Any]:
 def index_status(ctx: Context) -> dict[str, Any]:
     """The index after a refresh: where it is, its counts, sources, and every file it could not
     (fully) read: `{path, schema, files, items, by_kind, problems, refresh, size_bytes, sources}`."""
-    from moss_files.index import database as search_index
+    from moss_files.index import database, scan as disk
     from moss_files.index.model import report_to_dict
 
     index = open_index(ctx)
     data = index.run(lambda view: {**view.counts(), "problems": view.problems()})
-    data["problems"] = sorted([*data["problems"], *search_index.link_problems(index.root, index.registry)], key=lambda p: p["path"])
-    size = sum(path.stat().st_size for path in index.dir.glob(f"{search_index.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
+    data["problems"] = sorted([*data["problems"], *disk.link_problems(index.root, index.registry)], key=lambda p: p["path"])
+    assert index.last_refresh is not None  # every run refreshes
+    size = sum(path.stat().st_size for path in index.dir.glob(f"{database.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
     return {
         "path": str(index.path),
-        "schema": search_index.SCHEMA_VERSION,
+        "schema": database.SCHEMA_VERSION,
         **data,
         "refresh": report_to_dict(index.last_refresh),
         "size_bytes": size,

@@ -1,3 +1,3 @@
-"""Insights and sessions (LoopFlow): the pure models (insights.py, sessions.py) and the use cases
-over their files (service.py).
+"""Insights and sessions (LoopFlow): the pure models (insights.py, sessions.py), their files
+under .moss/insights/ and .moss/sessions/ (store.py), and the use cases (service.py).
 """

@@ -20,7 +20,7 @@ about the two enumerations; unknown keys are kept and never touched by edits.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

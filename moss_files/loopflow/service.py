@@ -1,11 +1,11 @@
-"""LoopFlow's use cases over a workspace: insights, sessions, orient / remember / handoff; and,
-re-exported from `search`, scan / expand / timeline and the index's upkeep, so the MCP server
-finds every `loop_*` tool's use case in this one module.
+"""LoopFlow's use cases over a workspace: insights (remember, list, show, update, link) and
+sessions (orient, handoff, list, show).
 
-Shell layer: gathers with `fs`, decides with the cores (`insight`, `session`), writes with
-`fs`. Every function returns plain dicts in the shapes the CLI prints with --json and the MCP
-tools (`loop_orient`, `loop_remember`, `loop_handoff`, …) return. The clock and the id source
-come in a Context; nothing here reads the environment.
+Shell layer: reads and writes through the store (`store`), decides with the pure models
+(`insights`, `sessions`). Every function takes the foundation `Context` (clock and ids come from
+it; nothing here reads the environment) and returns plain dicts in the shapes the CLI prints
+with --json and the MCP tools (`loop_orient`, `loop_remember`, `loop_handoff`, …) return. The
+search use cases (`loop_scan`, `loop_expand`, `loop_timeline`) are the index's: `index.service`.
 """
 
 from __future__ import annotations
@@ -15,118 +15,37 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, fs
+from moss_files.foundation import document
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+from moss_files.index.service import open_index
 from moss_files.loopflow import insights as insight_core
 from moss_files.loopflow import sessions as session_core
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
-from moss_files.foundation.ids import IdSource, format_time
-from moss_files.loopflow.insights import Insight
-from moss_files.index.service import (
-    Context,
-    expand,
-    index_rebuild,
-    index_refresh,
-    index_status,
-    open_index,
-    scan,
-    timeline,
-)
 from moss_files.loopflow.sessions import Handoff, Session
+from moss_files.loopflow.store import ItemStore, insight_store, session_store
 
 __all__ = [
     "Context",
-    "add_insight",
-    "expand",
     "handoff",
-    "index_rebuild",
-    "index_refresh",
-    "index_status",
     "link_insight",
     "list_insights",
     "list_sessions",
-    "open_index",
     "orient",
     "remember",
-    "scan",
     "show_insight",
     "show_session",
     "start_session",
-    "timeline",
     "update_insight",
 ]
 
 ORIENT_INSIGHTS = 20
 ORIENT_SESSIONS = 5
+DRAFT_INSIGHT_ID = "INS-00000000-draft000"  # stands in until the store draws the real id
+DRAFT_SESSION_ID = "SES-00000000-draft000"
 
 
-def _stamp(ctx: Context) -> str:
-    return format_time(ctx.now())
-
-
-def _ids(ctx: Context) -> IdSource:
-    return ctx.ids if ctx.ids is not None else IdSource()
-
-
-# --------------------------------------------------------------------------- files of a kind
-
-
-def _folder(ctx: Context, relative: Path) -> Path:
-    return Path(ctx.root) / relative
-
-
-def _relpath(ctx: Context, path: Path) -> str:
-    return path.relative_to(ctx.root).as_posix()
-
-
-def _read_all(ctx: Context, relative: Path, parse: Callable[[document.Document, str, str], Any]) -> tuple[list[tuple[Path, Any]], list[dict[str, Any]]]:
-    """Every parsable file in a kind's folder, and a problem entry for each one that is not."""
-    items: list[tuple[Path, Any]] = []
-    problems: list[dict[str, Any]] = []
-    for path in fs.iter_files(_folder(ctx, relative)):
-        relpath = _relpath(ctx, path)
-        if any(part.startswith(".") for part in path.relative_to(_folder(ctx, relative)).parts):
-            continue
-        try:
-            items.append((path, parse(fs.read_document(path), relpath, path.stem)))
-        except MossError as err:
-            problems.append({"path": relpath, "code": err.code, "message": err.message, "line": err.line})
-    return items, problems
-
-
-def _parse_insight(doc: document.Document, relpath: str, stem: str) -> Insight:
-    return insight_core.parse_insight(doc, relpath, fallback_id=stem)
-
-
-def _parse_session(doc: document.Document, relpath: str, stem: str) -> Session:
-    return session_core.parse_session(doc, relpath, fallback_id=stem)
-
-
-def _find(ctx: Context, relative: Path, wanted: str, parse: Callable[[document.Document, str, str], Any], what: str) -> tuple[Path, Any]:
-    """The file and item with id `wanted` (exact, else ignoring case). Raises NotFound."""
-    if not insight_core.is_valid_id(wanted):
-        raise NotFound(f"no {what} {wanted!r}", details={"id": wanted})
-    direct = _folder(ctx, relative) / f"{wanted}.md"
-    if direct.is_file():
-        found = parse(fs.read_document(direct), _relpath(ctx, direct), direct.stem)
-        if found.id == wanted:
-            return direct, found
-    items, _problems = _read_all(ctx, relative, parse)
-    for matcher in (lambda item: item.id == wanted, lambda item: item.id.casefold() == wanted.casefold()):
-        for path, item in items:
-            if matcher(item):
-                return path, item
-    raise NotFound(f"no {what} {wanted!r}", details={"id": wanted}, hint=f"list them with `moss {what} list`")
-
-
-def _create(ctx: Context, relative: Path, prefix: str, make: Callable[[str], str]) -> tuple[str, Path]:
-    """Create a new file named after a fresh id; never replaces a file (a clash draws again)."""
-    folder = _folder(ctx, relative)
-    for _attempt in range(5):
-        new_id = _ids(ctx).prefixed(prefix)
-        path = folder / f"{new_id}.md"
-        if fs.create_exclusive(path, make(new_id).encode("utf-8")):
-            return new_id, path
-    raise MossError(f"could not find a free {prefix} id after 5 attempts", path=folder)
+def _new_id(ctx: Context, prefix: str) -> Callable[[], str]:
+    return lambda: ctx.new_id(prefix)
 
 
 # --------------------------------------------------------------------------- insights
@@ -150,12 +69,12 @@ def remember(
 
     Returns `{id, path, summary, insight}`. Raises InvalidRequest for empty content or a bad value.
     """
-    now = _stamp(ctx)
+    now = ctx.stamp()
     if session is None:
         active = _latest_active(ctx)
         session = active.id if active is not None else None
     draft = insight_core.new_insight(
-        "INS-00000000-draft000",
+        DRAFT_INSIGHT_ID,
         content,
         now=now,
         type=type,
@@ -167,24 +86,15 @@ def remember(
         notes=notes,
     )
 
-    def make(new_id: str) -> str:
-        return insight_core.render_insight(_with_id(draft, new_id))
-
-    new_id, path = _create(ctx, insight_core.FOLDER, insight_core.ID_PREFIX, make)
-    created = _with_id(draft, new_id)
+    files = insight_store(ctx.root)
+    new_id, path = files.create(_new_id(ctx, insight_core.ID_PREFIX), lambda item_id: insight_core.render_insight(replace(draft, id=item_id)))
+    created = replace(draft, id=new_id)
     return {
         "id": new_id,
-        "path": _relpath(ctx, path),
+        "path": files.relpath(path),
         "summary": created.effective_summary,
-        "insight": insight_core.insight_to_dict(created, path=_relpath(ctx, path)),
+        "insight": insight_core.insight_to_dict(created, path=files.relpath(path)),
     }
-
-
-def _with_id(draft: Insight, new_id: str) -> Insight:
-    return replace(draft, id=new_id)
-
-
-add_insight = remember
 
 
 def list_insights(
@@ -202,7 +112,7 @@ def list_insights(
     wanted_types = {insight_core.check_type(t) for t in types}
     wanted_status = {insight_core.check_status(s) for s in statuses}
     wanted_tags = {t.casefold() for t in tags}
-    items, problems = _read_all(ctx, insight_core.FOLDER, _parse_insight)
+    items, problems = insight_store(ctx.root).read_all()
     chosen = [
         item
         for _path, item in items
@@ -222,8 +132,9 @@ def list_insights(
 
 def show_insight(ctx: Context, insight_id: str) -> dict[str, Any]:
     """One insight's full record. Raises NotFound, or InvalidDocument for an unreadable file."""
-    path, found = _find(ctx, insight_core.FOLDER, insight_id, _parse_insight, "insight")
-    return insight_core.insight_to_dict(found, path=_relpath(ctx, path))
+    files = insight_store(ctx.root)
+    path, found = files.find(insight_id)
+    return insight_core.insight_to_dict(found, path=files.relpath(path))
 
 
 def update_insight(ctx: Context, insight_id: str, update: insight_core.Update) -> dict[str, Any]:
@@ -232,19 +143,18 @@ def update_insight(ctx: Context, insight_id: str, update: insight_core.Update) -
 
     Returns `{id, changed: [keys], insight}`. Raises NotFound, InvalidRequest, Conflict.
     """
-    path, _found = _find(ctx, insight_core.FOLDER, insight_id, _parse_insight, "insight")
-    now = _stamp(ctx)
+    files = insight_store(ctx.root)
+    path, _found = files.find(insight_id)
+    now = ctx.stamp()
     changed: list[str] = []
 
     def transform(doc: document.Document) -> str | None:
-        current = insight_core.parse_insight(doc, _relpath(ctx, path), fallback_id=path.stem)
-        changes = insight_core.plan_update(current, update, now)
+        changes = insight_core.plan_update(files.parse(path, doc), update, now)
         changed[:] = [key for key in changes if key != "updated"]
         return document.edit_frontmatter(doc.text, changes, path) if changes else None
 
-    written = fs.modify_document(path, transform)
-    result = insight_core.parse_insight(written, _relpath(ctx, path), fallback_id=path.stem)
-    return {"id": result.id, "changed": changed, "insight": insight_core.insight_to_dict(result, path=_relpath(ctx, path))}
+    result = files.parse(path, files.edit(path, transform))
+    return {"id": result.id, "changed": changed, "insight": insight_core.insight_to_dict(result, path=files.relpath(path))}
 
 
 def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remove: bool = False, both: bool = False) -> dict[str, Any]:
@@ -257,14 +167,17 @@ def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remov
         raise InvalidRequest("name at least one id to link to")
     if insight_id in targets:
         raise InvalidRequest("an insight cannot link to itself")
-    key = "remove_links" if remove else "add_links"
-    result = update_insight(ctx, insight_id, insight_core.Update(**{key: tuple(targets)}))
+
+    def change(ids: Sequence[str]) -> insight_core.Update:
+        return insight_core.Update(remove_links=tuple(ids)) if remove else insight_core.Update(add_links=tuple(ids))
+
+    result = update_insight(ctx, insight_id, change(targets))
     back: list[str] = []
     others: list[str] = []
     if both:
         for target in targets:
             try:
-                done = update_insight(ctx, target, insight_core.Update(**{key: (result["id"],)}))
+                done = update_insight(ctx, target, change([result["id"]]))
             except NotFound:
                 others.append(target)
                 continue
@@ -282,7 +195,7 @@ def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remov
 
 
 def _sessions(ctx: Context) -> tuple[list[tuple[Path, Session]], list[dict[str, Any]]]:
-    items, problems = _read_all(ctx, session_core.FOLDER, _parse_session)
+    items, problems = session_store(ctx.root).read_all()
     items.sort(key=lambda pair: (pair[1].started or pair[1].date or "", pair[1].id), reverse=True)
     return items, problems
 
@@ -314,23 +227,24 @@ def list_sessions(ctx: Context, *, limit: int = 20, active: bool | None = None) 
 
 def show_session(ctx: Context, session_id: str) -> dict[str, Any]:
     """One session's full record. Raises NotFound."""
-    path, found = _find(ctx, session_core.FOLDER, session_id, _parse_session, "session")
-    return session_core.session_to_dict(found, path=_relpath(ctx, path))
+    files = session_store(ctx.root)
+    path, found = files.find(session_id)
+    return session_core.session_to_dict(found, path=files.relpath(path))
 
 
 def start_session(ctx: Context, *, task: str | None = None, agent: str | None = None, new: bool = False) -> tuple[Path, Session, bool]:
     """The session to work in: the agent's active one (resumed), or a new one.
     Returns `(path, session, resumed)`."""
+    files = session_store(ctx.root)
     if not new:
         found = _latest_active_path(ctx, agent)
         if found is not None:
             path, current = found
             if task and not current.task:
-                written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, {"task": task}, path))
-                current = session_core.parse_session(written, _relpath(ctx, path), fallback_id=path.stem)
+                current = files.parse(path, files.edit(path, lambda doc: document.edit_frontmatter(doc.text, {"task": task}, path)))
             return path, current, True
-    draft = session_core.new_session("SES-00000000-draft000", now=_stamp(ctx), task=task, agent=agent)
-    new_id, path = _create(ctx, session_core.FOLDER, session_core.ID_PREFIX, lambda sid: session_core.render_session(replace(draft, id=sid)))
+    draft = session_core.new_session(DRAFT_SESSION_ID, now=ctx.stamp(), task=task, agent=agent)
+    new_id, path = files.create(_new_id(ctx, session_core.ID_PREFIX), lambda item_id: session_core.render_session(replace(draft, id=item_id)))
     return path, replace(draft, id=new_id), False
 
 
@@ -349,7 +263,7 @@ def orient(ctx: Context, *, task: str | None = None, agent: str | None = None, n
         if item.next_actions:
             suggested = list(item.next_actions)
             break
-    insights, insight_problems = _read_all(ctx, insight_core.FOLDER, _parse_insight)
+    insights, insight_problems = insight_store(ctx.root).read_all()
     ordered = sorted((item for _p, item in insights), key=lambda i: (i.status != "unprocessed", _neg(i.created or ""), i.id))
     unprocessed = sum(1 for _p, item in insights if item.status == "unprocessed")
     shown = ordered[:insight_limit]
@@ -357,7 +271,7 @@ def orient(ctx: Context, *, task: str | None = None, agent: str | None = None, n
     inbox = _inbox(ctx)
     hints = _hints(resumed, current, unprocessed, suggested, insights, shown, memory, inbox)
     return {
-        "session": session_core.session_to_dict(current, path=_relpath(ctx, path)),
+        "session": session_core.session_to_dict(current, path=session_store(ctx.root).relpath(path)),
         "resumed": resumed,
         "repo": {"name": Path(ctx.root).name, "path": str(ctx.root)},
         "suggested_actions": suggested,
@@ -436,10 +350,11 @@ def handoff(ctx: Context, request: Handoff, *, session_id: str | None = None, ag
     Raises InvalidRequest for bad values, NotFound for an unknown session id.
     """
     request = session_core.check_handoff(request)
-    now = _stamp(ctx)
+    now = ctx.stamp()
+    files = session_store(ctx.root)
     target = _handoff_target(ctx, session_id, agent)
     if target is None:
-        base = session_core.new_session("SES-00000000-draft000", now=now, task=request.task, agent=agent)
+        base = session_core.new_session(DRAFT_SESSION_ID, now=now, task=request.task, agent=agent)
 
         def make(new_id: str) -> str:
             draft = replace(base, id=new_id)
@@ -449,54 +364,47 @@ def handoff(ctx: Context, request: Handoff, *, session_id: str | None = None, ag
             body = session_core.set_sections("", plan.sections)
             return document.render(ordered, body)
 
-        new_id, path = _create(ctx, session_core.FOLDER, session_core.ID_PREFIX, make)
-        final = session_core.parse_session(fs.read_document(path), _relpath(ctx, path), fallback_id=path.stem)
-        return _handoff_result(ctx, path, final, created=True, saved=bool(request.next_actions), changed=True)
+        new_id, path = files.create(_new_id(ctx, session_core.ID_PREFIX), make)
+        return _handoff_result(files, path, files.read(path), created=True, saved=bool(request.next_actions), changed=True)
 
     path = target
-    relpath = _relpath(ctx, path)
-    saved = False
-    changed = False
 
     def save_next(doc: document.Document) -> str | None:
-        current = session_core.parse_session(doc, relpath, fallback_id=path.stem)
-        plan = session_core.plan_handoff(current, request, now)
+        plan = session_core.plan_handoff(files.parse(path, doc), request, now)
         return document.edit_frontmatter(doc.text, plan.next_actions, path) if plan.next_actions else None
 
-    before = fs.read_snapshot(path).digest
-    written = fs.modify_document(path, save_next)
+    before = files.digest(path)
+    files.edit(path, save_next)
     saved = bool(request.next_actions)
 
     def record(doc: document.Document) -> str | None:
-        current = session_core.parse_session(doc, relpath, fallback_id=path.stem)
-        plan = session_core.plan_handoff(current, request, now)
+        plan = session_core.plan_handoff(files.parse(path, doc), request, now)
         text = document.edit_frontmatter(doc.text, plan.rest, path) if plan.rest else doc.text
         text = session_core.body_with_sections(text, plan.sections, path)
         return None if text == doc.text else text
 
-    written = fs.modify_document(path, record)
-    changed = fs.read_snapshot(path).digest != before
-    final = session_core.parse_session(written, relpath, fallback_id=path.stem)
-    return _handoff_result(ctx, path, final, created=False, saved=saved, changed=changed)
+    written = files.edit(path, record)
+    changed = files.digest(path) != before
+    return _handoff_result(files, path, files.parse(path, written), created=False, saved=saved, changed=changed)
 
 
 def _handoff_target(ctx: Context, session_id: str | None, agent: str | None) -> Path | None:
     if session_id is not None:
-        return _find(ctx, session_core.FOLDER, session_id, _parse_session, "session")[0]
+        return session_store(ctx.root).find(session_id)[0]
     sessions = _sessions(ctx)[0]
     for path, item in sessions:
         if item.active and (agent is None or item.agent == agent):
             return path
-    today = _stamp(ctx)[:10]
+    today = ctx.today()
     for path, item in sessions:
         if item.date == today and (agent is None or item.agent == agent):
             return path
     return None
 
 
-def _handoff_result(ctx: Context, path: Path, final: Session, *, created: bool, saved: bool, changed: bool) -> dict[str, Any]:
+def _handoff_result(files: ItemStore[Session], path: Path, final: Session, *, created: bool, saved: bool, changed: bool) -> dict[str, Any]:
     return {
-        "session": session_core.session_to_dict(final, path=_relpath(ctx, path)),
+        "session": session_core.session_to_dict(final, path=files.relpath(path)),
         "outcome": final.outcome,
         "created": created,
         "next_actions_saved": saved,

@@ -193,7 +193,7 @@ while not go.exists():
     if time.monotonic() > deadline:
         sys.exit(9)
 try:
-    result = capsules.store(ctx, "text from " + ready.name, name="race", mode=mode, allow_thin=True)
+    result = capsules.store(ctx, capsule_text="text from " + ready.name, name="race", mode=mode, allow_thin=True)
     print(json.dumps({"ok": True, "id": result["id"]}))
 except MossError as err:
     print(json.dumps({"ok": False, "code": err.code, "status": err.status}))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from moss_files.capsules import service as ops
+from moss_files.capsules import transfer
 from moss_files.capsules.store import CapsuleStore
 from moss_files.foundation.config import Config
 from moss_files.foundation.errors import MossError
@@ -45,7 +46,7 @@ def ws(repo: Path) -> Path:
 
 @pytest.fixture
 def ctx(ws: Path, clock: Clock, tmp_path: Path) -> ops.Context:
-    return ops.Context(ws, Config(), clock=clock, ids=IdSource(clock, seeded_random(7)), home=tmp_path / "home")
+    return ops.Context(ws, config=Config(), clock=clock, ids=IdSource(clock, seeded_random(7)), home=tmp_path / "home")
 
 
 def code_of(call: Any, *args: Any, **kwargs: Any) -> tuple[str, int]:
@@ -65,7 +66,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def test_names_windows_reserves_work_and_get_safe_file_names(ctx: ops.Context, ws: Path) -> None:
     for name in ("con", "NUL", "com1"):
-        ops.store(ctx, FULL, workspace="aux", name=name)
+        ops.store(ctx, capsule_text=FULL, workspace="aux", name=name)
         assert ops.fetch(ctx, workspace="aux", name=name)["name"] == name
     names = sorted(p.relative_to(ws / ".moss/capsules").as_posix() for p in (ws / ".moss/capsules").rglob("*.md"))
     assert names == ["%61ux/%63om1.md", "%61ux/%63on.md", "%61ux/%6Eul.md"]
@@ -76,7 +77,7 @@ def test_names_windows_reserves_work_and_get_safe_file_names(ctx: ops.Context, w
 
 
 def test_a_capsule_file_named_before_the_escape_is_still_found(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="con")
+    ops.store(ctx, capsule_text=FULL, name="con")
     escaped = ws / ".moss/capsules/default/%63on.md"
     escaped.rename(escaped.with_name("con.md"))  # as an older version wrote it
     assert ops.fetch(ctx, name="con")["name"] == "con"
@@ -85,7 +86,7 @@ def test_a_capsule_file_named_before_the_escape_is_still_found(ctx: ops.Context,
 
 
 def test_store_then_fetch_by_name_and_by_id(ctx: ops.Context, ws: Path) -> None:
-    stored = ops.store(ctx, FULL, workspace="StartupA", name="Auth", tags=["auth"], source="claude-code")
+    stored = ops.store(ctx, capsule_text=FULL, workspace="StartupA", name="Auth", tags=["auth"], source="claude-code")
     assert stored["fetch_key"] == stored["task_link"] == {"moss_capsule": "Auth", "moss_workspace": "StartupA"}
     by_name = ops.fetch(ctx, workspace="  startupa ", name="AUTH")
     by_id = ops.fetch(ctx, id=stored["id"])
@@ -98,12 +99,12 @@ def test_store_then_fetch_by_name_and_by_id(ctx: ops.Context, ws: Path) -> None:
 
 
 def test_fetch_peek_without_text(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     assert "capsule_text" not in ops.fetch(ctx, name="auth", include_text=False)
 
 
 def test_unnamed_capsules_are_fetched_by_id(ctx: ops.Context) -> None:
-    stored = ops.store(ctx, FULL)
+    stored = ops.store(ctx, capsule_text=FULL)
     assert stored["fetch_key"] == {"moss_id": stored["id"]}
     assert ops.fetch(ctx, id=stored["id"])["capsule_text"] == FULL
 
@@ -125,7 +126,7 @@ def test_addressing_errors(ctx: ops.Context, kwargs: dict[str, Any], code: str, 
 
 
 def test_whitespace_workspace_means_default(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="auth", workspace="   ")
+    ops.store(ctx, capsule_text=FULL, name="auth", workspace="   ")
     assert ops.fetch(ctx, name="auth")["workspace"] == "default"
 
 
@@ -147,31 +148,31 @@ def test_store_refusals_write_nothing(ctx: ops.Context, ws: Path, kwargs: dict[s
 
 
 def test_configured_limit_applies(ws: Path, clock: Clock) -> None:
-    small = ops.Context(ws, Config(capsule_max_chars=50), clock=clock)
-    assert code_of(ops.store, small, FULL) == ("CAPSULE_TOO_LARGE", 413)
+    small = ops.Context(ws, config=Config(capsule_max_chars=50), clock=clock)
+    assert code_of(ops.store, small, capsule_text=FULL) == ("CAPSULE_TOO_LARGE", 413)
 
 
 def test_allow_thin(ctx: ops.Context) -> None:
-    stored = ops.store(ctx, "just a note", name="note", allow_thin=True)
+    stored = ops.store(ctx, capsule_text="just a note", name="note", allow_thin=True)
     assert ops.fetch(ctx, id=stored["id"])["capsule_text"] == "just a note"
 
 
 def test_name_collision_mode_error(ctx: ops.Context, ws: Path) -> None:
-    first = ops.store(ctx, FULL, name="auth")
+    first = ops.store(ctx, capsule_text=FULL, name="auth")
     before = snapshot(ws)
     with pytest.raises(MossError) as caught:
-        ops.store(ctx, FULL.replace("Half", "Done"), name=" AUTH ")
+        ops.store(ctx, capsule_text=FULL.replace("Half", "Done"), name=" AUTH ")
     assert (caught.value.code, caught.value.status, caught.value.exit_code) == ("NAME_ALREADY_EXISTS", 409, 5)
     assert caught.value.details["id"] == first["id"]
     assert snapshot(ws) == before
 
 
 def test_mode_replace_keeps_id_and_hand_written_keys(ctx: ops.Context, ws: Path, clock: Clock) -> None:
-    first = ops.store(ctx, FULL, name="auth", tags=["a"], source="codex")
+    first = ops.store(ctx, capsule_text=FULL, name="auth", tags=["a"], source="codex")
     path = ws / ".moss/capsules/default/auth.md"
     path.write_text(path.read_text().replace("name: auth\n", "name: auth\nowner: me  # hand-written\n"))
     clock.tick()
-    second = ops.store(ctx, FULL.replace("Half", "Done"), name="Auth", mode="replace", title="New")
+    second = ops.store(ctx, capsule_text=FULL.replace("Half", "Done"), name="Auth", mode="replace", title="New")
     assert second["id"] == first["id"]
     fetched = ops.fetch(ctx, name="auth")
     assert "Done" in fetched["capsule_text"] and fetched["title"] == "New"
@@ -182,14 +183,14 @@ def test_mode_replace_keeps_id_and_hand_written_keys(ctx: ops.Context, ws: Path,
 
 
 def test_mode_replace_creates_when_nothing_to_replace(ctx: ops.Context) -> None:
-    stored = ops.store(ctx, FULL, name="auth", mode="replace")
+    stored = ops.store(ctx, capsule_text=FULL, name="auth", mode="replace")
     assert ops.fetch(ctx, name="auth")["id"] == stored["id"]
 
 
 def test_replace_never_revives_a_deleted_capsule(ctx: ops.Context) -> None:
-    old = ops.store(ctx, FULL, name="auth")
+    old = ops.store(ctx, capsule_text=FULL, name="auth")
     ops.delete(ctx, name="auth")
-    new = ops.store(ctx, FULL, name="auth", mode="replace")
+    new = ops.store(ctx, capsule_text=FULL, name="auth", mode="replace")
     assert new["id"] != old["id"]
     assert ops.fetch(ctx, id=old["id"], include_deleted=True)["deleted_at"] is not None
 
@@ -198,7 +199,7 @@ def test_replace_never_revives_a_deleted_capsule(ctx: ops.Context) -> None:
 
 
 def test_soft_delete_frees_the_name_and_hides_the_capsule(ctx: ops.Context, ws: Path, clock: Clock) -> None:
-    old = ops.store(ctx, FULL, name="auth")
+    old = ops.store(ctx, capsule_text=FULL, name="auth")
     clock.tick()
     assert ops.delete(ctx, name="auth") == {"deleted": True, "id": old["id"]}
     assert code_of(ops.fetch, ctx, name="auth") == ("NOT_FOUND", 404)
@@ -208,7 +209,7 @@ def test_soft_delete_frees_the_name_and_hides_the_capsule(ctx: ops.Context, ws: 
     peek = ops.fetch(ctx, name="auth", include_deleted=True)
     assert peek["id"] == old["id"] and peek["deleted_at"] == peek["updated_at"]
     clock.tick()
-    new = ops.store(ctx, FULL, name="auth")  # the name slot is free again
+    new = ops.store(ctx, capsule_text=FULL, name="auth")  # the name slot is free again
     # With an active and a deleted capsule sharing the name, the active one wins.
     assert ops.fetch(ctx, name="auth", include_deleted=True)["id"] == new["id"]
     assert ops.list_capsules(ctx)["pagination"]["total"] == 1
@@ -216,12 +217,12 @@ def test_soft_delete_frees_the_name_and_hides_the_capsule(ctx: ops.Context, ws: 
 
 
 def test_purge(ctx: ops.Context, clock: Clock) -> None:
-    ops.store(ctx, FULL, name="old", workspace="a")
-    ops.store(ctx, FULL, name="other", workspace="b")
+    ops.store(ctx, capsule_text=FULL, name="old", workspace="a")
+    ops.store(ctx, capsule_text=FULL, name="other", workspace="b")
     ops.delete(ctx, name="old", workspace="a")
     ops.delete(ctx, name="other", workspace="b")
     clock.tick(3 * 86400)
-    ops.store(ctx, FULL, name="recent", workspace="a")
+    ops.store(ctx, capsule_text=FULL, name="recent", workspace="a")
     ops.delete(ctx, name="recent", workspace="a")
     assert code_of(ops.purge, ctx, older_than_days=-1) == ("INVALID_REQUEST", 400)
     assert ops.purge(ctx, older_than_days=2)["purged"] == 2
@@ -235,7 +236,7 @@ def test_purge(ctx: ops.Context, clock: Clock) -> None:
 
 
 def test_update_fields_and_clearing(ctx: ops.Context, clock: Clock) -> None:
-    stored = ops.store(ctx, FULL, name="auth", tags=["a"], source="codex", run_id="r1")
+    stored = ops.store(ctx, capsule_text=FULL, name="auth", tags=["a"], source="codex", run_id="r1")
     clock.tick()
     result = ops.update(ctx, name="auth", title="T", tags=["x", "y"], source="", run_id="")
     assert result["id"] == stored["id"]
@@ -256,7 +257,7 @@ def test_update_fields_and_clearing(ctx: ops.Context, clock: Clock) -> None:
     ],
 )
 def test_update_refusals_write_nothing(ctx: ops.Context, ws: Path, kwargs: dict[str, Any], code: str) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     before = snapshot(ws)
     kwargs = {"name": "auth", **kwargs}
     assert code_of(ops.update, ctx, **kwargs)[0] == code
@@ -264,7 +265,7 @@ def test_update_refusals_write_nothing(ctx: ops.Context, ws: Path, kwargs: dict[
 
 
 def test_update_text_is_a_small_diff(ctx: ops.Context, ws: Path, clock: Clock) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     path = ws / ".moss/capsules/default/auth.md"
     before = path.read_text().splitlines()
     clock.tick()
@@ -274,7 +275,7 @@ def test_update_text_is_a_small_diff(ctx: ops.Context, ws: Path, clock: Clock) -
 
 
 def test_hand_edit_between_fetch_and_update_is_kept(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     ops.fetch(ctx, name="auth")  # the agent reads...
     path = ws / ".moss/capsules/default/auth.md"
     path.write_text(path.read_text().replace("- JWT\n", "- JWT\n- added by a human\n").replace("name: auth\n", "name: auth\nreviewer: kim\n"))
@@ -284,7 +285,7 @@ def test_hand_edit_between_fetch_and_update_is_kept(ctx: ops.Context, ws: Path) 
 
 
 def test_append_replaces_placeholder_then_appends(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     first = ops.append(ctx, section="next STEPS", content="- write tests", name="auth")
     assert first["section_hit"] == "## Next steps" and first["replaced"] is True
     assert first["fetch_key"] == {"moss_capsule": "auth", "moss_workspace": "default"}
@@ -294,9 +295,9 @@ def test_append_replaces_placeholder_then_appends(ctx: ops.Context) -> None:
 
 
 def test_append_exact_match_only_and_errors(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="auth")
-    ops.store(ctx, json.dumps({"objective": 1}), name="js", allow_thin=True)
-    unnamed = ops.store(ctx, "## Log\n-\n", allow_thin=True)
+    ops.store(ctx, capsule_text=FULL, name="auth")
+    ops.store(ctx, capsule_text=json.dumps({"objective": 1}), name="js", allow_thin=True)
+    unnamed = ops.store(ctx, capsule_text="## Log\n-\n", allow_thin=True)
     before = snapshot(ws)
     with pytest.raises(MossError) as caught:
         ops.append(ctx, section="next actions", content="x", name="auth")  # a synonym, not the header
@@ -315,9 +316,9 @@ def test_append_exact_match_only_and_errors(ctx: ops.Context, ws: Path) -> None:
 def test_list_pagination_order_and_no_text(ctx: ops.Context, clock: Clock) -> None:
     ids = []
     for index in range(5):
-        ids.append(ops.store(ctx, FULL, name=f"c{index}")["id"])
+        ids.append(ops.store(ctx, capsule_text=FULL, name=f"c{index}")["id"])
         clock.tick()
-    ops.store(ctx, FULL, name="elsewhere", workspace="other")
+    ops.store(ctx, capsule_text=FULL, name="elsewhere", workspace="other")
     page = ops.list_capsules(ctx, limit=2, offset=1)
     assert [item["id"] for item in page["items"]] == [ids[3], ids[2]]
     assert page["pagination"] == {"limit": 2, "offset": 1, "has_more": True, "total": 5}
@@ -330,15 +331,15 @@ def test_list_pagination_order_and_no_text(ctx: ops.Context, clock: Clock) -> No
 
 
 def test_same_second_updates_keep_a_stable_order(ctx: ops.Context) -> None:
-    ids = [ops.store(ctx, FULL, name=f"c{index}")["id"] for index in range(4)]
+    ids = [ops.store(ctx, capsule_text=FULL, name=f"c{index}")["id"] for index in range(4)]
     assert [i["id"] for i in ops.list_capsules(ctx)["items"]] == sorted(ids, reverse=True)
 
 
 def test_latest_summary_by_default(ctx: ops.Context, clock: Clock) -> None:
     assert ops.latest(ctx) == {"item": None}
-    ops.store(ctx, FULL, name="a", phase="design")
+    ops.store(ctx, capsule_text=FULL, name="a", phase="design")
     clock.tick()
-    b = ops.store(ctx, FULL, name="b")
+    b = ops.store(ctx, capsule_text=FULL, name="b")
     clock.tick()
     ops.update(ctx, name="a", title="touched")
     latest = ops.latest(ctx)["item"]
@@ -352,11 +353,11 @@ def test_latest_summary_by_default(ctx: ops.Context, clock: Clock) -> None:
 
 
 def test_inventory_filters(ctx: ops.Context, clock: Clock) -> None:
-    ops.store(ctx, FULL, name="auth-api", workspace="A", tags=["auth"], run_id="r1", phase="p", role="qa")
-    ops.store(ctx, FULL, name="auth_db", workspace="B", tags=["db"], run_id="r1")
-    ops.store(ctx, FULL, name="billing", workspace="B")
-    ops.store(ctx, FULL, name="100%", workspace="B")
-    ops.store(ctx, FULL, workspace="B")
+    ops.store(ctx, capsule_text=FULL, name="auth-api", workspace="A", tags=["auth"], run_id="r1", phase="p", role="qa")
+    ops.store(ctx, capsule_text=FULL, name="auth_db", workspace="B", tags=["db"], run_id="r1")
+    ops.store(ctx, capsule_text=FULL, name="billing", workspace="B")
+    ops.store(ctx, capsule_text=FULL, name="100%", workspace="B")
+    ops.store(ctx, capsule_text=FULL, workspace="B")
 
     def names(**filters: Any) -> list[str | None]:
         return sorted((item.get("name") or "") for item in ops.inventory(ctx, **filters)["items"])
@@ -374,8 +375,8 @@ def test_inventory_filters(ctx: ops.Context, clock: Clock) -> None:
 
 
 def test_fetch_many_partial_success(ctx: ops.Context) -> None:
-    a = ops.store(ctx, FULL, name="a")
-    ops.store(ctx, FULL, name="b", workspace="w")
+    a = ops.store(ctx, capsule_text=FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="b", workspace="w")
     refs: list[Any] = [
         {"name": "a"},
         {"workspace": "W", "name": "B"},
@@ -384,7 +385,7 @@ def test_fetch_many_partial_success(ctx: ops.Context) -> None:
         {"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"},
         "junk",
     ]
-    result = ops.fetch_many(ctx, refs, include_text=False)
+    result = ops.fetch_many(ctx, items=refs, include_text=False)
     assert [item["name"] for item in result["items"]] == ["a", "b"]
     assert all("capsule_text" not in item and "fetch_key" in item for item in result["items"])
     assert [(error["ref"], error["code"]) for error in result["errors"]] == [
@@ -393,107 +394,107 @@ def test_fetch_many_partial_success(ctx: ops.Context) -> None:
         ({"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV"}, "NOT_FOUND"),
         ("junk", "INVALID_REQUEST"),
     ]
-    assert code_of(ops.fetch_many, ctx, [{"name": "a"}] * 51)[0] == "INVALID_REQUEST"
-    assert ops.fetch_many(ctx, [{"name": "a"}])["items"][0]["capsule_text"] == FULL
+    assert code_of(ops.fetch_many, ctx, items=[{"name": "a"}] * 51)[0] == "INVALID_REQUEST"
+    assert ops.fetch_many(ctx, items=[{"name": "a"}])["items"][0]["capsule_text"] == FULL
 
 
 # --------------------------------------------------------------------------- compose
 
 
 def test_compose_markdown_and_json(ctx: ops.Context) -> None:
-    ops.store(ctx, "alpha text", name="a", title="Alpha", allow_thin=True)
-    ops.store(ctx, "beta text", name="b", allow_thin=True)
-    unnamed = ops.store(ctx, "gamma text", allow_thin=True)
+    ops.store(ctx, capsule_text="alpha text", name="a", title="Alpha", allow_thin=True)
+    ops.store(ctx, capsule_text="beta text", name="b", allow_thin=True)
+    unnamed = ops.store(ctx, capsule_text="gamma text", allow_thin=True)
     refs = [{"name": "a"}, {"name": "b"}, {"id": unnamed["id"]}]
-    result = ops.compose(ctx, refs)
+    result = ops.compose(ctx, items=refs)
     expected = f"## Alpha\n\nalpha text\n\n---\n\n## b\n\nbeta text\n\n---\n\n## {unnamed['id']}\n\ngamma text"
     assert result == {"bundle_text": expected, "bundle_chars": len(expected), "parts_count": 3}
-    parts = json.loads(ops.compose(ctx, refs, format="json")["bundle_text"])["parts"]
+    parts = json.loads(ops.compose(ctx, items=refs, format="json")["bundle_text"])["parts"]
     assert parts[0] == {"id": parts[0]["id"], "workspace": "default", "name": "a", "display_name": "Alpha", "text": "alpha text", "chars": 10}
     assert parts[2]["name"] == ""
 
 
 def test_compose_all_or_nothing_and_limits(ctx: ops.Context, ws: Path, clock: Clock) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     with pytest.raises(MossError) as caught:
-        ops.compose(ctx, [{"name": "a"}, {"name": "missing"}], store_as={"name": "bundle"})
+        ops.compose(ctx, items=[{"name": "a"}, {"name": "missing"}], store_as={"name": "bundle"})
     assert caught.value.code == "NOT_FOUND" and caught.value.details["index"] == 1
-    assert code_of(ops.compose, ctx, [])[0] == "INVALID_REQUEST"
-    assert code_of(ops.compose, ctx, [{"name": "a"}] * 51)[0] == "INVALID_REQUEST"
-    assert code_of(ops.compose, ctx, [{"name": "a"}], format="xml")[0] == "INVALID_REQUEST"
-    assert code_of(ops.compose, ctx, [{"name": "a"}], format="json", store_as={"name": "x"})[0] == "INVALID_REQUEST"
-    small = ops.Context(ws, Config(capsule_max_chars=len(FULL) + 5), clock=clock)
-    assert code_of(ops.compose, small, [{"name": "a"}]) == ("COMPOSE_TOO_LARGE", 413)
+    assert code_of(ops.compose, ctx, items=[])[0] == "INVALID_REQUEST"
+    assert code_of(ops.compose, ctx, items=[{"name": "a"}] * 51)[0] == "INVALID_REQUEST"
+    assert code_of(ops.compose, ctx, items=[{"name": "a"}], format="xml")[0] == "INVALID_REQUEST"
+    assert code_of(ops.compose, ctx, items=[{"name": "a"}], format="json", store_as={"name": "x"})[0] == "INVALID_REQUEST"
+    small = ops.Context(ws, config=Config(capsule_max_chars=len(FULL) + 5), clock=clock)
+    assert code_of(ops.compose, small, items=[{"name": "a"}]) == ("COMPOSE_TOO_LARGE", 413)
     # Measured after filtering: keeping one section fits.
-    assert ops.compose(small, [{"name": "a"}], sections=["objective"])["bundle_text"] == "## a\n\n## Objective\nShip login."
+    assert ops.compose(small, items=[{"name": "a"}], sections=["objective"])["bundle_text"] == "## a\n\n## Objective\nShip login."
 
 
 def test_compose_sections_filter_and_store_as(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="a")
-    ops.store(ctx, "## Objective\n(none)\n", name="empty", allow_thin=True)
-    result = ops.compose(ctx, [{"name": "a"}, {"name": "empty"}], sections=["risks", "goal", "next actions"], store_as={"name": "digest"})
+    ops.store(ctx, capsule_text=FULL, name="a")
+    ops.store(ctx, capsule_text="## Objective\n(none)\n", name="empty", allow_thin=True)
+    result = ops.compose(ctx, items=[{"name": "a"}, {"name": "empty"}], sections=["risks", "goal", "next actions"], store_as={"name": "digest"})
     assert result["parts_count"] == 1
     assert result["bundle_text"] == "## a\n\n## Risks\n- none yet\n\n## Objective\nShip login."
     stored = ops.fetch(ctx, name="digest")  # stored thin: filtering implies allow_thin
     assert stored["id"] == result["stored"]["id"] and stored["capsule_text"] == result["bundle_text"]
-    assert code_of(ops.compose, ctx, [{"name": "empty"}], sections=["objective"], store_as={"name": "x"})[0] == "INVALID_REQUEST"
+    assert code_of(ops.compose, ctx, items=[{"name": "empty"}], sections=["objective"], store_as={"name": "x"})[0] == "INVALID_REQUEST"
     # Unfiltered bundles are linted before they are stored.
-    assert code_of(ops.compose, ctx, [{"name": "empty"}], store_as={"name": "x"}) == ("CAPSULE_TOO_THIN", 422)
+    assert code_of(ops.compose, ctx, items=[{"name": "empty"}], store_as={"name": "x"}) == ("CAPSULE_TOO_THIN", 422)
 
 
 # --------------------------------------------------------------------------- export / import
 
 
 def exports(ctx: ops.Context) -> Path:
-    folder = ctx.exports_dir()
+    folder = transfer.exports_dir(ctx)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
 def test_export_header_records_and_permissions(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="a", workspace="W")
-    ops.store(ctx, FULL, name="b")
+    ops.store(ctx, capsule_text=FULL, name="a", workspace="W")
+    ops.store(ctx, capsule_text=FULL, name="b")
     ops.delete(ctx, name="b")
     target = exports(ctx) / "backup.jsonl"
-    result = ops.export(ctx, path=str(target))
+    result = transfer.export(ctx, path=str(target))
     assert result == {"path": str(target), "count": 1, "exported_at": 1768816800}
     lines = target.read_text().splitlines()
     assert json.loads(lines[0]) == {"_moss_export": True, "schema_version": "1.0", "exported_at": 1768816800}
     assert json.loads(lines[1])["workspace_raw"] == "W"
     assert target.stat().st_mode & 0o777 == 0o600
-    assert ops.export(ctx, path=str(target), include_deleted=True)["count"] == 2  # an earlier export may be replaced
+    assert transfer.export(ctx, path=str(target), include_deleted=True)["count"] == 2  # an earlier export may be replaced
 
 
 def test_export_default_path_is_safe_from_workspace_names(ctx: ops.Context) -> None:
-    ops.store(ctx, FULL, name="a", workspace="../../evil")
-    result = ops.export(ctx, workspace="../../evil")
+    ops.store(ctx, capsule_text=FULL, name="a", workspace="../../evil")
+    result = transfer.export(ctx, workspace="../../evil")
     path = Path(result["path"])
-    assert path.parent == ctx.exports_dir() and path.name.startswith("%2E%2E%2F%2E%2E%2Fevil-")
-    assert ctx.exports_dir().stat().st_mode & 0o777 == 0o700
+    assert path.parent == transfer.exports_dir(ctx) and path.name.startswith("%2E%2E%2F%2E%2E%2Fevil-")
+    assert transfer.exports_dir(ctx).stat().st_mode & 0o777 == 0o700
 
 
 def test_export_never_replaces_a_user_file(ctx: ops.Context) -> None:
     target = exports(ctx) / "notes.jsonl"
     target.write_text("my own data\n")
-    assert code_of(ops.export, ctx, path=str(target))[0] == "ALREADY_EXISTS"
+    assert code_of(transfer.export, ctx, path=str(target))[0] == "ALREADY_EXISTS"
     assert target.read_text() == "my own data\n"
 
 
 def test_round_trip_into_an_empty_workspace_is_identical(ctx: ops.Context, tmp_path: Path, clock: Clock) -> None:
-    ops.store(ctx, FULL, name="Auth", workspace="Startup A", tags=["a", "b"], source="codex", run_id="r", phase="p", role="qa")
-    ops.store(ctx, "héllo wörld 🙂\r\nline two", allow_thin=True, title="unicode")
+    ops.store(ctx, capsule_text=FULL, name="Auth", workspace="Startup A", tags=["a", "b"], source="codex", run_id="r", phase="p", role="qa")
+    ops.store(ctx, capsule_text="héllo wörld 🙂\r\nline two", allow_thin=True, title="unicode")
     clock.tick()
-    ops.store(ctx, FULL, name="gone")
+    ops.store(ctx, capsule_text=FULL, name="gone")
     ops.delete(ctx, name="gone")
     first = exports(ctx) / "first.jsonl"
-    ops.export(ctx, path=str(first), include_deleted=True)
+    transfer.export(ctx, path=str(first), include_deleted=True)
 
     other_root = tmp_path / "other"
     (other_root / ".moss").mkdir(parents=True)
-    other = ops.Context(other_root, Config(), clock=clock, home=ctx.home)
-    assert ops.import_capsules(other, path=str(first)) == {"imported": 3, "skipped": 0, "errors": []}
+    other = ops.Context(other_root, config=Config(), clock=clock, home=ctx.home)
+    assert transfer.import_capsules(other, path=str(first)) == {"imported": 3, "skipped": 0, "errors": []}
     second = exports(ctx) / "second.jsonl"
-    ops.export(other, path=str(second), include_deleted=True)
+    transfer.export(other, path=str(second), include_deleted=True)
     assert first.read_text() == second.read_text()
     assert ops.fetch(other, workspace="startup a", name="auth") == ops.fetch(ctx, workspace="startup a", name="auth")
 
@@ -513,10 +514,10 @@ ID1, ID2, ID3 = "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01BX5ZZKBKACTAV9WEVGEMMVRZ", "01C
 
 
 def test_import_mode_error_rolls_back_on_name_collision(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="auth")
+    ops.store(ctx, capsule_text=FULL, name="auth")
     path = write_export(ctx, "x.jsonl", [record(ID1, "new"), record(ID2, "AUTH")])
     before = snapshot(ws)
-    result = ops.import_capsules(ctx, path=str(path))
+    result = transfer.import_capsules(ctx, path=str(path))
     assert result["imported"] == 0 and [(e["line"], e["code"], e["name"]) for e in result["errors"]] == [(3, "NAME_COLLISION", "AUTH")]
     assert snapshot(ws) == before
 
@@ -525,16 +526,16 @@ def test_import_bad_line_rolls_back_everything(ctx: ops.Context, ws: Path) -> No
     path = write_export(ctx, "x.jsonl", [record(ID1, "a")])
     path.write_text(path.read_text() + "{broken\n")
     for mode in ("error", "replace", "rename"):
-        result = ops.import_capsules(ctx, path=str(path), mode=mode)
+        result = transfer.import_capsules(ctx, path=str(path), mode=mode)
         assert result["imported"] == 0 and result["errors"][0] == {"line": 3, "code": "PARSE_ERROR", "message": result["errors"][0]["message"]}
     assert snapshot(ws) == {}
 
 
 def test_import_mode_replace(ctx: ops.Context) -> None:
-    auth = ops.store(ctx, FULL, name="auth")
-    other = ops.store(ctx, FULL, name="other")
+    auth = ops.store(ctx, capsule_text=FULL, name="auth")
+    other = ops.store(ctx, capsule_text=FULL, name="other")
     path = write_export(ctx, "x.jsonl", [record(auth["id"], "auth", "by id"), record(ID3, "other", "by name"), record(ID1, "fresh")])
-    assert ops.import_capsules(ctx, path=str(path), mode="replace")["imported"] == 3
+    assert transfer.import_capsules(ctx, path=str(path), mode="replace")["imported"] == 3
     assert ops.fetch(ctx, name="auth")["capsule_text"] == "by id"
     replaced = ops.fetch(ctx, name="other")
     assert (replaced["id"], replaced["capsule_text"]) == (other["id"], "by name")
@@ -542,27 +543,27 @@ def test_import_mode_replace(ctx: ops.Context) -> None:
 
 
 def test_import_replace_that_moves_a_capsule(ctx: ops.Context, ws: Path) -> None:
-    auth = ops.store(ctx, FULL, name="auth")
+    auth = ops.store(ctx, capsule_text=FULL, name="auth")
     path = write_export(ctx, "x.jsonl", [record(auth["id"], "renamed", deleted_at=300)])
-    assert ops.import_capsules(ctx, path=str(path), mode="replace")["imported"] == 1
+    assert transfer.import_capsules(ctx, path=str(path), mode="replace")["imported"] == 1
     assert not (ws / ".moss/capsules/default/auth.md").exists()
     assert ops.fetch(ctx, id=auth["id"], include_deleted=True)["name"] == "renamed"
 
 
 def test_import_mode_replace_errors_on_ambiguous_collision(ctx: ops.Context, ws: Path) -> None:
-    a = ops.store(ctx, FULL, name="a")
-    ops.store(ctx, FULL, name="b")
+    a = ops.store(ctx, capsule_text=FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="b")
     path = write_export(ctx, "x.jsonl", [record(ID1, "fresh"), record(a["id"], "b")])
     before = snapshot(ws)
-    result = ops.import_capsules(ctx, path=str(path), mode="replace")
+    result = transfer.import_capsules(ctx, path=str(path), mode="replace")
     assert result["imported"] == 0 and result["errors"][0]["code"] == "AMBIGUOUS_COLLISION"
     assert snapshot(ws) == before
 
 
 def test_import_mode_rename_auto_suffixes_name(ctx: ops.Context) -> None:
-    auth = ops.store(ctx, FULL, name="auth")
+    auth = ops.store(ctx, capsule_text=FULL, name="auth")
     path = write_export(ctx, "x.jsonl", [record(auth["id"], "Auth"), record(ID2, "auth")])
-    assert ops.import_capsules(ctx, path=str(path), mode="rename")["imported"] == 2
+    assert transfer.import_capsules(ctx, path=str(path), mode="rename")["imported"] == 2
     first, second = ops.fetch(ctx, name="auth-1"), ops.fetch(ctx, name="auth-2")
     assert first["id"] != auth["id"] and second["id"] == ID2
     assert ops.fetch(ctx, name="auth")["id"] == auth["id"]
@@ -571,15 +572,15 @@ def test_import_mode_rename_auto_suffixes_name(ctx: ops.Context) -> None:
 def test_import_limits_and_mode(ctx: ops.Context) -> None:
     big = exports(ctx) / "big.jsonl"
     with open(big, "wb") as handle:
-        handle.truncate(ops.MAX_IMPORT_BYTES + 1)
+        handle.truncate(transfer.MAX_IMPORT_BYTES + 1)
     with pytest.raises(MossError) as caught:
-        ops.import_capsules(ctx, path=str(big))
+        transfer.import_capsules(ctx, path=str(big))
     assert (caught.value.code, caught.value.status) == ("FILE_TOO_LARGE", 413)
-    assert caught.value.details == {"max_bytes": ops.MAX_IMPORT_BYTES, "actual_bytes": ops.MAX_IMPORT_BYTES + 1}
-    long_line = write_export(ctx, "long.jsonl", [record(ID1, "a", "x" * (ops.MAX_IMPORT_LINE_BYTES + 10))])
-    assert ops.import_capsules(ctx, path=str(long_line))["errors"][0]["line"] == 2
-    assert code_of(ops.import_capsules, ctx, path=str(long_line), mode="merge")[0] == "INVALID_REQUEST"
-    assert code_of(ops.import_capsules, ctx, path=str(exports(ctx) / "absent.jsonl"))[0] == "NOT_FOUND"
+    assert caught.value.details == {"max_bytes": transfer.MAX_IMPORT_BYTES, "actual_bytes": transfer.MAX_IMPORT_BYTES + 1}
+    long_line = write_export(ctx, "long.jsonl", [record(ID1, "a", "x" * (transfer.MAX_IMPORT_LINE_BYTES + 10))])
+    assert transfer.import_capsules(ctx, path=str(long_line))["errors"][0]["line"] == 2
+    assert code_of(transfer.import_capsules, ctx, path=str(long_line), mode="merge")[0] == "INVALID_REQUEST"
+    assert code_of(transfer.import_capsules, ctx, path=str(exports(ctx) / "absent.jsonl"))[0] == "NOT_FOUND"
 
 
 @pytest.mark.parametrize(
@@ -587,43 +588,43 @@ def test_import_limits_and_mode(ctx: ops.Context) -> None:
     ["../x.jsonl", "backup.json", "sub/x.jsonl", "/etc/x.jsonl", "", "x.jsonl\0.md"],
 )
 def test_transfer_paths_outside_the_allowlist_are_refused(ctx: ops.Context, ws: Path, bad: str) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     folder = exports(ctx)
     (folder / "sub").mkdir()
     before = snapshot(ws)
     candidate = bad if bad.startswith("/") or not bad else str(folder / bad)
-    assert code_of(ops.export, ctx, path=candidate)[0] == "INVALID_REQUEST"
-    assert code_of(ops.import_capsules, ctx, path=candidate)[0] in ("INVALID_REQUEST", "NOT_FOUND")
+    assert code_of(transfer.export, ctx, path=candidate)[0] == "INVALID_REQUEST"
+    assert code_of(transfer.import_capsules, ctx, path=candidate)[0] in ("INVALID_REQUEST", "NOT_FOUND")
     assert sorted(p.name for p in folder.iterdir()) == ["sub"]
     assert snapshot(ws) == before
 
 
 def test_symlinked_file_or_folder_is_refused(ctx: ops.Context, tmp_path: Path) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     folder = exports(ctx)
     outside = tmp_path / "outside.jsonl"
     outside.write_text("precious\n")
     (folder / "link.jsonl").symlink_to(outside)
-    assert code_of(ops.export, ctx, path=str(folder / "link.jsonl"))[0] == "INVALID_REQUEST"
-    assert code_of(ops.import_capsules, ctx, path=str(folder / "link.jsonl"))[0] == "INVALID_REQUEST"
+    assert code_of(transfer.export, ctx, path=str(folder / "link.jsonl"))[0] == "INVALID_REQUEST"
+    assert code_of(transfer.import_capsules, ctx, path=str(folder / "link.jsonl"))[0] == "INVALID_REQUEST"
     assert outside.read_text() == "precious\n"
     linked_dir = tmp_path / "linked"
     linked_dir.symlink_to(folder)
-    allowed = ops.Context(ctx.root, Config(allowed_paths=(linked_dir,)), clock=ctx.clock, home=ctx.home)
-    assert code_of(ops.export, allowed, path=str(linked_dir / "x.jsonl"))[0] == "INVALID_REQUEST"
+    allowed = ops.Context(ctx.root, config=Config(allowed_paths=(linked_dir,)), clock=ctx.clock, home=ctx.home)
+    assert code_of(transfer.export, allowed, path=str(linked_dir / "x.jsonl"))[0] == "INVALID_REQUEST"
 
 
 def test_allowed_paths_and_unsafe_escape_hatch(ctx: ops.Context, tmp_path: Path) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     elsewhere = tmp_path / "backups"
     elsewhere.mkdir()
-    allowed = ops.Context(ctx.root, Config(allowed_paths=(elsewhere,)), clock=ctx.clock, home=ctx.home)
-    assert ops.export(allowed, path=str(elsewhere / "b.jsonl"))["count"] == 1
-    unsafe = ops.Context(ctx.root, Config(allow_unsafe_paths=True), clock=ctx.clock, home=ctx.home)
-    assert ops.export(unsafe, path=str(tmp_path / "anywhere.jsonl"))["count"] == 1
+    allowed = ops.Context(ctx.root, config=Config(allowed_paths=(elsewhere,)), clock=ctx.clock, home=ctx.home)
+    assert transfer.export(allowed, path=str(elsewhere / "b.jsonl"))["count"] == 1
+    unsafe = ops.Context(ctx.root, config=Config(allow_unsafe_paths=True), clock=ctx.clock, home=ctx.home)
+    assert transfer.export(unsafe, path=str(tmp_path / "anywhere.jsonl"))["count"] == 1
     # The workspace's own .moss/exports/ is allowed too.
     (ctx.root / ".moss/exports").mkdir()
-    assert ops.export(ctx, path=str(ctx.root / ".moss/exports/w.jsonl"))["count"] == 1
+    assert transfer.export(ctx, path=str(ctx.root / ".moss/exports/w.jsonl"))["count"] == 1
 
 
 # --------------------------------------------------------------------------- hand-written files
@@ -647,7 +648,7 @@ def test_hand_written_capsule_is_valid_and_gains_only_an_id(ctx: ops.Context, ws
 
 
 def test_unreadable_files_are_reported_not_skipped(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="good")
+    ops.store(ctx, capsule_text=FULL, name="good")
     folder = ws / ".moss/capsules/default"
     (folder / "broken.md").write_text("---\ntitle: [unclosed\n---\nx")
     (folder / "stray.txt").write_text("?")
@@ -660,7 +661,7 @@ def test_unreadable_files_are_reported_not_skipped(ctx: ops.Context, ws: Path) -
     with pytest.raises(MossError) as direct:
         ops.fetch(ctx, id="01ARZ3NDEKTSV4RRFFQ69G5FAV")
     assert direct.value.code in ("FRONTMATTER_SYNTAX", "SCHEMA_ERROR")  # the lookup could not rule the broken file out
-    assert code_of(ops.export, ctx, path=str(exports(ctx) / "x.jsonl"))[0] in ("FRONTMATTER_SYNTAX", "SCHEMA_ERROR")
+    assert code_of(transfer.export, ctx, path=str(exports(ctx) / "x.jsonl"))[0] in ("FRONTMATTER_SYNTAX", "SCHEMA_ERROR")
 
 
 def test_name_in_wrong_file_is_reported(ctx: ops.Context, ws: Path) -> None:
@@ -673,17 +674,17 @@ def test_name_in_wrong_file_is_reported(ctx: ops.Context, ws: Path) -> None:
 
 
 def test_hand_marked_deleted_capsule_in_its_slot_frees_the_name(ctx: ops.Context, ws: Path) -> None:
-    old = ops.store(ctx, FULL, name="auth")
+    old = ops.store(ctx, capsule_text=FULL, name="auth")
     path = ws / ".moss/capsules/default/auth.md"
     path.write_text(path.read_text().replace("---\n##", "deleted_at: 2026-01-19T10:00:00Z\n---\n##", 1))
-    new = ops.store(ctx, FULL, name="auth")
+    new = ops.store(ctx, capsule_text=FULL, name="auth")
     assert new["id"] != old["id"]
     assert ops.fetch(ctx, id=old["id"], include_deleted=True)["deleted_at"] == 1768816800
 
 
 def test_store_file_names_never_escape_the_folder(ctx: ops.Context, ws: Path) -> None:
     for name in ("../../escape", "a/b", "..", ".hidden", "con", "x" * 400, "名前"):
-        ops.store(ctx, FULL, name=name, workspace="../ws")
+        ops.store(ctx, capsule_text=FULL, name=name, workspace="../ws")
     for path in (ws / ".moss").rglob("*"):
         assert path.resolve().is_relative_to((ws / ".moss/capsules").resolve()) or path.name == ".capsules.lock"
     assert {item["name"] for item in ops.inventory(ctx)["items"]} == {"../../escape", "a/b", "..", ".hidden", "con", "x" * 400, "名前"}
@@ -691,19 +692,19 @@ def test_store_file_names_never_escape_the_folder(ctx: ops.Context, ws: Path) ->
 
 
 def test_store_does_not_leave_temp_files(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     ops.update(ctx, name="a", title="t")
     ops.delete(ctx, name="a")
     assert not [p for p in (ws / ".moss").rglob("*") if ".tmp-" in p.name]
 
 
 def test_store_creates_only_capsule_files(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     tracked = [p for p in snapshot(ws)]
     assert tracked == ["capsules/default/a.md"]
 
 
 def test_store_wide_lock_lives_next_to_the_capsules_folder(ctx: ops.Context, ws: Path) -> None:
-    ops.store(ctx, FULL, name="a")
+    ops.store(ctx, capsule_text=FULL, name="a")
     assert (ws / ".moss/.capsules.lock").exists()
     assert CapsuleStore(ws).base == ws / ".moss/capsules"

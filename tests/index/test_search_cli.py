@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +104,29 @@ def test_help_texts(ws: Path) -> None:
     for args in (["search", "--help"], ["expand", "--help"], ["timeline", "--help"], ["index", "--help"], ["insight", "--help"], ["session", "--help"]):
         done = run_cli("moss", *args, cwd=ws)
         assert done.returncode == 0 and "Usage" in done.stdout, args
+
+
+CAPSULE = "## Objective\nKeep token refresh working.\n\n## Status\nHalf.\n\n## Decisions\n- JWT\n\n## Next steps\n(none)\n\n## Files\n- a.py\n\n## Risks\n- none yet\n"
+
+
+def test_search_shows_the_name_a_capsule_is_addressed_by(ws: Path) -> None:
+    assert run_cli("moss", "store", "--name", "Auth", "-w", "Team", input=CAPSULE, cwd=ws).returncode == 0
+    unnamed = run_cli("moss", "store", "--json", input=CAPSULE.replace("token", "tokens"), cwd=ws)
+    assert unnamed.returncode == 0, unnamed.stderr
+    unnamed_id = json.loads(unnamed.stdout)["id"]
+    done = run_cli("moss", "search", "token", "kind:capsule", "--json", cwd=ws)
+    assert done.returncode == 0, done.stderr
+    matches = {m["id"]: m for m in json.loads(done.stdout)["matches"]}
+    named = next(m for m in matches.values() if m["id"] != unnamed_id)
+    assert named["handle"] == "Team/Auth" and named["kind"] == "capsule" and named["status"] == "live"
+    assert "handle" not in matches[unnamed_id]  # no name, no handle: its id is how it is addressed
+    # Every other key keeps its value: the handle is only added.
+    assert set(named) == {"id", "kind", "summary", "score", "date", "status", "handle"}
+    text = run_cli("moss", "search", "token", "kind:capsule", cwd=ws)
+    line = next(line for line in text.stdout.splitlines() if line.startswith(named["id"]))
+    assert line == f"{named['id']}  capsule  {named['date'][:10]}  Team/Auth  {named['summary']} [live]"
+    fetched = run_cli("moss", "fetch", *line.split("  ")[3].split("/")[1:], "-w", line.split("  ")[3].split("/")[0], "--json", cwd=ws)
+    assert json.loads(fetched.stdout)["id"] == named["id"]  # what search shows is what fetch takes
+    timeline = json.loads(run_cli("moss", "timeline", named["id"], "--json", cwd=ws).stdout)
+    assert timeline["anchor"]["handle"] == "Team/Auth"
+    assert "Team/Auth" in run_cli("moss", "timeline", named["id"], cwd=ws).stdout

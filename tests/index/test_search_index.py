@@ -62,7 +62,9 @@ def test_search_finds_every_kind(root: Path) -> None:
     found = search.scan(ctx_for(root, messages), "token")
     assert messages == ["search index built"]
     assert {m["kind"] for m in found["matches"]} == {"insight", "message", "capsule"}
-    assert all(len(m["summary"]) <= 100 and set(m) <= {"id", "kind", "summary", "score", "date", "status"} for m in found["matches"])
+    # A capsule also shows the name it is addressed by (workspace/name); other kinds have none.
+    assert all(len(m["summary"]) <= 100 and set(m) - {"handle"} <= {"id", "kind", "summary", "score", "date", "status"} for m in found["matches"])
+    assert {m["kind"]: m.get("handle") for m in found["matches"]} == {"insight": None, "message": None, "capsule": "default/auth-work"}
     assert found["matches"][0]["score"] == 1.0 and found["truncated"] is False
     assert ids(search.scan(ctx_for(root), "kind:task")) == ["PLAN.md:L5", "keys"]  # newest first, undated last
     assert ids(search.scan(ctx_for(root), "router kind:session")) == ["SES-20260303-cccccccc"]

@@ -10,6 +10,7 @@ import pytest
 from moss_files.foundation import document
 
 from moss_files.loopflow import service as loopflow
+from moss_files.index import service as search
 from moss_files.foundation.errors import InvalidRequest, NotFound
 from moss_files.foundation.ids import IdSource, seeded_random
 from moss_files.loopflow.sessions import Handoff
@@ -131,5 +132,5 @@ def test_named_session_and_errors(ctx: loopflow.Context) -> None:
 def test_sessions_are_searchable(ctx: loopflow.Context) -> None:
     loopflow.orient(ctx, task="LF-77 tokenizer")
     loopflow.handoff(ctx, Handoff(summary="Tokenizer rewritten for CJK."))
-    found = loopflow.scan(ctx, "tokenizer kind:session")
+    found = search.scan(ctx, "tokenizer kind:session")
     assert [m["summary"] for m in found["matches"]] == ["Tokenizer rewritten for CJK."]

@@ -1,21 +1,20 @@
 """The `loop` tool set: LoopFlow's progressive disclosure (`loop_scan` → `loop_expand`,
 `loop_timeline`) over every artifact, and its session tools (`loop_orient`, `loop_remember`,
-`loop_handoff`). Entry layer: each tool is one call of a `loopflow` use case, the ones
-`moss search|expand|timeline` and `moss insight|session` call; they load on the first call.
+`loop_handoff`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
+(`index.service`) or `moss session|insight` (`loopflow.service`) calls, so both return the same
+shapes and errors. The use cases load on a tool's first call, not when the tool set is
+declared, which keeps them out of every `moss serve` start.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import replace
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from moss_files.mcp.server import ToolRegistry
-
-if TYPE_CHECKING:
-    from moss_files.index.service import Context
 
 Scope = Annotated[
     list[str] | None,
@@ -25,20 +24,15 @@ Scope = Annotated[
 
 def register(tools: ToolRegistry) -> None:
     """Declare the loop tools."""
-    ws = tools.context
-
-    @functools.cache
-    def ctx() -> Context:
-        from moss_files.index import service as search
-
-        # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
-        return search.Context(ws.root, clock=ws.clock, notify=logging.getLogger("moss_files.mcp").info)
+    # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
+    ctx = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
 
     @tools.tool(
         "loop_scan",
         "Search every artifact; returns ids with one-line summaries, best first ({query, matches: [{id, kind, summary, "
-        "score, date, status?}], truncated, hint}); then loop_expand the ids you need. Query: terms, \"phrases\", "
-        "-exclusions, field:value filters (kind: status: tag: type: after: before: date:).",
+        "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the "
+        "ids you need. Query: terms, \"phrases\", -exclusions, field:value filters (kind: status: tag: type: after: "
+        "before: date:).",
         read_only=True,
     )
     def scan(
@@ -54,12 +48,12 @@ def register(tools: ToolRegistry) -> None:
         match: Annotated[str, Field(description='"any" term (default) or "all" terms.')] = "any",
         raw: Annotated[bool, Field(description="Pass the query to SQLite FTS5 unescaped.")] = False,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
-
         # LoopFlow sends scope as one word ("all", "insights"); the seeds' spec as a list.
         kinds = [scope] if isinstance(scope, str) else list(scope or ())
         filters = {"type": types or (), "status": statuses or ()}
-        return loopflow.scan(ctx(), query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
+        from moss_files.index import service as search
+
+        return search.scan(ctx, query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
 
     @tools.tool(
         "loop_expand",
@@ -72,9 +66,9 @@ def register(tools: ToolRegistry) -> None:
         include_timeline: Annotated[bool, Field(description="Also list items dated around each one.")] = False,
         depth: Annotated[int, Field(description="Items on each side for include_timeline.")] = 3,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
+        from moss_files.index import service as search
 
-        return loopflow.expand(ctx(), ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
+        return search.expand(ctx, ids, include_links=include_links, include_timeline=include_timeline, depth=depth)
 
     @tools.tool(
         "loop_timeline",
@@ -87,9 +81,9 @@ def register(tools: ToolRegistry) -> None:
         depth_after: Annotated[int, Field(description="Items after the anchor.")] = 5,
         scope: Scope = None,
     ) -> dict[str, Any]:
-        from moss_files.loopflow import service as loopflow
+        from moss_files.index import service as search
 
-        return loopflow.timeline(ctx(), anchor, before=depth_before, after=depth_after, kinds=scope or ())
+        return search.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=scope or ())
 
     @tools.tool(
         "loop_orient",
@@ -104,7 +98,7 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.loopflow import service as loopflow
 
-        return loopflow.orient(ctx(), task=task, agent=agent, new=new, insight_limit=insight_limit)
+        return loopflow.orient(ctx, task=task, agent=agent, new=new, insight_limit=insight_limit)
 
     @tools.tool(
         "loop_remember",
@@ -124,7 +118,7 @@ def register(tools: ToolRegistry) -> None:
         from moss_files.loopflow import service as loopflow
 
         return loopflow.remember(
-            ctx(), content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
+            ctx, content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
         )
 
     @tools.tool(
@@ -163,4 +157,4 @@ def register(tools: ToolRegistry) -> None:
             outcome=outcome,
             task=task,
         )
-        return loopflow.handoff(ctx(), request, session_id=session, agent=agent)
+        return loopflow.handoff(ctx, request, session_id=session, agent=agent)

@@ -1,16 +1,21 @@
 """The `moss` tool set: Moss's capsule operations (`moss.store` … `moss.purge`, `moss.compose`,
-`moss.append`) as MCP tools. Entry layer: each tool is one call of `capsules.OPERATIONS`, the
-use cases `moss store|fetch|…` call, so both return the same shapes and errors. The use cases
-load on the first call, which keeps them (and the YAML libraries) out of the server's start-up.
+`moss.append`) as MCP tools. Entry layer: each tool is one call of the capsule use case
+(`capsules.service`, `capsules.transfer`) that `moss store|fetch|…` calls, so both return the
+same shapes and errors. The use cases load on a tool's first call, not when the tool set is
+declared: imported here they would add about 15 ms to every `moss serve` start, also for
+clients that never call a capsule tool.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field
 from typing_extensions import NotRequired, TypedDict
 
+from moss_files.foundation import config
+from moss_files.foundation.context import Context
 from moss_files.mcp.server import ToolRegistry
 
 Id = Annotated[str | None, Field(description="Capsule id (ULID). Give an id or a name, not both.")]
@@ -46,13 +51,9 @@ def register(tools: ToolRegistry) -> None:
     """Declare the capsule tools."""
     ws = tools.context
 
-    def run(operation: str, *args: Any) -> dict[str, Any]:
-        from moss_files.capsules import service as capsules
-
+    def ctx() -> Context:
         # The config is read per call, so a long-running server sees edits of .moss/config.toml.
-        from moss_files.foundation import config
-        ctx = capsules.Context(ws.root, config.load_config(ws.root, home=ws.home), clock=ws.clock, home=ws.home)
-        return capsules.OPERATIONS[operation](ctx, *args)
+        return replace(ws, config=config.load_config(ws.root, home=ws.home))
 
     @tools.tool(
         "moss.store",
@@ -73,7 +74,22 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return run("store", capsule_text, workspace, name, title, tags, source, mode, allow_thin, run_id, phase, role)
+        from moss_files.capsules import service as capsules
+
+        return capsules.store(
+            ctx(),
+            capsule_text=capsule_text,
+            workspace=workspace,
+            name=name,
+            title=title,
+            tags=tags,
+            source=source,
+            mode=mode,
+            allow_thin=allow_thin,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+        )
 
     @tools.tool(
         "moss.fetch",
@@ -87,7 +103,9 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return run("fetch", id, workspace, name, include_text, include_deleted)
+        from moss_files.capsules import service as capsules
+
+        return capsules.fetch(ctx(), id=id, workspace=workspace, name=name, include_text=include_text, include_deleted=include_deleted)
 
     @tools.tool(
         "moss.fetch_many",
@@ -99,7 +117,9 @@ def register(tools: ToolRegistry) -> None:
         include_text: Annotated[bool, Field(description="Include capsule_text.")] = True,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return run("fetch_many", items, include_text, include_deleted)
+        from moss_files.capsules import service as capsules
+
+        return capsules.fetch_many(ctx(), items=items, include_text=include_text, include_deleted=include_deleted)
 
     @tools.tool(
         "moss.update",
@@ -119,7 +139,22 @@ def register(tools: ToolRegistry) -> None:
         role: Role = None,
         allow_thin: Annotated[bool, Field(description="Skip the six-section lint.")] = False,
     ) -> dict[str, Any]:
-        return run("update", id, workspace, name, capsule_text, title, tags, source, run_id, phase, role, allow_thin)
+        from moss_files.capsules import service as capsules
+
+        return capsules.update(
+            ctx(),
+            id=id,
+            workspace=workspace,
+            name=name,
+            capsule_text=capsule_text,
+            title=title,
+            tags=tags,
+            source=source,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+            allow_thin=allow_thin,
+        )
 
     @tools.tool(
         "moss.append",
@@ -133,7 +168,9 @@ def register(tools: ToolRegistry) -> None:
         workspace: Workspace = None,
         name: Name = None,
     ) -> dict[str, Any]:
-        return run("append", section, content, id, workspace, name)
+        from moss_files.capsules import service as capsules
+
+        return capsules.append(ctx(), section=section, content=content, id=id, workspace=workspace, name=name)
 
     @tools.tool(
         "moss.delete",
@@ -142,7 +179,9 @@ def register(tools: ToolRegistry) -> None:
         idempotent=True,
     )
     def delete(id: Id = None, workspace: Workspace = None, name: Name = None) -> dict[str, Any]:
-        return run("delete", id, workspace, name)
+        from moss_files.capsules import service as capsules
+
+        return capsules.delete(ctx(), id=id, workspace=workspace, name=name)
 
     @tools.tool(
         "moss.latest",
@@ -157,7 +196,11 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return run("latest", workspace, include_text, include_deleted, run_id, phase, role)
+        from moss_files.capsules import service as capsules
+
+        return capsules.latest(
+            ctx(), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
+        )
 
     @tools.tool(
         "moss.list",
@@ -173,7 +216,11 @@ def register(tools: ToolRegistry) -> None:
         phase: Phase = None,
         role: Role = None,
     ) -> dict[str, Any]:
-        return run("list", workspace, limit, offset, include_deleted, run_id, phase, role)
+        from moss_files.capsules import service as capsules
+
+        return capsules.list_capsules(
+            ctx(), workspace=workspace, limit=limit, offset=offset, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
+        )
 
     @tools.tool(
         "moss.inventory",
@@ -191,7 +238,20 @@ def register(tools: ToolRegistry) -> None:
         limit: Limit = None,
         offset: Offset = None,
     ) -> dict[str, Any]:
-        return run("inventory", workspace, tag, name_prefix, run_id, phase, role, include_deleted, limit, offset)
+        from moss_files.capsules import service as capsules
+
+        return capsules.inventory(
+            ctx(),
+            workspace=workspace,
+            tag=tag,
+            name_prefix=name_prefix,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+            include_deleted=include_deleted,
+            limit=limit,
+            offset=offset,
+        )
 
     @tools.tool(
         "moss.compose",
@@ -205,7 +265,9 @@ def register(tools: ToolRegistry) -> None:
         sections: Annotated[list[str] | None, Field(description="Only these sections, in this order.")] = None,
         store_as: Annotated[StoreAs | None, Field(description="Store the bundle as this capsule.")] = None,
     ) -> dict[str, Any]:
-        return run("compose", items, format, sections, store_as)
+        from moss_files.capsules import service as capsules
+
+        return capsules.compose(ctx(), items=items, format=format, sections=sections, store_as=store_as)
 
     @tools.tool(
         "moss.export",
@@ -218,7 +280,9 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         include_deleted: IncludeDeleted = False,
     ) -> dict[str, Any]:
-        return run("export", path, workspace, include_deleted)
+        from moss_files.capsules import transfer
+
+        return transfer.export(ctx(), path=path, workspace=workspace, include_deleted=include_deleted)
 
     @tools.tool(
         "moss.import",
@@ -230,7 +294,9 @@ def register(tools: ToolRegistry) -> None:
         path: Annotated[str, Field(description="The .jsonl file, in an allowed folder.")],
         mode: Annotated[str | None, Field(description="error, replace or rename.")] = None,
     ) -> dict[str, Any]:
-        return run("import", path, mode)
+        from moss_files.capsules import transfer
+
+        return transfer.import_capsules(ctx(), path=path, mode=mode)
 
     @tools.tool(
         "moss.purge",
@@ -242,4 +308,6 @@ def register(tools: ToolRegistry) -> None:
         workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
         older_than_days: Annotated[int | None, Field(description="Only those deleted more than this many days ago.")] = None,
     ) -> dict[str, Any]:
-        return run("purge", workspace, older_than_days)
+        from moss_files.capsules import service as capsules
+
+        return capsules.purge(ctx(), workspace=workspace, older_than_days=older_than_days)

@@ -1,0 +1,134 @@
+"""Capsule history from git: the committed versions of a capsule, and a capsule as it was at a
+revision.
+
+Shell layer: git is read only through `foundation.gitrepo` (which loads GitPython, so this
+module is imported only by the commands that need history); the capsule model parses what
+each commit held. Returns the shapes `moss history --json` and `moss fetch --at --json` print.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from moss_files.capsules import model as core
+from moss_files.capsules.model import Capsule
+from moss_files.capsules.store import CapsuleStore, StoredCapsule
+from moss_files.foundation import document, gitrepo
+from moss_files.foundation.arguments import count, required
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import MossError, NotFound
+
+
+def history(
+    ctx: Context,
+    *,
+    id: str | None = None,
+    workspace: str | None = None,
+    name: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """The committed versions of a capsule, newest first, following its moves (a delete is one).
+
+    Addressed by id, only versions of that capsule are listed; by name, every capsule that held
+    the name. Returns `{id?, workspace, name?, path, dirty, versions: [{commit, date, author,
+    email, summary, path, id, removed}]}`. Raises RepoError outside a git repository, NotFound.
+    """
+    where = core.address(id, workspace, name)
+    most = count(limit, "limit", default=0, minimum=0)  # 0: every version
+    store_ = CapsuleStore(ctx.root)
+    try:
+        found: StoredCapsule | None = store_.find(where, include_deleted=True)
+    except NotFound:
+        if where.id is not None:
+            raise
+        found = None
+    if found is not None:
+        path = found.path
+    else:
+        assert where.name_norm is not None
+        path = store_.base / core.workspace_dir(where.workspace_norm) / core.slot_filename(where.name_norm)
+    repo = gitrepo.open_repo(ctx.root)
+    relpath = gitrepo.relpath_in_repo(repo, path)
+    versions = gitrepo.file_history(repo, relpath)
+    base_rel = gitrepo.relpath_in_repo(repo, store_.base)
+    rows: list[dict[str, Any]] = []
+    for version in versions:
+        present, blob_id = _capsule_id_at(repo, version.commit, version.path, base_rel)
+        if where.id is not None and blob_id not in (where.id, None):
+            continue
+        # A commit that moved the file away (a soft delete) shows as removed from this path.
+        rows.append({**gitrepo.version_to_dict(version), "id": blob_id, "removed": not present})
+        if most and len(rows) >= most:
+            break
+    status = str(repo.git.status("--porcelain", "--", relpath)) if found is not None else ""
+    data: dict[str, Any] = {}
+    if found is not None:
+        data.update(id=found.capsule.id, workspace=found.capsule.workspace, name=found.capsule.name)
+    else:
+        data.update(workspace=where.workspace_norm, name=where.name_norm)
+    data.update(path=relpath, dirty=bool(status.strip()), versions=rows)
+    return data
+
+
+def _capsule_id_at(repo: Any, commit: str, path: str, base_rel: str) -> tuple[bool, str | None]:
+    """Whether the file exists at the commit, and the id of the capsule it held (None if unreadable)."""
+    data = gitrepo.show_file(repo, commit, path)
+    if data is None:
+        return False, None
+    try:
+        relpath = Path(path).relative_to(base_rel).as_posix()
+        doc = document.parse_bytes(data, f"{commit[:12]}:{path}")
+        return True, core.parse_capsule(doc, PurePosixPath(relpath), mtime_ms=0).id
+    except (MossError, ValueError):
+        return True, None
+
+
+def fetch_at(
+    ctx: Context,
+    *,
+    rev: str | None,
+    id: str | None = None,
+    workspace: str | None = None,
+    name: str | None = None,
+    include_text: bool = True,
+    include_deleted: bool = False,
+) -> dict[str, Any]:
+    """A capsule as it was at a git revision: the fetch shape plus `at: {rev, commit, path}`.
+
+    Raises NotFound (no such revision, or no such capsule then), RepoError.
+    """
+    rev_text = required(rev, "rev")
+    where = core.address(id, workspace, name)
+    repo = gitrepo.open_repo(ctx.root)
+    commit = gitrepo.resolve(repo, rev_text)
+    base_rel = gitrepo.relpath_in_repo(repo, CapsuleStore(ctx.root).base)
+    if where.name_norm is not None:
+        folder = f"{base_rel}/{core.workspace_dir(where.workspace_norm)}"
+        candidates = [f"{folder}/{core.slot_filename(where.name_norm)}"]
+        if include_deleted:
+            candidates += gitrepo.list_files(repo, commit, f"{folder}/{core.DELETED_DIR}")
+    else:
+        assert where.id is not None
+        if not core.is_capsule_id(where.id):
+            candidates = []
+        else:
+            named = [p for p in gitrepo.list_files(repo, commit, base_rel) if where.id in p.rsplit("/", 1)[-1]]
+            candidates = named + gitrepo.grep_files(repo, commit, where.id, base_rel)
+    matches: list[tuple[Capsule, str]] = []
+    for candidate in dict.fromkeys(candidates):
+        data = gitrepo.show_file(repo, commit, candidate)
+        if data is None:
+            continue
+        doc = document.parse_bytes(data, f"{rev_text}:{candidate}")
+        relpath = PurePosixPath(PurePosixPath(candidate).relative_to(base_rel).as_posix())
+        found = core.parse_capsule(doc, relpath, mtime_ms=0, path=f"{rev_text}:{candidate}")
+        wanted = found.id == where.id if where.id is not None else found.name_norm == where.name_norm
+        if wanted and (include_deleted or not found.deleted):
+            matches.append((found, candidate))
+    if not matches:
+        raise NotFound(f"capsule {where.shown()} not found at {rev_text}", details={"rev": rev_text, "commit": commit})
+    capsule_at, at_path = max(matches, key=lambda m: (not m[0].deleted, m[0].updated_ms))
+    data_out = core.capsule_to_dict(capsule_at, include_text=include_text)
+    data_out["at"] = {"rev": rev_text, "commit": commit, "path": at_path}
+    return data_out

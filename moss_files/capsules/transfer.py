@@ -1,0 +1,219 @@
+"""Capsule export and import: Moss's JSONL files, written and read outside the capsule folder.
+
+Shell layer: checks the path a caller names (where the file may be, never through a link),
+reads or writes the JSONL file, and has the capsule model parse, plan and render records;
+the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes, the ones
+`moss export|import --json` prints and the `moss.export` / `moss.import` tools return.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from moss_files.capsules import model as core
+from moss_files.capsules.model import Capsule
+from moss_files.capsules.service import now_ms
+from moss_files.capsules.store import CapsuleStore, StoredCapsule, raise_first
+from moss_files.foundation import document, fs
+from moss_files.foundation.arguments import optional, refuse
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+
+MAX_IMPORT_BYTES = 25 * 1024 * 1024
+MAX_IMPORT_LINE_BYTES = 1024 * 1024
+EXPORTS_DIR = Path(".moss") / "exports"
+
+
+def exports_dir(ctx: Context) -> Path:
+    """The default export folder: `~/.moss/exports/` (of the context's home)."""
+    return ctx.home_folder() / EXPORTS_DIR
+
+
+def check_transfer_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
+    """Check an export/import path: `.jsonl`, no `..`, no symlinked file or parent folder, and
+    (unless `allow_unsafe_paths`) directly inside an allowed folder: `~/.moss/exports/`, the
+    workspace's `.moss/exports/`, or an `allowed_paths` entry.
+
+    Raises InvalidRequest (details.reason) before anything is read or written.
+    """
+    if not raw:
+        raise refuse("path", "is required")
+    text = raw
+    if "\0" in text:
+        raise InvalidRequest("path must not contain NUL characters", details={"reason": "nul"})
+    path = Path(text).expanduser()
+    if ".." in path.parts:
+        raise InvalidRequest("path must not contain '..'", details={"reason": "traversal", "path": text})
+    if path.suffix != ".jsonl" or path.name == ".jsonl":
+        raise InvalidRequest("path must name a .jsonl file", details={"reason": "extension", "path": text})
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    parent = path.parent
+    if parent.is_symlink():
+        raise InvalidRequest("the folder of path is a symbolic link", details={"reason": "symlink", "path": text})
+    if path.is_symlink():
+        raise InvalidRequest("path is a symbolic link", details={"reason": "symlink", "path": text})
+    if not ctx.config.allow_unsafe_paths:
+        allowed = [exports_dir(ctx), ctx.root / EXPORTS_DIR, *ctx.config.allowed_paths]
+        real_parent = Path(os.path.realpath(parent))
+        if not any(real_parent == Path(os.path.realpath(folder)) for folder in allowed):
+            raise InvalidRequest(
+                "path must be directly inside an allowed folder",
+                details={"reason": "not_allowed", "path": text, "allowed": [str(folder) for folder in allowed]},
+                hint="add the folder to allowed_paths in .moss/config.toml (or ~/.moss/config.toml)",
+            )
+    if reading and not path.exists():
+        raise NotFound("no such import file", path=text)
+    return path
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export(ctx: Context, *, path: str | None = None, workspace: str | None = None, include_deleted: bool = False) -> dict[str, Any]:
+    """Write capsules to a JSONL file: Moss's header line, then one record per capsule (by id).
+
+    The file is written atomically with mode 0600; a file that is not an earlier export is
+    never replaced. Returns `{path, count, exported_at}`. Raises InvalidRequest for a refused
+    path, Conflict ALREADY_EXISTS, and any unreadable capsule file's error (an export is whole).
+    """
+    now = now_ms(ctx)
+    ws_text = optional(workspace)
+    ws = core.normalize(ws_text) if ws_text else None
+    if path is None:
+        folder = exports_dir(ctx)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp = core.ms_to_rfc3339(now - now % 1000).replace("-", "").replace(":", "")
+        label = core.encode_component(ws) if ws else "all"
+        path = str(folder / f"{label}-{stamp}.jsonl")
+    target = check_transfer_path(path, ctx, reading=False)
+    if not target.parent.is_dir() and target.parent == ctx.root / EXPORTS_DIR:
+        # The workspace's own export folder is git-ignored and made on first use, like the
+        # home one; any other folder must exist already.
+        with fs.folder_fd(target.parent, create=True):
+            pass
+    if not target.parent.is_dir():
+        raise NotFound("the export folder does not exist", path=str(target.parent))
+    scan = CapsuleStore(ctx.root).scan(ws, include_deleted=include_deleted)
+    raise_first(scan.problems)
+    chosen = sorted((s.capsule for s in scan.capsules if include_deleted or not s.capsule.deleted), key=lambda c: c.id)
+    exported_at = now // 1000
+    lines = [core.render_record(core.export_header(exported_at))]
+    lines.extend(core.render_record(core.capsule_to_record(c)) for c in chosen)
+    if target.exists() and not _is_export(target):
+        raise Conflict("path exists and is not a moss export; refusing to replace it", code="ALREADY_EXISTS", path=str(target))
+    fs.write_atomic(target, ("\n".join(lines) + "\n").encode("utf-8"), mode=0o600)
+    os.chmod(target, 0o600)
+    return {"path": str(target), "count": len(chosen), "exported_at": exported_at}
+
+
+def _is_export(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(4096)
+        return json.loads(first).get("_moss_export") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+# --------------------------------------------------------------------------- import
+
+
+def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None) -> dict[str, Any]:
+    """Restore capsules from a Moss JSONL export, all or nothing.
+
+    Derived fields are recomputed. Returns `{imported, skipped, errors: [{line, id?, name?,
+    code, message}]}`; any error means nothing was written. Raises InvalidRequest for a refused
+    path or mode, InvalidDocument FILE_TOO_LARGE (413) past 25 MB.
+    """
+    import_mode = optional(mode) or "error"
+    if import_mode not in core.IMPORT_MODES:
+        raise InvalidRequest("mode must be one of: error, replace, rename", details={"field": "mode", "value": import_mode})
+    source = check_transfer_path(path, ctx, reading=True)
+    data = _read_no_follow(source)
+    now = now_ms(ctx)
+    records: list[tuple[int, Capsule]] = []
+    errors: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_IMPORT_LINE_BYTES:
+            errors.append({"line": number, "code": "PARSE_ERROR", "message": f"line is longer than {MAX_IMPORT_LINE_BYTES} bytes"})
+            continue
+        try:
+            parsed = core.parse_record(raw.decode("utf-8"), now_ms=now)
+        except UnicodeDecodeError:
+            errors.append({"line": number, "code": "PARSE_ERROR", "message": "line is not valid UTF-8"})
+            continue
+        except core.RecordProblem as problem:
+            item: dict[str, Any] = {"line": number}
+            if problem.id:
+                item["id"] = problem.id
+            if problem.name:
+                item["name"] = problem.name
+            item.update(code=problem.code, message=problem.message)
+            errors.append(item)
+            continue
+        if parsed is not None:
+            records.append((number, parsed))
+    if errors:
+        return {"imported": 0, "skipped": 0, "errors": errors}
+    store_ = CapsuleStore(ctx.root)
+    with store_.writing():
+        scan = store_.scan(None, include_deleted=True)
+        raise_first(scan.problems)  # an unreadable capsule could be a collision we cannot see
+        actions, errors = core.plan_import([s.capsule for s in scan.capsules], records, import_mode, ctx.new_ulid)
+        if errors:
+            return {"imported": 0, "skipped": 0, "errors": errors}
+        _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions)
+    return {"imported": len(actions), "skipped": 0, "errors": []}
+
+
+def _read_no_follow(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise NotFound("no such import file", path=str(path)) from None
+    except OSError as exc:
+        raise InvalidRequest(f"cannot open import file: {exc.strerror}", path=str(path), details={"reason": "open"}) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidRequest("import path is not a regular file", path=str(path), details={"reason": "not_regular"})
+        if info.st_size > MAX_IMPORT_BYTES:
+            raise InvalidDocument(
+                f"import file is {info.st_size} bytes; the limit is {MAX_IMPORT_BYTES}",
+                code="FILE_TOO_LARGE",
+                status=413,
+                path=str(path),
+                details={"max_bytes": MAX_IMPORT_BYTES, "actual_bytes": info.st_size},
+            )
+        return handle.read(MAX_IMPORT_BYTES + 1)
+
+
+def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction]) -> None:
+    # Files that move (a replace that changes name or deleted state) leave their place first, so
+    # a create or another move can take the slot they held.
+    pending: list[tuple[Capsule, str | None]] = []
+    in_place: list[tuple[StoredCapsule, Capsule]] = []
+    for action in actions:
+        if action.replaces is None:
+            pending.append((action.capsule, None))
+            continue
+        old = existing[action.replaces]
+        if core.capsule_relpath(action.capsule) == old.relpath:
+            in_place.append((old, action.capsule))
+            continue
+        assert old.snapshot.data is not None
+        old_text, _bom = document.decode(old.snapshot.data, str(old.path))
+        pending.append((action.capsule, core.edit_capsule(old_text, action.capsule, str(old.path))))
+        store_.remove(old)
+    for old, capsule in in_place:
+        store_.replace_file(old, capsule)
+    for capsule, text in pending:
+        store_.create(capsule, text=text)

@@ -1,0 +1,137 @@
+"""Reading the artifact folders for the search index: walk them, take each file's stat
+signature, and read a file's bytes without following links. Edge layer: the disk, read only;
+it never writes an artifact file and knows nothing of SQLite (that is `database`).
+
+The walk asks the registry which folders to enter and which files a source owns; its result,
+a `Tree`, is what a refresh compares with the cache (by one fingerprint, then file by file).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat as stat_module
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, digest, signature
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """The files some source owns, in walk order, with their signatures."""
+
+    paths: list[str]
+    sigs: list[int]
+    links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
+
+    def signatures(self) -> dict[str, Signature]:
+        return dict(zip(self.paths, self.sigs))
+
+    def fingerprint(self) -> str:
+        """A digest of every (path, signature) in walk order. The index stores the one of the
+        tree it matches exactly; an equal digest later means nothing changed, and a different
+        one (a change, or only another walk order) means comparing file by file."""
+        data = "\n".join(self.paths).encode("utf-8", "surrogateescape") + array("q", self.sigs).tobytes()
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def walk(root: Path, registry: Registry) -> Tree:
+    """Every file some source owns, with its signature (see `model.signature`)."""
+    base = str(root)
+    paths: list[str] = []
+    sigs: list[int] = []
+    links: list[str] = []
+    stack: list[str] = []
+    for top in registry.tops:
+        if registry.descend(top):
+            # A toolkit folder that is a link leads out of the workspace: never read there.
+            (links if os.path.islink(f"{base}/{top}") else stack).append(top)
+    while stack:
+        folder = stack.pop()
+        route = registry.route(folder)
+        # Most folders take every .md file; only those naming files ask the route per file.
+        takes_all = route is not None and route.default is not None and not route.by_name
+        prefix = folder + "/"
+        try:
+            iterator = os.scandir(f"{base}/{folder}")
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with iterator:
+            for entry in iterator:
+                name = entry.name
+                if name[0] == ".":
+                    continue  # temp and lock files, .gitkeep, per-machine state folders
+                if entry.is_dir(follow_symlinks=False):
+                    if registry.descend(prefix + name):
+                        stack.append(prefix + name)
+                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
+                    links.append(prefix + name)
+                elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
+                    paths.append(prefix + name)
+                    sigs.append(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+    return Tree(paths, sigs, sorted(links))
+
+
+def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
+    """A problem entry for each folder the index would read but does not, being a link."""
+    return [
+        {"path": link, "source": None, "code": "SYMLINK_REFUSED", "message": "is a symbolic link to a folder; the index does not follow links", "line": None, "severity": "error"}
+        for link in walk(root, registry).links
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """A file read for indexing: its stat at the read, bytes and hash, or why not."""
+
+    relpath: str
+    stat: Stat
+    data: bytes
+    digest: str
+    problem: Problem | None = None
+
+    @property
+    def sig(self) -> int:
+        return signature(self.stat)
+
+
+def read_file(root: Path, relpath: str) -> FileRead | None:
+    """Read one file without following links; None when it is gone."""
+    path = f"{root}/{relpath}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        if exc.errno == errno.ELOOP:
+            problem = Problem("SYMLINK_REFUSED", "is a symbolic link; the index does not follow links")
+        else:
+            problem = Problem("INVALID_DOCUMENT", f"cannot be read: {exc.strerror}")
+        return FileRead(relpath, stat, b"", digest(b""), problem)
+    try:
+        st = os.fstat(fd)
+        stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        if not stat_module.S_ISREG(st.st_mode):
+            return FileRead(relpath, stat, b"", digest(b""), Problem("INVALID_DOCUMENT", "is not a regular file"))
+        if st.st_size > MAX_FILE_BYTES:
+            problem = Problem("FILE_TOO_LARGE", f"file is {st.st_size} bytes; the index reads files up to {MAX_FILE_BYTES}")
+            return FileRead(relpath, stat, b"", digest(str(stat).encode()), problem)
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(st.st_size + 1, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    return FileRead(relpath, stat, data, digest(data))

@@ -1,0 +1,128 @@
+"""Insight and session files: find, read, create and edit them under `.moss/insights/` and
+`.moss/sessions/`.
+
+Edge layer: owns those two folders, one markdown file per item named after its id; all bytes
+go through `fs` (a new file is created exclusively, an edit is a guarded read-modify-write), and
+the pure models (`insights`, `sessions`) parse what is read. Files that cannot be read are
+reported as problems, never skipped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from moss_files.foundation import fs
+from moss_files.foundation.document import Document
+from moss_files.foundation.errors import MossError, NotFound
+from moss_files.loopflow import insights, sessions
+from moss_files.loopflow.insights import Insight
+from moss_files.loopflow.sessions import Session
+
+T = TypeVar("T", Insight, Session)
+
+CREATE_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Kind(Generic[T]):
+    """One kind of item kept a file each: its name, folder, id prefix and parser."""
+
+    name: str
+    folder: Path  # relative to the workspace root
+    prefix: str
+    parse: Callable[[Document, str, str], T]  # (document, relpath, file stem) -> item
+
+
+def _parse_insight(doc: Document, relpath: str, stem: str) -> Insight:
+    return insights.parse_insight(doc, relpath, fallback_id=stem)
+
+
+def _parse_session(doc: Document, relpath: str, stem: str) -> Session:
+    return sessions.parse_session(doc, relpath, fallback_id=stem)
+
+
+INSIGHTS: Kind[Insight] = Kind("insight", insights.FOLDER, insights.ID_PREFIX, _parse_insight)
+SESSIONS: Kind[Session] = Kind("session", sessions.FOLDER, sessions.ID_PREFIX, _parse_session)
+
+
+class ItemStore(Generic[T]):
+    """The files of one kind in one workspace."""
+
+    def __init__(self, root: Path, kind: Kind[T]) -> None:
+        self.root = Path(root)
+        self.kind: Kind[T] = kind
+        self.folder = self.root / kind.folder
+
+    def relpath(self, path: Path) -> str:
+        """`path` relative to the workspace root, as results show it."""
+        return path.relative_to(self.root).as_posix()
+
+    def parse(self, path: Path, doc: Document) -> T:
+        """The item a document read from `path` holds. Raises InvalidDocument."""
+        return self.kind.parse(doc, self.relpath(path), path.stem)
+
+    def read(self, path: Path) -> T:
+        """The item in `path`. Raises NotFound, InvalidDocument."""
+        return self.parse(path, fs.read_document(path))
+
+    def read_all(self) -> tuple[list[tuple[Path, T]], list[dict[str, Any]]]:
+        """Every readable item with its file, and a problem entry for each file that is not."""
+        items: list[tuple[Path, T]] = []
+        problems: list[dict[str, Any]] = []
+        for path in fs.iter_files(self.folder):
+            if any(part.startswith(".") for part in path.relative_to(self.folder).parts):
+                continue
+            try:
+                items.append((path, self.read(path)))
+            except MossError as err:
+                problems.append({"path": self.relpath(path), "code": err.code, "message": err.message, "line": err.line})
+        return items, problems
+
+    def find(self, wanted: str) -> tuple[Path, T]:
+        """The file and item with id `wanted` (exact, else ignoring case). Raises NotFound."""
+        what = self.kind.name
+        if not insights.is_valid_id(wanted):
+            raise NotFound(f"no {what} {wanted!r}", details={"id": wanted})
+        direct = self.folder / f"{wanted}.md"
+        if direct.is_file():
+            found = self.read(direct)
+            if found.id == wanted:
+                return direct, found
+        items, _problems = self.read_all()
+        exact = [(path, item) for path, item in items if item.id == wanted]
+        loose = [(path, item) for path, item in items if item.id.casefold() == wanted.casefold()]
+        if exact or loose:
+            return (exact or loose)[0]
+        raise NotFound(f"no {what} {wanted!r}", details={"id": wanted}, hint=f"list them with `moss {what} list`")
+
+    def create(self, new_id: Callable[[], str], render: Callable[[str], str]) -> tuple[str, Path]:
+        """A new file named after a fresh id, holding `render(id)`; never replaces a file (a
+        clash draws another id). Returns the id and the file."""
+        for _attempt in range(CREATE_ATTEMPTS):
+            item_id = new_id()
+            path = self.folder / f"{item_id}.md"
+            if fs.create_exclusive(path, render(item_id).encode("utf-8")):
+                return item_id, path
+        raise MossError(f"could not find a free {self.kind.prefix} id after {CREATE_ATTEMPTS} attempts", path=self.folder)
+
+    def edit(self, path: Path, transform: Callable[[Document], str | None]) -> Document:
+        """Apply `transform` (new text, or None for no change) to the file as it is at write
+        time; returns the document written (or read). Raises Conflict when it keeps changing."""
+        return fs.modify_document(path, transform)
+
+    def digest(self, path: Path) -> str:
+        """The content hash of a file now (to tell whether an edit changed anything)."""
+        return fs.read_snapshot(path).digest
+
+
+def insight_store(root: Path) -> ItemStore[Insight]:
+    """The insight files of a workspace."""
+    return ItemStore(root, INSIGHTS)
+
+
+def session_store(root: Path) -> ItemStore[Session]:
+    """The session files of a workspace."""
+    return ItemStore(root, SESSIONS)
