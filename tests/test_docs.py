@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
         in_checkout = block.options.split() == ["checkout"]
         assert in_checkout or not block.options, f"{block.where}: unknown fence option {block.options!r} (only `checkout`)"
         if in_checkout:
-            lines.append(f"( cd {shell_quote(str(checkout))}")
+            lines.append(f"( cd {shlex.quote(str(checkout))}")
         for offset, code_line in enumerate(block.code.splitlines()):
             lines.append(code_line)
             origin[len(lines)] = (block, block.line + offset)
@@ -124,18 +125,16 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
     return Script("\n".join(lines) + "\n", origin)
 
 
-def shell_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
 def example_env(home: Path) -> dict[str, str]:
-    """The environment a new user has: our tools first on PATH, a home of their own, git
-    configured, and none of the toolkit's variables set."""
+    """The environment a new user has: our tools first on PATH, a home of their own (and a
+    temporary folder) inside the test's folder, git configured, none of the toolkit's variables."""
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("MOSS_", "NEEDLECAST_", "CSTACK_", "MOE_", "GIT_"))}
     (home / ".gitconfig").write_text("[user]\n\tname = Docs Example\n\temail = docs@example.invalid\n[init]\n\tdefaultBranch = main\n")
+    scratch = home.parent / "tmp"  # mktemp in an example stays inside the test's folder
+    scratch.mkdir()
     env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
-               GIT_CONFIG_NOSYSTEM="1", COLUMNS="100")
+               GIT_CONFIG_NOSYSTEM="1", COLUMNS="100", TMPDIR=str(scratch))
     env.pop("XDG_DATA_HOME", None)
     env.pop("VIRTUAL_ENV", None)
     return env
@@ -232,8 +231,7 @@ def test_every_code_row_of_the_error_page_names_a_registered_code() -> None:
 
 def github_anchor(heading: str) -> str:
     """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to dashes."""
-    text = re.sub(r"`|\*|_(?=\W)|(?<=\W)_", "", heading.strip().lower())
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def anchors(page: Path) -> set[str]:
