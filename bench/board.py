@@ -30,10 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from moss_files.board import model as core
-from moss_files.board import service as svc
-from moss_files.board.model import Epic, Step, Task, Team, Worker
+from moss_files.board import claims, files, queries
+from moss_files.board.model import PRIORITIES, Epic, Step, Task, Team, Worker
 from moss_files.board.store import BoardStore
+from moss_files.board.usecase import STORE_KEY, board_store
+from moss_files.foundation.context import AGENT, Context
 from moss_files.foundation.ids import IdSource, seeded_random
 
 EPIC_SIZE = 100
@@ -50,7 +51,7 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
     for order, epic_id in enumerate(epics, start=1):
         epic = Epic(id=epic_id, title=f"Epic {order}", description="Group of related work on the billing service.",
                     status="ACTIVE", order=order, epic_rails=("no secrets in logs",), created=STAMP, updated=STAMP)
-        (base / "epics" / f"{epic_id}.md").write_text(core.render_epic(epic))
+        (base / "epics" / f"{epic_id}.md").write_text(files.render_epic(epic))
     others = ("BACKLOG", "BACKLOG", "DONE", "PLANNING", "REVIEW", "DONE")
     made: list[str] = []
     for index in range(count):
@@ -62,11 +63,11 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
         task = Task(
             id=task_id, epic=epics[index % len(epics)], title=f"Invoice rounding fix {index}",
             description="Totals are rounded per line instead of per invoice.\n\nRound once, at the end, half-even.",
-            status=status, priority=core.PRIORITIES[index % 4], order=index // len(epics) + 1,
+            status=status, priority=PRIORITIES[index % 4], order=index // len(epics) + 1,
             definition_of_done=("totals match the ledger", "property test for rounding"),
             plan=plan if status != "BACKLOG" else (), created=STAMP, updated=STAMP,
         )
-        (base / "tasks" / f"{task_id}.md").write_text(core.render_task(task))
+        (base / "tasks" / f"{task_id}.md").write_text(files.render_task(task))
         made.append(task_id)
     return made
 
@@ -74,10 +75,17 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
 def register_team(root: Path, workers: list[str]) -> None:
     base = root / ".moss" / "board"
     for worker in workers:
-        (base / "workers" / f"{worker}.md").write_text(core.render_worker(Worker(id=worker, type="worker", created=STAMP, updated=STAMP)))
+        (base / "workers" / f"{worker}.md").write_text(files.render_worker(Worker(id=worker, type="worker", created=STAMP, updated=STAMP)))
     team = Team(id="TEAM-20260121-benchtea", name="Bench", role="worker", max_size=len(workers) + 1, members=tuple(workers),
                 created=STAMP, updated=STAMP)
-    (base / "teams" / f"{team.id}.md").write_text(core.render_team(team))
+    (base / "teams" / f"{team.id}.md").write_text(files.render_team(team))
+
+
+def without_cache_file(root: Path) -> Context:
+    """A fresh context whose board store neither reads nor writes .moss/cache/board.json."""
+    ctx = Context(root)
+    ctx.resource(STORE_KEY, lambda: BoardStore(root, persist=False))
+    return ctx
 
 
 def median_ms(action: Callable[[int], object], repeat: int, *, after: Callable[[int], object] | None = None) -> float:
@@ -103,16 +111,18 @@ def process_ms(command: list[str], cwd: Path, repeat: int, env: dict[str, str]) 
 CLAIMER = r"""
 import json, sys, time
 from pathlib import Path
-from moss_files.board import service as svc
+from moss_files.board import claims
+from moss_files.board.usecase import board_store
+from moss_files.foundation.context import Context
 root, prefix, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-ctx = svc.Context.for_root(root, actor="agent")
-ctx.store.load()
+ctx = Context(root, actor="agent")
+board_store(ctx).load()
 Path(sys.argv[5]).touch()
 while not go.exists():
     time.sleep(0.0005)
 claimed = []
 for n in range(count):
-    result = svc.claim_next_task(ctx, statuses=["WORKING"], workerId=f"{prefix}{n:04d}")
+    result = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=f"{prefix}{n:04d}")
     if not result["hasNext"]:
         break
     claimed.append(result["task"]["id"])
@@ -136,7 +146,7 @@ def concurrent_claims(root: Path, claimers: int, per_claimer: int) -> tuple[floa
     claimed = [task for r in results for task in r["claimed"]]
     if len(claimed) != len(set(claimed)):
         raise SystemExit("a task was claimed twice")
-    owners = [t["assignedWorkerId"] for t in svc.list_tasks(svc.Context.for_root(root), status=["WORKING"])["tasks"] if t["assignedWorkerId"]]
+    owners = [t["assignedWorkerId"] for t in queries.list_tasks(Context(root), statuses=["WORKING"])["tasks"] if t["assignedWorkerId"]]
     if len(owners) != len(claimed) or len(set(owners)) != len(owners):
         raise SystemExit("the files disagree with the claims")
     return len(claimed) / elapsed, len(claimed)
@@ -167,19 +177,19 @@ def main() -> None:
             subprocess.run(["git", "init", "-q", str(root)], check=True)
             build_board(root, size, claimable=max(1, size // 5))
             time.sleep(0.1)  # let the files age past the racy window, as a checkout has
-            first = median_ms(lambda _: svc.list_tasks(svc.Context(store=BoardStore(root, persist=False))), 3)
-            warm = svc.Context.for_root(root, actor=svc.AGENT)
-            warm.store.load()
+            first = median_ms(lambda _: queries.list_tasks(without_cache_file(root)), 3)
+            warm = Context(root, actor=AGENT)
+            board_store(warm).load()
 
             def release(_: int) -> None:
-                for task in svc.list_tasks(warm, status=["WORKING"])["tasks"]:
+                for task in queries.list_tasks(warm, statuses=["WORKING"])["tasks"]:
                     if task["assignedWorkerId"]:
-                        svc.release_task(warm, taskId=task["id"])
+                        claims.release_task(warm, task_id=task["id"])
 
-            list_warm = median_ms(lambda _: svc.list_tasks(warm), args.repeat)
-            list_cold = median_ms(lambda _: svc.list_tasks(svc.Context.for_root(root)), max(3, args.repeat // 2))
-            claim_warm = median_ms(lambda n: svc.claim_next_task(warm, statuses=["WORKING"], workerId=f"solo{n % 2}"), args.repeat, after=release)
-            claim_cold = median_ms(lambda n: svc.claim_next_task(svc.Context.for_root(root, actor=svc.AGENT), statuses=["WORKING"], workerId="solo0"),
+            list_warm = median_ms(lambda _: queries.list_tasks(warm), args.repeat)
+            list_cold = median_ms(lambda _: queries.list_tasks(Context(root)), max(3, args.repeat // 2))
+            claim_warm = median_ms(lambda n: claims.claim_next_task(warm, statuses=["WORKING"], worker_id=f"solo{n % 2}"), args.repeat, after=release)
+            claim_cold = median_ms(lambda n: claims.claim_next_task(Context(root, actor=AGENT), statuses=["WORKING"], worker_id="solo0"),
                                    max(3, args.repeat // 2), after=release)
             cli_list = process_ms([moss, "task", "list", "--json"], root, 3, env)
             cli_claim = process_ms([moss, "task", "claim", "-w", "solo0", "--json"], root, 1, env)
@@ -197,8 +207,8 @@ def main() -> None:
             per_claimer = claimable // claimers
             build_board(root, tasks, claimable=claimable, seed=11)
             register_team(root, [f"c{p}-{n:04d}" for p in range(claimers) for n in range(per_claimer)])
-            rate, claims = concurrent_claims(root, claimers, per_claimer)
-            print(f"{claimers:>2} claimer process{'es' if claimers > 1 else '  '}: {rate:6.1f} claims/s ({claims} claims, each task one owner)")
+            rate, made = concurrent_claims(root, claimers, per_claimer)
+            print(f"{claimers:>2} claimer process{'es' if claimers > 1 else '  '}: {rate:6.1f} claims/s ({made} claims, each task one owner)")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

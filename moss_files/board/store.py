@@ -31,16 +31,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import fields
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from moss_files.board import model as core
+from moss_files.board import files
+from moss_files.board.model import Board, Epic, Event, Project, Proposal, Step, Task, Team, Worker, default_project, is_valid_name
 from moss_files.foundation import document, fs
-from moss_files.board.model import Board, Epic, Event, Project, Proposal, Step, Task, Team, Worker
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
 
 BOARD_DIR = PurePosixPath(".moss/board")
@@ -67,18 +66,18 @@ COARSE_RACY_NS = 2_000_000_000
 FINE_RACY_NS = 50_000_000
 
 _PARSERS: dict[str, Callable[..., Any]] = {
-    "epic": core.parse_epic,
-    "task": core.parse_task,
-    "worker": core.parse_worker,
-    "team": core.parse_team,
-    "proposal": core.parse_proposal,
+    "epic": files.parse_epic,
+    "task": files.parse_task,
+    "worker": files.parse_worker,
+    "team": files.parse_team,
+    "proposal": files.parse_proposal,
 }
 _RENDERERS: dict[str, Callable[[Any], str]] = {
-    "epic": core.render_epic,
-    "task": core.render_task,
-    "worker": core.render_worker,
-    "team": core.render_team,
-    "proposal": core.render_proposal,
+    "epic": files.render_epic,
+    "task": files.render_task,
+    "worker": files.render_worker,
+    "team": files.render_team,
+    "proposal": files.render_proposal,
 }
 _LABEL = {"epic": "Epic", "task": "Task", "worker": "Worker", "team": "Team", "proposal": "Proposal"}
 
@@ -166,7 +165,7 @@ class BoardStore:
             return self.read_project()
         except MossError as err:
             problems.append(err)
-            return core.default_project(self.root.name)
+            return default_project(self.root.name)
 
     def read_project(self) -> Project:
         """The project settings (defaults when `project.md` does not exist).
@@ -176,7 +175,7 @@ class BoardStore:
         path = self.project_path
         value = self._parse_cached("project", "project", str(path), self.display(path), time.time_ns())
         if value is None:
-            return core.default_project(self.root.name)
+            return default_project(self.root.name)
         if isinstance(value, MossError):
             raise value
         return value
@@ -203,7 +202,7 @@ class BoardStore:
             if name.startswith(".") or not name.endswith(".md"):
                 continue  # temp and lock files, notes in other formats
             stem = name[:-3]
-            if not core.is_valid_name(stem):
+            if not is_valid_name(stem):
                 problems.append(InvalidDocument(
                     f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
                     code="SCHEMA_ERROR", path=prefix + name,
@@ -272,7 +271,7 @@ class BoardStore:
     def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
         doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
         if kind == "project":
-            return core.parse_project(doc, relpath, default_name=self.root.name)
+            return files.parse_project(doc, relpath, default_name=self.root.name)
         return _PARSERS[kind](doc, relpath, fallback_id=item_id)
 
     def get(self, kind: str, item_id: str) -> Any:
@@ -280,7 +279,7 @@ class BoardStore:
 
         Raises NotFound (`Task not found: <id>`) or InvalidDocument with file and line.
         """
-        if not core.is_valid_name(item_id):
+        if not is_valid_name(item_id):
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
         path = self.path(kind, item_id)
         snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
@@ -323,7 +322,7 @@ class BoardStore:
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
-            text = core.edit_text(doc, old, new, kind, relpath)
+            text = files.edit_text(doc, old, new, kind, relpath)
             return None if text is None else document.encode(text, doc.bom)
 
         fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
@@ -338,13 +337,13 @@ class BoardStore:
 
     def create_project(self, project: Project) -> bool:
         """Write `project.md` unless it exists; True when this call wrote it."""
-        return fs.create_exclusive(self.project_path, core.render_project(project).encode("utf-8"))
+        return fs.create_exclusive(self.project_path, files.render_project(project).encode("utf-8"))
 
     # ----------------------------------------------------------------- activity log
 
     def append(self, event: Event) -> None:
         """Append one event to the activity log as one JSONL line (a single O_APPEND write)."""
-        line = json.dumps(core.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
+        line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
         fs.append_line(self.log_path, line.encode("utf-8"))
 
     def events(self) -> tuple[list[Event], list[MossError]]:
@@ -366,7 +365,7 @@ class BoardStore:
                     record = json.loads(raw.decode("utf-8"))
                 except (UnicodeDecodeError, ValueError) as exc:
                     raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
-                events.append(core.parse_event(record, shown, number))
+                events.append(files.parse_event(record, shown, number))
             except MossError as err:
                 problems.append(err)
         return events, problems

@@ -1,5 +1,5 @@
 """`moss task|epic|worker|team|board`: the board for humans. Entry layer: parse options, call
-`board_service`, render. `--json` prints exactly what the `moe.*` MCP tool returns; errors go
+the board's use cases, render. `--json` prints exactly what the `moe.*` MCP tool returns; errors go
 to stderr (the JSON error body with --json) with their class's exit code: 2 bad arguments,
 3 not found, 4 an unreadable board file or RAIL_VIOLATION, 5 INVALID_TRANSITION,
 WORKER_CONFLICT, NOT_ALLOWED, TEAM_FULL or DEPENDENCY_CYCLE, 6 no workspace.
@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from moss_files.board import claims, editing, plans, queries, teams
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-
-if TYPE_CHECKING:
-    from moss_files.board.service import Context
+from moss_files.foundation import workspace
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest
 
 WORKER_ENV = "MOE_WORKER_ID"
 
@@ -35,11 +36,10 @@ DependsOpt = Annotated[list[str] | None, typer.Option("--depends", help="A task 
 
 
 def _context(root: Path | None, *, init: bool = False) -> Context:
-    from moss_files.board import service as board_service
-    from moss_files.foundation import workspace
-
+    """A person's context (actor HUMAN) over the workspace at or above `root`; each run starts
+    with a fresh board store."""
     top = workspace.init_root(explicit=root) if init else workspace.find_workspace(explicit=root)
-    return board_service.Context.for_root(top)
+    return Context(top)
 
 
 def _warn(result: dict[str, Any]) -> None:
@@ -109,30 +109,24 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create a task in an epic; prints its id."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
             text = read_stdin_if(description) if description == "-" else description
-            result = svc.create_task(_context(root), epicId=epic, title=title, description=text, definitionOfDone=dod, taskRails=rail,
-                                     status=status, parentTaskId=parent, order=_whole(order), priority=priority, dependsOn=depends,
-                                     testFile=test_file)
+            result = editing.create_task(_context(root), epic_id=epic, title=title, description=text, definition_of_done=dod, task_rails=rail,
+                                     status=status, parent_task_id=parent, order=_whole(order), priority=priority, depends_on=depends,
+                                     test_file=test_file)
         emit(result, as_json, text=result["task"]["id"])
 
     @task_app.command("show")
     def task_show(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Show one task: fields, description, definition of done and plan."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.show_task(_context(root), taskId=task_id)
+            result = queries.show_task(_context(root), task_id=task_id)
         emit(result, as_json, text=_task_text(result))
 
     @task_app.command("list")
     def task_list(epic: EpicOpt = None, status: StatusesOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """List tasks (of an epic) in board order, with counts; ARCHIVED only when asked for."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.list_tasks(_context(root), epicId=epic, status=status)
+            result = queries.list_tasks(_context(root), epic_id=epic, statuses=status)
         counts = result["counts"]
         summary = f"{counts['total']} tasks: {counts['backlog']} backlog, {counts['inProgress']} working, {counts['review']} review, {counts['done']} done"
         _done(result, as_json, "\n".join([*(_row(t) for t in result["tasks"]), summary]))
@@ -149,28 +143,22 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search tasks by title and description after filtering by status, epic and holder."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            filters = {key: value for key, value in (("status", status), ("epicId", epic), ("assignedWorkerId", worker)) if value}
-            result = svc.search_tasks(_context(root), query=query, filters=filters, limit=limit)
+            result = queries.search_tasks(_context(root), query=query, status=status or None, epic_id=epic or None,
+                                          assigned_worker_id=worker or None, limit=limit)
         _done(result, as_json, "\n".join(_row(t) for t in result["tasks"]))
 
     @task_app.command("next")
     def task_next(epic: EpicOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Show the next BACKLOG task (by priority, then order)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.get_next_task(_context(root), epicId=epic)
+            result = queries.get_next_task(_context(root), epic_id=epic)
         _done(result, as_json, f"{result['task']['id']}  {result['task']['title']}" if result["hasNext"] else "no backlog task")
 
     @task_app.command("ready")
     def task_ready(epic: EpicOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Open tasks whose dependencies are all DONE, then the ones still waiting."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.ready_tasks(_context(root), epicId=epic)
+            result = queries.ready_tasks(_context(root), epic_id=epic)
         waiting = [f"{_row(t)}  (waits on {', '.join(t['waitingOn'])})" for t in result["blocked"]]
         _done(result, as_json, "\n".join([*(_row(t) for t in result["ready"]), *waiting]))
 
@@ -185,9 +173,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Claim the next task for a worker (one task per worker, one worker per status per epic)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.claim_next_task(_context(root), statuses=status or ["WORKING"], epicId=epic, workerId=worker, replaceExisting=replace)
+            result = claims.claim_next_task(_context(root), statuses=status or ["WORKING"], epic_id=epic, worker_id=worker, replace_existing=replace)
         if result["hasNext"]:
             text = f"{result['task']['id']}  {result['task']['title']}"
         elif "alreadyAssigned" in result:
@@ -207,9 +193,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Move a task to another status, as the state machine allows (exit 5 if it does not)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.set_task_status(_context(root), taskId=task_id, status=status, reason=reason, workerId=worker)
+            result = claims.set_task_status(_context(root), task_id=task_id, status=status, reason=reason, worker_id=worker)
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("edit")
@@ -228,11 +212,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Change a task's fields; only those keys' lines change in its file."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
             text = read_stdin_if(description) if description == "-" else description
-            result = svc.update_task(_context(root), taskId=task_id, title=title, description=text, priority=priority, order=_whole(order),
-                                     definitionOfDone=dod, taskRails=rail, dependsOn=depends, epicId=epic)
+            result = editing.update_task(_context(root), task_id=task_id, title=title, description=text, priority=priority, order=_whole(order),
+                                     definition_of_done=dod, task_rails=rail, depends_on=depends, epic_id=epic)
         emit(result, as_json, text=_task_text(result["task"]))
 
     @task_app.command("plan")
@@ -246,25 +228,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Submit a plan: checked against the rails, then AWAITING_APPROVAL."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-            from moss_files.foundation.errors import InvalidRequest
-
             steps: Any = list(step or [])
             if steps_json is not None:
                 try:
                     steps = json.loads(read_stdin_if(steps_json) if steps_json == "-" else steps_json)
                 except ValueError as exc:
                     raise InvalidRequest(f"--steps-json is not JSON: {exc}") from None
-            result = svc.submit_plan(_context(root), taskId=task_id, steps=steps, workerId=worker)
+            result = plans.submit_plan(_context(root), task_id=task_id, steps=steps, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
     @task_app.command("approval")
     def task_approval(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Whether a task's plan is approved, waiting, or rejected (and why)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.check_approval(_context(root), taskId=task_id)
+            result = plans.check_approval(_context(root), task_id=task_id)
         state = "approved" if result["approved"] else f"rejected: {result['rejectionReason']}" if result.get("rejected") else "not approved"
         emit(result, as_json, text=f"{task_id} {result['status']} ({state})")
 
@@ -272,9 +249,7 @@ def register(app: typer.Typer) -> None:
     def task_approve(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Approve a waiting plan: the task goes to WORKING, claimable by workers."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.approve_plan(_context(root), taskId=task_id)
+            result = plans.approve_plan(_context(root), task_id=task_id)
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("reject-plan")
@@ -286,9 +261,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Reject a waiting plan: back to PLANNING for the same architect, with the reason."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.reject_plan(_context(root), taskId=task_id, reason=reason)
+            result = plans.reject_plan(_context(root), task_id=task_id, reason=reason)
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("step-start")
@@ -296,9 +269,7 @@ def register(app: typer.Typer) -> None:
                         worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Mark a plan step IN_PROGRESS."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.start_step(_context(root), taskId=task_id, stepId=step_id, workerId=worker)
+            result = plans.start_step(_context(root), task_id=task_id, step_id=step_id, worker_id=worker)
         emit(result, as_json, text=f"{step_id} started ({result['stepNumber']}/{result['totalSteps']})")
 
     @task_app.command("step-done")
@@ -313,9 +284,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Mark a plan step COMPLETED; prints progress and the next step."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.complete_step(_context(root), taskId=task_id, stepId=step_id, modifiedFiles=file, note=step_note, workerId=worker)
+            result = plans.complete_step(_context(root), task_id=task_id, step_id=step_id, modified_files=file, note=step_note, worker_id=worker)
         progress = result["progress"]
         following = f"; next {result['nextStep']['stepId']}: {result['nextStep']['description']}" if result["nextStep"] else "; all steps done"
         emit(result, as_json, text=f"{progress['completed']}/{progress['total']} ({progress['percentage']}%){following}")
@@ -331,9 +300,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Finish the work: WORKING -> REVIEW (every step must be completed)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.complete_task(_context(root), taskId=task_id, prLink=pr, summary=summary, workerId=worker)
+            result = plans.complete_task(_context(root), task_id=task_id, pr_link=pr, summary=summary, worker_id=worker)
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("qa-approve")
@@ -341,9 +308,7 @@ def register(app: typer.Typer) -> None:
                         worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """QA approves a task in REVIEW: it is DONE."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.qa_approve(_context(root), taskId=task_id, summary=summary, workerId=worker)
+            result = claims.qa_approve(_context(root), task_id=task_id, summary=summary, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
     @task_app.command("qa-reject")
@@ -356,9 +321,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """QA rejects a task in REVIEW: back to WORKING (PLANNING after too many reopens)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.qa_reject(_context(root), taskId=task_id, reason=reason, workerId=worker)
+            result = claims.qa_reject(_context(root), task_id=task_id, reason=reason, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
     @task_app.command("block")
@@ -373,18 +336,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Report the task's worker BLOCKED (the task keeps its status)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.report_blocked(_context(root), taskId=task_id, reason=reason, needsFrom=needs_from, currentStepId=step, workerId=worker)
+            result = plans.report_blocked(_context(root), task_id=task_id, reason=reason, needs_from=needs_from, current_step_id=step, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
     @task_app.command("release")
     def task_release(task_id: TaskArg, reason: ReasonOpt = None, worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Let go of a task: it keeps its status and is claimable again."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.release_task(_context(root), taskId=task_id, reason=reason, workerId=worker)
+            result = claims.release_task(_context(root), task_id=task_id, reason=reason, worker_id=worker)
         emit(result, as_json, text=f"{task_id} {result['status']}, released")
 
     @task_app.command("context")
@@ -392,9 +351,7 @@ def register(app: typer.Typer) -> None:
                      worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """What an agent sees for a task: project, epic, task, worker and every rail."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.get_context(_context(root), taskId=task_id, workerId=worker)
+            result = plans.get_context(_context(root), task_id=task_id, worker_id=worker)
         rails = result["allRails"]
         text = (f"{result['task']['id']}  {result['task']['title']}" if result["task"] else "no task") + \
             f"\nrails: global {rails['global']}, epic {rails['epic']}, task {rails['task']}"
@@ -414,19 +371,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Propose a rail change; it is stored under proposals/ for a human to review."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.propose_rail(_context(root), taskId=task_id, proposalType=kind, targetScope=scope, currentValue=current,
-                                      proposedValue=value, reason=reason, workerId=worker)
+            result = plans.propose_rail(_context(root), task_id=task_id, proposal_type=kind, target_scope=scope, current_value=current,
+                                      proposed_value=value, reason=reason, worker_id=worker)
         emit(result, as_json, text=result["proposalId"])
 
     @task_app.command("delete")
     def task_delete(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Delete a task's file."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.delete_task(_context(root), taskId=task_id)
+            result = editing.delete_task(_context(root), task_id=task_id)
         emit(result, as_json, text=f"deleted {task_id}")
 
     # ------------------------------------------------------------------ epics
@@ -444,19 +397,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create an epic; prints its id."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
             text = read_stdin_if(description) if description == "-" else description
-            result = svc.create_epic(_context(root), title=title, description=text, architectureNotes=notes, epicRails=rail, status=status, order=_whole(order))
+            result = editing.create_epic(_context(root), title=title, description=text, architecture_notes=notes, epic_rails=rail, status=status, order=_whole(order))
         emit(result, as_json, text=result["epic"]["id"])
 
     @epic_app.command("show")
     def epic_show(epic_id: EpicArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Show an epic with its tasks."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.show_epic(_context(root), epicId=epic_id)
+            result = queries.show_epic(_context(root), epic_id=epic_id)
         head = f"{result['id']}  {result['title']}  ({result['status']})"
         emit(result, as_json, text="\n".join([head, *(f"  {_row(t)}" for t in result["tasks"])]))
 
@@ -465,9 +414,7 @@ def register(app: typer.Typer) -> None:
                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """List epics in order, with task counts."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.list_epics(_context(root), status=status)
+            result = queries.list_epics(_context(root), status=status)
         rows = [f"{e['id']}  {e['status']:<9} {e['counts']['done']}/{e['counts']['total']} done  {e['title']}" for e in result["epics"]]
         _done(result, as_json, "\n".join(rows))
 
@@ -485,10 +432,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Change an epic's fields."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
             text = read_stdin_if(description) if description == "-" else description
-            result = svc.update_epic(_context(root), epicId=epic_id, title=title, description=text, architectureNotes=notes, epicRails=rail,
+            result = editing.update_epic(_context(root), epic_id=epic_id, title=title, description=text, architecture_notes=notes, epic_rails=rail,
                                      status=status, order=_whole(order))
         emit(result, as_json, text=f"{epic_id} updated")
 
@@ -497,9 +442,7 @@ def register(app: typer.Typer) -> None:
                     root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Delete an epic (refused while it has tasks, unless --cascade)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.delete_epic(_context(root), epicId=epic_id, cascadeDelete=cascade)
+            result = editing.delete_epic(_context(root), epic_id=epic_id, cascade_delete=cascade)
         emit(result, as_json, text=f"deleted {epic_id} and {result['deletedTaskCount']} task(s)")
 
     # ------------------------------------------------------------------ workers
@@ -508,9 +451,7 @@ def register(app: typer.Typer) -> None:
     def worker_list(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """List workers with their status and current task."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.list_workers(_context(root))
+            result = teams.list_workers(_context(root))
         rows = [f"{w['id']}  {w['status']:<17} {w['currentTaskId'] or '-'}" + (f"  ({w['blockedReason']})" if w["blockedReason"] else "")
                 for w in result["workers"]]
         _done(result, as_json, "\n".join(rows))
@@ -519,9 +460,7 @@ def register(app: typer.Typer) -> None:
     def worker_show(worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)], root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Show one worker."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.show_worker(_context(root), workerId=worker_id)
+            result = teams.show_worker(_context(root), worker_id=worker_id)
         emit(result, as_json, text=f"{result['id']}  {result['status']}  {result['currentTaskId'] or '-'}")
 
     @worker_app.command("add")
@@ -530,9 +469,7 @@ def register(app: typer.Typer) -> None:
                    root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Register a worker (agents are registered on their first claim anyway)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.register_worker(_context(root), workerId=worker_id, type=kind)
+            result = teams.register_worker(_context(root), worker_id=worker_id, role=kind)
         emit(result, as_json, text=f"{worker_id} {'registered' if result['created'] else 'exists'}")
 
     @worker_app.command("unblock")
@@ -545,9 +482,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Clear a worker's BLOCKED status (without --retry it also lets go of its task)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.unblock_worker(_context(root), workerId=worker_id, resolution=resolution, retryTask=retry)
+            result = plans.unblock_worker(_context(root), worker_id=worker_id, resolution=resolution, retry_task=retry)
         emit(result, as_json, text=result["message"])
 
     # ------------------------------------------------------------------ teams
@@ -559,9 +494,7 @@ def register(app: typer.Typer) -> None:
                  root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Create a team (or show the one with that name and role)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.create_team(_context(root), name=name, role=role, maxSize=max_size)
+            result = teams.create_team(_context(root), name=name, role=role, max_size=max_size)
         emit(result, as_json, text=f"{result['team']['id']}{'' if result['created'] else ' (exists)'}")
 
     @team_app.command("join")
@@ -570,9 +503,7 @@ def register(app: typer.Typer) -> None:
                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Add a worker to a team (registering the worker if new)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.join_team(_context(root), teamId=team_id, workerId=worker_id)
+            result = teams.join_team(_context(root), team_id=team_id, worker_id=worker_id)
         emit(result, as_json, text=", ".join(result["team"]["memberIds"]))
 
     @team_app.command("leave")
@@ -581,9 +512,7 @@ def register(app: typer.Typer) -> None:
                    root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Remove a worker from a team."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.leave_team(_context(root), teamId=team_id, workerId=worker_id)
+            result = teams.leave_team(_context(root), team_id=team_id, worker_id=worker_id)
         emit(result, as_json, text=", ".join(result["team"]["memberIds"]) or "(no members)")
 
     @team_app.command("list")
@@ -591,9 +520,7 @@ def register(app: typer.Typer) -> None:
                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """List teams with their members."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.list_teams(_context(root), role=role)
+            result = teams.list_teams(_context(root), role=role)
         rows = [f"{t['id']}  {t['name']} ({t['role']}, {len(t['members'])}/{t['maxSize']}): {', '.join(m['id'] for m in t['members'])}"
                 for t in result["teams"]]
         _done(result, as_json, "\n".join(rows))
@@ -605,18 +532,14 @@ def register(app: typer.Typer) -> None:
                    root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Write .moss/board/project.md with every setting and rail spelled out (never overwrites)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.init_board(_context(root, init=True), name=name)
+            result = editing.init_board(_context(root, init=True), name=name)
         emit(result, as_json, text=f"{'created' if result['created'] else 'exists'}: {result['path']}")
 
     @board_app.command("status")
     def board_status(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Counts per status, workers, and any board file that cannot be read."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.board_status(_context(root))
+            result = queries.board_status(_context(root))
         counts = result["counts"]["byStatus"]
         lines = [f"{result['project']['name']} ({result['project']['settings']['approvalMode']}): {result['epics']} epics",
                  "  ".join(f"{status} {count}" for status, count in counts.items()),
@@ -635,9 +558,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The activity log, newest first."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.get_activity_log(_context(root), taskId=task, epicId=epic, workerId=worker, eventTypes=kind, limit=limit)
+            result = queries.get_activity_log(_context(root), task_id=task, epic_id=epic, worker_id=worker, event_types=kind, limit=limit)
         rows = [f"{e['timestamp']}  {e['event']:<20} {e.get('taskId') or e.get('epicId') or '-'}  {e.get('workerId') or ''}"
                 for e in result["events"]]
         _done(result, as_json, "\n".join(rows))
@@ -647,9 +568,7 @@ def register(app: typer.Typer) -> None:
                         root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Rail proposals, newest first."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.list_proposals(_context(root), status=status)
+            result = plans.list_proposals(_context(root), status=status)
         rows = [f"{p['id']}  {p['status']:<8} {p['proposalType']} {p['targetScope']}: {p['proposedValue']}  ({p['reason']})" for p in result["proposals"]]
         _done(result, as_json, "\n".join(rows))
 
@@ -659,9 +578,7 @@ def register(app: typer.Typer) -> None:
                       root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Record a decision on a rail proposal (edit the rails themselves in project.md or the epic/task)."""
         with reporting(as_json):
-            from moss_files.board import service as svc
-
-            result = svc.resolve_proposal(_context(root), proposalId=proposal_id, decision=decision)
+            result = plans.resolve_proposal(_context(root), proposal_id=proposal_id, decision=decision)
         emit(result, as_json, text=f"{proposal_id} {result['proposal']['status']}")
 
 

@@ -23,14 +23,14 @@ BOARD = ".moss/board"
 
 def _item(file: FileInput) -> tuple[str, Any]:
     """("epic" | "task", the parsed item). Raises MossError for a file that is not one."""
-    from moss_files.board import model as board
+    from moss_files.board import files
     from moss_files.foundation import document
 
     folder = PurePosixPath(file.relpath).parent.name
     doc = document.parse_bytes(file.data, file.relpath)
     if folder == "epics":
-        return "epic", board.parse_epic(doc, file.relpath, fallback_id=file.stem)
-    return "task", board.parse_task(doc, file.relpath, fallback_id=file.stem)
+        return "epic", files.parse_epic(doc, file.relpath, fallback_id=file.stem)
+    return "task", files.parse_task(doc, file.relpath, fallback_id=file.stem)
 
 
 def extract(file: FileInput) -> Extracted:
@@ -60,13 +60,13 @@ def extract(file: FileInput) -> Extracted:
 
 def record(file: FileInput, anchor: str) -> dict[str, Any] | None:
     """The full record `moss expand` shows for an epic or task row."""
-    from moss_files.board import model as board
+    from moss_files.board import shapes
 
     try:
         kind, item = _item(file)
     except MossError:
         return document_record(file, anchor)
-    return board.epic_to_dict(item, path=file.relpath) if kind == "epic" else board.task_to_dict(item, path=file.relpath)
+    return shapes.epic_to_dict(item, path=file.relpath) if kind == "epic" else shapes.task_to_dict(item, path=file.relpath)
 
 
 SOURCE = Source("board", ("epic", "task"), (Place(f"{BOARD}/epics", recursive=False), Place(f"{BOARD}/tasks", recursive=False)), extract, record)

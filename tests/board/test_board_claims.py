@@ -16,19 +16,22 @@ from typing import Any
 
 from helpers import wait_for
 
-from moss_files.board import service as svc
+from moss_files.board import claims, editing, queries, teams
+from moss_files.foundation.context import AGENT, Context
 
 # Each claimer imports everything and reads the board first, then waits for the go file, so
 # all of them reach claim_next_task within a millisecond or so of each other.
 CLAIMER = r"""
 import json, sys, time
 from pathlib import Path
-from moss_files.board import service as svc
+from moss_files.board import claims
+from moss_files.board.usecase import board_store
+from moss_files.foundation.context import Context
 from moss_files.foundation.errors import MossError
 
 root, worker, go, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
-ctx = svc.Context.for_root(root, actor="agent")
-ctx.store.load()
+ctx = Context(root, actor="agent")
+board_store(ctx).load()
 ready.joinpath(worker).touch()
 deadline = time.monotonic() + 60
 while not go.exists():
@@ -38,7 +41,7 @@ while not go.exists():
 results = []
 for _ in range(2):
     try:
-        results.append(svc.claim_next_task(ctx, statuses=["WORKING"], workerId=worker))
+        results.append(claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=worker))
     except MossError as err:
         results.append({"error": err.code})
 print(json.dumps(results))
@@ -64,18 +67,18 @@ def run_claimers(repo: Path, tmp_path: Path, workers: list[str]) -> dict[str, li
 
 
 def owners_on_disk(repo: Path) -> dict[str, str | None]:
-    listed = svc.list_tasks(svc.Context.for_root(repo))
+    listed = queries.list_tasks(Context(repo))
     return {task["id"]: task["assignedWorkerId"] for task in listed["tasks"]}
 
 
 def test_many_processes_claim_fewer_tasks_one_owner_each(repo: Path, tmp_path: Path) -> None:
-    human = svc.Context.for_root(repo)
+    human = Context(repo)
     workers = [f"w{n:02d}" for n in range(16)]
-    team = svc.create_team(human, name="Everyone", role="worker", maxSize=len(workers))["team"]["id"]
+    team = teams.create_team(human, name="Everyone", role="worker", max_size=len(workers))["team"]["id"]
     for worker in workers:
-        svc.join_team(human, teamId=team, workerId=worker)  # teammates: the solo rule does not apply
-    epic_id = svc.create_epic(human, title="Race")["epic"]["id"]
-    tasks = {svc.create_task(human, epicId=epic_id, title=f"t{n}", status="WORKING")["task"]["id"] for n in range(6)}
+        teams.join_team(human, team_id=team, worker_id=worker)  # teammates: the solo rule does not apply
+    epic_id = editing.create_epic(human, title="Race")["epic"]["id"]
+    tasks = {editing.create_task(human, epic_id=epic_id, title=f"t{n}", status="WORKING")["task"]["id"] for n in range(6)}
 
     results = run_claimers(repo, tmp_path, workers)
 
@@ -89,16 +92,16 @@ def test_many_processes_claim_fewer_tasks_one_owner_each(repo: Path, tmp_path: P
         else:
             assert calls == [{"hasNext": False}, {"hasNext": False}]
     assert owners_on_disk(repo) == {task: worker for worker, task in winners.items()}
-    claimed = svc.get_activity_log(human, eventTypes=["TASK_CLAIMED"], limit=100)["events"]
+    claimed = queries.get_activity_log(human, event_types=["TASK_CLAIMED"], limit=100)["events"]
     assert Counter(e["taskId"] for e in claimed) == Counter(tasks)
 
 
 def test_solo_rule_holds_under_contention(repo: Path, tmp_path: Path) -> None:
-    human = svc.Context.for_root(repo)
-    epics = [svc.create_epic(human, title=f"E{n}")["epic"]["id"] for n in range(3)]
+    human = Context(repo)
+    epics = [editing.create_epic(human, title=f"E{n}")["epic"]["id"] for n in range(3)]
     for epic_id in epics:
         for n in range(3):
-            svc.create_task(human, epicId=epic_id, title=f"t{n}", status="WORKING")
+            editing.create_task(human, epic_id=epic_id, title=f"t{n}", status="WORKING")
     workers = [f"solo{n:02d}" for n in range(10)]
 
     results = run_claimers(repo, tmp_path, workers)
@@ -113,9 +116,9 @@ def test_solo_rule_holds_under_contention(repo: Path, tmp_path: Path) -> None:
 
 
 def test_a_killed_lock_holder_blocks_nobody(repo: Path, tmp_path: Path) -> None:
-    human = svc.Context.for_root(repo)
-    epic_id = svc.create_epic(human, title="E")["epic"]["id"]
-    task_id = svc.create_task(human, epicId=epic_id, title="t", status="WORKING")["task"]["id"]
+    human = Context(repo)
+    epic_id = editing.create_epic(human, title="E")["epic"]["id"]
+    task_id = editing.create_task(human, epic_id=epic_id, title="t", status="WORKING")["task"]["id"]
     held = tmp_path / "held"
     holder = subprocess.Popen(
         [sys.executable, "-c",
@@ -128,7 +131,7 @@ def test_a_killed_lock_holder_blocks_nobody(repo: Path, tmp_path: Path) -> None:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=10)
         started = time.monotonic()
-        claim = svc.claim_next_task(svc.Context.for_root(repo, actor=svc.AGENT), statuses=["WORKING"], workerId="w1")
+        claim = claims.claim_next_task(Context(repo, actor=AGENT), statuses=["WORKING"], worker_id="w1")
         assert claim["task"]["id"] == task_id
         assert time.monotonic() - started < 5
     finally:
@@ -141,20 +144,20 @@ def test_threads_sharing_one_context_claim_like_the_mcp_server(repo: Path) -> No
     # The MCP server runs tools on worker threads over one context (one store and its cache).
     import threading
 
-    human = svc.Context.for_root(repo)
-    team = svc.create_team(human, name="Threads", role="worker", maxSize=12)["team"]["id"]
+    human = Context(repo)
+    team = teams.create_team(human, name="Threads", role="worker", max_size=12)["team"]["id"]
     workers = [f"t{n:02d}" for n in range(12)]
     for worker in workers:
-        svc.join_team(human, teamId=team, workerId=worker)
-    epic_id = svc.create_epic(human, title="E")["epic"]["id"]
-    tasks = {svc.create_task(human, epicId=epic_id, title=f"t{n}", status="WORKING")["task"]["id"] for n in range(5)}
-    shared = svc.Context.for_root(repo, actor=svc.AGENT)
+        teams.join_team(human, team_id=team, worker_id=worker)
+    epic_id = editing.create_epic(human, title="E")["epic"]["id"]
+    tasks = {editing.create_task(human, epic_id=epic_id, title=f"t{n}", status="WORKING")["task"]["id"] for n in range(5)}
+    shared = Context(repo, actor=AGENT)
     start = threading.Barrier(len(workers))
     results: dict[str, dict[str, Any]] = {}
 
     def claim(worker: str) -> None:
         start.wait(timeout=30)
-        results[worker] = svc.claim_next_task(shared, statuses=["WORKING"], workerId=worker)
+        results[worker] = claims.claim_next_task(shared, statuses=["WORKING"], worker_id=worker)
 
     threads = [threading.Thread(target=claim, args=(worker,)) for worker in workers]
     for thread in threads:

@@ -12,8 +12,9 @@ import pytest
 from conftest import run_cli
 from typer.testing import CliRunner
 
-from moss_files.board import service as svc
+from moss_files.board import queries
 from moss_files.cli.main import app
+from moss_files.foundation.context import Context
 
 
 @pytest.fixture
@@ -56,9 +57,9 @@ def test_a_day_on_the_board(ws: Path) -> None:
     assert moss(ws, "task", "qa-approve", task_id, "--summary", "ok", "-w", "qa")["status"] == "DONE"
 
     # --json prints exactly what the use case (and so the MCP tool) returns.
-    ctx = svc.Context.for_root(ws)
-    assert moss(ws, "task", "show", task_id) == svc.show_task(ctx, taskId=task_id)
-    assert moss(ws, "task", "list", "-e", epic) == svc.list_tasks(ctx, epicId=epic)
+    ctx = Context(ws)
+    assert moss(ws, "task", "show", task_id) == queries.show_task(ctx, task_id=task_id)
+    assert moss(ws, "task", "list", "-e", epic) == queries.list_tasks(ctx, epic_id=epic)
     assert moss(ws, "board", "log", "--task", task_id, "--type", "TASK_REOPENED")["count"] == 1
     text = CliRunner().invoke(app, ["task", "show", task_id, "--root", str(ws)]).stdout
     assert "[x] step-1: Form" in text and "reopened 1x" in text

@@ -16,7 +16,7 @@ from conftest import BIN, run_cli
 from mcp import Client, StdioServerParameters
 from mcp_support import anyio_backend, anyio_workers_finish, make_workspace  # noqa: F401  (fixtures)
 
-from moss_files.board import service as svc
+from moss_files.board import editing, plans
 from moss_files.foundation.context import AGENT, Context
 from moss_files.mcp.server import TOOL_SETS, build_server
 
@@ -90,8 +90,8 @@ class Calls:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode: str) -> None:
     root = make_workspace(tmp_path / "project")
-    human = svc.Context.for_root(root)
-    svc.init_board(human)
+    human = Context(root)
+    editing.init_board(human)
     project = root / ".moss" / "board" / "project.md"
     project.write_text(project.read_text().replace("required_patterns: []", "required_patterns: [test]"))
     async with connect(root, mode) as client:
@@ -124,7 +124,7 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
         assert (await calls.ok("moe.check_approval", taskId=task["id"]))["approved"] is False
         refused = await calls.error("moe.set_task_status", "NOT_ALLOWED", taskId=task["id"], status="WORKING", workerId="arch")
         assert refused["status"] == 403
-        svc.approve_plan(human, taskId=task["id"])  # the human's part, from the CLI's use case
+        plans.approve_plan(human, task_id=task["id"])  # the human's part, from the CLI's use case
         assert (await calls.ok("moe.check_approval", taskId=task["id"]))["approved"] is True
 
         work = await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="dev")
@@ -188,9 +188,9 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
 @pytest.mark.anyio
 async def test_annotations_descriptions_and_cli_parity(tmp_path: Path) -> None:
     root = make_workspace(tmp_path / "project")
-    human = svc.Context.for_root(root)
-    epic = svc.create_epic(human, title="E")["epic"]["id"]
-    svc.create_task(human, epicId=epic, title="t")
+    human = Context(root)
+    epic = editing.create_epic(human, title="E")["epic"]["id"]
+    editing.create_task(human, epic_id=epic, title="t")
     async with connect(root, "auto") as client:
         for tool in (await client.list_tools()).tools:
             hints = tool.annotations
@@ -205,9 +205,9 @@ async def test_annotations_descriptions_and_cli_parity(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_moss_serve_tools_moe_over_stdio_with_the_workers_identity(tmp_path: Path) -> None:
     root = make_workspace(tmp_path / "project")
-    human = svc.Context.for_root(root)
-    epic = svc.create_epic(human, title="E")["epic"]["id"]
-    task = svc.create_task(human, epicId=epic, title="t", status="WORKING")["task"]["id"]
+    human = Context(root)
+    epic = editing.create_epic(human, title="E")["epic"]["id"]
+    task = editing.create_task(human, epic_id=epic, title="t", status="WORKING")["task"]["id"]
     env = {**os.environ, "MOE_WORKER_ID": "agent-7", "MOSS_MCP_NAMES": "underscore"}
     params = StdioServerParameters(command=str(BIN / "moss"), args=["serve", "--tools", "moe"], cwd=str(root), env=env)
     async with Client(params, mode="legacy") as client:

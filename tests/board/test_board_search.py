@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moss_files.board import service as svc
+from moss_files.board import claims, editing
+from moss_files.foundation.context import AGENT, Context
 from moss_files.index import service as search
 
 
 def test_tasks_and_epics_are_found_filtered_and_expanded(repo: Path) -> None:
-    board = svc.Context.for_root(repo)
-    epic = svc.create_epic(board, title="Payments", description="Card payments through the gateway.")["epic"]["id"]
-    task = svc.create_task(board, epicId=epic, title="Retry declined cards", description="Back off and retry a declined card.",
-                           priority="high", definitionOfDone=["idempotency key reused"], status="WORKING")["task"]["id"]
-    other = svc.create_task(board, epicId=epic, title="Refund flow", dependsOn=[task])["task"]["id"]
-    svc.claim_next_task(svc.Context.for_root(repo, actor=svc.AGENT), statuses=["WORKING"], workerId="dev-1")
+    board = Context(repo)
+    epic = editing.create_epic(board, title="Payments", description="Card payments through the gateway.")["epic"]["id"]
+    task = editing.create_task(board, epic_id=epic, title="Retry declined cards", description="Back off and retry a declined card.",
+                           priority="high", definition_of_done=["idempotency key reused"], status="WORKING")["task"]["id"]
+    other = editing.create_task(board, epic_id=epic, title="Refund flow", depends_on=[task])["task"]["id"]
+    claims.claim_next_task(Context(repo, actor=AGENT), statuses=["WORKING"], worker_id="dev-1")
     ctx = search.Context(repo)
 
     hits = search.scan(ctx, "declined card")["matches"]
@@ -34,9 +35,9 @@ def test_tasks_and_epics_are_found_filtered_and_expanded(repo: Path) -> None:
 
 
 def test_a_broken_task_file_stays_findable_with_a_warning(repo: Path) -> None:
-    board = svc.Context.for_root(repo)
-    epic = svc.create_epic(board, title="E")["epic"]["id"]
-    task = svc.create_task(board, epicId=epic, title="Quarantine flaky tests")["task"]["id"]
+    board = Context(repo)
+    epic = editing.create_epic(board, title="E")["epic"]["id"]
+    task = editing.create_task(board, epic_id=epic, title="Quarantine flaky tests")["task"]["id"]
     path = repo / ".moss" / "board" / "tasks" / f"{task}.md"
     path.write_text(path.read_text().replace("status: BACKLOG", "status: SHIPPED"))
     ctx = search.Context(repo)

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from moss_files.board import model as core
-from moss_files.board import service as svc
+from moss_files.board import files
+from moss_files.board import claims, editing, queries
 from moss_files.board.model import Epic, Step, Task
 from moss_files.board.store import _LAYOUT as LAYOUT
 from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, racy_window
+from moss_files.foundation.context import AGENT, Context
 
 STAMP = "2026-01-21T10:00:00Z"
 
@@ -24,7 +25,7 @@ def write_board(root: Path, count: int) -> list[Path]:
     base = root / ".moss" / "board"
     (base / "epics").mkdir(parents=True)
     (base / "tasks").mkdir()
-    (base / "epics" / "EPIC-1.md").write_text(core.render_epic(Epic("EPIC-1", "One", created=STAMP, updated=STAMP)))
+    (base / "epics" / "EPIC-1.md").write_text(files.render_epic(Epic("EPIC-1", "One", created=STAMP, updated=STAMP)))
     paths = []
     for n in range(count):
         task = Task(id=f"TASK-{n:04d}", epic="EPIC-1", title=f"title {n:04d}", description=f"Body {n}.", order=n,
@@ -32,7 +33,7 @@ def write_board(root: Path, count: int) -> list[Path]:
                     plan=(Step("step-1", "do", "COMPLETED", ("x.py",), ("x.py",), "ok", STAMP, STAMP),) if n % 2 else (),
                     created=STAMP, updated=STAMP)
         path = base / "tasks" / f"{task.id}.md"
-        path.write_text(core.render_task(task))
+        path.write_text(files.render_task(task))
         paths.append(path)
     return paths
 
@@ -76,7 +77,7 @@ def test_changes_after_the_cache_was_written_are_seen(board_root: tuple[Path, li
     assert target.stat().st_ino == inode
     paths[4].unlink()
     added = Task(id="TASK-9999", epic="EPIC-1", title="new", created=STAMP, updated=STAMP)
-    (root / ".moss" / "board" / "tasks" / "TASK-9999.md").write_text(core.render_task(added))
+    (root / ".moss" / "board" / "tasks" / "TASK-9999.md").write_text(files.render_task(added))
     board = BoardStore(root).load()
     assert board.tasks["TASK-0003"].title == "TITLE 0003"
     assert "TASK-0004" not in board.tasks and board.tasks["TASK-9999"].title == "new"
@@ -102,13 +103,13 @@ def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:
 
 
 def test_a_long_lived_store_sees_its_own_and_others_writes(repo: Path) -> None:
-    server = svc.Context.for_root(repo, actor=svc.AGENT)
-    human = svc.Context.for_root(repo)
-    epic = svc.create_epic(human, title="E")["epic"]["id"]
-    task = svc.create_task(human, epicId=epic, title="t", status="WORKING")["task"]["id"]
-    assert svc.list_tasks(server)["tasks"][0]["hasWorker"] is False
-    svc.claim_next_task(svc.Context.for_root(repo, actor=svc.AGENT), statuses=["WORKING"], workerId="elsewhere")
+    server = Context(repo, actor=AGENT)
+    human = Context(repo)
+    epic = editing.create_epic(human, title="E")["epic"]["id"]
+    task = editing.create_task(human, epic_id=epic, title="t", status="WORKING")["task"]["id"]
+    assert queries.list_tasks(server)["tasks"][0]["hasWorker"] is False
+    claims.claim_next_task(Context(repo, actor=AGENT), statuses=["WORKING"], worker_id="elsewhere")
     # The claim just written is too recent to be cached, so the server reads it again.
-    assert svc.claim_next_task(server, statuses=["WORKING"], workerId="here") == {"hasNext": False}
-    assert svc.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
-    assert svc.show_task(server, taskId=task)["assignedWorkerId"] == "elsewhere"
+    assert claims.claim_next_task(server, statuses=["WORKING"], worker_id="here") == {"hasNext": False}
+    assert queries.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
+    assert queries.show_task(server, task_id=task)["assignedWorkerId"] == "elsewhere"

@@ -1,6 +1,7 @@
 """The `moe` tool set: Moe's board tools (`moe.get_context` … `moe.list_teams`) as MCP tools.
-Entry layer: each tool is one call of `board_service.OPERATIONS` with Moe's camelCase
-arguments, so it returns what `moss task|epic|worker|team … --json` prints.
+Entry layer: each tool maps Moe's camelCase arguments once onto a board use case's parameters
+(`moss_files.board.operations.OPERATIONS`), so it returns what `moss task|epic|worker|team …
+--json` prints. The SDK has checked the arguments' types against the schema before a tool runs.
 
 Calls act as an agent: the ownership guards apply whenever a `workerId` is known, and plans
 are approved by humans (CONTROL mode). `MOE_WORKER_ID` and `MOE_TASK_ID` in the server's
@@ -10,6 +11,7 @@ environment are the default worker and task, as with Moe's proxy.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -45,44 +47,39 @@ class TaskFilters(TypedDict, total=False):
 
 def register(tools: ToolRegistry) -> None:
     """Declare the board tools."""
-    ws = tools.context
-    task_id = os.environ.get("MOE_TASK_ID") or None
-    worker_id = os.environ.get("MOE_WORKER_ID") or None
-    contexts: list[Any] = []
+    # The server's one context, with the agent's identity from its environment; the board
+    # store it keeps (ctx.resource) caches parsed files, keyed by stat, for the server's life.
+    ctx = replace(tools.context, task_id=os.environ.get("MOE_TASK_ID") or None, worker_id=os.environ.get("MOE_WORKER_ID") or None)
 
     def call(operation: str, /, **arguments: Any) -> dict[str, Any]:
         # Loaded on the first call, like the other sets' use cases (about 60 ms off start-up).
-        from moss_files.board import service as board_service
+        from moss_files.board.operations import OPERATIONS
 
-        if not contexts:
-            # One context for the server's life: its store keeps parsed files keyed by stat.
-            contexts.append(board_service.Context.for_root(ws.root, clock=ws.clock, actor=board_service.AGENT,
-                                                           default_task_id=task_id, default_worker_id=worker_id))
-        return board_service.OPERATIONS[operation](contexts[0], **arguments)
+        return OPERATIONS[operation](ctx, **arguments)
 
     # ------------------------------------------------------------------ context and plans
 
     @tools.tool("moe.get_context", "Project, epic, task, worker and allRails {global, epic, task} for a task "
                 "(taskId, else MOE_TASK_ID, else the worker's task).", read_only=True)
     def get_context(taskId: OptionalTaskId = None, workerId: WorkerId = None) -> dict[str, Any]:
-        return call("get_context", taskId=taskId, workerId=workerId)
+        return call("get_context", task_id=taskId, worker_id=workerId)
 
     @tools.tool("moe.submit_plan", "Submit a PLANNING task's plan; it waits for a human's approval (AWAITING_APPROVAL). "
                 "Forbidden and required global rails are checked: RAIL_VIOLATION lists each in details.violations. "
                 "Returns {success, taskId, status, stepCount, message}.", destructive=True)
     def submit_plan(taskId: TaskId, steps: Annotated[list[PlanStep], Field(description="The steps, in order.")],
                     workerId: WorkerId = None) -> dict[str, Any]:
-        return call("submit_plan", taskId=taskId, steps=[dict(step) for step in steps], workerId=workerId)
+        return call("submit_plan", task_id=taskId, steps=[dict(step) for step in steps], worker_id=workerId)
 
     @tools.tool("moe.check_approval", "Whether a plan was approved: {taskId, approved, status, rejected?, rejectionReason?}.",
                 idempotent=True)
     def check_approval(taskId: TaskId) -> dict[str, Any]:
-        return call("check_approval", taskId=taskId)
+        return call("check_approval", task_id=taskId)
 
     @tools.tool("moe.start_step", "Mark a step of a WORKING task IN_PROGRESS: {success, taskId, stepId, stepNumber, totalSteps}.",
                 destructive=True, idempotent=True)
     def start_step(taskId: TaskId, stepId: StepId, workerId: WorkerId = None) -> dict[str, Any]:
-        return call("start_step", taskId=taskId, stepId=stepId, workerId=workerId)
+        return call("start_step", task_id=taskId, step_id=stepId, worker_id=workerId)
 
     @tools.tool("moe.complete_step", "Mark a step COMPLETED with the files it changed: {success, taskId, stepId, "
                 "progress {completed, total, percentage}, nextStep}.", destructive=True, idempotent=True)
@@ -90,14 +87,14 @@ def register(tools: ToolRegistry) -> None:
                       modifiedFiles: Annotated[list[str] | None, Field(description="Project-relative paths the step changed.")] = None,
                       note: Annotated[str | None, Field(description="What was done.")] = None,
                       workerId: WorkerId = None) -> dict[str, Any]:
-        return call("complete_step", taskId=taskId, stepId=stepId, modifiedFiles=modifiedFiles, note=note, workerId=workerId)
+        return call("complete_step", task_id=taskId, step_id=stepId, modified_files=modifiedFiles, note=note, worker_id=workerId)
 
     @tools.tool("moe.complete_task", "Finish a WORKING task whose steps are all completed: it goes to REVIEW for QA. "
                 "Returns {success, taskId, status, stats {stepsCompleted, filesModified, duration}}.", destructive=True, idempotent=True)
     def complete_task(taskId: TaskId, prLink: Annotated[str | None, Field(description="Pull request link.")] = None,
                       summary: Annotated[str | None, Field(description="What was done.")] = None,
                       workerId: WorkerId = None) -> dict[str, Any]:
-        return call("complete_task", taskId=taskId, prLink=prLink, summary=summary, workerId=workerId)
+        return call("complete_task", task_id=taskId, pr_link=prLink, summary=summary, worker_id=workerId)
 
     @tools.tool("moe.report_blocked", "Report the task's worker BLOCKED (the task keeps its status): "
                 "{success, taskId, status: BLOCKED, message}.", destructive=True)
@@ -105,7 +102,8 @@ def register(tools: ToolRegistry) -> None:
                        needsFrom: Annotated[str | None, Field(description="Who or what can unblock it.")] = None,
                        currentStepId: Annotated[str | None, Field(description="The step it blocks.")] = None,
                        workerId: WorkerId = None) -> dict[str, Any]:
-        return call("report_blocked", taskId=taskId, reason=reason, needsFrom=needsFrom, currentStepId=currentStepId, workerId=workerId)
+        return call("report_blocked", task_id=taskId, reason=reason, needs_from=needsFrom, current_step_id=currentStepId,
+                    worker_id=workerId)
 
     @tools.tool("moe.propose_rail", "Propose a rail change for a human to review (a file under .moss/board/proposals/): "
                 "{success, proposalId, status: PENDING, message}.")
@@ -116,8 +114,8 @@ def register(tools: ToolRegistry) -> None:
                      reason: Reason,
                      currentValue: Annotated[str | None, Field(description="The rail it modifies or removes.")] = None,
                      workerId: WorkerId = None) -> dict[str, Any]:
-        return call("propose_rail", taskId=taskId, proposalType=proposalType, targetScope=targetScope, currentValue=currentValue,
-                    proposedValue=proposedValue, reason=reason, workerId=workerId)
+        return call("propose_rail", task_id=taskId, proposal_type=proposalType, target_scope=targetScope, current_value=currentValue,
+                    proposed_value=proposedValue, reason=reason, worker_id=workerId)
 
     # ------------------------------------------------------------------ queries
 
@@ -125,30 +123,32 @@ def register(tools: ToolRegistry) -> None:
                 "hasWorker, …}], counts {backlog, inProgress, review, done, …}}.", read_only=True)
     def list_tasks(epicId: OptionalEpicId = None,
                    status: Annotated[list[str] | None, Field(description="Only these statuses (ARCHIVED only when named).")] = None) -> dict[str, Any]:
-        return call("list_tasks", epicId=epicId, status=status)
+        return call("list_tasks", epic_id=epicId, statuses=status)
 
     @tools.tool("moe.search_tasks", "Search tasks: filters first, then the query (title matches weigh twice description "
                 "matches). Returns {tasks (full records), totalMatches, query, filters}.", read_only=True)
     def search_tasks(query: Annotated[str | None, Field(description="Words to find in titles and descriptions.")] = None,
                      filters: Annotated[TaskFilters | None, Field(description="{status?, epicId?, assignedWorkerId?}.")] = None,
                      limit: Annotated[int | None, Field(description="At most this many (default 20).")] = None) -> dict[str, Any]:
-        return call("search_tasks", query=query, filters=dict(filters) if filters is not None else None, limit=limit)
+        given = filters or {}
+        return call("search_tasks", query=query, status=given.get("status"), epic_id=given.get("epicId"),
+                    assigned_worker_id=given.get("assignedWorkerId"), limit=limit)
 
     @tools.tool("moe.get_next_task", "The next BACKLOG task by priority and order: {hasNext, task? {id, title, description, "
                 "definitionOfDone}}.", read_only=True)
     def get_next_task(epicId: OptionalEpicId = None) -> dict[str, Any]:
-        return call("get_next_task", epicId=epicId)
+        return call("get_next_task", epic_id=epicId)
 
     @tools.tool("moe.ready_tasks", "Open tasks whose dependencies are all DONE: {ready, blocked [+waitingOn], counts}.", read_only=True)
     def ready_tasks(epicId: OptionalEpicId = None) -> dict[str, Any]:
-        return call("ready_tasks", epicId=epicId)
+        return call("ready_tasks", epic_id=epicId)
 
     @tools.tool("moe.get_activity_log", "Board events, newest first, filtered: {events, count, filters}.", read_only=True)
     def get_activity_log(taskId: OptionalTaskId = None, epicId: OptionalEpicId = None,
                          workerId: Annotated[str | None, Field(description="Only this worker's events.")] = None,
                          eventTypes: Annotated[list[str] | None, Field(description="Only these events (STEP_COMPLETED, TASK_STATUS_CHANGED, …).")] = None,
                          limit: Annotated[int | None, Field(description="At most this many (default 50).")] = None) -> dict[str, Any]:
-        return call("get_activity_log", taskId=taskId, epicId=epicId, workerId=workerId, eventTypes=eventTypes, limit=limit)
+        return call("get_activity_log", task_id=taskId, epic_id=epicId, worker_id=workerId, event_types=eventTypes, limit=limit)
 
     # ------------------------------------------------------------------ claims and status
 
@@ -158,38 +158,38 @@ def register(tools: ToolRegistry) -> None:
     def claim_next_task(statuses: Annotated[list[str], Field(description="PLANNING, WORKING and/or REVIEW.")],
                         epicId: OptionalEpicId = None, workerId: WorkerId = None,
                         replaceExisting: Annotated[bool, Field(description="Take over the epic's current worker's task.")] = False) -> dict[str, Any]:
-        return call("claim_next_task", statuses=statuses, epicId=epicId, workerId=workerId, replaceExisting=replaceExisting)
+        return call("claim_next_task", statuses=statuses, epic_id=epicId, worker_id=workerId, replace_existing=replaceExisting)
 
     @tools.tool("moe.release_task", "Let go of a held task; it keeps its status and is claimable again: {success, taskId, status, "
                 "releasedWorkerId}.", destructive=True, idempotent=True)
     def release_task(taskId: TaskId, reason: Annotated[str | None, Field(description="Why.")] = None, workerId: WorkerId = None) -> dict[str, Any]:
-        return call("release_task", taskId=taskId, reason=reason, workerId=workerId)
+        return call("release_task", task_id=taskId, reason=reason, worker_id=workerId)
 
     @tools.tool("moe.set_task_status", "Move a task as the state machine allows (INVALID_TRANSITION otherwise); moving back needs "
                 "a reason, which becomes reopenReason. Returns {success, taskId, status}.", destructive=True, idempotent=True)
     def set_task_status(taskId: TaskId, status: Annotated[str, Field(description="BACKLOG, PLANNING, AWAITING_APPROVAL, WORKING, REVIEW, DONE or ARCHIVED.")],
                         reason: Annotated[str | None, Field(description="Why (required to move a task back).")] = None,
                         workerId: WorkerId = None) -> dict[str, Any]:
-        return call("set_task_status", taskId=taskId, status=status, reason=reason, workerId=workerId)
+        return call("set_task_status", task_id=taskId, status=status, reason=reason, worker_id=workerId)
 
     @tools.tool("moe.qa_approve", "QA approves a task in REVIEW: DONE. Returns {success, taskId, status, summary, message}.",
                 destructive=True, idempotent=True)
     def qa_approve(taskId: TaskId, summary: Annotated[str | None, Field(description="The review's verdict.")] = None,
                    workerId: WorkerId = None) -> dict[str, Any]:
-        return call("qa_approve", taskId=taskId, summary=summary, workerId=workerId)
+        return call("qa_approve", task_id=taskId, summary=summary, worker_id=workerId)
 
     @tools.tool("moe.qa_reject", "QA rejects a task in REVIEW: back to WORKING with the reason (PLANNING once reopenCount reaches "
                 "maxReopens). Returns {success, taskId, status, reopenCount, reason, escalated, message}.", destructive=True, idempotent=True)
     def qa_reject(taskId: TaskId, reason: Annotated[str, Field(description="Which definition-of-done items failed, and why.")],
                   workerId: WorkerId = None) -> dict[str, Any]:
-        return call("qa_reject", taskId=taskId, reason=reason, workerId=workerId)
+        return call("qa_reject", task_id=taskId, reason=reason, worker_id=workerId)
 
     @tools.tool("moe.unblock_worker", "Clear a BLOCKED worker; without retryTask it also lets go of its task. Returns {success, "
                 "workerId, status, currentTaskId, resolution, retryTask, message}.", destructive=True, idempotent=True)
     def unblock_worker(workerId: Annotated[str, Field(description="The blocked worker.")],
                        resolution: Annotated[str, Field(description="What was done about the block.")],
                        retryTask: Annotated[bool, Field(description="Keep the task to retry it.")] = False) -> dict[str, Any]:
-        return call("unblock_worker", workerId=workerId, resolution=resolution, retryTask=retryTask)
+        return call("unblock_worker", worker_id=workerId, resolution=resolution, retry_task=retryTask)
 
     # ------------------------------------------------------------------ epics and tasks
 
@@ -203,9 +203,9 @@ def register(tools: ToolRegistry) -> None:
                     priority: Annotated[str | None, Field(description="CRITICAL, HIGH, MEDIUM (default) or LOW.")] = None,
                     dependsOn: Annotated[list[str] | None, Field(description="Task ids this one waits for.")] = None,
                     testFile: Annotated[str | None, Field(description="The test that proves it.")] = None) -> dict[str, Any]:
-        return call("create_task", epicId=epicId, title=title, description=description, definitionOfDone=definitionOfDone,
-                    taskRails=taskRails, status=status, parentTaskId=parentTaskId, order=_whole(order), createdBy=createdBy,
-                    priority=priority, dependsOn=dependsOn, testFile=testFile)
+        return call("create_task", epic_id=epicId, title=title, description=description, definition_of_done=definitionOfDone,
+                    task_rails=taskRails, status=status, parent_task_id=parentTaskId, order=_whole(order), created_by=createdBy,
+                    priority=priority, depends_on=dependsOn, test_file=testFile)
 
     @tools.tool("moe.update_task", "Change a task's fields (not status or holder): {success, task}.", destructive=True, idempotent=True)
     def update_task(taskId: TaskId, title: Annotated[str | None, Field(description="New title.")] = None,
@@ -216,13 +216,13 @@ def register(tools: ToolRegistry) -> None:
                     parentTaskId: OptionalTaskId = None,
                     testFile: Annotated[str | None, Field(description="The test that proves it.")] = None,
                     epicId: Annotated[str | None, Field(description="Move it to this epic.")] = None) -> dict[str, Any]:
-        return call("update_task", taskId=taskId, title=title, description=description, definitionOfDone=definitionOfDone,
-                    taskRails=taskRails, priority=priority, order=_whole(order), dependsOn=dependsOn, parentTaskId=parentTaskId,
-                    testFile=testFile, epicId=epicId)
+        return call("update_task", task_id=taskId, title=title, description=description, definition_of_done=definitionOfDone,
+                    task_rails=taskRails, priority=priority, order=_whole(order), depends_on=dependsOn, parent_task_id=parentTaskId,
+                    test_file=testFile, epic_id=epicId)
 
     @tools.tool("moe.delete_task", "Delete a task: {success, task}.", destructive=True, idempotent=True)
     def delete_task(taskId: TaskId) -> dict[str, Any]:
-        return call("delete_task", taskId=taskId)
+        return call("delete_task", task_id=taskId)
 
     @tools.tool("moe.create_epic", "Create an epic: {success, epic}.")
     def create_epic(title: Annotated[str, Field(description="Title.")],
@@ -231,7 +231,7 @@ def register(tools: ToolRegistry) -> None:
                     epicRails: Texts = None,
                     status: Annotated[str | None, Field(description="PLANNED (default), ACTIVE, COMPLETED or ARCHIVED.")] = None,
                     order: Order = None) -> dict[str, Any]:
-        return call("create_epic", title=title, description=description, architectureNotes=architectureNotes, epicRails=epicRails,
+        return call("create_epic", title=title, description=description, architecture_notes=architectureNotes, epic_rails=epicRails,
                     status=status, order=_whole(order))
 
     @tools.tool("moe.update_epic", "Change an epic's fields: {success, epic}.", destructive=True, idempotent=True)
@@ -241,13 +241,13 @@ def register(tools: ToolRegistry) -> None:
                     epicRails: Texts = None,
                     status: Annotated[str | None, Field(description="PLANNED, ACTIVE, COMPLETED or ARCHIVED.")] = None,
                     order: Order = None) -> dict[str, Any]:
-        return call("update_epic", epicId=epicId, title=title, description=description, architectureNotes=architectureNotes,
-                    epicRails=epicRails, status=status, order=_whole(order))
+        return call("update_epic", epic_id=epicId, title=title, description=description, architecture_notes=architectureNotes,
+                    epic_rails=epicRails, status=status, order=_whole(order))
 
     @tools.tool("moe.delete_epic", "Delete an epic; refused while it has tasks unless cascadeDelete. Returns {success, deletedEpic, "
                 "deletedTaskCount}.", destructive=True, idempotent=True)
     def delete_epic(epicId: EpicId, cascadeDelete: Annotated[bool, Field(description="Delete its tasks too.")] = False) -> dict[str, Any]:
-        return call("delete_epic", epicId=epicId, cascadeDelete=cascadeDelete)
+        return call("delete_epic", epic_id=epicId, cascade_delete=cascadeDelete)
 
     # ------------------------------------------------------------------ workers and teams
 
@@ -259,17 +259,17 @@ def register(tools: ToolRegistry) -> None:
     def create_team(name: Annotated[str, Field(description="Team name.")],
                     role: Annotated[str, Field(description="architect, worker or qa.")],
                     maxSize: Annotated[int | None, Field(description="Most members (default 10).")] = None) -> dict[str, Any]:
-        return call("create_team", name=name, role=role, maxSize=maxSize)
+        return call("create_team", name=name, role=role, max_size=maxSize)
 
     @tools.tool("moe.join_team", "Add a worker to a team (registering it if new); TEAM_FULL at maxSize. Returns {team}.", idempotent=True)
     def join_team(teamId: Annotated[str, Field(description="Team id (TEAM-…).")],
                   workerId: Annotated[str, Field(description="The worker joining.")]) -> dict[str, Any]:
-        return call("join_team", teamId=teamId, workerId=workerId)
+        return call("join_team", team_id=teamId, worker_id=workerId)
 
     @tools.tool("moe.leave_team", "Remove a worker from a team: {team}.", destructive=True, idempotent=True)
     def leave_team(teamId: Annotated[str, Field(description="Team id (TEAM-…).")],
                    workerId: Annotated[str, Field(description="The worker leaving.")]) -> dict[str, Any]:
-        return call("leave_team", teamId=teamId, workerId=workerId)
+        return call("leave_team", team_id=teamId, worker_id=workerId)
 
     @tools.tool("moe.list_teams", "Teams, each with members [{id, type, status}]: {teams}.", read_only=True)
     def list_teams(role: Annotated[str | None, Field(description="Only this role: architect, worker or qa.")] = None) -> dict[str, Any]:

@@ -1,0 +1,591 @@
+"""The board's file format: parse_* reads a document into a record, render_* writes a new file,
+edit_text changes only the keys whose values changed; and the activity log's JSONL line.
+
+Core layer (pure: text and documents in, records and text out; imports only the foundation and
+the board's model). Frontmatter keys are snake_case; Moe's camelCase names (and LoopFlow's) are
+read as aliases, in any letter case, and an edit writes to the key the file already uses. A
+value of the wrong shape is an InvalidDocument SCHEMA_ERROR at its key's line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from moss_files.board.model import (
+    APPROVAL_MODES,
+    CREATORS,
+    DEFAULT_MAX_REOPENS,
+    DEFAULT_PRIORITY,
+    DEFAULT_SPEED_DELAY_MS,
+    DEFAULT_TEAM_SIZE,
+    EPIC_STATUSES,
+    PRIORITIES,
+    PROPOSAL_SCOPES,
+    PROPOSAL_STATUSES,
+    PROPOSAL_TYPES,
+    ROLES,
+    STATUSES,
+    STEP_STATUSES,
+    STORED_WORKER_STATUSES,
+    WORKER_STATUSES,
+    Epic,
+    Event,
+    Project,
+    Proposal,
+    Rails,
+    Settings,
+    Step,
+    Task,
+    Team,
+    Worker,
+    default_project_id,
+    normalize_priority,
+    normalize_status,
+)
+from moss_files.foundation import document
+from moss_files.foundation.document import Document
+from moss_files.foundation.errors import InvalidDocument
+from moss_files.foundation.fields import FieldReader
+
+# --------------------------------------------------------------------------- reading files
+
+
+def _text(fields: FieldReader, name: str) -> str | None:
+    """A text field; a blank value reads as absent, as it always has in board files."""
+    return fields.text(name, blank_is_default=True)
+
+
+def _stripped(value: str | None) -> str | None:
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _upper_in(allowed: Sequence[str]) -> Callable[[str], str | None]:
+    """A normalizer for FieldReader.choice: upper case, and only the allowed values."""
+    return lambda value: value.strip().upper() if value.strip().upper() in allowed else None
+
+
+def _step_status(value: str) -> str | None:
+    word = value.strip().upper().replace(" ", "_")
+    return word if word in STEP_STATUSES else None
+
+
+def _check_id(fields: FieldReader, fallback_id: str, what: str) -> str:
+    """The file's id: its stem. A frontmatter `id` must agree, so a copied file that kept
+    its original's id is reported instead of shadowing that task."""
+    written = _text(fields, "id")
+    if written is not None and written.strip() != fallback_id:
+        raise fields.error(fields.key("id"), f"{what} id {written.strip()!r} does not match the file name {fallback_id!r}")
+    return fallback_id
+
+
+def _body_text(doc: Document) -> str:
+    """The description a body holds: its text without the blank lines around it."""
+    return doc.body.strip("\n").rstrip()
+
+
+TASK_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "epic": ("epic_id", "epicId"),
+    "assigned_worker": ("assigned_worker_id", "assignedWorkerId", "assignee", "worker"),
+    "depends_on": ("dependsOn", "depends", "dependencies"),
+    "definition_of_done": ("definitionOfDone", "acceptance_criteria", "acceptanceCriteria", "dod"),
+    "task_rails": ("taskRails", "rails"),
+    "plan": ("implementationPlan", "implementation_plan", "steps"),
+    "reopen_count": ("reopenCount",),
+    "reopen_reason": ("reopenReason",),
+    "pr_link": ("prLink", "pr"),
+    "parent": ("parent_task", "parentTaskId", "parent_task_id"),
+    "created_by": ("createdBy",),
+    "test_file": ("testFile",),
+    "work_summary": ("workSummary",),
+    "review_summary": ("reviewSummary",),
+    "first_claimed": ("firstClaimAt", "first_claimed_at"),
+    "created": ("created_at", "createdAt"),
+    "updated": ("updated_at", "updatedAt"),
+    "plan_submitted": ("planSubmittedAt", "plan_submitted_at"),
+    "plan_approved": ("planApprovedAt", "plan_approved_at"),
+    "work_started": ("workStartedAt", "work_started_at"),
+    "review_started": ("reviewStartedAt", "review_started_at"),
+    "completed": ("completedAt", "completed_at"),
+}
+_STEP_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "id": ("stepId", "step_id"),
+    "affected_files": ("affectedFiles", "files"),
+    "modified_files": ("modifiedFiles",),
+    "started": ("startedAt", "started_at"),
+    "completed": ("completedAt", "completed_at"),
+}
+
+
+def parse_task(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Task:
+    """A Task from a parsed document whose file stem is `fallback_id`.
+
+    Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong shape or value.
+    """
+    fields = FieldReader(doc, path, TASK_ALIASES)
+    task_id = _check_id(fields, fallback_id, "task")
+    description = _body_text(doc) or (_text(fields, "description") or "").strip()
+    title = _text(fields, "title")
+    if title is None:
+        raise fields.error(None, "task has no title") if fields.key("title") is None else fields.error(fields.key("title"), "task title is empty")
+    return Task(
+        id=task_id,
+        epic=(_text(fields, "epic") or "").strip(),
+        title=" ".join(title.split()),
+        description=description,
+        status=fields.choice("status", STATUSES, "BACKLOG", normalize_status),
+        priority=fields.choice("priority", PRIORITIES, DEFAULT_PRIORITY, normalize_priority),
+        order=fields.number("order"),
+        assigned_worker=_stripped(_text(fields, "assigned_worker")),
+        depends_on=fields.items("depends_on", comma_separated=True),
+        parent=_stripped(_text(fields, "parent")),
+        definition_of_done=fields.items("definition_of_done"),
+        task_rails=fields.items("task_rails"),
+        plan=_parse_plan(fields),
+        reopen_count=int(fields.number("reopen_count", minimum=0, integer=True)),
+        reopen_reason=_text(fields, "reopen_reason"),
+        pr_link=_stripped(_text(fields, "pr_link")),
+        created_by=fields.choice("created_by", CREATORS, "HUMAN", _upper_in(CREATORS)),
+        test_file=_stripped(_text(fields, "test_file")),
+        work_summary=_text(fields, "work_summary"),
+        review_summary=_text(fields, "review_summary"),
+        first_claimed=_text(fields, "first_claimed"),
+        created=_text(fields, "created"),
+        updated=_text(fields, "updated"),
+        plan_submitted=_text(fields, "plan_submitted"),
+        plan_approved=_text(fields, "plan_approved"),
+        work_started=_text(fields, "work_started"),
+        review_started=_text(fields, "review_started"),
+        completed=_text(fields, "completed"),
+    )
+
+
+def _parse_plan(fields: FieldReader) -> tuple[Step, ...]:
+    key, value = fields.raw("plan")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise fields.error(key, "'plan' must be a list of steps")
+    steps: list[Step] = []
+    seen: set[str] = set()
+    for index, item in enumerate(value, start=1):
+        if isinstance(item, str):
+            item = {"description": item}
+        if not isinstance(item, dict):
+            raise fields.error(key, f"plan step {index} must be a mapping with a description")
+        sub = FieldReader(Document(meta=item, body="", text=""), fields.path, _STEP_ALIASES)
+        try:
+            step_id = (_text(sub, "id") or f"step-{index}").strip()
+            description = _text(sub, "description")
+            if description is None:
+                raise InvalidDocument(f"plan step {index} has no description", code="SCHEMA_ERROR")
+            step = Step(
+                id=step_id,
+                description=description,
+                status=sub.choice("status", STEP_STATUSES, "PENDING", _step_status),
+                affected_files=sub.items("affected_files"),
+                modified_files=sub.items("modified_files"),
+                note=_text(sub, "note"),
+                started=_text(sub, "started"),
+                completed=_text(sub, "completed"),
+            )
+        except InvalidDocument as err:
+            # The step's own keys have no file line of their own here; point at `plan:`.
+            raise fields.error(key, f"plan step {index}: {err.message}") from None
+        if step.id in seen:
+            raise fields.error(key, f"plan step id {step.id!r} appears twice")
+        seen.add(step.id)
+        steps.append(step)
+    return tuple(steps)
+
+
+EPIC_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "epic_rails": ("epicRails", "rails"),
+    "architecture_notes": ("architectureNotes",),
+    "created": ("created_at", "createdAt"),
+    "updated": ("updated_at", "updatedAt"),
+}
+
+
+def parse_epic(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Epic:
+    """An Epic from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    fields = FieldReader(doc, path, EPIC_ALIASES)
+    epic_id = _check_id(fields, fallback_id, "epic")
+    title = _text(fields, "title")
+    if title is None:
+        raise fields.error(fields.key("title"), "epic has no title")
+    return Epic(
+        id=epic_id,
+        title=" ".join(title.split()),
+        description=_body_text(doc) or (_text(fields, "description") or "").strip(),
+        status=fields.choice("status", EPIC_STATUSES, "PLANNED", _upper_in(EPIC_STATUSES)),
+        order=fields.number("order"),
+        epic_rails=fields.items("epic_rails"),
+        architecture_notes=_text(fields, "architecture_notes"),
+        created=_text(fields, "created"),
+        updated=_text(fields, "updated"),
+    )
+
+
+_RAIL_KEYS = {"tech_stack": ("techStack",), "forbidden_patterns": ("forbiddenPatterns",), "required_patterns": ("requiredPatterns",),
+              "custom_rules": ("customRules",), "formatting": (), "testing": ()}
+_SETTING_KEYS = {"approval_mode": ("approvalMode",), "speed_mode_delay_ms": ("speedModeDelayMs",), "max_reopens": ("maxReopens",),
+                 "max_team_size": ("maxTeamSize",)}
+PROJECT_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "global_rails": ("globalRails", "rails"),
+    "created": ("created_at", "createdAt"),
+    "updated": ("updated_at", "updatedAt"),
+}
+
+
+def parse_project(doc: Document, path: Path | str | None = None, *, default_name: str) -> Project:
+    """The Project from `project.md`. Raises InvalidDocument SCHEMA_ERROR."""
+    fields = FieldReader(doc, path, PROJECT_ALIASES)
+    rails_key, rails_map = fields.mapping("global_rails")
+    rails_fields = FieldReader(Document(meta=dict(rails_map), body="", text=""), path, _RAIL_KEYS)
+    settings_key, settings_map = fields.mapping("settings")
+    settings_fields = FieldReader(Document(meta=dict(settings_map), body="", text=""), path, _SETTING_KEYS)
+    try:
+        rails = Rails(
+            tech_stack=rails_fields.items("tech_stack"),
+            forbidden_patterns=rails_fields.items("forbidden_patterns"),
+            required_patterns=rails_fields.items("required_patterns"),
+            formatting=_text(rails_fields, "formatting") or "",
+            testing=_text(rails_fields, "testing") or "",
+            custom_rules=rails_fields.items("custom_rules"),
+        )
+    except InvalidDocument as err:
+        raise fields.error(rails_key, f"global_rails: {err.message}") from None
+    try:
+        known = {settings_fields.key(name) for name in _SETTING_KEYS}
+        settings = Settings(
+            approval_mode=settings_fields.choice("approval_mode", APPROVAL_MODES, "CONTROL", _upper_in(APPROVAL_MODES)),
+            speed_mode_delay_ms=int(settings_fields.number("speed_mode_delay_ms", default=DEFAULT_SPEED_DELAY_MS, minimum=0, integer=True)),
+            max_reopens=int(settings_fields.number("max_reopens", default=DEFAULT_MAX_REOPENS, minimum=1, integer=True)),
+            max_team_size=int(settings_fields.number("max_team_size", default=DEFAULT_TEAM_SIZE, minimum=1, integer=True)),
+            extra={key: value for key, value in settings_map.items() if key not in known},
+        )
+    except InvalidDocument as err:
+        raise fields.error(settings_key, f"settings: {err.message}") from None
+    name = _text(fields, "name") or default_name
+    return Project(
+        id=(_text(fields, "id") or default_project_id(name)).strip(),
+        name=name,
+        description=_body_text(doc),
+        global_rails=rails,
+        settings=settings,
+        exists=True,
+        created=_text(fields, "created"),
+        updated=_text(fields, "updated"),
+    )
+
+
+WORKER_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "type": ("role",),
+    "blocked_reason": ("blockedReason", "last_error", "lastError"),
+    "needs_from": ("needsFrom",),
+    "blocked_task": ("blockedTask",),
+    "blocked_step": ("blockedStep", "currentStepId"),
+    "blocked_since": ("blockedSince", "blocked_at"),
+    "created": ("created_at", "createdAt"),
+    "updated": ("updated_at", "updatedAt"),
+}
+
+
+def parse_worker(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Worker:
+    """A Worker from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    fields = FieldReader(doc, path, WORKER_ALIASES)
+    worker_id = _check_id(fields, fallback_id, "worker")
+    status = fields.choice("status", WORKER_STATUSES, "IDLE", _upper_in(WORKER_STATUSES))
+    return Worker(
+        id=worker_id,
+        type=_stripped(_text(fields, "type")),
+        # Derived statuses written by hand (IDLE, CODING, ...) carry no information of their own.
+        status=status if status in STORED_WORKER_STATUSES else None,
+        blocked_reason=_text(fields, "blocked_reason"),
+        needs_from=_text(fields, "needs_from"),
+        blocked_task=_stripped(_text(fields, "blocked_task")),
+        blocked_step=_stripped(_text(fields, "blocked_step")),
+        blocked_since=_text(fields, "blocked_since"),
+        notes=_body_text(doc),
+        created=_text(fields, "created"),
+        updated=_text(fields, "updated"),
+    )
+
+
+TEAM_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "max_size": ("maxSize",),
+    "members": ("memberIds", "member_ids"),
+    "created": ("created_at", "createdAt"),
+    "updated": ("updated_at", "updatedAt"),
+}
+
+
+def _role(value: str) -> str | None:
+    word = value.strip().lower()
+    return word if word in ROLES else None
+
+
+def parse_team(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Team:
+    """A Team from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    fields = FieldReader(doc, path, TEAM_ALIASES)
+    team_id = _check_id(fields, fallback_id, "team")
+    name = _text(fields, "name")
+    if name is None:
+        raise fields.error(fields.key("name"), "team has no name")
+    role_key, role_value = fields.raw("role")
+    role = None
+    if role_value is not None and str(role_value).strip():
+        role = _role(str(role_value))
+        if role is None:
+            raise fields.error(role_key, f"role {role_value!r} is not one of {', '.join(ROLES)}")
+    return Team(
+        id=team_id,
+        name=name.strip(),
+        role=role,
+        max_size=int(fields.number("max_size", default=DEFAULT_TEAM_SIZE, minimum=1, integer=True)),
+        members=tuple(dict.fromkeys(fields.items("members", comma_separated=True))),
+        created=_text(fields, "created"),
+        updated=_text(fields, "updated"),
+    )
+
+
+PROPOSAL_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "task": ("taskId",),
+    "worker": ("workerId",),
+    "proposal_type": ("proposalType", "type"),
+    "target_scope": ("targetScope", "scope"),
+    "current_value": ("currentValue",),
+    "proposed_value": ("proposedValue",),
+    "resolved_by": ("resolvedBy",),
+    "resolved": ("resolvedAt", "resolved_at"),
+    "created": ("created_at", "createdAt"),
+}
+
+
+def parse_proposal(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Proposal:
+    """A Proposal from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    fields = FieldReader(doc, path, PROPOSAL_ALIASES)
+    return Proposal(
+        id=_check_id(fields, fallback_id, "proposal"),
+        task=_stripped(_text(fields, "task")),
+        worker=_stripped(_text(fields, "worker")),
+        proposal_type=fields.choice("proposal_type", PROPOSAL_TYPES, "ADD_RAIL", _upper_in(PROPOSAL_TYPES)),
+        target_scope=fields.choice("target_scope", PROPOSAL_SCOPES, "TASK", _upper_in(PROPOSAL_SCOPES)),
+        current_value=_text(fields, "current_value"),
+        proposed_value=_text(fields, "proposed_value") or "",
+        reason=_body_text(doc),
+        status=fields.choice("status", PROPOSAL_STATUSES, "PENDING", _upper_in(PROPOSAL_STATUSES)),
+        resolved_by=_text(fields, "resolved_by"),
+        resolved=_text(fields, "resolved"),
+        created=_text(fields, "created"),
+    )
+
+
+# --------------------------------------------------------------------------- writing files
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """How one dataclass field is written: under `key`, always (`required`) or only when set."""
+
+    field: str
+    required: bool = False
+    encode: Callable[[Any], Any] | None = None
+
+
+def _step_to_meta(step: Step) -> dict[str, Any]:
+    meta: dict[str, Any] = {"id": step.id, "description": step.description, "status": step.status}
+    if step.affected_files:
+        meta["affected_files"] = list(step.affected_files)
+    if step.modified_files:
+        meta["modified_files"] = list(step.modified_files)
+    for name in ("note", "started", "completed"):
+        if getattr(step, name) is not None:
+            meta[name] = getattr(step, name)
+    return meta
+
+
+def _plan_to_meta(plan: tuple[Step, ...]) -> list[dict[str, Any]]:
+    return [_step_to_meta(step) for step in plan]
+
+
+TASK_KEYS = (
+    _Key("id", True), _Key("epic", True), _Key("title", True), _Key("status", True), _Key("priority", True),
+    _Key("order", True), _Key("assigned_worker"), _Key("depends_on", encode=list), _Key("parent"),
+    _Key("definition_of_done", encode=list), _Key("task_rails", encode=list), _Key("plan", encode=_plan_to_meta),
+    _Key("reopen_count"), _Key("reopen_reason"), _Key("pr_link"), _Key("created_by", True), _Key("test_file"),
+    _Key("work_summary"), _Key("review_summary"), _Key("first_claimed"), _Key("created", True), _Key("updated", True),
+    _Key("plan_submitted"), _Key("plan_approved"), _Key("work_started"), _Key("review_started"), _Key("completed"),
+)
+EPIC_KEYS = (
+    _Key("id", True), _Key("title", True), _Key("status", True), _Key("order", True), _Key("epic_rails", encode=list),
+    _Key("architecture_notes"), _Key("created", True), _Key("updated", True),
+)
+WORKER_KEYS = (
+    _Key("id", True), _Key("type"), _Key("status"), _Key("blocked_reason"), _Key("needs_from"), _Key("blocked_task"),
+    _Key("blocked_step"), _Key("blocked_since"), _Key("created", True), _Key("updated", True),
+)
+TEAM_KEYS = (
+    _Key("id", True), _Key("name", True), _Key("role"), _Key("max_size", True), _Key("members", True, encode=list),
+    _Key("created", True), _Key("updated", True),
+)
+PROPOSAL_KEYS = (
+    _Key("id", True), _Key("task"), _Key("worker"), _Key("proposal_type", True), _Key("target_scope", True),
+    _Key("current_value"), _Key("proposed_value", True), _Key("status", True), _Key("resolved_by"), _Key("resolved"),
+    _Key("created", True),
+)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
+
+
+def _meta(entity: Any, keys: Sequence[_Key]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for spec in keys:
+        value = getattr(entity, spec.field)
+        if not spec.required and _empty(value):
+            continue
+        meta[spec.field] = spec.encode(value) if spec.encode else value
+    return meta
+
+
+def _body(description: str) -> str:
+    return description.rstrip() + "\n" if description.strip() else ""
+
+
+def render_task(task: Task) -> str:
+    """The text of a new task file: keys in declared order, empty optional keys left out."""
+    return document.render(_meta(task, TASK_KEYS), _body(task.description))
+
+
+def render_epic(epic: Epic) -> str:
+    """The text of a new epic file."""
+    return document.render(_meta(epic, EPIC_KEYS), _body(epic.description))
+
+
+def render_worker(worker: Worker) -> str:
+    """The text of a new worker file."""
+    return document.render(_meta(worker, WORKER_KEYS), _body(worker.notes))
+
+
+def render_team(team: Team) -> str:
+    """The text of a new team file."""
+    return document.render(_meta(team, TEAM_KEYS), "")
+
+
+def render_proposal(proposal: Proposal) -> str:
+    """The text of a new rail proposal file (the reason is the body)."""
+    return document.render(_meta(proposal, PROPOSAL_KEYS), _body(proposal.reason))
+
+
+def render_project(project: Project) -> str:
+    """The text of a new `project.md` with every setting spelled out for hand editing."""
+    rails = project.global_rails
+    meta = {
+        "id": project.id,
+        "name": project.name,
+        "global_rails": {
+            "tech_stack": list(rails.tech_stack),
+            "forbidden_patterns": list(rails.forbidden_patterns),
+            "required_patterns": list(rails.required_patterns),
+            "formatting": rails.formatting,
+            "testing": rails.testing,
+            "custom_rules": list(rails.custom_rules),
+        },
+        "settings": {
+            "approval_mode": project.settings.approval_mode,
+            "speed_mode_delay_ms": project.settings.speed_mode_delay_ms,
+            "max_reopens": project.settings.max_reopens,
+            "max_team_size": project.settings.max_team_size,
+        },
+        "created": project.created,
+        "updated": project.updated,
+    }
+    return document.render(meta, _body(project.description))
+
+
+def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | None = None) -> str | None:
+    """The document's text with `new`'s values where they differ from `old`'s; None if none do.
+
+    Each changed field is written to the key the file already uses for it (an alias in any
+    letter case), so a hand-written `definitionOfDone:` stays that key; other lines, comments,
+    unknown keys and, unless the body field changed, the body keep their bytes.
+    """
+    keys, aliases, body_field = _EDITABLE[kind]
+    fields = FieldReader(doc, path, aliases)
+    changes: dict[str, Any] = {}
+    for spec in keys:
+        before, after = getattr(old, spec.field), getattr(new, spec.field)
+        if before == after:
+            continue
+        key = fields.key(spec.field) or spec.field
+        if not spec.required and _empty(after):
+            if key in doc.meta:
+                changes[key] = document.DELETE
+        else:
+            changes[key] = spec.encode(after) if spec.encode else after
+    body_changed = body_field is not None and getattr(old, body_field) != getattr(new, body_field)
+    if not changes and not body_changed:
+        return None
+    text = document.edit_frontmatter(doc.text, changes, path) if changes else doc.text
+    if body_changed:
+        edited = document.parse(text, path)
+        stale = document.find_key(edited.meta, "description")
+        if stale is not None:
+            # A hand-written `description:` key moves into the body, where descriptions live.
+            text = document.edit_frontmatter(text, {stale: document.DELETE}, path)
+            edited = document.parse(text, path)
+        text = text[: len(text) - len(edited.body)] + _body(getattr(new, body_field))
+    return text
+
+
+_EDITABLE: Mapping[str, tuple[Sequence[_Key], Mapping[str, tuple[str, ...]], str | None]] = {
+    "task": (TASK_KEYS, TASK_ALIASES, "description"),
+    "epic": (EPIC_KEYS, EPIC_ALIASES, "description"),
+    "worker": (WORKER_KEYS, WORKER_ALIASES, None),
+    "team": (TEAM_KEYS, TEAM_ALIASES, None),
+    "proposal": (PROPOSAL_KEYS, PROPOSAL_ALIASES, None),
+}
+
+
+# --------------------------------------------------------------------------- the activity log
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """One activity log entry, as stored on its JSONL line and as get_activity_log returns it."""
+    data: dict[str, Any] = {"id": event.id, "timestamp": event.timestamp, "projectId": event.project}
+    for key, value in (("epicId", event.epic), ("taskId", event.task), ("workerId", event.worker)):
+        if value is not None:
+            data[key] = value
+    data["event"] = event.event
+    data["payload"] = dict(event.payload)
+    return data
+
+
+def parse_event(record: Any, path: Path | str | None = None, line: int | None = None) -> Event:
+    """An Event from one decoded JSONL record. Raises InvalidDocument SCHEMA_ERROR."""
+
+    def fail(message: str) -> InvalidDocument:
+        return InvalidDocument(message, code="SCHEMA_ERROR", path=path, line=line)
+
+    if not isinstance(record, dict):
+        raise fail("an activity record must be a JSON object")
+    texts: dict[str, str | None] = {}
+    for key in ("id", "timestamp", "event", "projectId", "epicId", "taskId", "workerId"):
+        value = record.get(key)
+        if value is not None and not isinstance(value, str):
+            raise fail(f"activity record field {key!r} must be a string")
+        texts[key] = value
+    if not texts["id"] or not texts["timestamp"] or not texts["event"]:
+        raise fail("an activity record needs id, timestamp and event")
+    payload = record.get("payload")
+    payload = {} if payload is None else payload
+    if not isinstance(payload, dict):
+        raise fail("activity record field 'payload' must be an object")
+    return Event(id=texts["id"], timestamp=texts["timestamp"], event=texts["event"], project=texts["projectId"],
+                 epic=texts["epicId"], task=texts["taskId"], worker=texts["workerId"], payload=payload)
+

@@ -1,0 +1,414 @@
+"""Board use cases of planning and working a task: its context, the plan (submit, check,
+approve, reject), steps, completion, blocks, and rail proposals.
+
+Shell layer: each function takes a Context and typed keyword arguments and returns the JSON
+result the `moe.*` tool returns and `moss task … --json` prints. Errors name arguments as Moe's
+tools spell them (`taskId is required`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from moss_files.board import rules, shapes
+from moss_files.board.model import PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Task, check_choice, check_name
+from moss_files.board.usecase import (
+    board_store,
+    caller,
+    ensure_worker,
+    find_task,
+    guard_owner,
+    log,
+    move,
+    settle_approvals,
+    status_events,
+    write_task,
+    with_problems,
+)
+from moss_files.foundation import arguments
+from moss_files.foundation.context import HUMAN, Context
+from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+
+# --------------------------------------------------------------------------- context and plans
+
+
+def get_context(ctx: Context, *, task_id: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's get_context: the project, epic, task, worker and all rails for a task.
+
+    The task is `task_id`, else the context's default task (MOE_TASK_ID), else the task held
+    by `worker_id` (or MOE_WORKER_ID). Raises NotFound for a task id that does not exist.
+    """
+    board = board_store(ctx).load()
+    worker = caller(ctx, worker_id)
+    wanted = task_id or ctx.task_id
+    task: Task | None = None
+    if wanted:
+        task = find_task(board, wanted.strip())
+    elif worker:
+        task = board.active_task_of(worker)
+    epic = board.epics.get(task.epic) if task else None
+    shown = None
+    if worker and worker in board.workers:
+        found = shapes.worker_to_dict(board, board.workers[worker])
+        shown = {key: found[key] for key in ("id", "type", "status", "currentTaskId", "teamIds", "blockedReason")}
+    result = {
+        "project": shapes.project_to_dict(board.project),
+        "epic": shapes.epic_context(epic) if epic else None,
+        "task": shapes.task_for_agent(task) if task else None,
+        "worker": shown,
+        "allRails": rules.all_rails(board.project, epic, task),
+    }
+    return with_problems(result, board.problems)
+
+
+def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str, Any]], worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's submit_plan: store the plan's steps and move the task to AWAITING_APPROVAL
+    (straight on to WORKING in TURBO mode).
+
+    Raises RAIL_VIOLATION (details.violations) when the plan uses a forbidden pattern or lacks
+    a required one, INVALID_TRANSITION unless the task is PLANNING (or re-submitting while
+    AWAITING_APPROVAL), NOT_ALLOWED for a worker who does not hold the task.
+    """
+    task_id = arguments.required(task_id, "taskId")
+    plan = rules.parse_steps(steps)
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        guard_owner(task, worker)
+        violations = rules.check_rails(board.project.global_rails, plan)
+        if violations:
+            log(ctx, board.project, "RAIL_VIOLATION", task=task, worker=worker, violations=[v.pattern for v in violations])
+            raise rules.rail_error(violations)
+        now = ctx.stamp()
+
+        def decide(current: Task) -> Task:
+            if current.status not in ("PLANNING", "AWAITING_APPROVAL"):
+                raise Conflict(f"a plan is submitted for a PLANNING task; {current.id} is {current.status}", code="INVALID_TRANSITION",
+                               details={"taskId": current.id, "from": current.status, "to": "AWAITING_APPROVAL"})
+            guard_owner(current, worker)
+            with_plan = replace(current, plan=plan, updated=now)
+            if current.status == "AWAITING_APPROVAL":
+                return replace(with_plan, plan_submitted=now)
+            return rules.apply_transition(with_plan, "AWAITING_APPROVAL", now)
+
+        old, new = write_task(ctx, task_id, decide)
+        if old.status == new.status:
+            log(ctx, board.project, "PLAN_SUBMITTED", task=new, worker=worker, stepCount=len(plan), resubmitted=True)
+        status_events(ctx, board.project, old, new, worker, None)
+        board = settle_approvals(ctx, replace(board, tasks={**board.tasks, task_id: new}), only=task_id)
+        new = board.tasks[task_id]
+    approved = new.status == "WORKING"
+    return {
+        "success": True,
+        "taskId": task_id,
+        "status": new.status,
+        "stepCount": len(plan),
+        "message": "Plan approved automatically (TURBO mode)." if approved else f"Plan submitted; waiting for approval ({board.project.settings.approval_mode} mode).",
+    }
+
+
+def check_approval(ctx: Context, *, task_id: str) -> dict[str, Any]:
+    """Moe's check_approval: whether the task's plan was approved, or rejected (and why)."""
+    task_id = arguments.required(task_id, "taskId")
+    store = board_store(ctx)
+    board = store.load()
+    task = find_task(board, task_id)
+    if rules.approval_due(task, board.project.settings, ctx.now()):
+        with store.writing():
+            board = settle_approvals(ctx, store.load(), only=task_id)
+            task = find_task(board, task_id)
+    result: dict[str, Any] = {
+        "taskId": task_id,
+        "approved": task.status in ("WORKING", "REVIEW", "DONE"),
+        "status": task.status,
+    }
+    if task.status == "PLANNING" and task.reopen_reason:
+        result["rejected"] = True
+        result["rejectionReason"] = task.reopen_reason
+    return result
+
+
+def approve_plan(ctx: Context, *, task_id: str) -> dict[str, Any]:
+    """A human approves a waiting plan: AWAITING_APPROVAL -> WORKING (the task becomes claimable
+    by workers). Raises NOT_ALLOWED for an agent, INVALID_TRANSITION when nothing waits."""
+    task_id = arguments.required(task_id, "taskId")
+    if ctx.actor != HUMAN:
+        raise Conflict("plans are approved by a human (moss task approve)", code="NOT_ALLOWED", status=403, details={"taskId": task_id})
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        if task.status != "AWAITING_APPROVAL":
+            raise Conflict(f"task {task_id} is {task.status}, not AWAITING_APPROVAL", code="INVALID_TRANSITION",
+                           details={"taskId": task_id, "from": task.status, "to": "WORKING"})
+        new = move(ctx, board, task, "WORKING", reason=None, actor=None)
+    return {"success": True, "taskId": task_id, "status": new.status}
+
+
+def reject_plan(ctx: Context, *, task_id: str, reason: str) -> dict[str, Any]:
+    """A human rejects a waiting plan: back to PLANNING with the reason, for the same architect."""
+    task_id = arguments.required(task_id, "taskId")
+    why = arguments.required(reason, "reason")
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        if task.status != "AWAITING_APPROVAL":
+            raise Conflict(f"task {task_id} is {task.status}, not AWAITING_APPROVAL", code="INVALID_TRANSITION",
+                           details={"taskId": task_id, "from": task.status, "to": "PLANNING"})
+        new = move(ctx, board, task, "PLANNING", reason=why, actor=None)
+    return {"success": True, "taskId": task_id, "status": new.status, "reason": why}
+
+
+# --------------------------------------------------------------------------- steps and completion
+
+
+def _find_step(task: Task, step_id: str) -> int:
+    for index, step in enumerate(task.plan):
+        if step.id == step_id:
+            return index
+    raise NotFound(f"Step not found: {step_id} (task {task.id})", details={"taskId": task.id, "stepId": step_id})
+
+
+def _require_working(task: Task, action: str) -> None:
+    if task.status != "WORKING":
+        hint = "wait for the plan's approval (moe.check_approval)" if task.status == "AWAITING_APPROVAL" else None
+        raise Conflict(f"steps are {action} on a WORKING task; {task.id} is {task.status}", code="INVALID_TRANSITION",
+                       details={"taskId": task.id, "status": task.status}, hint=hint)
+
+
+def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's start_step: mark a plan step IN_PROGRESS on a WORKING task.
+
+    Raises NotFound for the task or step, INVALID_TRANSITION for a task not WORKING or a step
+    already completed, NOT_ALLOWED for a worker who does not hold the task.
+    """
+    task_id = arguments.required(task_id, "taskId")
+    step_id = arguments.required(step_id, "stepId")
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = settle_approvals(ctx, store.load(), only=task_id)
+        task = find_task(board, task_id)
+        guard_owner(task, worker)
+        now = ctx.stamp()
+
+        def decide(current: Task) -> Task:
+            guard_owner(current, worker)
+            _require_working(current, "started")
+            index = _find_step(current, step_id)
+            step = current.plan[index]
+            if step.status == "COMPLETED":
+                raise Conflict(f"step {step_id} is completed already", code="INVALID_TRANSITION",
+                               details={"taskId": current.id, "stepId": step_id, "status": step.status})
+            started = replace(step, status="IN_PROGRESS", started=step.started or now)
+            plan = (*current.plan[:index], started, *current.plan[index + 1:])
+            return replace(current, plan=plan, updated=now) if started != step else current
+
+        old, new = write_task(ctx, task_id, decide)
+        index = _find_step(new, step_id)
+        if old.plan[index].status != "IN_PROGRESS":
+            log(ctx, board.project, "STEP_STARTED", task=new, worker=worker or new.assigned_worker, stepId=step_id)
+    return {"success": True, "taskId": task_id, "stepId": step_id, "stepNumber": index + 1, "totalSteps": len(new.plan)}
+
+
+def complete_step(ctx: Context, *, task_id: str, step_id: str, modified_files: Sequence[str] | None = None, note: str | None = None,
+                  worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's complete_step: mark a step COMPLETED (with the files it changed and a note) and
+    report progress and the next step. Completing a completed step changes nothing."""
+    task_id = arguments.required(task_id, "taskId")
+    step_id = arguments.required(step_id, "stepId")
+    files = tuple(dict.fromkeys(rules.check_project_path(f) for f in (arguments.texts(modified_files) or ())))
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        guard_owner(task, worker)
+        now = ctx.stamp()
+
+        def decide(current: Task) -> Task:
+            guard_owner(current, worker)
+            _require_working(current, "completed")
+            index = _find_step(current, step_id)
+            step = current.plan[index]
+            if step.status == "COMPLETED":
+                return current
+            done = replace(step, status="COMPLETED", started=step.started or now, completed=now,
+                           modified_files=tuple(dict.fromkeys((*step.modified_files, *files))),
+                           note=note if note and note.strip() else step.note)
+            return replace(current, plan=(*current.plan[:index], done, *current.plan[index + 1:]), updated=now)
+
+        old, new = write_task(ctx, task_id, decide)
+        if old.plan[_find_step(old, step_id)].status != "COMPLETED":
+            log(ctx, board.project, "STEP_COMPLETED", task=new, worker=worker or new.assigned_worker, stepId=step_id,
+                modifiedFiles=list(files) or None)
+    completed = sum(1 for step in new.plan if step.status == "COMPLETED")
+    total = len(new.plan)
+    following = next((step for step in new.plan if step.status != "COMPLETED"), None)
+    return {
+        "success": True,
+        "taskId": task_id,
+        "stepId": step_id,
+        "progress": {"completed": completed, "total": total, "percentage": round(100 * completed / total) if total else 100},
+        "nextStep": {"stepId": following.id, "description": following.description} if following else None,
+    }
+
+
+def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, summary: str | None = None,
+                  worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's complete_task: WORKING -> REVIEW once every step is completed; the task leaves its
+    worker and waits for QA. Raises INVALID_TRANSITION (details.pendingSteps) otherwise."""
+    task_id = arguments.required(task_id, "taskId")
+    link = arguments.optional(pr_link)
+    work_summary = summary if summary and summary.strip() else None
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        guard_owner(task, worker)
+        if task.status != "WORKING":
+            raise Conflict(f"only a WORKING task is completed; {task_id} is {task.status}", code="INVALID_TRANSITION",
+                           details={"taskId": task_id, "from": task.status, "to": "REVIEW"})
+
+        def extra(moved: Task) -> Task:
+            return replace(moved, pr_link=link or moved.pr_link, work_summary=work_summary or moved.work_summary)
+
+        new = move(ctx, board, task, "REVIEW", reason=None, actor=worker or task.assigned_worker, extra=extra)
+        if link:
+            log(ctx, board.project, "PR_OPENED", task=new, worker=worker or task.assigned_worker, prLink=link)
+    files = {path for step in new.plan for path in step.modified_files}
+    started, ended = rules.parse_time(new.work_started), rules.parse_time(new.review_started)
+    duration = int((ended - started).total_seconds() * 1000) if started and ended else None
+    return {
+        "success": True,
+        "taskId": task_id,
+        "status": new.status,
+        "stats": {"stepsCompleted": sum(1 for s in new.plan if s.status == "COMPLETED"), "filesModified": len(files), "duration": duration},
+    }
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def report_blocked(ctx: Context, *, task_id: str, reason: str, needs_from: str | None = None, current_step_id: str | None = None,
+                   worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's report_blocked: mark the task's worker BLOCKED with the reason (the task keeps its
+    status and holder). Raises InvalidRequest when the task has no worker and none is named."""
+    task_id = arguments.required(task_id, "taskId")
+    why = arguments.required(reason, "reason")
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        guard_owner(task, worker)
+        blocked = task.assigned_worker or worker
+        if blocked is None:
+            raise InvalidRequest(f"task {task_id} has no assigned worker; pass workerId", details={"field": "workerId"})
+        if current_step_id:
+            _find_step(task, current_step_id)
+        ensure_worker(ctx, board, blocked, rules.role_for_status(task.status))
+        now = ctx.stamp()
+        store.update("worker", blocked, lambda w: replace(
+            w, status="BLOCKED", blocked_reason=why, needs_from=needs_from, blocked_task=task_id, blocked_step=current_step_id,
+            blocked_since=now, updated=now))
+        log(ctx, board.project, "WORKER_BLOCKED", task=task, worker=blocked, reason=why, needsFrom=needs_from, stepId=current_step_id)
+    return {"success": True, "taskId": task_id, "status": "BLOCKED", "workerId": blocked,
+            "message": f"{blocked} is blocked on {task_id}" + (f"; needs {needs_from}" if needs_from else "") + "."}
+
+
+def unblock_worker(ctx: Context, *, worker_id: str, resolution: str, retry_task: bool = False) -> dict[str, Any]:
+    """Moe's unblock_worker: clear a worker's BLOCKED status. Without `retry_task` the worker
+    also lets go of its task, which becomes claimable again.
+
+    Raises NotFound (`Worker not found`), INVALID_TRANSITION when the worker is not BLOCKED.
+    """
+    worker_id = check_name(worker_id, "workerId")
+    resolved = arguments.required(resolution, "resolution")
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        worker = board.workers.get(worker_id)
+        if worker is None:
+            raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
+        if worker.status != "BLOCKED":
+            raise Conflict("Worker must be in BLOCKED status", code="INVALID_TRANSITION",
+                           details={"workerId": worker_id, "status": rules.worker_status(board, worker)})
+        now = ctx.stamp()
+        store.update("worker", worker_id, lambda w: replace(
+            w, status=None, blocked_reason=None, needs_from=None, blocked_task=None, blocked_step=None, blocked_since=None, updated=now))
+        held = board.active_task_of(worker_id)
+        if held is not None and not retry_task:
+            old, new = write_task(ctx, held.id, lambda t: replace(t, assigned_worker=None, updated=now) if t.assigned_worker == worker_id else t)
+            if old.assigned_worker and not new.assigned_worker:
+                log(ctx, board.project, "WORKER_RELEASED", task=new, worker=worker_id, status=new.status)
+        log(ctx, board.project, "WORKER_UNBLOCKED", worker=worker_id, resolution=resolved, retryTask=retry_task,
+            task=held if held else None)
+        board = store.load()
+    current = board.active_task_of(worker_id)
+    return {
+        "success": True,
+        "workerId": worker_id,
+        "status": rules.worker_status(board, board.workers[worker_id]) if worker_id in board.workers else "IDLE",
+        "currentTaskId": current.id if current else None,
+        "resolution": resolved,
+        "retryTask": retry_task,
+        "message": f"{worker_id} is unblocked" + (f" and keeps {current.id}." if current else "."),
+    }
+
+
+# --------------------------------------------------------------------------- rail proposals
+
+
+def propose_rail(ctx: Context, *, task_id: str, proposal_type: str, target_scope: str, proposed_value: str, reason: str,
+                 current_value: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
+    """Moe's propose_rail: store a rail change proposal (a file under proposals/) for review."""
+    task_id = arguments.required(task_id, "taskId")
+    kind = check_choice(proposal_type, PROPOSAL_TYPES, "proposalType")
+    scope = check_choice(target_scope, PROPOSAL_SCOPES, "targetScope")
+    proposed = arguments.required(proposed_value, "proposedValue")
+    why = arguments.required(reason, "reason")
+    worker = caller(ctx, worker_id)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        task = find_task(board, task_id)
+        now = ctx.stamp()
+        proposal = Proposal(id=ctx.new_id("PROP"), task=task_id, worker=worker or task.assigned_worker, proposal_type=kind,
+                            target_scope=scope, current_value=current_value, proposed_value=proposed, reason=why, created=now)
+        store.create("proposal", proposal)
+        log(ctx, board.project, "PROPOSAL_CREATED", task=task, worker=proposal.worker, proposalId=proposal.id,
+            proposalType=kind, targetScope=scope)
+    return {"success": True, "proposalId": proposal.id, "status": "PENDING",
+            "message": f"Rail proposal {proposal.id} stored for review ({store.display(store.path('proposal', proposal.id))})."}
+
+
+def list_proposals(ctx: Context, *, status: str | None = None) -> dict[str, Any]:
+    """Rail proposals, newest first, optionally only those with one status."""
+    wanted = check_choice(status, PROPOSAL_STATUSES, "status") if status is not None else None
+    items, problems = board_store(ctx).load_kind("proposal")
+    found = [p for p in items.values() if wanted is None or p.status == wanted]
+    found.sort(key=lambda p: (p.created or "", p.id), reverse=True)
+    return with_problems({"proposals": [shapes.proposal_to_dict(p) for p in found], "count": len(found)}, problems)
+
+
+def resolve_proposal(ctx: Context, *, proposal_id: str, decision: str) -> dict[str, Any]:
+    """A human approves or rejects a rail proposal (the rails themselves are edited by hand)."""
+    proposal_id = check_name(proposal_id, "proposalId")
+    verdict = check_choice(decision, ("APPROVED", "REJECTED"), "decision")
+    if ctx.actor != HUMAN:
+        raise Conflict("rail proposals are resolved by a human", code="NOT_ALLOWED", status=403)
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        now = ctx.stamp()
+        proposal = store.update("proposal", proposal_id, lambda p: replace(p, status=verdict, resolved_by="HUMAN", resolved=now))
+        log(ctx, board.project, f"PROPOSAL_{verdict}", worker=proposal.worker, proposalId=proposal_id,
+            task=board.tasks.get(proposal.task or ""))
+    return {"success": True, "proposal": shapes.proposal_to_dict(proposal)}

@@ -1,0 +1,456 @@
+"""The board's rules: the task state machine, plans and rails, dependencies, claims, and the
+queries over a board. Core layer (pure: records and times in, records, plans and errors out;
+no I/O, no clock: times come in as RFC 3339 strings or datetimes).
+
+Task states and the moves `set_task_status` allows (`TRANSITIONS`); the named operations
+(submit_plan, approve, complete_task, qa_approve, qa_reject) are these same moves plus their
+own checks:
+
+    BACKLOG           -> PLANNING, WORKING, ARCHIVED
+    PLANNING          -> AWAITING_APPROVAL (needs a plan), BACKLOG, ARCHIVED
+    AWAITING_APPROVAL -> WORKING (an approval), PLANNING (plan rejected), BACKLOG, ARCHIVED
+    WORKING           -> REVIEW (every step completed), PLANNING, BACKLOG, ARCHIVED
+    REVIEW            -> DONE, WORKING, PLANNING, ARCHIVED
+    DONE              -> WORKING, PLANNING (a reopen), ARCHIVED
+    ARCHIVED          -> BACKLOG
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from moss_files.board.model import CLAIMABLE, Board, Epic, Event, Project, Rails, Settings, Step, Task, Worker, rank_key
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
+
+MAX_STEPS = 100
+MAX_STEP_CHARS = 10_000
+MAX_FILES_PER_STEP = 50
+
+TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "BACKLOG": frozenset({"PLANNING", "WORKING", "ARCHIVED"}),
+    "PLANNING": frozenset({"AWAITING_APPROVAL", "BACKLOG", "ARCHIVED"}),
+    "AWAITING_APPROVAL": frozenset({"WORKING", "PLANNING", "BACKLOG", "ARCHIVED"}),
+    "WORKING": frozenset({"REVIEW", "PLANNING", "BACKLOG", "ARCHIVED"}),
+    "REVIEW": frozenset({"DONE", "WORKING", "PLANNING", "ARCHIVED"}),
+    "DONE": frozenset({"WORKING", "PLANNING", "ARCHIVED"}),
+    "ARCHIVED": frozenset({"BACKLOG"}),
+}
+# Moves back to an earlier working column: they say why (the reason becomes reopenReason).
+_BACKWARD = frozenset({("AWAITING_APPROVAL", "PLANNING"), ("WORKING", "PLANNING"), ("REVIEW", "WORKING"),
+                       ("REVIEW", "PLANNING"), ("DONE", "WORKING"), ("DONE", "PLANNING")})
+# Moves that keep the task's holder: the architect who planned waits for the approval, and
+# revises the plan when it is rejected. Every other move hands the task to the next column's
+# role, so the holder is cleared and the task becomes claimable there.
+_KEEPS_HOLDER = frozenset({("PLANNING", "AWAITING_APPROVAL"), ("AWAITING_APPROVAL", "PLANNING")})
+_ROLE_OF_STATUS = {"PLANNING": "architect", "WORKING": "worker", "REVIEW": "qa"}
+_WORKER_STATUS_OF_TASK = {"PLANNING": "PLANNING", "AWAITING_APPROVAL": "AWAITING_APPROVAL", "WORKING": "CODING", "REVIEW": "REVIEWING"}
+
+
+# --------------------------------------------------------------------------- state machine
+
+
+def check_transition(task: Task, target: str, *, reason: str | None = None) -> None:
+    """Check that `set_task_status` may move `task` to `target` (the same status is a no-op).
+
+    Raises Conflict INVALID_TRANSITION for a move the table does not allow or whose condition
+    fails (a plan to submit, steps left), and InvalidRequest when a move back has no reason.
+    """
+    source = task.status
+    if target == source:
+        return
+    if target not in TRANSITIONS[source]:
+        allowed = sorted(TRANSITIONS[source])
+        raise Conflict(f"a {source} task cannot move to {target}", code="INVALID_TRANSITION",
+                       details={"taskId": task.id, "from": source, "to": target, "allowed": allowed})
+    if target == "AWAITING_APPROVAL" and not task.plan:
+        raise Conflict("a task awaits approval only with a plan: submit one first", code="INVALID_TRANSITION",
+                       details={"taskId": task.id, "from": source, "to": target})
+    if target == "REVIEW":
+        pending = [step.id for step in task.plan if step.status != "COMPLETED"]
+        if pending:
+            raise Conflict(f"{len(pending)} plan step(s) are not completed", code="INVALID_TRANSITION",
+                           details={"taskId": task.id, "from": source, "to": target, "pendingSteps": pending})
+    if (source, target) in _BACKWARD and not (reason and reason.strip()):
+        raise InvalidRequest(f"moving a {source} task back to {target} needs a reason", details={"field": "reason"})
+
+
+def apply_transition(task: Task, target: str, now: str, *, reason: str | None = None) -> Task:
+    """`task` moved to `target` (checked with `check_transition` first): its timestamps, holder,
+    reopen count and reason follow the move. The same status returns the task unchanged."""
+    check_transition(task, target, reason=reason)
+    source = task.status
+    if target == source:
+        return task
+    changes: dict[str, Any] = {"status": target, "updated": now}
+    if (source, target) not in _KEEPS_HOLDER:
+        changes["assigned_worker"] = None
+    if target == "AWAITING_APPROVAL":
+        changes["plan_submitted"] = now
+        changes["reopen_reason"] = None
+    elif target == "WORKING":
+        if source == "AWAITING_APPROVAL":
+            changes["plan_approved"] = now
+        if task.work_started is None:
+            changes["work_started"] = now
+    elif target == "REVIEW":
+        changes["review_started"] = now
+        changes["reopen_reason"] = None
+    elif target == "DONE":
+        changes["completed"] = now
+        changes["reopen_reason"] = None
+    if (source, target) in _BACKWARD:
+        changes["reopen_reason"] = reason.strip() if reason else None
+        if source in ("REVIEW", "DONE"):
+            changes["reopen_count"] = task.reopen_count + 1
+    if source == "DONE":
+        changes["completed"] = None
+    return replace(task, **changes)
+
+
+def approval_due(task: Task, settings: Settings, now: datetime) -> bool:
+    """Whether the approval mode approves `task`'s waiting plan by itself by `now`:
+    at once in TURBO, `speed_mode_delay_ms` after submission in SPEED, never in CONTROL.
+    SPEED's timer is the submission time in the file, so it survives any restart."""
+    if task.status != "AWAITING_APPROVAL" or settings.approval_mode == "CONTROL":
+        return False
+    if settings.approval_mode == "TURBO":
+        return True
+    submitted = parse_time(task.plan_submitted)
+    if submitted is None:
+        return True
+    return (now - submitted).total_seconds() * 1000 >= settings.speed_mode_delay_ms
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A timestamp string as an aware datetime (None when absent or unreadable)."""
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def qa_reject_target(task: Task, settings: Settings) -> str:
+    """Where a QA rejection sends `task`: back to WORKING, or to PLANNING once this rejection
+    brings its reopen count to the project's `max_reopens` (the plan itself needs rework)."""
+    return "PLANNING" if task.reopen_count + 1 >= settings.max_reopens else "WORKING"
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def worker_status(board: Board, worker: Worker) -> str:
+    """A worker's status: what its file records (BLOCKED, DEAD), else derived from its task."""
+    if worker.status is not None:
+        return worker.status
+    task = board.active_task_of(worker.id)
+    return _WORKER_STATUS_OF_TASK.get(task.status, "IDLE") if task else "IDLE"
+
+
+# --------------------------------------------------------------------------- plans and rails
+
+
+def parse_steps(steps: Any) -> tuple[Step, ...]:
+    """Plan steps from submit_plan's `steps` argument, numbered `step-1`, `step-2`, ...
+
+    Raises InvalidRequest for a missing or oversized plan, an empty description, or an
+    affected file that is absolute or climbs out of the project with `..`.
+    """
+    if not isinstance(steps, list) or not steps:
+        raise InvalidRequest("steps must be a non-empty list of {description, affectedFiles?}", details={"field": "steps"})
+    if len(steps) > MAX_STEPS:
+        raise InvalidRequest(f"a plan has at most {MAX_STEPS} steps, not {len(steps)}", details={"field": "steps"})
+    out: list[Step] = []
+    for index, item in enumerate(steps, start=1):
+        if isinstance(item, str):
+            item = {"description": item}
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"step {index} must be an object with a description", details={"field": "steps", "step": index})
+        description = item.get("description")
+        if not isinstance(description, str) or not description.strip():
+            raise InvalidRequest(f"step {index} needs a description", details={"field": "steps", "step": index})
+        if len(description) > MAX_STEP_CHARS:
+            raise InvalidRequest(f"step {index}'s description exceeds {MAX_STEP_CHARS} characters", details={"field": "steps", "step": index})
+        files = item.get("affectedFiles", item.get("affected_files")) or []
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise InvalidRequest(f"step {index}'s affectedFiles must be a list of paths", details={"field": "steps", "step": index})
+        if len(files) > MAX_FILES_PER_STEP:
+            raise InvalidRequest(f"step {index} lists more than {MAX_FILES_PER_STEP} files", details={"field": "steps", "step": index})
+        out.append(Step(id=f"step-{index}", description=description.strip(),
+                        affected_files=tuple(dict.fromkeys(check_project_path(f, index) for f in files))))
+    return tuple(out)
+
+
+def check_project_path(raw: str, step: int | None = None) -> str:
+    """A project-relative path in normal form (`./a//b` -> `a/b`).
+
+    Raises InvalidRequest for an empty, absolute or `..`-climbing path.
+    """
+    text = raw.strip().replace("\\", "/")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if not parts or text.startswith("/") or re.match(r"^[A-Za-z]:", text) or ".." in parts:
+        raise InvalidRequest(f"file {raw!r} must be a path relative to the project, without '..'",
+                             details={"field": "affectedFiles", "step": step, "path": raw})
+    return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One way a plan breaks the global rails."""
+
+    kind: str  # FORBIDDEN_PATTERN | REQUIRED_PATTERN_MISSING
+    pattern: str
+    step_id: str | None = None
+
+
+def check_rails(rails: Rails, plan: Sequence[Step]) -> list[Violation]:
+    """The ways `plan` breaks the enforced rails, matching case-insensitively: a forbidden
+    pattern in any step's description or files, or a required pattern found in no step.
+    (Epic and task rails are guidance for the agent and the approving human, not checked.)"""
+    texts = [(step.id, " ".join((step.description, *step.affected_files)).casefold()) for step in plan]
+    found: list[Violation] = []
+    for pattern in rails.forbidden_patterns:
+        needle = pattern.casefold()
+        if needle.strip():
+            found.extend(Violation("FORBIDDEN_PATTERN", pattern, step_id) for step_id, text in texts if needle in text)
+    whole = "\n".join(text for _, text in texts)
+    for pattern in rails.required_patterns:
+        needle = pattern.casefold()
+        if needle.strip() and needle not in whole:
+            found.append(Violation("REQUIRED_PATTERN_MISSING", pattern))
+    return found
+
+
+def rail_error(violations: Sequence[Violation]) -> InvalidDocument:
+    """The RAIL_VIOLATION error listing every violation in `details.violations`."""
+    parts = []
+    for v in violations:
+        parts.append(f"forbidden pattern {v.pattern!r} in {v.step_id}" if v.kind == "FORBIDDEN_PATTERN" else f"required pattern {v.pattern!r} missing")
+    return InvalidDocument(
+        "plan violates the rails: " + "; ".join(parts),
+        code="RAIL_VIOLATION",
+        details={"violations": [{"kind": v.kind, "pattern": v.pattern, "stepId": v.step_id} for v in violations]},
+        hint="revise the plan, or propose a rail change with moe.propose_rail",
+    )
+
+
+def all_rails(project: Project, epic: Epic | None, task: Task | None) -> dict[str, list[str]]:
+    """Moe's `allRails`: global required patterns, and the epic's and task's guidance rails."""
+    return {
+        "global": list(project.global_rails.required_patterns),
+        "epic": list(epic.epic_rails) if epic else [],
+        "task": list(task.task_rails) if task else [],
+    }
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def dependency_cycle(tasks: Mapping[str, Task], task_id: str, depends_on: Sequence[str]) -> list[str] | None:
+    """The cycle `task_id -> ... -> task_id` that giving it `depends_on` would close, if any."""
+    graph = {tid: list(task.depends_on) for tid, task in tasks.items()}
+    graph[task_id] = list(depends_on)
+    path: list[str] = []
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(node: str) -> list[str] | None:
+        if node in visiting:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        visiting.add(node)
+        path.append(node)
+        for nxt in graph.get(node, ()):
+            found = visit(nxt)
+            if found:
+                return found
+        path.pop()
+        visiting.discard(node)
+        done.add(node)
+        return None
+
+    return visit(task_id)
+
+
+def waiting_on(task: Task, tasks: Mapping[str, Task]) -> list[str]:
+    """The dependencies of `task` that are not DONE (missing ones included)."""
+    return [dep for dep in task.depends_on if (found := tasks.get(dep)) is None or found.status != "DONE"]
+
+
+def ready_and_blocked(board: Board, epic_id: str | None = None) -> tuple[list[Task], list[tuple[Task, list[str]]]]:
+    """Open tasks (not DONE or ARCHIVED) whose dependencies are all DONE, and the others with
+    what each waits on; both in queue order."""
+    ready: list[Task] = []
+    blocked: list[tuple[Task, list[str]]] = []
+    for task in sorted(board.tasks.values(), key=lambda t: rank_key(t, board.epics)):
+        if task.status in ("DONE", "ARCHIVED") or (epic_id is not None and task.epic != epic_id):
+            continue
+        waits = waiting_on(task, board.tasks)
+        if waits:
+            blocked.append((task, waits))
+        else:
+            ready.append(task)
+    return ready, blocked
+
+
+# --------------------------------------------------------------------------- claims
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """What `claim_next_task` should do: claim `task` (from `takeover_from` when it takes over
+    another worker's task), or report the `already` held task, or nothing (`task` None)."""
+
+    task: Task | None = None
+    takeover_from: str | None = None
+    already: Task | None = None
+
+
+def _owner_alive(board: Board, worker_id: str | None) -> bool:
+    if worker_id is None:
+        return False
+    worker = board.workers.get(worker_id)
+    return worker is None or worker.status != "DEAD"
+
+
+def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, epic_id: str | None = None,
+               replace_existing: bool = False) -> ClaimPlan:
+    """Choose the task `worker_id` claims next, by priority, epic order and task order.
+
+    Offered: tasks in `statuses` (of `epic_id` when given) that nobody alive holds (a DEAD
+    worker's task is offered again), whose epic is not archived and, for WORKING, whose
+    dependencies are all DONE. A worker holding an active task gets that task back as
+    `already`. The solo-worker rule: a task is not offered while another worker, not in a team
+    with the claimer, holds a task of the same status in the same epic. With `replace_existing`
+    the claimer takes over such a worker's task instead (only when nothing free is left).
+
+    Raises InvalidRequest for bad statuses and Conflict WORKER_CONFLICT when the only tasks
+    left are barred by the solo-worker rule.
+    """
+    if not statuses:
+        raise InvalidRequest("statuses must list at least one of " + ", ".join(CLAIMABLE), details={"field": "statuses"})
+    bad = [s for s in statuses if s not in CLAIMABLE]
+    if bad:
+        raise InvalidRequest(f"agents claim only {', '.join(CLAIMABLE)} tasks, not {', '.join(bad)}; the other columns are human-gated",
+                             details={"field": "statuses", "statuses": bad})
+    if worker_id is not None:
+        held = board.active_task_of(worker_id)
+        if held is not None:
+            return ClaimPlan(already=held)
+    mates = board.teammates(worker_id) if worker_id else frozenset()
+    holders: dict[tuple[str, str], list[Task]] = {}
+    for task in board.tasks.values():
+        if task.status in statuses and task.assigned_worker and task.assigned_worker != worker_id and _owner_alive(board, task.assigned_worker):
+            holders.setdefault((task.epic, task.status), []).append(task)
+
+    def rivals(task: Task) -> list[Task]:
+        return [held for held in holders.get((task.epic, task.status), ()) if held.assigned_worker not in mates]
+
+    def offered(task: Task) -> bool:
+        if task.status not in statuses or (epic_id is not None and task.epic != epic_id):
+            return False
+        epic = board.epics.get(task.epic)
+        if epic is not None and epic.status == "ARCHIVED":
+            return False
+        return not (task.status == "WORKING" and waiting_on(task, board.tasks))
+
+    ranked = sorted((t for t in board.tasks.values() if offered(t)), key=lambda t: rank_key(t, board.epics))
+    conflicts: list[Task] = []
+    for task in ranked:
+        if _owner_alive(board, task.assigned_worker):
+            continue
+        barred = rivals(task)
+        if not barred:
+            dead_owner = task.assigned_worker
+            return ClaimPlan(task=task, takeover_from=dead_owner)
+        conflicts.extend(barred)
+    if worker_id is not None and replace_existing:
+        takeable = [t for t in ranked if t.assigned_worker and t.assigned_worker != worker_id
+                    and t.assigned_worker not in mates and _owner_alive(board, t.assigned_worker)]
+        if takeable:
+            return ClaimPlan(task=takeable[0], takeover_from=takeable[0].assigned_worker)
+    if conflicts and worker_id is not None:
+        first = min(conflicts, key=lambda t: rank_key(t, board.epics))
+        raise Conflict(
+            f"Epic already has an active worker on {first.status} tasks: {first.assigned_worker}",
+            code="WORKER_CONFLICT",
+            details={"epicId": first.epic, "status": first.status, "workerId": first.assigned_worker, "taskId": first.id},
+            hint="join that worker's team, choose another epic, or pass replaceExisting to take over",
+        )
+    return ClaimPlan()
+
+
+def claimed(task: Task, worker_id: str, now: str) -> Task:
+    """`task` as held by `worker_id` from `now` (its first claim time stamped once)."""
+    return replace(task, assigned_worker=worker_id, updated=now, first_claimed=task.first_claimed or now)
+
+
+def role_for_status(status: str) -> str | None:
+    """The role that works a claimable column (architect, worker, qa)."""
+    return _ROLE_OF_STATUS.get(status)
+
+
+# --------------------------------------------------------------------------- queries
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def search_score(task: Task, terms: Sequence[str]) -> int:
+    """Relevance of `task` to lower-cased `terms`: each occurrence in the title counts 2,
+    in the description 1 (Moe's weighting). Terms match as substrings, case-insensitively."""
+    title = task.title.casefold()
+    description = task.description.casefold()
+    return sum(2 * title.count(term) + description.count(term) for term in terms)
+
+
+def search_terms(query: str) -> list[str]:
+    """The words of a search query, lower-cased, without repeats."""
+    return list(dict.fromkeys(word.casefold() for word in _WORD.findall(query)))
+
+
+def search_tasks(tasks: Iterable[Task], epics: Mapping[str, Epic], query: str | None, *, status: str | None = None,
+                 epic_id: str | None = None, worker_id: str | None = None, limit: int = 20) -> list[Task]:
+    """Tasks matching the filters (applied first), then ranked by `search_score` (ties in
+    queue order); without a query, the filtered tasks in queue order."""
+    chosen = [
+        task for task in tasks
+        if (status is None or task.status == status)
+        and (epic_id is None or task.epic == epic_id)
+        and (worker_id is None or task.assigned_worker == worker_id)
+    ]
+    terms = search_terms(query) if query else []
+    if terms:
+        scored = [(search_score(task, terms), task) for task in chosen]
+        scored = [pair for pair in scored if pair[0] > 0]
+        scored.sort(key=lambda pair: (-pair[0], rank_key(pair[1], epics)))
+        return [task for _, task in scored[:limit]]
+    return sorted(chosen, key=lambda t: rank_key(t, epics))[:limit]
+
+
+def filter_events(events: Iterable[Event], *, task_id: str | None = None, epic_id: str | None = None, worker_id: str | None = None,
+                  event_types: Sequence[str] | None = None, limit: int = 50) -> list[Event]:
+    """The newest `limit` events matching every filter, newest first.
+
+    Order is by timestamp, then by position in the log, so lines that a union merge
+    interleaved from two clones still read in time order.
+    """
+    wanted = {kind.upper() for kind in event_types} if event_types else None
+    matching = [
+        (event.timestamp, position, event) for position, event in enumerate(events)
+        if (task_id is None or event.task == task_id)
+        and (epic_id is None or event.epic == epic_id)
+        and (worker_id is None or event.worker == worker_id)
+        and (wanted is None or event.event.upper() in wanted)
+    ]
+    matching.sort(key=lambda triple: triple[:2], reverse=True)
+    return [event for _, _, event in matching[:limit]]
+

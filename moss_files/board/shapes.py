@@ -1,0 +1,219 @@
+"""The board's JSON results: the one shape of each record that the `moe.*` tools return and
+`moss task|epic|worker|team … --json` prints, under Moe's camelCase names.
+
+Core layer (pure: records in, JSON-ready dicts out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from moss_files.board.model import STATUSES, Board, Epic, Project, Proposal, Rails, Settings, Step, Task, Team, Worker
+from moss_files.board.rules import worker_status
+
+def step_to_dict(step: Step) -> dict[str, Any]:
+    """A plan step as Moe returns it."""
+    return {
+        "stepId": step.id,
+        "description": step.description,
+        "status": step.status,
+        "affectedFiles": list(step.affected_files),
+        "modifiedFiles": list(step.modified_files),
+        "note": step.note,
+        "startedAt": step.started,
+        "completedAt": step.completed,
+    }
+
+
+def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
+    """The full task record (Moe's Task, with LoopFlow's fields): the one JSON shape of a task."""
+    data: dict[str, Any] = {
+        "id": task.id,
+        "epicId": task.epic or None,
+        "title": task.title,
+        "description": task.description,
+        "status": task.status,
+        "priority": task.priority,
+        "order": task.order,
+        "assignedWorkerId": task.assigned_worker,
+        "dependsOn": list(task.depends_on),
+        "parentTaskId": task.parent,
+        "definitionOfDone": list(task.definition_of_done),
+        "taskRails": list(task.task_rails),
+        "implementationPlan": [step_to_dict(step) for step in task.plan],
+        "reopenCount": task.reopen_count,
+        "reopenReason": task.reopen_reason,
+        "prLink": task.pr_link,
+        "createdBy": task.created_by,
+        "testFile": task.test_file,
+        "workSummary": task.work_summary,
+        "reviewSummary": task.review_summary,
+        "createdAt": task.created,
+        "updatedAt": task.updated,
+        "planSubmittedAt": task.plan_submitted,
+        "planApprovedAt": task.plan_approved,
+        "workStartedAt": task.work_started,
+        "reviewStartedAt": task.review_started,
+        "completedAt": task.completed,
+        "metrics": {"firstClaimAt": task.first_claimed},
+    }
+    if path is not None:
+        data["path"] = path
+    return data
+
+
+def task_brief(task: Task) -> dict[str, Any]:
+    """A task's row in `list_tasks`: Moe's five fields plus priority, holder and dependencies."""
+    return {
+        "id": task.id,
+        "title": task.title,
+        "status": task.status,
+        "order": task.order,
+        "hasWorker": task.assigned_worker is not None,
+        "priority": task.priority,
+        "epicId": task.epic or None,
+        "assignedWorkerId": task.assigned_worker,
+        "dependsOn": list(task.depends_on),
+    }
+
+
+def task_for_agent(task: Task) -> dict[str, Any]:
+    """The task as get_context and claim_next_task give it to the agent working it."""
+    return {
+        "id": task.id,
+        "epicId": task.epic or None,
+        "title": task.title,
+        "description": task.description,
+        "definitionOfDone": list(task.definition_of_done),
+        "taskRails": list(task.task_rails),
+        "status": task.status,
+        "priority": task.priority,
+        "assignedWorkerId": task.assigned_worker,
+        "implementationPlan": [step_to_dict(step) for step in task.plan],
+        "dependsOn": list(task.depends_on),
+        "reopenCount": task.reopen_count,
+        "reopenReason": task.reopen_reason,
+        "testFile": task.test_file,
+    }
+
+
+def epic_to_dict(epic: Epic, *, path: str | None = None) -> dict[str, Any]:
+    """The full epic record."""
+    data: dict[str, Any] = {
+        "id": epic.id,
+        "title": epic.title,
+        "description": epic.description,
+        "architectureNotes": epic.architecture_notes,
+        "epicRails": list(epic.epic_rails),
+        "status": epic.status,
+        "order": epic.order,
+        "createdAt": epic.created,
+        "updatedAt": epic.updated,
+    }
+    if path is not None:
+        data["path"] = path
+    return data
+
+
+def epic_context(epic: Epic) -> dict[str, Any]:
+    """The epic as get_context and claim_next_task show it."""
+    return {"id": epic.id, "title": epic.title, "description": epic.description,
+            "architectureNotes": epic.architecture_notes, "epicRails": list(epic.epic_rails)}
+
+
+def rails_to_dict(rails: Rails) -> dict[str, Any]:
+    return {
+        "techStack": list(rails.tech_stack),
+        "forbiddenPatterns": list(rails.forbidden_patterns),
+        "requiredPatterns": list(rails.required_patterns),
+        "formatting": rails.formatting,
+        "testing": rails.testing,
+        "customRules": list(rails.custom_rules),
+    }
+
+
+def settings_to_dict(settings: Settings) -> dict[str, Any]:
+    return {
+        **dict(settings.extra),
+        "approvalMode": settings.approval_mode,
+        "speedModeDelayMs": settings.speed_mode_delay_ms,
+        "maxReopens": settings.max_reopens,
+        "maxTeamSize": settings.max_team_size,
+    }
+
+
+def project_to_dict(project: Project) -> dict[str, Any]:
+    """The project as Moe shows it: `{id, name, globalRails, settings}`."""
+    return {"id": project.id, "name": project.name, "globalRails": rails_to_dict(project.global_rails),
+            "settings": settings_to_dict(project.settings)}
+
+
+
+def worker_to_dict(board: Board, worker: Worker) -> dict[str, Any]:
+    """A worker with its derived status, current task and teams."""
+    task = board.active_task_of(worker.id)
+    return {
+        "id": worker.id,
+        "type": worker.type,
+        "status": worker_status(board, worker),
+        "currentTaskId": task.id if task else (worker.blocked_task if worker.status == "BLOCKED" else None),
+        "epicId": task.epic if task else None,
+        "teamIds": sorted(team.id for team in board.teams.values() if worker.id in team.members),
+        "blockedReason": worker.blocked_reason,
+        "needsFrom": worker.needs_from,
+        "blockedStepId": worker.blocked_step,
+        "blockedSince": worker.blocked_since,
+        "createdAt": worker.created,
+        "updatedAt": worker.updated,
+    }
+
+
+def team_to_dict(team: Team) -> dict[str, Any]:
+    """Moe's Team: `{id, projectId?, name, role, memberIds, maxSize, createdAt, updatedAt}`."""
+    return {"id": team.id, "name": team.name, "role": team.role, "memberIds": list(team.members), "maxSize": team.max_size,
+            "createdAt": team.created, "updatedAt": team.updated}
+
+
+def team_with_members(board: Board, team: Team) -> dict[str, Any]:
+    """A team as list_teams shows it: its members with their type and status."""
+    members = []
+    for member in team.members:
+        worker = board.workers.get(member)
+        members.append({"id": member, "type": worker.type if worker else None,
+                        "status": worker_status(board, worker) if worker else "UNKNOWN"})
+    return {**team_to_dict(team), "members": members}
+
+
+def proposal_to_dict(proposal: Proposal) -> dict[str, Any]:
+    """Moe's rail proposal record."""
+    return {
+        "id": proposal.id,
+        "taskId": proposal.task,
+        "workerId": proposal.worker,
+        "proposalType": proposal.proposal_type,
+        "targetScope": proposal.target_scope,
+        "currentValue": proposal.current_value,
+        "proposedValue": proposal.proposed_value,
+        "reason": proposal.reason,
+        "status": proposal.status,
+        "resolvedBy": proposal.resolved_by,
+        "resolvedAt": proposal.resolved,
+        "createdAt": proposal.created,
+    }
+
+
+def list_counts(tasks: Iterable[Task]) -> dict[str, int]:
+    """Moe's column counts (`inProgress` counts WORKING only), plus every status and the total."""
+    by_status = dict.fromkeys(STATUSES, 0)
+    for task in tasks:
+        by_status[task.status] += 1
+    return {
+        "backlog": by_status["BACKLOG"],
+        "inProgress": by_status["WORKING"],
+        "review": by_status["REVIEW"],
+        "done": by_status["DONE"],
+        "byStatus": by_status,
+        "total": sum(by_status.values()),
+    }
+
