@@ -154,8 +154,11 @@ YAML = {"yaml", "ruamel"}
 # Libraries the foundation may use besides the standard library: the two YAML parsers and the
 # ULID generator (GitPython is allowed in gitrepo only, below).
 FOUNDATION_LIBRARIES = YAML | {"ulid"}
-KIND_MODELS = {"moss_files.capsules.model", "moss_files.board.model", "moss_files.loopflow.insights",
-               "moss_files.loopflow.sessions", "moss_files.index.model", "moss_files.index.query"}
+# Each kind's pure core: the model, and where a model grew large, its file forms, result shapes
+# and rules beside it. They import the foundation and one another within their kind, nothing else.
+KIND_MODELS = {"moss_files.capsules.model", "moss_files.board.model", "moss_files.board.files", "moss_files.board.shapes",
+               "moss_files.board.rules", "moss_files.loopflow.insights", "moss_files.loopflow.sessions",
+               "moss_files.index.model", "moss_files.index.query"}
 # Where each outside library may be imported (module-name prefixes).
 ONLY_IN = {
     "sqlite3": ("moss_files.index.",),
@@ -212,10 +215,12 @@ def test_the_foundation_imports_only_the_standard_library_yaml_and_itself() -> N
     assert _violations(broken) == []
 
 
-def test_a_kinds_model_imports_only_the_foundation() -> None:
+def test_a_kinds_pure_core_imports_only_the_foundation_and_its_own_kind() -> None:
     def broken(name: str, other: str) -> bool:
         root = other.split(".")[0]
-        return name in KIND_MODELS and root not in STDLIB and not other.startswith("moss_files.foundation") and other != "moss_files"
+        same_kind = other in KIND_MODELS and other.rsplit(".", 1)[0] == name.rsplit(".", 1)[0]
+        return (name in KIND_MODELS and root not in STDLIB and not other.startswith("moss_files.foundation")
+                and other != "moss_files" and not same_kind)
 
     assert _violations(broken) == []
 
