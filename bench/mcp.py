@@ -43,7 +43,8 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from moss_files.capsules import service as capsules  # noqa: E402
 
 from moss_files.index import service as search
-from moss_files.mcp.server import TOOL_SETS, Workspace, build_server, parse_sets  # noqa: E402
+from moss_files.foundation.context import AGENT, Context  # noqa: E402
+from moss_files.mcp.server import TOOL_SETS, build_server, parse_sets  # noqa: E402
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -142,7 +143,7 @@ async def timed(call: Callable[[int], Awaitable[Any]], count: int) -> list[float
 async def latency_figures(workspace: Path, cache: Path, calls: int, refs: list[dict[str, str]]) -> None:
     print(f"\nlatency per call (ms), {calls} sequential calls after 5 warm-up calls:")
     print(f"  {'transport':<22} {'moss.fetch p50':>15} {'p95':>7} {'loop_scan p50':>14} {'p95':>7}")
-    server = build_server(Workspace(workspace))
+    server = build_server(Context(workspace, actor=AGENT))
     stdio = StdioServerParameters(command=str(Path(sys.executable).parent / "moss"), args=["serve"], cwd=str(workspace), env=env_with_cache(cache))
     transports: list[tuple[str, Any, str]] = [
         ("in memory (direct)", server, "auto"),
@@ -166,7 +167,7 @@ async def list_sizes(workspace: Path) -> None:
     for label, sets in rows:
         sizes = []
         for names in ("dotted", "underscore"):
-            async with Client(build_server(Workspace(workspace), sets, names=names), mode="legacy") as client:
+            async with Client(build_server(Context(workspace, actor=AGENT), sets, names=names), mode="legacy") as client:
                 listed = await client.list_tools()
             sizes.append(len(json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))))
             count = len(listed.tools)
