@@ -22,7 +22,7 @@ FORBIDDEN_IN_CORE = {"sqlite3", "subprocess", "socket", "http", "urllib", "watch
 # cstack and needlecast build on the foundation only, never on moss_files' entry points or features.
 FOUNDATION = {"moss_files", "moss_files.foundation.errors", "moss_files.foundation.document", "moss_files.foundation.yaml_reader", "moss_files.foundation.yaml_scalars", "moss_files.foundation.fs",
               "moss_files.foundation.ids", "moss_files.foundation.workspace", "moss_files.cli.support", "moss_files.scaffold", "moss_files.foundation.gitrepo",
-              "moss_files.foundation.httpguard"}
+              "moss_files.foundation.httpguard", "moss_files.foundation.context"}
 
 
 def modules() -> list[Path]:
