@@ -43,6 +43,11 @@ def registry_path(root: Path) -> Path:
     return root / DIR_NAME / REGISTRY_NAME
 
 
+def holds_sleeves(folder: Path) -> bool:
+    """True when `folder` is an envoy root: it has a sleeve registry or a child sleeve."""
+    return registry_path(folder).is_file() or next(iter_mailboxes(folder), None) is not None
+
+
 def _line_of(text: str, name: str) -> int | None:
     pattern = re.compile(rf"^\s*(?:\[\s*{re.escape(name)}\s*\]|\"?{re.escape(name)}\"?\s*=)", re.MULTILINE)
     match = pattern.search(text)

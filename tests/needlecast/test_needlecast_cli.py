@@ -172,17 +172,18 @@ def test_every_command_has_help_and_json(command: str, tmp_path: Path) -> None:
 
 def test_public_api_for_other_packages(team: Path) -> None:
     import needlecast
+    from moss_files.foundation.context import Context
 
-    message, path = needlecast.send(team / "alice", "indexed words", ["bob"], type_="task")
-    assert path.name == "outbox.md" and message.sender == "alice"
+    sent = needlecast.send(Context(team / "alice"), body="indexed words", to=["bob"], type_="task")
+    assert Path(sent["path"]).name == "outbox.md" and sent["message"]["from"] == "alice"
     assert [where for where, _ in needlecast.iter_messages(team / "alice")] == ["outbox"]
-    report = needlecast.route_once(team)
-    assert needlecast.report_to_dict(report)["delivered"] == 1
+    report = needlecast.route_once(Context(team))
+    assert report["delivered"] == 1
     found = {where: needlecast.message_text(entry) for where, entry in needlecast.iter_messages(team / "alice")}
     assert set(found) == {"archive"} and "indexed words" in found["archive"]
-    (entry, read), = needlecast.list_inbox(team / "bob").messages
-    assert not read and needlecast.entry_to_dict(needlecast.read_message(team / "bob", entry.key))["key"] == message.id
-    assert needlecast.list_inbox(team / "bob", unread=True).messages == ()
+    (row,) = needlecast.list_inbox(Context(team / "bob"))["messages"]
+    assert not row["read"] and needlecast.read_message(Context(team / "bob"), key=row["key"])["key"] == sent["message"]["id"]
+    assert needlecast.list_inbox(Context(team / "bob"), unread=True)["messages"] == []
 
 
 def test_file_per_message_inboxes_written_on_two_clones_merge_cleanly(tmp_path: Path) -> None:
