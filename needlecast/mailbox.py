@@ -19,6 +19,7 @@ durable writes, appends and locks are `moss_files.foundation.fs`'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -352,8 +353,6 @@ def safe_part(text: str, limit: int = 60) -> str:
     """A file-name-safe rendering of an id or name; distinct inputs stay distinct."""
     cleaned = _SAFE.sub("-", text)[:limit] or "x"
     if cleaned != text:
-        import hashlib
-
         cleaned += "-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=3).hexdigest()
     return cleaned
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import fs
-from moss_files.foundation.errors import InvalidDocument, MossError, NotFound
+from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -151,8 +151,6 @@ def load_directory(root: Path) -> Directory:
 
 def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
     """JSON shape of a directory entry."""
-    from moss_files.foundation.errors import error_body
-
     data: dict[str, Any] = {
         "name": sleeve.name,
         "origin": sleeve.origin,

@@ -77,6 +77,14 @@ def test_importing_cstack_stays_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_cstack_status_loads_only_what_current_md_needs() -> None:
+    """`cstack status` runs at the start of every agent session: it must not pay for PLAN.md's
+    and MEMORY.md's parsers or the scaffold."""
+    code = "import sys, cstack.cli, cstack; cstack.show_status; print(sorted(m for m in sys.modules if m.startswith(('cstack.', 'moss_files.scaffold'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.status", "cstack.store"])
+
+
 def test_writes_need_a_stack_but_create_missing_files_from_templates(repo: Path) -> None:
     with pytest.raises(NotFound):
         cstack.add_task(at(repo), task="x")
