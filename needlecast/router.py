@@ -170,9 +170,9 @@ class Router:
         except OSError as exc:
             # A full disk or a read-only folder stops this sender's pass, not the router;
             # every step is idempotent, so the next pass resumes where this one stopped.
-            err = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
-            report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
-            self.log(f"needlecast: {sleeve.name}: {err}")
+            failure = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
+            report.problems.append({"sleeve": sleeve.name, **error_body(failure)["error"]})
+            self.log(f"needlecast: {sleeve.name}: {failure}")
         return report
 
     def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:

@@ -181,7 +181,7 @@ def rewrite(
                 new = transform(data)
                 if new is None or new == data:
                     return False
-                if fd is None:
+                if fd is None or data is None:
                     if fs.create_exclusive(path, new):
                         return True
                     continue  # created meanwhile by someone else: start over from it
@@ -217,7 +217,7 @@ def rewrite(
 
 
 def read_fd(fd: int, offset: int = 0) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.pread(fd, 1 << 20, offset)
         if not chunk:
