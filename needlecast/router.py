@@ -8,7 +8,7 @@ other hosts). Each step is idempotent and the order makes every crash point safe
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
 4. archive in the sender's workspace (by id, once), then journal `archived`;
-5. remove from the outbox through `mailbox.rewrite`, which never drops what was written
+5. remove from the outbox through `shared_file.rewrite`, which never drops what was written
    meanwhile; a block that comes back (an editor's stale save) is recognised by the journal
    and removed without a second delivery.
 """
