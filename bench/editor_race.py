@@ -32,15 +32,18 @@ BIN = Path(sys.executable).parent
 WRITER = textwrap.dedent(
     """
     import sys
-    from datetime import date
+    from datetime import UTC, datetime
     from pathlib import Path
-    from cstack import service
+    import cstack
+    from moss_files.foundation.context import Context
     from moss_files.foundation.errors import Conflict
+    from moss_files.foundation.ids import fixed_clock
     root, stop, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    ctx = Context(root, clock=fixed_clock(datetime(2026, 11, 24, tzinfo=UTC)))
     written = refused = 0
     while not stop.exists():
         try:
-            service.add_task(root, f"P2: writer {tag} task {written + refused}", date(2026, 11, 24))
+            cstack.add_task(ctx, task=f"P2: writer {tag} task {written + refused}")
             written += 1
         except Conflict:
             refused += 1

@@ -1,9 +1,11 @@
 """The `cstack` command line: an agent's memory files (.cstack/CURRENT.md, PLAN.md, MEMORY.md).
 
-Entry layer: parse input, call `cstack.service`, render output. stdout carries data only (one
-JSON document with --json); notes and errors go to stderr. Dates written into the files are
-today's UTC date from the system clock, or from the MOSS_NOW environment variable when it is
-set (an RFC 3339 time or a plain YYYY-MM-DD date; a testing aid for reproducible dates).
+Entry layer: parse input, call a `cstack` use case, render the dict it returns. stdout carries
+data only (one JSON document with --json, the same the MCP tool returns); notes and errors go to
+stderr. The use cases resolve through the package's lazy names, so each command loads only the
+modules it needs. Dates written into the files are today's UTC date from the system clock, or
+from the MOSS_NOW environment variable when it is set (an RFC 3339 time or a plain YYYY-MM-DD
+date; a testing aid for reproducible dates).
 
 Tasks are named by their number in `cstack plan`, by their `id:`, or by a unique
 case-insensitive prefix of their title.
@@ -12,15 +14,16 @@ case-insensitive prefix of their title.
 from __future__ import annotations
 
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cstack import memory, plan, service
-from moss_files.foundation import workspace
+import cstack
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
+from moss_files.foundation import workspace
+from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest
 
 NOW_ENV = "MOSS_NOW"
@@ -35,37 +38,31 @@ app = new_app(
 TaskArg = Annotated[str, typer.Argument(metavar="TASK", help="Task number (see `cstack plan`), id, or title prefix.", show_default=False)]
 
 
-def today() -> date:
-    """Today's date (UTC), from MOSS_NOW when it is set. Raises InvalidRequest for a bad value."""
+def now() -> datetime:
+    """The time from MOSS_NOW when it is set (a date means its midnight UTC), else the system
+    clock's. Read on each call, so only commands that date something refuse a bad value
+    (InvalidRequest)."""
     raw = os.environ.get(NOW_ENV, "").strip()
     if not raw:
-        return datetime.now(UTC).date()
+        return datetime.now(UTC)
     try:
         moment = datetime.fromisoformat(raw)
     except ValueError:
         raise InvalidRequest(f"{NOW_ENV}={raw!r} is not an RFC 3339 time or a YYYY-MM-DD date") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return moment.date()
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _root(root: Path | None) -> Path:
-    return workspace.find_workspace(explicit=root)
+def _context(root: Path | None) -> Context:
+    return Context(workspace.find_workspace(explicit=root), clock=now, notify=note)
 
 
-def _stack_root(root: Path | None) -> Path:
-    found = _root(root)
-    service.require_stack(found)
-    return found
+def _task_line(task: dict[str, Any]) -> str:
+    return f"{task['number']:>3}. {task['text'].strip()}"
 
 
-def _warn(warnings: tuple[str, ...] | list[str], path: Path) -> None:
-    for warning in warnings:
-        note(f"warning: {path}: {warning}")
-
-
-def _task_line(task: plan.Task) -> str:
-    return f"{task.number:>3}. {task.text.strip()}"
+def _section(path: str) -> str:
+    """A section path as people read it (`Backlog / Bugs`); the JSON joins headings with `/`."""
+    return path.replace("/", " / ")
 
 
 # --------------------------------------------------------------------------- setup
@@ -78,17 +75,9 @@ def init(
     as_json: JsonOpt = False,
 ) -> None:
     """Create .cstack/ with CURRENT.md, PLAN.md and MEMORY.md where missing; never overwrites a file."""
-    from moss_files import scaffold  # only init needs the scaffold; keep other commands' start-up light
-
     with reporting(as_json):
-        target = workspace.init_root(explicit=root)
-        actions = scaffold.plan_scaffold(target, parts=("cstack",))
-        if not dry_run:
-            actions = scaffold.apply_scaffold(target, actions)
-    for action in actions:
-        note(scaffold.render_action(action, dry_run=dry_run))
-    note(scaffold.summary_line(target, actions, dry_run=dry_run))
-    emit(scaffold.report_to_dict(target, actions, dry_run=dry_run), as_json, text="")
+        data = cstack.init_stack(Context(workspace.init_root(explicit=root), notify=note), dry_run=dry_run)
+    emit(data, as_json, text="")
 
 
 # --------------------------------------------------------------------------- reading
@@ -98,8 +87,7 @@ def init(
 def status(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Show CURRENT.md: status, task, focus, next steps, blockers, progress, last modified."""
     with reporting(as_json):
-        state = service.read_status(_stack_root(root))
-    data = service.status_to_dict(state)
+        data = cstack.show_status(_context(root))
     emit(data, as_json, text=_status_text(data))
 
 
@@ -135,23 +123,19 @@ def plan_command(
 ) -> None:
     """List PLAN.md's tasks, numbered, grouped by section."""
     with reporting(as_json):
-        found = _stack_root(root)
-        parsed = service.read_plan(found)
-        chosen = plan.filter_tasks(parsed, statuses=statuses or (), labels=labels or (), priorities=priorities or ())
-    _warn(parsed.warnings, service.plan_path(found))
-    data = {"tasks": [plan.task_to_dict(task) for task in chosen], "stats": plan.plan_stats(parsed), "warnings": list(parsed.warnings)}
-    emit(data, as_json, text=_grouped(chosen))
-    if not chosen and not as_json:
+        data = cstack.list_tasks(_context(root), statuses=statuses or (), labels=labels or (), priorities=priorities or ())
+    emit(data, as_json, text=_grouped(data["tasks"]))
+    if not data["tasks"] and not as_json:
         note("no tasks match" if (statuses or labels or priorities) else "no tasks yet; add one with `cstack add`")
 
 
-def _grouped(tasks: tuple[plan.Task, ...]) -> str:
+def _grouped(tasks: list[dict[str, Any]]) -> str:
     lines: list[str] = []
-    heading: tuple[str, ...] | None = None
+    heading: str | None = None
     for task in tasks:
-        if task.section != heading:
-            heading = task.section
-            lines.append(f"## {' / '.join(task.section) or '(no section)'}")
+        if task["section"] != heading:
+            heading = task["section"]
+            lines.append(f"## {_section(heading) or '(no section)'}")
         lines.append(_task_line(task))
     return "\n".join(lines)
 
@@ -170,10 +154,9 @@ def ready(
         _transition("ready", task, None, root, as_json)
         return
     with reporting(as_json):
-        parsed = service.read_plan(_stack_root(root))
-        tasks = plan.ready_tasks(parsed)
-    emit({"tasks": [plan.task_to_dict(t) for t in tasks]}, as_json, text="\n".join(_task_line(t) for t in tasks))
-    if not tasks and not as_json:
+        data = cstack.list_ready(_context(root))
+    emit(data, as_json, text="\n".join(_task_line(t) for t in data["tasks"]))
+    if not data["tasks"] and not as_json:
         note("no task is ready")
 
 
@@ -181,18 +164,17 @@ def ready(
 def blocked(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List blocked tasks and why: the `blocked:` reason and any unmet dependencies."""
     with reporting(as_json):
-        parsed = service.read_plan(_stack_root(root))
-        items = plan.blocked_tasks(parsed)
+        data = cstack.list_blocked(_context(root))
     lines = []
-    for item in items:
-        lines.append(_task_line(item.task))
-        if item.reason:
-            lines.append(f"       reason: {item.reason}")
-        for dep in item.waiting_on:
-            state = "no task has this id" if dep.status == "unknown" else f"{dep.status}: {dep.title}"
-            lines.append(f"       waiting on {dep.id} ({state})")
-    emit({"tasks": [plan.blocked_to_dict(item) for item in items]}, as_json, text="\n".join(lines))
-    if not items and not as_json:
+    for item in data["tasks"]:
+        lines.append(_task_line(item["task"]))
+        if item["reason"]:
+            lines.append(f"       reason: {item['reason']}")
+        for dep in item["waiting_on"]:
+            state = "no task has this id" if dep["status"] == "unknown" else f"{dep['status']}: {dep['title']}"
+            lines.append(f"       waiting on {dep['id']} ({state})")
+    emit(data, as_json, text="\n".join(lines))
+    if not data["tasks"] and not as_json:
         note("nothing is blocked")
 
 
@@ -204,12 +186,9 @@ def graph(
 ) -> None:
     """Draw the `depends:` graph as a tree; a dependency cycle is an error (exit 4) naming the cycle."""
     with reporting(as_json):
-        found = _stack_root(root)
-        parsed = service.read_plan(found)
-        drawn = plan.dependency_graph(parsed, task, service.plan_path(found))
-        text = plan.render_graph(parsed, drawn)
-    emit({**plan.graph_to_dict(drawn), "text": text}, as_json, text=text)
-    if not drawn.roots and not as_json:
+        data = cstack.draw_graph(_context(root), task=task)
+    emit(data, as_json, text=data["text"])
+    if not data["roots"] and not as_json:
         note("no task declares dependencies")
 
 
@@ -221,14 +200,13 @@ def stale(
 ) -> None:
     """List open tasks whose `modified:` date is more than --days days old (and those without one)."""
     with reporting(as_json):
-        parsed = service.read_plan(_stack_root(root))
-        report = plan.stale_tasks(parsed, today(), days)
-    lines = [f"{_task_line(task)}   ({age} days)" for task, age in report.stale]
-    if report.undated:
+        data = cstack.list_stale(_context(root), days=days)
+    lines = [f"{_task_line(task)}   ({task['age_days']} days)" for task in data["stale"]]
+    if data["undated"]:
         lines.append("without a modified: date:")
-        lines.extend(_task_line(task) for task in report.undated)
-    emit(plan.stale_to_dict(report), as_json, text="\n".join(lines))
-    if not report.stale and not as_json:
+        lines.extend(_task_line(task) for task in data["undated"])
+    emit(data, as_json, text="\n".join(lines))
+    if not data["stale"] and not as_json:
         note(f"no open task is older than {days} days")
 
 
@@ -240,11 +218,7 @@ def memory_command(
 ) -> None:
     """List MEMORY.md's entries by category."""
     with reporting(as_json):
-        parsed = service.read_memory(_stack_root(root))
-        wanted = memory.category_of(category) if category else None
-    data = memory.memory_to_dict(parsed)
-    if wanted:
-        data = {wanted: data[wanted]}
+        data = cstack.list_memory(_context(root), category=category)
     lines = []
     for name, entries in data.items():
         if entries:
@@ -257,7 +231,7 @@ def memory_command(
 def stats(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Count tasks: {exists, open, ready, in_progress, blocked, closed, total}."""
     with reporting(as_json):
-        data = service.stats(_root(root))
+        data = cstack.count_tasks(_context(root))
     emit(data, as_json, text="  ".join(f"{key} {value}" for key, value in data.items()))
 
 
@@ -277,26 +251,20 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a pending task to PLAN.md."""
-    ids = [part.strip() for item in depends or () for part in item.split(",") if part.strip()]
+    ids = [part for item in depends or () for part in item.split(",")]
     with reporting(as_json):
-        made = service.add_task(_stack_root(root), spec, today(), ident=ident, depends=ids, parent=parent, section=section.casefold())
-    emit(plan.change_to_dict(made), as_json, text=_task_line(made.task))
+        data = cstack.add_task(_context(root), task=spec, ident=ident, depends=ids, parent=parent, section=section)
+    emit(data, as_json, text=_task_line(data["task"]))
 
 
-def _transition(action: str, ref: str | None, reason: str | None, root: Path | None, as_json: bool) -> None:
+def _transition(action: str, task: str | None, reason: str | None, root: Path | None, as_json: bool) -> None:
     with reporting(as_json):
-        found = _stack_root(root)
-        applied = service.apply(found, action, ref, today(), reason=reason)
-        if action == "start":
-            unmet = [dep.id for dep in plan.dependencies(service.read_plan(found), applied.change.task) if not dep.met]
-            if unmet:
-                note(f"note: started although it waits on {', '.join(unmet)}")
-    change = applied.change
-    if change.moved_from is not None and not as_json:
-        note(f"moved from {' / '.join(change.moved_from) or '(no section)'} to {' / '.join(change.task.section)}")
-    if applied.current_updated and not as_json:
+        data = cstack.transition(_context(root), action=action, task=task, reason=reason)
+    if data["moved_from"] is not None and not as_json:
+        note(f"moved from {_section(data['moved_from']) or '(no section)'} to {_section(data['task']['section'])}")
+    if data["current_updated"] and not as_json:
         note("updated CURRENT.md's active task")
-    emit(service.applied_to_dict(applied), as_json, text=_task_line(change.task))
+    emit(data, as_json, text=_task_line(data["task"]))
 
 
 @app.command("start")
@@ -356,9 +324,8 @@ def remember(
 ) -> None:
     """Add an entry to MEMORY.md under its category."""
     with reporting(as_json):
-        done_entry = service.remember(_stack_root(root), text, today(), category)
-    entry = done_entry.entry
-    emit(memory.entry_to_dict(entry), as_json, text=f"{entry.category}: {entry.text}")
+        data = cstack.remember(_context(root), text=text, category=category)
+    emit(data, as_json, text=f"{data['category']}: {data['text']}")
 
 
 def main() -> None:

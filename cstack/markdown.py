@@ -167,7 +167,7 @@ def _sections(headings: list[tuple[int, int, str]], total: int) -> tuple[Section
                 end = later_index
                 break
         own_end = min(own_end if own_end is not None else total, end)
-        path = (title,)
+        path: tuple[str, ...] = (title,)
         if level > 2:
             parent = next((s for s in reversed(sections) if s.level < level and s.start < index < s.end), None)
             if parent is not None:

@@ -911,6 +911,7 @@ def dependency_graph(plan: Plan, ref: str | None = None, path: Path | str | None
         children[task.number] = kids
     _check_cycles(plan, children, path)
     involved = [t for t in plan.tasks if children[t.number] or t.number in depended]
+    roots: tuple[Task, ...]
     if ref is not None:
         roots = (find_task(plan, ref, path),)
     else:

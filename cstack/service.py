@@ -1,53 +1,31 @@
-"""Use cases over a workspace's memory files: read the state, change tasks, remember things.
+"""Use cases over a workspace's PLAN.md and MEMORY.md: list, count and change tasks, remember.
 
-Shell layer: each function gathers with `store`, decides with the pure cores (`plan`,
-`current`, `memory`) and writes with `store`. Dates come in as `today`; nothing here reads
-the clock or the environment.
+Shell layer. Each use case takes the Context (the workspace root, the clock that dates what is
+written, `notify` for notes to a person) and typed keyword arguments, gathers with `store`,
+decides with the pure cores (`plan`, `current`, `memory`), writes with `store`, and returns the
+JSON-ready dict that both `cstack <command> --json` and the `cstack.*` MCP tool print.
+`read_plan`, `read_memory` and `stats` are the readers other packages use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cstack import current, memory, plan, store
-from cstack.current import Current
 from cstack.memory import Memory, Remembered
 from cstack.plan import Change, Plan
+from cstack.status import read_status
+
+if TYPE_CHECKING:
+    from moss_files.foundation.context import Context
 
 STATS_KEYS = ("exists", "open", "ready", "in_progress", "blocked", "closed", "total")
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
-    """What CURRENT.md says, where it is, and when it last changed."""
-
-    exists: bool
-    path: str
-    current: Current
-    last_modified: str | None  # CURRENT.md's mtime, RFC 3339 UTC
-
-
-def status_to_dict(status: Status) -> dict[str, Any]:
-    """The JSON shape of `cstack status`."""
-    return {
-        "exists": status.exists,
-        "path": status.path,
-        **current.current_to_dict(status.current),
-        "last_modified": status.last_modified,
-    }
-
-
-def read_status(root: Path) -> Status:
-    """CURRENT.md's state (the empty state when the file or `.cstack/` is missing).
-
-    Raises InvalidDocument when the file is malformed.
-    """
-    loaded = store.read_file(Path(root), store.CURRENT)
-    return Status(loaded.exists, str(loaded.path), current.parse_current(loaded.text, loaded.path), loaded.modified)
+# --------------------------------------------------------------------------- readers
 
 
 def read_plan(root: Path) -> Plan:
@@ -76,64 +54,125 @@ def stats(root: Path) -> dict[str, Any]:
     return {"exists": True, **plan.plan_stats(read_plan(root))}
 
 
-def plan_path(root: Path) -> Path:
-    """Where the workspace's PLAN.md is (or would be)."""
-    return store.file_path(Path(root), store.PLAN)
+def _today(ctx: Context) -> date:
+    """The UTC date of the context's clock: the date written into the files."""
+    return ctx.now().astimezone(UTC).date()
 
 
-def require_stack(root: Path) -> Path:
-    """The workspace's `.cstack/` folder. Raises NotFound when it has none."""
-    return store.require_stack(Path(root))
+def _stacked_plan(ctx: Context) -> Plan:
+    """PLAN.md of a workspace that must have `.cstack/` (NotFound with a hint otherwise)."""
+    store.require_stack(ctx.root)
+    return read_plan(ctx.root)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def list_tasks(ctx: Context, *, statuses: Sequence[str] = (), labels: Sequence[str] = (), priorities: Sequence[str] = ()) -> dict[str, Any]:
+    """`cstack plan`: `{tasks, stats, warnings}` for the tasks matching every filter given.
+
+    Each warning about PLAN.md is also said to `ctx.notify`. Raises InvalidRequest for an
+    unknown status or priority, NotFound without `.cstack/`.
+    """
+    parsed = _stacked_plan(ctx)
+    chosen = plan.filter_tasks(parsed, statuses=statuses, labels=labels, priorities=priorities)
+    path = store.file_path(ctx.root, store.PLAN)
+    for warning in parsed.warnings:
+        ctx.say(f"warning: {path}: {warning}")
+    return {"tasks": [plan.task_to_dict(task) for task in chosen], "stats": plan.plan_stats(parsed), "warnings": list(parsed.warnings)}
+
+
+def list_ready(ctx: Context) -> dict[str, Any]:
+    """`cstack ready`: `{tasks}`, the pending tasks whose dependencies are all done."""
+    return {"tasks": [plan.task_to_dict(task) for task in plan.ready_tasks(_stacked_plan(ctx))]}
+
+
+def list_blocked(ctx: Context) -> dict[str, Any]:
+    """`cstack blocked`: `{tasks: [{task, reason, waiting_on}]}`."""
+    return {"tasks": [plan.blocked_to_dict(item) for item in plan.blocked_tasks(_stacked_plan(ctx))]}
+
+
+def draw_graph(ctx: Context, *, task: str | None = None) -> dict[str, Any]:
+    """`cstack graph`: the `depends:` graph (of one task, when given) as nodes, edges and a
+    drawn tree under `text`. Raises InvalidDocument DEPENDENCY_CYCLE naming the cycle."""
+    parsed = _stacked_plan(ctx)
+    drawn = plan.dependency_graph(parsed, task, store.file_path(ctx.root, store.PLAN))
+    return {**plan.graph_to_dict(drawn), "text": plan.render_graph(parsed, drawn)}
+
+
+def list_stale(ctx: Context, *, days: int = 7) -> dict[str, Any]:
+    """`cstack stale`: open tasks whose `modified:` date is more than `days` days before
+    today, and open tasks without one."""
+    parsed = _stacked_plan(ctx)
+    return plan.stale_to_dict(plan.stale_tasks(parsed, _today(ctx), days))
+
+
+def list_memory(ctx: Context, *, category: str | None = None) -> dict[str, Any]:
+    """`cstack memory`: MEMORY.md's entries by category (only `category`, when given).
+
+    Raises InvalidRequest for an unknown category.
+    """
+    store.require_stack(ctx.root)
+    parsed = read_memory(ctx.root)
+    wanted = memory.category_of(category) if category else None
+    data = memory.memory_to_dict(parsed)
+    return {wanted: data[wanted]} if wanted else data
+
+
+def count_tasks(ctx: Context) -> dict[str, Any]:
+    """`cstack stats`: the counts of `stats`, for the context's workspace."""
+    return stats(ctx.root)
+
+
+# --------------------------------------------------------------------------- changing
 
 
 def add_task(
-    root: Path,
-    spec: str,
-    today: date,
+    ctx: Context,
     *,
+    task: str,
     ident: str | None = None,
     depends: Sequence[str] = (),
     parent: str | None = None,
     section: str = "tasks",
-) -> Change:
-    """Add a pending task to PLAN.md (created from the template if missing)."""
-    path = plan_path(root)
+) -> dict[str, Any]:
+    """`cstack add`: add a pending task to PLAN.md (made from the template if missing);
+    returns `{action, task, from_status, moved_from}`.
+
+    Raises InvalidRequest (empty or multi-line task, bad id or section), Conflict
+    ALREADY_EXISTS (the id is taken), NotFound (no `.cstack/`, or an unknown dependency).
+    """
+    store.require_stack(ctx.root)
+    today = _today(ctx)
+    wanted = [name.strip() for name in depends if name.strip()]
+    path = store.file_path(ctx.root, store.PLAN)
 
     def change(text: str) -> tuple[str, Change]:
-        made = plan.add_task(text, spec, today, ident=ident, depends=depends, parent=parent, section=section, path=path)
+        made = plan.add_task(text, task, today, ident=ident, depends=wanted, parent=parent, section=section.casefold(), path=path)
         return made.text, made
 
-    return store.update(Path(root), store.PLAN, change)
+    return plan.change_to_dict(store.update(ctx.root, store.PLAN, change))
 
 
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """A transition as applied: the PLAN.md change, and whether CURRENT.md followed."""
-
-    change: Change
-    current_updated: bool
-
-
-def applied_to_dict(applied: Applied) -> dict[str, Any]:
-    """The JSON shape of a transition's result."""
-    return {**plan.change_to_dict(applied.change), "current_updated": applied.current_updated}
-
-
-def apply(root: Path, action: str, ref: str | None, today: date, *, reason: str | None = None) -> Applied:
-    """Run a transition (start, done, close, block, ready, reopen) on PLAN.md.
+def transition(ctx: Context, *, action: str, task: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """`cstack start|done|close|block|reopen|ready TASK`: run the transition on PLAN.md;
+    returns `{action, task, from_status, moved_from, current_updated}`.
 
     `start` also names the task on CURRENT.md's Active Task and Last Updated lines, and
     `done`/`close` reset those lines when they name the task (only when CURRENT.md has them).
     CURRENT.md is checked before PLAN.md is written, so a malformed CURRENT.md stops the
-    transition with nothing written.
+    transition with nothing written. Starting a task that waits on unfinished ones is allowed;
+    `ctx.notify` hears about it.
     """
-    root = Path(root)
-    path = plan_path(root)
+    root = ctx.root
+    store.require_stack(root)
+    today = _today(ctx)
+    path = store.file_path(root, store.PLAN)
     follows = action in ("start", "done", "close")
     status = read_status(root) if follows else None
 
     def change(text: str) -> tuple[str, Change]:
-        made = plan.transition(text, action, ref, today, reason=reason, path=path)
+        made = plan.transition(text, action, task, today, reason=reason, path=path)
         return made.text, made
 
     made = store.update(root, store.PLAN, change, create=False)
@@ -148,15 +187,22 @@ def apply(root: Path, action: str, ref: str | None, today: date, *, reason: str 
             return (new, True) if new != text else (None, False)
 
         updated = store.update(root, store.CURRENT, follow, create=False)
-    return Applied(made, updated)
+    if action == "start" and ctx.notify is not None:  # a note for a person; agents see `depends`
+        unmet = [dep.id for dep in plan.dependencies(read_plan(root), made.task) if not dep.met]
+        if unmet:
+            ctx.say(f"note: started although it waits on {', '.join(unmet)}")
+    return {**plan.change_to_dict(made), "current_updated": updated}
 
 
-def remember(root: Path, text: str, today: date, category: str | None = None) -> Remembered:
-    """Append an entry to MEMORY.md (created from the template if missing)."""
-    path = store.file_path(Path(root), store.MEMORY)
+def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:
+    """`cstack remember`: append a dated entry to MEMORY.md (made from the template if
+    missing) under `category`, or the one its keywords suggest; returns the entry."""
+    store.require_stack(ctx.root)
+    today = _today(ctx)
+    path = store.file_path(ctx.root, store.MEMORY)
 
     def change(current_text: str) -> tuple[str, Remembered]:
         done = memory.remember(current_text, text, today, category, path)
         return done.text, done
 
-    return store.update(Path(root), store.MEMORY, change)
+    return memory.entry_to_dict(store.update(ctx.root, store.MEMORY, change).entry)

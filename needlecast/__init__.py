@@ -1,14 +1,28 @@
 """needlecast: messages between sleeves, routed exactly once, as markdown files in git.
 
-The public API other packages use (the search index, the MCP server):
+The public API: other packages (the search index, the MCP server) and needlecast's own CLI use
+these names, never the modules.
 
-    send(root, body, to, ...) -> (Message, Path)      list_inbox(root, ...) -> InboxListing
-    read_message(root, id) -> Entry                   list_outbox(root) -> OutboxScan
-    list_dead_letters(root) -> [DeadLetter]           route_once(root) -> RouteReport
+Use cases take a `moss_files.foundation.context.Context` (the workspace, the sleeve's name, the
+clock, `notify` for log lines) and typed keyword arguments, and return the JSON-ready dict that
+`needlecast <command> --json` and the `needlecast.*` MCP tool print:
+
+    a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
+                 list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
+                 list_outbox(ctx)                list_dead_letters(ctx)
+    the envoy's: list_sleeves(ctx)               route_once(ctx, environ=)
+                 watch(ctx, poll=, sweep_seconds=, environ=) -> exit code (runs until stopped)
+                 run_sidecar(ctx, host=, port=, token=, ...) -> exit code (runs until stopped)
+
+Readers, parse functions and shapes:
+
     iter_messages(root) -> (where, Entry)...          message_text(entry) -> str
-    message_to_dict(message), entry_to_dict(entry), report_to_dict(report)
+    find_inbox_message(root, key) -> Entry            holds_sleeves(folder) -> bool
+    split_blocks(text) -> Mailfile                    parse_block(block, path=) -> Message
+    parse_message_document(text, path=) -> Message    message_to_dict(message), entry_to_dict(entry)
 
-Importing this package loads nothing else; each name is imported on first use.
+Importing this package loads nothing else; each name is imported on first use, so a sleeve's
+commands never load the router, the HTTP server or the HTTP client.
 """
 
 from __future__ import annotations
@@ -16,26 +30,39 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+DEFAULT_PORT = 7471  # where `needlecast sidecar` listens unless told otherwise
+
 _EXPORTS = {
+    # merges (the git merge driver)
     "merge_mailbox": "needlecast.merge",
+    # a sleeve's use cases
+    "init_workspace": "needlecast.service",
     "send": "needlecast.service",
     "list_inbox": "needlecast.service",
     "read_message": "needlecast.service",
-    "find_inbox_message": "needlecast.service",
     "list_outbox": "needlecast.service",
     "list_dead_letters": "needlecast.service",
-    "route_once": "needlecast.service",
+    # the envoy's use cases
+    "list_sleeves": "needlecast.envoy",
+    "route_once": "needlecast.envoy",
+    "watch": "needlecast.envoy",
+    "run_sidecar": "needlecast.envoy",
+    # readers
+    "find_inbox_message": "needlecast.service",
     "iter_messages": "needlecast.service",
     "message_text": "needlecast.service",
-    "InboxListing": "needlecast.service",
+    "holds_sleeves": "needlecast.sleeves",
+    # parse functions and shapes
     "Message": "needlecast.message",
+    "split_blocks": "needlecast.message",
+    "parse_block": "needlecast.message",
+    "parse_message_document": "needlecast.message",
     "message_to_dict": "needlecast.message",
     "Entry": "needlecast.routing",
     "entry_to_dict": "needlecast.routing",
-    "report_to_dict": "needlecast.router",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "DEFAULT_PORT"])
 
 
 def __getattr__(name: str) -> Any:

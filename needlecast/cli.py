@@ -1,9 +1,11 @@
-"""The `needlecast` command line. Entry layer: parse input, call the library, render output.
+"""The `needlecast` command line. Entry layer: parse input, call a `needlecast` use case,
+render the dict it returns (with --json, the same the MCP tool returns).
 
 Sleeve commands (`send`, `inbox`, `read`, `outbox`, `dead-letters`, `init`) act on the
 workspace found from the current directory (or --root) and touch only it. Envoy commands
 (`route`, `sidecar`, `sleeves`) act on the envoy root: --root, else the current directory
-when it holds sleeves, else the enclosing workspace.
+when it holds sleeves, else the enclosing workspace. The use cases resolve through the
+package's lazy names, so a sleeve's commands never load the router or the HTTP server.
 """
 
 from __future__ import annotations
@@ -15,16 +17,10 @@ from typing import Annotated, Any
 
 import typer
 
+import needlecast
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
+from moss_files.foundation.context import Context
 from moss_files.foundation.workspace import find_workspace
-
-from needlecast import mailbox, service
-from needlecast import message as msg
-from needlecast.mailbox import Mailbox
-from needlecast.router import report_to_dict
-from needlecast.routing import entry_to_dict
-from needlecast.sidecar import DEFAULT_PORT, Sidecar
-from needlecast.sleeves import load_directory, registry_path, sleeve_to_dict
 
 app = new_app("needlecast: messages between sleeves, routed exactly once, as markdown files in git.")
 
@@ -33,31 +29,40 @@ TOKEN_ENV = "NEEDLECAST_TOKEN"
 _STATUS_EXIT = {400: 2, 404: 3, 422: 4, 409: 5}
 
 
-def _workspace(root: Path | None) -> Path:
-    return find_workspace(explicit=root)
+def _context(root: Path, sleeve: str | None = None) -> Context:
+    """The context of the workspace (or envoy root) `root`, sending as `sleeve`, else as the
+    sleeve NEEDLECAST_SLEEVE names, else as the folder's name."""
+    return Context(root, sleeve=sleeve or os.environ.get(SLEEVE_ENV) or None, notify=note)
 
 
-def _envoy_root(root: Path | None) -> Path:
+def _workspace(root: Path | None, sleeve: str | None = None) -> Context:
+    return _context(find_workspace(explicit=root), sleeve)
+
+
+def _envoy(root: Path | None, sleeve: str | None = None) -> Context:
     if root is not None and str(root):
-        return find_workspace(explicit=root)
+        return _context(find_workspace(explicit=root), sleeve)
     here = Path.cwd()
-    if registry_path(here).is_file() or next(mailbox.iter_mailboxes(here), None) is not None:
-        return here.resolve()
-    return find_workspace()
+    return _context(here.resolve() if needlecast.holds_sleeves(here) else find_workspace(), sleeve)
 
 
-def _own_name(root: Path, given: str | None) -> str:
-    return given or os.environ.get(SLEEVE_ENV) or root.name
-
-
-def _entry_line(entry: Any, read: bool | None = None) -> str:
-    if entry.message is None:
-        code = entry.problem.code if entry.problem is not None else "MESSAGE_INVALID"
-        return f"!  {entry.key}  {entry.source.name}:{entry.line} [{code}] {entry.problem.message if entry.problem else ''}"
-    m = entry.message
+def _entry_line(entry: dict[str, Any], read: bool | None = None) -> str:
+    """One listed entry: a message, or (with `!`) a block that is not one."""
+    m = entry.get("message")
+    if m is None:
+        problem = entry.get("problem")
+        code = problem["code"] if problem is not None else "MESSAGE_INVALID"
+        return f"!  {entry['key']}  {entry['source']}:{entry['line']} [{code}] {problem['message'] if problem else ''}"
     flag = "" if read is None else ("   " if read else "*  ")
-    first = m.body.strip().split("\n", 1)[0][:70]
-    return f"{flag}{entry.key}  {m.time or '-'}  {m.sender or '?'} -> {', '.join(m.to) or '?'}  [{m.type or '-'}]{'  #' + m.thread if m.thread else ''}  {first}"
+    first = m["body"].strip().split("\n", 1)[0][:70]
+    thread = "  #" + m["thread"] if m["thread"] else ""
+    return f"{flag}{entry['key']}  {m['time'] or '-'}  {m['from'] or '?'} -> {', '.join(m['to']) or '?'}  [{m['type'] or '-'}]{thread}  {first}"
+
+
+def _in_file_order(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """An outbox's messages and problems merged back into the order the outbox holds them:
+    `outbox.md`'s blocks by line, then the files of `outbox/` by name."""
+    return sorted([*data["messages"], *data["problems"]], key=lambda e: (0, e["line"], "") if e["source"] == "outbox.md" else (1, 0, e["source"]))
 
 
 @app.command("init")
@@ -68,9 +73,8 @@ def init(
 ) -> None:
     """Create this workspace's .needlecast/ folder (never overwrites a file)."""
     with reporting(as_json):
-        base = root.resolve() if root is not None else Path.cwd().resolve()
-        box = mailbox.init_mailbox(base, layout)
-    emit({"ok": True, "path": str(box.dir), "layout": box.layout()}, as_json, text=f"{box.dir} ({box.layout()})")
+        data = needlecast.init_workspace(_context(root.resolve() if root is not None else Path.cwd().resolve()), layout=layout)
+    emit(data, as_json, text=f"{data['path']} ({data['layout']})")
 
 
 @app.command("send")
@@ -86,10 +90,10 @@ def send(
 ) -> None:
     """Write a message to this sleeve's outbox; the router delivers it."""
     with reporting(as_json):
-        base = _workspace(root)
+        ctx = _workspace(root, sender)
         text = read_stdin_if(body) if to or reply_to else ""
-        message, path = service.send(base, text, to or [], sender=_own_name(base, sender), type_=type_, thread=thread, reply_to=reply_to)
-    emit({"ok": True, "message": msg.message_to_dict(message), "path": str(path)}, as_json, text=message.id)
+        data = needlecast.send(ctx, body=text, to=to or (), type_=type_, thread=thread, reply_to=reply_to)
+    emit(data, as_json, text=data["message"]["id"])
 
 
 @app.command("inbox")
@@ -102,11 +106,8 @@ def inbox(
 ) -> None:
     """List this sleeve's inbox (unread ones marked with *)."""
     with reporting(as_json):
-        base = _workspace(root)
-        listing = service.list_inbox(base, unread=unread, sender=sender, thread=thread)
-    rows = [{**entry_to_dict(entry), "read": read} for entry, read in listing.messages]
-    lines = [_entry_line(entry) for entry in listing.problems] + [_entry_line(entry, read) for entry, read in listing.messages]
-    data = {"workspace": str(base), "layout": listing.layout, "messages": rows, "problems": [entry_to_dict(e) for e in listing.problems]}
+        data = needlecast.list_inbox(_workspace(root), unread=unread, sender=sender, thread=thread)
+    lines = [_entry_line(entry) for entry in data["problems"]] + [_entry_line(entry, entry["read"]) for entry in data["messages"]]
     emit(data, as_json, text="\n".join(lines))
 
 
@@ -118,50 +119,41 @@ def read(
 ) -> None:
     """Show one inbox message and mark it read (in read.log, append-only)."""
     with reporting(as_json):
-        entry = service.read_message(_workspace(root), key)
-    assert entry.message is not None
-    m = entry.message
+        data = needlecast.read_message(_workspace(root), key=key)
+    m = data["message"]
     text = "\n".join(
-        [f"id: {m.id or entry.key}", f"from: {m.sender}", f"to: {', '.join(m.to)}"]
-        + [f"{k}: {v}" for k, v in (("thread", m.thread), ("type", m.type), ("time", m.time)) if v]
-        + ["", m.body.rstrip("\n")]
+        [f"id: {m['id'] or data['key']}", f"from: {m['from']}", f"to: {', '.join(m['to'])}"]
+        + [f"{k}: {m[k]}" for k in ("thread", "type", "time") if m[k]]
+        + ["", m["body"].rstrip("\n")]
     )
-    emit({**entry_to_dict(entry), "read": True}, as_json, text=text)
+    emit(data, as_json, text=text)
 
 
 @app.command("outbox")
 def outbox(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List messages waiting in this sleeve's outbox."""
     with reporting(as_json):
-        base = _workspace(root)
-        scan = service.list_outbox(base, _own_name(base, None))
-    rows = [entry_to_dict(e) for e in scan.entries if e.message is not None]
-    problems = [entry_to_dict(e) for e in scan.entries if e.message is None]
-    emit(
-        {"workspace": str(base), "layout": Mailbox(base).layout(), "messages": rows, "problems": problems, "unsettled": scan.unsettled},
-        as_json,
-        text="\n".join(_entry_line(e) for e in scan.entries),
-    )
+        data = needlecast.list_outbox(_workspace(root))
+    emit(data, as_json, text="\n".join(_entry_line(e) for e in _in_file_order(data)))
 
 
 @app.command("dead-letters")
 def dead_letters(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List messages the router could not deliver (kept byte for byte) and why."""
     with reporting(as_json):
-        base = _workspace(root)
-        letters = service.list_dead_letters(base)
-    rows = [{"path": str(d.path), **d.meta, "bytes": len(d.raw)} for d in letters]
-    emit({"workspace": str(base), "dead_letters": rows}, as_json, text="\n".join(f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}" for r in rows))
+        data = needlecast.list_dead_letters(_workspace(root))
+    rows = data["dead_letters"]
+    emit(data, as_json, text="\n".join(f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}" for r in rows))
 
 
 @app.command("sleeves")
 def sleeves(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """List the sleeves the envoy routes between (exit 3 if one is unreachable)."""
     with reporting(as_json):
-        directory = load_directory(_envoy_root(root))
-    rows = [sleeve_to_dict(s) for s in directory.sleeves.values()]
+        data = needlecast.list_sleeves(_envoy(root))
+    rows = data["sleeves"]
     lines = [f"{'ok ' if r['ok'] else 'ERR'}  {r['name']:<20} {r['url'] or r['path']}" + (f"  [{r['problem']['code']}] {r['problem']['message']}" if not r["ok"] else "") for r in rows]
-    emit({"root": str(directory.root), "sleeves": rows}, as_json, text="\n".join(lines))
+    emit(data, as_json, text="\n".join(lines))
     broken = [r for r in rows if not r["ok"]]
     if broken:
         if not as_json:
@@ -179,15 +171,13 @@ def route(
 ) -> None:
     """Deliver outbox messages to inboxes (once, or continuously while watching)."""
     with reporting(as_json):
-        base = _envoy_root(root)
+        ctx = _envoy(root)
         if not once:
-            runner = Sidecar(base, serve_http=False, route=True, poll=poll, sweep_seconds=sweep, environ=os.environ, log=note)
-            raise typer.Exit(runner.run())
-        report = service.route_once(base, environ=os.environ, log=note)
-    data = report_to_dict(report)
-    text = f"delivered {report.delivered}, archived {report.archived}, dead letters {report.dead_letters}, waiting {report.pending}"
+            raise typer.Exit(needlecast.watch(ctx, poll=poll, sweep_seconds=sweep, environ=os.environ))
+        data = needlecast.route_once(ctx, environ=os.environ)
+    text = f"delivered {data['delivered']}, archived {data['archived']}, dead letters {data['dead_letters']}, waiting {data['pending']}"
     emit(data, as_json, text=text)
-    troubles = report.problems + report.held
+    troubles = data["problems"] + data["held"]
     for trouble in troubles if not as_json else []:
         note(f"error[{trouble.get('code')}] {trouble.get('sleeve', '')}: {trouble.get('message')}")
     if troubles:
@@ -197,7 +187,7 @@ def route(
 @app.command("sidecar")
 def sidecar(
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --token.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = DEFAULT_PORT,
+    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = needlecast.DEFAULT_PORT,
     token: Annotated[str | None, typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token clients must send (env {TOKEN_ENV}).", show_default=False)] = None,
     poll: Annotated[bool, typer.Option("--poll", help="Watch by polling instead of inotify.")] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.")] = 0.5,
@@ -209,10 +199,8 @@ def sidecar(
 ) -> None:
     """Run the sidecar: watch and route outboxes, serve /health, /status, /outbox and /inbox."""
     with reporting(as_json):
-        base = _envoy_root(root)
-        runner = Sidecar(
-            base,
-            name=_own_name(base, name),
+        code = needlecast.run_sidecar(
+            _envoy(root, name),
             host=host,
             port=port,
             token=token,
@@ -221,9 +209,7 @@ def sidecar(
             poll_interval=poll_interval,
             sweep_seconds=sweep,
             environ=os.environ,
-            log=note,
         )
-        code = runner.run()
     raise typer.Exit(code)
 
 

@@ -8,15 +8,18 @@ rule); layout v2 keeps one file per message in `inbox/` / `outbox/`, named
     archive.md | archive/    routed messages, with `routed:` time and `delivered_to:` (tracked)
     dead-letters/            undeliverable blocks, byte for byte, with the reason (tracked)
     read.log                 append-only JSON lines `{id, from, at}` (tracked; merge=union)
-    .state/                  per-machine state, git-ignored: delivery journal, sidecar lock
+    .state/                  per-machine state, git-ignored: the router's delivery journal
+                             (`needlecast.journal`), its lock, the sidecar's lock and address
 
-Every rewrite of a shared mailbox file goes through `rewrite`, which never loses bytes that an
-agent appends or an editor writes while the rewrite runs (see its docstring).
+Every rewrite of a shared mailbox file goes through `shared_file.rewrite`, which never loses
+bytes that an agent appends or an editor writes while the rewrite runs; this module supplies
+the merge rules that fold an interrupted rewrite back (`inbox_merge`, `outbox_merge`). Reads,
+durable writes, appends and locks are `moss_files.foundation.fs`'s.
 """
 
 from __future__ import annotations
 
-import errno
+import hashlib
 import json
 import os
 import re
@@ -33,7 +36,18 @@ from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidReque
 
 from needlecast import message as msg
 from needlecast.message import Message
-from needlecast.routing import Entry, Record
+from needlecast.routing import Entry
+from needlecast.shared_file import (
+    LEFTOVER,
+    Merge,
+    clear_dead_temporaries,
+    fold_leftovers,
+    list_names,
+    read_ends,
+    read_if_any,
+    rewrite,
+    side_name,
+)
 
 DIR_NAME = ".needlecast"
 STATE_DIR = ".state"
@@ -44,7 +58,6 @@ _BAD_BYTES = re.compile("[\udc80-\udcff]")  # how `mail_text` keeps bytes that a
 # The most a v1 mailbox file (inbox.md, outbox.md, archive.md) may hold: readers refuse a larger
 # file whole, so delivery never grows an inbox past it (INBOX_FULL holds the messages instead).
 MAX_MAILBOX_BYTES = 64 * 1024 * 1024
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev|aside)-)?(?P<pid>\d+)-[0-9a-f]+$")
 
 
 # --------------------------------------------------------------------------- layout
@@ -271,7 +284,7 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
         unsettled = True
     entries.extend(found)
     for path in _message_files(box.outbox_dir):
-        data = _read(path)
+        data = read_if_any(path)
         if data is None:
             continue
         if not _settled(path, data, now):
@@ -287,7 +300,7 @@ def read_inbox(box: Mailbox) -> list[Entry]:
     data = fs.read_snapshot(box.inbox_file).data
     entries, _preamble = scan_mailfile(data, box.inbox_file, "")
     for path in _message_files(box.inbox_dir):
-        data = _read(path)
+        data = read_if_any(path)
         if data is not None:
             entries.append(scan_message_file(data, path, ""))
     return entries
@@ -296,201 +309,15 @@ def read_inbox(box: Mailbox) -> list[Entry]:
 def read_archive(box: Mailbox, sender: str) -> list[Entry]:
     """Every entry of a sleeve's archive (both layouts), oldest first within each."""
     box.check_links()
-    entries, _preamble = scan_mailfile(_read(box.archive_file), box.archive_file, sender)
+    entries, _preamble = scan_mailfile(read_if_any(box.archive_file), box.archive_file, sender)
     for path in _message_files(box.archive_dir):
-        data = _read(path)
+        data = read_if_any(path)
         if data is not None:
             entries.append(scan_message_file(data, path, sender))
     return entries
 
 
-def _read(path: Path) -> bytes | None:
-    """A file's bytes; None when it is missing or not a regular file. Raises SYMLINK_REFUSED
-    for a link."""
-    try:
-        return fs.read_bytes(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except InvalidRequest:
-        return None  # a folder where a file was expected: nothing to read there
-
-
-# --------------------------------------------------------------------------- guarded rewrite
-
-def _side_name(path: Path, kind: str) -> Path:
-    return path.with_name(f".{path.name}.tmp-{kind}-{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def _write_new(path: Path, data: bytes) -> Path:
-    """Write `data` durably to a temporary next to `path`; return it named as `ready`."""
-    temp = fs.temp_path_for(path)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    ready = _side_name(path, "ready")
-    # Only a fully written temporary carries the `ready` mark; recovery trusts no other.
-    os.rename(temp, ready)
-    return ready
-
-
-def _append(path: Path, data: bytes) -> None:
-    fd = _open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _open_no_follow(path: Path, flags: int) -> int:
-    """os.open without following a link (callers checked the folders with `check_links`)."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise fs.symlink_refused(path) from None
-        raise
-
-
-Merge = Callable[[bytes | None, bytes], bytes]
-"""`merge(current, leftover)` returns the bytes to append to `current` so that nothing the
-leftover holds is lost (empty when `current` already has all of it)."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _clear_dead_temporaries(folder: Path) -> None:
-    """Delete temporaries that writers killed mid-write left in `folder` (caller holds its lock).
-
-    A temporary of a file-per-message folder is never the only copy of anything: the message is
-    still in the sender's outbox until its delivery completes.
-    """
-    for name in _listdir(folder):
-        match = _LEFTOVER.match(name)
-        if match and match.group("kind") is None and not _pid_alive(int(match.group("pid"))):
-            (folder / name).unlink(missing_ok=True)
-
-
-def _recover(path: Path, merge: Merge) -> None:
-    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock)."""
-    try:
-        names = os.listdir(path.parent)
-    except FileNotFoundError:
-        return
-    for name in names:
-        match = _LEFTOVER.match(name)
-        if not match or match.group("name") != path.name:
-            continue
-        leftover = path.parent / name
-        if match.group("kind") is None:
-            # A temporary that never got its `ready` mark holds nothing that is not elsewhere.
-            if not _pid_alive(int(match.group("pid"))):
-                leftover.unlink(missing_ok=True)
-            continue
-        content = _read(leftover) or b""
-        for _attempt in range(10):
-            missing = merge(_read(path), content)
-            if not missing:
-                break
-            _append(path, missing)
-        else:
-            raise Conflict("could not fold an interrupted rewrite back into the file", code="STALE_WRITE", path=path)
-        leftover.unlink(missing_ok=True)
-        fs.fsync_dir(path.parent)
-
-
-def rewrite(
-    path: Path,
-    transform: Callable[[bytes | None], bytes | None],
-    merge: Merge,
-    *,
-    timeout: float = fs.DEFAULT_LOCK_TIMEOUT,
-    exchange: bool = True,
-) -> bool:
-    """Replace `path` with `transform(current bytes)` without losing concurrent writes.
-
-    Writers that take no lock (an agent appending with `>>`, an editor saving the whole file)
-    may change the file at any moment. The new content is written to a temporary and swapped
-    in with an atomic exchange, so the displaced file survives under the temporary's name:
-    if it is the inode we read, anything appended after our read is appended to the new file;
-    if it is anything else (an editor's save), `merge` folds what it holds back in. A crash at
-    any point leaves at worst a marked temporary that the next call folds back the same way.
-    Where the exchange is unsupported (or `exchange` is False) the file is compared just before
-    an ordinary rename and bytes appended to the replaced file afterwards are carried over;
-    only an editor's save landing between that comparison and the rename could then be lost.
-    Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
-    """
-    fs.check_confined(path)
-    with fs.locked(path, timeout=timeout):
-        _recover(path, merge)
-        for _attempt in range(20):
-            try:
-                fd: int | None = _open_no_follow(path, os.O_RDONLY)
-            except FileNotFoundError:
-                fd = None
-            try:
-                data = _read_fd(fd) if fd is not None else None
-                new = transform(data)
-                if new is None or new == data:
-                    return False
-                if fd is None:
-                    if fs.create_exclusive(path, new):
-                        return True
-                    continue  # created meanwhile by someone else: start over from it
-                ready = _write_new(path, new)
-                if exchange and fs.exchange(ready, path):
-                    displaced = _side_name(path, "prev")
-                    os.rename(ready, displaced)
-                    if os.stat(displaced).st_ino == os.fstat(fd).st_ino:
-                        now = _read(displaced) or b""
-                        if now.startswith(data):
-                            if len(now) > len(data):
-                                _append(path, now[len(data) :])
-                            displaced.unlink()
-                            fs.fsync_dir(path.parent)
-                            return True
-                    _recover(path, merge)
-                    fs.fsync_dir(path.parent)
-                    return True
-                current = _read(path)
-                if current != data:
-                    ready.unlink(missing_ok=True)
-                    continue
-                os.replace(ready, path)
-                late = _read_fd(fd, offset=len(data))
-                if late:
-                    _append(path, late)
-                fs.fsync_dir(path.parent)
-                return True
-            finally:
-                if fd is not None:
-                    os.close(fd)
-    raise Conflict("file kept changing; nothing was written", code="STALE_WRITE", path=path)
-
-
-def _read_fd(fd: int, offset: int = 0) -> bytes:
-    chunks = []
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
+# --------------------------------------------------------------------------- merge rules
 
 
 def _missing_blocks(current: bytes | None, leftover: bytes, sender: str, identity: Callable[[Entry], Any], skip: Callable[[Entry], bool]) -> bytes:
@@ -526,8 +353,6 @@ def safe_part(text: str, limit: int = 60) -> str:
     """A file-name-safe rendering of an id or name; distinct inputs stay distinct."""
     cleaned = _SAFE.sub("-", text)[:limit] or "x"
     if cleaned != text:
-        import hashlib
-
         cleaned += "-" + hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=3).hexdigest()
     return cleaned
 
@@ -686,7 +511,7 @@ def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list
         for message in messages:
             suffix = _suffix(message)
             if suffix in index:
-                existing = _read(box.inbox_dir / index[suffix])
+                existing = read_if_any(box.inbox_dir / index[suffix])
                 same = existing is not None and scan_message_file(existing, box.inbox_dir / index[suffix], "").digest == msg.content_digest(message)
                 results.append(PRESENT if same else CONFLICT)
                 continue
@@ -699,42 +524,15 @@ def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list
 
 
 def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
-    """Create each (name, data) in `folder` unless the name exists; True where created.
-
-    Like `fs.create_exclusive` for a batch: each file is written and fsynced under a temporary
-    name, linked into place (link(2) never replaces), and the folder is fsynced once at the end.
-    """
-    if not files:
-        return []
-    fs.check_confined(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    created = []
-    for name, data in files:
-        target = folder / name
-        temp = fs.temp_path_for(target)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(temp, target)
-            created.append(True)
-        except FileExistsError:
-            created.append(False)
-        finally:
-            os.unlink(temp)
-    fs.fsync_dir(folder)
-    return created
+    """Create each (name, data) in `folder` unless the name exists; True where created
+    (`fs.create_exclusive` for each: durable, never replacing a file)."""
+    return [fs.create_exclusive(folder / name, data) for name, data in files]
 
 
 def _folder_dialect(files: list[Path]) -> bool:
     """True when the newest message file of a folder uses capitalised keys."""
     if files:
-        data = _read(files[-1]) or b""
+        data = read_if_any(files[-1]) or b""
         head = data[:400].decode("utf-8", "replace")
         for line in head.split("\n")[1:]:
             if re.match(r"(?i:id|from|to|thread|type|time)\s*:", line):
@@ -765,27 +563,14 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
             raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
         return box.outbox_dir / name
     with fs.locked(box.outbox_file):
-        head, tail = _head_and_tail(box.outbox_file)
+        head, tail = read_ends(box.outbox_file)
         if head is None:
             fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
-            head, tail = _head_and_tail(box.outbox_file)
+            head, tail = read_ends(box.outbox_file)
         block = msg.render_block(message, capitalised=_dialect_hint(head or b""))
         prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
-        _append(box.outbox_file, (prefix + block).encode("utf-8"))
+        fs.append_line(box.outbox_file, (prefix + block).encode("utf-8"))  # one write; a block ends in a line break
     return box.outbox_file
-
-
-def _head_and_tail(path: Path, head_size: int = 8192) -> tuple[bytes | None, bytes]:
-    """The first `head_size` bytes and the last two bytes of a file (None if it is missing);
-    enough to choose the key case and the separator without reading a long mailbox."""
-    try:
-        with os.fdopen(_open_no_follow(path, os.O_RDONLY), "rb") as handle:
-            head = handle.read(head_size)
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - 2))
-            return head, handle.read(2)
-    except FileNotFoundError:
-        return None, b""
 
 
 def _dialect_hint(head: bytes) -> bool:
@@ -810,7 +595,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         )
         return
     with fs.locked(box.archive_file):
-        head, _tail = _head_and_tail(box.archive_file)
+        head, _tail = read_ends(box.archive_file)
         if head is None:
             fs.create_exclusive(box.archive_file, b"# Archive\n\n")
             head = b"# Archive\n\n"
@@ -819,16 +604,13 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         # Only a crash between this append and the journal's `archived` record can make the
         # router archive a batch again, and then the batch is what the file ends with: look
         # for each block's opening lines in the tail rather than reading the whole archive.
-        size = box.archive_file.stat().st_size
-        with os.fdopen(_open_no_follow(box.archive_file, os.O_RDONLY), "rb") as handle:
-            handle.seek(max(0, size - 2 * sum(len(b.encode()) for b in blocks) - 4096))
-            recent = handle.read()
+        _head, recent = read_ends(box.archive_file, 0, 2 * sum(len(b.encode()) for b in blocks) + 4096)
         todo = [b for b in blocks if _opening(b) not in recent]
         if not todo:
             return
-        _, tail = _head_and_tail(box.archive_file)
+        tail = recent[-2:]
         prefix = "" if tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
-        _append(box.archive_file, (prefix + "".join(todo)).encode("utf-8"))
+        fs.append_line(box.archive_file, (prefix + "".join(todo)).encode("utf-8"))  # whole blocks: one write
 
 
 def _opening(block: str) -> bytes:
@@ -891,12 +673,12 @@ def _remove_file(box: Mailbox, entry: Entry) -> None:
     watched folder is an unpaired inotify move, which watchdog holds back for half a second,
     delaying every event after it.
     """
-    moved = _side_name(entry.source, "aside")
+    moved = side_name(entry.source, "aside")
     try:
         os.rename(entry.source, moved)
     except FileNotFoundError:
         return
-    if (_read(moved) or b"") == entry.raw:
+    if (read_if_any(moved) or b"") == entry.raw:
         moved.unlink()
     else:
         _restore(moved, entry.source.name)
@@ -905,11 +687,8 @@ def _remove_file(box: Mailbox, entry: Entry) -> None:
 def _restore(moved: Path, name: str) -> None:
     # Put back a file that must not be removed, under a fresh name if its own was taken.
     target = moved.with_name(name)
-    try:
-        os.link(moved, target)
-    except FileExistsError:
-        os.link(moved, target.with_name(f"{target.stem}.{secrets.token_hex(3)}.md"))
-    moved.unlink()
+    if not fs.move_exclusive(moved, target):
+        fs.move_exclusive(moved, target.with_name(f"{target.stem}.{secrets.token_hex(3)}.md"))
 
 
 def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *, thorough: bool = True) -> None:
@@ -917,17 +696,17 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
     sender's route lock): fold interrupted rewrites of `outbox.md` and `inbox.md` back in, put
     back v2 outbox files set aside but not yet checked, and (when `thorough`) clear dead
     writers' temporaries from the file-per-message folders, which can be long to list."""
-    names = _listdir(box.dir)
+    names = list_names(box.dir)
     for path, merge in ((box.outbox_file, outbox_merge(done, sender)), (box.inbox_file, inbox_merge)):
-        if any((m := _LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
+        if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
             with fs.locked(path):
-                _recover(path, merge)
-    for name in _listdir(box.outbox_dir):
-        match = _LEFTOVER.match(name)
+                fold_leftovers(path, merge)
+    for name in list_names(box.outbox_dir):
+        match = LEFTOVER.match(name)
         if not match or match.group("kind") != "aside":
             continue
         moved = box.outbox_dir / name
-        data = _read(moved)
+        data = read_if_any(moved)
         if data is None:
             continue
         entry = scan_message_file(data, box.outbox_dir / match.group("name"), sender)
@@ -935,31 +714,24 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
             moved.unlink()
         else:
             _restore(moved, match.group("name"))
-    _clear_dead_temporaries(box.dir)
-    _clear_dead_temporaries(box.outbox_dir)
+    clear_dead_temporaries(box.dir)
+    clear_dead_temporaries(box.outbox_dir)
     if not thorough:
         return
     if box.inbox_dir.is_dir():
         with fs.locked(box.inbox_dir):
-            _clear_dead_temporaries(box.inbox_dir)
+            clear_dead_temporaries(box.inbox_dir)
     for folder in (box.archive_dir, box.dead_dir):
-        _clear_dead_temporaries(folder)
-
-
-def _listdir(folder: Path) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except FileNotFoundError:
-        return []
+        clear_dead_temporaries(folder)
 
 
 def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipients: Iterable[str], now: datetime) -> Path:
     """Keep an undeliverable entry's bytes, unchanged, with why; once per (entry, code)."""
     box.check_links()
     box.dead_dir.mkdir(parents=True, exist_ok=True)
-    _clear_dead_temporaries(box.dead_dir)
+    clear_dead_temporaries(box.dead_dir)
     suffix = f"_{safe_part(entry.key)}_{code.lower()}.md"
-    for name in _listdir(box.dead_dir):
+    for name in list_names(box.dead_dir):
         if name.endswith(suffix):
             return box.dead_dir / name
     meta: dict[str, Any] = {
@@ -992,7 +764,7 @@ def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
     """Dead letters of a workspace, oldest first. The kept bytes need not be UTF-8."""
     letters = []
     for path in _message_files(box.dead_dir):
-        data = _read(path) or b""
+        data = read_if_any(path) or b""
         end = data.find(b"\n---\n", 3)
         meta: dict[str, Any] = {}
         raw = data
@@ -1012,7 +784,7 @@ def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
 def read_marks(box: Mailbox) -> set[tuple[str, str]]:
     """(from, id) pairs marked read. Unreadable lines (a torn write) are ignored, never fatal."""
     marks: set[tuple[str, str]] = set()
-    data = _read(box.read_log) or b""
+    data = read_if_any(box.read_log) or b""
     for line in data.splitlines():
         try:
             record = json.loads(line)
@@ -1026,86 +798,6 @@ def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
     """Append one read mark; an append-only log merges in git without conflicts (merge=union)."""
     record = {"id": key, "from": sender, "at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     fs.append_line(box.read_log, json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-
-
-# --------------------------------------------------------------------------- delivery journal
-
-
-class Journal:
-    """The router's durable memory for one sender: JSON lines under `.state/`, appended with
-    one write each. It is a cache of facts also checked at the destinations (an inbox never
-    takes a (from, id) twice), so losing it costs speed, never correctness."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records: dict[str, Record] = {}
-        self._size = -1
-
-    def load(self) -> Journal:
-        """Re-read the journal if it changed on disk (another router process appended)."""
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            size = 0
-        if size == self._size:
-            return self
-        self.records = {}
-        data = _read(self.path) or b""
-        for line in data.splitlines():
-            try:
-                self._apply(json.loads(line))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue  # a torn last line after a power cut: the facts are rechecked anyway
-        self._size = size
-        return self
-
-    def _apply(self, event: dict[str, Any]) -> None:
-        key = event["k"]
-        record = self.records.get(key)
-        if record is None or record.digest != event["d"]:
-            record = self.records[key] = Record(event["d"])
-        record.at = event.get("at", record.at)
-        op = event["op"]
-        if op == "delivered":
-            record.delivered.update(event["to"])
-        elif op == "dead":
-            record.dead.add(event["code"])
-        elif op == "archived":
-            record.archived = True
-
-    def get(self, key: str) -> Record | None:
-        return self.records.get(key)
-
-    def write(self, events: list[dict[str, Any]]) -> None:
-        """Append events as one write, then apply them."""
-        if not events:
-            return
-        payload = b"".join(json.dumps(e, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n" for e in events)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.load()  # catch up first, so our own append is not mistaken for someone else's
-        _append(self.path, payload)
-        for event in events:
-            self._apply(event)
-        self._size += len(payload)
-
-    def compact(self, keep: set[str], older_than: str) -> None:
-        """Rewrite the journal without records older than `older_than` (an RFC 3339 time) of
-        entries no longer pending. Recent records stay: they let the router recognise a routed
-        block that an editor's stale save puts back into the outbox."""
-        events: list[dict[str, Any]] = []
-        for key, record in self.records.items():
-            if key not in keep and record.at < older_than:
-                continue
-            base = {"k": key, "d": record.digest, "at": record.at}
-            if record.delivered:
-                events.append({**base, "op": "delivered", "to": sorted(record.delivered)})
-            events.extend({**base, "op": "dead", "code": code} for code in sorted(record.dead))
-            if record.archived:
-                events.append({**base, "op": "archived"})
-        payload = b"".join(json.dumps(e, sort_keys=True).encode("utf-8") + b"\n" for e in events)
-        fs.write_atomic(self.path, payload)
-        self._size = -1
-        self.load()
 
 
 def iter_mailboxes(root: Path) -> Iterator[Path]:

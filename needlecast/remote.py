@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -39,7 +39,7 @@ def call(url: str, method: str = "GET", payload: Any = None, *, token: str | Non
         error = _error_of(body)
         if error is not None and exc.code < 500:
             code = error.get("code")
-            raise InvalidRequest(f"{url}: {error.get('message', 'refused')}", code=code if code in _codes() else None, details={"status": exc.code}) from None
+            raise InvalidRequest(f"{url}: {error.get('message', 'refused')}", code=code if code in ERROR_CODES else None, details={"status": exc.code}) from None
         raise NotFound(f"{url}: HTTP {exc.code}", code="SLEEVE_UNAVAILABLE", details={"status": exc.code}) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -48,12 +48,6 @@ def call(url: str, method: str = "GET", payload: Any = None, *, token: str | Non
         return json.loads(body)
     except ValueError:
         raise NotFound(f"{url}: the reply is not JSON", code="SLEEVE_UNAVAILABLE") from None
-
-
-def _codes() -> dict[str, str]:
-    from moss_files.foundation.errors import ERROR_CODES
-
-    return ERROR_CODES
 
 
 def _error_of(body: bytes) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ other hosts). Each step is idempotent and the order makes every crash point safe
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
 4. archive in the sender's workspace (by id, once), then journal `archived`;
-5. remove from the outbox through `mailbox.rewrite`, which never drops what was written
+5. remove from the outbox through `shared_file.rewrite`, which never drops what was written
    meanwhile; a block that comes back (an editor's stale save) is recognised by the journal
    and removed without a second delivery.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,12 @@ from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
 
 from needlecast import mailbox, remote
-from needlecast.mailbox import Journal, Mailbox
+from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
+from needlecast.mailbox import Mailbox
 from needlecast.message import Message, message_to_dict
 from needlecast.routing import DeadNote, Directory, Entry, EntryPlan, Sleeve, archived_copy, bounce, plan_entry
 from needlecast.sleeves import load_directory
 
-JOURNAL_COMPACT_BYTES = 256 * 1024
-JOURNAL_KEEP = timedelta(days=7)
 Log = Callable[[str], None]
 
 
@@ -171,9 +170,9 @@ class Router:
         except OSError as exc:
             # A full disk or a read-only folder stops this sender's pass, not the router;
             # every step is idempotent, so the next pass resumes where this one stopped.
-            err = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
-            report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
-            self.log(f"needlecast: {sleeve.name}: {err}")
+            failure = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
+            report.problems.append({"sleeve": sleeve.name, **error_body(failure)["error"]})
+            self.log(f"needlecast: {sleeve.name}: {failure}")
         return report
 
     def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:
@@ -230,8 +229,8 @@ class Router:
                 work.delivered[entry.key].add(name)
                 if result == mailbox.DELIVERED:
                     work.report.delivered += 1
-                events.append({"k": entry.key, "d": entry.digest, "op": "delivered", "to": [name], "at": work.stamp})
-        work.journal.write(_merge_events(events))
+                events.append(delivered_event(entry.key, entry.digest, [name], work.stamp))
+        work.journal.write(merge_deliveries(events))
 
     def _dead_letters(self, work: _Pass) -> None:
         """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""
@@ -247,7 +246,7 @@ class Router:
                 path = mailbox.dead_letter(work.box, entry, code=note.code, reason=note.reason, recipients=note.recipients, now=work.now)
                 work.report.dead_letters += 1
                 bounces.append(bounce(entry, work.sender, note, str(path.relative_to(work.box.root)), work.stamp))
-                events.append({"k": entry.key, "d": entry.digest, "op": "dead", "code": note.code, "at": work.stamp})
+                events.append(dead_event(entry.key, entry.digest, note.code, work.stamp))
         if bounces:
             results = mailbox.deliver(work.box, bounces, work.now)
             work.report.bounces += sum(1 for result in results if result == mailbox.DELIVERED)
@@ -278,7 +277,7 @@ class Router:
             if items:
                 mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files)
                 work.report.archived += len(items)
-                events.extend({"k": entry.key, "d": entry.digest, "op": "archived", "at": work.stamp} for entry, _ in items)
+                events.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _ in items)
         work.journal.write(events)
         return finished
 
@@ -297,21 +296,5 @@ class Router:
         return mailbox.deliver(box, messages, now)
 
     def _maybe_compact(self, journal: Journal, box: Mailbox, sender: str, now: datetime) -> None:
-        try:
-            if journal.path.stat().st_size < JOURNAL_COMPACT_BYTES:
-                return
-        except FileNotFoundError:
-            return
-        pending = {entry.key for entry in mailbox.read_outbox(box, sender).entries}
-        journal.compact(pending, format_time(now - JOURNAL_KEEP))
-
-
-def _merge_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One `delivered` event per entry, listing all its new recipients."""
-    merged: dict[str, dict[str, Any]] = {}
-    for event in events:
-        if event["k"] in merged:
-            merged[event["k"]]["to"] = merged[event["k"]]["to"] + event["to"]
-        else:
-            merged[event["k"]] = dict(event)
-    return list(merged.values())
+        if journal.oversized():
+            journal.compact({entry.key for entry in mailbox.read_outbox(box, sender).entries}, now)

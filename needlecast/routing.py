@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moss_files.foundation.errors import MossError
+from moss_files.foundation.errors import MossError, error_body
 
-from needlecast.message import ALL, ENVOY, Message, with_changes
+from needlecast.message import ALL, ENVOY, Message, message_to_dict, with_changes
 
 ROUTER_NAME = "needlecast"  # the sender of bounces; no sleeve may take this name
 RESERVED = frozenset({ALL, ENVOY, ROUTER_NAME})
@@ -196,10 +196,6 @@ def bounce(entry: Entry, sender: str, note: DeadNote, dead_letter: str, now: str
 
 def entry_to_dict(entry: Entry) -> dict[str, object]:
     """JSON shape of an outbox or inbox entry: the message (or the problem) and where it is."""
-    from moss_files.foundation.errors import error_body
-
-    from needlecast.message import message_to_dict
-
     data: dict[str, object] = {"key": entry.key, "source": entry.source.name, "line": entry.line}
     if entry.message is not None:
         data["message"] = message_to_dict(entry.message)

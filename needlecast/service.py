@@ -1,58 +1,67 @@
-"""Needlecast use cases for one workspace: send, list, read, and route once.
+"""Use cases of one sleeve's mailbox: set it up, send, list and read the inbox, list the outbox
+and the dead letters. The envoy's use cases (routing, the sidecar) are in `envoy`.
 
-Shell layer: what the CLI, the MCP server and the search index call. Takes paths, the clock and
-id source as arguments; reads no environment.
+Shell layer. Each use case takes the Context (the workspace root, the sleeve's name, the clock
+and ids) and typed keyword arguments, touches only that workspace's `.needlecast/` through
+`mailbox`, and returns the JSON-ready dict that both `needlecast <command> --json` and the
+`needlecast.*` MCP tool print. `find_inbox_message`, `iter_messages` and `message_text` are
+readers for other packages (the search index).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation.errors import InvalidRequest, NotFound
-from moss_files.foundation.ids import IdSource, format_time, system_clock
+from moss_files.foundation.ids import format_time
 
 from needlecast import mailbox
-from needlecast.mailbox import DeadLetter, Mailbox, OutboxScan
-from needlecast.message import Message
-from needlecast.router import RouteReport, Router
-from needlecast.routing import Entry
+from needlecast.mailbox import Mailbox
+from needlecast.message import Message, message_to_dict
+from needlecast.routing import Entry, entry_to_dict
+
+if TYPE_CHECKING:
+    from moss_files.foundation.context import Context
 
 
-@dataclass(frozen=True, slots=True)
-class InboxListing:
-    """An inbox as listed: readable messages with their read flag, and unreadable blocks."""
+def _sleeve(ctx: Context) -> str:
+    """The name this workspace sends under: the context's sleeve, else the folder's name."""
+    return ctx.sleeve or ctx.root.name
 
-    messages: tuple[tuple[Entry, bool], ...]
-    problems: tuple[Entry, ...]
-    layout: str
+
+def init_workspace(ctx: Context, *, layout: str = "v1") -> dict[str, Any]:
+    """`needlecast init`: create `.needlecast/` (v1: inbox.md/outbox.md; v2: a folder per box)
+    where missing, never touching a file; returns `{ok, path, layout}`.
+
+    Raises InvalidRequest for an unknown layout.
+    """
+    box = mailbox.init_mailbox(ctx.root, layout)
+    return {"ok": True, "path": str(box.dir), "layout": box.layout()}
 
 
 def send(
-    root: Path,
-    body: str,
-    to: list[str],
+    ctx: Context,
     *,
-    sender: str | None = None,
+    body: str,
+    to: Sequence[str] = (),
     type_: str | None = None,
     thread: str | None = None,
     reply_to: str | None = None,
-    clock: Callable[[], datetime] = system_clock,
-    ids: IdSource | None = None,
-) -> tuple[Message, Path]:
-    """Write a message to the workspace's outbox; return it and the file written.
+) -> dict[str, Any]:
+    """`needlecast send`: write a message from the context's sleeve to its outbox; returns
+    `{ok, message, path}` (the file written).
 
-    `reply_to` names an inbox message: its thread becomes the default thread, its sender the
-    default recipient and `response` the default type. Raises InvalidRequest without
-    recipients, NotFound for an unknown `reply_to`.
+    Each item of `to` may name several recipients, comma-separated. `reply_to` names an inbox
+    message: its thread becomes the default thread, its sender the default recipient and
+    `response` the default type. Raises InvalidRequest without recipients, NotFound for an
+    unknown `reply_to`.
     """
-    box = Mailbox(root)
     recipients = [name.strip() for item in to for name in item.split(",") if name.strip()]
     extra: dict[str, str] = {}
     if reply_to:
-        original = find_inbox_message(root, reply_to)
+        original = find_inbox_message(ctx.root, reply_to)
         assert original.message is not None
         extra["reply_to"] = original.key
         thread = thread or original.message.thread or original.key
@@ -61,10 +70,10 @@ def send(
         type_ = type_ or "response"
     if not recipients:
         raise InvalidRequest("say who the message is for (--to)")
-    now = clock()
+    now = ctx.now()
     message = Message(
-        id=f"msg-{(ids or IdSource(clock=clock)).ulid()}",
-        sender=sender or root.name,
+        id=f"msg-{ctx.new_ulid()}",
+        sender=_sleeve(ctx),
         to=tuple(recipients),
         thread=thread,
         type=type_ or "message",
@@ -72,24 +81,62 @@ def send(
         body=body,
         extra=extra,
     )
-    return message, mailbox.append_outbox(box, message, now)
+    path = mailbox.append_outbox(Mailbox(ctx.root), message, now)
+    return {"ok": True, "message": message_to_dict(message), "path": str(path)}
 
 
-def list_inbox(root: Path, *, unread: bool = False, sender: str | None = None, thread: str | None = None) -> InboxListing:
-    """The workspace's inbox, filtered; unreadable blocks are always listed as problems."""
-    box = Mailbox(root)
+def list_inbox(ctx: Context, *, unread: bool = False, sender: str | None = None, thread: str | None = None) -> dict[str, Any]:
+    """`needlecast inbox`: `{workspace, layout, messages: [{key, source, line, message, read}],
+    problems}`, the messages filtered; unreadable blocks are always listed as problems."""
+    box = Mailbox(ctx.root)
     marks = mailbox.read_marks(box)
-    rows: list[tuple[Entry, bool]] = []
-    problems: list[Entry] = []
+    rows: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = []
     for entry in mailbox.read_inbox(box):
         if entry.message is None:
-            problems.append(entry)
+            problems.append(entry_to_dict(entry))
             continue
         read = (entry.message.sender or "", entry.key) in marks
         if (unread and read) or (sender and entry.message.sender != sender) or (thread and entry.message.thread != thread):
             continue
-        rows.append((entry, read))
-    return InboxListing(tuple(rows), tuple(problems), box.layout())
+        rows.append({**entry_to_dict(entry), "read": read})
+    return {"workspace": str(ctx.root), "layout": box.layout(), "messages": rows, "problems": problems}
+
+
+def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
+    """`needlecast read`: the inbox message `key`, marked read (once) in read.log; returns
+    `{key, source, line, message, read}`. Raises as `find_inbox_message`."""
+    box = Mailbox(ctx.root)
+    entry = find_inbox_message(ctx.root, key)
+    assert entry.message is not None
+    ident = (entry.message.sender or "", entry.key)
+    if ident not in mailbox.read_marks(box):
+        mailbox.mark_read(box, ident[0], ident[1], ctx.now())
+    return {**entry_to_dict(entry), "read": True}
+
+
+def list_outbox(ctx: Context) -> dict[str, Any]:
+    """`needlecast outbox`: `{workspace, layout, messages, problems, unsettled}`, what waits in
+    the outbox (`unsettled`: its end is still being written)."""
+    box = Mailbox(ctx.root)
+    scan = mailbox.read_outbox(box, _sleeve(ctx))
+    return {
+        "workspace": str(ctx.root),
+        "layout": box.layout(),
+        "messages": [entry_to_dict(entry) for entry in scan.entries if entry.message is not None],
+        "problems": [entry_to_dict(entry) for entry in scan.entries if entry.message is None],
+        "unsettled": scan.unsettled,
+    }
+
+
+def list_dead_letters(ctx: Context) -> dict[str, Any]:
+    """`needlecast dead-letters`: `{workspace, dead_letters: [{path, id, code, reason, ...,
+    bytes}]}`, oldest first."""
+    letters = mailbox.read_dead_letters(Mailbox(ctx.root))
+    return {"workspace": str(ctx.root), "dead_letters": [{"path": str(d.path), **d.meta, "bytes": len(d.raw)} for d in letters]}
+
+
+# --------------------------------------------------------------------------- readers
 
 
 def find_inbox_message(root: Path, key: str) -> Entry:
@@ -103,32 +150,6 @@ def find_inbox_message(root: Path, key: str) -> Entry:
         senders = sorted({entry.message.sender or "?" for entry in matches if entry.message is not None})
         raise InvalidRequest(f"id {key!r} is used by several senders: {', '.join(senders)}", code="AMBIGUOUS_ADDRESSING")
     return matches[0]
-
-
-def read_message(root: Path, key: str, *, clock: Callable[[], datetime] = system_clock) -> Entry:
-    """The inbox message `key`, marked read (once) in read.log. Raises as `find_inbox_message`."""
-    box = Mailbox(root)
-    entry = find_inbox_message(root, key)
-    assert entry.message is not None
-    ident = (entry.message.sender or "", entry.key)
-    if ident not in mailbox.read_marks(box):
-        mailbox.mark_read(box, ident[0], ident[1], clock())
-    return entry
-
-
-def list_outbox(root: Path, sleeve_name: str | None = None) -> OutboxScan:
-    """What waits in the workspace's outbox."""
-    return mailbox.read_outbox(Mailbox(root), sleeve_name or root.name)
-
-
-def list_dead_letters(root: Path) -> list[DeadLetter]:
-    """The workspace's dead letters, oldest first."""
-    return mailbox.read_dead_letters(Mailbox(root))
-
-
-def route_once(root: Path, *, environ: Mapping[str, str] | None = None, log: Callable[[str], None] | None = None) -> RouteReport:
-    """One routing pass over every sleeve of the envoy at `root`. Raises REGISTRY_INVALID."""
-    return Router(root, environ=environ, log=log).route_all()
 
 
 def iter_messages(root: Path) -> Iterator[tuple[str, Entry]]:
@@ -151,4 +172,3 @@ def message_text(entry: Entry) -> str:
     assert entry.message is not None
     m = entry.message
     return "\n".join(str(v) for v in (m.sender, " ".join(m.to), m.thread, m.type, m.body) if v)
-

@@ -36,7 +36,7 @@ from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, Wa
 from moss_files.foundation.httpguard import is_loopback
 from moss_files.foundation.ids import format_time, system_clock
 
-from needlecast import mailbox
+from needlecast import DEFAULT_PORT, mailbox
 from needlecast import message as msg
 from needlecast.httpapi import Api, make_server
 from needlecast.mailbox import Mailbox
@@ -48,7 +48,6 @@ from needlecast.status import PartCache, build_status, parse_vmrss
 QUIET_SECONDS = 0.002
 MAX_BATCH_SECONDS = 0.02
 PROBE_TIMEOUT = 2.0
-DEFAULT_PORT = 7471
 RUNTIME_FILE = "sidecar.json"
 Log = Callable[[str], None]
 WorkspaceStats = Callable[[Path], Any]

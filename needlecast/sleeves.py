@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import fs
-from moss_files.foundation.errors import InvalidDocument, MossError, NotFound
+from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -41,6 +41,11 @@ _TOML_LINE = re.compile(r"line (\d+)")
 def registry_path(root: Path) -> Path:
     """Where the envoy's registry file lives."""
     return root / DIR_NAME / REGISTRY_NAME
+
+
+def holds_sleeves(folder: Path) -> bool:
+    """True when `folder` is an envoy root: it has a sleeve registry or a child sleeve."""
+    return registry_path(folder).is_file() or next(iter_mailboxes(folder), None) is not None
 
 
 def _line_of(text: str, name: str) -> int | None:
@@ -146,8 +151,6 @@ def load_directory(root: Path) -> Directory:
 
 def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
     """JSON shape of a directory entry."""
-    from moss_files.foundation.errors import error_body
-
     data: dict[str, Any] = {
         "name": sleeve.name,
         "origin": sleeve.origin,

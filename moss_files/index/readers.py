@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+import cstack
+import needlecast
 from moss_files.foundation import summaries
 from moss_files.foundation.errors import MossError
 from moss_files.index.model import Entry, Extracted, FileInput, Problem, problem_from
@@ -175,9 +177,7 @@ def cstack_extract(file: FileInput) -> Extracted:
 
 
 def _current_entries(text: str, file: FileInput) -> Extracted:
-    from cstack.current import parse_current
-
-    current = parse_current(text, file.relpath)
+    current = cstack.parse_current(text, file.relpath)
     headline = current.task or current.focus or "Current state"
     parts = [current.focus or "", *current.next_steps]
     entry = Entry(
@@ -195,9 +195,7 @@ def _current_entries(text: str, file: FileInput) -> Extracted:
 
 
 def _plan_entries(text: str, file: FileInput) -> Extracted:
-    from cstack.plan import parse_plan
-
-    plan = parse_plan(text, file.relpath)
+    plan = cstack.parse_plan(text, file.relpath)
     entries = []
     for task in plan.tasks:
         facets = [("priority", (task.priority or "").lower()), ("section", "/".join(task.section))]
@@ -230,9 +228,7 @@ def _plan_warning(warning: str) -> Problem:
 
 
 def _memory_entries(text: str, file: FileInput) -> Extracted:
-    from cstack.memory import parse_memory
-
-    memory = parse_memory(text, file.relpath)
+    memory = cstack.parse_memory(text, file.relpath)
     entries = [
         Entry(
             kind="memory",
@@ -254,22 +250,16 @@ def cstack_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
     text = _text(file)
     line = _anchor_line(anchor)
     if file.name == "PLAN.md":
-        from cstack.plan import parse_plan, task_to_dict
-
-        for task in parse_plan(text, file.relpath).tasks:
+        for task in cstack.parse_plan(text, file.relpath).tasks:
             if task.line == line:
-                return {**task_to_dict(task), "path": file.relpath}
+                return {**cstack.task_to_dict(task), "path": file.relpath}
         return None
     if file.name == "MEMORY.md":
-        from cstack.memory import entry_to_dict, parse_memory
-
-        for item in parse_memory(text, file.relpath).entries:
+        for item in cstack.parse_memory(text, file.relpath).entries:
             if item.line == line:
-                return {**entry_to_dict(item), "path": file.relpath}
+                return {**cstack.entry_to_dict(item), "path": file.relpath}
         return None
-    from cstack.current import current_to_dict, parse_current
-
-    return {**current_to_dict(parse_current(text, file.relpath)), "text": text, "path": file.relpath}
+    return {**cstack.current_to_dict(cstack.parse_current(text, file.relpath)), "text": text, "path": file.relpath}
 
 
 # --------------------------------------------------------------------------- needlecast messages
@@ -304,15 +294,13 @@ def _message_entry(message: Any, *, box: str, fallback_id: str, anchor: str, lin
 
 
 def mailbox_extract(file: FileInput) -> Extracted:
-    from needlecast import message as msg
-
     text = _text(file)
     box = _box_of(file.relpath)
     entries: list[Entry] = []
     problems: list[Problem] = []
-    for block in msg.split_blocks(text).blocks:
+    for block in needlecast.split_blocks(text).blocks:
         try:
-            message = msg.parse_block(block, path=file.relpath)
+            message = needlecast.parse_block(block, path=file.relpath)
         except MossError as err:  # one bad block must not hide the others
             problems.append(problem_from(err))
             continue
@@ -321,29 +309,25 @@ def mailbox_extract(file: FileInput) -> Extracted:
 
 
 def mailbox_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from needlecast import message as msg
-
     text = _text(file)
     line = _anchor_line(anchor)
-    for block in msg.split_blocks(text).blocks:
+    for block in needlecast.split_blocks(text).blocks:
         if block.line == line:
-            return {**msg.message_to_dict(msg.parse_block(block, path=file.relpath)), "box": _box_of(file.relpath), "path": file.relpath, "line": line}
+            message = needlecast.parse_block(block, path=file.relpath)
+            return {**needlecast.message_to_dict(message), "box": _box_of(file.relpath), "path": file.relpath, "line": line}
     return None
 
 
 def message_file_extract(file: FileInput) -> Extracted:
-    from needlecast import message as msg
-
     text = _text(file)
-    message = msg.parse_message_document(text, path=file.relpath)
+    message = needlecast.parse_message_document(text, path=file.relpath)
     return Extracted((_message_entry(message, box=_box_of(file.relpath), fallback_id=file.stem, anchor=WHOLE, line=1),))
 
 
 def message_file_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from needlecast import message as msg
-
     text = _text(file)
-    return {**msg.message_to_dict(msg.parse_message_document(text, path=file.relpath)), "box": _box_of(file.relpath), "path": file.relpath}
+    message = needlecast.parse_message_document(text, path=file.relpath)
+    return {**needlecast.message_to_dict(message), "box": _box_of(file.relpath), "path": file.relpath}
 
 
 # --------------------------------------------------------------------------- any other document

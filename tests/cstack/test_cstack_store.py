@@ -6,19 +6,26 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from datetime import date
+from datetime import UTC, date, datetime
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
 import cstack
-from cstack import plan, service, store
+from cstack import plan, store
 from moss_files.foundation import fs
+from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation.ids import fixed_clock
 
 TODAY = date(2026, 1, 21)
 ZEROS = {"open": 0, "ready": 0, "in_progress": 0, "blocked": 0, "closed": 0, "total": 0}
+
+
+def at(root: Path, day: date = TODAY) -> Context:
+    """The context of the workspace at `root` on `day` (its clock stands at noon UTC)."""
+    return Context(root, clock=fixed_clock(datetime(day.year, day.month, day.day, 12, tzinfo=UTC)))
 
 
 def template(name: str) -> str:
@@ -42,17 +49,17 @@ def test_stats_without_a_stack_is_exists_false_and_zeros(repo: Path) -> None:
 
 
 def test_stats_keys_in_the_sleeve_status_order(stack: Path) -> None:
-    service.add_task(stack, "P1: A", TODAY, ident="a")
-    service.add_task(stack, "P1: B", TODAY, depends=["a"])
-    service.add_task(stack, "C", TODAY)
-    service.apply(stack, "start", "C", TODAY)
+    cstack.add_task(at(stack), task="P1: A", ident="a")
+    cstack.add_task(at(stack), task="P1: B", depends=["a"])
+    cstack.add_task(at(stack), task="C")
+    cstack.transition(at(stack), action="start", task="C")
     result = cstack.stats(stack)
     assert list(result) == ["exists", "open", "ready", "in_progress", "blocked", "closed", "total"]
     assert result == {"exists": True, "open": 3, "ready": 1, "in_progress": 1, "blocked": 1, "closed": 0, "total": 3}
 
 
 def test_public_readers_return_dataclasses_with_json_shapes(stack: Path) -> None:
-    service.add_task(stack, "P2: Something #x", TODAY)
+    cstack.add_task(at(stack), task="P2: Something #x")
     parsed = cstack.read_plan(stack)
     assert isinstance(parsed, cstack.Plan)
     shape = cstack.plan_to_dict(parsed)
@@ -70,23 +77,31 @@ def test_importing_cstack_stays_light() -> None:
     assert out.strip() == "[]"
 
 
+def test_cstack_status_loads_only_what_current_md_needs() -> None:
+    """`cstack status` runs at the start of every agent session: it must not pay for PLAN.md's
+    and MEMORY.md's parsers or the scaffold."""
+    code = "import sys, cstack.cli, cstack; cstack.show_status; print(sorted(m for m in sys.modules if m.startswith(('cstack.', 'moss_files.scaffold'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.status", "cstack.store"])
+
+
 def test_writes_need_a_stack_but_create_missing_files_from_templates(repo: Path) -> None:
     with pytest.raises(NotFound):
-        service.add_task(repo, "x", TODAY)
+        cstack.add_task(at(repo), task="x")
     (repo / ".cstack").mkdir()
-    service.add_task(repo, "x", TODAY)
+    cstack.add_task(at(repo), task="x")
     assert (repo / ".cstack" / "PLAN.md").read_text(encoding="utf-8").startswith("# Plan\n")
     with pytest.raises(NotFound):  # a transition needs an existing PLAN.md with the task
-        service.apply(repo, "start", "nothing", TODAY)
+        cstack.transition(at(repo), action="start", task="nothing")
 
 
 def test_start_and_done_keep_current_md_in_step(stack: Path) -> None:
-    service.add_task(stack, "User auth", TODAY)
-    applied = service.apply(stack, "start", "user", TODAY)
-    assert applied.current_updated
+    cstack.add_task(at(stack), task="User auth")
+    applied = cstack.transition(at(stack), action="start", task="user")
+    assert applied["current_updated"]
     assert cstack.read_status(stack).current.task == "User auth"
-    finished = service.apply(stack, "done", None, date(2026, 1, 22), reason="shipped")
-    assert finished.current_updated
+    finished = cstack.transition(at(stack, date(2026, 1, 22)), action="done", reason="shipped")
+    assert finished["current_updated"]
     assert cstack.read_status(stack).current.task is None
     assert (stack / ".cstack" / "CURRENT.md").read_text(encoding="utf-8") == template("CURRENT.md").replace(
         "**Last Updated:** --", "**Last Updated:** 2026-01-22"
@@ -94,12 +109,12 @@ def test_start_and_done_keep_current_md_in_step(stack: Path) -> None:
 
 
 def test_a_malformed_current_md_stops_a_start_before_anything_is_written(stack: Path) -> None:
-    service.add_task(stack, "Task", TODAY)
+    cstack.add_task(at(stack), task="Task")
     current_file = stack / ".cstack" / "CURRENT.md"
     current_file.write_bytes(b"---\nstatus: [broken\n---\n**Task:** _none_ | **Status:** --\n")
     before = {name: (stack / ".cstack" / name).read_bytes() for name in store.FILES}
     with pytest.raises(InvalidDocument) as caught:
-        service.apply(stack, "start", "Task", TODAY)
+        cstack.transition(at(stack), action="start", task="Task")
     assert caught.value.code.startswith("FRONTMATTER") and caught.value.line is not None
     assert {name: (stack / ".cstack" / name).read_bytes() for name in store.FILES} == before
 
@@ -107,7 +122,7 @@ def test_a_malformed_current_md_stops_a_start_before_anything_is_written(stack: 
 def test_bom_and_crlf_survive_a_transition(stack: Path) -> None:
     path = stack / ".cstack" / "PLAN.md"
     path.write_bytes(b"\xef\xbb\xbf## Tasks\r\n\r\n- [ ] one\r\n- [ ] two\r\n")
-    service.apply(stack, "start", "two", TODAY)
+    cstack.transition(at(stack), action="start", task="two")
     assert path.read_bytes() == b"\xef\xbb\xbf## Tasks\r\n\r\n- [ ] one\r\n- [>] two | modified: 2026-01-21\r\n"
 
 
@@ -118,7 +133,7 @@ def test_bom_and_crlf_survive_a_transition(stack: Path) -> None:
 def test_bad_plan_files_are_reported_and_left_as_they_were(stack: Path, data: bytes, code: str) -> None:
     path = stack / ".cstack" / "PLAN.md"
     path.write_bytes(data)
-    for call in (lambda: service.add_task(stack, "y", TODAY), lambda: service.apply(stack, "start", "x", TODAY), lambda: cstack.stats(stack)):
+    for call in (lambda: cstack.add_task(at(stack), task="y"), lambda: cstack.transition(at(stack), action="start", task="x"), lambda: cstack.stats(stack)):
         with pytest.raises(InvalidDocument) as caught:
             call()
         assert caught.value.code == code and caught.value.path == str(path)
@@ -130,7 +145,7 @@ def test_a_stack_symlinked_out_of_the_workspace_is_refused(tmp_path: Path, repo:
     outside.mkdir()
     (outside / "PLAN.md").write_text("## Tasks\n", encoding="utf-8")
     (repo / ".cstack").symlink_to(outside)
-    for call in (lambda: service.add_task(repo, "x", TODAY), lambda: cstack.stats(repo), lambda: store.read_file(repo, "PLAN.md")):
+    for call in (lambda: cstack.add_task(at(repo), task="x"), lambda: cstack.stats(repo), lambda: store.read_file(repo, "PLAN.md")):
         with pytest.raises(InvalidDocument) as caught:
             call()
         assert caught.value.code == "SYMLINK_REFUSED"
@@ -142,7 +157,7 @@ def test_a_stack_symlinked_out_of_the_workspace_is_refused(tmp_path: Path, repo:
 
 
 def test_a_hand_edit_between_read_and_write_is_kept(stack: Path) -> None:
-    service.add_task(stack, "Ours", TODAY)
+    cstack.add_task(at(stack), task="Ours")
     path = stack / ".cstack" / "PLAN.md"
     runs: list[str] = []
 
@@ -163,7 +178,7 @@ def test_a_hand_edit_between_read_and_write_is_kept(stack: Path) -> None:
 
 
 def test_a_hand_edit_that_removes_the_task_wins_and_we_write_nothing(stack: Path) -> None:
-    service.add_task(stack, "Doomed", TODAY)
+    cstack.add_task(at(stack), task="Doomed")
     path = stack / ".cstack" / "PLAN.md"
     hand = template("PLAN.md").replace("_No notes yet._", "Removed Doomed by hand.")
 
@@ -184,19 +199,21 @@ def test_a_hand_edit_that_removes_the_task_wins_and_we_write_nothing(stack: Path
 WORKER = textwrap.dedent(
     """
     import sys
-    from datetime import date
+    from datetime import UTC, datetime
     from pathlib import Path
-    from cstack import service
+    import cstack
+    from moss_files.foundation.context import Context
+    from moss_files.foundation.ids import fixed_clock
 
     root, prefix, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    today = date(2026, 1, 21)
+    ctx = Context(root, clock=fixed_clock(datetime(2026, 1, 21, 12, tzinfo=UTC)))
     for n in range(count):
-        service.add_task(root, f"{prefix} task {n} #{prefix}", today, ident=f"{prefix}-{n}")
+        cstack.add_task(ctx, task=f"{prefix} task {n} #{prefix}", ident=f"{prefix}-{n}")
     for n in range(0, count, 2):
-        service.apply(root, "start", f"{prefix}-{n}", today)
-        service.apply(root, "done", f"{prefix}-{n}", today, reason="ok")
+        cstack.transition(ctx, action="start", task=f"{prefix}-{n}")
+        cstack.transition(ctx, action="done", task=f"{prefix}-{n}", reason="ok")
     for n in range(1, count, 4):
-        service.apply(root, "block", f"{prefix}-{n}", today, reason="waiting")
+        cstack.transition(ctx, action="block", task=f"{prefix}-{n}", reason="waiting")
     """
 )
 

@@ -211,7 +211,7 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         again = await calls.ok("loop_handoff", summary="Login works.", next_actions=["Add rate limiting"], completed=["form"], session=handed["session"]["id"])
         assert again["changed"] is False
 
-    needlecast.route_once(team)
+    needlecast.route_once(Context(team))
     async with connect(team / "bob", mode, ("needlecast",)) as client:
         bob = Calls(client)
         inbox = await bob.ok("needlecast.inbox", unread=True)

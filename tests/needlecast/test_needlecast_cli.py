@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,17 +173,29 @@ def test_every_command_has_help_and_json(command: str, tmp_path: Path) -> None:
 
 def test_public_api_for_other_packages(team: Path) -> None:
     import needlecast
+    from moss_files.foundation.context import Context
 
-    message, path = needlecast.send(team / "alice", "indexed words", ["bob"], type_="task")
-    assert path.name == "outbox.md" and message.sender == "alice"
+    sent = needlecast.send(Context(team / "alice"), body="indexed words", to=["bob"], type_="task")
+    assert Path(sent["path"]).name == "outbox.md" and sent["message"]["from"] == "alice"
     assert [where for where, _ in needlecast.iter_messages(team / "alice")] == ["outbox"]
-    report = needlecast.route_once(team)
-    assert needlecast.report_to_dict(report)["delivered"] == 1
+    report = needlecast.route_once(Context(team))
+    assert report["delivered"] == 1
     found = {where: needlecast.message_text(entry) for where, entry in needlecast.iter_messages(team / "alice")}
     assert set(found) == {"archive"} and "indexed words" in found["archive"]
-    (entry, read), = needlecast.list_inbox(team / "bob").messages
-    assert not read and needlecast.entry_to_dict(needlecast.read_message(team / "bob", entry.key))["key"] == message.id
-    assert needlecast.list_inbox(team / "bob", unread=True).messages == ()
+    (row,) = needlecast.list_inbox(Context(team / "bob"))["messages"]
+    assert not row["read"] and needlecast.read_message(Context(team / "bob"), key=row["key"])["key"] == sent["message"]["id"]
+    assert needlecast.list_inbox(Context(team / "bob"), unread=True)["messages"] == []
+
+
+def test_a_sleeves_commands_load_neither_the_router_nor_http() -> None:
+    """The use cases of one sleeve start without the envoy's router, HTTP server and client."""
+    names = "init_workspace send list_inbox read_message list_outbox list_dead_letters".split()
+    code = (
+        f"import sys, needlecast.cli, needlecast; [getattr(needlecast, n) for n in {names!r}]; "
+        "print(sorted(m for m in sys.modules if m.startswith(('needlecast.', 'http', 'urllib.request', 'watchdog'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str(["needlecast.cli", "needlecast.mailbox", "needlecast.message", "needlecast.routing", "needlecast.service", "needlecast.shared_file"])
 
 
 def test_file_per_message_inboxes_written_on_two_clones_merge_cleanly(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
-from needlecast import mailbox
+from needlecast import mailbox, shared_file
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, render_block
 from needlecast.router import Router
@@ -406,9 +406,27 @@ def test_rewrite_keeps_an_append_made_between_read_and_swap(tmp_path: Path, exch
                 handle.write(b"late\n")
         return data.replace(b"A\n", b"")
 
-    assert mailbox.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
+    assert shared_file.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
     assert path.read_bytes() == b"B\nlate\n"
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
+def test_rewrite_carries_over_a_half_written_line_as_it_is(tmp_path: Path, exchange: bool) -> None:
+    path = tmp_path / "outbox.md"
+    path.write_bytes(b"A\nB\n")
+
+    def transform(data: bytes | None) -> bytes | None:
+        assert data is not None
+        if b"hal" not in data:
+            with open(path, "ab") as handle:  # a writer between two write calls
+                handle.write(b"hal")
+        return data.replace(b"A\n", b"")
+
+    assert shared_file.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
+    with open(path, "ab") as handle:  # the writer's second write lands after it, in the same line
+        handle.write(b"f a line\n")
+    assert path.read_bytes() == b"B\nhalf a line\n"
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
@@ -428,6 +446,6 @@ def test_rewrite_keeps_an_editor_save_made_between_read_and_swap(tmp_path: Path,
             saves.append(1)
         return data + render_block(Message(id="3", sender="a", to=("b",), body="three")).encode()
 
-    mailbox.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
+    shared_file.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
     ids = sorted(m.id for m in (e.message for e in mailbox.scan_mailfile(path.read_bytes(), path, "")[0]) if m is not None)
     assert ids == ["1", "2", "3"]

@@ -421,6 +421,14 @@ def test_small_pure_helpers() -> None:
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
 
 
+def test_the_sidecar_checks_addresses_with_the_one_is_loopback() -> None:
+    import needlecast.sidecar
+
+    assert needlecast.sidecar.is_loopback is is_loopback
+    folder = Path(needlecast.sidecar.__file__).parent
+    assert [path.name for path in folder.glob("*.py") if "def is_loopback" in path.read_text()] == []
+
+
 def test_a_broken_registry_is_reported_and_routing_resumes_when_fixed(team: Path) -> None:
     running = start(team, "--sweep", "0.2")
     try:

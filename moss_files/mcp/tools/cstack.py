@@ -1,17 +1,17 @@
 """The `cstack` tool set: the memory files (.cstack/CURRENT.md, PLAN.md, MEMORY.md) as MCP
-tools. Entry layer: each tool calls the `cstack.service` use case its `cstack` command calls and
+tools. Entry layer: each tool calls the `cstack` use case its `cstack` command calls and
 returns the dict that command prints with --json (tests/test_mcp.py holds them equal). The
-use cases load on the first call, out of the server's start-up.
+use cases resolve through the package's lazy names on the first call, out of the server's
+start-up.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
+import cstack
 from moss_files.mcp.server import ToolRegistry
 
 TaskRef = Annotated[str, Field(description="Task number (as in cstack.plan), id, or a unique title prefix.")]
@@ -21,25 +21,9 @@ def register(tools: ToolRegistry) -> None:
     """Declare the memory tools."""
     ws = tools.context
 
-    def stack() -> Path:
-        from cstack import service
-
-        service.require_stack(ws.root)  # NotFound (with a `cstack init` hint) when there is no .cstack/
-        return ws.root
-
-    def today() -> date:
-        return ws.clock().astimezone(UTC).date()
-
-    def transition(action: str, ref: str | None, reason: str | None = None) -> dict[str, Any]:
-        from cstack import service
-
-        return service.applied_to_dict(service.apply(stack(), action, ref, today(), reason=reason))
-
     @tools.tool("cstack.status", "CURRENT.md: status, task, focus, next steps, blockers, progress, last modified.", read_only=True)
     def status() -> dict[str, Any]:
-        from cstack import service
-
-        return service.status_to_dict(service.read_status(stack()))
+        return cstack.show_status(ws)
 
     @tools.tool("cstack.plan", "PLAN.md's tasks, filtered: {tasks, stats, warnings}.", read_only=True)
     def plan_(
@@ -47,23 +31,15 @@ def register(tools: ToolRegistry) -> None:
         label: Annotated[list[str] | None, Field(description="Only tasks with all these #labels.")] = None,
         priority: Annotated[list[str] | None, Field(description="P0 to P3.")] = None,
     ) -> dict[str, Any]:
-        from cstack import plan, service
-
-        parsed = service.read_plan(stack())
-        chosen = plan.filter_tasks(parsed, statuses=status or (), labels=label or (), priorities=priority or ())
-        return {"tasks": [plan.task_to_dict(task) for task in chosen], "stats": plan.plan_stats(parsed), "warnings": list(parsed.warnings)}
+        return cstack.list_tasks(ws, statuses=status or (), labels=label or (), priorities=priority or ())
 
     @tools.tool("cstack.ready", "Pending tasks whose dependencies are all done: {tasks}.", read_only=True)
     def ready() -> dict[str, Any]:
-        from cstack import plan, service
-
-        return {"tasks": [plan.task_to_dict(task) for task in plan.ready_tasks(service.read_plan(stack()))]}
+        return cstack.list_ready(ws)
 
     @tools.tool("cstack.stats", "Task counts: {exists, open, ready, in_progress, blocked, closed, total}.", read_only=True)
     def stats() -> dict[str, Any]:
-        from cstack import service
-
-        return service.stats(ws.root)
+        return cstack.count_tasks(ws)
 
     @tools.tool("cstack.add", "Add a pending task to PLAN.md. Returns {action, task, from_status, moved_from}.")
     def add(
@@ -73,10 +49,7 @@ def register(tools: ToolRegistry) -> None:
         parent: Annotated[str | None, Field(description="Id of the parent task.")] = None,
         section: Annotated[str, Field(description="tasks, backlog, backlog-bugs, backlog-debt or backlog-ideas.")] = "tasks",
     ) -> dict[str, Any]:
-        from cstack import plan, service
-
-        made = service.add_task(stack(), task, today(), ident=id, depends=[d.strip() for d in depends or () if d.strip()], parent=parent, section=section.casefold())
-        return plan.change_to_dict(made)
+        return cstack.add_task(ws, task=task, ident=id, depends=depends or (), parent=parent, section=section)
 
     @tools.tool(
         "cstack.start",
@@ -84,28 +57,26 @@ def register(tools: ToolRegistry) -> None:
         destructive=True,
     )
     def start(task: TaskRef) -> dict[str, Any]:
-        return transition("start", task)
+        return cstack.transition(ws, action="start", task=task)
 
     @tools.tool("cstack.done", "Mark a task completed [x] with today's closed: date; it moves to Completed.", destructive=True)
     def done(
         task: Annotated[str | None, Field(description="The task (default: the one in progress).")] = None,
         reason: Annotated[str | None, Field(description="Why it is done (recorded as reason:).")] = None,
     ) -> dict[str, Any]:
-        return transition("done", task, reason)
+        return cstack.transition(ws, action="done", task=task, reason=reason)
 
     @tools.tool("cstack.block", "Mark a task blocked [!] with what it waits for.", destructive=True)
     def block(task: TaskRef, reason: Annotated[str, Field(description="What it waits for (one line).")]) -> dict[str, Any]:
-        return transition("block", task, reason)
+        return cstack.transition(ws, action="block", task=task, reason=reason)
 
     @tools.tool("cstack.close", "Close a task without finishing it [~], with a reason; it moves to Closed.", destructive=True)
     def close(task: TaskRef, reason: Annotated[str, Field(description="Why it is dropped (one line).")]) -> dict[str, Any]:
-        return transition("close", task, reason)
+        return cstack.transition(ws, action="close", task=task, reason=reason)
 
     @tools.tool("cstack.remember", "Add a dated entry to MEMORY.md under its category. Returns the entry.")
     def remember(
         text: Annotated[str, Field(description="What to remember (one line).")],
         category: Annotated[str | None, Field(description="decisions, gotchas, preferences or facts (default: chosen by keywords).")] = None,
     ) -> dict[str, Any]:
-        from cstack import memory, service
-
-        return memory.entry_to_dict(service.remember(stack(), text, today(), category).entry)
+        return cstack.remember(ws, text=text, category=category)

@@ -1,6 +1,8 @@
 """The `needlecast` tool set: this sleeve's messages (send to the outbox, list and read the
 inbox, list the outbox) as MCP tools. Entry layer: each tool calls the needlecast use case its
-`needlecast` command calls and returns the dict that command prints with --json.
+`needlecast` command calls and returns the dict that command prints with --json. The sender is
+the server's sleeve (the context's `sleeve`, fixed at start-up, else the folder's name): an
+agent cannot speak for another.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from moss_files.mcp.server import ToolRegistry
 def register(tools: ToolRegistry) -> None:
     """Declare the message tools."""
     ws = tools.context
-    # The sender is the server's sleeve, fixed at start-up: an agent cannot speak for another.
-    sleeve = ws.sleeve or ws.root.name
 
     @tools.tool(
         "needlecast.send",
@@ -31,8 +31,7 @@ def register(tools: ToolRegistry) -> None:
         thread: Annotated[str | None, Field(description="Thread name.")] = None,
         reply_to: Annotated[str | None, Field(description="Id of the inbox message this answers.")] = None,
     ) -> dict[str, Any]:
-        message, path = needlecast.send(ws.root, body, to or [], sender=sleeve, type_=type, thread=thread, reply_to=reply_to, clock=ws.clock)
-        return {"ok": True, "message": needlecast.message_to_dict(message), "path": str(path)}
+        return needlecast.send(ws, body=body, to=to or (), type_=type, thread=thread, reply_to=reply_to)
 
     @tools.tool(
         "needlecast.inbox",
@@ -44,13 +43,7 @@ def register(tools: ToolRegistry) -> None:
         sender: Annotated[str | None, Field(description="Only messages from this sleeve.")] = None,
         thread: Annotated[str | None, Field(description="Only messages in this thread.")] = None,
     ) -> dict[str, Any]:
-        listing = needlecast.list_inbox(ws.root, unread=unread, sender=sender, thread=thread)
-        return {
-            "workspace": str(ws.root),
-            "layout": listing.layout,
-            "messages": [{**needlecast.entry_to_dict(entry), "read": read} for entry, read in listing.messages],
-            "problems": [needlecast.entry_to_dict(entry) for entry in listing.problems],
-        }
+        return needlecast.list_inbox(ws, unread=unread, sender=sender, thread=thread)
 
     @tools.tool(
         "needlecast.read",
@@ -58,7 +51,7 @@ def register(tools: ToolRegistry) -> None:
         idempotent=True,
     )
     def read(id: Annotated[str, Field(description="Message id, as in needlecast.inbox.")]) -> dict[str, Any]:
-        return {**needlecast.entry_to_dict(needlecast.read_message(ws.root, id, clock=ws.clock)), "read": True}
+        return needlecast.read_message(ws, key=id)
 
     @tools.tool(
         "needlecast.outbox",
@@ -66,13 +59,4 @@ def register(tools: ToolRegistry) -> None:
         read_only=True,
     )
     def outbox() -> dict[str, Any]:
-        from needlecast.mailbox import Mailbox
-
-        scan = needlecast.list_outbox(ws.root, sleeve)
-        return {
-            "workspace": str(ws.root),
-            "layout": Mailbox(ws.root).layout(),
-            "messages": [needlecast.entry_to_dict(entry) for entry in scan.entries if entry.message is not None],
-            "problems": [needlecast.entry_to_dict(entry) for entry in scan.entries if entry.message is None],
-            "unsettled": scan.unsettled,
-        }
+        return needlecast.list_outbox(ws)

@@ -1,0 +1,79 @@
+"""Use cases of the envoy, which sees every sleeve: the sleeve directory, one routing pass, and
+the long-running router and sidecar. A sleeve's own use cases are in `service`.
+
+Shell layer. `ctx.root` is the envoy root (the folder holding the sleeves); `ctx.notify` hears
+the router's and the sidecar's log lines; `environ` holds the bearer tokens that registry
+entries name for remote sleeves (`token_env`), passed in because only entry points read the
+environment. Kept apart from `service` so that a sleeve's commands never load the router, the
+HTTP server or the HTTP client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from needlecast.router import Router, report_to_dict
+from needlecast.sidecar import Sidecar
+from needlecast.sleeves import load_directory, sleeve_to_dict
+
+if TYPE_CHECKING:
+    from moss_files.foundation.context import Context
+
+
+def list_sleeves(ctx: Context) -> dict[str, Any]:
+    """`needlecast sleeves`: `{root, sleeves: [{name, origin, path, url, ok, problem?}]}`.
+
+    Raises InvalidDocument REGISTRY_INVALID for a bad registry.
+    """
+    directory = load_directory(ctx.root)
+    return {"root": str(directory.root), "sleeves": [sleeve_to_dict(sleeve) for sleeve in directory.sleeves.values()]}
+
+
+def route_once(ctx: Context, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`needlecast route --once`: one routing pass over every sleeve; returns what it did
+    (`{senders, delivered, archived, removed, dead_letters, bounces, pending, unsettled, held,
+    problems}`). A sender's failure is reported in `problems`, an unreachable recipient in
+    `held`. Raises InvalidDocument REGISTRY_INVALID."""
+    return report_to_dict(Router(ctx.root, clock=ctx.clock, environ=environ, log=ctx.notify).route_all())
+
+
+def watch(ctx: Context, *, poll: bool = False, sweep_seconds: float = 30.0, environ: Mapping[str, str] | None = None) -> int:
+    """`needlecast route`: route on every outbox change until SIGTERM/SIGINT; returns 0."""
+    router = Sidecar(ctx.root, serve_http=False, route=True, poll=poll, sweep_seconds=sweep_seconds, clock=ctx.clock, environ=environ, log=ctx.notify)
+    return router.run()
+
+
+def run_sidecar(
+    ctx: Context,
+    *,
+    host: str,
+    port: int,
+    token: str | None = None,
+    route: bool | None = None,
+    poll: bool = False,
+    poll_interval: float = 0.5,
+    sweep_seconds: float = 30.0,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """`needlecast sidecar`: watch and route (when `route`, or when the root holds sleeves) and
+    serve the HTTP API as the context's sleeve until SIGTERM/SIGINT; returns 0.
+
+    Raises InvalidRequest TOKEN_REQUIRED for a non-loopback `host` without a token, Conflict
+    ALREADY_RUNNING when another sidecar holds the workspace.
+    """
+    sidecar = Sidecar(
+        ctx.root,
+        name=ctx.sleeve or ctx.root.name,
+        host=host,
+        port=port,
+        token=token,
+        route=route,
+        poll=poll,
+        poll_interval=poll_interval,
+        sweep_seconds=sweep_seconds,
+        clock=ctx.clock,
+        environ=environ,
+        log=ctx.notify,
+    )
+    return sidecar.run()

@@ -1,0 +1,249 @@
+"""A mailbox file that agents append to and people edit, changed without losing either.
+
+Edge layer: the raw-file protocol under the mailbox's rewrites of `inbox.md` and `outbox.md`,
+the one place needlecast opens files itself. `rewrite` replaces a file that writers who take
+no lock may change at any moment (an agent appending with `>>`, an editor saving the whole
+file) without losing what they write, and a kill at any instant leaves at worst a marked side
+file (`.<name>.tmp-ready|prev|aside-<pid>-<hex>`) that the next call folds back with the
+caller's `merge` rule. Whole-file reads, durable writes, appends and locks are
+`moss_files.foundation.fs`'s; a descriptor is opened here only to keep it across a rewrite or
+to read a long file's ends (`open_read`), and bytes are appended here only when they may end
+mid-line (`carry_over`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from moss_files.foundation import fs
+from moss_files.foundation.errors import Conflict, InvalidRequest
+
+# Our side files: a plain temporary (no kind), a complete new version (`ready`), the version
+# an exchange displaced (`prev`), a v2 outbox file set aside while it is compared (`aside`).
+LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev|aside)-)?(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def read_if_any(path: Path) -> bytes | None:
+    """A file's bytes; None when it is missing or not a regular file. Raises SYMLINK_REFUSED
+    for a link."""
+    try:
+        return fs.read_bytes(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except InvalidRequest:
+        return None  # a folder where a file was expected: nothing to read there
+
+
+def side_name(path: Path, kind: str) -> Path:
+    """A fresh side-file name next to `path`, marked with `kind` (ready, prev or aside)."""
+    return path.with_name(f".{path.name}.tmp-{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def write_ready(path: Path, data: bytes) -> Path:
+    """Write `data` durably next to `path` under a fresh `ready` name; return that name.
+
+    Only a fully written file carries the `ready` mark (`fs.create_exclusive` links it into
+    place after its fsync); recovery trusts no other.
+    """
+    while True:
+        ready = side_name(path, "ready")
+        if fs.create_exclusive(ready, data):
+            return ready
+
+
+def open_read(path: Path) -> int:
+    """A read-only descriptor of the regular file `path` (the caller closes it), reached
+    without following a link below the toolkit folder. A rewrite keeps it to know the file it
+    replaces, and a long mailbox is read in parts through it; whole reads use `fs.read_bytes`.
+
+    Raises FileNotFoundError, InvalidDocument SYMLINK_REFUSED for a link, InvalidRequest for
+    anything but a regular file (opening a FIFO must not block).
+    """
+    with fs.folder_fd(path.parent) as dir_fd:
+        try:
+            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise fs.symlink_refused(path) from None
+            raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidRequest("is not a regular file", path=path)
+    return fd
+
+
+def carry_over(path: Path, data: bytes) -> None:
+    """Append to `path` the bytes another writer added to the file a rewrite replaced.
+
+    Not `fs.append_line`: these bytes may end mid-line (a writer between two writes) and must
+    not gain a line break.
+    """
+    with fs.folder_fd(path.parent) as dir_fd:
+        fd = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+Merge = Callable[[bytes | None, bytes], bytes]
+"""`merge(current, leftover)` returns the bytes to append to `current` so that nothing the
+leftover holds is lost (empty when `current` already has all of it)."""
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process `pid` runs: a live writer's temporary is not a leftover."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clear_dead_temporaries(folder: Path) -> None:
+    """Delete temporaries that writers killed mid-write left in `folder` (caller holds its lock).
+
+    A temporary of a file-per-message folder is never the only copy of anything: the message is
+    still in the sender's outbox until its delivery completes.
+    """
+    for name in list_names(folder):
+        match = LEFTOVER.match(name)
+        if match and match.group("kind") is None and not pid_alive(int(match.group("pid"))):
+            (folder / name).unlink(missing_ok=True)
+
+
+def fold_leftovers(path: Path, merge: Merge) -> None:
+    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock)."""
+    for name in list_names(path.parent):
+        match = LEFTOVER.match(name)
+        if not match or match.group("name") != path.name:
+            continue
+        leftover = path.parent / name
+        if match.group("kind") is None:
+            # A temporary that never got its `ready` mark holds nothing that is not elsewhere.
+            if not pid_alive(int(match.group("pid"))):
+                leftover.unlink(missing_ok=True)
+            continue
+        content = read_if_any(leftover) or b""
+        for _attempt in range(10):
+            missing = merge(read_if_any(path), content)
+            if not missing:
+                break
+            fs.append_line(path, missing)  # whole blocks, each ending in a line break
+        else:
+            raise Conflict("could not fold an interrupted rewrite back into the file", code="STALE_WRITE", path=path)
+        leftover.unlink(missing_ok=True)
+        fs.fsync_dir(path.parent)
+
+
+def rewrite(
+    path: Path,
+    transform: Callable[[bytes | None], bytes | None],
+    merge: Merge,
+    *,
+    timeout: float = fs.DEFAULT_LOCK_TIMEOUT,
+    exchange: bool = True,
+) -> bool:
+    """Replace `path` with `transform(current bytes)` without losing concurrent writes.
+
+    Writers that take no lock (an agent appending with `>>`, an editor saving the whole file)
+    may change the file at any moment. The new content is written to a temporary and swapped
+    in with an atomic exchange, so the displaced file survives under the temporary's name:
+    if it is the inode we read, anything appended after our read is appended to the new file;
+    if it is anything else (an editor's save), `merge` folds what it holds back in. A crash at
+    any point leaves at worst a marked temporary that the next call folds back the same way.
+    Where the exchange is unsupported (or `exchange` is False) the file is compared just before
+    an ordinary rename and bytes appended to the replaced file afterwards are carried over;
+    only an editor's save landing between that comparison and the rename could then be lost.
+    Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
+    """
+    fs.check_confined(path)
+    with fs.locked(path, timeout=timeout):
+        fold_leftovers(path, merge)
+        for _attempt in range(20):
+            try:
+                fd: int | None = open_read(path)
+            except FileNotFoundError:
+                fd = None
+            try:
+                data = read_fd(fd) if fd is not None else None
+                new = transform(data)
+                if new is None or new == data:
+                    return False
+                if fd is None or data is None:
+                    if fs.create_exclusive(path, new):
+                        return True
+                    continue  # created meanwhile by someone else: start over from it
+                ready = write_ready(path, new)
+                if exchange and fs.exchange(ready, path):
+                    displaced = side_name(path, "prev")
+                    os.rename(ready, displaced)
+                    if os.stat(displaced).st_ino == os.fstat(fd).st_ino:
+                        now = read_if_any(displaced) or b""
+                        if now.startswith(data):
+                            if len(now) > len(data):
+                                carry_over(path, now[len(data) :])
+                            displaced.unlink()
+                            fs.fsync_dir(path.parent)
+                            return True
+                    fold_leftovers(path, merge)
+                    fs.fsync_dir(path.parent)
+                    return True
+                current = read_if_any(path)
+                if current != data:
+                    ready.unlink(missing_ok=True)
+                    continue
+                os.replace(ready, path)
+                late = read_fd(fd, offset=len(data))
+                if late:
+                    carry_over(path, late)
+                fs.fsync_dir(path.parent)
+                return True
+            finally:
+                if fd is not None:
+                    os.close(fd)
+    raise Conflict("file kept changing; nothing was written", code="STALE_WRITE", path=path)
+
+
+def read_fd(fd: int, offset: int = 0) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def read_ends(path: Path, head_size: int = 8192, tail_size: int = 2) -> tuple[bytes | None, bytes]:
+    """The first `head_size` bytes and the last `tail_size` bytes of a file (None, b"" when
+    it is missing): enough to choose the key case and the separator, or to find a recent
+    block, without reading a long mailbox whole."""
+    try:
+        fd = open_read(path)
+    except FileNotFoundError:
+        return None, b""
+    try:
+        head = os.pread(fd, head_size, 0) if head_size else b""
+        return head, read_fd(fd, offset=max(0, os.fstat(fd).st_size - tail_size))
+    finally:
+        os.close(fd)
+
+
+def list_names(folder: Path) -> list[str]:
+    """The names in `folder` (none when it is missing)."""
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []

@@ -1,0 +1,85 @@
+"""The router's delivery journal on real files: appends seen by a second reader, torn lines,
+compaction that keeps what the router still needs, and links refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from moss_files.foundation.errors import InvalidDocument
+from needlecast import journal
+from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
+
+NOW = datetime(2026, 1, 21, 10, 0, tzinfo=UTC)
+OLD = "2026-01-01T00:00:00Z"  # more than journal.KEEP before NOW
+RECENT = "2026-01-20T00:00:00Z"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "alice" / ".needlecast" / ".state" / "journal.jsonl"
+
+
+def test_a_second_reader_sees_appends_and_skips_a_torn_line(path: Path) -> None:
+    writer = Journal(path).load()
+    writer.write([delivered_event("m1", "d1", ["bob"], RECENT), dead_event("m2", "d2", "UNKNOWN_RECIPIENT", RECENT)])
+    with path.open("ab") as handle:
+        handle.write(b'{"k": "m3", "d": "d3", "op": "arch')  # a power cut mid-append
+    reader = Journal(path).load()
+    assert reader.get("m1") is not None and reader.get("m1").delivered == {"bob"}
+    assert reader.get("m2") is not None and reader.get("m2").dead == {"UNKNOWN_RECIPIENT"} and reader.get("m2").settled()
+    assert reader.get("m3") is None
+    writer.write([archived_event("m1", "d1", RECENT)])
+    assert reader.load().get("m1").archived  # re-read because the file grew
+
+
+def test_a_new_digest_under_an_old_key_starts_a_new_record(path: Path) -> None:
+    log = Journal(path).load()
+    log.write([delivered_event("m1", "d1", ["bob"], RECENT), archived_event("m1", "d1", RECENT)])
+    log.write([delivered_event("m1", "d2", ["carol"], RECENT)])
+    record = Journal(path).load().get("m1")
+    assert record is not None and (record.digest, record.delivered, record.archived) == ("d2", {"carol"}, False)
+
+
+def test_deliveries_of_one_pass_merge_into_one_event_per_entry() -> None:
+    events = [delivered_event("m1", "d1", ["bob"], RECENT), delivered_event("m2", "d2", ["bob"], RECENT), delivered_event("m1", "d1", ["carol"], RECENT)]
+    assert merge_deliveries(events) == [delivered_event("m1", "d1", ["bob", "carol"], RECENT), delivered_event("m2", "d2", ["bob"], RECENT)]
+
+
+def test_compaction_keeps_pending_and_recent_records_only(path: Path) -> None:
+    log = Journal(path).load()
+    log.write([
+        delivered_event("old-routed", "d1", ["bob"], OLD), archived_event("old-routed", "d1", OLD),
+        delivered_event("old-pending", "d2", ["bob", "carol"], OLD), dead_event("old-pending", "d2", "UNKNOWN_RECIPIENT", OLD),
+        delivered_event("recent", "d3", ["bob"], RECENT), archived_event("recent", "d3", RECENT),
+    ])
+    assert not log.oversized()
+    log.compact({"old-pending"}, NOW)
+    assert set(log.records) == {"old-pending", "recent"}
+    again = Journal(path).load()
+    assert again.get("old-pending") is not None and again.get("old-pending").delivered == {"bob", "carol"}
+    assert again.get("old-pending").dead == {"UNKNOWN_RECIPIENT"} and again.get("recent").archived
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert {line["k"] for line in lines} == {"old-pending", "recent"}
+
+
+def test_a_journal_past_the_limit_is_oversized(path: Path) -> None:
+    log = Journal(path).load()
+    log.write([delivered_event(f"m{n}", "d" * 32, ["bob"], RECENT) for n in range(journal.COMPACT_BYTES // 80 + 1)])
+    assert log.oversized()
+
+
+def test_a_linked_journal_is_refused(path: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text(json.dumps(delivered_event("m1", "d1", ["bob"], RECENT)) + "\n")
+    path.parent.mkdir(parents=True)
+    path.symlink_to(elsewhere)
+    with pytest.raises(InvalidDocument) as caught:
+        Journal(path).load()
+    assert caught.value.code == "SYMLINK_REFUSED"
+    with pytest.raises(InvalidDocument):
+        Journal(path).write([archived_event("m1", "d1", RECENT)])
+    assert elsewhere.read_text().count("\n") == 1
