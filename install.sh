@@ -237,25 +237,14 @@ if ((dry_run || no_tool)) || ! venv_works; then
 else
     # -I: the installed package, never a moss_files folder in the current directory.
     scaffold_python=("$VENV/bin/python" -I)
+    # The git merge driver this clone gets runs the installed moss.
+    scaffold_args+=(--moss "$VENV/bin/moss")
 fi
 say "scaffolding $target"
 status=0
 "${scaffold_python[@]}" -m moss_files.scaffold ${scaffold_args[@]+"${scaffold_args[@]}"} -- "$target" || status=$?
 ((status == 0)) || die "$EXIT_SCAFFOLD" "scaffolding $target failed (status $status, reason above); run again once it is fixed"
 
-# The merge driver that .gitattributes names lives in this clone's .git/config, which git never
-# copies between clones: define it here (other clones run `moss merge setup` once).
-if git -C "$target" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    if ((dry_run)); then
-        say "would run: moss merge setup (git config merge.moss.* in this clone)"
-    elif ((no_tool)) || ! venv_works; then
-        warn "the merge driver is not configured (no installed tools); run 'moss merge setup' in $target once moss is installed"
-    else
-        "$VENV/bin/moss" merge setup --root "$target" >/dev/null ||
-            die "$EXIT_SCAFFOLD" "configuring the merge driver in $target failed (reason above)"
-        say "configured the merge driver in this clone (git config merge.moss.*)"
-    fi
-fi
 
 # --- summary -------------------------------------------------------------------------------
 if ((dry_run)); then

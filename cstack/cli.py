@@ -14,6 +14,7 @@ case-insensitive prefix of their title.
 from __future__ import annotations
 
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,7 +22,7 @@ from typing import Annotated, Any
 import typer
 
 import cstack
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
+from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest
@@ -88,6 +89,8 @@ def status(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Show CURRENT.md: status, task, focus, next steps, blockers, progress, last modified."""
     with reporting(as_json):
         data = cstack.show_status(_context(root))
+    for problem in data["problems"]:
+        note(f"problem[{problem['code']}] {problem['path']}:{problem['line']}: {problem['message']}")
     emit(data, as_json, text=_status_text(data))
 
 
@@ -330,5 +333,6 @@ def remember(
 
 def main() -> None:
     """Console-script entry point."""
+    warn_if_clone_lacks_merge_driver(sys.argv[1:])
     app()
 

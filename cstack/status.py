@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cstack import current, store
+from moss_files.foundation import conflicts
+from moss_files.foundation.errors import error_body
 from cstack.current import Current
 
 if TYPE_CHECKING:
@@ -46,11 +48,31 @@ def read_status(root: Path) -> Status:
     return Status(loaded.exists, str(loaded.path), current.parse_current(loaded.text, loaded.path), loaded.modified)
 
 
+def conflicted_files(root: Path) -> list[dict[str, Any]]:
+    """The error bodies of the memory files that hold git conflict markers (MERGE_CONFLICT
+    with file and line), in CURRENT, PLAN, MEMORY order."""
+    found = []
+    for name in store.FILES:
+        loaded = store.read_file(Path(root), name)
+        line = conflicts.first_marker_line(loaded.text)
+        if line is not None:
+            found.append(error_body(conflicts.conflict_error(loaded.path, line))["error"])
+    return found
+
+
 def show_status(ctx: Context) -> dict[str, Any]:
-    """`cstack status`: CURRENT.md's state with its path and last change.
+    """`cstack status`: CURRENT.md's state with its path and last change, and `problems`: the
+    memory files an unfinished git merge left with conflict markers (CURRENT.md's own fields
+    read as empty when it is one of them).
 
     Raises NotFound when the workspace has no `.cstack/`, InvalidDocument when CURRENT.md is
     malformed.
     """
     store.require_stack(ctx.root)
-    return status_to_dict(read_status(ctx.root))
+    problems = conflicted_files(ctx.root)
+    if any(Path(problem["path"]).name == store.CURRENT for problem in problems):
+        path = store.file_path(ctx.root, store.CURRENT)
+        status = Status(True, str(path), current.parse_current("", path), None)
+    else:
+        status = read_status(ctx.root)
+    return {**status_to_dict(status), "problems": problems}

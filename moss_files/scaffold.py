@@ -1,6 +1,6 @@
 """Project scaffolding: add the toolkit's folders, git settings and agent notes a project lacks.
 
-Core planning (`plan_actions`, pure) between two edges (`read_state`, `apply_scaffold`), with a
+Shell layer: pure planning (`plan_actions`) between two edges (`read_state`; `apply_scaffold`, which also runs `git config`), with a
 thin entry point (`main`, run as `python3 -m moss_files.scaffold`). Stdlib only: of moss_files
 it imports only the package version and `errors`, because install.sh runs it on a bare python3
 before any dependency is installed. Nothing is ever overwritten: files are created with link(2), which fails on an
@@ -15,6 +15,9 @@ import json
 import os
 import re
 import secrets
+import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +30,7 @@ from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidReque
 
 PARTS = ("cstack", "needlecast", "moss")
 AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
-KINDS = ("mkdir", "create", "append", "update", "exists")
+KINDS = ("mkdir", "create", "append", "update", "config", "exists")
 
 # Derived, per-machine state (and capsule exports, which are copies). The lock and temp patterns mirror fs.lock_path_for and
 # fs.temp_path_for (`.<name>.lock`, `.<name>.tmp-<pid>-<hex>`); tests/test_scaffold.py checks
@@ -54,6 +57,13 @@ RETIRED_LINES: frozenset[str] = frozenset({
     ".needlecast/read.log merge=union",
     ".moss/**/*.jsonl merge=union",
 })
+# The merge driver those lines name. `.gitattributes` reaches every clone, `.git/config` none:
+# each clone defines the driver once, which this scaffold does wherever it runs in a git work
+# tree (and `moss merge setup` does alone). Git is run directly here, not through GitPython,
+# because install.sh runs this module on a bare python3.
+MERGE_DRIVER = "moss"
+MERGE_DRIVER_LABEL = "moss-files: merge artifacts by their structure"
+
 LINES_BEGIN = "# >>> moss-files >>>"
 LINES_END = "# <<< moss-files <<<"
 BLOCK_BEGIN = '<!-- moss-files:begin version="{version}" -->'
@@ -70,8 +80,9 @@ class Action:
 
     kinds: `mkdir` a folder; `create` a file with `content`; `append` `content` to the end of a
     file; `update` a file to `content` (only the toolkit's own lines differ); `exists`: left as
-    is. `base` is the file's bytes the plan was made from: apply refuses to append to or update
-    a file that no longer has them.
+    is; `config`: set the git settings in `settings` in this clone's own config (`.git/config`).
+    `base` is the file's bytes the plan was made from: apply refuses to append to or update a
+    file that no longer has them.
     """
 
     kind: str
@@ -79,6 +90,7 @@ class Action:
     detail: str
     content: bytes | None = None
     base: bytes | None = field(default=None, repr=False, compare=False)
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,8 +509,10 @@ def plan_scaffold(
     agents: Sequence[str] = (),
     templates: Templates | None = None,
     version: str = __version__,
+    moss_command: str | None = None,
 ) -> list[Action]:
-    """Plan the scaffold of the project at `root` without writing anything.
+    """Plan the scaffold of the project at `root` without writing anything; in a git work
+    tree this includes defining the merge driver (`moss_command`: the `moss` it runs).
 
     Raises NotFound when `root` does not exist, InvalidRequest when it is not a folder or a part
     or agent is unknown, plus the planner's errors (see `plan_actions`).
@@ -512,7 +526,52 @@ def plan_scaffold(
     templates = templates or load_templates()
     servers = {agent: mcp_servers(agent) for agent in agents}
     state = read_state(root, candidate_paths(templates, parts, agents, servers), edited_paths(agents, servers))
-    return plan_actions(state, templates, parts=parts, agents=agents, servers=servers, version=version)
+    actions = plan_actions(state, templates, parts=parts, agents=agents, servers=servers, version=version)
+    if any("merge=moss" in line for part in parts for line in GITATTRIBUTES_LINES[part]):
+        driver = plan_merge_driver(root, moss_command)
+        if driver is not None:
+            actions.append(driver)
+    return actions
+
+
+def default_moss_command() -> str:
+    """The `moss` of this installation, by absolute path when it can be found (git runs the
+    driver with whatever PATH it was started with), else `moss` from the PATH."""
+    beside = Path(sys.executable).parent / "moss"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("moss")
+    return str(Path(found).resolve()) if found else "moss"
+
+
+def merge_driver_settings(moss_command: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The git settings that define the moss merge driver."""
+    command = shlex.quote(moss_command or default_moss_command())
+    return ((f"merge.{MERGE_DRIVER}.name", MERGE_DRIVER_LABEL), (f"merge.{MERGE_DRIVER}.driver", f"{command} merge driver %O %A %B %P"))
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # no git on this machine: nothing to configure
+
+
+def plan_merge_driver(root: Path, moss_command: str | None = None) -> Action | None:
+    """The `config` action that defines the merge driver in the clone holding `root` (an
+    `exists` action when it is defined so already); None outside a git work tree."""
+    inside = _git(root, "rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.returncode != 0 or inside.stdout.strip() != "true":
+        return None
+    wanted = merge_driver_settings(moss_command)
+    missing = []
+    for key, value in wanted:
+        found = _git(root, "config", "--local", "--get", key)
+        if found is None or found.returncode != 0 or found.stdout.rstrip("\n") != value:
+            missing.append((key, value))
+    if not missing:
+        return Action("exists", ".git/config", "the merge driver is defined in this clone")
+    return Action("config", ".git/config", f"define the merge driver: {wanted[1][1]}", settings=tuple(missing))
 
 
 def apply_scaffold(root: Path | str, actions: Iterable[Action]) -> list[Action]:
@@ -535,6 +594,13 @@ def apply_scaffold(root: Path | str, actions: Iterable[Action]) -> list[Action]:
 
 def _apply_one(target: Path, action: Action) -> Action:
     if action.kind == "exists":
+        return action
+    if action.kind == "config":
+        for key, value in action.settings:
+            done = _git(target.parent, "config", "--local", key, value)
+            if done is None or done.returncode != 0:
+                reason = done.stderr.strip() if done is not None else "git could not be run"
+                raise RepoError(f"cannot set {key} in the clone's git config: {reason}", path=action.path)
         return action
     if action.kind == "mkdir":
         try:
@@ -658,15 +724,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print what would be done; write nothing")
     parser.add_argument("--json", action="store_true", help="print the actions as one JSON list on stdout")
     parser.add_argument("--agent", action="append", default=[], choices=sorted(AGENT_FILES), help="add agent notes (repeatable)")
+    parser.add_argument("--moss", metavar="PATH", default=None, help="the moss command the git merge driver runs (default: the one beside this python, else on PATH)")
     parser.add_argument(
         "--parts", action="append", default=None, metavar="PART[,PART]", help=f"parts to scaffold (default: {','.join(PARTS)})"
     )
     return parser
 
 
-def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: bool) -> list[Action]:
+def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: bool, moss_command: str | None = None) -> list[Action]:
     """Plan, and unless `dry_run`, apply the scaffold; return the actions (planned or done)."""
-    actions = plan_scaffold(root, parts=parts, agents=agents)
+    actions = plan_scaffold(root, parts=parts, agents=agents, moss_command=moss_command)
     return actions if dry_run else apply_scaffold(root, actions)
 
 
@@ -689,7 +756,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     parts = PARTS if args.parts is None else tuple(p for item in args.parts for p in item.split(",") if p)
     try:
-        actions = run(args.dir, parts=parts, agents=args.agent, dry_run=args.dry_run)
+        actions = run(args.dir, parts=parts, agents=args.agent, dry_run=args.dry_run, moss_command=args.moss)
     except MossError as err:
         print(json.dumps(error_body(err)) if args.json else describe(err), file=sys.stderr)
         return err.exit_code

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 import needlecast
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
+from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation.context import Context
 from moss_files.foundation.workspace import find_workspace
 
@@ -215,6 +215,7 @@ def sidecar(
 
 def main() -> None:
     """Console-script entry point."""
+    warn_if_clone_lacks_merge_driver(sys.argv[1:])
     try:
         app()
     except BrokenPipeError:  # `needlecast inbox | head`

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, fs
+from moss_files.foundation import conflicts, document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 from needlecast import message as msg
@@ -45,11 +45,14 @@ from needlecast.shared_file import (
     list_names,
     read_ends,
     read_if_any,
+    refuse_conflicted,
     rewrite,
     side_name,
 )
 
 DIR_NAME = ".needlecast"
+KEEP_FILE = ".gitkeep"
+KEEP_TEXT = "# Keeps this folder in git, so every clone keeps layout v2 (a file per message).\n"
 STATE_DIR = ".state"
 TAIL_SETTLE_SECONDS = 2.0  # an outbox not ending in a line break is left alone this long
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -137,8 +140,11 @@ def init_mailbox(root: Path, layout: str = "v1") -> Mailbox:
     box.check_links()
     box.dir.mkdir(parents=True, exist_ok=True)
     if layout == "v2":
-        box.inbox_dir.mkdir(exist_ok=True)
-        box.outbox_dir.mkdir(exist_ok=True)
+        for folder in (box.inbox_dir, box.outbox_dir):
+            folder.mkdir(exist_ok=True)
+            # Git tracks files, not folders: without one, a clone would lack the empty folders
+            # and take the workspace for layout v1. Readers skip dot files.
+            fs.create_exclusive(folder / KEEP_FILE, KEEP_TEXT.encode())
     else:
         for name in ("inbox.md", "outbox.md"):
             fs.create_exclusive(box.dir / name, template(name).encode())
@@ -194,6 +200,11 @@ def scan_mailfile(data: bytes | None, path: Path, sender: str, *, max_message_by
                               path=path, details={"max_bytes": MAX_MAILBOX_BYTES, "actual_bytes": len(data)})
         return [_entry(None, sender, data, "file", None, err, path, 1)], ""
     text, _bom = mail_text(data)
+    marker = conflicts.first_marker_line(text)
+    if marker is not None:
+        # Half of a git merge: which blocks are messages is for a person to settle. The file
+        # is one entry with the problem, so readers list it and the router leaves it alone.
+        return [_entry(None, sender, data, "file", None, conflicts.conflict_error(path, marker), path, marker)], ""
     mailfile = msg.split_blocks(text)
     entries: list[Entry] = []
     seen: dict[str, int] = {}
@@ -563,6 +574,7 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
             raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
         return box.outbox_dir / name
     with fs.locked(box.outbox_file):
+        refuse_conflicted(box.outbox_file, read_if_any(box.outbox_file))
         head, tail = read_ends(box.outbox_file)
         if head is None:
             fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))

@@ -260,6 +260,10 @@ class Router:
             if plan.remove_only:
                 finished.append(entry)
                 continue
+            if plan.held is not None:
+                assert entry.problem is not None
+                work.report.problems.append({"sleeve": work.sender, **error_body(entry.problem)["error"]})
+                continue
             if work.held.get(entry.key):
                 work.report.pending += 1
                 continue

@@ -99,6 +99,7 @@ class EntryPlan:
     resolved: tuple[str, ...] = ()  # every known recipient
     undeliverable: tuple[str, ...] = ()
     remove_only: bool = False  # routed before (a resurrected or retried copy)
+    held: str | None = None  # the code of why the entry waits untouched (MERGE_CONFLICT)
 
 
 def resolve_recipients(to: Iterable[str], sender: str, directory: Directory) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -132,6 +133,9 @@ def plan_entry(entry: Entry, sender: str, directory: Directory, record: Record |
     if record is not None and record.digest == entry.digest and record.settled():
         return EntryPlan(entry.key, None, remove_only=True)
     done_dead = record.dead if record is not None and record.digest == entry.digest else set()
+    if entry.problem is not None and entry.problem.code == "MERGE_CONFLICT":
+        # Half of a git merge: neither delivered nor dead-lettered nor removed until resolved.
+        return EntryPlan(entry.key, None, held="MERGE_CONFLICT")
     if entry.message is None:
         problem = entry.problem
         code = problem.code if problem is not None else "MESSAGE_INVALID"

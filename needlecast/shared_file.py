@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from moss_files.foundation import fs
+from moss_files.foundation import conflicts, fs
 from moss_files.foundation.errors import Conflict, InvalidRequest
 
 # Our side files: a plain temporary (no kind), a complete new version (`ready`), the version
@@ -123,8 +123,18 @@ def clear_dead_temporaries(folder: Path) -> None:
             (folder / name).unlink(missing_ok=True)
 
 
+def refuse_conflicted(path: Path, data: bytes | None) -> None:
+    """Raise MERGE_CONFLICT when `data` (the file's bytes) holds git conflict markers: no
+    rewrite, append or recovery ever writes to such a file."""
+    if data and (b"<<<<<<<" in data or b">>>>>>>" in data or b"|||||||" in data):
+        conflicts.check_no_conflict(data.decode("utf-8", "surrogateescape"), path)
+
+
 def fold_leftovers(path: Path, merge: Merge) -> None:
-    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock)."""
+    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock).
+    Raises MERGE_CONFLICT, leaving the leftovers, when the file holds conflict markers."""
+    if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in list_names(path.parent)):
+        refuse_conflicted(path, read_if_any(path))
     for name in list_names(path.parent):
         match = LEFTOVER.match(name)
         if not match or match.group("name") != path.name:
@@ -166,7 +176,8 @@ def rewrite(
     Where the exchange is unsupported (or `exchange` is False) the file is compared just before
     an ordinary rename and bytes appended to the replaced file afterwards are carried over;
     only an editor's save landing between that comparison and the rename could then be lost.
-    Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE.
+    Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE, and
+    InvalidDocument MERGE_CONFLICT for a file git left with conflict markers (never written).
     """
     fs.check_confined(path)
     with fs.locked(path, timeout=timeout):
@@ -178,6 +189,7 @@ def rewrite(
                 fd = None
             try:
                 data = read_fd(fd) if fd is not None else None
+                refuse_conflicted(path, data)
                 new = transform(data)
                 if new is None or new == data:
                     return False

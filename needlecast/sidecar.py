@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import fs
+from moss_files.foundation.conflicted import find_conflicted
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
 from moss_files.foundation.httpguard import is_loopback
 from moss_files.foundation.ids import format_time, system_clock
-
 from needlecast import DEFAULT_PORT, mailbox
 from needlecast import message as msg
 from needlecast.httpapi import Api, make_server
 from needlecast.mailbox import Mailbox
-from needlecast.router import RouteReport, Router, report_to_dict
+from needlecast.router import Router, RouteReport, report_to_dict
 from needlecast.routing import entry_to_dict
 from needlecast.sleeves import REGISTRY_NAME
 from needlecast.status import PartCache, build_status, parse_vmrss
@@ -406,6 +406,12 @@ class Sidecar:
             "problems": self.problems,
         }
 
+    def _conflicts_part(self) -> list[dict[str, Any]]:
+        # The memory files and mailboxes only: the files this daemon reads. Capsules and the
+        # board can be many thousand files; `moss merge check` scans those on demand.
+        found = find_conflicted(self.root, (".cstack", ".needlecast"))
+        return [{"code": "MERGE_CONFLICT", "path": str(path.relative_to(self.root)), "line": line} for path, line in found]
+
     def _process_part(self) -> dict[str, Any]:
         memory: float | None = None
         try:
@@ -421,6 +427,7 @@ class Sidecar:
                 "cstack": self.cache.get("cstack", self._cstack_part),
                 "needlecast": self.cache.get("needlecast", self._needlecast_part),
                 "router": self.cache.get("router", self._router_part),
+                "conflicts": self.cache.get("conflicts", self._conflicts_part),
                 "process": self.cache.get("process", self._process_part),
             }
         return build_status(self.name, str(self.root), parts)

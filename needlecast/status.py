@@ -16,7 +16,7 @@ from moss_files.foundation.errors import MossError, error_body
 Clock = Callable[[], float]
 
 # Seconds each part may be served from cache (the process part is always fresh).
-TTLS = {"cstack": 5.0, "needlecast": 1.0, "router": 0.0, "process": 0.0}
+TTLS = {"cstack": 5.0, "needlecast": 1.0, "router": 0.0, "conflicts": 5.0, "process": 0.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ def build_status(sleeve_name: str, workspace_path: str, parts: dict[str, Part]) 
         "sleeve_name": sleeve_name,
         "workspace": {"path": workspace_path, "cstack": parts["cstack"].value if "cstack" in parts else None},
     }
-    for name in ("needlecast", "router", "process"):
+    for name in ("needlecast", "router", "conflicts", "process"):
         if name in parts:
             body[name] = parts[name].value
     body["degraded"] = sorted(name for name, part in parts.items() if part.degraded)

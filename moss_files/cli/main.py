@@ -184,23 +184,18 @@ def init(
     # Imported here so the other commands don't load the scaffold at start-up.
     from moss_files import scaffold
     from moss_files.cli.support import note
-    from moss_files.foundation import gitsettings, workspace
-    from moss_files.merge import clone as merge_clone
+    from moss_files.foundation import workspace
 
     with reporting(as_json):
         root = workspace.init_root(explicit=directory)
         actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run)
-        driver = None if dry_run or gitsettings.git_dir(root) is None else merge_clone.setup(root)
     for action in actions:
         note(scaffold.render_action(action, dry_run=dry_run))
-    if driver is not None:
-        note("set   git config merge.moss.* (the merge driver, in this clone only; other clones run `moss merge setup`)")
     note(scaffold.summary_line(root, actions, dry_run=dry_run))
-    emit({**scaffold.report_to_dict(root, actions, dry_run=dry_run), "merge_driver": driver}, as_json, text="")
+    emit(scaffold.report_to_dict(root, actions, dry_run=dry_run), as_json, text="")
 
 
 def main() -> None:
     """Console-script entry point."""
-    first = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
-    warn_if_clone_lacks_merge_driver(skip=first in (None, "merge", "init", "version", "codes"))
+    warn_if_clone_lacks_merge_driver(sys.argv[1:], setup_commands=("init", "merge", "version", "codes"))
     app()

@@ -13,8 +13,10 @@ import typer
 
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
 from moss_files.foundation import gitsettings, workspace
-from moss_files.merge import clone, driver
-from moss_files.merge.conflicted import find_conflicted
+from moss_files import scaffold
+from moss_files.foundation.errors import RepoError
+from moss_files.merge import driver
+from moss_files.foundation.conflicted import find_conflicted
 
 
 def register(app: typer.Typer) -> None:
@@ -45,11 +47,17 @@ def register(app: typer.Typer) -> None:
     @merge_app.command("setup")
     def setup_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Define the merge driver in this clone's git config (git never copies it between clones:
-        run this once per clone; `moss init` and install.sh do it for you)."""
+        run this once per clone; `moss init`, `cstack init` and install.sh do it for you)."""
         with reporting(as_json):
             top = workspace.find_workspace(explicit=root)
-            settings = clone.setup(top)
-        emit({"ok": True, "settings": settings}, as_json, text="\n".join(f"{key} = {value}" for key, value in settings.items()))
+            planned = scaffold.plan_merge_driver(top)
+            if planned is None:
+                raise RepoError(f"{top} is not inside a git work tree", code="REPO_ERROR", path=top,
+                                hint="the merge driver is a git setting: run `git init` (or clone the project) first")
+            done = scaffold.apply_scaffold(top, [planned])[0]
+        settings = dict(scaffold.merge_driver_settings())
+        text = "\n".join(f"{key} = {value}" for key, value in settings.items())
+        emit({"ok": True, "changed": done.kind == "config", "settings": settings}, as_json, text=text)
 
     @merge_app.command("check")
     def check_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:

@@ -89,11 +89,14 @@ def note(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def warn_if_clone_lacks_merge_driver(skip: bool = False) -> None:
+def warn_if_clone_lacks_merge_driver(argv: list[str], *, setup_commands: tuple[str, ...] = ("init",)) -> None:
     """Say once, on stderr, when the workspace around the current directory (or $MOSS_ROOT)
-    has a `.gitattributes` naming the moss merge driver that this clone does not define.
-    Every CLI calls this before its command runs; `skip` for the commands that set it up."""
-    if skip:
+    has a `.gitattributes` naming the moss merge driver that this clone does not define. Every
+    CLI calls this with its arguments before the command runs. Silent for help, for the
+    commands that set the driver up, and with --json (stderr then carries only JSON; `moss
+    merge check --json` reports the same as `driver_configured`)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    if first is None or first in setup_commands or "--json" in argv or "--help" in argv:
         return
     try:
         root = workspace.find_workspace(explicit=os.environ.get(ROOT_ENV) or None)

@@ -149,19 +149,3 @@ def _has_commits(repo: git.Repo) -> bool:
         return False
     return True
 
-
-def set_config(repo: git.Repo, key: str, value: str) -> None:
-    """Set `key` to `value` in the repository's own config (`.git/config`).
-
-    Raises RepoError when git refuses.
-    """
-    _run(repo, "config", "--local", key, value)
-
-
-def get_config(repo: git.Repo, key: str) -> str | None:
-    """The value of `key` in the repository's own config, or None when it is not set."""
-    try:
-        value = _run(repo, "config", "--local", "--get", key)
-    except RepoError:
-        return None  # git exits 1 for a key that is not set
-    return value if isinstance(value, str) else value.decode()

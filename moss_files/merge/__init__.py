@@ -1,2 +1,3 @@
 """Git as the transport: the merge driver that merges the toolkit's files by their structure
-(driver.py) and the per-clone git settings it needs (clone.py)."""
+(driver.py). Each clone
+defines the driver through the scaffold (`moss merge setup`)."""

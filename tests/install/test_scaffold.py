@@ -434,13 +434,24 @@ def test_module_runs_on_the_standard_library_alone(repo: Path) -> None:
     dry = run_module("--dry-run", "--json", "--agent", "claude", str(repo))
     assert dry.returncode == 0, dry.stderr
     planned = json.loads(dry.stdout)["actions"]
-    assert {row["kind"] for row in planned} == {"mkdir", "create"}
+    # In a git work tree the clone also gets the merge driver that .gitattributes names.
+    assert {row["kind"] for row in planned} == {"mkdir", "create", "config"}
     assert sorted(p.name for p in repo.iterdir()) == [".git"]
+    assert subprocess.run(["git", "config", "--get", "merge.moss.driver"], cwd=repo).returncode == 1  # a dry run writes nothing
     done = run_module("--json", "--agent", "claude", str(repo))
     assert done.returncode == 0, done.stderr
     assert [(r["kind"], r["path"]) for r in json.loads(done.stdout)["actions"]] == [(r["kind"], r["path"]) for r in planned]
+    driver = subprocess.run(["git", "config", "--get", "merge.moss.driver"], cwd=repo, capture_output=True, text=True).stdout
+    assert driver.strip() == f"{Path(sys.executable).parent / 'moss'} merge driver %O %A %B %P"
     again = run_module("--json", "--parts", "cstack,moss", str(repo))
     assert {row["kind"] for row in json.loads(again.stdout)["actions"]} == {"exists"}
+
+
+def test_outside_git_there_is_no_driver_to_define(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = run_module("--json", "--parts", "cstack", str(plain), cwd=tmp_path)
+    assert done.returncode == 0 and "config" not in {row["kind"] for row in json.loads(done.stdout)["actions"]}
 
 
 def test_module_exit_statuses(tmp_path: Path, repo: Path) -> None:

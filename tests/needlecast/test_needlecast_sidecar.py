@@ -144,7 +144,8 @@ def test_status_shape_and_counts(sidecar: Running, team: Path) -> None:
     # The counts are cached for a second, so wait for a reading taken after the pass ended.
     wait_for(lambda: sidecar.get("/status")[1]["needlecast"] == counts, timeout=5, message="counts refreshed")
     _, body = sidecar.get("/status")
-    assert set(body) == {"sleeve_name", "workspace", "needlecast", "router", "process", "degraded"}
+    assert set(body) == {"sleeve_name", "workspace", "needlecast", "router", "conflicts", "process", "degraded"}
+    assert body["conflicts"] == []
     assert body["sleeve_name"] == "team" and body["workspace"] == {"path": str(team.resolve()), "cstack": None}
     assert body["process"]["pid"] == sidecar.process.pid
     assert isinstance(body["process"]["uptime_seconds"], int) and body["process"]["memory_mb"] > 0

@@ -1,4 +1,5 @@
-"""Which of the toolkit's files hold git conflict markers. Edge layer (reads files)."""
+"""Which of the toolkit's files hold git conflict markers: the scan behind `moss merge check` and
+the sidecar's `/status`. Edge layer (reads files)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ TOOLKIT_FOLDERS = (".cstack", ".needlecast", ".moss")
 _SKIPPED = {"cache", "run", "exports", ".state"}  # derived or per-machine: never merged
 
 
-def find_conflicted(root: Path) -> list[tuple[Path, int]]:
+def find_conflicted(root: Path, folders: tuple[str, ...] = TOOLKIT_FOLDERS) -> list[tuple[Path, int]]:
     """(file, line of its first marker) for every text file under the workspace's toolkit
-    folders that holds git conflict markers, in path order."""
+    folders (or the given ones) that holds git conflict markers, in path order."""
     found: list[tuple[Path, int]] = []
-    for folder in TOOLKIT_FOLDERS:
+    for folder in folders:
         top = root / folder
         if not top.is_dir() or top.is_symlink():
             continue
