@@ -44,6 +44,7 @@ class Reply:
     error_type: str = ""
     headers: dict[str, str] = field(default_factory=dict)
     cut_after: int = 0  # events sent before a cut
+    message: str = ""
 
 
 def text(answer: str, *, input_tokens: int = 100, output_tokens: int = 20) -> Reply:
@@ -58,8 +59,8 @@ def tool(name: str, arguments: dict[str, Any], *, say: str = "", call_id: str | 
     return Reply("stream", blocks, "tool_use", 150, 30)
 
 
-def error(status: int, error_type: str, *, headers: dict[str, str] | None = None) -> Reply:
-    return Reply("error", status=status, error_type=error_type, headers=headers or {})
+def error(status: int, error_type: str, *, headers: dict[str, str] | None = None, message: str = "") -> Reply:
+    return Reply("error", status=status, error_type=error_type, headers=headers or {}, message=message)
 
 
 def cut(answer: str = "This answer breaks off in the mid", after: int = 3) -> Reply:
@@ -112,6 +113,7 @@ class FakeMessagesAPI:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.release = threading.Event()
         self.got_request = threading.Condition(self.lock)
         fake = self
 
@@ -132,7 +134,7 @@ class FakeMessagesAPI:
                 if item is None:
                     return self._error(400, "invalid_request_error", {}, "the test's script has no reply left")
                 if item.kind == "error":
-                    return self._error(item.status, item.error_type, item.headers, f"scripted {item.status}")
+                    return self._error(item.status, item.error_type, item.headers, item.message or f"scripted {item.status}")
                 events = stream_events(item, f"msg_{number:04d}")
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -148,7 +150,7 @@ class FakeMessagesAPI:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                 elif item.kind == "hang":
-                    fake.stopping.wait(120)
+                    fake.release.wait(120)  # until the test lets go; then the stream just ends, broken
 
             def _error(self, status: int, error_type: str, headers: dict[str, str], message: str) -> None:
                 data = json.dumps({"type": "error", "error": {"type": error_type, "message": message}}).encode()
@@ -174,6 +176,7 @@ class FakeMessagesAPI:
 
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=10)
@@ -238,6 +241,20 @@ def agent_env(api: FakeMessagesAPI | None, **more: str) -> dict[str, str]:
 def api() -> Iterator[FakeMessagesAPI]:
     with FakeMessagesAPI() as fake:
         yield fake
+
+
+@pytest.fixture(autouse=False)
+def anyio_workers_finish() -> Iterator[None]:
+    """Wait (with a deadline) for AnyIO's worker threads to end after a run's event loop closed."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name in ("AnyIO worker thread", "moss-agent-model"):
+            thread.join(timeout=15)
+
+
+def files_under(root: Path) -> list[Path]:
+    """Every regular file under `root` (the test greps them)."""
+    return [path for path in root.rglob("*") if path.is_file() and not path.is_symlink()]
 
 
 def read_events(root: Path) -> list[dict[str, Any]]:

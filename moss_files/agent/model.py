@@ -508,6 +508,32 @@ def run_ids_in(body: str) -> list[str]:
     return [match.group("id") for match in RUN_HEADING.finditer(body)]
 
 
+# --------------------------------------------------------------------------- tool outputs and arguments
+
+ARGUMENT_SUMMARY_CHARS = 200
+
+
+def cap_text(text: str, max_bytes: int) -> tuple[str, bool, int]:
+    """(`text` cut to at most `max_bytes` UTF-8 bytes at a character boundary, with a note
+    saying so, whether it was cut, its full size in bytes)."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False, len(data)
+    kept = data[:max_bytes].decode("utf-8", errors="ignore")
+    return f"{kept}\n[output truncated: {len(kept.encode('utf-8'))} of {len(data)} bytes shown]", True, len(data)
+
+
+def summarize_arguments(arguments: Any, limit: int = ARGUMENT_SUMMARY_CHARS) -> Any:
+    """Arguments as a log shows them: long texts cut (with their length), nesting kept."""
+    if isinstance(arguments, str):
+        return arguments if len(arguments) <= limit else f"{arguments[:limit]}… ({len(arguments)} chars)"
+    if isinstance(arguments, Mapping):
+        return {str(key): summarize_arguments(value, limit) for key, value in list(arguments.items())[:50]}
+    if isinstance(arguments, list):
+        return [summarize_arguments(item, limit) for item in arguments[:20]] + ([f"… ({len(arguments)} items)"] if len(arguments) > 20 else [])
+    return arguments
+
+
 # --------------------------------------------------------------------------- showing events
 
 

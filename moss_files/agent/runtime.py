@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 DELTA_FLUSH_CHARS = 2048
 DELTA_FLUSH_SECONDS = 1.0
-ARGUMENT_SUMMARY_CHARS = 200
 ORIENT_PART_CHARS = 6000
 META_KEY = "moss-files/agent"  # tool calls carry the session and run in _meta, for the server's audit log
 BASE_SYSTEM = """\
@@ -171,11 +170,10 @@ class ToolHost:
                 self.routes[name] = Route(name, server, tool.name, tool.description, tool.input_schema, tool.read_only)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: Any) -> bool:
         pool, self._pool = self._pool, None
         try:
-            if pool is not None:
-                await pool.__aexit__(*exc)
+            return bool(pool is not None and await pool.__aexit__(*exc))
         finally:
             for log in self._logs:
                 log.close()
@@ -229,27 +227,6 @@ class ToolHost:
 
 
 # --------------------------------------------------------------------------- small pure helpers
-
-
-def cap_text(text: str, max_bytes: int) -> tuple[str, bool, int]:
-    """(`text` cut to at most `max_bytes` UTF-8 bytes at a character boundary, with a note
-    saying so, whether it was cut, its full size in bytes)."""
-    data = text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return text, False, len(data)
-    kept = data[:max_bytes].decode("utf-8", errors="ignore")
-    return f"{kept}\n[output truncated: {len(kept.encode('utf-8'))} of {len(data)} bytes shown]", True, len(data)
-
-
-def summarize_arguments(arguments: Any, limit: int = ARGUMENT_SUMMARY_CHARS) -> Any:
-    """Arguments as a log shows them: long texts cut (with their length), nesting kept."""
-    if isinstance(arguments, str):
-        return arguments if len(arguments) <= limit else f"{arguments[:limit]}… ({len(arguments)} chars)"
-    if isinstance(arguments, Mapping):
-        return {str(key): summarize_arguments(value, limit) for key, value in list(arguments.items())[:50]}
-    if isinstance(arguments, list):
-        return [summarize_arguments(item, limit) for item in arguments[:20]] + ([f"… ({len(arguments)} items)"] if len(arguments) > 20 else [])
-    return arguments
 
 
 class DeltaCoalescer:
@@ -442,7 +419,7 @@ class Run:
         extra = {"origin": origin} if origin else {}
         base = {"step": step, "call_id": call.id, **extra}
         self.emit("tool.requested", {**base, "name": call.name, "server": route.server.name if route else None,
-                                     "tool": route.qualified if route else call.name, "arguments": summarize_arguments(dict(call.input))})
+                                     "tool": route.qualified if route else call.name, "arguments": model.summarize_arguments(dict(call.input))})
         if route is None:
             return self._failed(base, call.name, NotFound(f"no tool named {call.name!r}", details={"tool": call.name}), 0)
         problems = schema.check_arguments(dict(call.input), route.input_schema)
@@ -467,7 +444,7 @@ class Run:
             answer = await host.call(route, call.input, meta=meta)
         except MossError as err:
             return self._failed(base, route.qualified, err, int((time.monotonic() - started) * 1000))
-        text, truncated, size = cap_text(answer.text, self.rt.settings.max_output_bytes)
+        text, truncated, size = model.cap_text(answer.text, self.rt.settings.max_output_bytes)
         common = {**base, "tool": route.qualified, "duration_ms": answer.duration_ms, "bytes": size, "truncated": truncated, "output": text}
         if answer.is_error:
             first = (answer.text.strip().splitlines() or ["(no message)"])[0][:300]

@@ -10,8 +10,8 @@ Anthropic SDK only to run the model), so `moss agent sessions` and `logs` start 
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,12 @@ import anyio
 from moss_files.agent import model, paths, policy, schema
 from moss_files.agent.model import AgentFailure, Session
 from moss_files.agent.policy import Policy
-from moss_files.agent.runtime import HANDOFF_PROMPT, Output, Runtime, Silent, ToolHost, cap_text
+from moss_files.agent.runtime import HANDOFF_PROMPT, Output, Runtime, Silent, ToolHost
 from moss_files.agent.settings import AGENT_TOML, AGENT_TOML_TEMPLATE, AgentSettings, parse_settings
 from moss_files.agent.store import Redactor, SessionStore, open_server_log
 from moss_files.foundation import arguments, fs
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 # --------------------------------------------------------------------------- settings and policy
 
@@ -66,6 +66,28 @@ def open_store(ctx: Context, settings: AgentSettings, secrets: Sequence[str] = (
 
 
 # --------------------------------------------------------------------------- runtime
+
+
+@contextmanager
+def redacting(ctx: Context, environ: Mapping[str, str]) -> Iterator[None]:
+    """Errors leaving the block carry no secret the runtime could have read: the API key and
+    the variables passed on to servers are replaced in their message, details and hint."""
+    try:
+        yield
+    except MossError as err:
+        raise Redactor(_secret_values(ctx, environ)).error(err) from None
+    except Exception as exc:
+        redactor = Redactor(_secret_values(ctx, environ))
+        raise MossError(f"internal error: {type(exc).__name__}: {redactor.text(str(exc))}", hint="set MOSS_DEBUG=1 for the traceback") from exc
+
+
+def _secret_values(ctx: Context, environ: Mapping[str, str]) -> list[str]:
+    try:
+        settings = load_settings(ctx)
+    except MossError:
+        settings = AgentSettings()
+    names = {settings.llm.api_key_env, *(key for server in settings.servers for key in server.env_from)}
+    return [environ[name] for name in names if environ.get(name)]
 
 
 class _Loader:
@@ -189,7 +211,8 @@ def run(ctx: Context, prompt: str, *, session: str | None = None, wait: float = 
                 "handoff_run": model.run_to_dict(after) if after else None,
             }
 
-    return anyio.run(work)
+    with redacting(ctx, environ):
+        return anyio.run(work)
 
 
 class Interrupt:
@@ -346,7 +369,8 @@ def mcp_list(ctx: Context, *, environ: Mapping[str, str]) -> dict[str, Any]:
                 out.append({**status, "tools": tools})
             return {"servers": out}
 
-    return anyio.run(work)
+    with redacting(ctx, environ):
+        return anyio.run(work)
 
 
 def _rule_of(runtime: Runtime, route: Any) -> policy.ToolRule | None:
@@ -394,14 +418,15 @@ def mcp_call(ctx: Context, target: str, *, assignments: Sequence[str] = (), json
                 raise Conflict(f"{target} is not allowed: {'; '.join(d.reason for d in denied)}", code="CAPABILITY_DENIED", status=403,
                                details={"decisions": shown}, hint=f"the policy is in {AGENT_TOML}")
             answer = await host.call(route, values)
-            text, truncated, size = cap_text(answer.text, runtime.settings.max_output_bytes)
+            text, truncated, size = model.cap_text(answer.text, runtime.settings.max_output_bytes)
             if answer.is_error:
                 raise AgentFailure(f"{target} answered an error: {(answer.text.strip().splitlines() or [''])[0][:300]}", code="TOOL_FAILED",
                                 details={"text": text[:4000], "structured": answer.structured})
             return {"server": server_name, "tool": route.tool, "decisions": shown, "is_error": False, "text": text,
                     "structured": answer.structured, "bytes": size, "truncated": truncated, "duration_ms": answer.duration_ms}
 
-    return anyio.run(work)
+    with redacting(ctx, environ):
+        return anyio.run(work)
 
 
 def session_files(ctx: Context, session_id: str) -> tuple[Path, Path]:

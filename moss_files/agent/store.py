@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from moss_files.agent import model
 from moss_files.agent.model import Event, EventLog, Session
 from moss_files.foundation import document, fs
-from moss_files.foundation.errors import Conflict, NotFound
+from moss_files.foundation.errors import Conflict, MossError, NotFound
 
 REDACTED = "[redacted]"
 MIN_SECRET_LENGTH = 8  # shorter values would redact ordinary words
@@ -37,6 +37,15 @@ class Redactor:
             if secret in value:
                 value = value.replace(secret, REDACTED)
         return value
+
+    def error(self, err: MossError) -> MossError:
+        """`err` with its message, details and hint redacted (the same object)."""
+        if self.secrets:
+            err.message = self.text(err.message)
+            err.args = (err.message,)
+            err.details = self.data(err.details)
+            err.hint = self.text(err.hint) if err.hint else err.hint
+        return err
 
     def data(self, value: Any) -> Any:
         if not self.secrets:

@@ -209,15 +209,32 @@ class Pool:
             raise
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        await self._close(*exc)
+    async def __aexit__(self, *exc: Any) -> bool:
+        return await self._close(*exc)
 
-    async def _close(self, *exc: Any) -> None:
+    async def _close(self, *exc: Any) -> bool:
         for connection in self.connections:
             connection.stop()
         group, self._group = self._group, None
-        if group is not None:
-            await group.__aexit__(*exc)
+        if group is None:
+            return False
+        try:
+            return bool(await group.__aexit__(*exc))
+        except BaseExceptionGroup as grouped:
+            # The connections' tasks never fail, so a group holds only what the body raised
+            # (and cancellations): let that propagate as it was, not wrapped.
+            original = exc[1]
+            cancelled = anyio.get_cancelled_exc_class()
+            if original is not None and all(leaf is original or isinstance(leaf, cancelled) for leaf in _leaves(grouped)):
+                return False
+            raise
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    found: list[BaseException] = []
+    for item in group.exceptions:
+        found.extend(_leaves(item) if isinstance(item, BaseExceptionGroup) else [item])
+    return found
 
 
 def answer_text(content: Sequence[Any], structured: Any) -> str:
