@@ -182,8 +182,14 @@ class SessionStore:
     # ----------------------------------------------------------------- lookups
 
     def resolve_session(self, prefix: str) -> str:
-        """The session id an id or unambiguous prefix names."""
-        return model.resolve_prefix(prefix, self.session_ids(), "session")
+        """The session id an id or unambiguous prefix names; `last` names the newest session
+        (no ULID holds an L, so it is never a prefix)."""
+        ids = self.session_ids()
+        if prefix.strip().lower() == "last":
+            if not ids:
+                raise NotFound("there is no session yet", hint='`moss agent run "..."` starts one')
+            return ids[-1]
+        return model.resolve_prefix(prefix, ids, "session")
 
     def resolve_run(self, prefix: str) -> tuple[str, str]:
         """(session id, run id) for a run id or unambiguous prefix: from the run sections of

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from moss_files.foundation.context import Context
 
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
-SessionOpt = Annotated[str | None, typer.Option("--session", metavar="ID", help="A session id, or an unambiguous prefix of one.", show_default=False)]
+SessionOpt = Annotated[str | None, typer.Option("--session", metavar="ID", help="A session id, an unambiguous prefix of one, or last (the newest).", show_default=False)]
 WaitOpt = Annotated[float, typer.Option("--wait", metavar="SECONDS", help="Wait this long for a run of the same session to end (default: refuse at once with SESSION_BUSY).")]
 
 
