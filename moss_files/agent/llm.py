@@ -15,8 +15,7 @@ response body, and the runtime redacts every text it writes anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
@@ -24,31 +23,10 @@ import anyio
 import httpx2
 
 from moss_files.agent.model import AgentFailure
-from moss_files.agent.stream import IncompleteStream, Reply, ReplyBuilder, parse_retry_after, retry_delay
+from moss_files.agent.stream import IncompleteStream, ModelRequest, Reply, ReplyBuilder, Retry, parse_retry_after, retry_delay
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRY_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
-    """One call: the model, the system prompt, the conversation and the tools."""
-
-    model: str
-    system: str
-    messages: Sequence[Mapping[str, Any]]
-    tools: Sequence[Mapping[str, Any]]
-    max_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """An attempt that failed and will be repeated after `delay` seconds."""
-
-    attempt: int
-    reason: str
-    status: int | None
-    delay: float
 
 
 class AnthropicModel:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from moss_files.agent import costs, model, policy, schema, window
+from moss_files.agent.stream import ModelRequest
 from moss_files.agent.model import Event, AgentFailure, RunSummary, Usage
 from moss_files.agent.policy import Decision, Policy
 from moss_files.agent.settings import AgentSettings, ServerSettings
@@ -34,8 +35,7 @@ from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
 
 if TYPE_CHECKING:
-    from moss_files.agent.llm import ModelRequest, Retry
-    from moss_files.agent.stream import Reply
+    from moss_files.agent.stream import Reply, Retry
     from moss_files.mcp.client import Connection, Pool, ToolAnswer
 
 DELTA_FLUSH_CHARS = 2048
@@ -366,8 +366,6 @@ class Run:
         tools = host.model_tools()
         history = window.history_turns(earlier)
         current: list[window.Message] = [window.user_text(self.prompt)]
-        from moss_files.agent.llm import ModelRequest
-
         while True:
             self.steps += 1
             built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens)

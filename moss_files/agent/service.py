@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -188,44 +188,95 @@ def create_session(ctx: Context, runtime: Runtime, prompt: str) -> str:
 
 
 def run(ctx: Context, prompt: str, *, session: str | None = None, wait: float = 0.0, handoff: bool = False,
-        environ: Mapping[str, str], output: Output | None = None) -> dict[str, Any]:
-    """One run of a prompt, in a new session or the one `session` names (an id or an
-    unambiguous prefix); with `handoff`, a second run writes the handoff capsule and memory.
+        environ: Mapping[str, str], output: Output | None = None, catch_sigint: bool = False) -> dict[str, Any]:
+    """One run of a prompt, in a new session or the one `session` names (an id, an
+    unambiguous prefix, or `last`); with `handoff`, a second run writes the handoff capsule and
+    memory. With `catch_sigint` (the CLI), Ctrl-C cancels the run, which is recorded as
+    RUN_CANCELLED; a second Ctrl-C stops at once.
 
     Returns {session, run, handoff_run}. Raises AgentFailure (exit 9) with details {session, run}
-    when the run fails, Conflict SESSION_BUSY when another run keeps the session past `wait`.
+    when the run fails, Conflict SESSION_BUSY when another run keeps the session past `wait`,
+    KeyboardInterrupt after an interrupt.
     """
     text = arguments.required(prompt, "prompt")
     if wait < 0:
         raise arguments.refuse("wait", "must be 0 or more seconds")
     shown = output or Silent()
+    stop = Interrupt()
 
-    async def work() -> dict[str, Any]:
+    async def work() -> dict[str, Any] | None:
+        with ExitStack() as signals:
+            if catch_sigint:
+                signals.enter_context(stop.on_sigint())
+            return await attempt()
+
+    async def attempt() -> dict[str, Any] | None:
         async with open_runtime(ctx, environ=environ) as runtime:
+            if stop.fired:
+                return None
             session_id = runtime.store.resolve_session(session) if session else create_session(ctx, runtime, text)
-            summary = await runtime.run(session_id, text, wait=wait, output=shown)
-            after = await runtime.run(session_id, HANDOFF_PROMPT, wait=wait, output=shown, origin="handoff") if handoff else None
-            return {
-                "session": _session_dict(runtime.store, session_id),
-                "run": model.run_to_dict(summary),
-                "handoff_run": model.run_to_dict(after) if after else None,
-            }
+            with anyio.CancelScope() as scope:
+                stop.scope = scope
+                summary = await runtime.run(session_id, text, wait=wait, output=shown)
+                after = await runtime.run(session_id, HANDOFF_PROMPT, wait=wait, output=shown, origin="handoff") if handoff else None
+                return {
+                    "session": _session_dict(runtime.store, session_id),
+                    "run": model.run_to_dict(summary),
+                    "handoff_run": model.run_to_dict(after) if after else None,
+                }
+            stop.scope = None
+            return None
 
     with redacting(ctx, environ):
-        return anyio.run(work)
+        result = anyio.run(work)
+    if result is None:
+        raise KeyboardInterrupt
+    return result
 
 
 class Interrupt:
-    """Cancels the run in progress when fired (Ctrl-C in `chat`); False when none runs."""
+    """Ctrl-C, as the entry point's signal handler reports it: cancels the run in progress
+    (an anyio cancel scope, so the run records RUN_CANCELLED and the servers still close in
+    order), and remembers that it happened. `fire` is False when no run was in progress."""
 
     def __init__(self) -> None:
         self.scope: anyio.CancelScope | None = None
+        self.fired = False
 
     def fire(self) -> bool:
+        self.fired = True
         if self.scope is None:
             return False
         self.scope.cancel()
         return True
+
+    @contextmanager
+    def on_sigint(self, *, idle: Callable[[], None] | None = None) -> Iterator[None]:
+        """Route SIGINT to `fire` through the running event loop, so the cancellation lands
+        between two steps of the loop. With no run in progress: `idle` is called when given
+        (chat: the prompt stays), else the first Ctrl-C is remembered (the run will not start)
+        and a second one stops at once with KeyboardInterrupt."""
+        import asyncio
+        import signal
+
+        loop = asyncio.get_running_loop()
+        idle_presses = [0]
+
+        def handler() -> None:
+            if self.fire():
+                return
+            if idle is not None:
+                idle()
+                return
+            idle_presses[0] += 1
+            if idle_presses[0] > 1:
+                raise KeyboardInterrupt
+
+        loop.add_signal_handler(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 QUIT_WORDS = frozenset({"quit", "exit"})

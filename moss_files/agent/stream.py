@@ -18,6 +18,27 @@ from typing import Any
 from moss_files.agent.model import Usage
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One call: the model, the system prompt, the conversation and the tools."""
+
+    model: str
+    system: str
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]]
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """An attempt that failed and will be repeated after `delay` seconds."""
+
+    attempt: int
+    reason: str
+    status: int | None
+    delay: float
+
+
 class IncompleteStream(ValueError):
     """The stream ended (or broke) before message_stop."""
 

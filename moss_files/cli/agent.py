@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
 
         output = runtime.Silent() if as_json else Console()
         with reporting(as_json):
-            result = service.run(_context(root), prompt, session=session, wait=wait, handoff=handoff, environ=dict(os.environ), output=output)
+            result = service.run(_context(root), prompt, session=session, wait=wait, handoff=handoff, environ=dict(os.environ),
+                                 output=output, catch_sigint=True)
         if not as_json:
             output.note(_run_line(result["run"]) + f" · session {result['session']['id']}")
         emit(result, as_json, text="")
@@ -204,9 +205,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _chat(ctx: Context, session: str | None, handoff: bool | None, wait: float, output: Any) -> dict[str, Any]:
-    import asyncio
-    import signal
-
     import anyio
 
     from moss_files.agent import service
@@ -235,20 +233,12 @@ def _chat(ctx: Context, session: str | None, handoff: bool | None, wait: float, 
         return (answer or "").strip().lower() in ("y", "yes")
 
     async def main() -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-
-        def on_interrupt() -> None:
-            if not interrupt.fire():
-                note("(no run in progress; quit or exit ends the chat)")
-
-        loop.add_signal_handler(signal.SIGINT, on_interrupt)
-        try:
+        with interrupt.on_sigint(idle=lambda: note("(no run in progress; quit or exit ends the chat)")):
             return await service.chat(ctx, environ=dict(os.environ), session=session, read_line=read_line, output=output,
                                       interrupt=interrupt, offer_handoff=offer_handoff, wait=wait)
-        finally:
-            loop.remove_signal_handler(signal.SIGINT)
 
-    return anyio.run(main)
+    with service.redacting(ctx, dict(os.environ)):
+        return anyio.run(main)
 
 
 def _cost(value: float | None) -> str:

@@ -34,6 +34,7 @@ from moss_files.agent.model import AgentFailure
 from moss_files.foundation.errors import MossError
 
 CLIENT_NAME = "moss-agent"
+CLOSE_TIMEOUT = 15.0  # seconds for every server to stop: the SDK's own escalation takes at most about 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +78,13 @@ class Connection:
     error: MossError | None = None
     _client: Any = None
     _stop: Any = None
+    _closed: Any = None
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, list the tools, report started (with `error` set when that failed), and
         hold the connection until `stop`. Never raises: a failure is kept in `error`."""
         self._stop = anyio.Event()
+        self._closed = anyio.Event()
         started = False
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as scope:
@@ -100,6 +103,7 @@ class Connection:
             self.error = exc if isinstance(exc, MossError) else self._unavailable(_describe(exc))
         finally:
             self._client = None
+            self._closed.set()
             if not started:
                 task_status.started()
 
@@ -107,6 +111,10 @@ class Connection:
         """Let `serve` close the connection."""
         if self._stop is not None:
             self._stop.set()
+
+    async def wait_closed(self) -> None:
+        if self._closed is not None:
+            await self._closed.wait()
 
     def _client_for(self) -> Any:
         implementation = Implementation(name=CLIENT_NAME, version=__version__)
@@ -218,6 +226,13 @@ class Pool:
         group, self._group = self._group, None
         if group is None:
             return False
+        # Let each connection close itself first, even when the body was cancelled (Ctrl-C):
+        # a server is shut down in order (stdin closed, then terminate, then kill, as the SDK
+        # does), never left to a cancellation that could cut that sequence short.
+        with anyio.CancelScope(shield=True) as waiting:
+            waiting.deadline = anyio.current_time() + CLOSE_TIMEOUT
+            for connection in self.connections:
+                await connection.wait_closed()
         try:
             return bool(await group.__aexit__(*exc))
         except BaseExceptionGroup as grouped:

@@ -51,7 +51,7 @@ def test_ctrl_c_cancels_the_run_not_the_session(ws: Path) -> None:
             fake.release.set()
             if process.poll() is None:
                 process.kill()
-                process.wait()
+            process.communicate()
     assert process.returncode == 0, err
     assert "The first answer." in out and "The third answer." in out
     assert "run cancelled" in err

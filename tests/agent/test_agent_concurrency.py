@@ -51,12 +51,12 @@ def test_two_processes_on_one_session_run_one_after_the_other(tmp_path: Path) ->
             finally:
                 if second.poll() is None:
                     second.kill()
-                    second.wait()
+                second.communicate()
         finally:
             go.set()
             if first.poll() is None:
                 first.kill()
-                first.wait()
+            first.communicate()
     assert first.returncode == 0, err_first
     assert second.returncode == 0, err_second
     runs = [json.loads(out_first)["run"], json.loads(out_second)["run"]]

@@ -366,9 +366,10 @@ def test_ctrl_c_during_a_run_records_it_as_cancelled(ws: Path) -> None:
     from agent_support import hang
     from helpers import wait_for
 
-    with FakeMessagesAPI([hang()]) as fake:
-        process = subprocess.Popen([str(BIN / "moss"), "agent", "run", "wait", "--json"], cwd=ws, env={**os.environ, **agent_env(fake)},
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with FakeMessagesAPI([hang()]) as fake, subprocess.Popen(
+        [str(BIN / "moss"), "agent", "run", "wait", "--json"], cwd=ws, env={**os.environ, **agent_env(fake)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as process:
         try:
             fake.wait_requests(1)
             process.send_signal(2)
@@ -376,7 +377,7 @@ def test_ctrl_c_during_a_run_records_it_as_cancelled(ws: Path) -> None:
         finally:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+                process.communicate()
     assert process.returncode == 130, err
     failed = wait_for(lambda: of_kind(read_events(ws), "run.failed"), message="run.failed")
     assert failed[0]["data"]["code"] == "RUN_CANCELLED"
