@@ -114,14 +114,29 @@ DEFAULT_DENY_WRITE = (".git", ".moss/agent.toml", ".moss/config.toml")
 DEFAULT_DENY_TOOLS = ("moss.moss.purge",)
 
 
-def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, root: str, resolve: Resolver, where: str) -> Policy:
+def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, root: str, resolve: Resolver, where: str,
+                      toolkit_root: str | None = None) -> Policy:
     """The policy of `[policy]` (and `[secrets]`) as parsed from TOML, over restrictive defaults.
+    Relative paths are taken from `root` (`[workspace] root`); the default `deny_write` entries
+    name the toolkit's own files, so they are taken from `toolkit_root` (the folder holding
+    `.moss/`; default: `root`).
 
     Raises ValueError naming the key at fault (the settings reader makes it SCHEMA_ERROR).
     """
     fs_table = _table(table, "fs", where)
     net = _table(table, "net_http", where)
     exe = _table(table, "exec", where)
+    # A misspelt key must not pass for an absent one: in a policy that could drop a deny.
+    for label, found, known in (
+        (where, table, {"allow_exec", "allow_network", "deny", "allow_tools", "deny_tools", "fs", "net_http", "exec", "tools"}),
+        (f"{where}.fs", fs_table, {"read_roots", "write_roots", "deny_read", "deny_write"}),
+        (f"{where}.net_http", net, {"allow_domains", "deny_domains"}),
+        (f"{where}.exec", exe, {"allow_commands", "deny_commands"}),
+        ("secrets", secrets, {"keys", "deny"}),
+    ):
+        unknown = sorted(set(found) - known)
+        if unknown:
+            raise ValueError(f"{label} has unknown keys {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
 
     def roots(source: Mapping[str, Any], key: str, default: Sequence[str], label: str) -> tuple[str, ...]:
         return tuple(resolve(item, root) for item in _texts(source, key, default, f"{where}.{label}"))
@@ -141,7 +156,8 @@ def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, r
         read_roots=roots(fs_table, "read_roots", (".",), "fs"),
         write_roots=roots(fs_table, "write_roots", (".",), "fs"),
         deny_read=roots(fs_table, "deny_read", (), "fs"),
-        deny_write=roots(fs_table, "deny_write", DEFAULT_DENY_WRITE, "fs"),
+        deny_write=(roots(fs_table, "deny_write", (), "fs") if "deny_write" in fs_table
+                    else tuple(resolve(item, toolkit_root or root) for item in DEFAULT_DENY_WRITE)),
         allow_exec=_flag(table, "allow_exec", where),
         allow_network=_flag(table, "allow_network", where),
         deny_kinds=frozenset(deny_kinds),

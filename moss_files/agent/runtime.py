@@ -291,10 +291,10 @@ class Runtime:
                 stack.enter_context(self.store.run_lock(session_id, wait=0))
                 return stack
             except Conflict as exc:
-                if exc.code != "SESSION_BUSY" or time.monotonic() >= deadline:
-                    if exc.code == "SESSION_BUSY":
-                        raise self.store.busy_error(session_id, wait) from None
+                if exc.code != "SESSION_BUSY":
                     raise
+                if time.monotonic() >= deadline:
+                    raise self.store.busy_error(session_id, wait) from None
             await anyio.sleep(delay)  # the lock is a flock: poll it, without blocking the loop
             delay = min(delay * 2, 0.2)
 

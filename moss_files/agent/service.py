@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -56,7 +55,8 @@ def load_policy(ctx: Context, settings: AgentSettings) -> Policy:
     """The capability policy of the settings, its roots resolved on disk."""
     root = paths.resolve(settings.workspace_root, str(ctx.root))
     try:
-        return policy.policy_from_table(settings.policy, settings.secrets, root=root, resolve=paths.resolve, where="policy")
+        return policy.policy_from_table(settings.policy, settings.secrets, root=root, resolve=paths.resolve, where="policy",
+                                        toolkit_root=str(ctx.root))
     except ValueError as exc:
         raise InvalidDocument(str(exc), code="SCHEMA_ERROR", path=settings.path or AGENT_TOML) from None
 
@@ -478,9 +478,3 @@ def mcp_call(ctx: Context, target: str, *, assignments: Sequence[str] = (), json
 
     with redacting(ctx, environ):
         return anyio.run(work)
-
-
-def session_files(ctx: Context, session_id: str) -> tuple[Path, Path]:
-    """The session file and event log of a session (for tools and tests that read them)."""
-    store = open_store(ctx, load_settings(ctx))
-    return store.session_path(session_id), store.events_path(session_id)

@@ -297,9 +297,19 @@ def test_bad_policy_settings_are_named(ws: Path) -> None:
         {"tools": [{"tool": "a.b", "needs": ["teleport"]}]},
         {"tools": [{"tool": "a.b", "needs": ["fs_read"], "net_http": ["url"]}]},
         {"exec": {"allow_commands": ["git; rm"]}},
+        {"deny_tool": ["moss.moss.purge"]},  # a misspelt key never passes for an absent one
+        {"fs": {"deny_writes": [".env"]}},
     ):
         with pytest.raises(ValueError):
             make_policy(ws, table)
+
+
+def test_the_toolkits_own_files_stay_protected_when_the_agent_works_in_a_subfolder(ws: Path) -> None:
+    (ws / "app").mkdir()
+    gate = policy.policy_from_table({}, {}, root=str(ws / "app"), resolve=paths.resolve, where="policy", toolkit_root=str(ws))
+    assert policy.check_scope(gate, "fs_write", "main.py", str(ws / "app")).granted
+    assert not policy.check_scope(gate, "fs_write", str(ws / ".moss" / "agent.toml"), str(ws)).granted
+    assert not policy.check_scope(gate, "fs_write", str(ws / "src" / "x"), str(ws)).granted  # outside app/
 
 
 def test_rule_patterns() -> None:

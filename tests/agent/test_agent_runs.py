@@ -87,6 +87,17 @@ def test_a_plain_answer(ws: Path, api: FakeMessagesAPI) -> None:
     assert f"## Run {answer['id']} · succeeded" in text_of_file and "> Hello there, the answer is 42." in text_of_file
 
 
+def test_stream_deltas_are_logged_in_batches_not_per_token(ws: Path, api: FakeMessagesAPI) -> None:
+    answer = " ".join(f"word{n}" for n in range(1200))  # about 8,000 characters in 1,200 stream events
+    api.add(text(answer))
+    run(ws, "talk a lot", api)
+    events = read_events(ws)
+    deltas = [e["data"]["text"] for e in of_kind(events, "assistant.delta")]
+    assert 1 <= len(deltas) <= 20  # batches of about 2,000 characters (or one second), never one per token
+    message = of_kind(events, "assistant.message")[0]["data"]["content"][0]["text"]
+    assert message == answer and answer.startswith("".join(deltas))
+
+
 def test_an_allowed_tool_call(ws: Path, api: FakeMessagesAPI) -> None:
     api.add(tool("demo__echo", {"text": "hi"}, say="Let me check."), text("It said hi."))
     result = run(ws, "echo hi", api)
