@@ -118,8 +118,6 @@ class ToolHost:
 
     def __init__(self, settings: AgentSettings, gate: Policy, *, root: Path, environ: Mapping[str, str], sleeve: str | None,
                  errlog: Callable[[str], Any] | None = None, connect_timeout: float = 30.0) -> None:
-        from moss_files.mcp.client import Connection
-
         self.settings = settings
         self.policy = gate
         self.root = root
@@ -138,6 +136,9 @@ class ToolHost:
                     env[key] = environ[key]
             if sleeve and "NEEDLECAST_SLEEVE" not in env:
                 env["NEEDLECAST_SLEEVE"] = sleeve
+            # Imported for the first server only: without one, the run never loads the MCP SDK.
+            from moss_files.mcp.client import Connection
+
             log = errlog(server.name) if errlog is not None and server.url is None else None
             if log is not None:
                 self._logs.append(log)
@@ -158,6 +159,8 @@ class ToolHost:
         return path if path.is_absolute() else self.root / path
 
     async def __aenter__(self) -> ToolHost:
+        if not self.connections:
+            return self
         from moss_files.mcp.client import Pool
 
         self._pool = Pool(self.connections)
@@ -364,11 +367,13 @@ class Run:
         if self._should_orient(earlier):
             system = self._system_prompt(earlier, await self._orient())
         tools = host.model_tools()
+        tools_tokens = window.estimate_tokens(tools)  # once per run: the schemas do not change between steps
         history = window.history_turns(earlier)
         current: list[window.Message] = [window.user_text(self.prompt)]
         while True:
             self.steps += 1
-            built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens)
+            built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens,
+                                    tools_tokens=tools_tokens)
             self.emit("prompt.built", {
                 "step": self.steps, "messages": len(built.messages), "turns_kept": built.turns_kept, "turns_dropped": built.turns_dropped,
                 "estimated_tokens": built.estimated_tokens, "budget": self.llm.max_context_tokens, "over_budget": built.over_budget,

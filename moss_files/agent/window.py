@@ -105,10 +105,12 @@ class Assembly:
 
 
 def assemble(*, system: str, tools: Sequence[Mapping[str, Any]], history: Sequence[Sequence[Message]], current: Sequence[Message],
-             budget: int) -> Assembly:
+             budget: int, tools_tokens: int | None = None) -> Assembly:
     """The newest turns of `history` that fit in `budget` beside the system prompt, the tools
-    and the current turn, followed by the current turn."""
-    fixed = estimate_tokens(system) + estimate_tokens(list(tools)) + estimate_tokens(list(current))
+    (`tools_tokens`: their estimate, when the caller keeps it) and the current turn, followed
+    by the current turn."""
+    tools_size = estimate_tokens(list(tools)) if tools_tokens is None else tools_tokens
+    fixed = estimate_tokens(system) + tools_size + estimate_tokens(list(current))
     room = budget - fixed
     kept: list[Sequence[Message]] = []
     used = 0
