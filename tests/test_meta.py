@@ -158,7 +158,8 @@ FOUNDATION_LIBRARIES = YAML | {"ulid"}
 # and rules beside it. They import the foundation and one another within their kind, nothing else.
 KIND_MODELS = {"moss_files.capsules.model", "moss_files.board.model", "moss_files.board.files", "moss_files.board.shapes",
                "moss_files.board.rules", "moss_files.loopflow.insights", "moss_files.loopflow.sessions",
-               "moss_files.index.model", "moss_files.index.query"}
+               "moss_files.index.model", "moss_files.index.query",
+               "moss_files.agent.model", "moss_files.agent.policy"}
 # Where each outside library may be imported (module-name prefixes).
 ONLY_IN = {
     "sqlite3": ("moss_files.index.",),
@@ -168,6 +169,7 @@ ONLY_IN = {
     "git": ("moss_files.foundation.gitrepo",),
     "uvicorn": ("moss_files.mcp.",),
     "watchdog": ("needlecast.sidecar",),
+    "anthropic": ("moss_files.agent.llm",),
 }
 # What cstack and needlecast may use of moss_files: the foundation, the shared CLI support,
 # the templates, and the scaffold (`cstack init` / `needlecast init` set up their folders).

@@ -70,7 +70,12 @@ def register(app: typer.Typer) -> None:
                 return
             settings = config.load_config(top)
             context = Context(top, config=settings, actor=AGENT, sleeve=sleeve)
-            server = mcp_server.build_server(context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), disabled=settings.disabled_tools)
+            from moss_files.agent import serve_gate
+
+            # The [serve] policy and audit log of .moss/config.toml (docs/agent.md).
+            gate = serve_gate.gate_for(settings.data, top, base=Path.cwd(), now=context.now, new_id=context.new_ulid)
+            server = mcp_server.build_server(context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names),
+                                             disabled=settings.disabled_tools, gate=gate)
             if http is None:
                 _serve_stdio(server)
                 return

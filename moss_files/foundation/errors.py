@@ -80,6 +80,19 @@ ERROR_CODES: dict[str, str] = {
     "ORIGIN_NOT_ALLOWED": "an HTTP request comes from a web page of another origin (status 403)",
     "UNSUPPORTED_MEDIA_TYPE": "an HTTP POST does not declare Content-Type: application/json (status 415)",
     "SERVER_BUSY": "every worker of the HTTP server is busy; retry after the Retry-After seconds (status 503)",
+    # The agent runtime (`moss agent`, and the gate in front of `moss serve`).
+    "CAPABILITY_DENIED": "the capability policy denies this tool call (status 403; details.decisions names the rule)",
+    "SESSION_BUSY": "another run holds this agent session; a session's runs are serial (status 409; --wait queues)",
+    "EVENT_LINE_INVALID": "a line of an agent event log is not a complete event (a torn write); it is reported and skipped",
+    "API_KEY_MISSING": "the model API key is not in the environment variable that llm.api_key_env names",
+    "RUN_FAILED": "an agent run failed; the session's log keeps it as run.failed and the session stays usable (exit 9)",
+    "MODEL_ERROR": "the model API refused the request, or kept failing after the retries (status 502, exit 9)",
+    "STEP_LIMIT": "a run needed more model-tool steps than llm.max_steps allows (exit 9)",
+    "RUN_CANCELLED": "the run was cancelled (Ctrl-C); the session stays usable (exit 9)",
+    "RUN_INTERRUPTED": "a run's process ended before the run did; the session's next run records it",
+    "TOOL_TIMEOUT": "an MCP tool did not answer within its timeout (status 504, exit 9)",
+    "TOOL_FAILED": "an MCP tool answered with an error, or its server with a protocol error (status 502, exit 9)",
+    "SERVER_UNAVAILABLE": "an MCP server could not be started or reached, or stopped answering (status 503, exit 9)",
 }
 
 

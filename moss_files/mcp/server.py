@@ -44,10 +44,12 @@ import importlib
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
@@ -57,6 +59,9 @@ from pydantic import ValidationError
 from moss_files import __version__
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.context import Context
+
+if TYPE_CHECKING:
+    from moss_files.agent.serve_gate import ServeGate
 
 log = logging.getLogger("moss_files.mcp")
 
@@ -233,13 +238,36 @@ _MENTION = re.compile(r"\b(moss|cstack|needlecast|moe)\.(\w+)")
 
 
 class MossMCPServer(MCPServer):
-    """MCPServer whose argument errors and unknown tools are answered like domain errors."""
+    """MCPServer whose argument errors and unknown tools are answered like domain errors, and
+    whose every call passes the workspace's gate (policy and audit log) when it has one."""
 
-    def __init__(self, *args: Any, schemas: dict[str, dict[str, Any]], **kwargs: Any) -> None:
+    def __init__(self, *args: Any, schemas: dict[str, dict[str, Any]], read_only: dict[str, bool] | None = None,
+                 gate: ServeGate | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.schemas = schemas
+        self.read_only = read_only or {}
+        self.gate = gate
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Run a tool through the gate: a call its policy denies is a CAPABILITY_DENIED result,
+        and every call answered gets its audit line."""
+        if self.gate is None:
+            return await self._answer(name, arguments, context)
+        started = time.monotonic()
+        served = self._served_name(name) or name
+        refusal, decisions = self.gate.refusal(served, arguments, read_only=self.read_only.get(served, False))
+        code = "INTERNAL"
+        try:
+            result = error_result(refusal) if refusal is not None else await self._answer(name, arguments, context)
+            code = _result_code(result)
+            return result
+        finally:
+            record = functools.partial(self.gate.record, client=_client_of(context), name=served, arguments=arguments,
+                                       meta=_meta_of(context), code=code, duration_ms=int((time.monotonic() - started) * 1000), decisions=decisions)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(record)
+
+    async def _answer(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
         served = self._served_name(name)
         if served is None:
@@ -280,10 +308,37 @@ class MossMCPServer(MCPServer):
         return None
 
 
+def _result_code(result: Any) -> str:
+    """OK, or the error code an isError result carries (TOOL_FAILED when it names none)."""
+    if not getattr(result, "is_error", False):
+        return "OK"
+    body = getattr(result, "structured_content", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("code")) if isinstance(error, dict) and error.get("code") else "TOOL_FAILED"
+
+
+def _client_of(context: Any) -> dict[str, Any]:
+    """The calling client's name and version, as its `initialize` (or request envelope) said."""
+    try:
+        info = context.request_context.session.client_params.client_info
+        return {"name": info.name, "version": info.version}
+    except (AttributeError, ValueError):
+        return {}
+
+
+def _meta_of(context: Any) -> dict[str, Any] | None:
+    try:
+        meta = context.request_context.meta
+    except (AttributeError, ValueError):
+        return None
+    return dict(meta) if isinstance(meta, dict) else None
+
+
 def build_server(context: Context, sets: Sequence[str] = (), *, names: str = "dotted", disabled: Collection[str] = (),
-                 unavailable: MossError | None = None) -> MossMCPServer:
+                 unavailable: MossError | None = None, gate: ServeGate | None = None) -> MossMCPServer:
     """A server whose tools act through `context`, with the given tool sets (default: the
-    default sets); with `unavailable`, every tool call answers that error.
+    default sets); with `unavailable`, every tool call answers that error; with `gate`, every
+    call passes its policy and is written to its audit log.
 
     Raises InvalidRequest for an unknown set or name style.
     """
@@ -297,6 +352,8 @@ def build_server(context: Context, sets: Sequence[str] = (), *, names: str = "do
         instructions=_instructions(chosen),
         tools=registry.tools,
         schemas=registry.schemas,
+        read_only={tool.name: bool(tool.annotations and tool.annotations.read_only_hint) for tool in registry.tools},
+        gate=gate,
         log_level="WARNING",
     )
 

@@ -1,0 +1,489 @@
+"""The capability gate: what a tool call needs, what the policy allows, and each decision.
+Core layer (pure; paths are resolved by a function the caller passes in).
+
+Capabilities (Bosun M0/M1 §4): `fs_read` and `fs_write` (paths), `net_http` (domains), `exec`
+(commands), `secrets_read` (environment variable names). Defaults deny: exec and network are
+off, file access is the workspace, the only secret is the model's API key. A deny always wins
+over an allow. Every decision names the setting that made it (`rule`), so the event log says
+why, not only what.
+
+Matching, done right where the reference runtime did it with string prefixes:
+- paths are resolved first (links followed, `..` applied, by the resolver) and then compared
+  component by component: `/work` contains `/work/a`, never `/workshop`; `.` never contains
+  `../x`, which resolves outside it;
+- domains match exactly or on a label boundary: `github.com` allows `api.github.com`, never
+  `evilgithub.com`; `*.github.com` allows subdomains only; a URL is reduced to its host first
+  (userinfo, port and path dropped, so `https://github.com@evil.com/` is `evil.com`);
+- commands match word by word: `git` allows `git status`, never `gitk` or `/usr/bin/git`, and a
+  command holding shell control characters (`;`, `|`, `&`, `$`, backquote, redirections,
+  newlines) is refused, since a tool may hand it to a shell.
+
+A tool call is mapped to capabilities by a rule (`[[policy.tools]]`, else the built-in map of
+`moss serve`'s tools for a server configured with `tool_map = "moss"`): the capabilities it
+needs and the arguments that carry each one's scope. A tool no rule maps is denied unless
+`allow_tools` names it; `deny_tools` denies a tool whatever else says.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CAPABILITIES = ("fs_read", "fs_write", "net_http", "exec", "secrets_read")
+FS = ("fs_read", "fs_write")
+
+# (text, base folder) -> an absolute path with links and `..` resolved. Raises ValueError for
+# a text that cannot be a path (a NUL byte).
+Resolver = Callable[[str, str], str]
+
+_SHELL_CONTROL = frozenset(";&|`$<>(){}\n\r\x00")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One capability decision: granted or not, for which capability and scope, by which rule."""
+
+    granted: bool
+    capability: str | None
+    scope: str | None
+    rule: str
+    reason: str
+
+
+def decision_to_dict(decision: Decision) -> dict[str, Any]:
+    return {
+        "granted": decision.granted,
+        "capability": decision.capability,
+        "scope": decision.scope,
+        "rule": decision.rule,
+        "reason": decision.reason,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRule:
+    """How one tool (or a `*` pattern of tools) maps to capabilities.
+
+    `args[capability]` names the arguments whose values are that capability's scopes (a text
+    or a list of texts); `scopes[capability]` is the scope when no such argument is given
+    (default: the workspace root for files, `*` for the rest, which only an allow-all grants);
+    `arg_defaults[argument]` is the scope a tool uses when the argument is omitted.
+    """
+
+    pattern: str
+    needs: tuple[str, ...]
+    args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    arg_defaults: Mapping[str, str] = field(default_factory=dict)
+    source: str = "policy.tools"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """The capability policy of one workspace, with its roots already resolved."""
+
+    root: str
+    resolve: Resolver = field(repr=False, compare=False)
+    read_roots: tuple[str, ...] = ()
+    write_roots: tuple[str, ...] = ()
+    deny_read: tuple[str, ...] = ()
+    deny_write: tuple[str, ...] = ()
+    allow_exec: bool = False
+    allow_network: bool = False
+    deny_kinds: frozenset[str] = frozenset()
+    allow_domains: tuple[str, ...] = ()
+    deny_domains: tuple[str, ...] = ()
+    allow_commands: tuple[tuple[str, ...], ...] = ()
+    deny_commands: tuple[tuple[str, ...], ...] = ()
+    secret_keys: tuple[str, ...] = ()
+    deny_secrets: tuple[str, ...] = ()
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
+    rules: tuple[ToolRule, ...] = ()
+
+
+# --------------------------------------------------------------------------- reading the policy
+
+
+DEFAULT_DENY_WRITE = (".git", ".moss/agent.toml", ".moss/config.toml")
+DEFAULT_DENY_TOOLS = ("moss.moss.purge",)
+
+
+def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, root: str, resolve: Resolver, where: str,
+                      toolkit_root: str | None = None) -> Policy:
+    """The policy of `[policy]` (and `[secrets]`) as parsed from TOML, over restrictive defaults.
+    Relative paths are taken from `root` (`[workspace] root`); the default `deny_write` entries
+    name the toolkit's own files, so they are taken from `toolkit_root` (the folder holding
+    `.moss/`; default: `root`).
+
+    Raises ValueError naming the key at fault (the settings reader makes it SCHEMA_ERROR).
+    """
+    fs_table = _table(table, "fs", where)
+    net = _table(table, "net_http", where)
+    exe = _table(table, "exec", where)
+    # A misspelt key must not pass for an absent one: in a policy that could drop a deny.
+    for label, found, known in (
+        (where, table, {"allow_exec", "allow_network", "deny", "allow_tools", "deny_tools", "fs", "net_http", "exec", "tools"}),
+        (f"{where}.fs", fs_table, {"read_roots", "write_roots", "deny_read", "deny_write"}),
+        (f"{where}.net_http", net, {"allow_domains", "deny_domains"}),
+        (f"{where}.exec", exe, {"allow_commands", "deny_commands"}),
+        ("secrets", secrets, {"keys", "deny"}),
+    ):
+        unknown = sorted(set(found) - known)
+        if unknown:
+            raise ValueError(f"{label} has unknown keys {', '.join(unknown)}; it takes {', '.join(sorted(known))}")
+
+    def roots(source: Mapping[str, Any], key: str, default: Sequence[str], label: str) -> tuple[str, ...]:
+        return tuple(resolve(item, root) for item in _texts(source, key, default, f"{where}.{label}"))
+
+    deny_kinds = _texts(table, "deny", (), where)
+    unknown = sorted(set(deny_kinds) - set(CAPABILITIES))
+    if unknown:
+        raise ValueError(f"{where}.deny names unknown capabilities {', '.join(unknown)}; they are {', '.join(CAPABILITIES)}")
+    domains = {key: tuple(normalize_domain_pattern(item, f"{where}.net_http.{key}") for item in _texts(net, key, (), f"{where}.net_http"))
+               for key in ("allow_domains", "deny_domains")}
+    commands = {key: tuple(_pattern_tokens(item, f"{where}.exec.{key}") for item in _texts(exe, key, (), f"{where}.exec"))
+                for key in ("allow_commands", "deny_commands")}
+    rules = tuple(_rule(item, f"{where}.tools[{index}]") for index, item in enumerate(_list(table, "tools", where)))
+    return Policy(
+        root=resolve(".", root),
+        resolve=resolve,
+        read_roots=roots(fs_table, "read_roots", (".",), "fs"),
+        write_roots=roots(fs_table, "write_roots", (".",), "fs"),
+        deny_read=roots(fs_table, "deny_read", (), "fs"),
+        deny_write=(roots(fs_table, "deny_write", (), "fs") if "deny_write" in fs_table
+                    else tuple(resolve(item, toolkit_root or root) for item in DEFAULT_DENY_WRITE)),
+        allow_exec=_flag(table, "allow_exec", where),
+        allow_network=_flag(table, "allow_network", where),
+        deny_kinds=frozenset(deny_kinds),
+        allow_domains=domains["allow_domains"],
+        deny_domains=domains["deny_domains"],
+        allow_commands=commands["allow_commands"],
+        deny_commands=commands["deny_commands"],
+        secret_keys=_texts(secrets, "keys", ("ANTHROPIC_API_KEY",), "secrets"),
+        deny_secrets=_texts(secrets, "deny", (), "secrets"),
+        allow_tools=_texts(table, "allow_tools", (), where),
+        deny_tools=_texts(table, "deny_tools", DEFAULT_DENY_TOOLS, where),
+        rules=rules,
+    )
+
+
+def _table(table: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = table.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}.{key} must be a table")
+    return value
+
+
+def _list(table: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = table.get(key, [])
+    if not isinstance(value, list):
+        raise ValueError(f"{where}.{key} must be an array of tables ([[{where}.{key}]])")
+    return value
+
+
+def _texts(table: Mapping[str, Any], key: str, default: Sequence[str], where: str) -> tuple[str, ...]:
+    value = table.get(key)
+    if value is None:
+        return tuple(default)
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise ValueError(f"{where}.{key} must be a list of non-empty texts")
+    return tuple(item.strip() for item in value)
+
+
+def _flag(table: Mapping[str, Any], key: str, where: str) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}.{key} must be true or false")
+    return value
+
+
+def _rule(item: Any, where: str) -> ToolRule:
+    if not isinstance(item, Mapping):
+        raise ValueError(f"{where} must be a table")
+    pattern = item.get("tool")
+    if not isinstance(pattern, str) or "." not in pattern:
+        raise ValueError(f"{where}.tool must name SERVER.TOOL (with * as a wildcard)")
+    needs = _texts(item, "needs", (), where)
+    unknown = sorted(set(needs) - set(CAPABILITIES))
+    if unknown:
+        raise ValueError(f"{where}.needs names unknown capabilities {', '.join(unknown)}")
+    extra = sorted(set(item) - {"tool", "needs", *CAPABILITIES})
+    if extra:
+        raise ValueError(f"{where} has unknown keys {', '.join(extra)}; argument lists go under the capability's name")
+    args = {kind: _texts(item, kind, (), where) for kind in CAPABILITIES if kind in item}
+    missing = sorted(set(args) - set(needs))
+    if missing:
+        raise ValueError(f"{where} lists arguments for {', '.join(missing)} but does not need it")
+    return ToolRule(pattern=pattern, needs=needs, args=args, source=where)
+
+
+# --------------------------------------------------------------------------- matching
+
+
+def within(path: str, root: str) -> bool:
+    """Whether the absolute, normalized `path` is `root` or inside it, compared by component."""
+    path_parts = [part for part in path.split("/") if part]
+    root_parts = [part for part in root.split("/") if part]
+    return path_parts[: len(root_parts)] == root_parts
+
+
+def tool_matches(name: str, pattern: str) -> bool:
+    """`server.tool` against a pattern where `*` stands for any run of characters."""
+    if "*" not in pattern:
+        return name == pattern
+    regex = "^" + ".*".join(re.escape(piece) for piece in pattern.split("*")) + "$"
+    return re.match(regex, name, re.DOTALL) is not None
+
+
+def host_of(value: str) -> str | None:
+    """The host a URL or `host[:port]` names, lower-case, without a trailing dot; None when it
+    names none. Backslashes count as slashes (as browsers read them)."""
+    text = value.strip().replace("\\", "/")
+    text = _SCHEME.sub("", text, count=1)
+    authority = re.split(r"[/?#]", text, maxsplit=1)[0]
+    authority = authority.rpartition("@")[2]  # userinfo is not the host
+    if authority.startswith("["):  # an IPv6 literal
+        end = authority.find("]")
+        return authority[1:end].lower() if end > 1 else None
+    host = authority.split(":", 1)[0].rstrip(".").lower()
+    return _ascii_host(host)
+
+
+def _ascii_host(host: str) -> str | None:
+    if not host:
+        return None
+    try:
+        host = host.encode("idna").decode("ascii") if not host.isascii() else host
+    except UnicodeError:
+        return None
+    labels = host.split(".")
+    return host if all(_LABEL.match(label) for label in labels) else None
+
+
+def normalize_domain_pattern(pattern: str, where: str) -> str:
+    """A domain pattern as matching uses it (`*`, `*.example.com` or `example.com`, lower-case).
+    Raises ValueError for one that names no host."""
+    text = pattern.strip().lower().rstrip(".")
+    if text == "*":
+        return text
+    body = text[2:] if text.startswith("*.") else text
+    host = _ascii_host(body)
+    if host is None or "/" in text or ":" in text:
+        raise ValueError(f"{where}: {pattern!r} is not a domain (write example.com, *.example.com or *)")
+    return ("*." if text.startswith("*.") else "") + host
+
+
+def domain_matches(host: str, pattern: str) -> bool:
+    """`host` against a normalized pattern: exact, a subdomain on a label boundary, or `*`."""
+    if pattern == "*":
+        return True
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:])
+    return host == pattern or host.endswith("." + pattern)
+
+
+def command_tokens(value: Any) -> tuple[str, ...] | None:
+    """A command's words (from a text, split as a shell would, or a list of texts); None for
+    one that is empty, badly quoted, not text, or holds shell control characters."""
+    if isinstance(value, str):
+        if any(char in _SHELL_CONTROL for char in value):
+            return None
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            return None
+    elif isinstance(value, list) and all(isinstance(item, str) for item in value):
+        words = value
+        if any(char in _SHELL_CONTROL for item in words for char in item):
+            return None
+    else:
+        return None
+    return tuple(words) or None
+
+
+def _pattern_tokens(pattern: str, where: str) -> tuple[str, ...]:
+    if pattern.strip() == "*":
+        return ("*",)
+    words = command_tokens(pattern)
+    if words is None:
+        raise ValueError(f"{where}: {pattern!r} is not a plain command (no shell control characters)")
+    return words
+
+
+def command_matches(words: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether the command `words` starts with the words of `pattern` (`*` allows any)."""
+    if tuple(pattern) == ("*",):
+        return True
+    return tuple(words[: len(pattern)]) == tuple(pattern)
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def check_kind(policy: Policy, kind: str) -> Decision | None:
+    """The denial that applies to a whole capability (deny list, exec or network off), if any."""
+    if kind in policy.deny_kinds:
+        return Decision(False, kind, None, "policy.deny", f"{kind} is denied by policy")
+    if kind == "exec" and not policy.allow_exec:
+        return Decision(False, kind, None, "policy.allow_exec", "exec is off (policy.allow_exec = false)")
+    if kind == "net_http" and not policy.allow_network:
+        return Decision(False, kind, None, "policy.allow_network", "network access is off (policy.allow_network = false)")
+    return None
+
+
+def check_path(policy: Policy, kind: str, raw: str, base: str) -> Decision:
+    """fs_read or fs_write of the path `raw` (relative to `base`)."""
+    try:
+        resolved = policy.resolve(raw, base)
+    except ValueError as exc:
+        return Decision(False, kind, raw, "policy.fs", f"not a path: {exc}")
+    reading = kind == "fs_read"
+    denies, roots = (policy.deny_read, policy.read_roots) if reading else (policy.deny_write, policy.write_roots)
+    label = "deny_read" if reading else "deny_write"
+    for denied in denies:
+        if within(resolved, denied):
+            return Decision(False, kind, resolved, f"policy.fs.{label}", f"{resolved} is inside {denied}, which policy.fs.{label} names")
+    for allowed in roots:
+        if within(resolved, allowed):
+            return Decision(True, kind, resolved, f"policy.fs.{'read_roots' if reading else 'write_roots'}", f"{resolved} is inside {allowed}")
+    listed = ", ".join(roots) or "none"
+    return Decision(False, kind, resolved, f"policy.fs.{'read_roots' if reading else 'write_roots'}", f"{resolved} is outside the allowed roots ({listed})")
+
+
+def check_domain(policy: Policy, raw: str) -> Decision:
+    host = "*" if raw == "*" else host_of(raw)
+    if host is None:
+        return Decision(False, "net_http", raw, "policy.net_http", f"{raw!r} names no host")
+    for pattern in policy.deny_domains:
+        if host == "*" or domain_matches(host, pattern):
+            return Decision(False, "net_http", host, "policy.net_http.deny_domains", f"{host} matches denied domain {pattern}")
+    for pattern in policy.allow_domains:
+        if (host == "*" and pattern == "*") or (host != "*" and domain_matches(host, pattern)):
+            return Decision(True, "net_http", host, "policy.net_http.allow_domains", f"{host} matches {pattern}")
+    return Decision(False, "net_http", host, "policy.net_http.allow_domains", f"{host} is not in policy.net_http.allow_domains")
+
+
+def check_command(policy: Policy, raw: Any) -> Decision:
+    shown = raw if isinstance(raw, str) else " ".join(map(str, raw)) if isinstance(raw, list) else repr(raw)
+    if raw == "*":
+        words: tuple[str, ...] | None = ("*",)
+    else:
+        words = command_tokens(raw)
+    if words is None:
+        return Decision(False, "exec", shown, "policy.exec", "not a plain command: empty, badly quoted, or holding shell control characters")
+    for pattern in policy.deny_commands:
+        if words == ("*",) or command_matches(words, pattern):
+            return Decision(False, "exec", shown, "policy.exec.deny_commands", f"matches denied command {' '.join(pattern)!r}")
+    for pattern in policy.allow_commands:
+        if (words == ("*",) and pattern == ("*",)) or (words != ("*",) and command_matches(words, pattern)):
+            return Decision(True, "exec", shown, "policy.exec.allow_commands", f"starts with allowed command {' '.join(pattern)!r}")
+    return Decision(False, "exec", shown, "policy.exec.allow_commands", "no allowed command starts it (policy.exec.allow_commands)")
+
+
+def check_secret(policy: Policy, key: str) -> Decision:
+    if key in policy.deny_secrets or "*" in policy.deny_secrets:
+        return Decision(False, "secrets_read", key, "secrets.deny", f"{key} is denied by secrets.deny")
+    if key in policy.secret_keys or "*" in policy.secret_keys:
+        return Decision(True, "secrets_read", key, "secrets.keys", f"{key} is listed in secrets.keys")
+    return Decision(False, "secrets_read", key, "secrets.keys", f"{key} is not listed in secrets.keys")
+
+
+def check_scope(policy: Policy, kind: str, value: Any, base: str) -> Decision:
+    """One capability for one scope value (a path, a domain or URL, a command, a key name)."""
+    denied = check_kind(policy, kind)
+    if denied is not None:
+        return Decision(False, kind, value if isinstance(value, str) else None, denied.rule, denied.reason)
+    if kind in FS:
+        return check_path(policy, kind, value, base) if isinstance(value, str) else _not_text(kind, value)
+    if kind == "net_http":
+        return check_domain(policy, value) if isinstance(value, str) else _not_text(kind, value)
+    if kind == "exec":
+        return check_command(policy, value)
+    return check_secret(policy, value) if isinstance(value, str) else _not_text(kind, value)
+
+
+def _not_text(kind: str, value: Any) -> Decision:
+    return Decision(False, kind, None, "policy.tools", f"the scope of {kind} must be text, not {type(value).__name__}")
+
+
+def decide(
+    policy: Policy,
+    name: str,
+    arguments: Mapping[str, Any],
+    *,
+    base: str,
+    builtin: ToolRule | None = None,
+) -> list[Decision]:
+    """Every decision for calling tool `name` (`server.tool`) with `arguments`; the call may go
+    ahead only when all are granted. `base` is the folder relative paths are taken from (the
+    server's working folder); `builtin` is the built-in rule for the tool, when it has one."""
+    for pattern in policy.deny_tools:
+        if tool_matches(name, pattern):
+            return [Decision(False, None, name, "policy.deny_tools", f"{name} matches {pattern} in policy.deny_tools")]
+    rule = next((rule for rule in policy.rules if tool_matches(name, rule.pattern)), None) or builtin
+    if rule is None:
+        for pattern in policy.allow_tools:
+            if tool_matches(name, pattern):
+                return [Decision(True, None, name, "policy.allow_tools", f"{name} matches {pattern} in policy.allow_tools")]
+        return [Decision(False, None, name, "policy.tools", f"no rule maps {name} to capabilities, and policy.allow_tools does not name it")]
+    decisions: list[Decision] = []
+    for kind in rule.needs:
+        values: list[Any] = []
+        for argument in rule.args.get(kind, ()):
+            value = arguments.get(argument)
+            if value is None:
+                if argument in rule.arg_defaults:
+                    values.append(rule.arg_defaults[argument])
+                continue
+            if isinstance(value, list) and kind != "exec":
+                values.extend(value)
+            else:
+                values.append(value)
+        if not values:
+            values = list(rule.scopes.get(kind) or ((".",) if kind in FS else ("*",)))
+        fixed_base = policy.root if not any(arguments.get(a) is not None for a in rule.args.get(kind, ())) else base
+        for value in values:
+            decisions.append(check_scope(policy, kind, value, fixed_base))
+    if not decisions:
+        decisions.append(Decision(True, None, name, rule.source, f"{name} needs no capability ({rule.source})"))
+    return decisions
+
+
+# --------------------------------------------------------------------------- moss serve's own tools
+
+_SET_FOLDERS: Mapping[str, tuple[str, ...]] = {
+    "moss": (".moss/capsules",),
+    "loop": (".moss", ".cstack", ".needlecast"),
+    "cstack": (".cstack",),
+    "needlecast": (".needlecast",),
+    "moe": (".moss/board",),
+}
+_WRITE_FOLDERS: Mapping[str, tuple[str, ...]] = {"loop": (".moss",)}
+
+
+def moss_rule(server: str, tool: str, *, read_only: bool) -> ToolRule | None:
+    """The built-in rule of one of `moss serve`'s tools: its set's folders, read or written as
+    its readOnly annotation says; export writes and import reads the file its `path` names
+    (export's default folder, ~/.moss/exports, lies outside the workspace). None for a tool of
+    no known set."""
+    canonical = tool.replace("_", ".", 1) if "." not in tool and not tool.startswith("loop_") else tool
+    tool_set = re.split(r"[._]", canonical, maxsplit=1)[0]
+    folders = _SET_FOLDERS.get(tool_set)
+    if folders is None:
+        return None
+    pattern = f"{server}.{tool}"
+    if canonical == "moss.export":
+        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_write": ("path",)}, scopes={"fs_read": folders},
+                        arg_defaults={"path": "~/.moss/exports"}, source="tool_map.moss")
+    if canonical == "moss.import":
+        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source="tool_map.moss")
+    if read_only:
+        return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source="tool_map.moss")
+    return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source="tool_map.moss")
+

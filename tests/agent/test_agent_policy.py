@@ -1,0 +1,342 @@
+"""The capability gate: every matching rule, with the cases the reference runtime got wrong
+(string prefixes for paths, suffixes for domains, no word boundary for commands), property
+tests over generated paths with real links on disk, and the gate in front of `moss serve`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from moss_files.agent import paths, policy, serve_gate
+from moss_files.agent.policy import Policy, ToolRule
+
+
+def make_policy(root: Path, table: dict[str, Any] | None = None, secrets: dict[str, Any] | None = None) -> Policy:
+    return policy.policy_from_table(table or {}, secrets or {}, root=str(root), resolve=paths.resolve, where="policy")
+
+
+def granted(decisions: list[policy.Decision]) -> bool:
+    return bool(decisions) and all(decision.granted for decision in decisions)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (tmp_path / "workshop").mkdir()
+    (tmp_path / "secret").mkdir()
+    return root
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_with_no_settings_exec_network_and_secrets_are_denied_and_files_stay_in_the_workspace(ws: Path) -> None:
+    gate = make_policy(ws)
+    assert not policy.check_scope(gate, "exec", "ls", str(ws)).granted
+    assert policy.check_scope(gate, "exec", "ls", str(ws)).rule == "policy.allow_exec"
+    assert not policy.check_scope(gate, "net_http", "https://api.github.com/", str(ws)).granted
+    assert not policy.check_scope(gate, "secrets_read", "GITHUB_TOKEN", str(ws)).granted
+    assert policy.check_scope(gate, "secrets_read", "ANTHROPIC_API_KEY", str(ws)).granted  # the model's key only
+    assert policy.check_scope(gate, "fs_read", "src/main.py", str(ws)).granted
+    assert policy.check_scope(gate, "fs_write", "src/main.py", str(ws)).granted
+    assert not policy.check_scope(gate, "fs_read", "/etc/passwd", str(ws)).granted
+    # The agent may not rewrite its own policy, the workspace's settings, or git's internals.
+    for path in (".moss/agent.toml", ".moss/config.toml", ".git/config"):
+        refused = policy.check_scope(gate, "fs_write", path, str(ws))
+        assert not refused.granted and refused.rule == "policy.fs.deny_write", path
+    assert policy.check_scope(gate, "fs_read", ".moss/agent.toml", str(ws)).granted
+
+
+def test_a_deny_overrides_an_allow(ws: Path) -> None:
+    gate = make_policy(ws, {
+        "allow_exec": True, "allow_network": True, "deny": ["fs_write"],
+        "exec": {"allow_commands": ["git"], "deny_commands": ["git push"]},
+        "net_http": {"allow_domains": ["github.com"], "deny_domains": ["gist.github.com"]},
+        "fs": {"read_roots": ["."], "deny_read": ["src/private"]},
+    }, {"keys": ["*"], "deny": ["AWS_SECRET_ACCESS_KEY"]})
+    assert policy.check_scope(gate, "exec", "git status", str(ws)).granted
+    assert not policy.check_scope(gate, "exec", "git push origin main", str(ws)).granted
+    assert policy.check_scope(gate, "net_http", "https://api.github.com", str(ws)).granted
+    assert not policy.check_scope(gate, "net_http", "https://gist.github.com/x", str(ws)).granted
+    assert not policy.check_scope(gate, "fs_write", "src/a.py", str(ws)).granted  # the whole capability
+    assert policy.check_scope(gate, "fs_write", "src/a.py", str(ws)).rule == "policy.deny"
+    assert not policy.check_scope(gate, "fs_read", "src/private/key.pem", str(ws)).granted
+    assert policy.check_scope(gate, "secrets_read", "GITHUB_TOKEN", str(ws)).granted
+    assert not policy.check_scope(gate, "secrets_read", "AWS_SECRET_ACCESS_KEY", str(ws)).granted
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def test_paths_are_resolved_before_they_are_compared(ws: Path) -> None:
+    gate = make_policy(ws)
+    base = str(ws)
+    assert not policy.check_scope(gate, "fs_read", "../secret/x", base).granted  # `.` never contains `../x`
+    assert not policy.check_scope(gate, "fs_read", "src/../../secret/x", base).granted
+    assert policy.check_scope(gate, "fs_read", "src/../README.md", base).granted
+    assert not policy.check_scope(gate, "fs_read", str(ws.parent / "workshop" / "a"), base).granted  # /work never matches /workshop
+    assert not policy.check_scope(gate, "fs_read", "~/notes.txt", base).granted
+    assert not policy.check_scope(gate, "fs_read", "src/a\x00b", base).granted
+    # A link inside the workspace that leads out of it is followed, then refused.
+    (ws / "src" / "out").symlink_to(ws.parent / "secret")
+    decision = policy.check_scope(gate, "fs_read", "src/out/id_rsa", base)
+    assert not decision.granted and decision.scope == str((ws.parent / "secret" / "id_rsa").resolve())
+    # `link/..` means the parent of the link's target, as the kernel reads it.
+    assert not policy.check_scope(gate, "fs_read", "src/out/../workshop/x", base).granted
+    # A link outside that leads in is fine: what counts is where the path ends up.
+    (ws.parent / "into").symlink_to(ws / "src")
+    assert policy.check_scope(gate, "fs_read", str(ws.parent / "into" / "a.py"), base).granted
+
+
+def test_within_compares_components_not_strings() -> None:
+    assert policy.within("/tmp", "/tmp") and policy.within("/tmp/a/b", "/tmp")
+    assert not policy.within("/tmpfoo", "/tmp") and not policy.within("/tmp-x/a", "/tmp")
+    assert not policy.within("/", "/tmp") and policy.within("/anything", "/")
+    assert not policy.within("/work/ab", "/work/a")
+
+
+def test_roots_in_the_settings_are_resolved_too(ws: Path, tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (ws / "shared").symlink_to(tmp_path / "shared")
+    gate = make_policy(ws, {"fs": {"read_roots": [".", "shared"], "write_roots": ["src"]}})
+    assert policy.check_scope(gate, "fs_read", str(tmp_path / "shared" / "a"), str(ws)).granted
+    assert not policy.check_scope(gate, "fs_write", "README.md", str(ws)).granted
+    assert policy.check_scope(gate, "fs_write", "src/README.md", str(ws)).granted
+    assert not policy.check_scope(gate, "fs_write", "srcfoo/README.md", str(ws)).granted
+
+
+SEGMENTS = st.sampled_from(["a", "b", "..", ".", "", "src", "out", "in", "loop", "x y", "ä"])
+
+
+@settings(max_examples=300)
+@given(parts=st.lists(SEGMENTS, min_size=1, max_size=8), absolute=st.booleans())
+def test_a_granted_path_always_resolves_inside_a_root(parts: list[str], absolute: bool, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Over generated paths (with `..`, `.`, empty parts and links that lead out, in and in
+    circles), the gate grants exactly the paths whose real location is inside the root, and
+    the oracle here is the operating system's own view of the path, not our matcher."""
+    base = _linked_tree(tmp_path_factory)
+    root = base / "work"
+    gate = make_policy(root, {"fs": {"read_roots": ["."], "deny_read": []}})
+    raw = "/".join(parts)
+    text = str(root / raw) if absolute else raw
+    decision = policy.check_scope(gate, "fs_read", text, str(root))
+    real = os.path.realpath(os.path.join(str(root), text))
+    inside = os.path.commonpath([real, str(root.resolve())]) == str(root.resolve())
+    assert decision.granted == inside, (text, real)
+    if decision.granted:
+        assert decision.scope == real
+
+
+_TREES: dict[str, Path] = {}
+
+
+def _linked_tree(factory: pytest.TempPathFactory) -> Path:
+    """work/{src,a,b} with links: out -> ../outside, in -> src, loop -> loop (a cycle)."""
+    if "tree" not in _TREES:
+        base = factory.mktemp("tree")
+        root = base / "work"
+        for name in ("src", "a", "b"):
+            (root / name).mkdir(parents=True)
+        (base / "outside").mkdir()
+        (base / "workfoo").mkdir()
+        (root / "out").symlink_to(base / "outside")
+        (root / "src" / "out").symlink_to("../../outside")
+        (root / "in").symlink_to(root / "src")
+        (root / "loop").symlink_to(root / "loop")
+        _TREES["tree"] = base
+    return _TREES["tree"]
+
+
+@settings(max_examples=300)
+@given(name=st.text(alphabet="abt/.-", min_size=1, max_size=12))
+def test_a_prefix_of_a_root_never_counts_as_inside_it(name: str) -> None:
+    root = "/srv/tmp"
+    path = os.path.normpath("/srv/" + name)
+    expected = path == root or path.startswith(root + "/")
+    assert policy.within(path, root) == expected
+
+
+# --------------------------------------------------------------------------- domains
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("api.github.com", True),
+    ("https://api.github.com/repos/x", True),
+    ("https://API.GitHub.com./x", True),  # case and a trailing dot do not matter
+    ("http://api.github.com:8443/x", True),
+    ("uploads.api.github.com", True),  # a subdomain, on a label boundary
+    ("evilapi.github.com", False),
+    ("github.com", False),
+    ("evilgithub.com", False),
+    ("api.github.com.evil.com", False),
+    ("https://api.github.com@evil.com/", False),  # userinfo is not the host
+    ("https://evil.com\\@api.github.com/", False),  # a backslash is a slash
+    ("https://evil.com/?u=https://api.github.com", False),
+    ("", False),
+    ("https://", False),
+])
+def test_domains_match_exactly_or_on_a_label_boundary(ws: Path, value: str, expected: bool) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["api.github.com"]}})
+    assert policy.check_scope(gate, "net_http", value, str(ws)).granted is expected
+
+
+def test_domain_patterns(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*.example.org", "bücher.de"]}})
+    assert policy.check_scope(gate, "net_http", "a.example.org", str(ws)).granted
+    assert not policy.check_scope(gate, "net_http", "example.org", str(ws)).granted  # *. means subdomains only
+    assert not policy.check_scope(gate, "net_http", "badexample.org", str(ws)).granted
+    assert policy.check_scope(gate, "net_http", "https://xn--bcher-kva.de/", str(ws)).granted  # IDNA
+    assert policy.check_scope(gate, "net_http", "https://BÜCHER.de/", str(ws)).granted
+    with pytest.raises(ValueError):
+        make_policy(ws, {"net_http": {"allow_domains": ["https://github.com/"]}})
+    anything = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"]}})
+    assert policy.check_scope(anything, "net_http", "any.where", str(ws)).granted
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("git", True),
+    ("git status", True),
+    ("git  log --oneline", True),
+    (["git", "diff"], True),
+    ("gitk", False),
+    ("git-lfs pull", False),
+    ("/usr/bin/git status", False),
+    ("FOO=1 git status", False),
+    ("git status; rm -rf /", False),
+    ("git status && curl x", False),
+    ("git log | sh", False),
+    ("git $(rm -rf /)", False),
+    ("git `id`", False),
+    ("git status > /etc/passwd", False),
+    ("git status\nrm -rf /", False),
+    (["git", "status; rm"], False),
+    ("git 'unbalanced", False),
+    ("", False),
+    ("pytest -q", True),
+    ("pytestx", False),
+])
+def test_commands_match_word_by_word(ws: Path, value: Any, expected: bool) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["git", "pytest -q", "pytest"]}})
+    assert policy.check_scope(gate, "exec", value, str(ws)).granted is expected
+
+
+def test_a_multi_word_pattern_needs_all_its_words(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["git status"]}})
+    assert policy.check_scope(gate, "exec", "git status --short", str(ws)).granted
+    assert not policy.check_scope(gate, "exec", "git statusx", str(ws)).granted
+    assert not policy.check_scope(gate, "exec", "git push", str(ws)).granted
+    assert not policy.check_scope(gate, "exec", "git", str(ws)).granted
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def test_a_tool_no_rule_maps_is_denied_unless_allowed_by_name(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_tools": ["demo.echo", "other.*"]})
+    assert granted(policy.decide(gate, "demo.echo", {}, base=str(ws)))
+    assert granted(policy.decide(gate, "other.anything", {}, base=str(ws)))
+    refused = policy.decide(gate, "demo.fetch", {}, base=str(ws))
+    assert not granted(refused) and refused[0].rule == "policy.tools"
+    denied = make_policy(ws, {"allow_tools": ["demo.*"], "deny_tools": ["demo.echo"]})
+    assert policy.decide(denied, "demo.echo", {}, base=str(ws))[0].rule == "policy.deny_tools"
+
+
+def test_a_rule_names_the_arguments_that_carry_each_scope(ws: Path) -> None:
+    gate = make_policy(ws, {
+        "allow_network": True, "net_http": {"allow_domains": ["example.com"]},
+        "tools": [
+            {"tool": "files.copy", "needs": ["fs_read", "fs_write"], "fs_read": ["source"], "fs_write": ["target"]},
+            {"tool": "web.*", "needs": ["net_http"], "net_http": ["url", "urls"]},
+        ],
+    })
+    assert granted(policy.decide(gate, "files.copy", {"source": "src/a", "target": "src/b"}, base=str(ws)))
+    escaping = policy.decide(gate, "files.copy", {"source": "../secret/a", "target": "src/b"}, base=str(ws))
+    assert [d.granted for d in escaping] == [False, True]
+    assert granted(policy.decide(gate, "web.get", {"url": "https://example.com/a"}, base=str(ws)))
+    assert not granted(policy.decide(gate, "web.get", {"urls": ["https://example.com/a", "https://evil.com"]}, base=str(ws)))
+    # Without the argument, the scope is `*`, which only an allow-all grants.
+    assert not granted(policy.decide(gate, "web.get", {}, base=str(ws)))
+
+
+def test_the_built_in_map_of_moss_serve(ws: Path) -> None:
+    gate = make_policy(ws)
+    base = str(ws)
+
+    def check(tool: str, arguments: dict[str, Any], *, read_only: bool) -> list[policy.Decision]:
+        return policy.decide(gate, f"moss.{tool}", arguments, base=base, builtin=policy.moss_rule("moss", tool, read_only=read_only))
+
+    assert [d.capability for d in check("moss.fetch", {"name": "x"}, read_only=True)] == ["fs_read"]
+    assert [d.capability for d in check("moss.store", {}, read_only=False)] == ["fs_write"]
+    assert granted(check("cstack.status", {}, read_only=True))
+    assert granted(check("moss_store", {}, read_only=False))  # served with --names underscore
+    # Export without a path writes to ~/.moss/exports, outside the workspace: denied.
+    assert not granted(check("moss.export", {}, read_only=False))
+    assert granted(check("moss.export", {"path": ".moss/exports/a.jsonl"}, read_only=False))
+    assert not granted(check("moss.import", {"path": "/etc/passwd"}, read_only=False))
+    # purge is in the default deny_tools.
+    assert policy.decide(gate, "moss.moss.purge", {}, base=base, builtin=policy.moss_rule("moss", "moss.purge", read_only=False))[0].rule == "policy.deny_tools"
+    assert policy.moss_rule("moss", "weird.tool", read_only=True) is None
+
+
+def test_bad_policy_settings_are_named(ws: Path) -> None:
+    for table in (
+        {"deny": ["fs_delete"]},
+        {"allow_exec": "yes"},
+        {"fs": {"read_roots": "."}},
+        {"tools": [{"tool": "x", "needs": ["fs_read"]}]},
+        {"tools": [{"tool": "a.b", "needs": ["teleport"]}]},
+        {"tools": [{"tool": "a.b", "needs": ["fs_read"], "net_http": ["url"]}]},
+        {"exec": {"allow_commands": ["git; rm"]}},
+        {"deny_tool": ["moss.moss.purge"]},  # a misspelt key never passes for an absent one
+        {"fs": {"deny_writes": [".env"]}},
+    ):
+        with pytest.raises(ValueError):
+            make_policy(ws, table)
+
+
+def test_the_toolkits_own_files_stay_protected_when_the_agent_works_in_a_subfolder(ws: Path) -> None:
+    (ws / "app").mkdir()
+    gate = policy.policy_from_table({}, {}, root=str(ws / "app"), resolve=paths.resolve, where="policy", toolkit_root=str(ws))
+    assert policy.check_scope(gate, "fs_write", "main.py", str(ws / "app")).granted
+    assert not policy.check_scope(gate, "fs_write", str(ws / ".moss" / "agent.toml"), str(ws)).granted
+    assert not policy.check_scope(gate, "fs_write", str(ws / "src" / "x"), str(ws)).granted  # outside app/
+
+
+def test_rule_patterns() -> None:
+    assert policy.tool_matches("a.b", "a.b") and not policy.tool_matches("a.bc", "a.b")
+    assert policy.tool_matches("moss.moss.fetch", "moss.*") and policy.tool_matches("x.y", "*")
+    assert not policy.tool_matches("mossy.fetch", "moss.*")
+    assert isinstance(ToolRule("a.b", ()), ToolRule)
+
+
+# --------------------------------------------------------------------------- moss serve's gate
+
+
+def test_the_serve_policy(ws: Path) -> None:
+    rules = serve_gate.serve_policy({"serve": {"read_only": True, "deny_tools": ["moss.purge"], "path_roots": ["."]}}, root=ws)
+    base = str(ws)
+    assert serve_gate.decide(rules, "moss.purge", {}, read_only=False, base=base)[0].rule == "serve.deny_tools"
+    assert serve_gate.decide(rules, "moss_purge", {}, read_only=False, base=base)[0].rule == "serve.deny_tools"
+    assert serve_gate.decide(rules, "moss.store", {}, read_only=False, base=base)[0].rule == "serve.read_only"
+    assert granted(serve_gate.decide(rules, "moss.fetch", {}, read_only=True, base=base))
+    writes = serve_gate.serve_policy({"serve": {"path_roots": ["."], "allow_tools": ["moss.*"]}}, root=ws)
+    assert not granted(serve_gate.decide(writes, "moss.export", {"path": "/tmp/x.jsonl"}, read_only=False, base=base))
+    assert granted(serve_gate.decide(writes, "moss.export", {"path": ".moss/exports/x.jsonl"}, read_only=False, base=base))
+    assert serve_gate.decide(writes, "cstack.status", {}, read_only=True, base=base)[0].rule == "serve.allow_tools"
+    assert not serve_gate.serve_policy({}, root=ws).limits and serve_gate.serve_policy({}, root=ws).audit
+    from moss_files.foundation.errors import InvalidDocument
+
+    for bad in ({"serve": []}, {"serve": {"audit": "yes"}}, {"serve": {"deny_tools": "x"}}, {"serve": {"reed_only": True}}):
+        with pytest.raises(InvalidDocument) as caught:
+            serve_gate.serve_policy(bad, root=ws)
+        assert caught.value.code == "SCHEMA_ERROR"
