@@ -22,8 +22,8 @@ import anthropic
 import anyio
 import httpx2
 
-from moss_files.agent.model import AgentFailure
 from moss_files.agent.stream import IncompleteStream, ModelRequest, Reply, ReplyBuilder, Retry, parse_retry_after, retry_delay
+from moss_files.foundation.errors import AgentFailure
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRY_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})

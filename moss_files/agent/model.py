@@ -25,7 +25,7 @@ from typing import Any
 
 from moss_files.foundation import document, summaries
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import InvalidRequest, NotFound
 from moss_files.foundation.fields import FieldReader
 
 # The spec's kinds (Bosun M0/M1 §5.2), then ours: what the runtime read to orient the model,
@@ -53,15 +53,6 @@ SESSION_KIND = "agent-session"  # the `kind:` of a session file, which the searc
 SESSION_STATUSES = ("idle", "running", "ended")
 RUN_STATUSES = ("running", "succeeded", "failed", "interrupted")
 MAX_ANSWER_CHARS = 4000  # of an answer shown in the session file; the event log has it whole
-
-
-class AgentFailure(MossError):
-    """A run, a model call, an MCP server or a tool call failed (exit 9). The code says how:
-    RUN_FAILED, MODEL_ERROR, STEP_LIMIT, RUN_CANCELLED, TOOL_TIMEOUT, TOOL_FAILED, SERVER_UNAVAILABLE."""
-
-    code = "RUN_FAILED"
-    status = 502
-    exit_code = 9
 
 
 # --------------------------------------------------------------------------- events

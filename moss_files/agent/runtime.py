@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from moss_files.agent import costs, model, policy, schema, window
-from moss_files.agent.stream import ModelRequest
-from moss_files.agent.model import Event, AgentFailure, RunSummary, Usage
+from moss_files.agent.model import Event, RunSummary, Usage
 from moss_files.agent.policy import Decision, Policy
 from moss_files.agent.settings import AgentSettings, ServerSettings
 from moss_files.agent.store import SessionStore
+from moss_files.agent.stream import ModelRequest
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import AgentFailure, Conflict, InvalidRequest, MossError, NotFound
 
 if TYPE_CHECKING:
     from moss_files.agent.stream import Reply, Retry

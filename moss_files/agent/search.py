@@ -5,14 +5,7 @@ A session file (`.moss/agent/sessions/<id>.md`) holds its runs as sections, and 
 lists its tool calls with their times, so the index needs only the markdown file: sessions and
 runs are findable (`kind:agent-session`, `kind:agent-run`, `session:<id>`), and `moss timeline
 <run id>` shows the run's steps around it (`kind:agent-step`, dated to the millisecond in the
-file, to the second in the index). To register, in moss_files/index/sources.py:
-
-    from moss_files.agent import search as agent_search
-    Source("agent", agent_search.KINDS, (Place(agent_search.FOLDER, recursive=False),),
-           agent_search.extract, agent_search.record),
-
-Until then the catch-all document source indexes each session file as one row of kind
-`agent-session` (its frontmatter says so), so sessions are findable already.
+file, to the second in the index). Registered in moss_files/index/sources.py.
 """
 
 from __future__ import annotations

@@ -17,14 +17,14 @@ from typing import Any
 import anyio
 
 from moss_files.agent import model, paths, policy, schema
-from moss_files.agent.model import AgentFailure, Session
+from moss_files.agent.model import Session
 from moss_files.agent.policy import Policy
 from moss_files.agent.runtime import HANDOFF_PROMPT, Output, Runtime, Silent, ToolHost
 from moss_files.agent.settings import AGENT_TOML, AGENT_TOML_TEMPLATE, AgentSettings, parse_settings
 from moss_files.agent.store import Redactor, SessionStore, open_server_log
 from moss_files.foundation import arguments, fs
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import AgentFailure, Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 # --------------------------------------------------------------------------- settings and policy
 

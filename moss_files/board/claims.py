@@ -24,8 +24,8 @@ from moss_files.board.usecase import (
     log,
     move,
     settle_approvals,
-    write_task,
     with_problems,
+    write_task,
 )
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN, Context

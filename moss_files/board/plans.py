@@ -24,8 +24,8 @@ from moss_files.board.usecase import (
     move,
     settle_approvals,
     status_events,
-    write_task,
     with_problems,
+    write_task,
 )
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN, Context

@@ -12,6 +12,7 @@ from typing import Any
 from moss_files.board.model import STATUSES, Board, Epic, Project, Proposal, Rails, Settings, Step, Task, Team, Worker
 from moss_files.board.rules import worker_status
 
+
 def step_to_dict(step: Step) -> dict[str, Any]:
     """A plan step as Moe returns it."""
     return {

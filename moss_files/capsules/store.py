@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from moss_files.capsules import model as core
-from moss_files.foundation import document, fs
 from moss_files.capsules.model import Capsule
+from moss_files.foundation import document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
 
 CAPSULES_DIR = PurePosixPath(".moss/capsules")

@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Chat with the agent: each line is a run; quit or exit (or end of input) leaves, Ctrl-C cancels the run in
         progress but not the session. JSON (printed at the end): {session, runs}."""
-        from moss_files.agent import runtime, service
+        from moss_files.agent import runtime
 
         output = runtime.Silent() if as_json else Console()
         with reporting(as_json):

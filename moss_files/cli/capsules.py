@@ -21,7 +21,8 @@ from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
 from moss_files.capsules.model import ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
-from moss_files.foundation import config, workspace as workspaces
+from moss_files.foundation import config
+from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.cli.search import workspace_context, render_record, split_values
+from moss_files.cli.search import render_record, split_values, workspace_context
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
 from moss_files.loopflow import service as loopflow
 from moss_files.loopflow.insights import Update

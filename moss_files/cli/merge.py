@@ -11,12 +11,12 @@ from typing import Annotated
 
 import typer
 
+from moss_files import scaffold
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
 from moss_files.foundation import gitsettings, workspace
-from moss_files import scaffold
+from moss_files.foundation.conflicted import find_conflicted
 from moss_files.foundation.errors import RepoError
 from moss_files.merge import driver
-from moss_files.foundation.conflicted import find_conflicted
 
 
 def register(app: typer.Typer) -> None:

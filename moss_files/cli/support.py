@@ -19,8 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation import gitsettings, workspace
+from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]

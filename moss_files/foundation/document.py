@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicts, yaml_scalars as yaml12, yaml_reader as yamlio
+from moss_files.foundation import conflicts
+from moss_files.foundation import yaml_reader as yamlio
+from moss_files.foundation import yaml_scalars as yaml12
 from moss_files.foundation.errors import InvalidDocument, MossError
 from moss_files.foundation.yaml_reader import YamlProblem
 

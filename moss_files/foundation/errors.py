@@ -15,6 +15,7 @@ problem is an `InvalidDocument`, with codes such as FRONTMATTER_UNCLOSED).
     RepoError           REPO_ERROR          500     6   workspace or git problem
     CacheError          CACHE_ERROR         500     7   derived index unusable
     WatchError          WATCH_ERROR         500     8   file watching failed
+    AgentFailure        RUN_FAILED          502     9   an agent run, model, MCP server or tool failed
 """
 
 from __future__ import annotations
@@ -170,6 +171,15 @@ class CacheError(MossError):
     code = "CACHE_ERROR"
     status = 500
     exit_code = 7
+
+
+class AgentFailure(MossError):
+    """A run, a model call, an MCP server or a tool call failed (exit 9). The code says how:
+    RUN_FAILED, MODEL_ERROR, STEP_LIMIT, RUN_CANCELLED, TOOL_TIMEOUT, TOOL_FAILED, SERVER_UNAVAILABLE."""
+
+    code = "RUN_FAILED"
+    status = 502
+    exit_code = 9
 
 
 class WatchError(MossError):

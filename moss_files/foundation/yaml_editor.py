@@ -24,6 +24,7 @@ from ruamel.yaml.scalarstring import ScalarString
 from moss_files.foundation import yaml_scalars as yaml12
 from moss_files.foundation.yaml_reader import YamlProblem
 
+
 def _rules_table(extra: tuple[tuple[str, re.Pattern[str], str], ...] = ()) -> dict[Any, list[Any]]:
     table: dict[Any, list[Any]] = {}
     for tag, regexp, first in yaml12.IMPLICIT_RULES + extra:

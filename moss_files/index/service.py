@@ -236,7 +236,8 @@ def index_rebuild(ctx: Context) -> dict[str, Any]:
 def index_status(ctx: Context) -> dict[str, Any]:
     """The index after a refresh: where it is, its counts, sources, and every file it could not
     (fully) read: `{path, schema, files, items, by_kind, problems, refresh, size_bytes, sources}`."""
-    from moss_files.index import database, scan as disk
+    from moss_files.index import database
+    from moss_files.index import scan as disk
     from moss_files.index.model import report_to_dict
 
     index = open_index(ctx)

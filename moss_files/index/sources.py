@@ -8,6 +8,7 @@ from the catch-all `documents` source.
 
 from __future__ import annotations
 
+from moss_files.agent import search as agent_search
 from moss_files.index import board_reader
 from moss_files.index.model import Place, Registry, Source
 from moss_files.index.readers import (
@@ -16,6 +17,8 @@ from moss_files.index.readers import (
     capsule_record,
     cstack_extract,
     cstack_record,
+    document_extract,
+    document_record,
     insight_extract,
     insight_record,
     mailbox_extract,
@@ -24,8 +27,6 @@ from moss_files.index.readers import (
     message_file_record,
     session_extract,
     session_record,
-    document_extract,
-    document_record,
 )
 
 SOURCES: tuple[Source, ...] = (
@@ -54,6 +55,8 @@ SOURCES: tuple[Source, ...] = (
         message_file_record,
     ),
     board_reader.SOURCE,  # epics and tasks (.moss/board/)
+    # The agent runtime's sessions, with a row per run and per tool step (.moss/agent/sessions/).
+    Source("agent", agent_search.KINDS, (Place(agent_search.FOLDER, recursive=False),), agent_search.extract, agent_search.record),
     # Every other markdown file under .moss/ (notes, and whatever else people keep there).
     Source("documents", ("document",), (Place(".moss"),), document_extract, document_record),
 )

@@ -16,8 +16,8 @@ import json
 import math
 import sys
 import time
-from contextlib import AsyncExitStack
 from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -30,8 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED, Implementation
 
 from moss_files import __version__
-from moss_files.agent.model import AgentFailure
-from moss_files.foundation.errors import MossError
+from moss_files.foundation.errors import AgentFailure, MossError
 
 CLIENT_NAME = "moss-agent"
 CLOSE_TIMEOUT = 15.0  # seconds for every server to stop: the SDK's own escalation takes at most about 6

@@ -57,8 +57,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from moss_files import __version__
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 
 if TYPE_CHECKING:
     from moss_files.agent.serve_gate import ServeGate

@@ -85,7 +85,7 @@ def test_a_run_is_told_by_its_events() -> None:
     assert first.tools[0].outcome == "denied" and first.tools[0].code == "CAPABILITY_DENIED" and first.cost_usd == 0.5
     assert second.status == "running"
     section = model.render_run_section(first)
-    assert section.startswith(f"## Run R1 · succeeded\n") and "`a.b` → denied" in section and "> Done." in section
+    assert section.startswith("## Run R1 · succeeded\n") and "`a.b` → denied" in section and "> Done." in section
     assert model.run_ids_in("intro\n\n" + section) == ["R1"]
     # A prompt holding a heading cannot fake a run section: it is quoted.
     tricky = model.render_run_section(model.RunSummary("R3", "S1", "failed", "t", prompt="## Run FAKE · succeeded"))

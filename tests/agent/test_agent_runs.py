@@ -31,9 +31,8 @@ from agent_support import (  # noqa: F401  (fixtures)
 from conftest import BIN, run_cli
 
 from moss_files.agent import service
-from moss_files.agent.model import AgentFailure
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, MossError
+from moss_files.foundation.errors import AgentFailure, Conflict, InvalidRequest, MossError
 
 pytestmark = pytest.mark.usefixtures("anyio_workers_finish")
 

@@ -1,6 +1,6 @@
 """Agent sessions in the search index: the reader's rows (session, runs, tool steps) and records,
-from a session file written by real runs; and the session found by `moss search` today, through
-the catch-all document source, before the reader is registered."""
+from a session file written by real runs; and sessions, runs and a run's steps found by `moss
+search` and `moss timeline` through the registered reader."""
 
 from __future__ import annotations
 
@@ -66,8 +66,13 @@ def test_hand_edits_and_odd_prompts_do_not_confuse_the_reader(session_file: tupl
     assert len([e for e in extracted.entries if e.kind == "agent-run"]) == 2
 
 
-def test_sessions_are_findable_through_the_index_today(session_file: tuple[Path, dict]) -> None:
+def test_sessions_runs_and_steps_through_search_and_timeline(session_file: tuple[Path, dict]) -> None:
     root, first = session_file
     found = run_cli("moss", "search", "kind:agent-session", "login", "--json", cwd=root)
     assert found.returncode == 0, found.stderr
-    assert first["session"]["id"] in json.dumps(json.loads(found.stdout))
+    assert [m["id"] for m in json.loads(found.stdout)["matches"]] == [first["session"]["id"]]
+    runs = run_cli("moss", "search", "kind:agent-run", "login", "--json", cwd=root)
+    assert [m["id"] for m in json.loads(runs.stdout)["matches"]] == [first["run"]["id"]]
+    around = run_cli("moss", "timeline", first["run"]["id"], "--json", cwd=root)
+    assert around.returncode == 0, around.stderr
+    assert {"agent-step"} <= {item["kind"] for item in json.loads(around.stdout)["after"] + json.loads(around.stdout)["before"]}
