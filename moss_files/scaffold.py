@@ -737,6 +737,12 @@ def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: boo
     return actions if dry_run else apply_scaffold(root, actions)
 
 
+def run_templates(root: Path, *, parts: Sequence[str], templates: Templates) -> list[Action]:
+    """Plan and apply the scaffold of `parts` with the given templates (a part's own command
+    that makes its files itself passes none, to get only the git settings)."""
+    return apply_scaffold(root, plan_scaffold(root, parts=parts, templates=templates))
+
+
 def summary_line(root: Path, actions: Sequence[Action], *, dry_run: bool) -> str:
     """The closing human line: what changed (or would) and what was left as it was."""
     counts = summarize(actions)

@@ -33,12 +33,24 @@ def _sleeve(ctx: Context) -> str:
 
 def init_workspace(ctx: Context, *, layout: str = "v1") -> dict[str, Any]:
     """`needlecast init`: create `.needlecast/` (v1: inbox.md/outbox.md; v2: a folder per box)
-    where missing, never touching a file; returns `{ok, path, layout}`.
+    where missing, never touching a file, and the git settings it needs (.gitignore and
+    .gitattributes lines, the merge driver); returns `{ok, path, layout, actions}`.
 
     Raises InvalidRequest for an unknown layout.
     """
+    # Imported here: only `needlecast init` needs the scaffold, and the message commands an agent
+    # runs all day should not load it.
+    from moss_files import scaffold
+
     box = mailbox.init_mailbox(ctx.root, layout)
-    return {"ok": True, "path": str(box.dir), "layout": box.layout()}
+    # The git settings every part needs: ignore the router's per-machine state, merge the
+    # mailboxes with the merge driver (and define it in this clone). The mailbox files
+    # themselves were made above, for the layout asked.
+    settings_only = scaffold.Templates(parts={"needlecast": {}}, agent_blocks={})
+    actions = scaffold.run_templates(ctx.root, parts=("needlecast",), templates=settings_only)
+    for action in actions:
+        ctx.say(scaffold.render_action(action))
+    return {"ok": True, "path": str(box.dir), "layout": box.layout(), "actions": [scaffold.action_to_dict(a) for a in actions]}
 
 
 def send(

@@ -1,4 +1,4 @@
-"""Architecture and documentation checks: layers, docstrings, help texts, error codes in the README."""
+"""Architecture and documentation checks: layers, docstrings, help texts, error codes in docs/errors.md."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def _codes_written(tree: ast.AST) -> set[str]:
 
 
 def test_every_code_the_code_can_emit_is_registered() -> None:
-    """`moss codes`, the README table and the MCP error contract list ERROR_CODES; a code
+    """`moss codes`, docs/errors.md's table and the MCP error contract list ERROR_CODES; a code
     written anywhere else (a per-line import error, a problem entry) must be there too."""
     written: dict[str, list[str]] = {}
     for path in modules():

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-# Every code any package may raise, with its class's status and exit code. The README's
+# Every code any package may raise, with its class's status and exit code. docs/errors.md's
 # table and tests/test_meta.py are checked against this mapping, so adding a code here is
 # how a code becomes part of the API.
 ERROR_CODES: dict[str, str] = {

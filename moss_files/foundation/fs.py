@@ -37,7 +37,7 @@ from typing import Any
 
 from moss_files.foundation import document
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError
 
 LOCK_SUFFIX = ".lock"
 TEMP_MARKER = ".tmp-"
@@ -446,15 +446,18 @@ def flocked(
     two processes do; the kernel releases the lock of a process that dies.
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
-    within `timeout` seconds, and with code NOT_WRITABLE when the lock file cannot be made.
+    within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
+    Conflict) when the lock file cannot be made.
     """
     try:
         with folder_fd(lock_file.parent, create=True) as dir_fd:
             fd = _open_file(dir_fd, lock_file, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
-    except InvalidRequest as exc:  # a file stands where the lock's folder should be
-        raise error(f"cannot make the lock file: {exc.message}", code="NOT_WRITABLE", path=lock_file) from None
-    except OSError as exc:
-        raise error(f"cannot make the lock file: {exc.strerror}", code="NOT_WRITABLE", path=lock_file) from None
+    except (InvalidRequest, OSError) as exc:  # unwritable, or a file where the lock's folder should be
+        # A lock that cannot be made is a problem of the project's files (exit 6), or of the
+        # derived cache when the cache asked (exit 7), never a conflict between writers.
+        unwritable = error if error is not Conflict else RepoError
+        reason = exc.message if isinstance(exc, InvalidRequest) else exc.strerror
+        raise unwritable(f"cannot make the lock file: {reason}", code="NOT_WRITABLE", path=lock_file) from None
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001

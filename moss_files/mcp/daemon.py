@@ -29,7 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from moss_files.foundation import fs
-from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, error_body
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, RepoError, error_body
 from moss_files.foundation.httpguard import check_request, is_loopback
 from moss_files.foundation.ids import format_time, system_clock
 
@@ -219,7 +219,7 @@ class Daemon:
                 # Per-machine state; ignored even where `moss init` never added .gitignore lines.
                 fs.create_exclusive(ignore, b"# moss serve: per-machine daemon state\n*\n")
         except OSError as exc:
-            raise MossError(f"cannot create {run_dir}: {exc.strerror}", code="NOT_WRITABLE", path=run_dir) from None
+            raise RepoError(f"cannot create {run_dir}: {exc.strerror}", code="NOT_WRITABLE", path=run_dir) from None
 
     @contextlib.contextmanager
     def _bind(self) -> Iterator[socket.socket]:

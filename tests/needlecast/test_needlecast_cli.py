@@ -49,6 +49,9 @@ def test_init_creates_templates_and_never_overwrites(tmp_path: Path) -> None:
     other.mkdir()
     assert ok_json(nc("init", "--layout", "v2", "--json", cwd=other))["layout"] == "v2"
     assert nc("init", "--layout", "v9", cwd=other).returncode == 2
+    # The router's journal and locks are per machine: never committed.
+    assert ".needlecast/.state/" in (work / ".gitignore").read_text().splitlines()
+    assert "**/.needlecast/outbox.md merge=moss" in (work / ".gitattributes").read_text().splitlines()
 
 
 def test_send_route_inbox_read_round_trip(team: Path) -> None:
