@@ -586,22 +586,26 @@ def apply_scaffold(root: Path | str, actions: Iterable[Action]) -> list[Action]:
     for action in actions:
         target = root / action.path
         try:
-            done.append(_apply_one(target, action))
+            done.append(_set_config(root, action) if action.kind == "config" else _apply_one(target, action))
         except OSError as exc:
             raise _translate(exc, action.path) from None
     return done
 
 
+def _set_config(root: Path, action: Action) -> Action:
+    """Carry out a `config` action in the clone holding `root` (which may be below its top)."""
+    for key, value in action.settings:
+        done = _git(root, "config", "--local", key, value)
+        if done is None or done.returncode != 0:
+            reason = done.stderr.strip() if done is not None else "git could not be run"
+            raise RepoError(f"cannot set {key} in the clone's git config: {reason}", path=action.path)
+    return action
+
+
 def _apply_one(target: Path, action: Action) -> Action:
     if action.kind == "exists":
         return action
-    if action.kind == "config":
-        for key, value in action.settings:
-            done = _git(target.parent, "config", "--local", key, value)
-            if done is None or done.returncode != 0:
-                reason = done.stderr.strip() if done is not None else "git could not be run"
-                raise RepoError(f"cannot set {key} in the clone's git config: {reason}", path=action.path)
-        return action
+
     if action.kind == "mkdir":
         try:
             os.mkdir(target)

@@ -491,3 +491,12 @@ def test_moss_init_errors_carry_codes(repo: Path, tmp_path: Path) -> None:
     assert broken.returncode == 4
     assert json.loads(broken.stderr)["error"]["path"] == "CLAUDE.md"
     assert not (repo / ".moss").exists(), "nothing is written when the plan fails"
+
+
+def test_a_workspace_below_the_top_of_its_clone_still_gets_the_driver(repo: Path) -> None:
+    """The config action once ran git in `<workspace>/.git`, which only exists at the top."""
+    sleeve = repo / "team" / "alice"
+    sleeve.mkdir(parents=True)
+    done = run_module("--json", "--parts", "needlecast", str(sleeve))
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run(["git", "config", "--get", "merge.moss.driver"], cwd=repo, capture_output=True).returncode == 0
