@@ -2,8 +2,9 @@
 # Run the whole test suite. Creates a virtual environment of its own (.venv, or $MOSS_TEST_VENV)
 # on first use and refreshes it when pyproject.toml changes, and installs the pinned npm test
 # clients (package.json) with `npm ci` when npm is there; extra arguments go to pytest.
-#   ./test.sh                  # everything
-#   ./test.sh -k needlecast    # a subset
+#   ./test.sh                  # everything: ruff, mypy, then every test (what CI runs)
+#   ./test.sh -m "not slow"    # skip the slow tests (storms, races, installs, external clients)
+#   ./test.sh -k needlecast    # a subset (arguments skip ruff and mypy; MOSS_CHECKS=1 runs them)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -48,6 +49,15 @@ if [ -f package.json ]; then
     else
         echo "test.sh: npm not found; the MCP Inspector tests will be skipped" >&2
     fi
+fi
+
+# Lint, format and types first: a finding fails the suite, as a failing test does. Skipped when
+# pytest is given arguments (a developer running a subset); CI runs ./test.sh bare.
+if [ "$#" -eq 0 ] || [ "${MOSS_CHECKS:-}" = "1" ]; then
+    echo "test.sh: ruff check, ruff format --check, mypy" >&2
+    "$venv/bin/ruff" check --quiet .
+    "$venv/bin/ruff" format --check --quiet .
+    "$venv/bin/mypy"
 fi
 
 exec "$venv/bin/python" -m pytest "$@"

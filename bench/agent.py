@@ -122,16 +122,31 @@ def overhead(steps: int) -> dict[str, Any]:
     for line in lines:
         fs.append_line(floor_path, line)
     floor = time.perf_counter() - started
-    payload = len("Look at the status, step by step.") + sum(
-        len(json.dumps(block.get("input", {}))) + len(str(block.get("text", "")))
-        for event in events if event.kind == "assistant.message" for block in event.data["content"]
-    ) + sum(len(str(event.data.get("output", ""))) for event in events if event.kind in ("tool.succeeded", "tool.failed"))
+    payload = (
+        len("Look at the status, step by step.")
+        + sum(
+            len(json.dumps(block.get("input", {}))) + len(str(block.get("text", "")))
+            for event in events
+            if event.kind == "assistant.message"
+            for block in event.data["content"]
+        )
+        + sum(len(str(event.data.get("output", ""))) for event in events if event.kind in ("tool.succeeded", "tool.failed"))
+    )
     return {
-        "steps": steps, "model_calls": calls, "tool_calls": len(summary.tools), "events": len(events), "status": summary.status,
-        "wall_s": wall, "model_s": scripted.seconds, "tool_s": tool_seconds,
+        "steps": steps,
+        "model_calls": calls,
+        "tool_calls": len(summary.tools),
+        "events": len(events),
+        "status": summary.status,
+        "wall_s": wall,
+        "model_s": scripted.seconds,
+        "tool_s": tool_seconds,
         "overhead_ms_per_call": (wall - scripted.seconds - tool_seconds) / calls * 1000,
-        "floor_ms_per_call": floor / calls * 1000, "floor_appends": len(lines),
-        "log_bytes": log.stat().st_size, "session_file_bytes": store.session_path(session_id).stat().st_size, "payload_bytes": payload,
+        "floor_ms_per_call": floor / calls * 1000,
+        "floor_appends": len(lines),
+        "log_bytes": log.stat().st_size,
+        "session_file_bytes": store.session_path(session_id).stat().st_size,
+        "payload_bytes": payload,
     }
 
 
@@ -156,8 +171,9 @@ def cold_start(servers: bool, starts: int, cache: Path) -> list[float]:
 
         with FakeMessagesAPI([first_request]) as fake:
             spawned = time.perf_counter()
-            done = subprocess.run([str(BIN / "moss"), "agent", "run", "hi", "--json"], cwd=root, env=env_with_cache(cache, fake),
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [str(BIN / "moss"), "agent", "run", "hi", "--json"], cwd=root, env=env_with_cache(cache, fake), capture_output=True, text=True, timeout=300
+            )
             if done.returncode != 0:
                 raise SystemExit(f"moss agent run failed: {done.stderr}")
             if attempt:
@@ -182,12 +198,18 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     figures = overhead(args.steps)
-    print(f"\n1. Runtime overhead per model call ({figures['steps']} tool steps + 1 answer = {figures['model_calls']} model calls, "
-          f"{figures['tool_calls']} calls of moss.cstack.status over stdio, {figures['events']} events; model answers at once)")
-    print(f"   run {figures['wall_s'] * 1000:.0f} ms = model {figures['model_s'] * 1000:.1f} ms + tools {figures['tool_s'] * 1000:.0f} ms"
-          f" + runtime {(figures['wall_s'] - figures['model_s'] - figures['tool_s']) * 1000:.0f} ms")
-    print(f"   runtime overhead: {figures['overhead_ms_per_call']:.2f} ms per model call"
-          f"  (baseline, the {figures['floor_appends']} durable event appends alone: {figures['floor_ms_per_call']:.2f} ms per call)")
+    print(
+        f"\n1. Runtime overhead per model call ({figures['steps']} tool steps + 1 answer = {figures['model_calls']} model calls, "
+        f"{figures['tool_calls']} calls of moss.cstack.status over stdio, {figures['events']} events; model answers at once)"
+    )
+    print(
+        f"   run {figures['wall_s'] * 1000:.0f} ms = model {figures['model_s'] * 1000:.1f} ms + tools {figures['tool_s'] * 1000:.0f} ms"
+        f" + runtime {(figures['wall_s'] - figures['model_s'] - figures['tool_s']) * 1000:.0f} ms"
+    )
+    print(
+        f"   runtime overhead: {figures['overhead_ms_per_call']:.2f} ms per model call"
+        f"  (baseline, the {figures['floor_appends']} durable event appends alone: {figures['floor_ms_per_call']:.2f} ms per call)"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-pycache-") as cache_dir:
         cache = Path(cache_dir)
         bare = cold_start(False, args.starts, cache)
@@ -199,13 +221,19 @@ def main() -> None:
     print(f"\n2. Cold start of `moss agent run` to the first request on the wire (median of {args.starts}, bytecode cached)")
     print(f"   no MCP server:                                   {median(bare) * 1000:.0f} ms  (min {min(bare) * 1000:.0f}, max {max(bare) * 1000:.0f})")
     print(f"   default: moss serve + orientation (3 tool calls): {median(full) * 1000:.0f} ms  (min {min(full) * 1000:.0f}, max {max(full) * 1000:.0f})")
-    print(f"   baselines, whole processes: moss version {median(version) * 1000:.0f} ms, python -c 'import anthropic' "
-          f"{median(sdk) * 1000:.0f} ms, python -c 'import mcp' {median(mcp) * 1000:.0f} ms")
+    print(
+        f"   baselines, whole processes: moss version {median(version) * 1000:.0f} ms, python -c 'import anthropic' "
+        f"{median(sdk) * 1000:.0f} ms, python -c 'import mcp' {median(mcp) * 1000:.0f} ms"
+    )
     print(f"\n3. Event log of a {figures['steps']}-step session ({figures['events']} events)")
-    print(f"   events: {figures['log_bytes']:,} bytes ({figures['log_bytes'] / figures['steps']:,.0f} per step); "
-          f"session file: {figures['session_file_bytes']:,} bytes")
-    print(f"   baseline, the payload it must hold (prompt, model texts, tool inputs and outputs): {figures['payload_bytes']:,} bytes "
-          f"(log / payload = {figures['log_bytes'] / max(figures['payload_bytes'], 1):.2f})")
+    print(
+        f"   events: {figures['log_bytes']:,} bytes ({figures['log_bytes'] / figures['steps']:,.0f} per step); "
+        f"session file: {figures['session_file_bytes']:,} bytes"
+    )
+    print(
+        f"   baseline, the payload it must hold (prompt, model texts, tool inputs and outputs): {figures['payload_bytes']:,} bytes "
+        f"(log / payload = {figures['log_bytes'] / max(figures['payload_bytes'], 1):.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -49,23 +49,43 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
         (base / folder).mkdir(parents=True, exist_ok=True)
     epics = [ids.prefixed("EPIC") for _ in range(max(1, -(-count // EPIC_SIZE)))]
     for order, epic_id in enumerate(epics, start=1):
-        epic = Epic(id=epic_id, title=f"Epic {order}", description="Group of related work on the billing service.",
-                    status="ACTIVE", order=order, epic_rails=("no secrets in logs",), created=STAMP, updated=STAMP)
+        epic = Epic(
+            id=epic_id,
+            title=f"Epic {order}",
+            description="Group of related work on the billing service.",
+            status="ACTIVE",
+            order=order,
+            epic_rails=("no secrets in logs",),
+            created=STAMP,
+            updated=STAMP,
+        )
         (base / "epics" / f"{epic_id}.md").write_text(files.render_epic(epic))
     others = ("BACKLOG", "BACKLOG", "DONE", "PLANNING", "REVIEW", "DONE")
     made: list[str] = []
     for index in range(count):
         task_id = ids.prefixed("TASK")
         status = "WORKING" if index < claimable else others[index % len(others)]
-        plan = tuple(Step(f"step-{n}", f"Change module {n} of the invoice pipeline and cover it with tests",
-                          status="COMPLETED" if status in ("REVIEW", "DONE") else "PENDING",
-                          affected_files=(f"src/billing/part_{n}.py",)) for n in (1, 2, 3))
+        plan = tuple(
+            Step(
+                f"step-{n}",
+                f"Change module {n} of the invoice pipeline and cover it with tests",
+                status="COMPLETED" if status in ("REVIEW", "DONE") else "PENDING",
+                affected_files=(f"src/billing/part_{n}.py",),
+            )
+            for n in (1, 2, 3)
+        )
         task = Task(
-            id=task_id, epic=epics[index % len(epics)], title=f"Invoice rounding fix {index}",
+            id=task_id,
+            epic=epics[index % len(epics)],
+            title=f"Invoice rounding fix {index}",
             description="Totals are rounded per line instead of per invoice.\n\nRound once, at the end, half-even.",
-            status=status, priority=PRIORITIES[index % 4], order=index // len(epics) + 1,
+            status=status,
+            priority=PRIORITIES[index % 4],
+            order=index // len(epics) + 1,
             definition_of_done=("totals match the ledger", "property test for rounding"),
-            plan=plan if status != "BACKLOG" else (), created=STAMP, updated=STAMP,
+            plan=plan if status != "BACKLOG" else (),
+            created=STAMP,
+            updated=STAMP,
         )
         (base / "tasks" / f"{task_id}.md").write_text(files.render_task(task))
         made.append(task_id)
@@ -76,8 +96,7 @@ def register_team(root: Path, workers: list[str]) -> None:
     base = root / ".moss" / "board"
     for worker in workers:
         (base / "workers" / f"{worker}.md").write_text(files.render_worker(Worker(id=worker, type="worker", created=STAMP, updated=STAMP)))
-    team = Team(id="TEAM-20260121-benchtea", name="Bench", role="worker", max_size=len(workers) + 1, members=tuple(workers),
-                created=STAMP, updated=STAMP)
+    team = Team(id="TEAM-20260121-benchtea", name="Bench", role="worker", max_size=len(workers) + 1, members=tuple(workers), created=STAMP, updated=STAMP)
     (base / "teams" / f"{team.id}.md").write_text(files.render_team(team))
 
 
@@ -135,8 +154,12 @@ def concurrent_claims(root: Path, claimers: int, per_claimer: int) -> tuple[floa
     ready = root.parent / f"{root.name}-ready"
     ready.mkdir()
     go = root.parent / f"{root.name}-go"
-    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p))],
-                              stdout=subprocess.PIPE, text=True) for p in range(claimers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p))], stdout=subprocess.PIPE, text=True
+        )
+        for p in range(claimers)
+    ]
     while len(list(ready.iterdir())) < claimers:
         time.sleep(0.01)
     started = time.time()
@@ -169,8 +192,10 @@ def main() -> None:
     try:
         floor = process_ms([moss, "version"], temp, 5, env)
         print(f"board latency, median of {args.repeat} (ms); `moss version` takes {floor:.0f} ms as a process")
-        print(f"{'tasks':>6}  {'list warm':>9}  {'list cold':>9}  {'first read':>10}  {'claim warm':>10}  {'claim cold':>10}"
-              f"  {'moss task list':>14}  {'moss task claim':>15}")
+        print(
+            f"{'tasks':>6}  {'list warm':>9}  {'list cold':>9}  {'first read':>10}  {'claim warm':>10}  {'claim cold':>10}"
+            f"  {'moss task list':>14}  {'moss task claim':>15}"
+        )
         for size in sizes:
             root = temp / f"board-{size}"
             root.mkdir()
@@ -189,12 +214,15 @@ def main() -> None:
             list_warm = median_ms(lambda _: queries.list_tasks(warm), args.repeat)
             list_cold = median_ms(lambda _: queries.list_tasks(Context(root)), max(3, args.repeat // 2))
             claim_warm = median_ms(lambda n: claims.claim_next_task(warm, statuses=["WORKING"], worker_id=f"solo{n % 2}"), args.repeat, after=release)
-            claim_cold = median_ms(lambda n: claims.claim_next_task(Context(root, actor=AGENT), statuses=["WORKING"], worker_id="solo0"),
-                                   max(3, args.repeat // 2), after=release)
+            claim_cold = median_ms(
+                lambda n: claims.claim_next_task(Context(root, actor=AGENT), statuses=["WORKING"], worker_id="solo0"), max(3, args.repeat // 2), after=release
+            )
             cli_list = process_ms([moss, "task", "list", "--json"], root, 3, env)
             cli_claim = process_ms([moss, "task", "claim", "-w", "solo0", "--json"], root, 1, env)
-            print(f"{size:>6}  {list_warm:>9.1f}  {list_cold:>9.1f}  {first:>10.1f}  {claim_warm:>10.1f}  {claim_cold:>10.1f}"
-                  f"  {cli_list:>14.0f}  {cli_claim:>15.0f}")
+            print(
+                f"{size:>6}  {list_warm:>9.1f}  {list_cold:>9.1f}  {first:>10.1f}  {claim_warm:>10.1f}  {claim_cold:>10.1f}"
+                f"  {cli_list:>14.0f}  {cli_claim:>15.0f}"
+            )
 
         size = max(sizes)
         claimable = args.claimers * args.per_claimer

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from moss_files.capsules import model as core
 from moss_files.capsules import service as ops
-from moss_files.foundation.context import Context
 from moss_files.capsules.model import Capsule
+from moss_files.foundation.context import Context
 from moss_files.foundation.ids import IdSource, seeded_random
 
 TEXT = """## Objective

@@ -116,6 +116,8 @@ def _zipf_words(rng: random.Random, low: int, high: int) -> str:
     count = rng.randint(low, high)
     picked = rng.choices(VOCABULARY, cum_weights=_ZIPF, k=count)
     return " ".join(rng.choice(WORDS) if rng.random() < 0.1 else word for word in picked)
+
+
 MESSAGE_TYPES = ("task", "question", "response", "milestone", "done")
 OUTCOMES = ("COMPLETE", "PARTIAL", "BLOCKED")
 
@@ -143,7 +145,14 @@ def _workspace_file(rng: random.Random, kind: str, index: int, moment: datetime,
         ident = _dated_id(rng, "SES", moment)
         ended = (moment + timedelta(minutes=rng.randint(5, 300))).strftime("%Y-%m-%dT%H:%M:%SZ")
         actions = "\n".join(f"  - {_words(rng, 3, 8)}" for _ in range(rng.randint(1, 3)))
-        lines = [f"id: {ident}", f"task: LF-{index % 300:03d}", f"started: {stamp}", f"ended: {ended}", f"outcome: {rng.choice(OUTCOMES)}", f"next_actions:\n{actions}"]
+        lines = [
+            f"id: {ident}",
+            f"task: LF-{index % 300:03d}",
+            f"started: {stamp}",
+            f"ended: {ended}",
+            f"outcome: {rng.choice(OUTCOMES)}",
+            f"next_actions:\n{actions}",
+        ]
         body = f"## Summary\n\n{_sentence(rng, words)} {_sentence(rng, words)}\n\n## Learnings\n\n- {_sentence(rng, words)}\n"
         return f".moss/sessions/{ident}.md", "---\n" + "\n".join(lines) + "\n---\n" + body
     if kind == "capsule":
@@ -156,10 +165,26 @@ def _workspace_file(rng: random.Random, kind: str, index: int, moment: datetime,
         ident = _ulid(rng, moment)
         sender = f"sleeve-{rng.randint(1, 9)}"
         box = "inbox" if index % 2 else "archive"
-        lines = [f"id: {ident}", f"from: {sender}", f"to: sleeve-{rng.randint(1, 9)}", f"thread: t-{index % 97}", f"type: {rng.choice(MESSAGE_TYPES)}", f"time: {stamp}"]
+        lines = [
+            f"id: {ident}",
+            f"from: {sender}",
+            f"to: sleeve-{rng.randint(1, 9)}",
+            f"thread: t-{index % 97}",
+            f"type: {rng.choice(MESSAGE_TYPES)}",
+            f"time: {stamp}",
+        ]
         return f".needlecast/{box}/{moment:%Y%m%dT%H%M%SZ}_{sender}_{ident}.md", "---\n" + "\n".join(lines) + "\n---\n" + _body(rng, kind, words)
     ident = _dated_id(rng, "TSK", moment)
-    lines = [f"id: {ident}", "kind: task", f"title: {_words(rng, 2, 7).capitalize()}", f"status: {rng.choice(STATUSES)}", f"priority: {rng.randint(0, 3)}", f"tags: [{tags}]", f"created: {stamp}", f"updated: {stamp}"]
+    lines = [
+        f"id: {ident}",
+        "kind: task",
+        f"title: {_words(rng, 2, 7).capitalize()}",
+        f"status: {rng.choice(STATUSES)}",
+        f"priority: {rng.randint(0, 3)}",
+        f"tags: [{tags}]",
+        f"created: {stamp}",
+        f"updated: {stamp}",
+    ]
     return f".moss/board/tasks/{index // 500:03d}/{ident}.md", "---\n" + "\n".join(lines) + "\n---\n" + _body(rng, kind, words)
 
 

@@ -90,8 +90,7 @@ def main() -> None:
         scaffold.run(root, parts=scaffold.PARTS, agents=(), dry_run=False)
         plan = root / ".cstack" / "PLAN.md"
         stop = Path(folder) / "stop"
-        tools = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(stop), str(n)], stdout=subprocess.PIPE, text=True)
-                 for n in range(args.writers)]
+        tools = [subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(stop), str(n)], stdout=subprocess.PIPE, text=True) for n in range(args.writers)]
         if not args.no_mcp:
             tools.append(subprocess.Popen([sys.executable, "-c", MCP_CALLER, str(root), str(stop), str(BIN / "moss")], stdout=subprocess.PIPE, text=True))
         pause = random.Random(7)
@@ -115,8 +114,10 @@ def main() -> None:
         in_kept = [line for line in saved if f"{line}\n" not in final and f"{line}\n" in kept]
         written = sum(int(out[0]) for out in outcomes if out)
         refused = sum(int(out[1]) for out in outcomes if out)
-    print(f"editor saves: {len(saved)} over {elapsed:.1f} s (pause {args.pace} ms); tool processes: "
-          f"{args.writers} cstack writers{'' if args.no_mcp else ' + 1 MCP client'}")
+    print(
+        f"editor saves: {len(saved)} over {elapsed:.1f} s (pause {args.pace} ms); tool processes: "
+        f"{args.writers} cstack writers{'' if args.no_mcp else ' + 1 MCP client'}"
+    )
     print(f"tool writes: {written} landed, {refused} refused (a hand edit came in between)")
     print(f"hand lines lost: {len(lost)} of {len(saved)}; kept in a displaced copy: {len(in_kept)}")
     sys.exit(1 if lost else 0)

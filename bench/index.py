@@ -34,9 +34,10 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import generate_workspace  # noqa: E402
+from corpus import generate_workspace
 
-from moss_files.index import service as search, query as search_query  # noqa: E402
+from moss_files.index import query as search_query
+from moss_files.index import service as search
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RACY_SECONDS = 2.1
@@ -215,11 +216,15 @@ def measure(size: int, seed: int, dense: bool) -> None:
 
         print(f"\ncorpus: {size} artifacts ({files} files, {items} items{', dense 40-word bodies' if dense else ''}), seed {seed}, generated in {made:.1f}s")
         print(f"  full rebuild            {rebuild:8.3f} s   floor (walk+read+C YAML+FTS5 insert) {floor_build:.3f} s   {files / rebuild:,.0f} files/s")
-        print(f"  no-change refresh       {refresh * 1000:8.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms   ratio {refresh / floor_walk:.2f}  (target <= 1.3)")
+        print(
+            f"  no-change refresh       {refresh * 1000:8.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms   ratio {refresh / floor_walk:.2f}  (target <= 1.3)"
+        )
         print(f"  one changed file        {changed * 1000:8.1f} ms  no-change refresh {refresh * 1000:.1f} ms   ratio {changed / refresh:.2f}  (target <= 1.5)")
         mix = "  ".join(f"{name} {ms:.2f}" for name, ms in per_query.items())
         print(f"  search query, in process p50 {percentile(samples, 0.5):.2f} ms  p95 {percentile(samples, 0.95):.2f} ms  (medians: {mix})")
-        print(f"  search.scan incl. refresh p50 {percentile(scan_samples, 0.5):.1f} ms  p95 {percentile(scan_samples, 0.95):.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms")
+        print(
+            f"  search.scan incl. refresh p50 {percentile(scan_samples, 0.5):.1f} ms  p95 {percentile(scan_samples, 0.95):.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms"
+        )
         rg_text = f"   rg -l {rg_ms:.0f} ms" if rg_ms is not None else "   (rg not installed)"
         print(f"  moss search (process)   {typer_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
         saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0

@@ -41,9 +41,8 @@ from corpus import generate_workspace  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 from moss_files.capsules import service as capsules  # noqa: E402
-
-from moss_files.index import service as search
 from moss_files.foundation.context import AGENT, Context  # noqa: E402
+from moss_files.index import service as search  # noqa: E402
 from moss_files.mcp.server import TOOL_SETS, build_server, parse_sets  # noqa: E402
 
 INITIALIZE = {
@@ -53,7 +52,7 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}},
 }
 QUERIES = ("auth token", "session cache", "deploy retry", "router inbox", "schema migration", "lock timeout", "merge branch", "review plan")
-FLOOR_SERVER = '''
+FLOOR_SERVER = """
 from mcp.server.mcpserver import MCPServer
 server = MCPServer("floor", log_level="WARNING")
 
@@ -62,7 +61,7 @@ def echo(text: str) -> str:
     return text
 
 server.run()
-'''
+"""
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -124,7 +123,9 @@ def start_figures(workspace: Path, cache: Path, starts: int, fetch_args: dict[st
             initialized, called = cold_start(command, workspace, env, call)
             inits.append(initialized)
             calls.append(called or 0.0)
-        print(f"  {label:<20} {statistics.median(inits):>9.3f} {percentile(inits, 0.95):>9.3f} {statistics.median(calls):>13.3f} {percentile(calls, 0.95):>13.3f}")
+        print(
+            f"  {label:<20} {statistics.median(inits):>9.3f} {percentile(inits, 0.95):>9.3f} {statistics.median(calls):>13.3f} {percentile(calls, 0.95):>13.3f}"
+        )
 
 
 async def timed(call: Callable[[int], Awaitable[Any]], count: int) -> list[float]:

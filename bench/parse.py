@@ -22,9 +22,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import generate  # noqa: E402
+from corpus import generate
 
-from moss_files.foundation import document, fs  # noqa: E402
+from moss_files.foundation import document, fs
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -51,7 +51,11 @@ def burst(port: int, concurrency: int, round_number: int) -> dict[str, list[tupl
     def one(number: int) -> None:
         kind = ("POST /inbox", "GET /inbox", "GET /status")[number % 3]
         method, path = kind.split()
-        body = json.dumps({"id": f"r{round_number}-{number}", "from": "bench", "to": ["bench"], "body": f"message {number}\n"}).encode() if method == "POST" else b""
+        body = (
+            json.dumps({"id": f"r{round_number}-{number}", "from": "bench", "to": ["bench"], "body": f"message {number}\n"}).encode()
+            if method == "POST"
+            else b""
+        )
         barrier.wait(timeout=60)
         started = time.perf_counter()
         try:
@@ -78,7 +82,9 @@ def main() -> None:
         root = Path(folder) / "bench"
         root.mkdir()
         scaffold.run(root, parts=scaffold.PARTS, agents=(), dry_run=False)
-        process = subprocess.Popen([str(BIN / "needlecast"), "sidecar", "--root", str(root), "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ)
+        process = subprocess.Popen(
+            [str(BIN / "needlecast"), "sidecar", "--root", str(root), "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ
+        )
         try:
             deadline = time.monotonic() + 30
             while (runtime := read_runtime(root)) is None or runtime.get("pid") != process.pid:

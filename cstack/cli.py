@@ -245,11 +245,11 @@ def stats(root: RootOpt = None, as_json: JsonOpt = False) -> None:
 def add(
     spec: Annotated[str, typer.Argument(metavar="TASK", help='The task, e.g. "P1: Title #label" (priority and labels optional).', show_default=False)],
     ident: Annotated[str | None, typer.Option("--id", help="An id other tasks can depend on.", show_default=False)] = None,
-    depends: Annotated[list[str] | None, typer.Option("--depends", help="Ids this task waits for (repeatable, or comma-separated).", show_default=False)] = None,
+    depends: Annotated[
+        list[str] | None, typer.Option("--depends", help="Ids this task waits for (repeatable, or comma-separated).", show_default=False)
+    ] = None,
     parent: Annotated[str | None, typer.Option("--parent", help="Id of the parent task.", show_default=False)] = None,
-    section: Annotated[
-        str, typer.Option("--section", help="tasks, backlog, backlog-bugs, backlog-debt or backlog-ideas.")
-    ] = "tasks",
+    section: Annotated[str, typer.Option("--section", help="tasks, backlog, backlog-bugs, backlog-debt or backlog-ideas.")] = "tasks",
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -335,4 +335,3 @@ def main() -> None:
     """Console-script entry point."""
     warn_if_clone_lacks_merge_driver(sys.argv[1:])
     app()
-

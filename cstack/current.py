@@ -254,9 +254,7 @@ def _meta_list(meta: Mapping[str, Any], name: str, path: Path | str | None) -> t
         return ()
     value = meta[key]
     if isinstance(value, dict):
-        raise InvalidDocument(
-            f"frontmatter key '{key}' must be a list or a single value", code="SCHEMA_ERROR", path=path, details={"key": key}
-        )
+        raise InvalidDocument(f"frontmatter key '{key}' must be a list or a single value", code="SCHEMA_ERROR", path=path, details={"key": key})
     items = value if isinstance(value, list) else [value]
     return tuple(str(item).strip() for item in items if item is not None and not markdown.is_placeholder_value(str(item)))
 

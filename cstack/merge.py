@@ -200,8 +200,7 @@ def _merge_section(base: Item | None, ours: Item | None, theirs: Item | None, la
 
 def merge_current(base: str, ours: str, theirs: str, labels: Labels = Labels()) -> Result:
     """Merge three versions of CURRENT.md section by section."""
-    return merge_items(base, ours, theirs, split=_section_pieces,
-                       merge_item=lambda o, a, b: _merge_section(o, a, b, labels), labels=labels)
+    return merge_items(base, ours, theirs, split=_section_pieces, merge_item=lambda o, a, b: _merge_section(o, a, b, labels), labels=labels)
 
 
 # --------------------------------------------------------------------------- MEMORY.md
@@ -222,8 +221,9 @@ def _memory_pieces(text: str) -> list[Piece]:
         index = section.start + 1
         while index < section.own_end:
             content = shape.content(index)
-            is_entry = shape.visible(index) and (content.lstrip().startswith(("- ", "* ", "+ ")) or
-                                                 (content.strip().startswith("|") and not set(content.strip()) <= set("|-: ")))
+            is_entry = shape.visible(index) and (
+                content.lstrip().startswith(("- ", "* ", "+ ")) or (content.strip().startswith("|") and not set(content.strip()) <= set("|-: "))
+            )
             if is_entry:
                 end = markdown.block_end(shape, index, lambda text: text.lstrip().startswith(("- ", "* ", "+ ", "|")))
                 key = f"{section.title.casefold()}|{_SPACE.sub(' ', content.strip()).casefold()}"

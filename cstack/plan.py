@@ -35,6 +35,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -208,7 +209,7 @@ def parse_task_line(content: str) -> dict[str, Any] | None:
     head = content[rest_at:head_end]
     segments: list[Segment] = []
     bounds = [*pipes, rest_at + len(rest)]
-    for pipe, stop in zip(bounds, bounds[1:]):
+    for pipe, stop in pairwise(bounds):
         raw = content[pipe + 1 : stop]
         text = raw.strip()
         start = pipe + 1 + (len(raw) - len(raw.lstrip()))
@@ -421,7 +422,7 @@ def set_field(content: str, key: str, value: str) -> str:
             prefix = segment.text[: keyed.start("value")] if keyed.group("value") is not None else segment.text + " "
             return content[: segment.start] + prefix + value + content[segment.end :]
     trimmed = content.rstrip()
-    return f"{trimmed} | {key}: {value}{content[len(trimmed):]}"
+    return f"{trimmed} | {key}: {value}{content[len(trimmed) :]}"
 
 
 def remove_field(content: str, key: str) -> str:
@@ -461,17 +462,11 @@ class _Rule:
 
 _RULES: dict[str, _Rule] = {
     "start": _Rule(frozenset({"pending", "blocked"}), ">", ("blocked",), move_to="tasks", move_from=frozenset({"backlog"})),
-    "done": _Rule(
-        frozenset(OPEN), "x", ("blocked",), move_to="completed", move_from=frozenset({"tasks", "other", "backlog", "closed"})
-    ),
-    "close": _Rule(
-        frozenset(OPEN), "~", ("blocked",), True, move_to="closed", move_from=frozenset({"tasks", "other", "backlog", "completed"})
-    ),
+    "done": _Rule(frozenset(OPEN), "x", ("blocked",), move_to="completed", move_from=frozenset({"tasks", "other", "backlog", "closed"})),
+    "close": _Rule(frozenset(OPEN), "~", ("blocked",), True, move_to="closed", move_from=frozenset({"tasks", "other", "backlog", "completed"})),
     "block": _Rule(frozenset(OPEN), "!", needs_reason=True),
     "ready": _Rule(frozenset({"blocked", "in_progress"}), " ", ("blocked",)),
-    "reopen": _Rule(
-        frozenset(FINISHED), " ", ("blocked", "closed", "reason"), move_to="tasks", move_from=frozenset({"completed", "closed"})
-    ),
+    "reopen": _Rule(frozenset(FINISHED), " ", ("blocked", "closed", "reason"), move_to="tasks", move_from=frozenset({"completed", "closed"})),
 }
 ACTIONS = tuple(_RULES)
 
@@ -781,11 +776,7 @@ def _schedulable(task: Task) -> bool:
 def ready_tasks(plan: Plan) -> tuple[Task, ...]:
     """Pending tasks outside Backlog/Completed/Closed whose dependencies are all met."""
     index = _by_id(plan)
-    return tuple(
-        task
-        for task in plan.tasks
-        if task.status == "pending" and _schedulable(task) and all(dep.met for dep in _dependencies(index, task))
-    )
+    return tuple(task for task in plan.tasks if task.status == "pending" and _schedulable(task) and all(dep.met for dep in _dependencies(index, task)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cstack import current, store
+from cstack.current import Current
 from moss_files.foundation import conflicts
 from moss_files.foundation.errors import error_body
-from cstack.current import Current
 
 if TYPE_CHECKING:
     from moss_files.foundation.context import Context

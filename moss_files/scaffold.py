@@ -52,11 +52,13 @@ GITATTRIBUTES_LINES: Mapping[str, tuple[str, ...]] = {
 }
 # Lines an earlier version wrote into its block and that now say something else: taken out
 # of the block (never out of the user's own lines) when the block is brought up to date.
-RETIRED_LINES: frozenset[str] = frozenset({
-    ".cstack/MEMORY.md merge=union",  # the union merge fused entries; the driver merges them by entry
-    ".needlecast/read.log merge=union",
-    ".moss/**/*.jsonl merge=union",
-})
+RETIRED_LINES: frozenset[str] = frozenset(
+    {
+        ".cstack/MEMORY.md merge=union",  # the union merge fused entries; the driver merges them by entry
+        ".needlecast/read.log merge=union",
+        ".moss/**/*.jsonl merge=union",
+    }
+)
 # The merge driver those lines name. `.gitattributes` reaches every clone, `.git/config` none:
 # each clone defines the driver once, which this scaffold does wherever it runs in a git work
 # tree (and `moss merge setup` does alone). Git is run directly here, not through GitPython,
@@ -143,9 +145,7 @@ def template_paths(templates: Templates, parts: Sequence[str]) -> list[str]:
     return [f".{part}/{rel}" for part in parts for rel in sorted(templates.parts.get(part, {}))]
 
 
-def candidate_paths(
-    templates: Templates, parts: Sequence[str], agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]
-) -> list[str]:
+def candidate_paths(templates: Templates, parts: Sequence[str], agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]) -> list[str]:
     """Every project path the planner needs to know about, parents included, sorted."""
     files = [*template_paths(templates, parts), ".gitignore", ".gitattributes"]
     files += [AGENT_FILES[agent] for agent in agents]
@@ -318,8 +318,9 @@ def plan_lines(path: str, entry: Entry, wanted: Sequence[str], retired: frozense
         block = f"{LINES_BEGIN}{newline}{added}{LINES_END}{newline}"
         return Action("append", path, detail, (_separator(text, newline) + block).encode(), base=entry.data)
     if stale:
-        detail = "; ".join(filter(None, [detail, f"retire {len(stale)} outdated entr{'y' if len(stale) == 1 else 'ies'}: "
-                                         + ", ".join(lines[i].strip() for i in stale)]))
+        detail = "; ".join(
+            filter(None, [detail, f"retire {len(stale)} outdated entr{'y' if len(stale) == 1 else 'ies'}: " + ", ".join(lines[i].strip() for i in stale)])
+        )
     kept = [line for i, line in enumerate(lines[:end]) if i not in stale]
     new_text = "".join(kept) + added + "".join(lines[end:])
     return Action("update", path, detail + " (in the moss-files block)", new_text.encode(), base=entry.data)
@@ -360,9 +361,7 @@ def plan_block(path: str, entry: Entry, body: str, version: str) -> Action:
     return Action("update", path, detail, new_text.encode(), base=entry.data)
 
 
-def _marker_lines(
-    path: str, lines: Sequence[str], is_begin: Callable[[str], bool], is_end: Callable[[str], bool]
-) -> tuple[int | None, int | None]:
+def _marker_lines(path: str, lines: Sequence[str], is_begin: Callable[[str], bool], is_end: Callable[[str], bool]) -> tuple[int | None, int | None]:
     """Indexes of the one begin and one end marker line, (None, None) when there are none."""
     begins = [i for i, line in enumerate(lines) if is_begin(line.strip())]
     ends = [i for i, line in enumerate(lines) if is_end(line.strip())]
@@ -414,9 +413,7 @@ def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer]) -> Action:
     missing = [s for s in servers if s.name not in headers]
     if not missing:
         return Action("exists", path, "MCP servers registered")
-    tables = "\n".join(
-        f"[mcp_servers.{s.name}]\ncommand = {json.dumps(s.command)}\nargs = {json.dumps(list(s.args))}\n" for s in missing
-    )
+    tables = "\n".join(f"[mcp_servers.{s.name}]\ncommand = {json.dumps(s.command)}\nargs = {json.dumps(list(s.args))}\n" for s in missing)
     names = ", ".join(s.name for s in missing)
     if text is None:
         return Action("create", path, f"MCP servers: {names}", tables.encode())
@@ -728,10 +725,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print what would be done; write nothing")
     parser.add_argument("--json", action="store_true", help="print the actions as one JSON list on stdout")
     parser.add_argument("--agent", action="append", default=[], choices=sorted(AGENT_FILES), help="add agent notes (repeatable)")
-    parser.add_argument("--moss", metavar="PATH", default=None, help="the moss command the git merge driver runs (default: the one beside this python, else on PATH)")
     parser.add_argument(
-        "--parts", action="append", default=None, metavar="PART[,PART]", help=f"parts to scaffold (default: {','.join(PARTS)})"
+        "--moss", metavar="PATH", default=None, help="the moss command the git merge driver runs (default: the one beside this python, else on PATH)"
     )
+    parser.add_argument("--parts", action="append", default=None, metavar="PART[,PART]", help=f"parts to scaffold (default: {','.join(PARTS)})")
     return parser
 
 

@@ -83,8 +83,12 @@ def send(
     to: Annotated[list[str] | None, typer.Option("--to", help="Recipient: a sleeve name, 'all' or 'envoy'; repeat or use commas.", show_default=False)] = None,
     type_: Annotated[str | None, typer.Option("--type", help="task, question, response, milestone, directive, blocked, done, ...", show_default=False)] = None,
     thread: Annotated[str | None, typer.Option("--thread", help="Thread name.", show_default=False)] = None,
-    reply_to: Annotated[str | None, typer.Option("--reply-to", help="Id of an inbox message this answers (sets thread, and --to if omitted).", show_default=False)] = None,
-    sender: Annotated[str | None, typer.Option("--from", help=f"This sleeve's name (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)] = None,
+    reply_to: Annotated[
+        str | None, typer.Option("--reply-to", help="Id of an inbox message this answers (sets thread, and --to if omitted).", show_default=False)
+    ] = None,
+    sender: Annotated[
+        str | None, typer.Option("--from", help=f"This sleeve's name (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)
+    ] = None,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -152,7 +156,11 @@ def sleeves(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     with reporting(as_json):
         data = needlecast.list_sleeves(_envoy(root))
     rows = data["sleeves"]
-    lines = [f"{'ok ' if r['ok'] else 'ERR'}  {r['name']:<20} {r['url'] or r['path']}" + (f"  [{r['problem']['code']}] {r['problem']['message']}" if not r["ok"] else "") for r in rows]
+    lines = [
+        f"{'ok ' if r['ok'] else 'ERR'}  {r['name']:<20} {r['url'] or r['path']}"
+        + (f"  [{r['problem']['code']}] {r['problem']['message']}" if not r["ok"] else "")
+        for r in rows
+    ]
     emit(data, as_json, text="\n".join(lines))
     broken = [r for r in rows if not r["ok"]]
     if broken:
@@ -188,12 +196,18 @@ def route(
 def sidecar(
     host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = needlecast.DEFAULT_PORT,
-    token: Annotated[str | None, typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token clients must send (env {TOKEN_ENV}).", show_default=False)] = None,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token clients must send (env {TOKEN_ENV}).", show_default=False)
+    ] = None,
     poll: Annotated[bool, typer.Option("--poll", help="Watch by polling instead of inotify.")] = False,
     poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.")] = 0.5,
     sweep: Annotated[float, typer.Option("--sweep", help="Seconds between full safety sweeps.")] = 30.0,
-    name: Annotated[str | None, typer.Option("--name", help=f"Sleeve name reported by /status (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)] = None,
-    route_mode: Annotated[bool | None, typer.Option("--route/--no-route", help="Route outboxes (default: when the root holds sleeves).", show_default=False)] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help=f"Sleeve name reported by /status (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)
+    ] = None,
+    route_mode: Annotated[
+        bool | None, typer.Option("--route/--no-route", help="Route outboxes (default: when the root holds sleeves).", show_default=False)
+    ] = None,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -220,4 +234,3 @@ def main() -> None:
         app()
     except BrokenPipeError:  # `needlecast inbox | head`
         sys.stderr.close()
-

@@ -82,7 +82,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
     api: Api  # set on the subclass made by `make_server`
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         self.api.log(f"http: {self.address_string()} {format % args}")
 
     def _send(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
@@ -189,22 +189,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return False
         return super().handle_expect_100()
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._handle("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._handle("POST")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._handle("PUT")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._handle("DELETE")
 
 
-_BUSY_BODY = _body_of(
-    MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503
-)
+_BUSY_BODY = _body_of(MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503)
 _BUSY_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     + f"Retry-After: {RETRY_AFTER_SECONDS}\r\nContent-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()

@@ -21,7 +21,6 @@ from typing import Any
 
 from moss_files.foundation import fs
 from moss_files.foundation.ids import format_time
-
 from needlecast.routing import Record
 
 COMPACT_BYTES = 256 * 1024  # past this size, `compact` drops old records of routed entries

@@ -33,7 +33,6 @@ from typing import Any
 
 from moss_files.foundation import conflicts, document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
-
 from needlecast import message as msg
 from needlecast.message import Message
 from needlecast.routing import Entry
@@ -123,8 +122,18 @@ class Mailbox:
         """Raise InvalidDocument SYMLINK_REFUSED when `.needlecast/`, or a file or folder the
         toolkit reads or writes in it, is a symbolic link (a cloned repository can plant one;
         the raw reads and writes below never follow one because of this check and O_NOFOLLOW)."""
-        for path in (self.dir, self.inbox_file, self.outbox_file, self.archive_file, self.read_log,
-                     self.inbox_dir, self.outbox_dir, self.archive_dir, self.dead_dir, self.state_dir):
+        for path in (
+            self.dir,
+            self.inbox_file,
+            self.outbox_file,
+            self.archive_file,
+            self.read_log,
+            self.inbox_dir,
+            self.outbox_dir,
+            self.archive_dir,
+            self.dead_dir,
+            self.state_dir,
+        ):
             fs.check_confined(path)
 
     def layout(self) -> str:
@@ -196,8 +205,12 @@ def scan_mailfile(data: bytes | None, path: Path, sender: str, *, max_message_by
     if not data:
         return [], ""
     if len(data) > MAX_MAILBOX_BYTES:
-        err = InvalidDocument(f"file is {len(data)} bytes; the limit for a mailbox file is {MAX_MAILBOX_BYTES}", code="FILE_TOO_LARGE",
-                              path=path, details={"max_bytes": MAX_MAILBOX_BYTES, "actual_bytes": len(data)})
+        err = InvalidDocument(
+            f"file is {len(data)} bytes; the limit for a mailbox file is {MAX_MAILBOX_BYTES}",
+            code="FILE_TOO_LARGE",
+            path=path,
+            details={"max_bytes": MAX_MAILBOX_BYTES, "actual_bytes": len(data)},
+        )
         return [_entry(None, sender, data, "file", None, err, path, 1)], ""
     text, _bom = mail_text(data)
     marker = conflicts.first_marker_line(text)
@@ -229,8 +242,13 @@ def scan_mailfile(data: bytes | None, path: Path, sender: str, *, max_message_by
 def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | None) -> InvalidDocument | None:
     """Why one block's bytes cannot be a message, before it is parsed; None when they can."""
     if max_message_bytes is not None and len(raw) > max_message_bytes:
-        return InvalidDocument(f"message is {len(raw)} bytes; the limit is {max_message_bytes}", code="MESSAGE_TOO_LARGE",
-                               path=path, line=line, details={"max_bytes": max_message_bytes, "actual_bytes": len(raw)})
+        return InvalidDocument(
+            f"message is {len(raw)} bytes; the limit is {max_message_bytes}",
+            code="MESSAGE_TOO_LARGE",
+            path=path,
+            line=line,
+            details={"max_bytes": max_message_bytes, "actual_bytes": len(raw)},
+        )
     try:
         document.decode(raw, path, max_bytes=len(raw))
     except InvalidDocument as err:

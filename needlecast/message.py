@@ -40,7 +40,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, yaml_scalars as yaml12, yaml_reader as yamlio
+from moss_files.foundation import document
+from moss_files.foundation import yaml_reader as yamlio
+from moss_files.foundation import yaml_scalars as yaml12
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 KNOWN_KEYS = ("id", "from", "to", "thread", "type", "time")
@@ -281,13 +283,7 @@ def dialect_of(mailfile: Mailfile) -> bool | None:
 
 def _needs_escape(char: str) -> bool:
     code = ord(char)
-    return (
-        code < 0x20
-        or code == 0x7F
-        or 0x80 <= code <= 0x9F
-        or code in (0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF)
-        or 0xD800 <= code <= 0xDFFF
-    )
+    return code < 0x20 or code == 0x7F or 0x80 <= code <= 0x9F or code in (0x2028, 0x2029, 0xFEFF, 0xFFFE, 0xFFFF) or 0xD800 <= code <= 0xDFFF
 
 
 def _quoted(text: str) -> str:

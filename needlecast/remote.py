@@ -39,7 +39,9 @@ def call(url: str, method: str = "GET", payload: Any = None, *, token: str | Non
         error = _error_of(body)
         if error is not None and exc.code < 500:
             code = error.get("code")
-            raise InvalidRequest(f"{url}: {error.get('message', 'refused')}", code=code if code in ERROR_CODES else None, details={"status": exc.code}) from None
+            raise InvalidRequest(
+                f"{url}: {error.get('message', 'refused')}", code=code if code in ERROR_CODES else None, details={"status": exc.code}
+            ) from None
         raise NotFound(f"{url}: HTTP {exc.code}", code="SLEEVE_UNAVAILABLE", details={"status": exc.code}) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)

@@ -24,7 +24,6 @@ from typing import Any
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
-
 from needlecast import mailbox, remote
 from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
 from needlecast.mailbox import Mailbox

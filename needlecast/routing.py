@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from moss_files.foundation.errors import MossError, error_body
-
 from needlecast.message import ALL, ENVOY, Message, message_to_dict, with_changes
 
 ROUTER_NAME = "needlecast"  # the sender of bounces; no sleeve may take this name

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation.errors import InvalidRequest, NotFound
 from moss_files.foundation.ids import format_time
-
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, message_to_dict

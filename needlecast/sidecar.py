@@ -302,8 +302,7 @@ class Sidecar:
         self.problems = list(report.problems) + list(report.held)
         if report.delivered or report.dead_letters or report.removed:
             self.log(
-                f"needlecast: routed {report.delivered} deliveries, {report.archived} archived, "
-                f"{report.dead_letters} dead letters, {report.pending} waiting"
+                f"needlecast: routed {report.delivered} deliveries, {report.archived} archived, {report.dead_letters} dead letters, {report.pending} waiting"
             )
         for problem in report.problems:
             self.log(f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")
@@ -459,7 +458,7 @@ class Sidecar:
     def _post_inbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         items = body.get("messages") if isinstance(body, dict) and "messages" in body else [body]
         if not isinstance(items, list) or not items:
-            raise InvalidRequest("send a message object or {\"messages\": [...]}", code="MESSAGE_INVALID")
+            raise InvalidRequest('send a message object or {"messages": [...]}', code="MESSAGE_INVALID")
         messages = []
         for item in items:
             message = msg.message_from_dict(item)
@@ -515,7 +514,18 @@ class Sidecar:
             self._start_watching()
             stack.callback(self._stop_observer)
             runtime = self.box.state_dir / RUNTIME_FILE
-            fs.write_atomic(runtime, json.dumps({"pid": os.getpid(), "url": self.url, "host": self.host, "port": self.port if self.serve_http else None, "started": format_time(self.clock())}).encode())
+            fs.write_atomic(
+                runtime,
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "url": self.url,
+                        "host": self.host,
+                        "port": self.port if self.serve_http else None,
+                        "started": format_time(self.clock()),
+                    }
+                ).encode(),
+            )
             stack.callback(runtime.unlink, missing_ok=True)
             where = f" on {self.url}" if self.url else ""
             self.log(f"needlecast: sidecar for {self.root} ready{where} (watcher: {self.watcher}, routing: {'on' if self.routing else 'off'})")

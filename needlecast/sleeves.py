@@ -28,7 +28,6 @@ from typing import Any
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
-
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
 from needlecast.routing import RESERVED, Directory, Sleeve
@@ -66,12 +65,16 @@ def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bo
         raise InvalidDocument(f"registry is not valid TOML: {exc}", code="REGISTRY_INVALID", path=path, line=int(found.group(1)) if found else None) from None
     options = data.pop("needlecast", {})
     if not isinstance(options, dict) or set(options) - {"discover_children"} or not isinstance(options.get("discover_children", True), bool):
-        raise InvalidDocument("[needlecast] accepts only `discover_children = true|false`", code="REGISTRY_INVALID", path=path, line=_line_of(text, "needlecast"))
+        raise InvalidDocument(
+            "[needlecast] accepts only `discover_children = true|false`", code="REGISTRY_INVALID", path=path, line=_line_of(text, "needlecast")
+        )
     entries: dict[str, dict[str, Any]] = {}
     for name, value in data.items():
         line = _line_of(text, name)
         if not NAME_RE.fullmatch(name) or name.lower() in RESERVED:
-            raise InvalidDocument(f"{name!r} cannot name a sleeve (letters, digits, . _ -; not all/envoy/needlecast)", code="REGISTRY_INVALID", path=path, line=line)
+            raise InvalidDocument(
+                f"{name!r} cannot name a sleeve (letters, digits, . _ -; not all/envoy/needlecast)", code="REGISTRY_INVALID", path=path, line=line
+            )
         if isinstance(value, str):
             value = {"path": value}
         if not isinstance(value, dict):
@@ -92,9 +95,16 @@ def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bo
 def _local(name: str, workspace: Path, origin: str) -> Sleeve:
     problem: MossError | None = None
     if not workspace.is_dir():
-        problem = NotFound(f"sleeve {name!r}: workspace {workspace} does not exist", code="SLEEVE_UNAVAILABLE", path=workspace, hint=f"fix or remove {name!r} in {REGISTRY_NAME}")
+        problem = NotFound(
+            f"sleeve {name!r}: workspace {workspace} does not exist",
+            code="SLEEVE_UNAVAILABLE",
+            path=workspace,
+            hint=f"fix or remove {name!r} in {REGISTRY_NAME}",
+        )
     elif not (workspace / DIR_NAME).is_dir():
-        problem = NotFound(f"sleeve {name!r}: {workspace} has no {DIR_NAME} folder", code="SLEEVE_UNAVAILABLE", path=workspace, hint="run `needlecast init` in that workspace")
+        problem = NotFound(
+            f"sleeve {name!r}: {workspace} has no {DIR_NAME} folder", code="SLEEVE_UNAVAILABLE", path=workspace, hint="run `needlecast init` in that workspace"
+        )
     return Sleeve(name, path=workspace, origin=origin, problem=problem)
 
 

@@ -73,14 +73,24 @@ def hang(answer: str = "Thinking") -> Reply:
 
 def stream_events(reply: Reply, message_id: str) -> list[tuple[str, dict[str, Any]]]:
     """The SSE events of a streamed reply, as the Messages API sends them."""
-    events: list[tuple[str, dict[str, Any]]] = [(
-        "message_start",
-        {"type": "message_start", "message": {
-            "id": message_id, "type": "message", "role": "assistant", "model": "claude-sonnet-5-5", "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
-        }},
-    )]
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-5-5",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": reply.input_tokens, "output_tokens": 1, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+                },
+            },
+        )
+    ]
     for index, block in enumerate(reply.blocks):
         if block["type"] == "text":
             events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}))
@@ -93,11 +103,19 @@ def stream_events(reply: Reply, message_id: str) -> list[tuple[str, dict[str, An
             events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
             raw = json.dumps(block["input"])
             for offset in range(0, len(raw), 7):  # partial JSON, as the API streams tool input
-                events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                       "delta": {"type": "input_json_delta", "partial_json": raw[offset:offset + 7]}}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": raw[offset : offset + 7]}},
+                    )
+                )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
-                                     "usage": {"output_tokens": reply.output_tokens}}))
+    events.append(
+        (
+            "message_delta",
+            {"type": "message_delta", "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None}, "usage": {"output_tokens": reply.output_tokens}},
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -146,7 +164,7 @@ class FakeMessagesAPI:
                     self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                     self.wfile.flush()
                 if item.kind == "cut":
-                    self.wfile.write(b"event: content_block_delta\ndata: {\"type\": \"content_bl")  # half an event, then the cut
+                    self.wfile.write(b'event: content_block_delta\ndata: {"type": "content_bl')  # half an event, then the cut
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                 elif item.kind == "hang":
@@ -203,8 +221,17 @@ def make_workspace(root: Path) -> Path:
     return root
 
 
-def write_settings(root: Path, extra: str = "", *, demo: bool = True, moss: bool = True, timeout: float = 15, orient: bool = False,
-                   max_steps: int = 8, max_output_bytes: int = 262144) -> None:
+def write_settings(
+    root: Path,
+    extra: str = "",
+    *,
+    demo: bool = True,
+    moss: bool = True,
+    timeout: float = 15,
+    orient: bool = False,
+    max_steps: int = 8,
+    max_output_bytes: int = 262144,
+) -> None:
     """A `.moss/agent.toml` for tests: fast retries, this venv's `moss serve`, the demo server."""
     servers = ""
     if moss:

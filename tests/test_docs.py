@@ -128,13 +128,18 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
 def example_env(home: Path) -> dict[str, str]:
     """The environment a new user has: our tools first on PATH, a home of their own (and a
     temporary folder) inside the test's folder, git configured, none of the toolkit's variables."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("MOSS_", "NEEDLECAST_", "CSTACK_", "MOE_", "GIT_"))}
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("MOSS_", "NEEDLECAST_", "CSTACK_", "MOE_", "GIT_"))}
     (home / ".gitconfig").write_text("[user]\n\tname = Docs Example\n\temail = docs@example.invalid\n[init]\n\tdefaultBranch = main\n")
     scratch = home.parent / "tmp"  # mktemp in an example stays inside the test's folder
     scratch.mkdir()
-    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
-               GIT_CONFIG_NOSYSTEM="1", COLUMNS="100", TMPDIR=str(scratch))
+    env.update(
+        HOME=str(home),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
+        GIT_CONFIG_NOSYSTEM="1",
+        COLUMNS="100",
+        TMPDIR=str(scratch),
+    )
     env.pop("XDG_DATA_HOME", None)
     env.pop("VIRTUAL_ENV", None)
     return env
@@ -191,8 +196,9 @@ def test_examples_run(page: Path, tmp_path: Path) -> None:
     failed = tmp_path / "failed"
     env["DOCS_FAILED"] = str(failed)
     before = checkout_state() if any(block.options for block in blocks) else None
-    result = subprocess.run(["bash", "-c", script.text, "docs-example"], cwd=project, env=env, capture_output=True, text=True,
-                            timeout=PAGE_TIMEOUT, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["bash", "-c", script.text, "docs-example"], cwd=project, env=env, capture_output=True, text=True, timeout=PAGE_TIMEOUT, stdin=subprocess.DEVNULL
+    )
     if result.returncode != 0:
         pytest.fail(failure_report(page, script, failed, result), pytrace=False)
     if before is not None:

@@ -73,8 +73,9 @@ def test_every_command_has_help_text(name: str, command: Any) -> None:
     assert (command.help or "").strip(), f"`{name}` has no help text"
 
 
-@pytest.mark.parametrize(("name", "command"), [pair for pair in all_commands() if not hasattr(pair[1], "commands")],
-                         ids=lambda value: value if isinstance(value, str) else "")
+@pytest.mark.parametrize(
+    ("name", "command"), [pair for pair in all_commands() if not hasattr(pair[1], "commands")], ids=lambda value: value if isinstance(value, str) else ""
+)
 def test_every_command_offers_json_output(name: str, command: Any) -> None:
     options = {opt for param in command.params for opt in getattr(param, "opts", [])}
     long_running = {"needlecast sidecar", "moss serve"}
@@ -126,7 +127,7 @@ def _codes_written(tree: ast.AST) -> set[str]:
             if name.endswith("Problem") and node.args:
                 take(node.args[0])
         elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "code":
                     take(value)
     return found
@@ -156,10 +157,19 @@ YAML = {"yaml", "ruamel"}
 FOUNDATION_LIBRARIES = YAML | {"ulid"}
 # Each kind's pure core: the model, and where a model grew large, its file forms, result shapes
 # and rules beside it. They import the foundation and one another within their kind, nothing else.
-KIND_MODELS = {"moss_files.capsules.model", "moss_files.board.model", "moss_files.board.files", "moss_files.board.shapes",
-               "moss_files.board.rules", "moss_files.loopflow.insights", "moss_files.loopflow.sessions",
-               "moss_files.index.model", "moss_files.index.query",
-               "moss_files.agent.model", "moss_files.agent.policy"}
+KIND_MODELS = {
+    "moss_files.capsules.model",
+    "moss_files.board.model",
+    "moss_files.board.files",
+    "moss_files.board.shapes",
+    "moss_files.board.rules",
+    "moss_files.loopflow.insights",
+    "moss_files.loopflow.sessions",
+    "moss_files.index.model",
+    "moss_files.index.query",
+    "moss_files.agent.model",
+    "moss_files.agent.policy",
+}
 # Where each outside library may be imported (module-name prefixes).
 ONLY_IN = {
     "sqlite3": ("moss_files.index.",),
@@ -221,8 +231,7 @@ def test_a_kinds_pure_core_imports_only_the_foundation_and_its_own_kind() -> Non
     def broken(name: str, other: str) -> bool:
         root = other.split(".")[0]
         same_kind = other in KIND_MODELS and other.rsplit(".", 1)[0] == name.rsplit(".", 1)[0]
-        return (name in KIND_MODELS and root not in STDLIB and not other.startswith("moss_files.foundation")
-                and other != "moss_files" and not same_kind)
+        return name in KIND_MODELS and root not in STDLIB and not other.startswith("moss_files.foundation") and other != "moss_files" and not same_kind
 
     assert _violations(broken) == []
 
@@ -257,8 +266,7 @@ def test_there_are_no_import_cycles() -> None:
     graph = {name: {other for other in used if other in MODULES and other != name} for name, used in IMPORTS.items()}
     # A package's __init__ that imports its own modules lazily (cstack, needlecast) is an
     # entrance, not a dependency of those modules.
-    graph = {name: {other for other in targets if not (other in ("cstack", "needlecast") and name.startswith(other + "."))}
-             for name, targets in graph.items()}
+    graph = {name: {other for other in targets if not (other in ("cstack", "needlecast") and name.startswith(other + "."))} for name, targets in graph.items()}
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -268,7 +276,7 @@ def test_there_are_no_import_cycles() -> None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append([*stack[stack.index(nxt):], nxt])
+                cycles.append([*stack[stack.index(nxt) :], nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -286,6 +294,7 @@ def test_every_package_is_listed_for_installation() -> None:
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {module_name(init) for top in ("moss_files", "cstack", "needlecast") for init in (ROOT / top).rglob("__init__.py")
-             if "__pycache__" not in init.parts}
+    found = {
+        module_name(init) for top in ("moss_files", "cstack", "needlecast") for init in (ROOT / top).rglob("__init__.py") if "__pycache__" not in init.parts
+    }
     assert found - listed == set()

@@ -21,8 +21,8 @@ from mcp import Client
 from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish  # noqa: F401  (fixtures)
 
 from moss_files.foundation import fs
-from moss_files.foundation.errors import InvalidDocument
 from moss_files.foundation.context import AGENT, Context
+from moss_files.foundation.errors import InvalidDocument
 from moss_files.mcp.server import build_server
 
 SECRET = "SECRET-do-not-leak"

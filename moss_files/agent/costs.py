@@ -90,9 +90,6 @@ def cost_usd(usage: Usage, price: Price | None) -> float | None:
     write = price.cache_write if price.cache_write is not None else price.input * 1.25
     read = price.cache_read if price.cache_read is not None else price.input * 0.1
     total = (
-        usage.input_tokens * price.input
-        + usage.output_tokens * price.output
-        + usage.cache_write_tokens * write
-        + usage.cache_read_tokens * read
+        usage.input_tokens * price.input + usage.output_tokens * price.output + usage.cache_write_tokens * write + usage.cache_read_tokens * read
     ) / 1_000_000
     return round(total, 6)

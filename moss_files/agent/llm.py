@@ -110,6 +110,7 @@ def _classify(exc: Exception) -> tuple[bool, str, int | None, float | None] | No
 
 def _error_of(body: Any) -> tuple[str, str]:
     if isinstance(body, Mapping):
-        inner = body.get("error") if isinstance(body.get("error"), Mapping) else body
+        found = body.get("error")
+        inner: Mapping[str, Any] = found if isinstance(found, Mapping) else body
         return str(inner.get("type") or "error"), str(inner.get("message") or "")[:500]
     return "error", str(body or "")[:500]

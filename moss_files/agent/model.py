@@ -151,11 +151,7 @@ def filter_events(events: Iterable[Event], *, run: str | None = None, kinds: Seq
     a kind ending in `.*` (or a bare family such as `tool`) takes the whole family."""
     families = tuple(kind[:-1] if kind.endswith(".*") else kind + "." for kind in kinds if kind.endswith(".*") or "." not in kind)
     exact = frozenset(kinds)
-    return [
-        event
-        for event in events
-        if (run is None or event.run == run) and (not kinds or event.kind in exact or event.kind.startswith(families))
-    ]
+    return [event for event in events if (run is None or event.run == run) and (not kinds or event.kind in exact or event.kind.startswith(families))]
 
 
 def check_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
@@ -255,8 +251,13 @@ def summarize_runs(events: Iterable[Event]) -> list[RunSummary]:
         data = event.data
         if event.kind == "run.started":
             runs[event.run] = {
-                "id": event.run, "session": event.session, "status": "running", "started": event.ts,
-                "model": _text(data.get("model")), "prompt": _text(data.get("prompt")) or "", "tools": {},
+                "id": event.run,
+                "session": event.session,
+                "status": "running",
+                "started": event.ts,
+                "model": _text(data.get("model")),
+                "prompt": _text(data.get("prompt")) or "",
+                "tools": {},
                 "origin": _text(data.get("origin")) or "user",
             }
             continue
@@ -277,8 +278,12 @@ def summarize_runs(events: Iterable[Event]) -> list[RunSummary]:
             step = tools[call_id]
             outcome = step.outcome if step.outcome == "denied" else event.kind.split(".")[1]
             tools[call_id] = replace(
-                step, outcome=outcome, code=_text(data.get("code")) or step.code, reason=step.reason or _text(data.get("message")),
-                duration_ms=_int(data.get("duration_ms")) if "duration_ms" in data else None, truncated=bool(data.get("truncated")),
+                step,
+                outcome=outcome,
+                code=_text(data.get("code")) or step.code,
+                reason=step.reason or _text(data.get("message")),
+                duration_ms=_int(data.get("duration_ms")) if "duration_ms" in data else None,
+                truncated=bool(data.get("truncated")),
             )
         elif event.kind in RUN_END_KINDS:
             run["status"] = "succeeded" if event.kind == "run.succeeded" else "failed"
@@ -289,8 +294,8 @@ def summarize_runs(events: Iterable[Event]) -> list[RunSummary]:
                 run["error"] = {"code": _text(data.get("code")) or "RUN_FAILED", "message": _text(data.get("message")) or ""}
     out = []
     for run in runs.values():
-        tools = tuple(run.pop("tools").values())
-        out.append(RunSummary(tools=tools, **run))
+        steps: dict[str, ToolStep] = run.pop("tools")
+        out.append(RunSummary(tools=tuple(steps.values()), **run))
     return out
 
 
@@ -308,8 +313,16 @@ def run_to_dict(run: RunSummary) -> dict[str, Any]:
         "answer": run.answer,
         "steps": run.steps,
         "tool_calls": [
-            {"call_id": t.call_id, "tool": t.tool, "time": t.time, "outcome": t.outcome, "code": t.code, "reason": t.reason,
-             "duration_ms": t.duration_ms, "truncated": t.truncated}
+            {
+                "call_id": t.call_id,
+                "tool": t.tool,
+                "time": t.time,
+                "outcome": t.outcome,
+                "code": t.code,
+                "reason": t.reason,
+                "duration_ms": t.duration_ms,
+                "truncated": t.truncated,
+            }
             for t in run.tools
         ],
         **usage_to_dict(run.usage),
@@ -446,9 +459,7 @@ def add_cost(total: float | None, cost: float | None) -> float | None:
 # --------------------------------------------------------------------------- run sections
 
 RUN_HEADING = re.compile(r"^## Run (?P<id>[0-9A-Za-z]+) · (?P<status>[a-z]+)\s*$", re.MULTILINE)
-TOOL_LINE = re.compile(
-    r"^- (?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z) `(?P<tool>[^`]+)` → (?P<outcome>[a-z]+)(?P<rest>.*)$", re.MULTILINE
-)
+TOOL_LINE = re.compile(r"^- (?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z) `(?P<tool>[^`]+)` → (?P<outcome>[a-z]+)(?P<rest>.*)$", re.MULTILINE)
 
 
 def render_run_section(run: RunSummary) -> str:
@@ -538,11 +549,13 @@ def describe_event(event: Event) -> str:
         detail = _one_line(str(data.get("prompt", "")))
     elif kind == "prompt.built":
         detail = f"step {data.get('step')}: {data.get('messages')} messages, ~{data.get('estimated_tokens')} tokens" + (
-            f", {data.get('turns_dropped')} old turn(s) left out" if data.get("turns_dropped") else "")
+            f", {data.get('turns_dropped')} old turn(s) left out" if data.get("turns_dropped") else ""
+        )
     elif kind == "assistant.delta":
         detail = _one_line(str(data.get("text", "")))
     elif kind == "assistant.message":
-        content = data.get("content") if isinstance(data.get("content"), list) else []
+        found = data.get("content")
+        content: list[Any] = found if isinstance(found, list) else []
         text = content_text(content)
         calls = [str(b.get("name")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
         detail = _one_line(text) + (f" → {', '.join(calls)}" if calls else "")

@@ -114,8 +114,9 @@ DEFAULT_DENY_WRITE = (".git", ".moss/agent.toml", ".moss/config.toml")
 DEFAULT_DENY_TOOLS = ("moss.moss.purge",)
 
 
-def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, root: str, resolve: Resolver, where: str,
-                      toolkit_root: str | None = None) -> Policy:
+def policy_from_table(
+    table: Mapping[str, Any], secrets: Mapping[str, Any], *, root: str, resolve: Resolver, where: str, toolkit_root: str | None = None
+) -> Policy:
     """The policy of `[policy]` (and `[secrets]`) as parsed from TOML, over restrictive defaults.
     Relative paths are taken from `root` (`[workspace] root`); the default `deny_write` entries
     name the toolkit's own files, so they are taken from `toolkit_root` (the folder holding
@@ -145,10 +146,14 @@ def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, r
     unknown = sorted(set(deny_kinds) - set(CAPABILITIES))
     if unknown:
         raise ValueError(f"{where}.deny names unknown capabilities {', '.join(unknown)}; they are {', '.join(CAPABILITIES)}")
-    domains = {key: tuple(normalize_domain_pattern(item, f"{where}.net_http.{key}") for item in _texts(net, key, (), f"{where}.net_http"))
-               for key in ("allow_domains", "deny_domains")}
-    commands = {key: tuple(_pattern_tokens(item, f"{where}.exec.{key}") for item in _texts(exe, key, (), f"{where}.exec"))
-                for key in ("allow_commands", "deny_commands")}
+    domains = {
+        key: tuple(normalize_domain_pattern(item, f"{where}.net_http.{key}") for item in _texts(net, key, (), f"{where}.net_http"))
+        for key in ("allow_domains", "deny_domains")
+    }
+    commands = {
+        key: tuple(_pattern_tokens(item, f"{where}.exec.{key}") for item in _texts(exe, key, (), f"{where}.exec"))
+        for key in ("allow_commands", "deny_commands")
+    }
     rules = tuple(_rule(item, f"{where}.tools[{index}]") for index, item in enumerate(_list(table, "tools", where)))
     return Policy(
         root=resolve(".", root),
@@ -156,8 +161,9 @@ def policy_from_table(table: Mapping[str, Any], secrets: Mapping[str, Any], *, r
         read_roots=roots(fs_table, "read_roots", (".",), "fs"),
         write_roots=roots(fs_table, "write_roots", (".",), "fs"),
         deny_read=roots(fs_table, "deny_read", (), "fs"),
-        deny_write=(roots(fs_table, "deny_write", (), "fs") if "deny_write" in fs_table
-                    else tuple(resolve(item, toolkit_root or root) for item in DEFAULT_DENY_WRITE)),
+        deny_write=(
+            roots(fs_table, "deny_write", (), "fs") if "deny_write" in fs_table else tuple(resolve(item, toolkit_root or root) for item in DEFAULT_DENY_WRITE)
+        ),
         allow_exec=_flag(table, "allow_exec", where),
         allow_network=_flag(table, "allow_network", where),
         deny_kinds=frozenset(deny_kinds),
@@ -479,11 +485,16 @@ def moss_rule(server: str, tool: str, *, read_only: bool) -> ToolRule | None:
         return None
     pattern = f"{server}.{tool}"
     if canonical == "moss.export":
-        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_write": ("path",)}, scopes={"fs_read": folders},
-                        arg_defaults={"path": "~/.moss/exports"}, source="tool_map.moss")
+        return ToolRule(
+            pattern,
+            ("fs_read", "fs_write"),
+            args={"fs_write": ("path",)},
+            scopes={"fs_read": folders},
+            arg_defaults={"path": "~/.moss/exports"},
+            source="tool_map.moss",
+        )
     if canonical == "moss.import":
         return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source="tool_map.moss")
     if read_only:
         return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source="tool_map.moss")
     return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source="tool_map.moss")
-

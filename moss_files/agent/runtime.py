@@ -60,8 +60,7 @@ Then answer in one line with what you wrote."""
 class Model(Protocol):
     """What the loop needs of a model adapter (llm.AnthropicModel)."""
 
-    async def complete(self, request: ModelRequest, *, on_text: Callable[[str, int], None],
-                       on_retry: Callable[[Retry], None]) -> tuple[Reply, int]: ...
+    async def complete(self, request: ModelRequest, *, on_text: Callable[[str, int], None], on_retry: Callable[[Retry], None]) -> tuple[Reply, int]: ...
 
 
 class Output(Protocol):
@@ -116,8 +115,17 @@ def model_tool_name(server: str, tool: str, taken: set[str]) -> str:
 class ToolHost:
     """The MCP servers of a run, the model-facing names of their tools, and the gate."""
 
-    def __init__(self, settings: AgentSettings, gate: Policy, *, root: Path, environ: Mapping[str, str], sleeve: str | None,
-                 errlog: Callable[[str], Any] | None = None, connect_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings,
+        gate: Policy,
+        *,
+        root: Path,
+        environ: Mapping[str, str],
+        sleeve: str | None,
+        errlog: Callable[[str], Any] | None = None,
+        connect_timeout: float = 30.0,
+    ) -> None:
         self.settings = settings
         self.policy = gate
         self.root = root
@@ -142,10 +150,19 @@ class ToolHost:
             log = errlog(server.name) if errlog is not None and server.url is None else None
             if log is not None:
                 self._logs.append(log)
-            self.connections.append(Connection(
-                name=server.name, command=server.command, args=server.args, env=env, cwd=self.cwd_of(server),
-                url=server.url, headers=server.headers, errlog=log, connect_timeout=connect_timeout,
-            ))
+            self.connections.append(
+                Connection(
+                    name=server.name,
+                    command=server.command,
+                    args=server.args,
+                    env=env,
+                    cwd=self.cwd_of(server),
+                    url=server.url,
+                    headers=server.headers,
+                    errlog=log,
+                    connect_timeout=connect_timeout,
+                )
+            )
             self.by_name[server.name] = server
         self.routes: dict[str, Route] = {}
         self._pool: Pool | None = None
@@ -186,20 +203,24 @@ class ToolHost:
         out = []
         for connection in self.connections:
             server = self.by_name[connection.name]
-            out.append({
-                "name": server.name,
-                "transport": server.transport,
-                "ok": connection.error is None,
-                "server": connection.server_info or None,
-                "tools": len(connection.tools),
-                "error": None if connection.error is None else {"code": connection.error.code, "message": connection.error.message},
-            })
+            out.append(
+                {
+                    "name": server.name,
+                    "transport": server.transport,
+                    "ok": connection.error is None,
+                    "server": connection.server_info or None,
+                    "tools": len(connection.tools),
+                    "error": None if connection.error is None else {"code": connection.error.code, "message": connection.error.message},
+                }
+            )
         return out
 
     def model_tools(self) -> list[dict[str, Any]]:
         """The tools as the Messages API takes them."""
-        return [{"name": route.name, "description": route.description[:1024] or route.qualified, "input_schema": route.input_schema}
-                for route in self.routes.values()]
+        return [
+            {"name": route.name, "description": route.description[:1024] or route.qualified, "input_schema": route.input_schema}
+            for route in self.routes.values()
+        ]
 
     def find(self, name: str) -> Route | None:
         """The route of a model-facing name, or of `SERVER.TOOL`."""
@@ -273,7 +294,7 @@ class Runtime:
     policy: Policy
     store: SessionStore
     host: ToolHost
-    model: Model
+    model: Model | None  # None for the commands that call no model (mcp list, mcp call)
     decisions: list[Decision] = field(default_factory=list)  # made before any run (the API key), logged by the next
 
     def new_event(self, kind: str, session: str, run: str | None, data: Mapping[str, Any]) -> Event:
@@ -333,11 +354,19 @@ class Run:
             store.end_torn_line(self.session_id)
         self._close_interrupted(log.events)
         history = list(log.events)
-        self.emit("run.started", {
-            "prompt": self.prompt, "origin": self.origin, "model": self.llm.model, "max_steps": self.llm.max_steps,
-            "max_context_tokens": self.llm.max_context_tokens, "max_response_tokens": self.llm.max_response_tokens,
-            "servers": self.rt.host.statuses(), "skipped_lines": len(log.problems),
-        })
+        self.emit(
+            "run.started",
+            {
+                "prompt": self.prompt,
+                "origin": self.origin,
+                "model": self.llm.model,
+                "max_steps": self.llm.max_steps,
+                "max_context_tokens": self.llm.max_context_tokens,
+                "max_response_tokens": self.llm.max_response_tokens,
+                "servers": self.rt.host.statuses(),
+                "skipped_lines": len(log.problems),
+            },
+        )
         try:
             store.update_session(self.session_id, {"status": "running", "current_run": self.run_id, "updated": self.rt.ctx.stamp()})
             pending = [*self.rt.decisions, *self.rt.host.decisions]
@@ -351,9 +380,12 @@ class Run:
             raise
         except MossError as err:
             summary = self._finish_failed(err)
-            raise AgentFailure(err.message, code=err.code if err.code in _RUN_CODES else "RUN_FAILED",
-                            details={**err.details, "session": self.session_id, "run": self.run_id, "cause": err.code,
-                                     "cost_usd": summary.cost_usd}, hint=err.hint) from None
+            raise AgentFailure(
+                err.message,
+                code=err.code if err.code in _RUN_CODES else "RUN_FAILED",
+                details={**err.details, "session": self.session_id, "run": self.run_id, "cause": err.code, "cost_usd": summary.cost_usd},
+                hint=err.hint,
+            ) from None
         except Exception as exc:
             self._finish_failed(MossError(f"internal error: {type(exc).__name__}: {exc}"))
             raise
@@ -372,39 +404,59 @@ class Run:
         current: list[window.Message] = [window.user_text(self.prompt)]
         while True:
             self.steps += 1
-            built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens,
-                                    tools_tokens=tools_tokens)
-            self.emit("prompt.built", {
-                "step": self.steps, "messages": len(built.messages), "turns_kept": built.turns_kept, "turns_dropped": built.turns_dropped,
-                "estimated_tokens": built.estimated_tokens, "budget": self.llm.max_context_tokens, "over_budget": built.over_budget,
-                "system_chars": len(system), "tools": len(tools), "max_tokens": self.llm.max_response_tokens,
-            })
+            built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens, tools_tokens=tools_tokens)
+            self.emit(
+                "prompt.built",
+                {
+                    "step": self.steps,
+                    "messages": len(built.messages),
+                    "turns_kept": built.turns_kept,
+                    "turns_dropped": built.turns_dropped,
+                    "estimated_tokens": built.estimated_tokens,
+                    "budget": self.llm.max_context_tokens,
+                    "over_budget": built.over_budget,
+                    "system_chars": len(system),
+                    "tools": len(tools),
+                    "max_tokens": self.llm.max_response_tokens,
+                },
+            )
             coalescer = DeltaCoalescer(self.emit, self.steps)
 
+            # Both callbacks run during this step's model call, while `coalescer` is this step's.
             def on_text(text: str, attempt: int) -> None:
-                coalescer.add(text, attempt)
+                coalescer.add(text, attempt)  # noqa: B023
                 self.output.text(text)
 
             def on_retry(retry: Retry) -> None:
-                coalescer.flush()
-                self.emit("model.retried", {"step": self.steps, "attempt": retry.attempt, "reason": retry.reason,
-                                            "status": retry.status, "delay_seconds": round(retry.delay, 3)})
+                coalescer.flush()  # noqa: B023
+                self.emit(
+                    "model.retried",
+                    {"step": self.steps, "attempt": retry.attempt, "reason": retry.reason, "status": retry.status, "delay_seconds": round(retry.delay, 3)},
+                )
                 self.output.note(f"model: {retry.reason}; retrying in {retry.delay:.1f}s")
 
             request = ModelRequest(self.llm.model, system, built.messages, tools, self.llm.max_response_tokens)
+            assert self.rt.model is not None, "a run always opens its runtime with a model"
             reply, attempt = await self.rt.model.complete(request, on_text=on_text, on_retry=on_retry)
             self.usage = self.usage + reply.usage
-            self.emit("assistant.message", {
-                "step": self.steps, "attempt": attempt, "content": list(reply.content), "stop_reason": reply.stop_reason,
-                "usage": model.usage_to_dict(reply.usage),
-            })
+            self.emit(
+                "assistant.message",
+                {
+                    "step": self.steps,
+                    "attempt": attempt,
+                    "content": list(reply.content),
+                    "stop_reason": reply.stop_reason,
+                    "usage": model.usage_to_dict(reply.usage),
+                },
+            )
             calls = reply.tool_calls
             if not calls:
                 return reply.text
             if self.tool_steps >= self.llm.max_steps:
                 raise AgentFailure(
                     f"the model asked for tools again after {self.tool_steps} tool steps; llm.max_steps is {self.llm.max_steps}",
-                    code="STEP_LIMIT", details={"max_steps": self.llm.max_steps},
+                    code="STEP_LIMIT",
+                    details={"max_steps": self.llm.max_steps},
                     hint="raise llm.max_steps in .moss/agent.toml, or split the task",
                 )
             self.tool_steps += 1
@@ -421,8 +473,16 @@ class Run:
         route = host.find(call.name)
         extra = {"origin": origin} if origin else {}
         base = {"step": step, "call_id": call.id, **extra}
-        self.emit("tool.requested", {**base, "name": call.name, "server": route.server.name if route else None,
-                                     "tool": route.qualified if route else call.name, "arguments": model.summarize_arguments(dict(call.input))})
+        self.emit(
+            "tool.requested",
+            {
+                **base,
+                "name": call.name,
+                "server": route.server.name if route else None,
+                "tool": route.qualified if route else call.name,
+                "arguments": model.summarize_arguments(dict(call.input)),
+            },
+        )
         if route is None:
             return self._failed(base, call.name, NotFound(f"no tool named {call.name!r}", details={"tool": call.name}), 0)
         problems = schema.check_arguments(dict(call.input), route.input_schema)
@@ -435,8 +495,12 @@ class Run:
         if denied:
             self.output.note(f"tool {route.qualified}: denied ({denied[0].reason})")
             reasons = "; ".join(decision.reason for decision in denied)
-            error = Conflict(f"{route.qualified} is not allowed: {reasons}", code="CAPABILITY_DENIED", status=403,
-                             details={"decisions": [policy.decision_to_dict(d) for d in denied]})
+            error = Conflict(
+                f"{route.qualified} is not allowed: {reasons}",
+                code="CAPABILITY_DENIED",
+                status=403,
+                details={"decisions": [policy.decision_to_dict(d) for d in denied]},
+            )
             return self._failed(base, route.qualified, error, 0)
         timeout = host.timeout_of(route)
         self.emit("tool.invoked", {**base, "server": route.server.name, "tool": route.qualified, "timeout_seconds": timeout})
@@ -485,9 +549,11 @@ class Run:
         from moss_files.agent.stream import ToolCall
 
         moss = next((server for server in self.rt.settings.servers if server.tool_map == "moss" and server.enabled), None)
-        wanted = (("moss.latest", {"include_text": True}, "Latest handoff capsule"),
-                  ("cstack.status", {}, "cstack status (CURRENT.md)"),
-                  ("needlecast.inbox", {"unread": True}, "Unread messages"))
+        wanted: tuple[tuple[str, dict[str, Any], str], ...] = (
+            ("moss.latest", {"include_text": True}, "Latest handoff capsule"),
+            ("cstack.status", {}, "cstack status (CURRENT.md)"),
+            ("needlecast.inbox", {"unread": True}, "Unread messages"),
+        )
         sections: list[str] = []
         sources: list[dict[str, Any]] = []
         for number, (tool, arguments, title) in enumerate(wanted, start=1):
@@ -518,10 +584,19 @@ class Run:
             if run.status != "running":
                 continue
             stamp = model.stamp_ms(self.rt.ctx.now())
-            event = Event(self.rt.ctx.new_ulid(), stamp, "run.failed", self.session_id, run.id, {
-                "code": "RUN_INTERRUPTED", "message": "the process running this run ended before the run did",
-                **model.usage_to_dict(run.usage), "cost_usd": self._cost(run.usage),
-            })
+            event = Event(
+                self.rt.ctx.new_ulid(),
+                stamp,
+                "run.failed",
+                self.session_id,
+                run.id,
+                {
+                    "code": "RUN_INTERRUPTED",
+                    "message": "the process running this run ended before the run did",
+                    **model.usage_to_dict(run.usage),
+                    "cost_usd": self._cost(run.usage),
+                },
+            )
             self.rt.store.append(event)
             closed = model.summarize_runs([*events, event])
             summary = next(r for r in closed if r.id == run.id)
@@ -531,13 +606,31 @@ class Run:
         return costs.cost_usd(usage, costs.price_for(self.llm.model, self.llm.prices))
 
     def _finish_succeeded(self, answer: str) -> RunSummary:
-        self.emit("run.succeeded", {"steps": self.steps, "tool_steps": self.tool_steps, "tool_calls": self.tool_calls,
-                                    **model.usage_to_dict(self.usage), "cost_usd": self._cost(self.usage), "answer_chars": len(answer)})
+        self.emit(
+            "run.succeeded",
+            {
+                "steps": self.steps,
+                "tool_steps": self.tool_steps,
+                "tool_calls": self.tool_calls,
+                **model.usage_to_dict(self.usage),
+                "cost_usd": self._cost(self.usage),
+                "answer_chars": len(answer),
+            },
+        )
         return self._summary()
 
     def _finish_failed(self, err: MossError) -> RunSummary:
-        self.emit("run.failed", {"code": err.code, "message": err.message, "steps": self.steps, "tool_calls": self.tool_calls,
-                                 **model.usage_to_dict(self.usage), "cost_usd": self._cost(self.usage)})
+        self.emit(
+            "run.failed",
+            {
+                "code": err.code,
+                "message": err.message,
+                "steps": self.steps,
+                "tool_calls": self.tool_calls,
+                **model.usage_to_dict(self.usage),
+                "cost_usd": self._cost(self.usage),
+            },
+        )
         return self._summary()
 
     def _summary(self) -> RunSummary:

@@ -79,8 +79,10 @@ def _check(value: Any, schema: Any, where: str, problems: list[dict[str, str]]) 
 
 
 def _check_object(value: dict[str, Any], schema: Mapping[str, Any], where: str, problems: list[dict[str, str]]) -> None:
-    properties = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    found_properties = schema.get("properties")
+    properties: Mapping[str, Any] = found_properties if isinstance(found_properties, Mapping) else {}
+    found_required = schema.get("required")
+    required: list[Any] = found_required if isinstance(found_required, list) else []
     prefix = f"{where}." if where else ""
     for name in required:
         if name not in value:

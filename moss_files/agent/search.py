@@ -130,49 +130,55 @@ def extract(file: FileInput) -> Extracted:
     """The rows of one session file: the session, each run, each tool step."""
     session, runs, doc = _read(file)
     prompts = [run.prompt for run in runs]
-    entries = [Entry(
-        kind="agent-session",
-        id=session.id,
-        title=session.title,
-        summary=summaries.summarize(f"{session.runs} run(s) with {session.model or 'a model'}; {session.status}. " + (prompts[-1] if prompts else "")),
-        body="\n\n".join(part for run in runs for part in (run.prompt, run.answer) if part) or doc.body,
-        line=1,
-        status=session.status,
-        date=session.created or None,
-        updated=session.updated or None,
-        facets=(("model", session.model or ""),),
-        extra=" ".join(run.id for run in runs),
-    )]
+    entries = [
+        Entry(
+            kind="agent-session",
+            id=session.id,
+            title=session.title,
+            summary=summaries.summarize(f"{session.runs} run(s) with {session.model or 'a model'}; {session.status}. " + (prompts[-1] if prompts else "")),
+            body="\n\n".join(part for run in runs for part in (run.prompt, run.answer) if part) or doc.body,
+            line=1,
+            status=session.status,
+            date=session.created or None,
+            updated=session.updated or None,
+            facets=(("model", session.model or ""),),
+            extra=" ".join(run.id for run in runs),
+        )
+    ]
     for run in runs:
         outcome = run.error["code"] if run.error else (summaries.summarize(run.answer) if run.answer else run.status)
-        entries.append(Entry(
-            kind="agent-run",
-            id=run.id,
-            title=summaries.truncate_at_word(" ".join(run.prompt.split()), 100) or f"Run {run.id}",
-            summary=outcome or run.status,
-            body="\n\n".join(filter(None, (run.prompt, run.answer))),
-            anchor=f"L{run.line}",
-            line=run.line,
-            status=run.status,
-            date=_second(run.started),
-            updated=_second(run.ended),
-            links=(session.id,),
-            facets=(("session", session.id), ("model", run.model or ""), ("origin", run.origin)),
-            extra=" ".join(step.tool for step in run.tools),
-        ))
+        entries.append(
+            Entry(
+                kind="agent-run",
+                id=run.id,
+                title=summaries.truncate_at_word(" ".join(run.prompt.split()), 100) or f"Run {run.id}",
+                summary=outcome or run.status,
+                body="\n\n".join(filter(None, (run.prompt, run.answer))),
+                anchor=f"L{run.line}",
+                line=run.line,
+                status=run.status,
+                date=_second(run.started),
+                updated=_second(run.ended),
+                links=(session.id,),
+                facets=(("session", session.id), ("model", run.model or ""), ("origin", run.origin)),
+                extra=" ".join(step.tool for step in run.tools),
+            )
+        )
         for number, step in enumerate(run.tools, start=1):
-            entries.append(Entry(
-                kind="agent-step",
-                id=f"{run.id}:{number}",
-                title=f"{step.tool} → {step.outcome}",
-                summary=summaries.truncate_at_word(f"{step.tool} → {step.outcome} {step.detail}".strip(), 100),
-                anchor=f"L{step.line}",
-                line=step.line,
-                status=step.outcome,
-                date=_second(step.time),
-                links=(run.id, session.id),
-                facets=(("session", session.id), ("run", run.id), ("tool", step.tool)),
-            ))
+            entries.append(
+                Entry(
+                    kind="agent-step",
+                    id=f"{run.id}:{number}",
+                    title=f"{step.tool} → {step.outcome}",
+                    summary=summaries.truncate_at_word(f"{step.tool} → {step.outcome} {step.detail}".strip(), 100),
+                    anchor=f"L{step.line}",
+                    line=step.line,
+                    status=step.outcome,
+                    date=_second(step.time),
+                    links=(run.id, session.id),
+                    facets=(("session", session.id), ("run", run.id), ("tool", step.tool)),
+                )
+            )
     return Extracted(tuple(entries))
 
 
@@ -187,16 +193,34 @@ def record(file: FileInput, anchor: str) -> dict[str, Any] | None:
             return {**_run_dict(run), "session": session.id, "path": file.relpath}
         for step in run.tools:
             if step.line == line:
-                return {"tool": step.tool, "outcome": step.outcome, "detail": step.detail, "time": step.time, "run": run.id,
-                        "session": session.id, "path": file.relpath, "line": step.line}
+                return {
+                    "tool": step.tool,
+                    "outcome": step.outcome,
+                    "detail": step.detail,
+                    "time": step.time,
+                    "run": run.id,
+                    "session": session.id,
+                    "path": file.relpath,
+                    "line": step.line,
+                }
     return None
 
 
 def _run_dict(run: Section) -> dict[str, Any]:
     return {
-        "id": run.id, "status": run.status, "origin": run.origin, "started": run.started, "ended": run.ended, "model": run.model,
-        "steps": run.steps, "input_tokens": run.input_tokens, "output_tokens": run.output_tokens, "cost_usd": run.cost_usd,
-        "error": run.error, "prompt": run.prompt, "answer": run.answer,
+        "id": run.id,
+        "status": run.status,
+        "origin": run.origin,
+        "started": run.started,
+        "ended": run.ended,
+        "model": run.model,
+        "steps": run.steps,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "cost_usd": run.cost_usd,
+        "error": run.error,
+        "prompt": run.prompt,
+        "answer": run.answer,
         "tool_calls": [{"tool": s.tool, "outcome": s.outcome, "detail": s.detail, "time": s.time} for s in run.tools],
     }
 

@@ -92,8 +92,9 @@ def _spelled(name: str) -> str:
     return name.replace(".", "_")
 
 
-def decide(rules: ServePolicy, name: str, arguments: Mapping[str, Any], *, read_only: bool, base: str,
-           resolve: Callable[[str, str], str] = paths.resolve) -> list[policy.Decision]:
+def decide(
+    rules: ServePolicy, name: str, arguments: Mapping[str, Any], *, read_only: bool, base: str, resolve: Callable[[str, str], str] = paths.resolve
+) -> list[policy.Decision]:
     """The decisions for one call of tool `name` (as served); the call goes ahead only when all
     are granted. No limits configured: one grant."""
     spelled = _spelled(name)
@@ -120,8 +121,11 @@ def decide(rules: ServePolicy, name: str, arguments: Mapping[str, Any], *, read_
                     continue
                 inside = next((root for root in rules.path_roots if policy.within(resolved, root)), None)
                 if inside is None:
-                    decisions.append(policy.Decision(False, "fs_write", resolved, "serve.path_roots",
-                                                     f"{resolved} is outside serve.path_roots ({', '.join(rules.path_roots)})"))
+                    decisions.append(
+                        policy.Decision(
+                            False, "fs_write", resolved, "serve.path_roots", f"{resolved} is outside serve.path_roots ({', '.join(rules.path_roots)})"
+                        )
+                    )
                 else:
                     decisions.append(policy.Decision(True, "fs_write", resolved, "serve.path_roots", f"{resolved} is inside {inside}"))
     return decisions or [policy.Decision(True, None, name, "serve", "allowed")]
@@ -153,15 +157,25 @@ class ServeGate:
             hint="the policy is the [serve] table of .moss/config.toml",
         ), decisions
 
-    def record(self, *, client: Mapping[str, Any], name: str, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None,
-               code: str, duration_ms: int, decisions: Sequence[policy.Decision] = ()) -> None:
+    def record(
+        self,
+        *,
+        client: Mapping[str, Any],
+        name: str,
+        arguments: Mapping[str, Any],
+        meta: Mapping[str, Any] | None,
+        code: str,
+        duration_ms: int,
+        decisions: Sequence[policy.Decision] = (),
+    ) -> None:
         """Append the call's audit line (never raises: an audit failure is logged, the answer
         still goes out)."""
         if not self.rules.audit:
             return
         denied = code == "CAPABILITY_DENIED"
         kind = "capability.denied" if denied else "tool.succeeded" if code == "OK" else "tool.failed"
-        origin = meta.get(META_KEY) if isinstance(meta, Mapping) and isinstance(meta.get(META_KEY), Mapping) else {}
+        found = meta.get(META_KEY) if isinstance(meta, Mapping) else None
+        origin: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         data: dict[str, Any] = {
             "client": dict(client),
             "tool": name,

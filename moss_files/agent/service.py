@@ -55,8 +55,7 @@ def load_policy(ctx: Context, settings: AgentSettings) -> Policy:
     """The capability policy of the settings, its roots resolved on disk."""
     root = paths.resolve(settings.workspace_root, str(ctx.root))
     try:
-        return policy.policy_from_table(settings.policy, settings.secrets, root=root, resolve=paths.resolve, where="policy",
-                                        toolkit_root=str(ctx.root))
+        return policy.policy_from_table(settings.policy, settings.secrets, root=root, resolve=paths.resolve, where="policy", toolkit_root=str(ctx.root))
     except ValueError as exc:
         raise InvalidDocument(str(exc), code="SCHEMA_ERROR", path=settings.path or AGENT_TOML) from None
 
@@ -122,8 +121,13 @@ def api_key(settings: AgentSettings, gate: Policy, environ: Mapping[str, str]) -
     name = settings.llm.api_key_env
     decision = policy.check_secret(gate, name)
     if not decision.granted:
-        raise Conflict(f"the policy does not let the runtime read {name}: {decision.reason}", code="CAPABILITY_DENIED", status=403,
-                       details={"decisions": [policy.decision_to_dict(decision)]}, hint=f"add {name!r} to [secrets] keys in {AGENT_TOML}")
+        raise Conflict(
+            f"the policy does not let the runtime read {name}: {decision.reason}",
+            code="CAPABILITY_DENIED",
+            status=403,
+            details={"decisions": [policy.decision_to_dict(decision)]},
+            hint=f"add {name!r} to [secrets] keys in {AGENT_TOML}",
+        )
     key = environ.get(name, "")
     if not key.strip():
         raise InvalidRequest(f"{name} is not set", code="API_KEY_MISSING", hint=f"export {name}=... (the key is read from the environment only)")
@@ -131,8 +135,9 @@ def api_key(settings: AgentSettings, gate: Policy, environ: Mapping[str, str]) -
 
 
 @asynccontextmanager
-async def open_runtime(ctx: Context, *, environ: Mapping[str, str], servers: Sequence[str] | None = None,
-                       with_model: bool = True, connect_timeout: float = 30.0) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    ctx: Context, *, environ: Mapping[str, str], servers: Sequence[str] | None = None, with_model: bool = True, connect_timeout: float = 30.0
+) -> AsyncIterator[Runtime]:
     """The settings, policy, store, MCP servers (all, or those named) and model of a workspace,
     open for runs; closed (servers stopped) on exit."""
     settings = load_settings(ctx)
@@ -150,23 +155,22 @@ async def open_runtime(ctx: Context, *, environ: Mapping[str, str], servers: Seq
         def make_model() -> Any:
             from moss_files.agent.llm import AnthropicModel
 
-            return AnthropicModel(api_key=key, base_url=base_url, timeout=llm.request_timeout_seconds, retries=llm.retries,
-                                  retry_base=llm.retry_base_seconds)
+            return AnthropicModel(api_key=key, base_url=base_url, timeout=llm.request_timeout_seconds, retries=llm.retries, retry_base=llm.retry_base_seconds)
 
         loader = _Loader(make_model)
     chosen = settings
     if servers is not None:
         unknown = sorted(set(servers) - {server.name for server in settings.servers})
         if unknown:
-            raise InvalidRequest(f"no MCP server named {', '.join(unknown)} in {AGENT_TOML}",
-                                 details={"servers": [server.name for server in settings.servers]})
+            raise InvalidRequest(f"no MCP server named {', '.join(unknown)} in {AGENT_TOML}", details={"servers": [server.name for server in settings.servers]})
         from dataclasses import replace
 
         chosen = replace(settings, servers=tuple(server for server in settings.servers if server.name in servers))
     secrets.extend(environ[key] for server in chosen.servers for key in server.env_from if key in environ)
     store = open_store(ctx, settings, secrets)
-    host = ToolHost(chosen, gate, root=ctx.root, environ=environ, sleeve=ctx.sleeve,
-                    errlog=lambda name: open_server_log(ctx.root, name), connect_timeout=connect_timeout)
+    host = ToolHost(
+        chosen, gate, root=ctx.root, environ=environ, sleeve=ctx.sleeve, errlog=lambda name: open_server_log(ctx.root, name), connect_timeout=connect_timeout
+    )
     async with AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(host)
@@ -187,8 +191,17 @@ def create_session(ctx: Context, runtime: Runtime, prompt: str) -> str:
     return session_id
 
 
-def run(ctx: Context, prompt: str, *, session: str | None = None, wait: float = 0.0, handoff: bool = False,
-        environ: Mapping[str, str], output: Output | None = None, catch_sigint: bool = False) -> dict[str, Any]:
+def run(
+    ctx: Context,
+    prompt: str,
+    *,
+    session: str | None = None,
+    wait: float = 0.0,
+    handoff: bool = False,
+    environ: Mapping[str, str],
+    output: Output | None = None,
+    catch_sigint: bool = False,
+) -> dict[str, Any]:
     """One run of a prompt, in a new session or the one `session` names (an id, an
     unambiguous prefix, or `last`); with `handoff`, a second run writes the handoff capsule and
     memory. With `catch_sigint` (the CLI), Ctrl-C cancels the run, which is recorded as
@@ -282,8 +295,17 @@ class Interrupt:
 QUIT_WORDS = frozenset({"quit", "exit"})
 
 
-async def chat(ctx: Context, *, environ: Mapping[str, str], session: str | None, read_line: Callable[[], Awaitable[str | None]],
-               output: Output, interrupt: Interrupt, offer_handoff: Callable[[], Awaitable[bool]], wait: float = 0.0) -> dict[str, Any]:
+async def chat(
+    ctx: Context,
+    *,
+    environ: Mapping[str, str],
+    session: str | None,
+    read_line: Callable[[], Awaitable[str | None]],
+    output: Output,
+    interrupt: Interrupt,
+    offer_handoff: Callable[[], Awaitable[bool]],
+    wait: float = 0.0,
+) -> dict[str, Any]:
     """An interactive session: each line read is a run, until `quit`, `exit` or the end of
     input. A fired `interrupt` cancels the run in progress (recorded as RUN_CANCELLED), not the
     session. At the end, when `offer_handoff` agrees, one more run writes the handoff.
@@ -293,8 +315,11 @@ async def chat(ctx: Context, *, environ: Mapping[str, str], session: str | None,
     async with open_runtime(ctx, environ=environ) as runtime:
         session_id = runtime.store.resolve_session(session) if session else None
         connected = [s for s in runtime.host.statuses() if s["ok"]]
-        output.note(f"model {runtime.settings.llm.model} · {len(runtime.host.routes)} tools from {len(connected)} server(s)"
-                    + (f" · session {session_id}" if session_id else "") + " · quit or exit to leave, Ctrl-C cancels a run")
+        output.note(
+            f"model {runtime.settings.llm.model} · {len(runtime.host.routes)} tools from {len(connected)} server(s)"
+            + (f" · session {session_id}" if session_id else "")
+            + " · quit or exit to leave, Ctrl-C cancels a run"
+        )
         for status in runtime.host.statuses():
             if not status["ok"]:
                 output.note(f"server {status['name']}: {status['error']['code']}: {status['error']['message']}")
@@ -414,9 +439,16 @@ def mcp_list(ctx: Context, *, environ: Mapping[str, str]) -> dict[str, Any]:
                     if route.server.name != status["name"]:
                         continue
                     rule = _rule_of(runtime, route)
-                    tools.append({"name": route.tool, "model_name": route.name, "description": route.description,
-                                  "read_only": route.read_only, "needs": list(rule.needs) if rule else None,
-                                  "rule": rule.source if rule else None})
+                    tools.append(
+                        {
+                            "name": route.tool,
+                            "model_name": route.name,
+                            "description": route.description,
+                            "read_only": route.read_only,
+                            "needs": list(rule.needs) if rule else None,
+                            "rule": rule.source if rule else None,
+                        }
+                    )
                 out.append({**status, "tools": tools})
             return {"servers": out}
 
@@ -430,8 +462,9 @@ def _rule_of(runtime: Runtime, route: Any) -> policy.ToolRule | None:
     return found or runtime.host.rule_for(route)
 
 
-def mcp_call(ctx: Context, target: str, *, assignments: Sequence[str] = (), json_arguments: Mapping[str, Any] | None = None,
-             environ: Mapping[str, str]) -> dict[str, Any]:
+def mcp_call(
+    ctx: Context, target: str, *, assignments: Sequence[str] = (), json_arguments: Mapping[str, Any] | None = None, environ: Mapping[str, str]
+) -> dict[str, Any]:
     """Call one tool (`SERVER.TOOL`) exactly as the agent would: arguments checked against its
     schema, then the capability gate, then the call with its timeout and output cap.
 
@@ -466,15 +499,32 @@ def mcp_call(ctx: Context, target: str, *, assignments: Sequence[str] = (), json
             shown = [policy.decision_to_dict(decision) for decision in decisions]
             denied = [decision for decision in decisions if not decision.granted]
             if denied:
-                raise Conflict(f"{target} is not allowed: {'; '.join(d.reason for d in denied)}", code="CAPABILITY_DENIED", status=403,
-                               details={"decisions": shown}, hint=f"the policy is in {AGENT_TOML}")
+                raise Conflict(
+                    f"{target} is not allowed: {'; '.join(d.reason for d in denied)}",
+                    code="CAPABILITY_DENIED",
+                    status=403,
+                    details={"decisions": shown},
+                    hint=f"the policy is in {AGENT_TOML}",
+                )
             answer = await host.call(route, values)
             text, truncated, size = model.cap_text(answer.text, runtime.settings.max_output_bytes)
             if answer.is_error:
-                raise AgentFailure(f"{target} answered an error: {(answer.text.strip().splitlines() or [''])[0][:300]}", code="TOOL_FAILED",
-                                details={"text": text[:4000], "structured": answer.structured})
-            return {"server": server_name, "tool": route.tool, "decisions": shown, "is_error": False, "text": text,
-                    "structured": answer.structured, "bytes": size, "truncated": truncated, "duration_ms": answer.duration_ms}
+                raise AgentFailure(
+                    f"{target} answered an error: {(answer.text.strip().splitlines() or [''])[0][:300]}",
+                    code="TOOL_FAILED",
+                    details={"text": text[:4000], "structured": answer.structured},
+                )
+            return {
+                "server": server_name,
+                "tool": route.tool,
+                "decisions": shown,
+                "is_error": False,
+                "text": text,
+                "structured": answer.structured,
+                "bytes": size,
+                "truncated": truncated,
+                "duration_ms": answer.duration_ms,
+            }
 
     with redacting(ctx, environ):
         return anyio.run(work)

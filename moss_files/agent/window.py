@@ -104,8 +104,15 @@ class Assembly:
     over_budget: bool
 
 
-def assemble(*, system: str, tools: Sequence[Mapping[str, Any]], history: Sequence[Sequence[Message]], current: Sequence[Message],
-             budget: int, tools_tokens: int | None = None) -> Assembly:
+def assemble(
+    *,
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    history: Sequence[Sequence[Message]],
+    current: Sequence[Message],
+    budget: int,
+    tools_tokens: int | None = None,
+) -> Assembly:
     """The newest turns of `history` that fit in `budget` beside the system prompt, the tools
     (`tools_tokens`: their estimate, when the caller keeps it) and the current turn, followed
     by the current turn."""

@@ -32,8 +32,9 @@ from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest
 
 
-def claim_next_task(ctx: Context, *, statuses: Sequence[str], epic_id: str | None = None, worker_id: str | None = None,
-                    replace_existing: bool = False) -> dict[str, Any]:
+def claim_next_task(
+    ctx: Context, *, statuses: Sequence[str], epic_id: str | None = None, worker_id: str | None = None, replace_existing: bool = False
+) -> dict[str, Any]:
     """Moe's claim_next_task: give the worker the next task in `statuses` (see
     `rules.plan_claim` for the order and the solo-worker rule). Without a worker (none named,
     no MOE_WORKER_ID), shows the task it would give.
@@ -54,8 +55,7 @@ def claim_next_task(ctx: Context, *, statuses: Sequence[str], epic_id: str | Non
         plan = rules.plan_claim(board, wanted, worker, epic_id=epic_id.strip() if epic_id else None, replace_existing=replace_existing)
         if plan.already is not None:
             held = plan.already
-            return with_problems({"hasNext": False, "alreadyAssigned": {"taskId": held.id, "title": held.title, "status": held.status}},
-                                 board.problems)
+            return with_problems({"hasNext": False, "alreadyAssigned": {"taskId": held.id, "title": held.title, "status": held.status}}, board.problems)
         if plan.task is None:
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
@@ -67,8 +67,11 @@ def claim_next_task(ctx: Context, *, statuses: Sequence[str], epic_id: str | Non
             def decide(current: Task) -> Task:
                 # The file is read again under the lock: claim only if nobody took it meanwhile.
                 if (current.status, current.assigned_worker) != expected:
-                    raise Conflict(f"task {current.id} changed while being claimed; claim again", code="CONFLICT",
-                                   details={"taskId": current.id, "status": current.status, "assignedWorkerId": current.assigned_worker})
+                    raise Conflict(
+                        f"task {current.id} changed while being claimed; claim again",
+                        code="CONFLICT",
+                        details={"taskId": current.id, "status": current.status, "assignedWorkerId": current.assigned_worker},
+                    )
                 return rules.claimed(current, worker, now)
 
             _old, task = write_task(ctx, task.id, decide)
@@ -120,10 +123,13 @@ def set_task_status(ctx: Context, *, task_id: str, status: str, reason: str | No
         task = find_task(board, task_id)
         guard_owner(task, worker)
         rules.check_transition(task, target, reason=reason)
-        if (task.status, target) == ("AWAITING_APPROVAL", "WORKING") and ctx.actor != HUMAN \
-                and not rules.approval_due(task, board.project.settings, ctx.now()):
-            raise Conflict("plans are approved by a human in CONTROL mode (moss task approve)", code="NOT_ALLOWED", status=403,
-                           details={"taskId": task_id, "approvalMode": board.project.settings.approval_mode})
+        if (task.status, target) == ("AWAITING_APPROVAL", "WORKING") and ctx.actor != HUMAN and not rules.approval_due(task, board.project.settings, ctx.now()):
+            raise Conflict(
+                "plans are approved by a human in CONTROL mode (moss task approve)",
+                code="NOT_ALLOWED",
+                status=403,
+                details={"taskId": task_id, "approvalMode": board.project.settings.approval_mode},
+            )
         new = move(ctx, board, task, target, reason=reason, actor=worker) if target != task.status else task
     return {"success": True, "taskId": task_id, "status": new.status}
 
@@ -137,13 +143,11 @@ def qa_approve(ctx: Context, *, task_id: str, summary: str | None = None, worker
         board = store.load()
         task = find_task(board, task_id)
         if task.status != "REVIEW":
-            raise Conflict("Task must be in REVIEW status to approve", code="INVALID_TRANSITION",
-                           details={"taskId": task_id, "status": task.status})
+            raise Conflict("Task must be in REVIEW status to approve", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard_owner(task, worker)
         extra = (lambda t: replace(t, review_summary=summary)) if summary and summary.strip() else None
         new = move(ctx, board, task, "DONE", reason=None, actor=worker or task.assigned_worker, extra=extra)
-    return {"success": True, "taskId": task_id, "status": new.status, "summary": summary,
-            "message": f"{task_id} approved by QA and DONE."}
+    return {"success": True, "taskId": task_id, "status": new.status, "summary": summary, "message": f"{task_id} approved by QA and DONE."}
 
 
 def qa_reject(ctx: Context, *, task_id: str, reason: str, worker_id: str | None = None) -> dict[str, Any]:
@@ -159,13 +163,18 @@ def qa_reject(ctx: Context, *, task_id: str, reason: str, worker_id: str | None 
         board = store.load()
         task = find_task(board, task_id)
         if task.status != "REVIEW":
-            raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION",
-                           details={"taskId": task_id, "status": task.status})
+            raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard_owner(task, worker)
         target = rules.qa_reject_target(task, board.project.settings)
         new = move(ctx, board, task, target, reason=why, actor=worker or task.assigned_worker)
     escalated = new.status == "PLANNING"
-    message = (f"{task_id} rejected {new.reopen_count} times: back to PLANNING for a new plan." if escalated
-               else f"{task_id} back to WORKING; fix: {why}")
-    return {"success": True, "taskId": task_id, "status": new.status, "reopenCount": new.reopen_count, "reason": why,
-            "escalated": escalated, "message": message}
+    message = f"{task_id} rejected {new.reopen_count} times: back to PLANNING for a new plan." if escalated else f"{task_id} back to WORKING; fix: {why}"
+    return {
+        "success": True,
+        "taskId": task_id,
+        "status": new.status,
+        "reopenCount": new.reopen_count,
+        "reason": why,
+        "escalated": escalated,
+        "message": message,
+    }

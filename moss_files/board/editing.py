@@ -55,10 +55,22 @@ def _check_depends(board: Board, task_id: str, depends: Sequence[str]) -> tuple[
 # --------------------------------------------------------------------------- tasks
 
 
-def create_task(ctx: Context, *, epic_id: str, title: str, description: str | None = None, definition_of_done: Sequence[str] | None = None,
-                task_rails: Sequence[str] | None = None, status: str | None = None, parent_task_id: str | None = None,
-                order: int | float | None = None, created_by: str | None = None, priority: str | None = None,
-                depends_on: Sequence[str] | None = None, test_file: str | None = None) -> dict[str, Any]:
+def create_task(
+    ctx: Context,
+    *,
+    epic_id: str,
+    title: str,
+    description: str | None = None,
+    definition_of_done: Sequence[str] | None = None,
+    task_rails: Sequence[str] | None = None,
+    status: str | None = None,
+    parent_task_id: str | None = None,
+    order: int | float | None = None,
+    created_by: str | None = None,
+    priority: str | None = None,
+    depends_on: Sequence[str] | None = None,
+    test_file: str | None = None,
+) -> dict[str, Any]:
     """Moe's create_task (with LoopFlow's priority, dependsOn and testFile): a new task file.
 
     A new task starts in BACKLOG (or PLANNING or WORKING when asked). Raises NotFound for the
@@ -103,10 +115,21 @@ def create_task(ctx: Context, *, epic_id: str, title: str, description: str | No
     return {"success": True, "task": shapes.task_to_dict(task, path=task_path(ctx, task_id))}
 
 
-def update_task(ctx: Context, *, task_id: str, title: str | None = None, description: str | None = None,
-                definition_of_done: Sequence[str] | None = None, task_rails: Sequence[str] | None = None, priority: str | None = None,
-                order: int | float | None = None, depends_on: Sequence[str] | None = None, parent_task_id: str | None = None,
-                test_file: str | None = None, epic_id: str | None = None) -> dict[str, Any]:
+def update_task(
+    ctx: Context,
+    *,
+    task_id: str,
+    title: str | None = None,
+    description: str | None = None,
+    definition_of_done: Sequence[str] | None = None,
+    task_rails: Sequence[str] | None = None,
+    priority: str | None = None,
+    order: int | float | None = None,
+    depends_on: Sequence[str] | None = None,
+    parent_task_id: str | None = None,
+    test_file: str | None = None,
+    epic_id: str | None = None,
+) -> dict[str, Any]:
     """Edit a task's fields (not its status or holder: those move through the workflow).
     Only the changed keys' lines change in the file."""
     task_id = arguments.required(task_id, "taskId")
@@ -171,8 +194,16 @@ def _epic_path(ctx: Context, epic_id: str) -> str:
     return store.display(store.path("epic", epic_id))
 
 
-def create_epic(ctx: Context, *, title: str, description: str | None = None, architecture_notes: str | None = None,
-                epic_rails: Sequence[str] | None = None, status: str | None = None, order: int | float | None = None) -> dict[str, Any]:
+def create_epic(
+    ctx: Context,
+    *,
+    title: str,
+    description: str | None = None,
+    architecture_notes: str | None = None,
+    epic_rails: Sequence[str] | None = None,
+    status: str | None = None,
+    order: int | float | None = None,
+) -> dict[str, Any]:
     """Moe's create_epic: a new epic file (PLANNED unless a status is given)."""
     name = _title(title)
     state = check_choice(status, EPIC_STATUSES, "status") if status is not None else "PLANNED"
@@ -197,9 +228,17 @@ def create_epic(ctx: Context, *, title: str, description: str | None = None, arc
     return {"success": True, "epic": shapes.epic_to_dict(epic, path=_epic_path(ctx, epic.id))}
 
 
-def update_epic(ctx: Context, *, epic_id: str, title: str | None = None, description: str | None = None,
-                architecture_notes: str | None = None, epic_rails: Sequence[str] | None = None, status: str | None = None,
-                order: int | float | None = None) -> dict[str, Any]:
+def update_epic(
+    ctx: Context,
+    *,
+    epic_id: str,
+    title: str | None = None,
+    description: str | None = None,
+    architecture_notes: str | None = None,
+    epic_rails: Sequence[str] | None = None,
+    status: str | None = None,
+    order: int | float | None = None,
+) -> dict[str, Any]:
     """Moe's update_epic. Raises InvalidRequest `epicId is required`, NotFound `Epic not found`."""
     epic_id = arguments.required(epic_id, "epicId")
     changes: dict[str, Any] = {}
@@ -244,8 +283,11 @@ def delete_epic(ctx: Context, *, epic_id: str, cascade_delete: bool = False) -> 
         epic = find_epic(board, epic_id)
         tasks = sorted((t for t in board.tasks.values() if t.epic == epic_id), key=lambda t: t.id)
         if tasks and not cascade_delete:
-            raise Conflict(f'Epic "{epic_id}" has {len(tasks)} task(s); delete them first or pass cascadeDelete', code="CONFLICT",
-                           details={"epicId": epic_id, "taskCount": len(tasks)})
+            raise Conflict(
+                f'Epic "{epic_id}" has {len(tasks)} task(s); delete them first or pass cascadeDelete',
+                code="CONFLICT",
+                details={"epicId": epic_id, "taskCount": len(tasks)},
+            )
         for task in tasks:
             store.delete("task", task.id)
             log(ctx, board.project, "TASK_DELETED", task=task, title=task.title, cascade=True)

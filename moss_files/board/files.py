@@ -229,10 +229,20 @@ def parse_epic(doc: Document, path: Path | str | None = None, *, fallback_id: st
     )
 
 
-_RAIL_KEYS = {"tech_stack": ("techStack",), "forbidden_patterns": ("forbiddenPatterns",), "required_patterns": ("requiredPatterns",),
-              "custom_rules": ("customRules",), "formatting": (), "testing": ()}
-_SETTING_KEYS = {"approval_mode": ("approvalMode",), "speed_mode_delay_ms": ("speedModeDelayMs",), "max_reopens": ("maxReopens",),
-                 "max_team_size": ("maxTeamSize",)}
+_RAIL_KEYS = {
+    "tech_stack": ("techStack",),
+    "forbidden_patterns": ("forbiddenPatterns",),
+    "required_patterns": ("requiredPatterns",),
+    "custom_rules": ("customRules",),
+    "formatting": (),
+    "testing": (),
+}
+_SETTING_KEYS = {
+    "approval_mode": ("approvalMode",),
+    "speed_mode_delay_ms": ("speedModeDelayMs",),
+    "max_reopens": ("maxReopens",),
+    "max_team_size": ("maxTeamSize",),
+}
 PROJECT_ALIASES: Mapping[str, tuple[str, ...]] = {
     "global_rails": ("globalRails", "rails"),
     "created": ("created_at", "createdAt"),
@@ -413,28 +423,76 @@ def _plan_to_meta(plan: tuple[Step, ...]) -> list[dict[str, Any]]:
 
 
 TASK_KEYS = (
-    _Key("id", True), _Key("epic", True), _Key("title", True), _Key("status", True), _Key("priority", True),
-    _Key("order", True), _Key("assigned_worker"), _Key("depends_on", encode=list), _Key("parent"),
-    _Key("definition_of_done", encode=list), _Key("task_rails", encode=list), _Key("plan", encode=_plan_to_meta),
-    _Key("reopen_count"), _Key("reopen_reason"), _Key("pr_link"), _Key("created_by", True), _Key("test_file"),
-    _Key("work_summary"), _Key("review_summary"), _Key("first_claimed"), _Key("created", True), _Key("updated", True),
-    _Key("plan_submitted"), _Key("plan_approved"), _Key("work_started"), _Key("review_started"), _Key("completed"),
+    _Key("id", True),
+    _Key("epic", True),
+    _Key("title", True),
+    _Key("status", True),
+    _Key("priority", True),
+    _Key("order", True),
+    _Key("assigned_worker"),
+    _Key("depends_on", encode=list),
+    _Key("parent"),
+    _Key("definition_of_done", encode=list),
+    _Key("task_rails", encode=list),
+    _Key("plan", encode=_plan_to_meta),
+    _Key("reopen_count"),
+    _Key("reopen_reason"),
+    _Key("pr_link"),
+    _Key("created_by", True),
+    _Key("test_file"),
+    _Key("work_summary"),
+    _Key("review_summary"),
+    _Key("first_claimed"),
+    _Key("created", True),
+    _Key("updated", True),
+    _Key("plan_submitted"),
+    _Key("plan_approved"),
+    _Key("work_started"),
+    _Key("review_started"),
+    _Key("completed"),
 )
 EPIC_KEYS = (
-    _Key("id", True), _Key("title", True), _Key("status", True), _Key("order", True), _Key("epic_rails", encode=list),
-    _Key("architecture_notes"), _Key("created", True), _Key("updated", True),
+    _Key("id", True),
+    _Key("title", True),
+    _Key("status", True),
+    _Key("order", True),
+    _Key("epic_rails", encode=list),
+    _Key("architecture_notes"),
+    _Key("created", True),
+    _Key("updated", True),
 )
 WORKER_KEYS = (
-    _Key("id", True), _Key("type"), _Key("status"), _Key("blocked_reason"), _Key("needs_from"), _Key("blocked_task"),
-    _Key("blocked_step"), _Key("blocked_since"), _Key("created", True), _Key("updated", True),
+    _Key("id", True),
+    _Key("type"),
+    _Key("status"),
+    _Key("blocked_reason"),
+    _Key("needs_from"),
+    _Key("blocked_task"),
+    _Key("blocked_step"),
+    _Key("blocked_since"),
+    _Key("created", True),
+    _Key("updated", True),
 )
 TEAM_KEYS = (
-    _Key("id", True), _Key("name", True), _Key("role"), _Key("max_size", True), _Key("members", True, encode=list),
-    _Key("created", True), _Key("updated", True),
+    _Key("id", True),
+    _Key("name", True),
+    _Key("role"),
+    _Key("max_size", True),
+    _Key("members", True, encode=list),
+    _Key("created", True),
+    _Key("updated", True),
 )
 PROPOSAL_KEYS = (
-    _Key("id", True), _Key("task"), _Key("worker"), _Key("proposal_type", True), _Key("target_scope", True),
-    _Key("current_value"), _Key("proposed_value", True), _Key("status", True), _Key("resolved_by"), _Key("resolved"),
+    _Key("id", True),
+    _Key("task"),
+    _Key("worker"),
+    _Key("proposal_type", True),
+    _Key("target_scope", True),
+    _Key("current_value"),
+    _Key("proposed_value", True),
+    _Key("status", True),
+    _Key("resolved_by"),
+    _Key("resolved"),
     _Key("created", True),
 )
 
@@ -529,6 +587,7 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
         else:
             changes[key] = spec.encode(after) if spec.encode else after
     body_changed = body_field is not None and getattr(old, body_field) != getattr(new, body_field)
+    assert body_field is not None or not body_changed
     if not changes and not body_changed:
         return None
     text = document.edit_frontmatter(doc.text, changes, path) if changes else doc.text
@@ -539,7 +598,7 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
             # A hand-written `description:` key moves into the body, where descriptions live.
             text = document.edit_frontmatter(text, {stale: document.DELETE}, path)
             edited = document.parse(text, path)
-        text = text[: len(text) - len(edited.body)] + _body(getattr(new, body_field))
+        text = text[: len(text) - len(edited.body)] + _body(getattr(new, str(body_field)))
     return text
 
 
@@ -586,6 +645,13 @@ def parse_event(record: Any, path: Path | str | None = None, line: int | None = 
     payload = {} if payload is None else payload
     if not isinstance(payload, dict):
         raise fail("activity record field 'payload' must be an object")
-    return Event(id=texts["id"], timestamp=texts["timestamp"], event=texts["event"], project=texts["projectId"],
-                 epic=texts["epicId"], task=texts["taskId"], worker=texts["workerId"], payload=payload)
-
+    return Event(
+        id=texts["id"],
+        timestamp=texts["timestamp"],
+        event=texts["event"],
+        project=texts["projectId"],
+        epic=texts["epicId"],
+        task=texts["taskId"],
+        worker=texts["workerId"],
+        payload=payload,
+    )

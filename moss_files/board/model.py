@@ -39,8 +39,17 @@ PROPOSAL_SCOPES = ("GLOBAL", "EPIC", "TASK")
 PROPOSAL_STATUSES = ("PENDING", "APPROVED", "REJECTED")
 CREATORS = ("HUMAN", "WORKER")
 
-_STATUS_ALIASES = {"TODO": "BACKLOG", "OPEN": "BACKLOG", "IN_PROGRESS": "WORKING", "DOING": "WORKING", "IN_REVIEW": "REVIEW",
-                   "AWAITING": "AWAITING_APPROVAL", "CLOSED": "DONE", "COMPLETE": "DONE", "COMPLETED": "DONE"}
+_STATUS_ALIASES = {
+    "TODO": "BACKLOG",
+    "OPEN": "BACKLOG",
+    "IN_PROGRESS": "WORKING",
+    "DOING": "WORKING",
+    "IN_REVIEW": "REVIEW",
+    "AWAITING": "AWAITING_APPROVAL",
+    "CLOSED": "DONE",
+    "COMPLETE": "DONE",
+    "COMPLETED": "DONE",
+}
 _PRIORITY_ALIASES = {"P0": "CRITICAL", "URGENT": "CRITICAL", "P1": "HIGH", "P2": "MEDIUM", "NORMAL": "MEDIUM", "P3": "LOW"}
 
 DEFAULT_PRIORITY = "MEDIUM"
@@ -318,8 +327,7 @@ def default_project(name: str) -> Project:
 def rank_key(task: Task, epics: Mapping[str, Epic]) -> tuple[Any, ...]:
     """Claim and queue order: priority, then the epic's order, the task's order, age and id."""
     epic = epics.get(task.epic)
-    return (PRIORITIES.index(task.priority), epic.order if epic else float("inf"), task.epic,
-            task.order, task.created or "", task.id)
+    return (PRIORITIES.index(task.priority), epic.order if epic else float("inf"), task.epic, task.order, task.created or "", task.id)
 
 
 def board_key(task: Task, epics: Mapping[str, Epic]) -> tuple[Any, ...]:
@@ -332,4 +340,3 @@ def next_order(tasks: Iterable[Task], epic_id: str) -> int | float:
     """The order of a new task at the end of its epic."""
     orders = [task.order for task in tasks if task.epic == epic_id]
     return (max(orders) // 1 + 1) if orders else 1
-

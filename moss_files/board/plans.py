@@ -87,8 +87,11 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
 
         def decide(current: Task) -> Task:
             if current.status not in ("PLANNING", "AWAITING_APPROVAL"):
-                raise Conflict(f"a plan is submitted for a PLANNING task; {current.id} is {current.status}", code="INVALID_TRANSITION",
-                               details={"taskId": current.id, "from": current.status, "to": "AWAITING_APPROVAL"})
+                raise Conflict(
+                    f"a plan is submitted for a PLANNING task; {current.id} is {current.status}",
+                    code="INVALID_TRANSITION",
+                    details={"taskId": current.id, "from": current.status, "to": "AWAITING_APPROVAL"},
+                )
             guard_owner(current, worker)
             with_plan = replace(current, plan=plan, updated=now)
             if current.status == "AWAITING_APPROVAL":
@@ -107,7 +110,9 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         "taskId": task_id,
         "status": new.status,
         "stepCount": len(plan),
-        "message": "Plan approved automatically (TURBO mode)." if approved else f"Plan submitted; waiting for approval ({board.project.settings.approval_mode} mode).",
+        "message": "Plan approved automatically (TURBO mode)."
+        if approved
+        else f"Plan submitted; waiting for approval ({board.project.settings.approval_mode} mode).",
     }
 
 
@@ -143,8 +148,11 @@ def approve_plan(ctx: Context, *, task_id: str) -> dict[str, Any]:
         board = store.load()
         task = find_task(board, task_id)
         if task.status != "AWAITING_APPROVAL":
-            raise Conflict(f"task {task_id} is {task.status}, not AWAITING_APPROVAL", code="INVALID_TRANSITION",
-                           details={"taskId": task_id, "from": task.status, "to": "WORKING"})
+            raise Conflict(
+                f"task {task_id} is {task.status}, not AWAITING_APPROVAL",
+                code="INVALID_TRANSITION",
+                details={"taskId": task_id, "from": task.status, "to": "WORKING"},
+            )
         new = move(ctx, board, task, "WORKING", reason=None, actor=None)
     return {"success": True, "taskId": task_id, "status": new.status}
 
@@ -158,8 +166,11 @@ def reject_plan(ctx: Context, *, task_id: str, reason: str) -> dict[str, Any]:
         board = store.load()
         task = find_task(board, task_id)
         if task.status != "AWAITING_APPROVAL":
-            raise Conflict(f"task {task_id} is {task.status}, not AWAITING_APPROVAL", code="INVALID_TRANSITION",
-                           details={"taskId": task_id, "from": task.status, "to": "PLANNING"})
+            raise Conflict(
+                f"task {task_id} is {task.status}, not AWAITING_APPROVAL",
+                code="INVALID_TRANSITION",
+                details={"taskId": task_id, "from": task.status, "to": "PLANNING"},
+            )
         new = move(ctx, board, task, "PLANNING", reason=why, actor=None)
     return {"success": True, "taskId": task_id, "status": new.status, "reason": why}
 
@@ -177,8 +188,12 @@ def _find_step(task: Task, step_id: str) -> int:
 def _require_working(task: Task, action: str) -> None:
     if task.status != "WORKING":
         hint = "wait for the plan's approval (moe.check_approval)" if task.status == "AWAITING_APPROVAL" else None
-        raise Conflict(f"steps are {action} on a WORKING task; {task.id} is {task.status}", code="INVALID_TRANSITION",
-                       details={"taskId": task.id, "status": task.status}, hint=hint)
+        raise Conflict(
+            f"steps are {action} on a WORKING task; {task.id} is {task.status}",
+            code="INVALID_TRANSITION",
+            details={"taskId": task.id, "status": task.status},
+            hint=hint,
+        )
 
 
 def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | None = None) -> dict[str, Any]:
@@ -203,10 +218,11 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
             index = _find_step(current, step_id)
             step = current.plan[index]
             if step.status == "COMPLETED":
-                raise Conflict(f"step {step_id} is completed already", code="INVALID_TRANSITION",
-                               details={"taskId": current.id, "stepId": step_id, "status": step.status})
+                raise Conflict(
+                    f"step {step_id} is completed already", code="INVALID_TRANSITION", details={"taskId": current.id, "stepId": step_id, "status": step.status}
+                )
             started = replace(step, status="IN_PROGRESS", started=step.started or now)
-            plan = (*current.plan[:index], started, *current.plan[index + 1:])
+            plan = (*current.plan[:index], started, *current.plan[index + 1 :])
             return replace(current, plan=plan, updated=now) if started != step else current
 
         old, new = write_task(ctx, task_id, decide)
@@ -216,8 +232,9 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
     return {"success": True, "taskId": task_id, "stepId": step_id, "stepNumber": index + 1, "totalSteps": len(new.plan)}
 
 
-def complete_step(ctx: Context, *, task_id: str, step_id: str, modified_files: Sequence[str] | None = None, note: str | None = None,
-                  worker_id: str | None = None) -> dict[str, Any]:
+def complete_step(
+    ctx: Context, *, task_id: str, step_id: str, modified_files: Sequence[str] | None = None, note: str | None = None, worker_id: str | None = None
+) -> dict[str, Any]:
     """Moe's complete_step: mark a step COMPLETED (with the files it changed and a note) and
     report progress and the next step. Completing a completed step changes nothing."""
     task_id = arguments.required(task_id, "taskId")
@@ -238,15 +255,19 @@ def complete_step(ctx: Context, *, task_id: str, step_id: str, modified_files: S
             step = current.plan[index]
             if step.status == "COMPLETED":
                 return current
-            done = replace(step, status="COMPLETED", started=step.started or now, completed=now,
-                           modified_files=tuple(dict.fromkeys((*step.modified_files, *files))),
-                           note=note if note and note.strip() else step.note)
-            return replace(current, plan=(*current.plan[:index], done, *current.plan[index + 1:]), updated=now)
+            done = replace(
+                step,
+                status="COMPLETED",
+                started=step.started or now,
+                completed=now,
+                modified_files=tuple(dict.fromkeys((*step.modified_files, *files))),
+                note=note if note and note.strip() else step.note,
+            )
+            return replace(current, plan=(*current.plan[:index], done, *current.plan[index + 1 :]), updated=now)
 
         old, new = write_task(ctx, task_id, decide)
         if old.plan[_find_step(old, step_id)].status != "COMPLETED":
-            log(ctx, board.project, "STEP_COMPLETED", task=new, worker=worker or new.assigned_worker, stepId=step_id,
-                modifiedFiles=list(files) or None)
+            log(ctx, board.project, "STEP_COMPLETED", task=new, worker=worker or new.assigned_worker, stepId=step_id, modifiedFiles=list(files) or None)
     completed = sum(1 for step in new.plan if step.status == "COMPLETED")
     total = len(new.plan)
     following = next((step for step in new.plan if step.status != "COMPLETED"), None)
@@ -259,8 +280,7 @@ def complete_step(ctx: Context, *, task_id: str, step_id: str, modified_files: S
     }
 
 
-def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, summary: str | None = None,
-                  worker_id: str | None = None) -> dict[str, Any]:
+def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, summary: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
     """Moe's complete_task: WORKING -> REVIEW once every step is completed; the task leaves its
     worker and waits for QA. Raises INVALID_TRANSITION (details.pendingSteps) otherwise."""
     task_id = arguments.required(task_id, "taskId")
@@ -273,8 +293,11 @@ def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, sum
         task = find_task(board, task_id)
         guard_owner(task, worker)
         if task.status != "WORKING":
-            raise Conflict(f"only a WORKING task is completed; {task_id} is {task.status}", code="INVALID_TRANSITION",
-                           details={"taskId": task_id, "from": task.status, "to": "REVIEW"})
+            raise Conflict(
+                f"only a WORKING task is completed; {task_id} is {task.status}",
+                code="INVALID_TRANSITION",
+                details={"taskId": task_id, "from": task.status, "to": "REVIEW"},
+            )
 
         def extra(moved: Task) -> Task:
             return replace(moved, pr_link=link or moved.pr_link, work_summary=work_summary or moved.work_summary)
@@ -296,8 +319,9 @@ def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, sum
 # --------------------------------------------------------------------------- blocks
 
 
-def report_blocked(ctx: Context, *, task_id: str, reason: str, needs_from: str | None = None, current_step_id: str | None = None,
-                   worker_id: str | None = None) -> dict[str, Any]:
+def report_blocked(
+    ctx: Context, *, task_id: str, reason: str, needs_from: str | None = None, current_step_id: str | None = None, worker_id: str | None = None
+) -> dict[str, Any]:
     """Moe's report_blocked: mark the task's worker BLOCKED with the reason (the task keeps its
     status and holder). Raises InvalidRequest when the task has no worker and none is named."""
     task_id = arguments.required(task_id, "taskId")
@@ -315,12 +339,28 @@ def report_blocked(ctx: Context, *, task_id: str, reason: str, needs_from: str |
             _find_step(task, current_step_id)
         ensure_worker(ctx, board, blocked, rules.role_for_status(task.status))
         now = ctx.stamp()
-        store.update("worker", blocked, lambda w: replace(
-            w, status="BLOCKED", blocked_reason=why, needs_from=needs_from, blocked_task=task_id, blocked_step=current_step_id,
-            blocked_since=now, updated=now))
+        store.update(
+            "worker",
+            blocked,
+            lambda w: replace(
+                w,
+                status="BLOCKED",
+                blocked_reason=why,
+                needs_from=needs_from,
+                blocked_task=task_id,
+                blocked_step=current_step_id,
+                blocked_since=now,
+                updated=now,
+            ),
+        )
         log(ctx, board.project, "WORKER_BLOCKED", task=task, worker=blocked, reason=why, needsFrom=needs_from, stepId=current_step_id)
-    return {"success": True, "taskId": task_id, "status": "BLOCKED", "workerId": blocked,
-            "message": f"{blocked} is blocked on {task_id}" + (f"; needs {needs_from}" if needs_from else "") + "."}
+    return {
+        "success": True,
+        "taskId": task_id,
+        "status": "BLOCKED",
+        "workerId": blocked,
+        "message": f"{blocked} is blocked on {task_id}" + (f"; needs {needs_from}" if needs_from else "") + ".",
+    }
 
 
 def unblock_worker(ctx: Context, *, worker_id: str, resolution: str, retry_task: bool = False) -> dict[str, Any]:
@@ -338,18 +378,21 @@ def unblock_worker(ctx: Context, *, worker_id: str, resolution: str, retry_task:
         if worker is None:
             raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
         if worker.status != "BLOCKED":
-            raise Conflict("Worker must be in BLOCKED status", code="INVALID_TRANSITION",
-                           details={"workerId": worker_id, "status": rules.worker_status(board, worker)})
+            raise Conflict(
+                "Worker must be in BLOCKED status", code="INVALID_TRANSITION", details={"workerId": worker_id, "status": rules.worker_status(board, worker)}
+            )
         now = ctx.stamp()
-        store.update("worker", worker_id, lambda w: replace(
-            w, status=None, blocked_reason=None, needs_from=None, blocked_task=None, blocked_step=None, blocked_since=None, updated=now))
+        store.update(
+            "worker",
+            worker_id,
+            lambda w: replace(w, status=None, blocked_reason=None, needs_from=None, blocked_task=None, blocked_step=None, blocked_since=None, updated=now),
+        )
         held = board.active_task_of(worker_id)
         if held is not None and not retry_task:
             old, new = write_task(ctx, held.id, lambda t: replace(t, assigned_worker=None, updated=now) if t.assigned_worker == worker_id else t)
             if old.assigned_worker and not new.assigned_worker:
                 log(ctx, board.project, "WORKER_RELEASED", task=new, worker=worker_id, status=new.status)
-        log(ctx, board.project, "WORKER_UNBLOCKED", worker=worker_id, resolution=resolved, retryTask=retry_task,
-            task=held if held else None)
+        log(ctx, board.project, "WORKER_UNBLOCKED", worker=worker_id, resolution=resolved, retryTask=retry_task, task=held if held else None)
         board = store.load()
     current = board.active_task_of(worker_id)
     return {
@@ -366,8 +409,17 @@ def unblock_worker(ctx: Context, *, worker_id: str, resolution: str, retry_task:
 # --------------------------------------------------------------------------- rail proposals
 
 
-def propose_rail(ctx: Context, *, task_id: str, proposal_type: str, target_scope: str, proposed_value: str, reason: str,
-                 current_value: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
+def propose_rail(
+    ctx: Context,
+    *,
+    task_id: str,
+    proposal_type: str,
+    target_scope: str,
+    proposed_value: str,
+    reason: str,
+    current_value: str | None = None,
+    worker_id: str | None = None,
+) -> dict[str, Any]:
     """Moe's propose_rail: store a rail change proposal (a file under proposals/) for review."""
     task_id = arguments.required(task_id, "taskId")
     kind = check_choice(proposal_type, PROPOSAL_TYPES, "proposalType")
@@ -380,13 +432,25 @@ def propose_rail(ctx: Context, *, task_id: str, proposal_type: str, target_scope
         board = store.load()
         task = find_task(board, task_id)
         now = ctx.stamp()
-        proposal = Proposal(id=ctx.new_id("PROP"), task=task_id, worker=worker or task.assigned_worker, proposal_type=kind,
-                            target_scope=scope, current_value=current_value, proposed_value=proposed, reason=why, created=now)
+        proposal = Proposal(
+            id=ctx.new_id("PROP"),
+            task=task_id,
+            worker=worker or task.assigned_worker,
+            proposal_type=kind,
+            target_scope=scope,
+            current_value=current_value,
+            proposed_value=proposed,
+            reason=why,
+            created=now,
+        )
         store.create("proposal", proposal)
-        log(ctx, board.project, "PROPOSAL_CREATED", task=task, worker=proposal.worker, proposalId=proposal.id,
-            proposalType=kind, targetScope=scope)
-    return {"success": True, "proposalId": proposal.id, "status": "PENDING",
-            "message": f"Rail proposal {proposal.id} stored for review ({store.display(store.path('proposal', proposal.id))})."}
+        log(ctx, board.project, "PROPOSAL_CREATED", task=task, worker=proposal.worker, proposalId=proposal.id, proposalType=kind, targetScope=scope)
+    return {
+        "success": True,
+        "proposalId": proposal.id,
+        "status": "PENDING",
+        "message": f"Rail proposal {proposal.id} stored for review ({store.display(store.path('proposal', proposal.id))}).",
+    }
 
 
 def list_proposals(ctx: Context, *, status: str | None = None) -> dict[str, Any]:
@@ -409,6 +473,5 @@ def resolve_proposal(ctx: Context, *, proposal_id: str, decision: str) -> dict[s
         board = store.load()
         now = ctx.stamp()
         proposal = store.update("proposal", proposal_id, lambda p: replace(p, status=verdict, resolved_by="HUMAN", resolved=now))
-        log(ctx, board.project, f"PROPOSAL_{verdict}", worker=proposal.worker, proposalId=proposal_id,
-            task=board.tasks.get(proposal.task or ""))
+        log(ctx, board.project, f"PROPOSAL_{verdict}", worker=proposal.worker, proposalId=proposal_id, task=board.tasks.get(proposal.task or ""))
     return {"success": True, "proposal": shapes.proposal_to_dict(proposal)}

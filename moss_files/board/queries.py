@@ -41,15 +41,21 @@ def list_tasks(ctx: Context, *, epic_id: str | None = None, statuses: Sequence[s
     return with_problems(result, board.problems)
 
 
-def search_tasks(ctx: Context, *, query: str | None = None, status: str | None = None, epic_id: str | None = None,
-                 assigned_worker_id: str | None = None, limit: int | None = None) -> dict[str, Any]:
+def search_tasks(
+    ctx: Context,
+    *,
+    query: str | None = None,
+    status: str | None = None,
+    epic_id: str | None = None,
+    assigned_worker_id: str | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """Moe's search_tasks: filters first (status, epic, holder), then relevance to the query
     (title matches weigh twice description matches); full task records."""
     wanted = check_status(status, "filters.status") if status is not None else None
     count = arguments.count(limit, "limit", default=DEFAULT_SEARCH_LIMIT, maximum=MAX_SEARCH_LIMIT)
     board = board_store(ctx).load()
-    found = rules.search_tasks(board.tasks.values(), board.epics, query, status=wanted, epic_id=epic_id, worker_id=assigned_worker_id,
-                               limit=count)
+    found = rules.search_tasks(board.tasks.values(), board.epics, query, status=wanted, epic_id=epic_id, worker_id=assigned_worker_id, limit=count)
     applied = {key: value for key, value in (("status", wanted), ("epicId", epic_id), ("assignedWorkerId", assigned_worker_id)) if value}
     result = {
         "tasks": [shapes.task_to_dict(t, path=task_path(ctx, t.id)) for t in found],
@@ -70,9 +76,17 @@ def get_next_task(ctx: Context, *, epic_id: str | None = None) -> dict[str, Any]
     if not backlog:
         return with_problems({"hasNext": False}, board.problems)
     task = min(backlog, key=lambda t: rank_key(t, board.epics))
-    result = {"hasNext": True, "task": {"id": task.id, "title": task.title, "description": task.description,
-                                        "definitionOfDone": list(task.definition_of_done), "epicId": task.epic or None,
-                                        "priority": task.priority}}
+    result = {
+        "hasNext": True,
+        "task": {
+            "id": task.id,
+            "title": task.title,
+            "description": task.description,
+            "definitionOfDone": list(task.definition_of_done),
+            "epicId": task.epic or None,
+            "priority": task.priority,
+        },
+    }
     return with_problems(result, board.problems)
 
 
@@ -120,15 +134,25 @@ def show_epic(ctx: Context, *, epic_id: str) -> dict[str, Any]:
     board = store.load()
     epic = find_epic(board, epic_id)
     tasks = sorted((t for t in board.tasks.values() if t.epic == epic_id), key=lambda t: board_key(t, board.epics))
-    return {**shapes.epic_to_dict(epic, path=store.display(store.path("epic", epic_id))),
-            "tasks": [shapes.task_brief(t) for t in tasks], "counts": shapes.list_counts(tasks)}
+    return {
+        **shapes.epic_to_dict(epic, path=store.display(store.path("epic", epic_id))),
+        "tasks": [shapes.task_brief(t) for t in tasks],
+        "counts": shapes.list_counts(tasks),
+    }
 
 
 # --------------------------------------------------------------------------- the board
 
 
-def get_activity_log(ctx: Context, *, task_id: str | None = None, epic_id: str | None = None, worker_id: str | None = None,
-                     event_types: Sequence[str] | None = None, limit: int | None = None) -> dict[str, Any]:
+def get_activity_log(
+    ctx: Context,
+    *,
+    task_id: str | None = None,
+    epic_id: str | None = None,
+    worker_id: str | None = None,
+    event_types: Sequence[str] | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
     """Moe's get_activity_log: the newest events matching every filter, newest first."""
     types = arguments.texts(event_types)
     count = arguments.count(limit, "limit", default=DEFAULT_LOG_LIMIT, maximum=MAX_LOG_LIMIT)
@@ -146,11 +170,14 @@ def board_status(ctx: Context) -> dict[str, Any]:
     """The project, counts over every task, epics, workers and any unreadable files."""
     store = board_store(ctx)
     board = store.load()
-    return with_problems({
-        "project": shapes.project_to_dict(board.project),
-        "projectFile": store.display(store.project_path) if board.project.exists else None,
-        "counts": shapes.list_counts(board.tasks.values()),
-        "epics": len(board.epics),
-        "workers": [shapes.worker_to_dict(board, w) for w in sorted(board.workers.values(), key=lambda w: w.id)],
-        "teams": len(board.teams),
-    }, board.problems)
+    return with_problems(
+        {
+            "project": shapes.project_to_dict(board.project),
+            "projectFile": store.display(store.project_path) if board.project.exists else None,
+            "counts": shapes.list_counts(board.tasks.values()),
+            "epics": len(board.epics),
+            "workers": [shapes.worker_to_dict(board, w) for w in sorted(board.workers.values(), key=lambda w: w.id)],
+            "teams": len(board.teams),
+        },
+        board.problems,
+    )

@@ -40,8 +40,9 @@ TRANSITIONS: Mapping[str, frozenset[str]] = {
     "ARCHIVED": frozenset({"BACKLOG"}),
 }
 # Moves back to an earlier working column: they say why (the reason becomes reopenReason).
-_BACKWARD = frozenset({("AWAITING_APPROVAL", "PLANNING"), ("WORKING", "PLANNING"), ("REVIEW", "WORKING"),
-                       ("REVIEW", "PLANNING"), ("DONE", "WORKING"), ("DONE", "PLANNING")})
+_BACKWARD = frozenset(
+    {("AWAITING_APPROVAL", "PLANNING"), ("WORKING", "PLANNING"), ("REVIEW", "WORKING"), ("REVIEW", "PLANNING"), ("DONE", "WORKING"), ("DONE", "PLANNING")}
+)
 # Moves that keep the task's holder: the architect who planned waits for the approval, and
 # revises the plan when it is rejected. Every other move hands the task to the next column's
 # role, so the holder is cleared and the task becomes claimable there.
@@ -64,16 +65,21 @@ def check_transition(task: Task, target: str, *, reason: str | None = None) -> N
         return
     if target not in TRANSITIONS[source]:
         allowed = sorted(TRANSITIONS[source])
-        raise Conflict(f"a {source} task cannot move to {target}", code="INVALID_TRANSITION",
-                       details={"taskId": task.id, "from": source, "to": target, "allowed": allowed})
+        raise Conflict(
+            f"a {source} task cannot move to {target}", code="INVALID_TRANSITION", details={"taskId": task.id, "from": source, "to": target, "allowed": allowed}
+        )
     if target == "AWAITING_APPROVAL" and not task.plan:
-        raise Conflict("a task awaits approval only with a plan: submit one first", code="INVALID_TRANSITION",
-                       details={"taskId": task.id, "from": source, "to": target})
+        raise Conflict(
+            "a task awaits approval only with a plan: submit one first", code="INVALID_TRANSITION", details={"taskId": task.id, "from": source, "to": target}
+        )
     if target == "REVIEW":
         pending = [step.id for step in task.plan if step.status != "COMPLETED"]
         if pending:
-            raise Conflict(f"{len(pending)} plan step(s) are not completed", code="INVALID_TRANSITION",
-                           details={"taskId": task.id, "from": source, "to": target, "pendingSteps": pending})
+            raise Conflict(
+                f"{len(pending)} plan step(s) are not completed",
+                code="INVALID_TRANSITION",
+                details={"taskId": task.id, "from": source, "to": target, "pendingSteps": pending},
+            )
     if (source, target) in _BACKWARD and not (reason and reason.strip()):
         raise InvalidRequest(f"moving a {source} task back to {target} needs a reason", details={"field": "reason"})
 
@@ -184,8 +190,7 @@ def parse_steps(steps: Any) -> tuple[Step, ...]:
             raise InvalidRequest(f"step {index}'s affectedFiles must be a list of paths", details={"field": "steps", "step": index})
         if len(files) > MAX_FILES_PER_STEP:
             raise InvalidRequest(f"step {index} lists more than {MAX_FILES_PER_STEP} files", details={"field": "steps", "step": index})
-        out.append(Step(id=f"step-{index}", description=description.strip(),
-                        affected_files=tuple(dict.fromkeys(check_project_path(f, index) for f in files))))
+        out.append(Step(id=f"step-{index}", description=description.strip(), affected_files=tuple(dict.fromkeys(check_project_path(f, index) for f in files))))
     return tuple(out)
 
 
@@ -197,8 +202,9 @@ def check_project_path(raw: str, step: int | None = None) -> str:
     text = raw.strip().replace("\\", "/")
     parts = [part for part in text.split("/") if part not in ("", ".")]
     if not parts or text.startswith("/") or re.match(r"^[A-Za-z]:", text) or ".." in parts:
-        raise InvalidRequest(f"file {raw!r} must be a path relative to the project, without '..'",
-                             details={"field": "affectedFiles", "step": step, "path": raw})
+        raise InvalidRequest(
+            f"file {raw!r} must be a path relative to the project, without '..'", details={"field": "affectedFiles", "step": step, "path": raw}
+        )
     return "/".join(parts)
 
 
@@ -264,7 +270,7 @@ def dependency_cycle(tasks: Mapping[str, Task], task_id: str, depends_on: Sequen
 
     def visit(node: str) -> list[str] | None:
         if node in visiting:
-            return path[path.index(node):] + [node]
+            return path[path.index(node) :] + [node]
         if node in done:
             return None
         visiting.add(node)
@@ -322,8 +328,7 @@ def _owner_alive(board: Board, worker_id: str | None) -> bool:
     return worker is None or worker.status != "DEAD"
 
 
-def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, epic_id: str | None = None,
-               replace_existing: bool = False) -> ClaimPlan:
+def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, epic_id: str | None = None, replace_existing: bool = False) -> ClaimPlan:
     """Choose the task `worker_id` claims next, by priority, epic order and task order.
 
     Offered: tasks in `statuses` (of `epic_id` when given) that nobody alive holds (a DEAD
@@ -340,8 +345,10 @@ def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, 
         raise InvalidRequest("statuses must list at least one of " + ", ".join(CLAIMABLE), details={"field": "statuses"})
     bad = [s for s in statuses if s not in CLAIMABLE]
     if bad:
-        raise InvalidRequest(f"agents claim only {', '.join(CLAIMABLE)} tasks, not {', '.join(bad)}; the other columns are human-gated",
-                             details={"field": "statuses", "statuses": bad})
+        raise InvalidRequest(
+            f"agents claim only {', '.join(CLAIMABLE)} tasks, not {', '.join(bad)}; the other columns are human-gated",
+            details={"field": "statuses", "statuses": bad},
+        )
     if worker_id is not None:
         held = board.active_task_of(worker_id)
         if held is not None:
@@ -374,8 +381,11 @@ def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, 
             return ClaimPlan(task=task, takeover_from=dead_owner)
         conflicts.extend(barred)
     if worker_id is not None and replace_existing:
-        takeable = [t for t in ranked if t.assigned_worker and t.assigned_worker != worker_id
-                    and t.assigned_worker not in mates and _owner_alive(board, t.assigned_worker)]
+        takeable = [
+            t
+            for t in ranked
+            if t.assigned_worker and t.assigned_worker != worker_id and t.assigned_worker not in mates and _owner_alive(board, t.assigned_worker)
+        ]
         if takeable:
             return ClaimPlan(task=takeable[0], takeover_from=takeable[0].assigned_worker)
     if conflicts and worker_id is not None:
@@ -417,15 +427,22 @@ def search_terms(query: str) -> list[str]:
     return list(dict.fromkeys(word.casefold() for word in _WORD.findall(query)))
 
 
-def search_tasks(tasks: Iterable[Task], epics: Mapping[str, Epic], query: str | None, *, status: str | None = None,
-                 epic_id: str | None = None, worker_id: str | None = None, limit: int = 20) -> list[Task]:
+def search_tasks(
+    tasks: Iterable[Task],
+    epics: Mapping[str, Epic],
+    query: str | None,
+    *,
+    status: str | None = None,
+    epic_id: str | None = None,
+    worker_id: str | None = None,
+    limit: int = 20,
+) -> list[Task]:
     """Tasks matching the filters (applied first), then ranked by `search_score` (ties in
     queue order); without a query, the filtered tasks in queue order."""
     chosen = [
-        task for task in tasks
-        if (status is None or task.status == status)
-        and (epic_id is None or task.epic == epic_id)
-        and (worker_id is None or task.assigned_worker == worker_id)
+        task
+        for task in tasks
+        if (status is None or task.status == status) and (epic_id is None or task.epic == epic_id) and (worker_id is None or task.assigned_worker == worker_id)
     ]
     terms = search_terms(query) if query else []
     if terms:
@@ -436,8 +453,15 @@ def search_tasks(tasks: Iterable[Task], epics: Mapping[str, Epic], query: str | 
     return sorted(chosen, key=lambda t: rank_key(t, epics))[:limit]
 
 
-def filter_events(events: Iterable[Event], *, task_id: str | None = None, epic_id: str | None = None, worker_id: str | None = None,
-                  event_types: Sequence[str] | None = None, limit: int = 50) -> list[Event]:
+def filter_events(
+    events: Iterable[Event],
+    *,
+    task_id: str | None = None,
+    epic_id: str | None = None,
+    worker_id: str | None = None,
+    event_types: Sequence[str] | None = None,
+    limit: int = 50,
+) -> list[Event]:
     """The newest `limit` events matching every filter, newest first.
 
     Order is by timestamp, then by position in the log, so lines that a union merge
@@ -445,7 +469,8 @@ def filter_events(events: Iterable[Event], *, task_id: str | None = None, epic_i
     """
     wanted = {kind.upper() for kind in event_types} if event_types else None
     matching = [
-        (event.timestamp, position, event) for position, event in enumerate(events)
+        (event.timestamp, position, event)
+        for position, event in enumerate(events)
         if (task_id is None or event.task == task_id)
         and (epic_id is None or event.epic == epic_id)
         and (worker_id is None or event.worker == worker_id)
@@ -453,4 +478,3 @@ def filter_events(events: Iterable[Event], *, task_id: str | None = None, epic_i
     ]
     matching.sort(key=lambda triple: triple[:2], reverse=True)
     return [event for _, _, event in matching[:limit]]
-

@@ -119,8 +119,13 @@ def epic_to_dict(epic: Epic, *, path: str | None = None) -> dict[str, Any]:
 
 def epic_context(epic: Epic) -> dict[str, Any]:
     """The epic as get_context and claim_next_task show it."""
-    return {"id": epic.id, "title": epic.title, "description": epic.description,
-            "architectureNotes": epic.architecture_notes, "epicRails": list(epic.epic_rails)}
+    return {
+        "id": epic.id,
+        "title": epic.title,
+        "description": epic.description,
+        "architectureNotes": epic.architecture_notes,
+        "epicRails": list(epic.epic_rails),
+    }
 
 
 def rails_to_dict(rails: Rails) -> dict[str, Any]:
@@ -146,9 +151,7 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
 
 def project_to_dict(project: Project) -> dict[str, Any]:
     """The project as Moe shows it: `{id, name, globalRails, settings}`."""
-    return {"id": project.id, "name": project.name, "globalRails": rails_to_dict(project.global_rails),
-            "settings": settings_to_dict(project.settings)}
-
+    return {"id": project.id, "name": project.name, "globalRails": rails_to_dict(project.global_rails), "settings": settings_to_dict(project.settings)}
 
 
 def worker_to_dict(board: Board, worker: Worker) -> dict[str, Any]:
@@ -172,8 +175,15 @@ def worker_to_dict(board: Board, worker: Worker) -> dict[str, Any]:
 
 def team_to_dict(team: Team) -> dict[str, Any]:
     """Moe's Team: `{id, projectId?, name, role, memberIds, maxSize, createdAt, updatedAt}`."""
-    return {"id": team.id, "name": team.name, "role": team.role, "memberIds": list(team.members), "maxSize": team.max_size,
-            "createdAt": team.created, "updatedAt": team.updated}
+    return {
+        "id": team.id,
+        "name": team.name,
+        "role": team.role,
+        "memberIds": list(team.members),
+        "maxSize": team.max_size,
+        "createdAt": team.created,
+        "updatedAt": team.updated,
+    }
 
 
 def team_with_members(board: Board, team: Team) -> dict[str, Any]:
@@ -181,8 +191,7 @@ def team_with_members(board: Board, team: Team) -> dict[str, Any]:
     members = []
     for member in team.members:
         worker = board.workers.get(member)
-        members.append({"id": member, "type": worker.type if worker else None,
-                        "status": worker_status(board, worker) if worker else "UNKNOWN"})
+        members.append({"id": member, "type": worker.type if worker else None, "status": worker_status(board, worker) if worker else "UNKNOWN"})
     return {**team_to_dict(team), "members": members}
 
 
@@ -209,7 +218,7 @@ def list_counts(tasks: Iterable[Task]) -> dict[str, int]:
     by_status = dict.fromkeys(STATUSES, 0)
     for task in tasks:
         by_status[task.status] += 1
-    return {
+    counts: dict[str, Any] = {
         "backlog": by_status["BACKLOG"],
         "inProgress": by_status["WORKING"],
         "review": by_status["REVIEW"],
@@ -217,4 +226,4 @@ def list_counts(tasks: Iterable[Task]) -> dict[str, int]:
         "byStatus": by_status,
         "total": sum(by_status.values()),
     }
-
+    return counts

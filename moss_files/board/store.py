@@ -144,8 +144,7 @@ class BoardStore:
             problems.extend(trouble)
         if self.persist and self._reparsed >= CACHE_REWRITE_AFTER:
             self._write_cache_file()
-        return Board(project=project, epics=found["epic"], tasks=found["task"], workers=found["worker"],
-                     teams=found["team"], problems=tuple(problems))
+        return Board(project=project, epics=found["epic"], tasks=found["task"], workers=found["worker"], teams=found["team"], problems=tuple(problems))
 
     def load_kind(self, kind: str) -> tuple[dict[str, Any], list[MossError]]:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
@@ -203,10 +202,13 @@ class BoardStore:
                 continue  # temp and lock files, notes in other formats
             stem = name[:-3]
             if not is_valid_name(stem):
-                problems.append(InvalidDocument(
-                    f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
-                    code="SCHEMA_ERROR", path=prefix + name,
-                ))
+                problems.append(
+                    InvalidDocument(
+                        f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
+                        code="SCHEMA_ERROR",
+                        path=prefix + name,
+                    )
+                )
                 continue
             yield stem, entry.path, prefix + name
 
@@ -257,9 +259,7 @@ class BoardStore:
         # C-level pass, which no other thread interrupts).
         entries = tuple(self._cache.items())
         items = {
-            relpath: [_KIND_OF[type(cached.value)], *cached.key, _to_record(cached.value)]
-            for relpath, cached in entries
-            if type(cached.value) in _KIND_OF
+            relpath: [_KIND_OF[type(cached.value)], *cached.key, _to_record(cached.value)] for relpath, cached in entries if type(cached.value) in _KIND_OF
         }
         data = json.dumps({"version": CACHE_VERSION, "layout": _LAYOUT, "items": items}, separators=(",", ":"))
         try:
@@ -384,9 +384,17 @@ _NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in _CLASSES.values()}
 # The field names of every cached class: a cache written for another layout is not used.
 _LAYOUT = {kind: list(_NAMES[cls]) for kind, cls in _CLASSES.items()}
 # Indexes of the fields that hold tuples (those whose default is one); JSON gives lists back.
-_TUPLES = {cls: tuple(i for i, name in enumerate(_NAMES[cls]) if isinstance(getattr(_sample, name, None), tuple))
-           for cls, _sample in ((Epic, Epic("x", "x")), (Task, Task("x", "x", "x")), (Worker, Worker("x")),
-                                (Team, Team("x", "x")), (Proposal, Proposal("x", None, "x", "x", "x")), (Step, Step("x", "x")))}
+_TUPLES = {
+    cls: tuple(i for i, name in enumerate(_NAMES[cls]) if isinstance(getattr(_sample, name, None), tuple))
+    for cls, _sample in (
+        (Epic, Epic("x", "x")),
+        (Task, Task("x", "x", "x")),
+        (Worker, Worker("x")),
+        (Team, Team("x", "x")),
+        (Proposal, Proposal("x", None, "x", "x", "x")),
+        (Step, Step("x", "x")),
+    )
+}
 _PLAN = _NAMES[Task].index("plan")
 
 
@@ -398,7 +406,7 @@ def _to_record(item: Any) -> list[Any]:
     return [list(value) if isinstance(value, tuple) else value for value in values]
 
 
-def _from_record(cls: type, record: list[Any]) -> Any:
+def _from_record(cls: Any, record: list[Any]) -> Any:
     """The inverse of `_to_record`."""
     values = list(record)
     for index in _TUPLES[cls]:

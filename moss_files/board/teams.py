@@ -78,8 +78,7 @@ def create_team(ctx: Context, *, name: str, role: str, max_size: int | None = No
             if team.name.casefold() == team_name.casefold() and team.role == team_role:
                 return {"team": shapes.team_to_dict(team), "created": False}
         now = ctx.stamp()
-        team = Team(id=ctx.new_id("TEAM"), name=team_name, role=team_role, max_size=size or board.project.settings.max_team_size,
-                    created=now, updated=now)
+        team = Team(id=ctx.new_id("TEAM"), name=team_name, role=team_role, max_size=size or board.project.settings.max_team_size, created=now, updated=now)
         store.create("team", team)
         log(ctx, board.project, "TEAM_CREATED", teamId=team.id, name=team_name, role=team_role)
     return {"team": shapes.team_to_dict(team), "created": True}

@@ -97,8 +97,7 @@ def task_path(ctx: Context, task_id: str) -> str:
     return store.display(store.path("task", task_id))
 
 
-def log(ctx: Context, project: Project, kind: str, *, task: Task | None = None, epic_id: str | None = None,
-        worker: str | None = None, **payload: Any) -> None:
+def log(ctx: Context, project: Project, kind: str, *, task: Task | None = None, epic_id: str | None = None, worker: str | None = None, **payload: Any) -> None:
     """Append one event to the activity log (None values are left out of the payload)."""
     now = ctx.now().astimezone(UTC)
     event = Event(
@@ -154,8 +153,7 @@ def write_task(ctx: Context, task_id: str, decide: Callable[[Task], Task]) -> tu
     return seen[-1], new
 
 
-def move(ctx: Context, board: Board, task: Task, target: str, *, reason: str | None, actor: str | None,
-         extra: Callable[[Task], Task] | None = None) -> Task:
+def move(ctx: Context, board: Board, task: Task, target: str, *, reason: str | None, actor: str | None, extra: Callable[[Task], Task] | None = None) -> Task:
     """Apply one state-machine move to a task's file and log it; return the task as written."""
     now = ctx.stamp()
 
@@ -181,8 +179,11 @@ def settle_approvals(ctx: Context, board: Board, only: str | None = None) -> Boa
     tasks = dict(board.tasks)
     for task in due:
         stamp = ctx.stamp()
-        old, new = write_task(ctx, task.id, lambda current: rules.apply_transition(current, "WORKING", stamp)
-                               if rules.approval_due(current, settings, now) else current)
+
+        def approve(current: Task, stamp: str = stamp) -> Task:
+            return rules.apply_transition(current, "WORKING", stamp) if rules.approval_due(current, settings, now) else current
+
+        old, new = write_task(ctx, task.id, approve)
         if new.status != old.status:
             log(ctx, board.project, "PLAN_AUTO_APPROVED", task=new, mode=settings.approval_mode)
             status_events(ctx, board.project, old, new, None, None)

@@ -992,9 +992,7 @@ def plan_import(
     Returns the actions and Moss-shaped per-line errors; any error means nothing is written.
     """
     by_id: dict[str, Capsule] = {c.id: c for c in existing}
-    live_names: dict[tuple[str, str], str] = {
-        (c.workspace_norm, c.name_norm): c.id for c in existing if c.name_norm and not c.deleted
-    }
+    live_names: dict[tuple[str, str], str] = {(c.workspace_norm, c.name_norm): c.id for c in existing if c.name_norm and not c.deleted}
     actions: list[ImportAction] = []
     errors: list[dict[str, Any]] = []
 

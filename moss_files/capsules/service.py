@@ -97,11 +97,7 @@ def _newest_first(capsules: list[Capsule]) -> list[Capsule]:
 
 
 def _orchestration_match(capsule: Capsule, run_id: str | None, phase: str | None, role: str | None) -> bool:
-    return (
-        (run_id is None or capsule.run_id == run_id)
-        and (phase is None or capsule.phase == phase)
-        and (role is None or capsule.role == role)
-    )
+    return (run_id is None or capsule.run_id == run_id) and (phase is None or capsule.phase == phase) and (role is None or capsule.role == role)
 
 
 def _check_text(ctx: Context, capsule_text: str, *, allow_thin: bool) -> None:

@@ -25,8 +25,12 @@ if TYPE_CHECKING:
     from moss_files.foundation.context import Context
 
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
-SessionOpt = Annotated[str | None, typer.Option("--session", metavar="ID", help="A session id, an unambiguous prefix of one, or last (the newest).", show_default=False)]
-WaitOpt = Annotated[float, typer.Option("--wait", metavar="SECONDS", help="Wait this long for a run of the same session to end (default: refuse at once with SESSION_BUSY).")]
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", metavar="ID", help="A session id, an unambiguous prefix of one, or last (the newest).", show_default=False)
+]
+WaitOpt = Annotated[
+    float, typer.Option("--wait", metavar="SECONDS", help="Wait this long for a run of the same session to end (default: refuse at once with SESSION_BUSY).")
+]
 
 
 def _context(root: Path | None) -> Context:
@@ -91,8 +95,9 @@ def register(app: typer.Typer) -> None:
 
         output = runtime.Silent() if as_json else Console()
         with reporting(as_json):
-            result = service.run(_context(root), prompt, session=session, wait=wait, handoff=handoff, environ=dict(os.environ),
-                                 output=output, catch_sigint=True)
+            result = service.run(
+                _context(root), prompt, session=session, wait=wait, handoff=handoff, environ=dict(os.environ), output=output, catch_sigint=True
+            )
         if not as_json:
             output.note(_run_line(result["run"]) + f" · session {result['session']['id']}")
         emit(result, as_json, text="")
@@ -102,7 +107,11 @@ def register(app: typer.Typer) -> None:
         session: SessionOpt = None,
         handoff: Annotated[
             bool | None,
-            typer.Option("--handoff/--no-handoff", help="At the end, write the handoff capsule and cstack memory (default: ask on a terminal, skip otherwise).", show_default=False),
+            typer.Option(
+                "--handoff/--no-handoff",
+                help="At the end, write the handoff capsule and cstack memory (default: ask on a terminal, skip otherwise).",
+                show_default=False,
+            ),
         ] = None,
         wait: WaitOpt = 0.0,
         root: RootOpt = None,
@@ -133,7 +142,7 @@ def register(app: typer.Typer) -> None:
             f"{_cost(s['cost_usd']):>9}  {s['updated']}  {s['title']}"
             for s in result["sessions"]
         ]
-        emit(result, as_json, text="\n".join(lines) or "no sessions yet (moss agent run \"...\" starts one)")
+        emit(result, as_json, text="\n".join(lines) or 'no sessions yet (moss agent run "..." starts one)')
 
     @agent_app.command("logs")
     def logs_cmd(
@@ -141,7 +150,9 @@ def register(app: typer.Typer) -> None:
         run: Annotated[str | None, typer.Option("--run", metavar="ID", help="A run id, or an unambiguous prefix of one.", show_default=False)] = None,
         kinds: Annotated[
             list[str] | None,
-            typer.Option("--kind", metavar="KIND", help="Only events of this kind (tool.failed) or family (tool, capability.*); repeatable.", show_default=False),
+            typer.Option(
+                "--kind", metavar="KIND", help="Only events of this kind (tool.failed) or family (tool, capability.*); repeatable.", show_default=False
+            ),
         ] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
@@ -181,7 +192,9 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--arg", metavar="KEY=VALUE", help="An argument, read by its declared type (text stays text); repeatable.", show_default=False),
         ] = None,
-        args_json: Annotated[str | None, typer.Option("--args", metavar="JSON", help="All arguments as one JSON object (--arg values go over it).", show_default=False)] = None,
+        args_json: Annotated[
+            str | None, typer.Option("--args", metavar="JSON", help="All arguments as one JSON object (--arg values go over it).", show_default=False)
+        ] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -234,8 +247,9 @@ def _chat(ctx: Context, session: str | None, handoff: bool | None, wait: float, 
 
     async def main() -> dict[str, Any]:
         with interrupt.on_sigint(idle=lambda: note("(no run in progress; quit or exit ends the chat)")):
-            return await service.chat(ctx, environ=dict(os.environ), session=session, read_line=read_line, output=output,
-                                      interrupt=interrupt, offer_handoff=offer_handoff, wait=wait)
+            return await service.chat(
+                ctx, environ=dict(os.environ), session=session, read_line=read_line, output=output, interrupt=interrupt, offer_handoff=offer_handoff, wait=wait
+            )
 
     with service.redacting(ctx, dict(os.environ)):
         return anyio.run(main)

@@ -95,10 +95,14 @@ def register(app: typer.Typer) -> None:
     def task_new(
         title: Annotated[str, typer.Argument(help="Title.", show_default=False)],
         epic: Annotated[str, typer.Option("--epic", "-e", help="Epic id.", show_default=False)],
-        description: Annotated[str | None, typer.Option("--description", "-d", help="Description (the file's body); '-' reads stdin.", show_default=False)] = None,
+        description: Annotated[
+            str | None, typer.Option("--description", "-d", help="Description (the file's body); '-' reads stdin.", show_default=False)
+        ] = None,
         dod: DodOpt = None,
         rail: RailOpt = None,
-        priority: Annotated[str | None, typer.Option("--priority", "-p", help="CRITICAL, HIGH, MEDIUM (default) or LOW; P0-P3 too.", show_default=False)] = None,
+        priority: Annotated[
+            str | None, typer.Option("--priority", "-p", help="CRITICAL, HIGH, MEDIUM (default) or LOW; P0-P3 too.", show_default=False)
+        ] = None,
         depends: DependsOpt = None,
         order: Annotated[float | None, typer.Option("--order", help="Position in the epic (default: last).", show_default=False)] = None,
         status: Annotated[str | None, typer.Option("--status", "-s", help="BACKLOG (default), PLANNING or WORKING.", show_default=False)] = None,
@@ -110,9 +114,20 @@ def register(app: typer.Typer) -> None:
         """Create a task in an epic; prints its id."""
         with reporting(as_json):
             text = read_stdin_if(description) if description == "-" else description
-            result = editing.create_task(_context(root), epic_id=epic, title=title, description=text, definition_of_done=dod, task_rails=rail,
-                                     status=status, parent_task_id=parent, order=_whole(order), priority=priority, depends_on=depends,
-                                     test_file=test_file)
+            result = editing.create_task(
+                _context(root),
+                epic_id=epic,
+                title=title,
+                description=text,
+                definition_of_done=dod,
+                task_rails=rail,
+                status=status,
+                parent_task_id=parent,
+                order=_whole(order),
+                priority=priority,
+                depends_on=depends,
+                test_file=test_file,
+            )
         emit(result, as_json, text=result["task"]["id"])
 
     @task_app.command("show")
@@ -143,8 +158,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search tasks by title and description after filtering by status, epic and holder."""
         with reporting(as_json):
-            result = queries.search_tasks(_context(root), query=query, status=status or None, epic_id=epic or None,
-                                          assigned_worker_id=worker or None, limit=limit)
+            result = queries.search_tasks(
+                _context(root), query=query, status=status or None, epic_id=epic or None, assigned_worker_id=worker or None, limit=limit
+            )
         _done(result, as_json, "\n".join(_row(t) for t in result["tasks"]))
 
     @task_app.command("next")
@@ -165,7 +181,9 @@ def register(app: typer.Typer) -> None:
     @task_app.command("claim")
     def task_claim(
         worker: Annotated[str, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"The claiming worker (env {WORKER_ENV}).", show_default=False)],
-        status: Annotated[list[str] | None, typer.Option("--status", "-s", help="PLANNING, WORKING (default) or REVIEW; repeatable.", show_default=False)] = None,
+        status: Annotated[
+            list[str] | None, typer.Option("--status", "-s", help="PLANNING, WORKING (default) or REVIEW; repeatable.", show_default=False)
+        ] = None,
         epic: EpicOpt = None,
         replace: Annotated[bool, typer.Option("--replace", help="Take over from the epic's current worker.")] = False,
         root: RootOpt = None,
@@ -213,15 +231,27 @@ def register(app: typer.Typer) -> None:
         """Change a task's fields; only those keys' lines change in its file."""
         with reporting(as_json):
             text = read_stdin_if(description) if description == "-" else description
-            result = editing.update_task(_context(root), task_id=task_id, title=title, description=text, priority=priority, order=_whole(order),
-                                     definition_of_done=dod, task_rails=rail, depends_on=depends, epic_id=epic)
+            result = editing.update_task(
+                _context(root),
+                task_id=task_id,
+                title=title,
+                description=text,
+                priority=priority,
+                order=_whole(order),
+                definition_of_done=dod,
+                task_rails=rail,
+                depends_on=depends,
+                epic_id=epic,
+            )
         emit(result, as_json, text=_task_text(result["task"]))
 
     @task_app.command("plan")
     def task_plan(
         task_id: TaskArg,
         step: Annotated[list[str] | None, typer.Option("--step", help="A step's description (repeatable, in order).", show_default=False)] = None,
-        steps_json: Annotated[str | None, typer.Option("--steps-json", help='Steps as JSON: [{"description": ..., "affectedFiles": [...]}]; "-" reads stdin.', show_default=False)] = None,
+        steps_json: Annotated[
+            str | None, typer.Option("--steps-json", help='Steps as JSON: [{"description": ..., "affectedFiles": [...]}]; "-" reads stdin.', show_default=False)
+        ] = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
@@ -265,8 +295,13 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("step-start")
-    def task_step_start(task_id: TaskArg, step_id: Annotated[str, typer.Argument(help="Step id (step-1, ...).", show_default=False)],
-                        worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def task_step_start(
+        task_id: TaskArg,
+        step_id: Annotated[str, typer.Argument(help="Step id (step-1, ...).", show_default=False)],
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Mark a plan step IN_PROGRESS."""
         with reporting(as_json):
             result = plans.start_step(_context(root), task_id=task_id, step_id=step_id, worker_id=worker)
@@ -304,8 +339,13 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("qa-approve")
-    def task_qa_approve(task_id: TaskArg, summary: Annotated[str | None, typer.Option("--summary", help="The review's verdict.", show_default=False)] = None,
-                        worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def task_qa_approve(
+        task_id: TaskArg,
+        summary: Annotated[str | None, typer.Option("--summary", help="The review's verdict.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """QA approves a task in REVIEW: it is DONE."""
         with reporting(as_json):
             result = claims.qa_approve(_context(root), task_id=task_id, summary=summary, worker_id=worker)
@@ -347,14 +387,19 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=f"{task_id} {result['status']}, released")
 
     @task_app.command("context")
-    def task_context(task_id: Annotated[str | None, typer.Argument(help="Task id (default: the worker's task).", show_default=False)] = None,
-                     worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def task_context(
+        task_id: Annotated[str | None, typer.Argument(help="Task id (default: the worker's task).", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """What an agent sees for a task: project, epic, task, worker and every rail."""
         with reporting(as_json):
             result = plans.get_context(_context(root), task_id=task_id, worker_id=worker)
         rails = result["allRails"]
-        text = (f"{result['task']['id']}  {result['task']['title']}" if result["task"] else "no task") + \
-            f"\nrails: global {rails['global']}, epic {rails['epic']}, task {rails['task']}"
+        text = (
+            f"{result['task']['id']}  {result['task']['title']}" if result["task"] else "no task"
+        ) + f"\nrails: global {rails['global']}, epic {rails['epic']}, task {rails['task']}"
         _done(result, as_json, text)
 
     @task_app.command("propose-rail")
@@ -371,8 +416,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Propose a rail change; it is stored under proposals/ for a human to review."""
         with reporting(as_json):
-            result = plans.propose_rail(_context(root), task_id=task_id, proposal_type=kind, target_scope=scope, current_value=current,
-                                      proposed_value=value, reason=reason, worker_id=worker)
+            result = plans.propose_rail(
+                _context(root),
+                task_id=task_id,
+                proposal_type=kind,
+                target_scope=scope,
+                current_value=current,
+                proposed_value=value,
+                reason=reason,
+                worker_id=worker,
+            )
         emit(result, as_json, text=result["proposalId"])
 
     @task_app.command("delete")
@@ -398,7 +451,9 @@ def register(app: typer.Typer) -> None:
         """Create an epic; prints its id."""
         with reporting(as_json):
             text = read_stdin_if(description) if description == "-" else description
-            result = editing.create_epic(_context(root), title=title, description=text, architecture_notes=notes, epic_rails=rail, status=status, order=_whole(order))
+            result = editing.create_epic(
+                _context(root), title=title, description=text, architecture_notes=notes, epic_rails=rail, status=status, order=_whole(order)
+            )
         emit(result, as_json, text=result["epic"]["id"])
 
     @epic_app.command("show")
@@ -410,8 +465,11 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text="\n".join([head, *(f"  {_row(t)}" for t in result["tasks"])]))
 
     @epic_app.command("list")
-    def epic_list(status: Annotated[str | None, typer.Option("--status", "-s", help="Only this status.", show_default=False)] = None,
-                  root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def epic_list(
+        status: Annotated[str | None, typer.Option("--status", "-s", help="Only this status.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """List epics in order, with task counts."""
         with reporting(as_json):
             result = queries.list_epics(_context(root), status=status)
@@ -433,13 +491,18 @@ def register(app: typer.Typer) -> None:
         """Change an epic's fields."""
         with reporting(as_json):
             text = read_stdin_if(description) if description == "-" else description
-            result = editing.update_epic(_context(root), epic_id=epic_id, title=title, description=text, architecture_notes=notes, epic_rails=rail,
-                                     status=status, order=_whole(order))
+            result = editing.update_epic(
+                _context(root), epic_id=epic_id, title=title, description=text, architecture_notes=notes, epic_rails=rail, status=status, order=_whole(order)
+            )
         emit(result, as_json, text=f"{epic_id} updated")
 
     @epic_app.command("delete")
-    def epic_delete(epic_id: EpicArg, cascade: Annotated[bool, typer.Option("--cascade", help="Delete its tasks too.")] = False,
-                    root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def epic_delete(
+        epic_id: EpicArg,
+        cascade: Annotated[bool, typer.Option("--cascade", help="Delete its tasks too.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Delete an epic (refused while it has tasks, unless --cascade)."""
         with reporting(as_json):
             result = editing.delete_epic(_context(root), epic_id=epic_id, cascade_delete=cascade)
@@ -452,8 +515,9 @@ def register(app: typer.Typer) -> None:
         """List workers with their status and current task."""
         with reporting(as_json):
             result = teams.list_workers(_context(root))
-        rows = [f"{w['id']}  {w['status']:<17} {w['currentTaskId'] or '-'}" + (f"  ({w['blockedReason']})" if w["blockedReason"] else "")
-                for w in result["workers"]]
+        rows = [
+            f"{w['id']}  {w['status']:<17} {w['currentTaskId'] or '-'}" + (f"  ({w['blockedReason']})" if w["blockedReason"] else "") for w in result["workers"]
+        ]
         _done(result, as_json, "\n".join(rows))
 
     @worker_app.command("show")
@@ -464,9 +528,12 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=f"{result['id']}  {result['status']}  {result['currentTaskId'] or '-'}")
 
     @worker_app.command("add")
-    def worker_add(worker_id: Annotated[str, typer.Argument(help="Worker id (its file name).", show_default=False)],
-                   kind: Annotated[str | None, typer.Option("--type", help="architect, worker or qa.", show_default=False)] = None,
-                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def worker_add(
+        worker_id: Annotated[str, typer.Argument(help="Worker id (its file name).", show_default=False)],
+        kind: Annotated[str | None, typer.Option("--type", help="architect, worker or qa.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Register a worker (agents are registered on their first claim anyway)."""
         with reporting(as_json):
             result = teams.register_worker(_context(root), worker_id=worker_id, role=kind)
@@ -488,48 +555,62 @@ def register(app: typer.Typer) -> None:
     # ------------------------------------------------------------------ teams
 
     @team_app.command("new")
-    def team_new(name: Annotated[str, typer.Argument(help="Team name.", show_default=False)],
-                 role: Annotated[str, typer.Option("--role", help="architect, worker or qa.", show_default=False)],
-                 max_size: Annotated[int | None, typer.Option("--max", help="Most members (default 10).", show_default=False)] = None,
-                 root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def team_new(
+        name: Annotated[str, typer.Argument(help="Team name.", show_default=False)],
+        role: Annotated[str, typer.Option("--role", help="architect, worker or qa.", show_default=False)],
+        max_size: Annotated[int | None, typer.Option("--max", help="Most members (default 10).", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Create a team (or show the one with that name and role)."""
         with reporting(as_json):
             result = teams.create_team(_context(root), name=name, role=role, max_size=max_size)
         emit(result, as_json, text=f"{result['team']['id']}{'' if result['created'] else ' (exists)'}")
 
     @team_app.command("join")
-    def team_join(team_id: Annotated[str, typer.Argument(help="Team id.", show_default=False)],
-                  worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)],
-                  root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def team_join(
+        team_id: Annotated[str, typer.Argument(help="Team id.", show_default=False)],
+        worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)],
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Add a worker to a team (registering the worker if new)."""
         with reporting(as_json):
             result = teams.join_team(_context(root), team_id=team_id, worker_id=worker_id)
         emit(result, as_json, text=", ".join(result["team"]["memberIds"]))
 
     @team_app.command("leave")
-    def team_leave(team_id: Annotated[str, typer.Argument(help="Team id.", show_default=False)],
-                   worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)],
-                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def team_leave(
+        team_id: Annotated[str, typer.Argument(help="Team id.", show_default=False)],
+        worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)],
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Remove a worker from a team."""
         with reporting(as_json):
             result = teams.leave_team(_context(root), team_id=team_id, worker_id=worker_id)
         emit(result, as_json, text=", ".join(result["team"]["memberIds"]) or "(no members)")
 
     @team_app.command("list")
-    def team_list(role: Annotated[str | None, typer.Option("--role", help="Only this role.", show_default=False)] = None,
-                  root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def team_list(
+        role: Annotated[str | None, typer.Option("--role", help="Only this role.", show_default=False)] = None, root: RootOpt = None, as_json: JsonOpt = False
+    ) -> None:
         """List teams with their members."""
         with reporting(as_json):
             result = teams.list_teams(_context(root), role=role)
-        rows = [f"{t['id']}  {t['name']} ({t['role']}, {len(t['members'])}/{t['maxSize']}): {', '.join(m['id'] for m in t['members'])}"
-                for t in result["teams"]]
+        rows = [
+            f"{t['id']}  {t['name']} ({t['role']}, {len(t['members'])}/{t['maxSize']}): {', '.join(m['id'] for m in t['members'])}" for t in result["teams"]
+        ]
         _done(result, as_json, "\n".join(rows))
 
     # ------------------------------------------------------------------ the board
 
     @board_app.command("init")
-    def board_init(name: Annotated[str | None, typer.Option("--name", help="Project name (default: the folder's).", show_default=False)] = None,
-                   root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def board_init(
+        name: Annotated[str | None, typer.Option("--name", help="Project name (default: the folder's).", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Write .moss/board/project.md with every setting and rail spelled out (never overwrites)."""
         with reporting(as_json):
             result = editing.init_board(_context(root, init=True), name=name)
@@ -541,9 +622,11 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             result = queries.board_status(_context(root))
         counts = result["counts"]["byStatus"]
-        lines = [f"{result['project']['name']} ({result['project']['settings']['approvalMode']}): {result['epics']} epics",
-                 "  ".join(f"{status} {count}" for status, count in counts.items()),
-                 *(f"{w['id']}  {w['status']}  {w['currentTaskId'] or '-'}" for w in result["workers"])]
+        lines = [
+            f"{result['project']['name']} ({result['project']['settings']['approvalMode']}): {result['epics']} epics",
+            "  ".join(f"{status} {count}" for status, count in counts.items()),
+            *(f"{w['id']}  {w['status']}  {w['currentTaskId'] or '-'}" for w in result["workers"]),
+        ]
         _done(result, as_json, "\n".join(lines))
 
     @board_app.command("log")
@@ -559,13 +642,15 @@ def register(app: typer.Typer) -> None:
         """The activity log, newest first."""
         with reporting(as_json):
             result = queries.get_activity_log(_context(root), task_id=task, epic_id=epic, worker_id=worker, event_types=kind, limit=limit)
-        rows = [f"{e['timestamp']}  {e['event']:<20} {e.get('taskId') or e.get('epicId') or '-'}  {e.get('workerId') or ''}"
-                for e in result["events"]]
+        rows = [f"{e['timestamp']}  {e['event']:<20} {e.get('taskId') or e.get('epicId') or '-'}  {e.get('workerId') or ''}" for e in result["events"]]
         _done(result, as_json, "\n".join(rows))
 
     @board_app.command("proposals")
-    def board_proposals(status: Annotated[str | None, typer.Option("--status", "-s", help="PENDING, APPROVED or REJECTED.", show_default=False)] = None,
-                        root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def board_proposals(
+        status: Annotated[str | None, typer.Option("--status", "-s", help="PENDING, APPROVED or REJECTED.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Rail proposals, newest first."""
         with reporting(as_json):
             result = plans.list_proposals(_context(root), status=status)
@@ -573,9 +658,12 @@ def register(app: typer.Typer) -> None:
         _done(result, as_json, "\n".join(rows))
 
     @board_app.command("resolve")
-    def board_resolve(proposal_id: Annotated[str, typer.Argument(help="Proposal id.", show_default=False)],
-                      decision: Annotated[str, typer.Argument(help="approved or rejected.", show_default=False)],
-                      root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def board_resolve(
+        proposal_id: Annotated[str, typer.Argument(help="Proposal id.", show_default=False)],
+        decision: Annotated[str, typer.Argument(help="approved or rejected.", show_default=False)],
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Record a decision on a rail proposal (edit the rails themselves in project.md or the epic/task)."""
         with reporting(as_json):
             result = plans.resolve_proposal(_context(root), proposal_id=proposal_id, decision=decision)

@@ -35,7 +35,6 @@ RoleOpt = Annotated[str | None, typer.Option("--role", help="Only capsules of th
 DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Include soft-deleted capsules.")]
 
 
-
 def _row(item: dict[str, Any]) -> str:
     """One human line for a capsule summary."""
     handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
@@ -138,9 +137,7 @@ def register(app: typer.Typer) -> None:
                 # Loaded here only: history reads git, which plain fetches never pay for.
                 from moss_files.capsules import history
 
-                result = history.fetch_at(
-                    ctx, rev=at, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted
-                )
+                result = history.fetch_at(ctx, rev=at, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted)
             else:
                 result = capsules.fetch(ctx, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted)
         if as_json:
@@ -154,7 +151,12 @@ def register(app: typer.Typer) -> None:
     def fetch_many_cmd(
         names: Annotated[list[str] | None, typer.Argument(help="Capsule names (in --workspace).", show_default=False)] = None,
         ids: Annotated[list[str] | None, typer.Option("--id", help="A capsule id (repeatable).", show_default=False)] = None,
-        items: Annotated[str | None, typer.Option("--items", help='JSON list of refs, e.g. \'[{"id": "01..."}, {"workspace": "w", "name": "n"}]\'; "-" reads stdin.', show_default=False)] = None,
+        items: Annotated[
+            str | None,
+            typer.Option(
+                "--items", help='JSON list of refs, e.g. \'[{"id": "01..."}, {"workspace": "w", "name": "n"}]\'; "-" reads stdin.', show_default=False
+            ),
+        ] = None,
         workspace: WorkspaceOpt = "default",
         include_deleted: DeletedOpt = False,
         no_text: Annotated[bool, typer.Option("--no-text", help="Metadata only.")] = False,
@@ -224,9 +226,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Add text to one section; a placeholder such as '(none)' is replaced."""
         with reporting(as_json):
-            result = capsules.append(
-                _context(root), section=section, content=_read_text(content, "content"), id=capsule_id, workspace=workspace, name=name
-            )
+            result = capsules.append(_context(root), section=section, content=_read_text(content, "content"), id=capsule_id, workspace=workspace, name=name)
         verb = "replaced placeholder in" if result["replaced"] else "appended to"
         emit(result, as_json, text=f"{verb} {result['section_hit']}")
 
@@ -332,7 +332,9 @@ def register(app: typer.Typer) -> None:
         bundle_format: Annotated[str, typer.Option("--format", help="'markdown' or 'json'.")] = "markdown",
         sections: Annotated[str | None, typer.Option("--sections", help="Comma-separated sections to keep, in order.", show_default=False)] = None,
         store_as: Annotated[str | None, typer.Option("--store-as", help="Also store the bundle under this name.", show_default=False)] = None,
-        store_workspace: Annotated[str | None, typer.Option("--store-workspace", help="Workspace for --store-as (default: 'default').", show_default=False)] = None,
+        store_workspace: Annotated[
+            str | None, typer.Option("--store-workspace", help="Workspace for --store-as (default: 'default').", show_default=False)
+        ] = None,
         store_mode: Annotated[str, typer.Option("--store-mode", help="'error' or 'replace' for --store-as.")] = "error",
         root: RootOpt = None,
         as_json: JsonOpt = False,
@@ -351,7 +353,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("export")
     def export_cmd(
-        path: Annotated[str | None, typer.Option("--path", "-p", help="Target .jsonl file (default: ~/.moss/exports/<workspace>-<time>.jsonl).", show_default=False)] = None,
+        path: Annotated[
+            str | None, typer.Option("--path", "-p", help="Target .jsonl file (default: ~/.moss/exports/<workspace>-<time>.jsonl).", show_default=False)
+        ] = None,
         workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
         include_deleted: DeletedOpt = False,
         root: RootOpt = None,
@@ -383,7 +387,9 @@ def register(app: typer.Typer) -> None:
     @app.command("purge")
     def purge_cmd(
         workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
-        older_than: Annotated[str | None, typer.Option("--older-than", help="Only capsules deleted more than this long ago: days, e.g. '7d' or '7'.", show_default=False)] = None,
+        older_than: Annotated[
+            str | None, typer.Option("--older-than", help="Only capsules deleted more than this long ago: days, e.g. '7d' or '7'.", show_default=False)
+        ] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:

@@ -34,7 +34,9 @@ def register(app: typer.Typer) -> None:
     @insight_app.command("add")
     def insight_add_cmd(
         text: Annotated[str | None, typer.Argument(help="The insight (default or '-': read stdin).", show_default=False)] = None,
-        kind: Annotated[str | None, typer.Option("--type", "-t", help="process | domain | architecture | edge_case | technical (default).", show_default=False)] = None,
+        kind: Annotated[
+            str | None, typer.Option("--type", "-t", help="process | domain | architecture | edge_case | technical (default).", show_default=False)
+        ] = None,
         tag: TagOpt = None,
         link: LinkOpt = None,
         task: Annotated[str | None, typer.Option("--task", help="Task it was learned on.", show_default=False)] = None,
@@ -49,7 +51,16 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             body = read_stdin_if(text)
             result = loopflow.remember(
-                workspace_context(root), body, type=kind, tags=split_values(tag), links=split_values(link), task=task, session=session, summary=summary, context=context, notes=notes
+                workspace_context(root),
+                body,
+                type=kind,
+                tags=split_values(tag),
+                links=split_values(link),
+                task=task,
+                session=session,
+                summary=summary,
+                context=context,
+                notes=notes,
             )
         emit(result, as_json, text=result["id"])
 
@@ -64,7 +75,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Insights, newest first, as one-line summaries."""
         with reporting(as_json):
-            result = loopflow.list_insights(workspace_context(root), types=split_values(kind), statuses=split_values(status), tags=split_values(tag), limit=limit)
+            result = loopflow.list_insights(
+                workspace_context(root), types=split_values(kind), statuses=split_values(status), tags=split_values(tag), limit=limit
+            )
         lines = [f"{i['id']}  {i['type']:<12} {i['status']:<11} {i['summary']}" for i in result["insights"]]
         if not as_json:
             for problem in result["problems"]:
@@ -150,14 +163,18 @@ def register(app: typer.Typer) -> None:
     @session_app.command("end")
     def session_end_cmd(
         summary: Annotated[str | None, typer.Option("--summary", help="What happened.", show_default=False)] = None,
-        next_actions: Annotated[list[str] | None, typer.Option("--next", help="What the next session should do (repeatable); saved first.", show_default=False)] = None,
+        next_actions: Annotated[
+            list[str] | None, typer.Option("--next", help="What the next session should do (repeatable); saved first.", show_default=False)
+        ] = None,
         completed: Annotated[list[str] | None, typer.Option("--completed", help="Done in this session (repeatable).", show_default=False)] = None,
         in_progress: Annotated[list[str] | None, typer.Option("--in-progress", help="Started, not finished (repeatable).", show_default=False)] = None,
         blocked_on: Annotated[list[str] | None, typer.Option("--blocked-on", help="What blocks the work (repeatable).", show_default=False)] = None,
         learnings: Annotated[str | None, typer.Option("--learnings", help="What was learned (markdown).", show_default=False)] = None,
         hot_context: Annotated[str | None, typer.Option("--hot-context", help="What the next agent must know at once.", show_default=False)] = None,
         mode: Annotated[str, typer.Option("--mode", help="graceful | emergency.")] = "graceful",
-        outcome: Annotated[str | None, typer.Option("--outcome", help="COMPLETE | PARTIAL | BLOCKED | INTERRUPTED (default: from the lists).", show_default=False)] = None,
+        outcome: Annotated[
+            str | None, typer.Option("--outcome", help="COMPLETE | PARTIAL | BLOCKED | INTERRUPTED (default: from the lists).", show_default=False)
+        ] = None,
         task: Annotated[str | None, typer.Option("--task", help="Set the session's task.", show_default=False)] = None,
         session: Annotated[str | None, typer.Option("--session", help="The session (default: the active one, else today's last).", show_default=False)] = None,
         agent: Annotated[str | None, typer.Option("--agent", help="Whose active session to end.", show_default=False)] = None,
@@ -203,8 +220,6 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             result = loopflow.show_session(workspace_context(root), session_id)
         emit(result, as_json, text=render_record(result))
-
-
 
 
 def _render_orient(result: dict[str, Any]) -> str:

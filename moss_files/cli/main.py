@@ -22,8 +22,20 @@ from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError,
 # flat as features are added. tests/test_meta.py checks this table against the modules.
 LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.capsules": (
-        "store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list",
-        "inventory", "compose", "export", "import", "purge", "history",
+        "store",
+        "fetch",
+        "fetch-many",
+        "update",
+        "append",
+        "delete",
+        "latest",
+        "list",
+        "inventory",
+        "compose",
+        "export",
+        "import",
+        "purge",
+        "history",
     ),
     "moss_files.cli.search": ("search", "expand", "timeline", "index"),
     "moss_files.cli.loopflow": ("insight", "session"),
@@ -100,9 +112,7 @@ def doc_check(
                 exit_codes.append(err.exit_code)
     failed = [row for row in results if not row["ok"]]
     lines = [
-        f"ok     {row['path']}"
-        if row["ok"]
-        else f"error  {row['path']}:{row['error'].get('line') or ''} [{row['error']['code']}] {row['error']['message']}"
+        f"ok     {row['path']}" if row["ok"] else f"error  {row['path']}:{row['error'].get('line') or ''} [{row['error']['code']}] {row['error']['message']}"
         for row in results
     ]
     emit({"ok": not failed, "results": results}, as_json, text="\n".join(lines))

@@ -52,8 +52,12 @@ def register(app: typer.Typer) -> None:
             top = workspace.find_workspace(explicit=root)
             planned = scaffold.plan_merge_driver(top)
             if planned is None:
-                raise RepoError(f"{top} is not inside a git work tree", code="REPO_ERROR", path=top,
-                                hint="the merge driver is a git setting: run `git init` (or clone the project) first")
+                raise RepoError(
+                    f"{top} is not inside a git work tree",
+                    code="REPO_ERROR",
+                    path=top,
+                    hint="the merge driver is a git setting: run `git init` (or clone the project) first",
+                )
             done = scaffold.apply_scaffold(top, [planned])[0]
         settings = dict(scaffold.merge_driver_settings())
         text = "\n".join(f"{key} = {value}" for key, value in settings.items())

@@ -21,7 +21,10 @@ from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
 from moss_files.index import service as search
 
-KindOpt = Annotated[list[str] | None, typer.Option("--kind", help="Only these kinds (repeatable): insight, session, capsule, task, message, memory, current…", show_default=False)]
+KindOpt = Annotated[
+    list[str] | None,
+    typer.Option("--kind", help="Only these kinds (repeatable): insight, session, capsule, task, message, memory, current…", show_default=False),
+]
 
 
 PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
@@ -111,7 +114,12 @@ def register(app: typer.Typer) -> None:
     # reason the command has no one-letter options (`-kind:x` must not read as `-k ind:x`).
     @app.command("search", context_settings={"ignore_unknown_options": True})
     def search_cmd(
-        query: Annotated[list[str], typer.Argument(help='Terms, "phrases", -exclusions, field:value filters (kind: status: tag: type: from: to: after: before: date:).', show_default=False)],
+        query: Annotated[
+            list[str],
+            typer.Argument(
+                help='Terms, "phrases", -exclusions, field:value filters (kind: status: tag: type: from: to: after: before: date:).', show_default=False
+            ),
+        ],
         kind: KindOpt = None,
         limit: Annotated[int, typer.Option("--limit", help="At most this many matches (1-200).")] = 20,
         offset: Annotated[int, typer.Option("--offset", help="Skip this many matches (paging).")] = 0,
@@ -122,7 +130,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Search every artifact: ids with one-line summaries, best first (then `moss expand ID`)."""
         with reporting(as_json):
-            result = search.scan(workspace_context(root), " ".join(query), kinds=split_values(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw)
+            result = search.scan(
+                workspace_context(root), " ".join(query), kinds=split_values(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw
+            )
         if not as_json:
             for line in _scan_notes(result):
                 note(line)
@@ -149,7 +159,9 @@ def register(app: typer.Typer) -> None:
                 if item["links"]["missing"]:
                     block.append("missing links: " + ", ".join(item["links"]["missing"]))
             if "timeline" in item:
-                block.extend(["timeline:", *("  " + _line(i) for i in item["timeline"]["before"]), "  -> this", *("  " + _line(i) for i in item["timeline"]["after"])])
+                block.extend(
+                    ["timeline:", *("  " + _line(i) for i in item["timeline"]["before"]), "  -> this", *("  " + _line(i) for i in item["timeline"]["after"])]
+                )
             blocks.append("\n".join(block))
         if not as_json:
             for missing in result["not_found"]:

@@ -28,19 +28,42 @@ def register(app: typer.Typer) -> None:
     def serve_cmd(
         http: Annotated[
             str | None,
-            typer.Option("--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks one) instead of stdio.", show_default=False),
+            typer.Option(
+                "--http",
+                metavar="HOST:PORT",
+                help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks one) instead of stdio.",
+                show_default=False,
+            ),
         ] = None,
         tools: Annotated[
             str | None,
-            typer.Option("--tools", envvar=TOOLS_ENV, metavar="SET,...", help="Tool sets to serve, comma-separated, or all: moss, loop, cstack, needlecast, moe (default: moss,loop,cstack,needlecast).", show_default=False),
+            typer.Option(
+                "--tools",
+                envvar=TOOLS_ENV,
+                metavar="SET,...",
+                help="Tool sets to serve, comma-separated, or all: moss, loop, cstack, needlecast, moe (default: moss,loop,cstack,needlecast).",
+                show_default=False,
+            ),
         ] = None,
         names: Annotated[
             str | None,
-            typer.Option("--names", envvar=NAMES_ENV, metavar="dotted|underscore", help="Tool names as in the specs (moss.store), or with underscores (moss_store) for hosts that refuse dots, such as Codex.", show_default=False),
+            typer.Option(
+                "--names",
+                envvar=NAMES_ENV,
+                metavar="dotted|underscore",
+                help="Tool names as in the specs (moss.store), or with underscores (moss_store) for hosts that refuse dots, such as Codex.",
+                show_default=False,
+            ),
         ] = None,
         token: Annotated[
             str | None,
-            typer.Option("--token", envvar=TOKEN_ENV, metavar="TOKEN", help="With --http: require this bearer token (needed to bind a non-loopback address).", show_default=False),
+            typer.Option(
+                "--token",
+                envvar=TOKEN_ENV,
+                metavar="TOKEN",
+                help="With --http: require this bearer token (needed to bind a non-loopback address).",
+                show_default=False,
+            ),
         ] = None,
         root: RootOpt = None,
     ) -> None:
@@ -74,8 +97,9 @@ def register(app: typer.Typer) -> None:
 
             # The [serve] policy and audit log of .moss/config.toml (docs/agent.md).
             gate = serve_gate.gate_for(settings.data, top, base=Path.cwd(), now=context.now, new_id=context.new_ulid)
-            server = mcp_server.build_server(context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names),
-                                             disabled=settings.disabled_tools, gate=gate)
+            server = mcp_server.build_server(
+                context, mcp_server.parse_sets(tools), names=mcp_server.check_name_style(names), disabled=settings.disabled_tools, gate=gate
+            )
             if http is None:
                 _serve_stdio(server)
                 return

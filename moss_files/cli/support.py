@@ -63,8 +63,8 @@ def reporting(as_json: bool) -> Iterator[None]:
     except Exception as exc:  # a bug: report it without hiding that it is one
         if os.environ.get("MOSS_DEBUG"):
             traceback.print_exc()
-        err = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
-        _report(err, as_json)
+        bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
+        _report(bug, as_json)
         raise typer.Exit(1) from None
 
 

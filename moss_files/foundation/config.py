@@ -143,8 +143,8 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
         try:
             # The user's own file may be a link (dotfile managers make them); the workspace's
             # comes with the repository, so it is read without following links.
-            data = path.read_bytes() if users_own else fs.read_bytes(path)
-            text = data.decode("utf-8")
+            raw = path.read_bytes() if users_own else fs.read_bytes(path)
+            text = raw.decode("utf-8")
         except FileNotFoundError:
             continue
         except (UnicodeDecodeError, IsADirectoryError) as exc:
@@ -152,7 +152,7 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
         layers.append((path, parse_config_text(text, path), base))
     merged: dict[str, Any] = {}
     bases: dict[str, Path] = {}
-    for path, data, base in layers:
+    for _path, data, base in layers:
         for item in data.get("allowed_paths", []) if isinstance(data.get("allowed_paths"), list) else []:
             if isinstance(item, str):
                 bases[item] = base

@@ -74,14 +74,10 @@ def merge_value(base: Any, ours: Any, theirs: Any, *, rule: FieldRule | None = N
     return CONFLICT
 
 
-def _merge_mappings(base: Mapping[str, Any], ours: Mapping[str, Any], theirs: Mapping[str, Any],
-                    rules: Mapping[str, FieldRule]) -> dict[str, Any]:
+def _merge_mappings(base: Mapping[str, Any], ours: Mapping[str, Any], theirs: Mapping[str, Any], rules: Mapping[str, FieldRule]) -> dict[str, Any]:
     """Key by key, in our order then the keys only theirs has."""
     keys = list(ours) + [key for key in theirs if key not in ours] + [key for key in base if key not in ours and key not in theirs]
-    return {
-        key: merge_value(base.get(key, MISSING), ours.get(key, MISSING), theirs.get(key, MISSING), rule=rules.get(key), key=key)
-        for key in keys
-    }
+    return {key: merge_value(base.get(key, MISSING), ours.get(key, MISSING), theirs.get(key, MISSING), rule=rules.get(key), key=key) for key in keys}
 
 
 def merge_document(
@@ -102,9 +98,13 @@ def merge_document(
     body, body_conflicts = merge_text(old.body, mine.body, other.body, labels)
     merged = _merge_mappings(old.meta, mine.meta, other.meta, rules or {})
     conflicted = tuple(key for key, value in merged.items() if value is CONFLICT)
-    changes = {key: value for key, value in merged.items()
-               if value is not CONFLICT and not (value is MISSING and key not in mine.meta)
-               and (key not in mine.meta or value is MISSING or not _same(mine.meta[key], value))}
+    changes = {
+        key: value
+        for key, value in merged.items()
+        if value is not CONFLICT
+        and not (value is MISSING and key not in mine.meta)
+        and (key not in mine.meta or value is MISSING or not _same(mine.meta[key], value))
+    }
     text = document.edit_frontmatter(ours, changes, path) if changes else ours
     doc = document.parse(text, path)
     if conflicted and not doc.has_frontmatter:  # we removed the frontmatter, they changed a key
@@ -143,8 +143,15 @@ def _mark_key(frontmatter: str, key: str, sides: tuple[list[str], list[str], lis
     """`frontmatter` with `key`'s lines replaced by git's markers around the three versions
     (appended at the end when our side has no such key)."""
     base, ours, theirs = sides
-    block = [f"{'<' * 7} {labels.ours}{newline}", *_ended(ours, newline), f"{'|' * 7} {labels.base}{newline}", *_ended(base, newline),
-             f"{'=' * 7}{newline}", *_ended(theirs, newline), f"{'>' * 7} {labels.theirs}{newline}"]
+    block = [
+        f"{'<' * 7} {labels.ours}{newline}",
+        *_ended(ours, newline),
+        f"{'|' * 7} {labels.base}{newline}",
+        *_ended(base, newline),
+        f"{'=' * 7}{newline}",
+        *_ended(theirs, newline),
+        f"{'>' * 7} {labels.theirs}{newline}",
+    ]
     lines = _ended(frontmatter.splitlines(keepends=True), newline)
     current = _key_lines(frontmatter, key)
     start = next((i for i in range(len(lines)) if current and lines[i : i + len(current)] == _ended(current, newline)), len(lines))

@@ -218,9 +218,7 @@ def edit_frontmatter(
     """
     doc = parse(text, path)
     changes = {
-        key: value
-        for key, value in changes.items()
-        if ((key in doc.meta) if value is DELETE else (key not in doc.meta or not _same(doc.meta[key], value)))
+        key: value for key, value in changes.items() if ((key in doc.meta) if value is DELETE else (key not in doc.meta or not _same(doc.meta[key], value)))
     }
     if not changes:
         return text
@@ -267,7 +265,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 

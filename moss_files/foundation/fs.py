@@ -120,7 +120,7 @@ def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
     return MossError(f"cannot open folder: {exc.strerror}", path=shown)
 
 
-def open_folder(folder: Path, *, create: bool = False) -> int:
+def open_folder(folder: Path | str, *, create: bool = False) -> int:
     """An O_DIRECTORY descriptor for `folder` (the caller closes it), reached without following
     any link from the toolkit folder down; with `create`, missing folders are made.
 
@@ -163,7 +163,7 @@ def open_folder(folder: Path, *, create: bool = False) -> int:
 
 
 @contextmanager
-def folder_fd(folder: Path, *, create: bool = False) -> Iterator[int]:
+def folder_fd(folder: Path | str, *, create: bool = False) -> Iterator[int]:
     """`open_folder` as a context manager that closes the descriptor."""
     fd = open_folder(folder, create=create)
     try:
@@ -424,8 +424,7 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[Non
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
     """
-    with flocked(lock_path_for(path), timeout=timeout, shown=path,
-                 hint="another moss-files process is writing this file; retry when it is done"):
+    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint="another moss-files process is writing this file; retry when it is done"):
         yield
 
 
@@ -470,8 +469,7 @@ def flocked(
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if time.monotonic() >= deadline:
-                    raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT",
-                                path=shown or lock_file, hint=hint) from None
+                    raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
                 time.sleep(delay)  # polling a held lock; bounded by the deadline above
                 delay = min(delay * 2, 0.05)
         yield

@@ -57,7 +57,7 @@ def open_repo(path: Path) -> git.Repo:
 
 def _run(repo: git.Repo, *args: str, **kwargs: object) -> str | bytes:
     try:
-        return repo.git.execute(["git", *args], **kwargs)  # type: ignore[no-any-return,call-overload]
+        return repo.git.execute(["git", *args], **kwargs)  # type: ignore[call-overload]
     except GitCommandError as exc:
         stderr = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ")
         raise RepoError(f"git {args[0]} failed: {stderr or exc}", details={"status": exc.status}) from None
@@ -103,7 +103,7 @@ def resolve(repo: git.Repo, rev: str) -> str:
         raise NotFound(f"no commit {rev!r}")
     try:
         return repo.commit(rev).hexsha
-    except (GitCommandError, ValueError, git.BadName) as exc:  # type: ignore[attr-defined]
+    except (GitCommandError, ValueError, git.BadName) as exc:
         raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": str(exc)}) from None
 
 
@@ -127,7 +127,7 @@ def list_files(repo: git.Repo, commit: str, under: str) -> list[str]:
         tree = repo.commit(commit).tree / under
     except KeyError:
         return []
-    return sorted(item.path for item in tree.traverse() if item.type == "blob")  # type: ignore[union-attr]
+    return sorted(str(item.path) for item in tree.traverse() if item.type == "blob")  # type: ignore[union-attr]
 
 
 def grep_files(repo: git.Repo, commit: str, pattern: str, under: str) -> list[str]:
@@ -148,4 +148,3 @@ def _has_commits(repo: git.Repo) -> bool:
     except ValueError:
         return False
     return True
-

@@ -15,6 +15,7 @@ from pathlib import Path
 _ATTRIBUTE = re.compile(r"^[^#\s][^\n]*\smerge=moss(\s|$)", re.MULTILINE)
 _SECTION = re.compile(r'^\s*\[merge\s+"moss"\][^\[]*?^\s*driver\s*=', re.MULTILINE | re.DOTALL)
 
+
 def git_dir(root: Path) -> Path | None:
     """The `.git` folder of the work tree holding `root` (following a worktree's `.git` file
     to its common folder), or None outside git."""
@@ -62,5 +63,7 @@ def missing_merge_driver(root: Path) -> bool:
     return True
 
 
-WARNING = ("warning: this clone lacks the moss merge driver that .gitattributes names, so git merges "
-           "PLAN.md, mailboxes and capsules as plain text; run `moss merge setup` once in this clone")
+WARNING = (
+    "warning: this clone lacks the moss merge driver that .gitattributes names, so git merges "
+    "PLAN.md, mailboxes and capsules as plain text; run `moss merge setup` once in this clone"
+)

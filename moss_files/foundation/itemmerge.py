@@ -85,8 +85,7 @@ def _only_items(lines: Lines) -> bool:
     return all(_key(line) is not None or not line.strip() for line in lines)
 
 
-def merge_items(base: str, ours: str, theirs: str, *, split: Split, merge_item: MergeItem,
-                labels: Labels = Labels()) -> Result:
+def merge_items(base: str, ours: str, theirs: str, *, split: Split, merge_item: MergeItem, labels: Labels = Labels()) -> Result:
     """Merge three versions of an item-holding text (see the module docstring)."""
     old_lines, old = _skeleton(split(base))
     our_lines, mine = _skeleton(split(ours))
@@ -137,8 +136,7 @@ def _settle(hunk: Hunk, old: dict[str, Item], mine: dict[str, Item], other: dict
     removed_by_us = base_keys - {_key(line) for line in hunk.ours}
     kept = [(line, OURS) for line in hunk.ours if _key(line) not in removed_by_them or _key(line) is None]
     present = {_key(line) for line, _ in kept} - {None}
-    added = [(line, THEIRS) for line in hunk.theirs
-             if line.strip() and _key(line) not in present and _key(line) not in removed_by_us]
+    added = [(line, THEIRS) for line in hunk.theirs if line.strip() and _key(line) not in present and _key(line) not in removed_by_us]
     new_tail = 0  # how many of our last lines are items we added (not moved here)
     while new_tail < len(kept) and (_key(kept[-1 - new_tail][0]) or "") not in old and _key(kept[-1 - new_tail][0]) is not None:
         new_tail += 1
@@ -182,14 +180,15 @@ def _one_place_each(entries: list[tuple[str, str] | Hunk], outcomes: dict[str, O
     return [entry for index, entry in enumerate(entries) if index not in dropped]
 
 
-def _put_back(entries: list[tuple[str, str] | Hunk], outcomes: dict[str, Outcome],
-              our_lines: list[str], their_lines: list[str]) -> list[tuple[str, str] | Hunk]:
+def _put_back(
+    entries: list[tuple[str, str] | Hunk], outcomes: dict[str, Outcome], our_lines: list[str], their_lines: list[str]
+) -> list[tuple[str, str] | Hunk]:
     """Put back each item that `merge_item` keeps but the line merge dropped (deleted on one
     side, edited on the other): after the nearest item before it, in the version that has
     it, that the merge placed; else before the nearest such item after it; else at the end."""
+
     def placed() -> dict[str, int]:
-        return {_key(entry[0]) or "": index for index, entry in enumerate(entries)
-                if not isinstance(entry, Hunk) and _key(entry[0]) is not None}
+        return {_key(entry[0]) or "": index for index, entry in enumerate(entries) if not isinstance(entry, Hunk) and _key(entry[0]) is not None}
 
     in_conflicts = {_key(line) for entry in entries if isinstance(entry, Hunk) for line in (*entry.ours, *entry.theirs)}
     for key in sorted(outcomes):

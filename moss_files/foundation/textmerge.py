@@ -99,8 +99,7 @@ def render(hunks: Sequence[Hunk], labels: Labels = Labels(), *, newline: str = "
             out.extend(hunk.merged)
             continue
         conflicts += 1
-        for marker, lines in (("<" * 7 + " " + labels.ours, hunk.ours), ("|" * 7 + " " + labels.base, hunk.base),
-                              ("=" * 7, hunk.theirs)):
+        for marker, lines in (("<" * 7 + " " + labels.ours, hunk.ours), ("|" * 7 + " " + labels.base, hunk.base), ("=" * 7, hunk.theirs)):
             out.append(marker + newline)
             out.extend(_ended(lines, newline))
         out.append(">" * 7 + " " + labels.theirs + newline)
@@ -113,8 +112,7 @@ def _ended(lines: Lines, newline: str) -> list[str]:
     return list(lines)
 
 
-def merge_text(base: str, ours: str, theirs: str, labels: Labels = Labels(),
-               settle: Callable[[Hunk], Lines | None] | None = None) -> tuple[str, int]:
+def merge_text(base: str, ours: str, theirs: str, labels: Labels = Labels(), settle: Callable[[Hunk], Lines | None] | None = None) -> tuple[str, int]:
     """Merge three texts line by line: the result (with markers where it conflicts) and the
     number of conflicts left. `settle` may resolve a conflicted hunk (return its lines) or
     leave it (None)."""

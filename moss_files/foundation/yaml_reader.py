@@ -245,9 +245,7 @@ def load_fast(yaml_text: str) -> dict[str, Any]:
         loader.dispose()
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "null"
-        raise YamlProblem(
-            "FRONTMATTER_NOT_MAPPING", f"frontmatter must be a mapping of keys, not {kind}", 0
-        )
+        raise YamlProblem("FRONTMATTER_NOT_MAPPING", f"frontmatter must be a mapping of keys, not {kind}", 0)
     return data
 
 
@@ -265,7 +263,9 @@ def _check_tree(root: yaml.Node, yaml_text: str) -> None:
         node, depth = stack.pop()
         if id(node) in seen:
             # The composer shares one node for an anchor and its aliases, so the line is the anchor's.
-            raise YamlProblem("FRONTMATTER_ALIAS", "the anchor on this line is used through an alias; aliases are not allowed in frontmatter", node.start_mark.line)
+            raise YamlProblem(
+                "FRONTMATTER_ALIAS", "the anchor on this line is used through an alias; aliases are not allowed in frontmatter", node.start_mark.line
+            )
         seen.add(id(node))
         prop = _node_property(yaml_text, node.start_mark.index)
         if prop == "&":
@@ -286,9 +286,7 @@ def _check_tree(root: yaml.Node, yaml_text: str) -> None:
                 if isinstance(key_node, yaml.ScalarNode):
                     identity = (key_node.tag, key_node.value)
                     if identity in keys:
-                        raise YamlProblem(
-                            "FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key_node.value!r}", key_node.start_mark.line
-                        )
+                        raise YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key_node.value!r}", key_node.start_mark.line)
                     keys.add(identity)
             for key_node, value_node in reversed(node.value):
                 stack.append((value_node, depth + 1))

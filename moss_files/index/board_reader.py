@@ -45,16 +45,37 @@ def extract(file: FileInput) -> Extracted:
     summary = summaries.summarize(item.description) if item.description else item.title
     if kind == "epic":
         body = "\n\n".join(filter(None, (item.description, item.architecture_notes, *item.epic_rails)))
-        entry = Entry(kind="epic", id=item.id, title=item.title, summary=summary or item.title, body=body, line=1,
-                      status=item.status, date=item.created, updated=item.updated, extra=" ".join(item.epic_rails))
+        entry = Entry(
+            kind="epic",
+            id=item.id,
+            title=item.title,
+            summary=summary or item.title,
+            body=body,
+            line=1,
+            status=item.status,
+            date=item.created,
+            updated=item.updated,
+            extra=" ".join(item.epic_rails),
+        )
         return Extracted((entry,))
     steps = [step.description for step in item.plan]
     body = "\n".join(filter(None, (item.description, *item.definition_of_done, *steps, item.reopen_reason or "")))
     links = tuple(dict.fromkeys(filter(None, (item.epic, *item.depends_on, item.parent))))
     facets = (("priority", item.priority.lower()), ("agent", item.assigned_worker or ""))
-    entry = Entry(kind="task", id=item.id, title=item.title, summary=summary or item.title, body=body, line=1, status=item.status,
-                  date=item.created, updated=item.updated, links=links, facets=facets,
-                  extra=" ".join(filter(None, (item.test_file, *item.task_rails))))
+    entry = Entry(
+        kind="task",
+        id=item.id,
+        title=item.title,
+        summary=summary or item.title,
+        body=body,
+        line=1,
+        status=item.status,
+        date=item.created,
+        updated=item.updated,
+        links=links,
+        facets=facets,
+        extra=" ".join(filter(None, (item.test_file, *item.task_rails))),
+    )
     return Extracted((entry,))
 
 

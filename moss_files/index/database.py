@@ -176,8 +176,9 @@ class _Unusable(Exception):
 
 
 def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> AbstractContextManager[None]:
-    return fs.flocked(path, shared=not exclusive, timeout=timeout, error=CacheError,
-                      hint="another process is rebuilding or holding the index; retry, or delete .moss/cache/")
+    return fs.flocked(
+        path, shared=not exclusive, timeout=timeout, error=CacheError, hint="another process is rebuilding or holding the index; retry, or delete .moss/cache/"
+    )
 
 
 # --------------------------------------------------------------------------- rows
@@ -213,7 +214,21 @@ class _Batch:
     def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
         when = timestamp_of(entry.updated or entry.date)
         self.items.append(
-            (rowid, relpath, entry.anchor, entry.kind, entry.id, entry.line, entry.title, entry.summary, entry.status, entry.date, entry.updated, when, entry.handle)
+            (
+                rowid,
+                relpath,
+                entry.anchor,
+                entry.kind,
+                entry.id,
+                entry.line,
+                entry.title,
+                entry.summary,
+                entry.status,
+                entry.date,
+                entry.updated,
+                when,
+                entry.handle,
+            )
         )
         self.facets.extend((rowid, name, value) for name, value in facets_of(entry))
         self.fts.append((rowid, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
@@ -796,9 +811,7 @@ class View:
             "SELECT i.path, i.anchor, i.kind, i.id, i.line, i.title, i.summary, i.status, i.date, i.updated, i.ts, i.handle, "
             "f.id, f.title, f.tags, f.body, f.extra FROM items i JOIN items_fts f ON f.rowid = i.rowid ORDER BY i.path, i.anchor"
         ).fetchall()
-        facets = self.conn.execute(
-            "SELECT i.path, i.anchor, f.field, f.value FROM facets f JOIN items i ON i.rowid = f.item ORDER BY 1, 2, 3, 4"
-        ).fetchall()
+        facets = self.conn.execute("SELECT i.path, i.anchor, f.field, f.value FROM facets f JOIN items i ON i.rowid = f.item ORDER BY 1, 2, 3, 4").fetchall()
         files = self.conn.execute("SELECT path, source, digest, problems FROM files ORDER BY path").fetchall()
         return {"items": items, "facets": facets, "files": files}
 

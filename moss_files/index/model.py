@@ -193,9 +193,7 @@ class Registry:
             self._routes[folder] = None
             return None
         candidates = [
-            (place, source)
-            for place, source in self._places
-            if place.folder == folder or (place.recursive and folder.startswith(place.folder + "/"))
+            (place, source) for place, source in self._places if place.folder == folder or (place.recursive and folder.startswith(place.folder + "/"))
         ]
         # Shallow to deep: a deeper place overrides a shallower one, and at one depth a
         # place naming files overrides one that takes every file.
@@ -218,9 +216,7 @@ class Registry:
         if known is not None:
             return known
         answer = not self._is_excluded(folder) and any(
-            place.folder == folder
-            or place.folder.startswith(folder + "/")
-            or (place.recursive and folder.startswith(place.folder + "/"))
+            place.folder == folder or place.folder.startswith(folder + "/") or (place.recursive and folder.startswith(place.folder + "/"))
             for place, _ in self._places
         )
         self._descend[folder] = answer

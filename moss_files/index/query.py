@@ -170,7 +170,9 @@ def filters_from(mapping: Mapping[str, Sequence[str] | str]) -> tuple[Filter, ..
     for name, raw in mapping.items():
         key = ALIASES.get(name.lower(), name.lower())
         if key not in FIELDS or key in TEXT_FIELDS:
-            raise InvalidRequest(f"unknown filter field {name!r}", details={"field": name}, hint=f"fields: {', '.join(f for f in FIELDS if f not in TEXT_FIELDS)}")
+            raise InvalidRequest(
+                f"unknown filter field {name!r}", details={"field": name}, hint=f"fields: {', '.join(f for f in FIELDS if f not in TEXT_FIELDS)}"
+            )
         values = tuple(_filter_values(key, raw if isinstance(raw, str) else ",".join(raw)))
         if values:
             out.append(Filter(key, values))

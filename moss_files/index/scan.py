@@ -29,7 +29,7 @@ class Tree:
     links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
 
     def signatures(self) -> dict[str, Signature]:
-        return dict(zip(self.paths, self.sigs))
+        return dict(zip(self.paths, self.sigs, strict=True))
 
     def fingerprint(self) -> str:
         """A digest of every (path, signature) in walk order. The index stores the one of the
@@ -79,7 +79,14 @@ def walk(root: Path, registry: Registry) -> Tree:
 def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
     """A problem entry for each folder the index would read but does not, being a link."""
     return [
-        {"path": link, "source": None, "code": "SYMLINK_REFUSED", "message": "is a symbolic link to a folder; the index does not follow links", "line": None, "severity": "error"}
+        {
+            "path": link,
+            "source": None,
+            "code": "SYMLINK_REFUSED",
+            "message": "is a symbolic link to a folder; the index does not follow links",
+            "line": None,
+            "severity": "error",
+        }
         for link in walk(root, registry).links
     ]
 

@@ -93,7 +93,7 @@ def scan(
             "query": query,
             "matches": [],
             "truncated": False,
-            "hint": "give search terms, \"phrases\" or field:value filters (kind:, status:, tag:, after:)",
+            "hint": 'give search terms, "phrases" or field:value filters (kind:, status:, tag:, after:)',
         }
 
     def work(view: Any) -> dict[str, Any]:
@@ -102,7 +102,9 @@ def scan(
         matches = [_scan_item(hit, round(hit.score / top, 4) if top > 0 else 0.0) for hit in found.hits]
         result: dict[str, Any] = {"query": query, "matches": matches, "truncated": found.more}
         if found.more:
-            result["hint"] = f"more matches: raise the limit (offset {offset + len(matches)} for the next page) or narrow the query; expand ids for full records"
+            result["hint"] = (
+                f"more matches: raise the limit (offset {offset + len(matches)} for the next page) or narrow the query; expand ids for full records"
+            )
         else:
             result["hint"] = "expand ids for full records" if matches else "no matches: try fewer or shorter terms, or drop filters"
         unindexed = view.problem_files()
@@ -171,7 +173,9 @@ def _linked(view: Any, hit: Any) -> dict[str, Any]:
     }
 
 
-def timeline(ctx: Context, anchor: str, *, before: int = TIMELINE_DEFAULT_DEPTH, after: int = TIMELINE_DEFAULT_DEPTH, kinds: Sequence[str] = ()) -> dict[str, Any]:
+def timeline(
+    ctx: Context, anchor: str, *, before: int = TIMELINE_DEFAULT_DEPTH, after: int = TIMELINE_DEFAULT_DEPTH, kinds: Sequence[str] = ()
+) -> dict[str, Any]:
     """What happened around an item or a moment (`loop_timeline`, `moss timeline`): up to
     `before` items dated earlier and `after` later, oldest first.
 
@@ -205,7 +209,11 @@ def timeline(ctx: Context, anchor: str, *, before: int = TIMELINE_DEFAULT_DEPTH,
                 span = search_query.period(text, now)
                 moment = span[0] if span else None
             if moment is None:
-                raise NotFound(f"no item {text!r}, and it is not a time", details={"anchor": text}, hint="give an id from `moss search`, or a time such as 2026-01-21 or 3d")
+                raise NotFound(
+                    f"no item {text!r}, and it is not a time",
+                    details={"anchor": text},
+                    hint="give an id from `moss search`, or a time such as 2026-01-21 or 3d",
+                )
             earlier, later = view.around(moment, before=before, after=after, kinds=kinds)
             center = {"date": moment}
         return {"anchor": center, "before": [_scan_item(h) for h in earlier], "after": [_scan_item(h) for h in later]}
@@ -252,7 +260,11 @@ def index_status(ctx: Context) -> dict[str, Any]:
         "refresh": report_to_dict(index.last_refresh),
         "size_bytes": size,
         "sources": [
-            {"name": source.name, "kinds": list(source.kinds), "places": [place.folder + ("/" if place.names is None else "/{" + ",".join(sorted(place.names)) + "}") for place in source.places]}
+            {
+                "name": source.name,
+                "kinds": list(source.kinds),
+                "places": [place.folder + ("/" if place.names is None else "/{" + ",".join(sorted(place.names)) + "}") for place in source.places],
+            }
             for source in index.registry.sources
         ],
     }

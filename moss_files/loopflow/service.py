@@ -323,7 +323,9 @@ def _inbox(ctx: Context) -> dict[str, Any] | None:
     return {"messages": found["items"]}
 
 
-def _hints(resumed: bool, current: Session, unprocessed: int, suggested: list[str], insights: list[Any], shown: list[Any], memory: Any, inbox: Any) -> list[str]:
+def _hints(
+    resumed: bool, current: Session, unprocessed: int, suggested: list[str], insights: list[Any], shown: list[Any], memory: Any, inbox: Any
+) -> list[str]:
     hints = [f"{'resumed' if resumed else 'started'} session {current.id}; end it with `moss session end` (loop_handoff)"]
     if suggested:
         hints.append("the last session left next actions: see suggested_actions")

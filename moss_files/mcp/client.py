@@ -130,12 +130,14 @@ class Connection:
             listed = await client.list_tools(cursor=cursor)
             for tool in listed.tools:
                 hints = tool.annotations
-                found.append(RemoteTool(
-                    name=tool.name,
-                    description=tool.description or "",
-                    input_schema=dict(tool.input_schema or {"type": "object"}),
-                    read_only=getattr(hints, "read_only_hint", None) if hints is not None else None,
-                ))
+                found.append(
+                    RemoteTool(
+                        name=tool.name,
+                        description=tool.description or "",
+                        input_schema=dict(tool.input_schema or {"type": "object"}),
+                        read_only=getattr(hints, "read_only_hint", None) if hints is not None else None,
+                    )
+                )
             cursor = listed.next_cursor
             if not cursor:
                 break
@@ -154,13 +156,19 @@ class Connection:
         except TimeoutError:
             raise AgentFailure(
                 f"{self.name}.{tool} did not answer within {timeout:g}s",
-                code="TOOL_TIMEOUT", status=504, details={"server": self.name, "tool": tool, "timeout_seconds": timeout},
+                code="TOOL_TIMEOUT",
+                status=504,
+                details={"server": self.name, "tool": tool, "timeout_seconds": timeout},
             ) from None
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:  # the server exited, or its pipe broke
                 raise self._unavailable("stopped answering (the connection closed)") from None
-            raise AgentFailure(f"{self.name}.{tool} failed: {exc.error.message}", code="TOOL_FAILED", status=502,
-                            details={"server": self.name, "tool": tool, "rpc_code": exc.error.code}) from None
+            raise AgentFailure(
+                f"{self.name}.{tool} failed: {exc.error.message}",
+                code="TOOL_FAILED",
+                status=502,
+                details={"server": self.name, "tool": tool, "rpc_code": exc.error.code},
+            ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError, OSError) as exc:
             raise self._unavailable(f"stopped answering ({type(exc).__name__})") from None
         duration = int((time.monotonic() - started) * 1000)
@@ -168,8 +176,13 @@ class Connection:
 
     def _unavailable(self, why: str) -> MossError:
         where = self.url or " ".join([self.command or "", *self.args]).strip()
-        return AgentFailure(f"MCP server {self.name!r} ({where}) {why}", code="SERVER_UNAVAILABLE", status=503,
-                         details={"server": self.name}, hint=f"check [[mcp_servers]] {self.name}; a stdio server's stderr is in .moss/run/agent/{self.name}.log")
+        return AgentFailure(
+            f"MCP server {self.name!r} ({where}) {why}",
+            code="SERVER_UNAVAILABLE",
+            status=503,
+            details={"server": self.name},
+            hint=f"check [[mcp_servers]] {self.name}; a stdio server's stderr is in .moss/run/agent/{self.name}.log",
+        )
 
 
 class _HttpClient:

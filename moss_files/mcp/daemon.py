@@ -20,7 +20,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,7 @@ class _Guard:
         await self.app(scope, receive, send)
 
 
-async def _send_error(send: Any, err: MossError, status: int, extra: list[tuple[bytes, bytes]] = ()) -> None:
+async def _send_error(send: Any, err: MossError, status: int, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(error_body(err)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -144,8 +144,9 @@ def error_result(err: MossError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=body, is_error=True)
 
 
-def _run_tool(name: str, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], kwargs: dict[str, Any],
-              unavailable: MossError | None = None) -> CallToolResult:
+def _run_tool(
+    name: str, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], kwargs: dict[str, Any], unavailable: MossError | None = None
+) -> CallToolResult:
     if unavailable is not None:
         return error_result(unavailable)
     try:
@@ -190,8 +191,7 @@ class ToolRegistry:
     answers with (the tools are still listed, so the client sees why rather than a closed
     connection)."""
 
-    def __init__(self, context: Context, *, names: str = "dotted", disabled: Collection[str] = (),
-                 unavailable: MossError | None = None) -> None:
+    def __init__(self, context: Context, *, names: str = "dotted", disabled: Collection[str] = (), unavailable: MossError | None = None) -> None:
         self.context = context
         self.unavailable = unavailable
         self.names = check_name_style(names)
@@ -241,8 +241,9 @@ class MossMCPServer(MCPServer):
     """MCPServer whose argument errors and unknown tools are answered like domain errors, and
     whose every call passes the workspace's gate (policy and audit log) when it has one."""
 
-    def __init__(self, *args: Any, schemas: dict[str, dict[str, Any]], read_only: dict[str, bool] | None = None,
-                 gate: ServeGate | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, schemas: dict[str, dict[str, Any]], read_only: dict[str, bool] | None = None, gate: ServeGate | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.schemas = schemas
         self.read_only = read_only or {}
@@ -262,8 +263,16 @@ class MossMCPServer(MCPServer):
             code = _result_code(result)
             return result
         finally:
-            record = functools.partial(self.gate.record, client=_client_of(context), name=served, arguments=arguments,
-                                       meta=_meta_of(context), code=code, duration_ms=int((time.monotonic() - started) * 1000), decisions=decisions)
+            record = functools.partial(
+                self.gate.record,
+                client=_client_of(context),
+                name=served,
+                arguments=arguments,
+                meta=_meta_of(context),
+                code=code,
+                duration_ms=int((time.monotonic() - started) * 1000),
+                decisions=decisions,
+            )
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(record)
 
@@ -293,8 +302,7 @@ class MossMCPServer(MCPServer):
             if not isinstance(exc.__cause__, ValidationError):
                 raise
             problems = [
-                {"field": ".".join(str(part) for part in problem["loc"]) or "(arguments)", "message": problem["msg"]}
-                for problem in exc.__cause__.errors()
+                {"field": ".".join(str(part) for part in problem["loc"]) or "(arguments)", "message": problem["msg"]} for problem in exc.__cause__.errors()
             ]
             listed = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
             return error_result(InvalidRequest(f"invalid arguments for {served}: {listed}", details={"errors": problems}))
@@ -334,8 +342,15 @@ def _meta_of(context: Any) -> dict[str, Any] | None:
     return dict(meta) if isinstance(meta, dict) else None
 
 
-def build_server(context: Context, sets: Sequence[str] = (), *, names: str = "dotted", disabled: Collection[str] = (),
-                 unavailable: MossError | None = None, gate: ServeGate | None = None) -> MossMCPServer:
+def build_server(
+    context: Context,
+    sets: Sequence[str] = (),
+    *,
+    names: str = "dotted",
+    disabled: Collection[str] = (),
+    unavailable: MossError | None = None,
+    gate: ServeGate | None = None,
+) -> MossMCPServer:
     """A server whose tools act through `context`, with the given tool sets (default: the
     default sets); with `unavailable`, every tool call answers that error; with `gate`, every
     call passes its policy and is written to its audit log.

@@ -47,6 +47,7 @@ def _documents(rules: dict[str, Callable[[object, object, object], object]] | No
     def merge(base: str, ours: str, theirs: str, labels: Labels) -> tuple[str, int]:
         merged = merge_document(base, ours, theirs, rules=rules, labels=labels)
         return merged.text, len(merged.conflicted_keys) + merged.body_conflicts
+
     return merge
 
 
@@ -59,10 +60,10 @@ def _items(name: str) -> Merge:
         import cstack
         import needlecast
 
-        merge_function = {"plan": cstack.merge_plan, "current": cstack.merge_current,
-                          "memory": cstack.merge_memory, "mailbox": needlecast.merge_mailbox}[name]
+        merge_function = {"plan": cstack.merge_plan, "current": cstack.merge_current, "memory": cstack.merge_memory, "mailbox": needlecast.merge_mailbox}[name]
         result = merge_function(base, ours, theirs, labels)
         return result.text, result.conflicts
+
     return merge
 
 
@@ -117,6 +118,4 @@ def run(base_file: Path, ours_file: Path, theirs_file: Path, path: str, labels: 
 
 def report_to_dict(report: DriverReport) -> dict[str, object]:
     """The JSON shape of a driver run (`moss merge driver --json`)."""
-    return {"path": report.path, "kind": report.kind, "conflicts": report.conflicts, "fallback": report.fallback,
-            "seconds": round(report.seconds, 4)}
-
+    return {"path": report.path, "kind": report.kind, "conflicts": report.conflicts, "fallback": report.fallback, "seconds": round(report.seconds, 4)}

@@ -29,8 +29,15 @@ def ws(tmp_path: Path) -> Path:
 
 def test_ctrl_c_cancels_the_run_not_the_session(ws: Path) -> None:
     with FakeMessagesAPI([text("The first answer."), hang("Thinking about"), text("The third answer.")]) as fake:
-        process = subprocess.Popen([str(BIN / "moss"), "agent", "chat"], cwd=ws, env={**os.environ, **agent_env(fake)},
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [str(BIN / "moss"), "agent", "chat"],
+            cwd=ws,
+            env={**os.environ, **agent_env(fake)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert process.stdin is not None
         try:
             process.stdin.write("first question\n")
@@ -57,7 +64,11 @@ def test_ctrl_c_cancels_the_run_not_the_session(ws: Path) -> None:
     assert "run cancelled" in err
     events = read_events(ws)
     assert [e["kind"] for e in events if e["kind"] in ("run.succeeded", "run.failed", "session.ended")] == [
-        "run.succeeded", "run.failed", "run.succeeded", "session.ended"]
+        "run.succeeded",
+        "run.failed",
+        "run.succeeded",
+        "session.ended",
+    ]
     third = [e for e in events if e["kind"] == "run.started"][2]["run"]
     sent = [b.get("text") for m in fake.requests[2]["body"]["messages"] for b in m["content"] if b["type"] == "text"]
     assert sent[0] == "first question" and sent[-1] == "third question"  # the cancelled run left no half-step behind

@@ -30,6 +30,7 @@ def test_two_processes_on_one_session_run_one_after_the_other(tmp_path: Path) ->
         def answer(_body: dict[str, Any]) -> Any:
             go.wait(60)  # the first run keeps the session until the test has seen the others wait
             return reply
+
         return answer
 
     with FakeMessagesAPI([text("ready")]) as fake:

@@ -17,8 +17,20 @@ from moss_files.agent import model, settings
 from moss_files.foundation.errors import ERROR_CODES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agent.md"
-AGENT_CODES = ("CAPABILITY_DENIED", "SESSION_BUSY", "EVENT_LINE_INVALID", "API_KEY_MISSING", "RUN_FAILED", "MODEL_ERROR", "STEP_LIMIT",
-               "RUN_CANCELLED", "RUN_INTERRUPTED", "TOOL_TIMEOUT", "TOOL_FAILED", "SERVER_UNAVAILABLE")
+AGENT_CODES = (
+    "CAPABILITY_DENIED",
+    "SESSION_BUSY",
+    "EVENT_LINE_INVALID",
+    "API_KEY_MISSING",
+    "RUN_FAILED",
+    "MODEL_ERROR",
+    "STEP_LIMIT",
+    "RUN_CANCELLED",
+    "RUN_INTERRUPTED",
+    "TOOL_TIMEOUT",
+    "TOOL_FAILED",
+    "SERVER_UNAVAILABLE",
+)
 
 
 def section(title: str) -> str:
@@ -44,8 +56,9 @@ def test_the_quick_start_works_as_written(repo: Path) -> None:
     with FakeMessagesAPI([text("It holds a fresh workspace."), text("Write the first plan.")]) as fake:
         env = {**os.environ, **agent_env(fake), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
         for command in commands:
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
-                                  stdin=subprocess.DEVNULL, timeout=120)
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", command], cwd=repo, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+            )
             assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         assert len(fake.requests) == 2
     assert (repo / ".moss" / "agent.toml").read_text() == settings.AGENT_TOML_TEMPLATE

@@ -72,7 +72,9 @@ def test_kinds_and_filters() -> None:
 def test_a_run_is_told_by_its_events() -> None:
     events = [
         ev("run.started", prompt="Do it", model="m"),
-        ev("assistant.message", step=1, content=[{"type": "tool_use", "id": "c1", "name": "a__b", "input": {}}], usage={"input_tokens": 10, "output_tokens": 2}),
+        ev(
+            "assistant.message", step=1, content=[{"type": "tool_use", "id": "c1", "name": "a__b", "input": {}}], usage={"input_tokens": 10, "output_tokens": 2}
+        ),
         ev("tool.requested", call_id="c1", tool="a.b"),
         ev("capability.denied", call_id="c1", reason="no rule"),
         ev("tool.failed", call_id="c1", code="CAPABILITY_DENIED", message="denied"),
@@ -230,7 +232,7 @@ def test_arguments_are_checked_against_the_schema() -> None:
 
 
 def test_key_value_arguments_are_read_by_their_declared_type() -> None:
-    parsed = schema.parse_assignments(["name=42", "count=3", "flag=true", "tags=[\"a\"]", "maybe=x", "other={\"k\": 1}"], SCHEMA)
+    parsed = schema.parse_assignments(["name=42", "count=3", "flag=true", 'tags=["a"]', "maybe=x", 'other={"k": 1}'], SCHEMA)
     assert parsed == {"name": "42", "count": 3, "flag": True, "tags": ["a"], "maybe": "x", "other": {"k": 1}}
     with pytest.raises(ValueError):
         schema.parse_assignments(["count=many"], SCHEMA)
@@ -262,8 +264,15 @@ def test_the_template_holds_every_key_of_the_spec_and_reads_as_the_defaults() ->
 
     data = tomllib.loads(settings.AGENT_TOML_TEMPLATE)
     spec_keys = {
-        ("storage", "path"), ("workspace", "root"), ("llm", "provider"), ("llm", "model"), ("llm", "max_context_tokens"),
-        ("llm", "max_response_tokens"), ("policy", "allow_exec"), ("policy", "allow_network"), ("secrets", "keys"),
+        ("storage", "path"),
+        ("workspace", "root"),
+        ("llm", "provider"),
+        ("llm", "model"),
+        ("llm", "max_context_tokens"),
+        ("llm", "max_response_tokens"),
+        ("policy", "allow_exec"),
+        ("policy", "allow_network"),
+        ("secrets", "keys"),
     }
     assert all(key in data[table] for table, key in spec_keys)
     assert {"read_roots", "write_roots"} <= set(data["policy"]["fs"]) and "allow_domains" in data["policy"]["net_http"]
@@ -275,18 +284,21 @@ def test_the_template_holds_every_key_of_the_spec_and_reads_as_the_defaults() ->
     assert data["policy"]["allow_exec"] is False and data["policy"]["allow_network"] is False
 
 
-@pytest.mark.parametrize("text", [
-    "[llm]\nprovider = \"openai\"\n",
-    "[llm]\nmax_steps = 0\n",
-    "[llm]\nmodel = 3\n",
-    "[mcp]\ntimeout_seconds = -1\n",
-    "[[mcp_servers]]\nname = \"a.b\"\ncommand = \"x\"\n",
-    "[[mcp_servers]]\nname = \"a\"\n",
-    "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\nurl = \"http://h/mcp\"\n",
-    "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\n[[mcp_servers]]\nname = \"a\"\ncommand = \"y\"\n",
-    "[[mcp_servers]]\nname = \"a\"\ncommand = \"x\"\ntool_map = \"other\"\n",
-    "[nonsense]\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[llm]\nprovider = "openai"\n',
+        "[llm]\nmax_steps = 0\n",
+        "[llm]\nmodel = 3\n",
+        "[mcp]\ntimeout_seconds = -1\n",
+        '[[mcp_servers]]\nname = "a.b"\ncommand = "x"\n',
+        '[[mcp_servers]]\nname = "a"\n',
+        '[[mcp_servers]]\nname = "a"\ncommand = "x"\nurl = "http://h/mcp"\n',
+        '[[mcp_servers]]\nname = "a"\ncommand = "x"\n[[mcp_servers]]\nname = "a"\ncommand = "y"\n',
+        '[[mcp_servers]]\nname = "a"\ncommand = "x"\ntool_map = "other"\n',
+        "[nonsense]\n",
+    ],
+)
 def test_bad_settings_name_the_key(text: str) -> None:
     with pytest.raises(InvalidDocument) as caught:
         settings.parse_settings(text, ".moss/agent.toml")

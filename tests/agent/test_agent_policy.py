@@ -55,12 +55,18 @@ def test_with_no_settings_exec_network_and_secrets_are_denied_and_files_stay_in_
 
 
 def test_a_deny_overrides_an_allow(ws: Path) -> None:
-    gate = make_policy(ws, {
-        "allow_exec": True, "allow_network": True, "deny": ["fs_write"],
-        "exec": {"allow_commands": ["git"], "deny_commands": ["git push"]},
-        "net_http": {"allow_domains": ["github.com"], "deny_domains": ["gist.github.com"]},
-        "fs": {"read_roots": ["."], "deny_read": ["src/private"]},
-    }, {"keys": ["*"], "deny": ["AWS_SECRET_ACCESS_KEY"]})
+    gate = make_policy(
+        ws,
+        {
+            "allow_exec": True,
+            "allow_network": True,
+            "deny": ["fs_write"],
+            "exec": {"allow_commands": ["git"], "deny_commands": ["git push"]},
+            "net_http": {"allow_domains": ["github.com"], "deny_domains": ["gist.github.com"]},
+            "fs": {"read_roots": ["."], "deny_read": ["src/private"]},
+        },
+        {"keys": ["*"], "deny": ["AWS_SECRET_ACCESS_KEY"]},
+    )
     assert policy.check_scope(gate, "exec", "git status", str(ws)).granted
     assert not policy.check_scope(gate, "exec", "git push origin main", str(ws)).granted
     assert policy.check_scope(gate, "net_http", "https://api.github.com", str(ws)).granted
@@ -166,22 +172,25 @@ def test_a_prefix_of_a_root_never_counts_as_inside_it(name: str) -> None:
 # --------------------------------------------------------------------------- domains
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("api.github.com", True),
-    ("https://api.github.com/repos/x", True),
-    ("https://API.GitHub.com./x", True),  # case and a trailing dot do not matter
-    ("http://api.github.com:8443/x", True),
-    ("uploads.api.github.com", True),  # a subdomain, on a label boundary
-    ("evilapi.github.com", False),
-    ("github.com", False),
-    ("evilgithub.com", False),
-    ("api.github.com.evil.com", False),
-    ("https://api.github.com@evil.com/", False),  # userinfo is not the host
-    ("https://evil.com\\@api.github.com/", False),  # a backslash is a slash
-    ("https://evil.com/?u=https://api.github.com", False),
-    ("", False),
-    ("https://", False),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("api.github.com", True),
+        ("https://api.github.com/repos/x", True),
+        ("https://API.GitHub.com./x", True),  # case and a trailing dot do not matter
+        ("http://api.github.com:8443/x", True),
+        ("uploads.api.github.com", True),  # a subdomain, on a label boundary
+        ("evilapi.github.com", False),
+        ("github.com", False),
+        ("evilgithub.com", False),
+        ("api.github.com.evil.com", False),
+        ("https://api.github.com@evil.com/", False),  # userinfo is not the host
+        ("https://evil.com\\@api.github.com/", False),  # a backslash is a slash
+        ("https://evil.com/?u=https://api.github.com", False),
+        ("", False),
+        ("https://", False),
+    ],
+)
 def test_domains_match_exactly_or_on_a_label_boundary(ws: Path, value: str, expected: bool) -> None:
     gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["api.github.com"]}})
     assert policy.check_scope(gate, "net_http", value, str(ws)).granted is expected
@@ -203,28 +212,31 @@ def test_domain_patterns(ws: Path) -> None:
 # --------------------------------------------------------------------------- commands
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("git", True),
-    ("git status", True),
-    ("git  log --oneline", True),
-    (["git", "diff"], True),
-    ("gitk", False),
-    ("git-lfs pull", False),
-    ("/usr/bin/git status", False),
-    ("FOO=1 git status", False),
-    ("git status; rm -rf /", False),
-    ("git status && curl x", False),
-    ("git log | sh", False),
-    ("git $(rm -rf /)", False),
-    ("git `id`", False),
-    ("git status > /etc/passwd", False),
-    ("git status\nrm -rf /", False),
-    (["git", "status; rm"], False),
-    ("git 'unbalanced", False),
-    ("", False),
-    ("pytest -q", True),
-    ("pytestx", False),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("git", True),
+        ("git status", True),
+        ("git  log --oneline", True),
+        (["git", "diff"], True),
+        ("gitk", False),
+        ("git-lfs pull", False),
+        ("/usr/bin/git status", False),
+        ("FOO=1 git status", False),
+        ("git status; rm -rf /", False),
+        ("git status && curl x", False),
+        ("git log | sh", False),
+        ("git $(rm -rf /)", False),
+        ("git `id`", False),
+        ("git status > /etc/passwd", False),
+        ("git status\nrm -rf /", False),
+        (["git", "status; rm"], False),
+        ("git 'unbalanced", False),
+        ("", False),
+        ("pytest -q", True),
+        ("pytestx", False),
+    ],
+)
 def test_commands_match_word_by_word(ws: Path, value: Any, expected: bool) -> None:
     gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["git", "pytest -q", "pytest"]}})
     assert policy.check_scope(gate, "exec", value, str(ws)).granted is expected
@@ -252,13 +264,17 @@ def test_a_tool_no_rule_maps_is_denied_unless_allowed_by_name(ws: Path) -> None:
 
 
 def test_a_rule_names_the_arguments_that_carry_each_scope(ws: Path) -> None:
-    gate = make_policy(ws, {
-        "allow_network": True, "net_http": {"allow_domains": ["example.com"]},
-        "tools": [
-            {"tool": "files.copy", "needs": ["fs_read", "fs_write"], "fs_read": ["source"], "fs_write": ["target"]},
-            {"tool": "web.*", "needs": ["net_http"], "net_http": ["url", "urls"]},
-        ],
-    })
+    gate = make_policy(
+        ws,
+        {
+            "allow_network": True,
+            "net_http": {"allow_domains": ["example.com"]},
+            "tools": [
+                {"tool": "files.copy", "needs": ["fs_read", "fs_write"], "fs_read": ["source"], "fs_write": ["target"]},
+                {"tool": "web.*", "needs": ["net_http"], "net_http": ["url", "urls"]},
+            ],
+        },
+    )
     assert granted(policy.decide(gate, "files.copy", {"source": "src/a", "target": "src/b"}, base=str(ws)))
     escaping = policy.decide(gate, "files.copy", {"source": "../secret/a", "target": "src/b"}, base=str(ws))
     assert [d.granted for d in escaping] == [False, True]

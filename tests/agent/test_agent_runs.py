@@ -52,8 +52,12 @@ def of_kind(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     root = make_workspace(tmp_path / "project")
-    write_settings(root, '[policy]\nallow_tools = ["demo.echo", "demo.hang", "demo.big", "demo.count", "demo.fail"]\n\n'
-                         '[[policy.tools]]\ntool = "demo.fetch"\nneeds = ["net_http"]\nnet_http = ["url"]\n', moss=False)
+    write_settings(
+        root,
+        '[policy]\nallow_tools = ["demo.echo", "demo.hang", "demo.big", "demo.count", "demo.fail"]\n\n'
+        '[[policy.tools]]\ntool = "demo.fetch"\nneeds = ["net_http"]\nnet_http = ["url"]\n',
+        moss=False,
+    )
     return root
 
 
@@ -102,8 +106,14 @@ def test_an_allowed_tool_call(ws: Path, api: FakeMessagesAPI) -> None:
     result = run(ws, "echo hi", api)
     events = read_events(ws)
     assert kinds(events)[-8:] == [
-        "assistant.message", "tool.requested", "capability.granted", "tool.invoked", "tool.succeeded",
-        "prompt.built", "assistant.message", "run.succeeded",
+        "assistant.message",
+        "tool.requested",
+        "capability.granted",
+        "tool.invoked",
+        "tool.succeeded",
+        "prompt.built",
+        "assistant.message",
+        "run.succeeded",
     ]
     call = of_kind(events, "tool.succeeded")[0]["data"]
     assert call["output"] == "echo: hi" and call["tool"] == "demo.echo" and not call["truncated"]
@@ -165,11 +175,14 @@ def test_nine_tool_steps_fail_the_run_at_the_limit_and_the_session_stays_usable(
     assert again["run"]["status"] == "succeeded" and again["session"]["runs"] == 2
 
 
-@pytest.mark.parametrize("failures", [
-    [error(429, "rate_limit_error", headers={"retry-after": "0"})],
-    [error(529, "overloaded_error"), error(500, "api_error"), error(503, "api_error")],
-    [cut()],
-])
+@pytest.mark.parametrize(
+    "failures",
+    [
+        [error(429, "rate_limit_error", headers={"retry-after": "0"})],
+        [error(529, "overloaded_error"), error(500, "api_error"), error(503, "api_error")],
+        [cut()],
+    ],
+)
 def test_retries_on_429_529_5xx_and_a_broken_stream(ws: Path, api: FakeMessagesAPI, failures: list[Any]) -> None:
     api.add(*failures, text("Made it."))
     result = run(ws, "try hard", api)
@@ -252,8 +265,14 @@ def test_a_crashed_run_is_recorded_by_the_next_one_and_a_torn_line_is_skipped(ws
     sid = first["session"]["id"]
     log = ws / ".moss" / "agent" / "sessions" / f"{sid}.jsonl"
     # What a process killed in the middle of a run leaves: a started run and half a line.
-    dead = {"id": "01JDEAD0000000000000000000", "ts": "2026-01-21T10:00:00.000Z", "kind": "run.started", "session": sid,
-            "run": "01JDEADRUN0000000000000000", "data": {"prompt": "lost", "model": "m"}}
+    dead = {
+        "id": "01JDEAD0000000000000000000",
+        "ts": "2026-01-21T10:00:00.000Z",
+        "kind": "run.started",
+        "session": sid,
+        "run": "01JDEADRUN0000000000000000",
+        "data": {"prompt": "lost", "model": "m"},
+    }
     with log.open("a") as handle:
         handle.write(json.dumps(dead) + "\n" + '{"id": "01JTORN", "ts": "2026-01-')
     listed = service.sessions(Context(ws))
@@ -317,10 +336,12 @@ def test_orientation_at_the_start_and_a_handoff_at_the_end(tmp_path: Path, api: 
     stored = run_cli("moss", "store", "--name", "handoff", "--text", capsule, cwd=root)
     assert stored.returncode == 0, stored.stderr
     handoff_capsule = capsule.replace("Form done.", "Login shipped.")
-    api.add(text("I see the login work."),
-            tool("moss__moss_store", {"name": "handoff-2", "capsule_text": handoff_capsule}),
-            tool("moss__cstack_remember", {"text": "Sessions live in cookies.", "category": "decisions"}),
-            text("Stored the handoff and a memory entry."))
+    api.add(
+        text("I see the login work."),
+        tool("moss__moss_store", {"name": "handoff-2", "capsule_text": handoff_capsule}),
+        tool("moss__cstack_remember", {"text": "Sessions live in cookies.", "category": "decisions"}),
+        text("Stored the handoff and a memory entry."),
+    )
     result = run(root, "where are we?", api, handoff=True)
     system = api.requests[0]["body"]["system"]
     assert "Where things stand" in system and "Ship login." in system and "cstack status" in system
@@ -328,7 +349,10 @@ def test_orientation_at_the_start_and_a_handoff_at_the_end(tmp_path: Path, api: 
     oriented = of_kind(events, "session.oriented")[0]["data"]
     assert [s["ok"] for s in oriented["sources"]] == [True, True, True]
     assert {e["data"]["tool"] for e in of_kind(events, "tool.succeeded") if e["data"].get("origin") == "orient"} == {
-        "moss.moss.latest", "moss.cstack.status", "moss.needlecast.inbox"}
+        "moss.moss.latest",
+        "moss.cstack.status",
+        "moss.needlecast.inbox",
+    }
     handoff = result["handoff_run"]
     assert handoff["origin"] == "handoff" and handoff["status"] == "succeeded" and "moss.store" in api.requests[1]["body"]["messages"][-1]["content"][0]["text"]
     assert len(of_kind(events, "session.oriented")) == 1  # a session is oriented once; later runs reuse it
@@ -376,10 +400,17 @@ def test_ctrl_c_during_a_run_records_it_as_cancelled(ws: Path) -> None:
     from agent_support import hang
     from helpers import wait_for
 
-    with FakeMessagesAPI([hang()]) as fake, subprocess.Popen(
-        [str(BIN / "moss"), "agent", "run", "wait", "--json"], cwd=ws, env={**os.environ, **agent_env(fake)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    ) as process:
+    with (
+        FakeMessagesAPI([hang()]) as fake,
+        subprocess.Popen(
+            [str(BIN / "moss"), "agent", "run", "wait", "--json"],
+            cwd=ws,
+            env={**os.environ, **agent_env(fake)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as process,
+    ):
         try:
             fake.wait_requests(1)
             process.send_signal(2)

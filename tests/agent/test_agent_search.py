@@ -22,8 +22,9 @@ pytestmark = pytest.mark.usefixtures("anyio_workers_finish")
 def session_file(tmp_path: Path) -> tuple[Path, dict]:
     root = make_workspace(tmp_path / "project")
     write_settings(root, '[policy]\nallow_tools = ["demo.echo"]\n', moss=False)
-    with FakeMessagesAPI([tool("demo__echo", {"text": "x"}), tool("demo__fetch", {"url": "https://a.b"}), text("Deployed the login page."),
-                          text("Second answer.")]) as fake:
+    with FakeMessagesAPI(
+        [tool("demo__echo", {"text": "x"}), tool("demo__fetch", {"url": "https://a.b"}), text("Deployed the login page."), text("Second answer.")]
+    ) as fake:
         first = service.run(Context(root), "Deploy the login page", environ=agent_env(fake))
         service.run(Context(root), "And then?", session=first["session"]["id"], environ=agent_env(fake))
     return root, first

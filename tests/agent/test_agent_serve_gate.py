@@ -46,7 +46,14 @@ async def test_a_policy_denies_with_a_code_and_every_call_is_audited(repo: Path)
         assert not fetched.is_error
     lines = audit_lines(root)
     assert [line["data"]["tool"] for line in lines] == ["moss.store", "moss.purge", "moss.export", "needlecast.inbox", "moss.nothing", "moss.fetch"]
-    assert [line["kind"] for line in lines] == ["tool.succeeded", "capability.denied", "capability.denied", "capability.denied", "tool.failed", "tool.succeeded"]
+    assert [line["kind"] for line in lines] == [
+        "tool.succeeded",
+        "capability.denied",
+        "capability.denied",
+        "capability.denied",
+        "tool.failed",
+        "tool.succeeded",
+    ]
     assert [line["data"]["code"] for line in lines] == ["OK", "CAPABILITY_DENIED", "CAPABILITY_DENIED", "CAPABILITY_DENIED", "NOT_FOUND", "OK"]
     assert all(line["data"]["client"] == {"name": "test-host", "version": "9.8.7"} for line in lines)
     assert all(isinstance(line["data"]["duration_ms"], int) and set(line) == {"id", "ts", "kind", "session", "run", "data"} for line in lines)

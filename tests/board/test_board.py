@@ -9,27 +9,48 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from moss_files.board import files, model, rules, shapes
-from moss_files.foundation import document
 from moss_files.board.model import Board, Epic, Rails, Settings, Step, Task, Team, Worker
+from moss_files.foundation import document
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
 
 NOW = "2026-01-21T10:00:00Z"
 
 # The table the module docstring and the README promise, written out independently.
 LEGAL = {
-    ("BACKLOG", "PLANNING"), ("BACKLOG", "WORKING"), ("BACKLOG", "ARCHIVED"),
-    ("PLANNING", "AWAITING_APPROVAL"), ("PLANNING", "BACKLOG"), ("PLANNING", "ARCHIVED"),
-    ("AWAITING_APPROVAL", "WORKING"), ("AWAITING_APPROVAL", "PLANNING"), ("AWAITING_APPROVAL", "BACKLOG"), ("AWAITING_APPROVAL", "ARCHIVED"),
-    ("WORKING", "REVIEW"), ("WORKING", "PLANNING"), ("WORKING", "BACKLOG"), ("WORKING", "ARCHIVED"),
-    ("REVIEW", "DONE"), ("REVIEW", "WORKING"), ("REVIEW", "PLANNING"), ("REVIEW", "ARCHIVED"),
-    ("DONE", "WORKING"), ("DONE", "PLANNING"), ("DONE", "ARCHIVED"),
+    ("BACKLOG", "PLANNING"),
+    ("BACKLOG", "WORKING"),
+    ("BACKLOG", "ARCHIVED"),
+    ("PLANNING", "AWAITING_APPROVAL"),
+    ("PLANNING", "BACKLOG"),
+    ("PLANNING", "ARCHIVED"),
+    ("AWAITING_APPROVAL", "WORKING"),
+    ("AWAITING_APPROVAL", "PLANNING"),
+    ("AWAITING_APPROVAL", "BACKLOG"),
+    ("AWAITING_APPROVAL", "ARCHIVED"),
+    ("WORKING", "REVIEW"),
+    ("WORKING", "PLANNING"),
+    ("WORKING", "BACKLOG"),
+    ("WORKING", "ARCHIVED"),
+    ("REVIEW", "DONE"),
+    ("REVIEW", "WORKING"),
+    ("REVIEW", "PLANNING"),
+    ("REVIEW", "ARCHIVED"),
+    ("DONE", "WORKING"),
+    ("DONE", "PLANNING"),
+    ("DONE", "ARCHIVED"),
     ("ARCHIVED", "BACKLOG"),
 }
 
 
 def task(status: str = "BACKLOG", **fields: object) -> Task:
-    base = Task(id=fields.pop("id", "TASK-1"), epic=fields.pop("epic", "EPIC-1"), title=fields.pop("title", "A task"), status=status,
-                created="2026-01-01T00:00:00Z", updated="2026-01-01T00:00:00Z")
+    base = Task(
+        id=fields.pop("id", "TASK-1"),
+        epic=fields.pop("epic", "EPIC-1"),
+        title=fields.pop("title", "A task"),
+        status=status,
+        created="2026-01-01T00:00:00Z",
+        updated="2026-01-01T00:00:00Z",
+    )
     return replace(base, **fields)
 
 
@@ -76,8 +97,10 @@ def test_review_needs_every_step_completed() -> None:
     assert rules.apply_transition(task("WORKING"), "REVIEW", NOW).status == "REVIEW"  # no plan: the human path
 
 
-@pytest.mark.parametrize(("source", "target"), [("AWAITING_APPROVAL", "PLANNING"), ("WORKING", "PLANNING"), ("REVIEW", "WORKING"),
-                                                ("REVIEW", "PLANNING"), ("DONE", "WORKING"), ("DONE", "PLANNING")])
+@pytest.mark.parametrize(
+    ("source", "target"),
+    [("AWAITING_APPROVAL", "PLANNING"), ("WORKING", "PLANNING"), ("REVIEW", "WORKING"), ("REVIEW", "PLANNING"), ("DONE", "WORKING"), ("DONE", "PLANNING")],
+)
 def test_moving_back_needs_a_reason_and_records_it(source: str, target: str) -> None:
     start = task(source, plan=done_plan())
     with pytest.raises(InvalidRequest):
@@ -145,10 +168,21 @@ def test_steps_are_numbered_and_paths_normalized() -> None:
     assert steps[1].affected_files == ("src/a.py", "b/c.py")
 
 
-@pytest.mark.parametrize("steps", [None, [], "one", [{"affectedFiles": ["a"]}], [{"description": ""}], [42],
-                                   [{"description": "x", "affectedFiles": "a.py"}], [{"description": "x" * 10_001}],
-                                   [{"description": f"s{i}"} for i in range(101)],
-                                   [{"description": "x", "affectedFiles": [f"f{i}" for i in range(51)]}]])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        None,
+        [],
+        "one",
+        [{"affectedFiles": ["a"]}],
+        [{"description": ""}],
+        [42],
+        [{"description": "x", "affectedFiles": "a.py"}],
+        [{"description": "x" * 10_001}],
+        [{"description": f"s{i}"} for i in range(101)],
+        [{"description": "x", "affectedFiles": [f"f{i}" for i in range(51)]}],
+    ],
+)
 def test_bad_plans_are_refused(steps: object) -> None:
     with pytest.raises(InvalidRequest):
         rules.parse_steps(steps)
@@ -194,10 +228,21 @@ def test_epic_and_task_rails_are_guidance_in_all_rails() -> None:
 
 
 def test_a_task_renders_and_reads_back_the_same() -> None:
-    original = task("WORKING", description="Line one\n\nLine two", priority="HIGH", order=3, assigned_worker="w1",
-                    depends_on=("TASK-0",), definition_of_done=("works", "tested"), task_rails=("no eval",),
-                    plan=(Step("step-1", "do", "COMPLETED", ("a.py",), ("a.py",), "done", NOW, NOW),), reopen_count=2,
-                    reopen_reason="flaky", test_file="tests/test_a.py", first_claimed=NOW)
+    original = task(
+        "WORKING",
+        description="Line one\n\nLine two",
+        priority="HIGH",
+        order=3,
+        assigned_worker="w1",
+        depends_on=("TASK-0",),
+        definition_of_done=("works", "tested"),
+        task_rails=("no eval",),
+        plan=(Step("step-1", "do", "COMPLETED", ("a.py",), ("a.py",), "done", NOW, NOW),),
+        reopen_count=2,
+        reopen_reason="flaky",
+        test_file="tests/test_a.py",
+        first_claimed=NOW,
+    )
     text = files.render_task(original)
     assert files.parse_task(document.parse(text), "t.md", fallback_id="TASK-1") == original
     assert text.endswith("---\nLine one\n\nLine two\n")
@@ -244,17 +289,20 @@ def test_a_description_edit_replaces_only_the_body() -> None:
     assert edited == "---\nid: TASK-1\nepic: E\ntitle: t\n---\nnew words\n"
 
 
-@pytest.mark.parametrize(("text", "line"), [
-    ("---\nid: TASK-1\ntitle: t\nstatus: SHIPPED\n---\n", 4),
-    ("---\nid: TASK-1\ntitle: t\norder: first\n---\n", 4),
-    ("---\nid: TASK-1\ntitle: [a, b]\n---\n", 3),
-    ("---\nid: TASK-1\ntitle: t\nplan: do it\n---\n", 4),
-    ("---\nid: TASK-1\ntitle: t\nplan:\n  - status: PENDING\n---\n", 4),
-    ("---\nid: TASK-1\ntitle: t\nplan:\n  - {id: a, description: x}\n  - {id: a, description: y}\n---\n", 4),
-    ("---\nid: TASK-2\ntitle: copied file\n---\n", 2),
-    ("---\nid: TASK-1\ntitle: t\nreopen_count: -1\n---\n", 4),
-    ("---\nid: TASK-1\nstatus: BACKLOG\n---\n", None),
-])
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("---\nid: TASK-1\ntitle: t\nstatus: SHIPPED\n---\n", 4),
+        ("---\nid: TASK-1\ntitle: t\norder: first\n---\n", 4),
+        ("---\nid: TASK-1\ntitle: [a, b]\n---\n", 3),
+        ("---\nid: TASK-1\ntitle: t\nplan: do it\n---\n", 4),
+        ("---\nid: TASK-1\ntitle: t\nplan:\n  - status: PENDING\n---\n", 4),
+        ("---\nid: TASK-1\ntitle: t\nplan:\n  - {id: a, description: x}\n  - {id: a, description: y}\n---\n", 4),
+        ("---\nid: TASK-2\ntitle: copied file\n---\n", 2),
+        ("---\nid: TASK-1\ntitle: t\nreopen_count: -1\n---\n", 4),
+        ("---\nid: TASK-1\nstatus: BACKLOG\n---\n", None),
+    ],
+)
 def test_bad_task_files_name_their_line(text: str, line: int | None) -> None:
     with pytest.raises(InvalidDocument) as caught:
         files.parse_task(document.parse(text), "t.md", fallback_id="TASK-1")
@@ -264,8 +312,10 @@ def test_bad_task_files_name_their_line(text: str, line: int | None) -> None:
 
 
 def test_project_settings_with_defaults_and_unknown_keys() -> None:
-    text = ("---\nname: moes\nglobalRails:\n  forbiddenPatterns: ['eval(']\n  requiredPatterns: [test]\n"
-            "settings:\n  approvalMode: turbo\n  chatEnabled: true\n---\n")
+    text = (
+        "---\nname: moes\nglobalRails:\n  forbiddenPatterns: ['eval(']\n  requiredPatterns: [test]\n"
+        "settings:\n  approvalMode: turbo\n  chatEnabled: true\n---\n"
+    )
     project = files.parse_project(document.parse(text), "p.md", default_name="x")
     assert project.global_rails.forbidden_patterns == ("eval(",)
     assert project.settings.approval_mode == "TURBO" and project.settings.max_reopens == 3
@@ -325,8 +375,12 @@ def test_a_worker_holding_a_task_gets_it_back() -> None:
 
 
 def test_solo_worker_rule_per_epic_and_status() -> None:
-    board = make_board(task("WORKING", id="held", assigned_worker="w1"), task("WORKING", id="free-1", order=2),
-                       task("WORKING", id="free-2", epic="EPIC-2"), task("PLANNING", id="plan-1"))
+    board = make_board(
+        task("WORKING", id="held", assigned_worker="w1"),
+        task("WORKING", id="free-1", order=2),
+        task("WORKING", id="free-2", epic="EPIC-2"),
+        task("PLANNING", id="plan-1"),
+    )
     # Another epic is fine; so is another status in the same epic.
     assert rules.plan_claim(board, ["WORKING"], "w2").task.id == "free-2"
     assert rules.plan_claim(board, ["PLANNING"], "arch").task.id == "plan-1"
@@ -346,8 +400,7 @@ def test_team_members_share_an_epic_but_not_with_outsiders() -> None:
 
 
 def test_replace_existing_takes_over_the_blocking_workers_task_only_when_nothing_is_free() -> None:
-    board = make_board(task("WORKING", id="held", assigned_worker="w1"), task("WORKING", id="free", order=2),
-                       task("WORKING", id="other", epic="EPIC-2"))
+    board = make_board(task("WORKING", id="held", assigned_worker="w1"), task("WORKING", id="free", order=2), task("WORKING", id="other", epic="EPIC-2"))
     plan = rules.plan_claim(board, ["WORKING"], "w2", replace_existing=True)
     assert plan.task.id == "other" and plan.takeover_from is None  # no one evicted needlessly
     plan = rules.plan_claim(board, ["WORKING"], "w2", epic_id="EPIC-1", replace_existing=True)
@@ -361,8 +414,9 @@ def test_dead_workers_tasks_are_offered_again() -> None:
 
 
 def test_working_claims_wait_for_dependencies_planning_does_not() -> None:
-    board = make_board(task("BACKLOG", id="base"), task("WORKING", id="needs-base", depends_on=("base",)),
-                       task("PLANNING", id="plan-ahead", depends_on=("base",)))
+    board = make_board(
+        task("BACKLOG", id="base"), task("WORKING", id="needs-base", depends_on=("base",)), task("PLANNING", id="plan-ahead", depends_on=("base",))
+    )
     assert rules.plan_claim(board, ["WORKING"], "w1").task is None
     assert rules.plan_claim(board, ["PLANNING"], "a1").task.id == "plan-ahead"
     board = replace(board, tasks={**board.tasks, "base": task("DONE", id="base")})

@@ -52,8 +52,9 @@ def run_claimers(repo: Path, tmp_path: Path, workers: list[str]) -> dict[str, li
     go, ready = tmp_path / "go", tmp_path / "ready"
     ready.mkdir()
     procs = {
-        worker: subprocess.Popen([sys.executable, "-c", CLAIMER, str(repo), worker, str(go), str(ready)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        worker: subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(repo), worker, str(go), str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for worker in workers
     }
     wait_for(lambda: len(list(ready.iterdir())) == len(workers), timeout=60, message="claimers ready")
@@ -87,8 +88,10 @@ def test_many_processes_claim_fewer_tasks_one_owner_each(repo: Path, tmp_path: P
     assert set(winners.values()) == tasks  # every task claimed, none twice
     for worker, calls in results.items():
         if worker in winners:
-            assert calls[1] == {"hasNext": False, "alreadyAssigned": {"taskId": winners[worker], "title": calls[1]["alreadyAssigned"]["title"],
-                                                                      "status": "WORKING"}}
+            assert calls[1] == {
+                "hasNext": False,
+                "alreadyAssigned": {"taskId": winners[worker], "title": calls[1]["alreadyAssigned"]["title"], "status": "WORKING"},
+            }
         else:
             assert calls == [{"hasNext": False}, {"hasNext": False}]
     assert owners_on_disk(repo) == {task: worker for worker, task in winners.items()}
@@ -121,10 +124,14 @@ def test_a_killed_lock_holder_blocks_nobody(repo: Path, tmp_path: Path) -> None:
     task_id = editing.create_task(human, epic_id=epic_id, title="t", status="WORKING")["task"]["id"]
     held = tmp_path / "held"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from moss_files.board.store import BoardStore\n"
-         "with BoardStore(Path(sys.argv[1])).writing():\n    Path(sys.argv[2]).touch(); time.sleep(60)\n",
-         str(repo), str(held)],
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from moss_files.board.store import BoardStore\n"
+            "with BoardStore(Path(sys.argv[1])).writing():\n    Path(sys.argv[2]).touch(); time.sleep(60)\n",
+            str(repo),
+            str(held),
+        ],
     )
     try:
         wait_for(held.exists, timeout=30, message="lock taken")

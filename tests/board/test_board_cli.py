@@ -80,13 +80,16 @@ def test_teams_workers_and_blocks(ws: Path) -> None:
     assert moss(ws, "team", "list", "--role", "worker")["teams"][0]["members"][0]["status"] == "CODING"
 
 
-@pytest.mark.parametrize(("args", "code", "error"), [
-    (("task", "show", "TASK-20260101-00000000"), 3, "NOT_FOUND"),
-    (("epic", "show", "EPIC-none"), 3, "NOT_FOUND"),
-    (("task", "claim", "-w", "w1", "-s", "DONE"), 2, "INVALID_REQUEST"),
-    (("task", "new", "t", "-e", "EPIC-none"), 3, "NOT_FOUND"),
-    (("team", "new", "x", "--role", "boss"), 2, "SCHEMA_ERROR"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "error"),
+    [
+        (("task", "show", "TASK-20260101-00000000"), 3, "NOT_FOUND"),
+        (("epic", "show", "EPIC-none"), 3, "NOT_FOUND"),
+        (("task", "claim", "-w", "w1", "-s", "DONE"), 2, "INVALID_REQUEST"),
+        (("task", "new", "t", "-e", "EPIC-none"), 3, "NOT_FOUND"),
+        (("team", "new", "x", "--role", "boss"), 2, "SCHEMA_ERROR"),
+    ],
+)
 def test_errors_have_codes_and_exit_codes(ws: Path, args: tuple[str, ...], code: int, error: str) -> None:
     body = moss(ws, *args, code=code)
     assert body["ok"] is False and body["error"]["code"] == error

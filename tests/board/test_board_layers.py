@@ -36,17 +36,23 @@ def imports(module: str) -> set[str]:
 def test_the_core_imports_only_the_standard_library_the_foundation_and_itself(module: str) -> None:
     core = {f"moss_files.board.{name}" for name in CORE} | {"moss_files.board"}
     wrong = sorted(
-        name for name in imports(module)
-        if not (name.startswith("moss_files.foundation") or name in core
-                or (name.split(".")[0] in sys.stdlib_module_names and name.split(".")[0] not in EFFECTS) or name == "__future__")
+        name
+        for name in imports(module)
+        if not (
+            name.startswith("moss_files.foundation")
+            or name in core
+            or (name.split(".")[0] in sys.stdlib_module_names and name.split(".")[0] not in EFFECTS)
+            or name == "__future__"
+        )
     )
     assert wrong == []
 
 
 def test_the_store_adds_only_the_file_system() -> None:
     allowed_board = {f"moss_files.board.{name}" for name in ("model", "files")} | {"moss_files.board"}
-    wrong = sorted(name for name in imports("store")
-                   if name.startswith("moss_files.") and not name.startswith("moss_files.foundation") and name not in allowed_board)
+    wrong = sorted(
+        name for name in imports("store") if name.startswith("moss_files.") and not name.startswith("moss_files.foundation") and name not in allowed_board
+    )
     assert wrong == []
 
 
@@ -58,7 +64,9 @@ def test_use_cases_reach_no_entry_point(module: str) -> None:
 
 def test_every_moe_tool_has_one_use_case() -> None:
     listed = (Path(__file__).resolve().parents[2] / "moss_files" / "mcp" / "tools" / "moe.py").read_text(encoding="utf-8")
-    tools = {node.args[0].value.removeprefix("moe.") for node in ast.walk(ast.parse(listed))
-             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "tool" and node.args
-             and isinstance(node.args[0], ast.Constant)}
+    tools = {
+        node.args[0].value.removeprefix("moe.")
+        for node in ast.walk(ast.parse(listed))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "tool" and node.args and isinstance(node.args[0], ast.Constant)
+    }
     assert tools == set(operations.OPERATIONS)

@@ -100,8 +100,9 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
 
         epic = (await calls.ok("moe.create_epic", title="Checkout", description="Pay for a cart.", epicRails=["no card numbers in logs"]))["epic"]
         await calls.ok("moe.update_epic", epicId=epic["id"], status="ACTIVE")
-        task = (await calls.ok("moe.create_task", epicId=epic["id"], title="Card form", definitionOfDone=["validates"], priority="HIGH",
-                               createdBy="HUMAN"))["task"]
+        task = (await calls.ok("moe.create_task", epicId=epic["id"], title="Card form", definitionOfDone=["validates"], priority="HIGH", createdBy="HUMAN"))[
+            "task"
+        ]
         later = (await calls.ok("moe.create_task", epicId=epic["id"], title="Receipts", dependsOn=[task["id"]]))["task"]
         wallets = (await calls.ok("moe.create_task", epicId=epic["id"], title="Wallets", status="WORKING", priority="LOW"))["task"]
         assert (await calls.ok("moe.get_next_task", epicId=epic["id"]))["task"]["id"] == task["id"]
@@ -115,11 +116,23 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
         assert context["task"]["id"] == task["id"] and context["worker"]["status"] == "PLANNING"
         violation = await calls.error("moe.submit_plan", "RAIL_VIOLATION", taskId=task["id"], workerId="arch", steps=[{"description": "Build the form"}])
         assert violation["details"]["violations"] == [{"kind": "REQUIRED_PATTERN_MISSING", "pattern": "test", "stepId": None}]
-        proposal = await calls.ok("moe.propose_rail", taskId=task["id"], proposalType="MODIFY_RAIL", targetScope="GLOBAL", currentValue="test",
-                                  proposedValue="tests or a manual QA note", reason="UI-only steps", workerId="arch")
+        proposal = await calls.ok(
+            "moe.propose_rail",
+            taskId=task["id"],
+            proposalType="MODIFY_RAIL",
+            targetScope="GLOBAL",
+            currentValue="test",
+            proposedValue="tests or a manual QA note",
+            reason="UI-only steps",
+            workerId="arch",
+        )
         assert proposal["status"] == "PENDING"
-        plan = await calls.ok("moe.submit_plan", taskId=task["id"], workerId="arch",
-                              steps=[{"description": "Build the form", "affectedFiles": ["web/card.tsx"]}, {"description": "Write a test"}])
+        plan = await calls.ok(
+            "moe.submit_plan",
+            taskId=task["id"],
+            workerId="arch",
+            steps=[{"description": "Build the form", "affectedFiles": ["web/card.tsx"]}, {"description": "Write a test"}],
+        )
         assert plan["status"] == "AWAITING_APPROVAL"
         assert (await calls.ok("moe.check_approval", taskId=task["id"]))["approved"] is False
         refused = await calls.error("moe.set_task_status", "NOT_ALLOWED", taskId=task["id"], status="WORKING", workerId="arch")

@@ -13,8 +13,15 @@ from moss_files.index import service as search
 def test_tasks_and_epics_are_found_filtered_and_expanded(repo: Path) -> None:
     board = Context(repo)
     epic = editing.create_epic(board, title="Payments", description="Card payments through the gateway.")["epic"]["id"]
-    task = editing.create_task(board, epic_id=epic, title="Retry declined cards", description="Back off and retry a declined card.",
-                           priority="high", definition_of_done=["idempotency key reused"], status="WORKING")["task"]["id"]
+    task = editing.create_task(
+        board,
+        epic_id=epic,
+        title="Retry declined cards",
+        description="Back off and retry a declined card.",
+        priority="high",
+        definition_of_done=["idempotency key reused"],
+        status="WORKING",
+    )["task"]["id"]
     other = editing.create_task(board, epic_id=epic, title="Refund flow", depends_on=[task])["task"]["id"]
     claims.claim_next_task(Context(repo, actor=AGENT), statuses=["WORKING"], worker_id="dev-1")
     ctx = search.Context(repo)

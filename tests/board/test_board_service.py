@@ -96,8 +96,9 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
     epic = editing.create_epic(human, title="Auth", description="Sign-in for users.", architecture_notes="Sessions in redis", epic_rails=["use bcrypt"])
     assert epic["success"] and epic["epic"]["status"] == "PLANNED"
     epic_id = epic["epic"]["id"]
-    created = editing.create_task(human, epic_id=epic_id, title="Login form", description="A form.\n\nWith validation.",
-                              definition_of_done=["renders", "validates"], priority="high")
+    created = editing.create_task(
+        human, epic_id=epic_id, title="Login form", description="A form.\n\nWith validation.", definition_of_done=["renders", "validates"], priority="high"
+    )
     task_id = created["task"]["id"]
     assert created["task"]["path"] == f".moss/board/tasks/{task_id}.md"
     assert task_file(repo, task_id).read_text().endswith("---\nA form.\n\nWith validation.\n")
@@ -109,8 +110,9 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
     assert claim["epic"]["architectureNotes"] == "Sessions in redis"
     assert claim["allRails"] == {"global": [], "epic": ["use bcrypt"], "task": []}
     clock.tick(minutes=5)
-    plan = plans.submit_plan(agent, task_id=task_id, worker_id="arch",
-                           steps=[{"description": "Form component", "affectedFiles": ["src/form.py"]}, {"description": "Tests"}])
+    plan = plans.submit_plan(
+        agent, task_id=task_id, worker_id="arch", steps=[{"description": "Form component", "affectedFiles": ["src/form.py"]}, {"description": "Tests"}]
+    )
     assert (plan["status"], plan["stepCount"]) == ("AWAITING_APPROVAL", 2)
     assert plans.check_approval(agent, task_id=task_id) == {"taskId": task_id, "approved": False, "status": "AWAITING_APPROVAL"}
     assert plans.approve_plan(human, task_id=task_id)["status"] == "WORKING"
@@ -119,7 +121,12 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
     work = claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")
     assert work["task"]["id"] == task_id
     assert plans.start_step(agent, task_id=task_id, step_id="step-1", worker_id="dev") == {
-        "success": True, "taskId": task_id, "stepId": "step-1", "stepNumber": 1, "totalSteps": 2}
+        "success": True,
+        "taskId": task_id,
+        "stepId": "step-1",
+        "stepNumber": 1,
+        "totalSteps": 2,
+    }
     clock.tick(minutes=10)
     progress = plans.complete_step(agent, task_id=task_id, step_id="step-1", modified_files=["src/form.py"], note="done", worker_id="dev")
     assert progress["progress"] == {"completed": 1, "total": 2, "percentage": 50}
@@ -141,12 +148,26 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
     assert final["implementationPlan"][0]["modifiedFiles"] == ["src/form.py"]
     assert final["metrics"]["firstClaimAt"] == "2026-01-21T10:00:00Z"
     assert kinds(human, task_id=task_id) == [
-        "TASK_CREATED", "TASK_STATUS_CHANGED", "TASK_CLAIMED",
-        "TASK_STATUS_CHANGED", "PLAN_SUBMITTED",
-        "TASK_STATUS_CHANGED", "PLAN_APPROVED", "WORKER_RELEASED",
-        "TASK_CLAIMED", "STEP_STARTED", "STEP_COMPLETED", "STEP_COMPLETED",
-        "TASK_STATUS_CHANGED", "TASK_COMPLETED", "WORKER_RELEASED", "PR_OPENED",
-        "TASK_CLAIMED", "TASK_STATUS_CHANGED", "QA_APPROVED", "WORKER_RELEASED",
+        "TASK_CREATED",
+        "TASK_STATUS_CHANGED",
+        "TASK_CLAIMED",
+        "TASK_STATUS_CHANGED",
+        "PLAN_SUBMITTED",
+        "TASK_STATUS_CHANGED",
+        "PLAN_APPROVED",
+        "WORKER_RELEASED",
+        "TASK_CLAIMED",
+        "STEP_STARTED",
+        "STEP_COMPLETED",
+        "STEP_COMPLETED",
+        "TASK_STATUS_CHANGED",
+        "TASK_COMPLETED",
+        "WORKER_RELEASED",
+        "PR_OPENED",
+        "TASK_CLAIMED",
+        "TASK_STATUS_CHANGED",
+        "QA_APPROVED",
+        "WORKER_RELEASED",
     ]
     log = events(human, task_id=task_id)
     assert all(e["epicId"] == epic_id and e["projectId"] for e in log)
@@ -170,8 +191,11 @@ def test_the_log_is_valid_jsonl_with_one_record_per_line(repo: Path, human: Cont
 def test_rail_violation_refuses_the_plan_and_changes_nothing(repo: Path, human: Context, agent: Context) -> None:
     editing.init_board(human)
     project = repo / ".moss" / "board" / "project.md"
-    project.write_text(project.read_text().replace("forbidden_patterns: []", "forbidden_patterns: ['eval(', innerHTML]")
-                       .replace("required_patterns: []", "required_patterns: [error handling]"))
+    project.write_text(
+        project.read_text()
+        .replace("forbidden_patterns: []", "forbidden_patterns: ['eval(', innerHTML]")
+        .replace("required_patterns: []", "required_patterns: [error handling]")
+    )
     epic_id = editing.create_epic(human, title="E", epic_rails=["guidance only"])["epic"]["id"]
     task_id = editing.create_task(human, epic_id=epic_id, title="T", status="PLANNING", task_rails=["also guidance"])["task"]["id"]
     claims.claim_next_task(agent, statuses=["PLANNING"], worker_id="arch")
@@ -231,7 +255,12 @@ def test_a_rejected_plan_goes_back_to_its_architect(human: Context, agent: Conte
         plans.reject_plan(human, task_id=task_id, reason=" ")
     plans.reject_plan(human, task_id=task_id, reason="split step 1")
     assert plans.check_approval(agent, task_id=task_id) == {
-        "taskId": task_id, "approved": False, "status": "PLANNING", "rejected": True, "rejectionReason": "split step 1"}
+        "taskId": task_id,
+        "approved": False,
+        "status": "PLANNING",
+        "rejected": True,
+        "rejectionReason": "split step 1",
+    }
     again = claims.claim_next_task(agent, statuses=["PLANNING"], worker_id="arch")
     assert again["alreadyAssigned"]["taskId"] == task_id  # still the architect's
     plans.submit_plan(agent, task_id=task_id, worker_id="arch", steps=["a", "b", "c"])
@@ -262,8 +291,10 @@ def test_speed_approves_after_its_delay_whenever_someone_looks(repo: Path, human
 
 def test_agents_do_not_approve_plans_in_control_mode(human: Context, agent: Context) -> None:
     task_id = planned_task(human, agent)
-    for attempt in (lambda: plans.approve_plan(agent, task_id=task_id),
-                    lambda: claims.set_task_status(agent, task_id=task_id, status="WORKING", worker_id="arch")):
+    for attempt in (
+        lambda: plans.approve_plan(agent, task_id=task_id),
+        lambda: claims.set_task_status(agent, task_id=task_id, status="WORKING", worker_id="arch"),
+    ):
         with pytest.raises(Conflict) as caught:
             attempt()
         assert (caught.value.code, caught.value.status) == ("NOT_ALLOWED", 403)
@@ -277,10 +308,12 @@ def test_only_the_holder_acts_on_a_held_task(human: Context, agent: Context) -> 
     task_id = planned_task(human, agent)
     plans.approve_plan(human, task_id=task_id)
     claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")
-    for call in (lambda: plans.start_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
-                 lambda: plans.complete_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
-                 lambda: plans.complete_task(agent, task_id=task_id, worker_id="intruder"),
-                 lambda: claims.set_task_status(agent, task_id=task_id, status="BACKLOG", worker_id="intruder")):
+    for call in (
+        lambda: plans.start_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
+        lambda: plans.complete_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
+        lambda: plans.complete_task(agent, task_id=task_id, worker_id="intruder"),
+        lambda: claims.set_task_status(agent, task_id=task_id, status="BACKLOG", worker_id="intruder"),
+    ):
         with pytest.raises(Conflict) as caught:
             call()
         assert caught.value.code == "NOT_ALLOWED"
@@ -467,8 +500,15 @@ def test_create_task_checks_and_dependencies(human: Context) -> None:
 
 def test_rail_proposals_are_files_for_review(repo: Path, human: Context, agent: Context) -> None:
     task_id = planned_task(human, agent)
-    made = plans.propose_rail(agent, task_id=task_id, proposal_type="add_rail", target_scope="GLOBAL", proposed_value="no print(",
-                            reason="debug output leaked twice", worker_id="arch")
+    made = plans.propose_rail(
+        agent,
+        task_id=task_id,
+        proposal_type="add_rail",
+        target_scope="GLOBAL",
+        proposed_value="no print(",
+        reason="debug output leaked twice",
+        worker_id="arch",
+    )
     assert made["success"] and made["status"] == "PENDING"
     path = repo / ".moss" / "board" / "proposals" / f"{made['proposalId']}.md"
     assert path.read_text().endswith("---\ndebug output leaked twice\n")

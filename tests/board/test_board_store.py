@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from moss_files.board import files
-from moss_files.board import claims, editing, queries
+from moss_files.board import claims, editing, files, queries
 from moss_files.board.model import Epic, Step, Task
 from moss_files.board.store import _LAYOUT as LAYOUT
 from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, racy_window
@@ -28,10 +27,18 @@ def write_board(root: Path, count: int) -> list[Path]:
     (base / "epics" / "EPIC-1.md").write_text(files.render_epic(Epic("EPIC-1", "One", created=STAMP, updated=STAMP)))
     paths = []
     for n in range(count):
-        task = Task(id=f"TASK-{n:04d}", epic="EPIC-1", title=f"title {n:04d}", description=f"Body {n}.", order=n,
-                    depends_on=(f"TASK-{n - 1:04d}",) if n else (), definition_of_done=("a", "b"),
-                    plan=(Step("step-1", "do", "COMPLETED", ("x.py",), ("x.py",), "ok", STAMP, STAMP),) if n % 2 else (),
-                    created=STAMP, updated=STAMP)
+        task = Task(
+            id=f"TASK-{n:04d}",
+            epic="EPIC-1",
+            title=f"title {n:04d}",
+            description=f"Body {n}.",
+            order=n,
+            depends_on=(f"TASK-{n - 1:04d}",) if n else (),
+            definition_of_done=("a", "b"),
+            plan=(Step("step-1", "do", "COMPLETED", ("x.py",), ("x.py",), "ok", STAMP, STAMP),) if n % 2 else (),
+            created=STAMP,
+            updated=STAMP,
+        )
         path = base / "tasks" / f"{task.id}.md"
         path.write_text(files.render_task(task))
         paths.append(path)
@@ -40,9 +47,11 @@ def write_board(root: Path, count: int) -> list[Path]:
 
 def settle(paths: list[Path]) -> None:
     """Wait until no file is too recent for its stat to be trusted (so it may be cached)."""
+
     def aged() -> bool:
         now = time.time_ns()
         return all(now - (st := p.stat()).st_ctime_ns >= racy_window(st.st_mtime_ns, st.st_ctime_ns) for p in paths)
+
     wait_for(aged, timeout=5, message="files older than the racy window")
 
 
@@ -88,9 +97,13 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
     root, _ = board_root
     expected = BoardStore(root, persist=False).load().tasks
     cache = root / CACHE_FILE
-    for junk in (b"{not json", b"[]", json.dumps({"version": 0, "items": {}}).encode(),
-                 json.dumps({"version": 1, "layout": {"task": ["id"]}, "items": {}}).encode(),
-                 json.dumps({"version": CACHE_VERSION, "layout": LAYOUT, "items": {".moss/board/tasks/TASK-0001.md": ["task", 1, 2]}}).encode()):
+    for junk in (
+        b"{not json",
+        b"[]",
+        json.dumps({"version": 0, "items": {}}).encode(),
+        json.dumps({"version": 1, "layout": {"task": ["id"]}, "items": {}}).encode(),
+        json.dumps({"version": CACHE_VERSION, "layout": LAYOUT, "items": {".moss/board/tasks/TASK-0001.md": ["task", 1, 2]}}).encode(),
+    ):
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(junk)
         assert BoardStore(root).load().tasks == expected

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moss_files.capsules import model as core
-from moss_files.foundation import document
 from moss_files.capsules.model import Capsule
+from moss_files.foundation import document
 from moss_files.foundation.errors import InvalidDocument, MossError
 
 FULL = """## Objective
@@ -454,7 +454,9 @@ def test_plan_replace_by_id_by_name_and_ambiguous() -> None:
 
 def test_plan_rename_suffixes_names_and_renews_ids() -> None:
     existing = [make(id=A, name="auth"), make(id=B, name="auth-1")]
-    actions, errors = core.plan_import(existing, [(2, make(id=A, name="Auth")), (3, make(id=C, name="auth"))], "rename", iter(["01DDDDDDDDDDDDDDDDDDDDDDDD"]).__next__)
+    actions, errors = core.plan_import(
+        existing, [(2, make(id=A, name="Auth")), (3, make(id=C, name="auth"))], "rename", iter(["01DDDDDDDDDDDDDDDDDDDDDDDD"]).__next__
+    )
     assert not errors
     assert [(a.capsule.id, a.capsule.name) for a in actions] == [("01DDDDDDDDDDDDDDDDDDDDDDDD", "auth-2"), (C, "auth-3")]
 

@@ -60,7 +60,7 @@ def test_activate_changes_exactly_two_lines_and_clear_restores_the_template() ->
     active = current.activate_task(TEMPLATE, "User auth", TODAY)
     old, new = TEMPLATE.splitlines(), active.splitlines()
     assert len(old) == len(new)
-    assert [(a, b) for a, b in zip(old, new) if a != b] == [
+    assert [(a, b) for a, b in zip(old, new, strict=True) if a != b] == [
         ("> **Last Updated:** -- | **Active Task:** _none_", "> **Last Updated:** 2026-01-21 | **Active Task:** User auth"),
         ("**Task:** _none_ | **Status:** -- | **Started:** --", "**Task:** User auth | **Status:** WIP | **Started:** 2026-01-21"),
     ]

@@ -115,10 +115,7 @@ def test_the_first_task_moved_into_a_section_takes_the_placeholder_line() -> Non
 def test_a_missing_section_is_created_at_the_end() -> None:
     text = "# Plan\n\n## Tasks\n\n- [>] Only task | modified: 2026-01-01\n"
     change = plan.transition(text, "done", "1", TODAY)
-    assert change.text == (
-        "# Plan\n\n## Tasks\n\n"
-        "## Completed\n\n- [x] Only task | modified: 2026-01-21 | closed: 2026-01-21\n"
-    )
+    assert change.text == ("# Plan\n\n## Tasks\n\n## Completed\n\n- [x] Only task | modified: 2026-01-21 | closed: 2026-01-21\n")
     assert change.task.section == ("Completed",)
 
 
@@ -428,13 +425,10 @@ def test_section_kinds_by_heading(heading: str, kind: str) -> None:
 
 
 def test_comments_hide_lines_but_not_text_before_them() -> None:
-    text = (
-        "## Tasks <!-- sorted by priority -->\n"
-        "- [ ] Visible <!-- an aside -->\n"
-        "<!-- - [ ] hidden example\n"
-        "- [ ] still hidden -->\n"
-        "- [ ] After the comment\n"
-    )
+    text = "## Tasks <!-- sorted by priority -->\n- [ ] Visible <!-- an aside -->\n<!-- - [ ] hidden example\n- [ ] still hidden -->\n- [ ] After the comment\n"
     parsed = plan.parse_plan(text)
-    assert [(t.title, t.section) for t in parsed.tasks] == [("Visible <!-- an aside -->", ("Tasks <!-- sorted by priority -->",)), ("After the comment", ("Tasks <!-- sorted by priority -->",))]
+    assert [(t.title, t.section) for t in parsed.tasks] == [
+        ("Visible <!-- an aside -->", ("Tasks <!-- sorted by priority -->",)),
+        ("After the comment", ("Tasks <!-- sorted by priority -->",)),
+    ]
     assert [t.kind for t in parsed.tasks] == ["tasks", "tasks"]

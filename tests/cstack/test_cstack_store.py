@@ -16,7 +16,7 @@ import cstack
 from cstack import plan, store
 from moss_files.foundation import fs
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import InvalidDocument, MossError, NotFound
 from moss_files.foundation.ids import fixed_clock
 
 TODAY = date(2026, 1, 21)
@@ -221,8 +221,7 @@ WORKER = textwrap.dedent(
 def test_two_processes_changing_one_plan_lose_nothing(stack: Path) -> None:
     count = 24
     workers = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(stack), prefix, str(count)], stderr=subprocess.PIPE, text=True)
-        for prefix in ("left", "right")
+        subprocess.Popen([sys.executable, "-c", WORKER, str(stack), prefix, str(count)], stderr=subprocess.PIPE, text=True) for prefix in ("left", "right")
     ]
     for worker in workers:
         _out, err = worker.communicate(timeout=120)

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import InvalidDocument
 
@@ -39,7 +39,7 @@ A body line that is just three dashes (above) must not confuse anything.
 def diff_lines(before: str, after: str) -> list[tuple[str, str]]:
     a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
     assert len(a) == len(b), "line count changed"
-    return [(x, y) for x, y in zip(a, b) if x != y]
+    return [(x, y) for x, y in zip(a, b, strict=True) if x != y]
 
 
 def test_values_read_back_as_written_under_yaml_1_2() -> None:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import wait_for
+
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import Conflict
 
@@ -49,9 +49,7 @@ def test_create_exclusive_never_replaces(tmp_path: Path) -> None:
 
 def test_two_processes_incrementing_under_the_lock_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "counter.txt"
-    workers = [
-        subprocess.Popen([sys.executable, "-c", COUNTER_SCRIPT, str(path), "150"]) for _ in range(3)
-    ]
+    workers = [subprocess.Popen([sys.executable, "-c", COUNTER_SCRIPT, str(path), "150"]) for _ in range(3)]
     for worker in workers:
         assert worker.wait(timeout=120) == 0
     assert path.read_bytes() == b"450"
@@ -143,7 +141,7 @@ def test_concurrent_appends_keep_every_line_whole(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     script = (
         "import sys; from pathlib import Path; from moss_files.foundation import fs\n"
-        "for i in range(200): fs.append_line(Path(sys.argv[1]), ('{\"w\": %s, \"i\": %d, \"pad\": \"%s\"}' % (sys.argv[2], i, 'x' * 300)).encode())"
+        'for i in range(200): fs.append_line(Path(sys.argv[1]), (\'{"w": %s, "i": %d, "pad": "%s"}\' % (sys.argv[2], i, \'x\' * 300)).encode())'
     )
     workers = [subprocess.Popen([sys.executable, "-c", script, str(path), str(n)]) for n in range(4)]
     for worker in workers:
@@ -192,8 +190,11 @@ def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None
             editor_temp = tmp_path / "editor-save.tmp"
             editor_temp.write_bytes(saved)
             os.replace(editor_temp, path)
-            wait_for(lambda: (lambda data: data.startswith(saved) and data.count(b"T\n") >= 2)(path.read_bytes()),
-                     timeout=5, message=f"round {round_number}: the tool to build on the editor's save")
+            wait_for(
+                lambda: (lambda data: data.startswith(saved) and data.count(b"T\n") >= 2)(path.read_bytes()),
+                timeout=5,
+                message=f"round {round_number}: the tool to build on the editor's save",
+            )
         finally:
             stop.set()
             worker.join(timeout=30)
@@ -229,8 +230,9 @@ def test_an_editor_saving_during_a_tools_undo_loses_nothing(tmp_path: Path) -> N
     path = tmp_path / "PLAN.md"
     path.write_bytes(b"".join(b"filler line %d of a long plan\n" % n for n in range(250_000)))
     stop_file = tmp_path / "stop"
-    tools = [subprocess.Popen([sys.executable, "-c", TOOL_WRITER_SCRIPT, str(path), str(stop_file), str(i)], stdout=subprocess.PIPE, text=True)
-             for i in range(2)]
+    tools = [
+        subprocess.Popen([sys.executable, "-c", TOOL_WRITER_SCRIPT, str(path), str(stop_file), str(i)], stdout=subprocess.PIPE, text=True) for i in range(2)
+    ]
     saved: list[str] = []
     pause = random.Random(7)
     temp = tmp_path / "editor.tmp"

@@ -50,7 +50,16 @@ def test_same_origin_is_allowed_off_loopback_and_other_origins_are_not() -> None
     assert code("0.0.0.0", "sleeve-3.internal:7471", "http://localhost:7471") == "ORIGIN_NOT_ALLOWED"
 
 
-@pytest.mark.parametrize(("content_type", "expected"), [("application/json", None), ("Application/JSON; charset=utf-8", None), (None, "UNSUPPORTED_MEDIA_TYPE"), ("text/plain", "UNSUPPORTED_MEDIA_TYPE"), ("application/jsonp", "UNSUPPORTED_MEDIA_TYPE")])
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("application/json", None),
+        ("Application/JSON; charset=utf-8", None),
+        (None, "UNSUPPORTED_MEDIA_TYPE"),
+        ("text/plain", "UNSUPPORTED_MEDIA_TYPE"),
+        ("application/jsonp", "UNSUPPORTED_MEDIA_TYPE"),
+    ],
+)
 def test_posts_must_declare_json(content_type: str | None, expected: str | None) -> None:
     assert code("127.0.0.1", "localhost", method="POST", content_type=content_type) == expected
     assert code("127.0.0.1", "localhost", method="GET", content_type=content_type) is None
@@ -58,8 +67,10 @@ def test_posts_must_declare_json(content_type: str | None, expected: str | None)
 
 
 def test_statuses_and_helpers() -> None:
-    statuses = {check_request("127.0.0.1", host=h, origin=o, method=m, content_type=c).status  # type: ignore[union-attr]
-                for h, o, m, c in (("evil", None, "GET", None), ("localhost", "http://evil", "GET", None), ("localhost", None, "POST", "text/plain"))}
+    statuses = {
+        check_request("127.0.0.1", host=h, origin=o, method=m, content_type=c).status  # type: ignore[union-attr]
+        for h, o, m, c in (("evil", None, "GET", None), ("localhost", "http://evil", "GET", None), ("localhost", None, "POST", "text/plain"))
+    }
     assert statuses == {421, 403, 415}
     assert split_host("[::1]:80") == ("::1", 80) and split_host("Example.ORG") == ("example.org", None)
     assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("0.0.0.0")

@@ -15,7 +15,9 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from moss_files.foundation import document, yaml_reader as yamlio, yaml_editor as yamlrt
+from moss_files.foundation import document
+from moss_files.foundation import yaml_editor as yamlrt
+from moss_files.foundation import yaml_reader as yamlio
 from moss_files.foundation.yaml_reader import YamlProblem
 
 KEYS = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
@@ -23,9 +25,46 @@ KEYS = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
 TOKEN_ALPHABET = "abcxyz019 :#-._'\"[]{},!&*|>%@~+\\/\tTtNnoOeE"
 TOKENS = st.one_of(
     st.sampled_from(
-        ["no", "on", "yes", "Off", "y", "2026-01-21", "2026-01-21T10:00:00Z", "017", "0o17", "0x1F", "1_000",
-         "1e3", ".5", "1.", "-0", "+5", "~", "null", "Null", "True", "FALSE", ".inf", "-.Inf", ".NaN", "1.10",
-         "a #b", "a#b", "http://x.y/z", "C#", "[a, b]", "[]", "[1, no, x]", "{a: 1}", "'q'", '"d"', "- x", "=", "<<"]
+        [
+            "no",
+            "on",
+            "yes",
+            "Off",
+            "y",
+            "2026-01-21",
+            "2026-01-21T10:00:00Z",
+            "017",
+            "0o17",
+            "0x1F",
+            "1_000",
+            "1e3",
+            ".5",
+            "1.",
+            "-0",
+            "+5",
+            "~",
+            "null",
+            "Null",
+            "True",
+            "FALSE",
+            ".inf",
+            "-.Inf",
+            ".NaN",
+            "1.10",
+            "a #b",
+            "a#b",
+            "http://x.y/z",
+            "C#",
+            "[a, b]",
+            "[]",
+            "[1, no, x]",
+            "{a: 1}",
+            "'q'",
+            '"d"',
+            "- x",
+            "=",
+            "<<",
+        ]
     ),
     st.text(alphabet=TOKEN_ALPHABET, max_size=12),
 )
@@ -60,7 +99,7 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 

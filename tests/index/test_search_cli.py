@@ -10,7 +10,6 @@ import pytest
 from conftest import BIN, run_cli
 
 
-
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
@@ -94,7 +93,12 @@ def test_outside_a_workspace(tmp_path: Path) -> None:
 def test_concurrent_search_processes(ws: Path) -> None:
     for n in range(30):
         (ws / ".moss" / "insights" / f"INS-x{n}.md").write_text(f"---\nid: INS-x{n}\n---\nParallel token {n}.\n")
-    procs = [subprocess.Popen([str(BIN / "moss"), "search", "parallel", "--limit", "50", "--json"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "moss"), "search", "parallel", "--limit", "50", "--json"], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     outputs = [proc.communicate(timeout=120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0, 0, 0], outputs
     assert all(len(json.loads(out)["matches"]) == 30 for out, _err in outputs)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from moss_files.index import service as search
 from moss_files.foundation.errors import InvalidRequest, NotFound
-from moss_files.index.sources import default_registry
+from moss_files.index import service as search
 from moss_files.index.database import DB_NAME, SearchIndex
+from moss_files.index.sources import default_registry
 
 NOW = datetime(2026, 3, 15, 12, 0, tzinfo=UTC)
 
@@ -39,10 +39,18 @@ def root(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     insight(ws, "INS-20260301-aaaaaaaa", "Token refresh must happen before expiry.", extra="tags: [auth, gotcha]\n")
     insight(ws, "INS-20260302-bbbbbbbb", "The cache keeps one entry per user; nothing about tokens in the title.", created="2026-03-02T10:00:00Z")
-    write(ws, ".moss/sessions/SES-20260303-cccccccc.md", "---\nid: SES-20260303-cccccccc\ntask: LF-7 router\nstarted: 2026-03-03T09:00:00Z\nended: 2026-03-03T11:00:00Z\noutcome: PARTIAL\nnext_actions: [finish the router]\n---\n## Summary\n\nRouter half done.\n")
+    write(
+        ws,
+        ".moss/sessions/SES-20260303-cccccccc.md",
+        "---\nid: SES-20260303-cccccccc\ntask: LF-7 router\nstarted: 2026-03-03T09:00:00Z\nended: 2026-03-03T11:00:00Z\noutcome: PARTIAL\nnext_actions: [finish the router]\n---\n## Summary\n\nRouter half done.\n",
+    )
     write(ws, ".cstack/PLAN.md", "# Plan\n\n## Tasks\n- [ ] P1: Rotate the signing keys #auth (id: keys)\n- [x] Ship the router | modified: 2026-03-04\n")
     write(ws, ".needlecast/inbox.md", "# Inbox\n\n---\nid: m1\nfrom: alice\nto: bob\ntime: 2026-03-05T08:00:00Z\n---\nPlease review the token rotation.\n")
-    write(ws, ".moss/capsules/default/auth-work.md", "---\nid: 01KA0000000000000000000001\ntitle: Auth work\ncreated_at: 2026-03-06T10:00:00Z\nupdated_at: 2026-03-06T10:00:00Z\n---\n## Objective\nKeep login working while tokens rotate.\n")
+    write(
+        ws,
+        ".moss/capsules/default/auth-work.md",
+        "---\nid: 01KA0000000000000000000001\ntitle: Auth work\ncreated_at: 2026-03-06T10:00:00Z\nupdated_at: 2026-03-06T10:00:00Z\n---\n## Objective\nKeep login working while tokens rotate.\n",
+    )
     return ws
 
 
@@ -126,7 +134,11 @@ def test_raw_queries_report_fts_errors_as_bad_requests(root: Path) -> None:
 
 
 def test_deleted_capsules_are_hidden_unless_asked_for(root: Path) -> None:
-    write(root, ".moss/capsules/default/deleted/01KA0000000000000000000002.md", "---\nid: 01KA0000000000000000000002\ndeleted_at: 2026-03-07T00:00:00Z\n---\nOld token notes.\n")
+    write(
+        root,
+        ".moss/capsules/default/deleted/01KA0000000000000000000002.md",
+        "---\nid: 01KA0000000000000000000002\ndeleted_at: 2026-03-07T00:00:00Z\n---\nOld token notes.\n",
+    )
     assert "01KA0000000000000000000002" not in ids(search.scan(ctx_for(root), "token"))
     assert ids(search.scan(ctx_for(root), "token status:deleted")) == ["01KA0000000000000000000002"]
 
@@ -135,7 +147,9 @@ def test_deleted_capsules_are_hidden_unless_asked_for(root: Path) -> None:
 
 
 def test_expand_reads_full_records_and_lists_every_unknown_id(root: Path) -> None:
-    result = search.expand(ctx_for(root), ["INS-20260301-aaaaaaaa", "keys", "m1", "nope", "../../etc/passwd", "x y", "ins-20260301-AAAAAAAA"], include_links=True)
+    result = search.expand(
+        ctx_for(root), ["INS-20260301-aaaaaaaa", "keys", "m1", "nope", "../../etc/passwd", "x y", "ins-20260301-AAAAAAAA"], include_links=True
+    )
     kinds = [(item["id"], item["kind"], item["path"]) for item in result["items"]]
     assert kinds == [
         ("INS-20260301-aaaaaaaa", "insight", ".moss/insights/INS-20260301-aaaaaaaa.md"),
@@ -267,7 +281,9 @@ def test_unparseable_files_are_listed_never_dropped(root: Path) -> None:
 
 def test_the_index_never_writes_an_artifact_file(root: Path) -> None:
     def files() -> dict[str, tuple[bytes, int]]:
-        return {p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file() and ".moss/cache" not in p.as_posix()}
+        return {
+            p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file() and ".moss/cache" not in p.as_posix()
+        }
 
     before = files()
     ctx = ctx_for(root)

@@ -13,6 +13,7 @@ from moss_files.foundation.errors import InvalidRequest
 from moss_files.index.query import (
     Filter,
     ParsedQuery,
+    Scored,
     apply_recency_boost,
     date_bounds,
     exclusion_expression,
@@ -24,7 +25,6 @@ from moss_files.index.query import (
     recency_multiplier,
     score_items,
     term_frequency_score,
-    Scored,
 )
 
 NOW = datetime(2026, 3, 15, 12, 0, tzinfo=UTC)

@@ -41,7 +41,9 @@ def project(repo: Path) -> Path:
     return repo
 
 
-def search_read_only(root: Path, *, read_only: list[Path], writable_over: list[tuple[Path, Path]] = (), args: tuple[str, ...] = ("search", "mirrors")) -> subprocess.CompletedProcess[str]:
+def search_read_only(
+    root: Path, *, read_only: list[Path], writable_over: list[tuple[Path, Path]] = (), args: tuple[str, ...] = ("search", "mirrors")
+) -> subprocess.CompletedProcess[str]:
     """Run `moss ARGS --json` in a mount namespace where each of `read_only` is mounted
     read-only and each (source, target) of `writable_over` is bound, writable, on top."""
     steps = [f"mount --bind {shlex.quote(str(p))} {shlex.quote(str(p))} && mount -o remount,ro,bind {shlex.quote(str(p))}" for p in read_only]

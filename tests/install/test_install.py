@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from test_scaffold import snapshot
 
 from moss_files import __version__, scaffold
-from test_scaffold import snapshot
 
 REPO = Path(__file__).resolve().parent.parent.parent
 BASH = shutil.which("bash") or "/bin/bash"
@@ -30,11 +30,7 @@ EXIT_USAGE, EXIT_PREREQ, EXIT_TARGET, EXIT_INSTALL, EXIT_SCAFFOLD = 2, 3, 4, 5, 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
     """The caller's environment minus anything that would point at a developer's setup."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MOSS_", "CSTACK_", "NEEDLECAST_", "XDG_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOSS_", "CSTACK_", "NEEDLECAST_", "XDG_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     home.mkdir(parents=True, exist_ok=True)
     (home / "gitconfig").write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n")
     env.update(HOME=str(home), GIT_CONFIG_GLOBAL=str(home / "gitconfig"), GIT_CONFIG_NOSYSTEM="1")
@@ -105,7 +101,9 @@ def test_fresh_project_gets_tools_and_scaffold(installed: Installed) -> None:
             "-c",
             "import importlib.resources as r; print(r.files('moss_files.templates'))",
         ],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert Path(where).is_relative_to(installed.moss_home)
     for part in scaffold.PARTS:
@@ -238,7 +236,7 @@ def test_python_too_old(tmp_path: Path) -> None:
     project = git_init(tmp_path / "project")
     old = tmp_path / "python3.9"
     # Stands in for an old interpreter: its version check fails like 3.9's would.
-    old.write_text(f"#!{BASH}\n[ \"$1\" = -c ] && case \"$2\" in *version_info*) exit 1;; esac\nexit 1\n")
+    old.write_text(f'#!{BASH}\n[ "$1" = -c ] && case "$2" in *version_info*) exit 1;; esac\nexit 1\n')
     old.chmod(0o755)
     assert refuse(tmp_path, "--no-tool", str(project), MOSS_PYTHON=str(old)).returncode == EXIT_PREREQ
 
@@ -273,10 +271,7 @@ def read_only(target: Path, command: list[str]) -> subprocess.CompletedProcess[s
             target.chmod(stat.S_IRWXU)
     unshare = shutil.which("unshare")
     if unshare is None or subprocess.run([unshare, "-m", "true"], capture_output=True).returncode != 0:
-        pytest.skip(
-            "running as root, where chmod does not stop writes, and no private mount namespace"
-            " (unshare -m) for a read-only bind mount"
-        )
+        pytest.skip("running as root, where chmod does not stop writes, and no private mount namespace (unshare -m) for a read-only bind mount")
     script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" "$1" || exit 99; shift; exec "$@"'
     result = subprocess.run(
         [unshare, "-m", "--propagation", "private", "sh", "-c", script, "sh", str(target), *command],

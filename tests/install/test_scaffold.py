@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from moss_files import __version__, scaffold
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import MossError
@@ -361,10 +361,26 @@ def test_git_ignores_derived_state_and_names_a_merge_for_every_artifact(repo: Pa
     for path in kept:
         assert subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=repo).returncode == 1, path
     attrs = subprocess.run(
-        ["git", "check-attr", "merge", "--", ".cstack/MEMORY.md", ".moss/events/log.jsonl", ".moss/a.jsonl", ".cstack/PLAN.md",
-         ".needlecast/outbox.md", "sleeves/bob/.needlecast/inbox.md", ".moss/capsules/default/auth.md", ".moss/board/tasks/T-1.md",
-         ".needlecast/outbox/2026-01-01T00-00-00Z_x.md", "notes.md"],
-        cwd=repo, capture_output=True, text=True, check=True,
+        [
+            "git",
+            "check-attr",
+            "merge",
+            "--",
+            ".cstack/MEMORY.md",
+            ".moss/events/log.jsonl",
+            ".moss/a.jsonl",
+            ".cstack/PLAN.md",
+            ".needlecast/outbox.md",
+            "sleeves/bob/.needlecast/inbox.md",
+            ".moss/capsules/default/auth.md",
+            ".moss/board/tasks/T-1.md",
+            ".needlecast/outbox/2026-01-01T00-00-00Z_x.md",
+            "notes.md",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert attrs == [
         ".cstack/MEMORY.md: merge: moss",
@@ -383,8 +399,9 @@ def test_git_ignores_derived_state_and_names_a_merge_for_every_artifact(repo: Pa
 def test_an_older_block_is_brought_up_to_date_and_the_users_lines_stay(repo: Path) -> None:
     """The first version wrote `.cstack/MEMORY.md merge=union` into its block; the merge driver
     replaces it, so a second scaffold takes that line out of the block, and only out of it."""
-    (repo / ".gitattributes").write_text("*.png binary\n.cstack/MEMORY.md merge=union\n"
-                                         "# >>> moss-files >>>\n.cstack/MEMORY.md merge=union\n# <<< moss-files <<<\n")
+    (repo / ".gitattributes").write_text(
+        "*.png binary\n.cstack/MEMORY.md merge=union\n# >>> moss-files >>>\n.cstack/MEMORY.md merge=union\n# <<< moss-files <<<\n"
+    )
     scaffold_now(repo)
     lines = (repo / ".gitattributes").read_text().splitlines()
     block = lines[lines.index("# >>> moss-files >>>") + 1 : lines.index("# <<< moss-files <<<")]

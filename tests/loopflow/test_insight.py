@@ -88,7 +88,9 @@ def test_wrong_shapes_and_values_name_the_line(text: str, line: int) -> None:
 
 
 def test_new_insight_renders_and_reads_back() -> None:
-    made = new_insight("INS-20260121-7f3k9q2m", "Watch the lock.", now=NOW, type="architecture", tags=["lock", "lock", "db"], source={"task": "LF-1", "session": None})
+    made = new_insight(
+        "INS-20260121-7f3k9q2m", "Watch the lock.", now=NOW, type="architecture", tags=["lock", "lock", "db"], source={"task": "LF-1", "session": None}
+    )
     text = render_insight(made)
     assert text.splitlines()[:6] == ["---", "id: INS-20260121-7f3k9q2m", "type: architecture", "status: unprocessed", "tags:", "  - lock"]
     again = parse(text, name=made.id)
@@ -114,7 +116,9 @@ def _apply(text: str, update: Update) -> str:
 
 
 def _changed_lines(before: str, after: str) -> list[str]:
-    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0) if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    return [
+        line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0) if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
 
 
 def test_status_change_is_a_small_diff_keeping_hand_written_bytes() -> None:

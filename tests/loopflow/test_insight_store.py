@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from moss_files.loopflow import service as loopflow
 from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
 from moss_files.foundation.ids import IdSource, fixed_clock, seeded_random
+from moss_files.loopflow import service as loopflow
 from moss_files.loopflow.insights import Update
 
 NOW = datetime(2026, 1, 21, 10, 0, tzinfo=UTC)

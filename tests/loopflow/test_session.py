@@ -31,10 +31,7 @@ def parse(text: str, name: str = "SES-20260121-abcdefgh"):
 def test_sections_are_replaced_in_place_and_added_at_the_end() -> None:
     body = "Intro kept.\n\n## Summary\nold text\n## Other\nkept too\n```\n## Summary\nnot a heading inside a fence\n```\n"
     new = set_sections(body, {"Summary": "new text", "Learnings": "- one"})
-    assert new == (
-        "Intro kept.\n\n## Summary\n\nnew text\n\n## Other\nkept too\n```\n## Summary\nnot a heading inside a fence\n```\n"
-        "\n## Learnings\n\n- one\n"
-    )
+    assert new == ("Intro kept.\n\n## Summary\n\nnew text\n\n## Other\nkept too\n```\n## Summary\nnot a heading inside a fence\n```\n\n## Learnings\n\n- one\n")
     assert set_sections(new, {"Summary": "new text", "Learnings": "- one"}) == new
     assert read_section(new, "summary") == "new text"
     assert read_section(new, "Hot context") is None
@@ -86,7 +83,9 @@ def test_handoff_plan_saves_next_actions_first_and_is_idempotent() -> None:
 
 
 def test_a_later_handoff_keeps_what_it_does_not_mention() -> None:
-    done = parse("---\nid: SES-1\nstarted: 2026-01-21T10:00:00Z\nended: 2026-01-21T11:00:00Z\noutcome: BLOCKED\nmode: graceful\nblocked_on: [review]\nnext_actions: [x]\n---\n")
+    done = parse(
+        "---\nid: SES-1\nstarted: 2026-01-21T10:00:00Z\nended: 2026-01-21T11:00:00Z\noutcome: BLOCKED\nmode: graceful\nblocked_on: [review]\nnext_actions: [x]\n---\n"
+    )
     plan = plan_handoff(done, check_handoff(Handoff()), END)
     assert plan.next_actions == {} and plan.rest == {}
     assert plan.outcome == "BLOCKED"

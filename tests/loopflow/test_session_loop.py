@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from moss_files.foundation import document
-
-from moss_files.loopflow import service as loopflow
-from moss_files.index import service as search
 from moss_files.foundation.errors import InvalidRequest, NotFound
 from moss_files.foundation.ids import IdSource, seeded_random
+from moss_files.index import service as search
+from moss_files.loopflow import service as loopflow
 from moss_files.loopflow.sessions import Handoff
 
 
@@ -41,7 +40,19 @@ def test_orient_opens_a_session_then_resumes_it(ctx: loopflow.Context) -> None:
     first = loopflow.orient(ctx, task="LF-49 search")
     assert first["resumed"] is False and first["session"]["status"] == "active"
     assert first["session"]["task"] == "LF-49 search"
-    assert set(first) == {"session", "resumed", "repo", "suggested_actions", "recent_sessions", "insights", "memory", "inbox", "quick_stats", "problems", "hints"}
+    assert set(first) == {
+        "session",
+        "resumed",
+        "repo",
+        "suggested_actions",
+        "recent_sessions",
+        "insights",
+        "memory",
+        "inbox",
+        "quick_stats",
+        "problems",
+        "hints",
+    }
     again = loopflow.orient(ctx)
     assert again["resumed"] is True and again["session"]["id"] == first["session"]["id"]
     fresh = loopflow.orient(ctx, new=True)
@@ -54,7 +65,9 @@ def test_orient_shows_summaries_never_full_text(ctx: loopflow.Context) -> None:
     loopflow.remember(ctx, "Already discussed.")
     oriented = loopflow.orient(ctx, insight_limit=1)
     items = oriented["insights"]["items"]
-    assert items == [{"id": made["id"], "summary": "Short first sentence.", "type": "technical", "status": "unprocessed", "tags": [], "created_at": "2026-01-21T09:00:00Z"}]
+    assert items == [
+        {"id": made["id"], "summary": "Short first sentence.", "type": "technical", "status": "unprocessed", "tags": [], "created_at": "2026-01-21T09:00:00Z"}
+    ]
     assert oriented["insights"]["total_count"] == 2 and oriented["insights"]["is_complete"] is False
     assert len(str(oriented)) < 3000
 
@@ -71,7 +84,9 @@ def test_orient_reads_memory_files_when_present(ctx: loopflow.Context) -> None:
 def test_handoff_saves_next_actions_and_records_the_outcome(ctx: loopflow.Context, clock: Clock) -> None:
     started = loopflow.orient(ctx, task="LF-49")["session"]
     clock.now += timedelta(hours=2)
-    result = loopflow.handoff(ctx, Handoff(next_actions=("write the docs",), completed=("parser",), in_progress=("docs",), summary="Parser done.", learnings="- bm25 wants weights"))
+    result = loopflow.handoff(
+        ctx, Handoff(next_actions=("write the docs",), completed=("parser",), in_progress=("docs",), summary="Parser done.", learnings="- bm25 wants weights")
+    )
     session = result["session"]
     assert result["created"] is False and result["next_actions_saved"] is True and result["changed"] is True
     assert session["id"] == started["id"] and result["outcome"] == "PARTIAL"

@@ -20,9 +20,9 @@ from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish, make_works
 from pydantic import Field
 
 import needlecast
-from moss_files.mcp import server as mcp_server
-from moss_files.foundation.errors import ERROR_CODES, InvalidRequest
 from moss_files.foundation.context import AGENT, Context
+from moss_files.foundation.errors import ERROR_CODES, InvalidRequest
+from moss_files.mcp import server as mcp_server
 from moss_files.mcp.server import TOOL_SETS, ToolRegistry, build_server
 
 MODES = ["auto", "legacy"]

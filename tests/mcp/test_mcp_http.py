@@ -19,7 +19,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_support import CAPSULE, anyio_backend, anyio_workers_finish, make_workspace  # noqa: F401  (fixtures)
 
 from moss_files.foundation import httpguard
-
 from moss_files.mcp import daemon as mcp_http
 
 TOKEN = "t0ken-for-tests"
@@ -38,7 +37,9 @@ async def test_http_daemon(repo: Path, tmp_path: Path) -> None:
     # Left by a daemon that was killed: nobody holds the lock, so it is replaced.
     (run_dir / "mcp.json").write_text(json.dumps({"pid": 999999, "port": 1, "url": "http://127.0.0.1:1/mcp"}))
     log = (tmp_path / "daemon.log").open("wb")
-    daemon = subprocess.Popen([str(BIN / "moss"), "serve", "--http", "127.0.0.1:0", "--token", TOKEN], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    daemon = subprocess.Popen(
+        [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0", "--token", TOKEN], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log
+    )
     try:
         record = wait_for(lambda: live_record(root, daemon.pid), timeout=30, message="the daemon's record")
         assert set(record) >= {"port", "pid", "startedAt", "projectPath", "url"}

@@ -54,7 +54,9 @@ def test_inspector_lists_calls_and_sees_errors(inspector: Path, tmp_path: Path) 
     store = next(tool for tool in listed["tools"] if tool["name"] == "moss.store")
     assert store["annotations"]["destructiveHint"] is True and store["inputSchema"]["required"] == ["capsule_text"]
 
-    code, stored, err = inspect(inspector, root, "--method", "tools/call", "--tool-name", "moss.store", *tool_args(capsule_text=CAPSULE, name="auth", tags=["auth"]))
+    code, stored, err = inspect(
+        inspector, root, "--method", "tools/call", "--tool-name", "moss.store", *tool_args(capsule_text=CAPSULE, name="auth", tags=["auth"])
+    )
     assert code == 0, err
     assert stored["isError"] is False and set(stored["structuredContent"]) == {"id", "task_link", "fetch_key"}
 

@@ -12,9 +12,8 @@ import pytest
 from conftest import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "needlecast"))
-from test_needlecast_sidecar import start  # noqa: E402  (the sidecar test's real-process runner)
-
-from helpers import wait_for  # noqa: E402
+from helpers import wait_for
+from test_needlecast_sidecar import start
 
 CAPSULE = "## Objective\nShip login.\n\n## Current status\nStarted.\n\n## Decisions\n- JWT\n\n## Next actions\n- tests\n\n## Key locations\n- auth.py\n\n## Open questions\n- none\n"
 MARKED = "<<<<<<< ours\n{ours}\n||||||| base\n{base}\n=======\n{theirs}\n>>>>>>> theirs\n"

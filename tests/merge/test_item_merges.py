@@ -55,7 +55,9 @@ def test_a_field_changed_on_one_side_wins_and_later_modified_dates_win() -> None
 
 def test_both_changing_a_status_the_one_further_along_wins_and_the_other_is_noted() -> None:
     done = PLAN.replace("- [ ] P1: Write the parser (id: parser)\n", "").replace(
-        "- [x] Set up the repo | closed: 2026-01-01\n", "- [x] Set up the repo | closed: 2026-01-01\n- [x] P1: Write the parser (id: parser) | closed: 2026-01-03\n")
+        "- [x] Set up the repo | closed: 2026-01-01\n",
+        "- [x] Set up the repo | closed: 2026-01-01\n- [x] P1: Write the parser (id: parser) | closed: 2026-01-03\n",
+    )
     started = PLAN.replace("- [ ] P1: Write the parser (id: parser)", "- [>] P1: Write the parser (id: parser) | modified: 2026-01-02")
     for ours, theirs in ((done, started), (started, done)):
         merged = cstack.merge_plan(PLAN, ours, theirs)

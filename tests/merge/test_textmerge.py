@@ -56,8 +56,9 @@ def test_a_last_line_without_an_ending_still_gets_its_marker_on_a_new_line() -> 
 def git_merge_file(tmp_path: Path, base: str, ours: str, theirs: str) -> tuple[str, bool]:
     for name, text in (("o", base), ("a", ours), ("b", theirs)):
         (tmp_path / name).write_text(text)
-    done = subprocess.run(["git", "merge-file", "-p", str(tmp_path / "a"), str(tmp_path / "o"), str(tmp_path / "b")],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "merge-file", "-p", str(tmp_path / "a"), str(tmp_path / "o"), str(tmp_path / "b")], capture_output=True, text=True, check=False
+    )
     assert done.returncode >= 0, done.stderr
     return done.stdout, done.returncode == 0
 

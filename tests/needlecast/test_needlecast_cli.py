@@ -198,7 +198,9 @@ def test_a_sleeves_commands_load_neither_the_router_nor_http() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('needlecast.', 'http', 'urllib.request', 'watchdog'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(["needlecast.cli", "needlecast.mailbox", "needlecast.message", "needlecast.routing", "needlecast.service", "needlecast.shared_file"])
+    assert out.strip() == str(
+        ["needlecast.cli", "needlecast.mailbox", "needlecast.message", "needlecast.routing", "needlecast.service", "needlecast.shared_file"]
+    )
 
 
 def test_file_per_message_inboxes_written_on_two_clones_merge_cleanly(tmp_path: Path) -> None:

@@ -51,11 +51,16 @@ def test_deliveries_of_one_pass_merge_into_one_event_per_entry() -> None:
 
 def test_compaction_keeps_pending_and_recent_records_only(path: Path) -> None:
     log = Journal(path).load()
-    log.write([
-        delivered_event("old-routed", "d1", ["bob"], OLD), archived_event("old-routed", "d1", OLD),
-        delivered_event("old-pending", "d2", ["bob", "carol"], OLD), dead_event("old-pending", "d2", "UNKNOWN_RECIPIENT", OLD),
-        delivered_event("recent", "d3", ["bob"], RECENT), archived_event("recent", "d3", RECENT),
-    ])
+    log.write(
+        [
+            delivered_event("old-routed", "d1", ["bob"], OLD),
+            archived_event("old-routed", "d1", OLD),
+            delivered_event("old-pending", "d2", ["bob", "carol"], OLD),
+            dead_event("old-pending", "d2", "UNKNOWN_RECIPIENT", OLD),
+            delivered_event("recent", "d3", ["bob"], RECENT),
+            archived_event("recent", "d3", RECENT),
+        ]
+    )
     assert not log.oversized()
     log.compact({"old-pending"}, NOW)
     assert set(log.records) == {"old-pending", "recent"}

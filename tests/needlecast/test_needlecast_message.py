@@ -184,7 +184,9 @@ bodies = st.one_of(
     st.lists(st.one_of(tricky_lines, body_text.map(lambda t: t.replace("\n", " "))), max_size=12).map("\n".join),
 )
 names = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), names, st.sampled_from(["yes", "no", "null", "0777", "1.5", "- x", "a: b", "#c", "---"]))
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6), names, st.sampled_from(["yes", "no", "null", "0777", "1.5", "- x", "a: b", "#c", "---"])
+)
 extras = st.dictionaries(
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-XYZ", min_size=1, max_size=8).filter(lambda k: k.lower() not in msg.KNOWN_KEYS),
     st.one_of(scalars, st.lists(scalars, max_size=3)),

@@ -71,7 +71,7 @@ def test_delivers_once_archives_and_empties_the_outbox(tmp_path: Path, sender_la
     assert bodies(root, "alice") == []  # `all` is everyone but the sender
     assert mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries == ()
     archived = Mailbox(root / "alice")
-    text = (archived.archive_file.read_text() if sender_layout == "v1" else "".join(p.read_text() for p in sorted(archived.archive_dir.iterdir())))
+    text = archived.archive_file.read_text() if sender_layout == "v1" else "".join(p.read_text() for p in sorted(archived.archive_dir.iterdir()))
     assert text.count("routed: 2026-01-21T10:00:00Z") == 3
     assert "delivered_to: [bob, carol]" in text
     # A second pass finds nothing to do and changes nothing.

@@ -12,8 +12,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from http.client import HTTPConnection
 from datetime import UTC, datetime
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,11 @@ import pytest
 from conftest import BIN, run_cli
 from helpers import wait_for
 
+from moss_files.foundation.httpguard import is_loopback
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 from needlecast.router import Router
-from moss_files.foundation.httpguard import is_loopback
 from needlecast.sidecar import Sidecar, read_runtime
 from needlecast.status import PartCache, build_status, parse_vmrss
 
@@ -258,8 +258,10 @@ def test_an_oversized_post_gets_413_that_the_client_can_read(sidecar: Running, t
     assert status == 413 and answer["error"]["code"] == "FILE_TOO_LARGE" and answer["error"]["status"] == 413
     assert answer["error"]["details"]["max_bytes"] == 1024 * 1024
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:  # curl's way: ask first
-        sock.sendall(f"POST /inbox HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+        sock.sendall(
+            f"POST /inbox HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
         assert sock.recv(4096).startswith(b"HTTP/1.0 413")
     assert sidecar.get("/health")[0] == 200
 

@@ -31,7 +31,7 @@ def register(tools: ToolRegistry) -> None:
         "loop_scan",
         "Search every artifact; returns ids with one-line summaries, best first ({query, matches: [{id, kind, summary, "
         "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the "
-        "ids you need. Query: terms, \"phrases\", -exclusions, field:value filters (kind: status: tag: type: after: "
+        'ids you need. Query: terms, "phrases", -exclusions, field:value filters (kind: status: tag: type: after: '
         "before: date:).",
         read_only=True,
     )
@@ -41,7 +41,9 @@ def register(tools: ToolRegistry) -> None:
             list[str] | str | None,
             Field(description='Only these kinds: insight, session, capsule, task, message, memory, current (plurals work); "all" for every kind.'),
         ] = None,
-        types: Annotated[list[str] | None, Field(description="Only items of these types (insights: domain, architecture, edge_case, technical, process).")] = None,
+        types: Annotated[
+            list[str] | None, Field(description="Only items of these types (insights: domain, architecture, edge_case, technical, process).")
+        ] = None,
         statuses: Annotated[list[str] | None, Field(description="Only items with these statuses (unprocessed, discussed, open, done, ...).")] = None,
         limit: Annotated[int, Field(description="At most this many matches (1-200).")] = 20,
         offset: Annotated[int, Field(description="Skip this many (paging).")] = 0,

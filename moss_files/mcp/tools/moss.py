@@ -9,10 +9,10 @@ clients that never call a capsule tool.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from moss_files.foundation import config
 from moss_files.foundation.context import Context
@@ -57,8 +57,8 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moss.store",
-        "Store a context capsule (lint: the six sections, unless allow_thin). mode \"replace\" overwrites the live capsule "
-        "of that name, keeping its id; \"error\" (default) refuses with NAME_ALREADY_EXISTS. Returns {id, task_link, fetch_key}.",
+        'Store a context capsule (lint: the six sections, unless allow_thin). mode "replace" overwrites the live capsule '
+        'of that name, keeping its id; "error" (default) refuses with NAME_ALREADY_EXISTS. Returns {id, task_link, fetch_key}.',
         destructive=True,
     )
     def store(
@@ -123,7 +123,7 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moss.update",
-        "Change a live capsule's text or fields (\"\" clears an optional field; text is linted). Returns {id, task_link, fetch_key}.",
+        'Change a live capsule\'s text or fields ("" clears an optional field; text is linted). Returns {id, task_link, fetch_key}.',
         destructive=True,
     )
     def update(
@@ -198,9 +198,7 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.capsules import service as capsules
 
-        return capsules.latest(
-            ctx(), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
-        )
+        return capsules.latest(ctx(), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role)
 
     @tools.tool(
         "moss.list",

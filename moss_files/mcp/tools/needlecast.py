@@ -21,8 +21,7 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "needlecast.send",
-        "Write a message to this sleeve's outbox; the router delivers it to each recipient's inbox exactly once. "
-        "Returns {ok, message, path}.",
+        "Write a message to this sleeve's outbox; the router delivers it to each recipient's inbox exactly once. Returns {ok, message, path}.",
     )
     def send(
         body: Annotated[str, Field(description="The message (markdown).")],
