@@ -7,6 +7,8 @@ The convention (docs/development.md states it for writers):
   and this environment's `bin/` first on PATH;
 - ```sh checkout runs the block from the root of this checkout instead (commands that need the
   source tree: pytest, the benches); such a block must leave the checkout as it found it;
+- ```sh model is an example that needs a model API (`moss agent run`); the agent's own doc test
+  runs it against a loopback API that speaks the Messages protocol;
 - a command that is meant to fail says so: `moss fetch ghost || test $? -eq 3`;
 - a shell example that must not run (an install into a real home, a daemon that never ends, a
   command with placeholders) is fenced ```text; ```bash, ```shell, ```console and a fence
@@ -85,7 +87,9 @@ def fenced_blocks(page: Path) -> list[Block]:
 
 
 def runnable(page: Path) -> list[Block]:
-    return [block for block in fenced_blocks(page) if block.language in RUNNABLE]
+    """The blocks this test runs: ```sh blocks, but not ```sh model ones, which talk to a model
+    API and run in tests/agent/test_agent_docs.py against a loopback one."""
+    return [block for block in fenced_blocks(page) if block.language in RUNNABLE and block.options.split() != ["model"]]
 
 
 def page_id(page: Path) -> str:
@@ -182,6 +186,7 @@ def test_every_page_has_a_runnable_example(page: Path) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
+@pytest.mark.slow  # every page's examples, as a user would type them
 def test_examples_run(page: Path, tmp_path: Path) -> None:
     blocks = runnable(page)
     if not blocks:

@@ -18,7 +18,7 @@ from conftest import BIN, run_cli
 from moss_files.agent import service
 from moss_files.foundation.context import Context
 
-pytestmark = pytest.mark.usefixtures("anyio_workers_finish")
+pytestmark = [pytest.mark.usefixtures("anyio_workers_finish"), pytest.mark.slow]  # processes racing for one session
 
 
 def test_two_processes_on_one_session_run_one_after_the_other(tmp_path: Path) -> None:

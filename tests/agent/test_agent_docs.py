@@ -47,7 +47,8 @@ def section(title: str) -> str:
 
 
 def blocks(text: str, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", text, re.DOTALL)
+    """The fenced blocks of `language` (with or without a fence option such as `model`)."""
+    return re.findall(rf"```{language}(?: \w+)?\n(.*?)```", text, re.DOTALL)
 
 
 def test_the_quick_start_works_as_written(repo: Path) -> None:

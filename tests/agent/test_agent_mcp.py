@@ -21,7 +21,7 @@ from moss_files.agent import service
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import MossError, error_body
 
-pytestmark = pytest.mark.usefixtures("anyio_workers_finish")
+pytestmark = [pytest.mark.usefixtures("anyio_workers_finish"), pytest.mark.slow]  # real MCP server processes
 
 
 def free_port() -> int:

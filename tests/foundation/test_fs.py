@@ -219,6 +219,7 @@ TOOL_WRITER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a race run for hundreds of rounds
 def test_an_editor_saving_during_a_tools_undo_loses_nothing(tmp_path: Path) -> None:
     """Tools rewrite a large file while an editor keeps saving it (read, add a line, write a
     temporary, rename; no lock). A save that lands while a write is being undone must not be

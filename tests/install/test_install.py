@@ -22,6 +22,8 @@ from test_scaffold import snapshot
 
 from moss_files import __version__, scaffold
 
+pytestmark = pytest.mark.slow  # a real install: a virtualenv and pip
+
 REPO = Path(__file__).resolve().parent.parent.parent
 BASH = shutil.which("bash") or "/bin/bash"
 TOOLS = ("moss", "cstack", "needlecast")

@@ -14,6 +14,8 @@ import pytest
 from conftest import BIN
 from mcp_support import CAPSULE, make_workspace
 
+pytestmark = pytest.mark.slow  # the MCP Inspector, a Node.js process
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 

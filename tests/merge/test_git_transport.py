@@ -13,6 +13,8 @@ from conftest import run_cli
 
 from moss_files.foundation import document
 
+pytestmark = pytest.mark.slow  # real clones, many CLI processes
+
 CAPSULE = "## Objective\nShip login.\n\n## Current status\nStarted.\n\n## Decisions\n- JWT\n\n## Next actions\n- tests\n\n## Key locations\n- auth.py\n\n## Open questions\n- none\n"
 
 

@@ -27,6 +27,8 @@ from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.sidecar import read_runtime
 
+pytestmark = pytest.mark.slow  # kill -9 storms
+
 SCALE = max(1.0, float(os.environ.get("NEEDLECAST_STORM_SCALE", "1")))
 SLEEVES = ("ann", "ben", "cat", "dov")
 SENDERS = ("ann", "ben", "cat")
