@@ -298,3 +298,34 @@ def test_every_package_is_listed_for_installation() -> None:
         module_name(init) for top in ("moss_files", "cstack", "needlecast") for init in (ROOT / top).rglob("__init__.py") if "__pycache__" not in init.parts
     }
     assert found - listed == set()
+
+
+def documented_tree() -> set[str]:
+    """The module paths of docs/architecture.md's tree (two spaces per level; `a/b.py, c.py`
+    names several files of one folder)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    section = page[page.index("## Modules") :]
+    block = section[section.index("```text\n") + 8 : section.index("\n```", section.index("```text"))]
+    folders: list[str] = []
+    paths: set[str] = set()
+    for line in block.splitlines():
+        name = line.strip().split("  ")[0]
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        del folders[depth:]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+            continue
+        first, _, rest = name.partition(", ")
+        folder, _, file = first.rpartition("/")
+        prefix = [*folders, folder] if folder else folders
+        for item in [file, *(part.strip() for part in rest.split(",") if part.strip())]:
+            paths.add("/".join([*prefix, item]))
+    return paths
+
+
+def test_the_architecture_page_lists_every_module() -> None:
+    """docs/architecture.md's tree names every module, and only modules that exist, so the map
+    a newcomer reads cannot fall behind the code."""
+    actual = {str(path.relative_to(ROOT)) for path in modules() if path.name != "__init__.py"}
+    documented = {path for path in documented_tree() if path.endswith(".py") and not path.endswith("__init__.py")}
+    assert sorted(actual - documented) == [] and sorted(documented - actual) == []
