@@ -190,11 +190,10 @@ def _put_back(
     def placed() -> dict[str, int]:
         return {_key(entry[0]) or "": index for index, entry in enumerate(entries) if not isinstance(entry, Hunk) and _key(entry[0]) is not None}
 
+    where = placed()
     in_conflicts = {_key(line) for entry in entries if isinstance(entry, Hunk) for line in (*entry.ours, *entry.theirs)}
-    for key in sorted(outcomes):
-        where = placed()
-        if not outcomes[key].lines or key in where or key in in_conflicts:
-            continue
+    missing = sorted(key for key, outcome in outcomes.items() if outcome.lines and key not in where and key not in in_conflicts)
+    for key in missing:  # rare: a merge puts back few items, so recounting after each is cheap
         token = f"{_TOKEN}{key}\n"
         source, side = (our_lines, OURS) if token in our_lines else (their_lines, THEIRS)
         at = source.index(token) if token in source else len(source)
@@ -202,4 +201,5 @@ def _put_back(
         after = next((where[k] for k in (_key(line) for line in source[at + 1 :]) if k in where), None)
         position = before + 1 if before is not None else after if after is not None else len(entries)
         entries.insert(position, (token, side))
+        where = placed()
     return entries

@@ -144,7 +144,7 @@ def test_layout_v2_messages_need_no_driver(origin: tuple[Path, str]) -> None:
     tool(a, "needlecast", "init", "--layout", "v2")
     commit(a, "switch to a file per message")
     b = clone(a, "b")
-    git(b, "config", "--unset-all", "merge.moss.driver")  # no driver at all in this clone
+    git(b, "config", "--remove-section", "merge.moss")  # no driver at all in this clone
     for root, side in ((a, "a"), (b, "b")):
         for n in range(3):
             tool(root, "needlecast", "send", "--to", "bob", "--from", side, f"{side} {n}")
