@@ -74,7 +74,9 @@ def _emit(result: dict[str, Any], as_json: bool) -> None:
         lines.append(f"note: {text}")
     verb = "would be" if result["dry_run"] else "were"
     version = f" ({result['version']})" if result.get("version") else ""
-    lines.append(f"{result['source']} from {result['from']}{version}: {result['created']} {verb} created, {result['changed']} {verb} changed, {result['skipped']} skipped")
+    lines.append(
+        f"{result['source']} from {result['from']}{version}: {result['created']} {verb} created, {result['changed']} {verb} changed, {result['skipped']} skipped"
+    )
     if result.get("report"):
         lines.append(f"report: {result['report']}")
     elif not result["dry_run"] and not result["created"] and not result["changed"]:
@@ -120,7 +122,9 @@ def register(app: typer.Typer) -> None:
     @migrate_app.command("loopflow")
     def migrate_loopflow(
         source: FromOpt = None,
-        tasks: Annotated[str, typer.Option("--tasks", help="Where LoopFlow's tasks go: board (tasks with their descriptions) or plan (PLAN.md lines).")] = "board",
+        tasks: Annotated[
+            str, typer.Option("--tasks", help="Where LoopFlow's tasks go: board (tasks with their descriptions) or plan (PLAN.md lines).")
+        ] = "board",
         project: ProjectOpt = None,
         dry_run: DryRunOpt = False,
         root: RootOpt = None,

@@ -141,13 +141,13 @@ def plan(
         if key not in epics:
             title = f"Milestone {milestone}" if milestone else f"Backlog.md: {project or 'tasks'}"
             epic = board_items.imported_epic(scope, key, title, first.get(key), today)
-            if milestone:
-                epic = Epic(id=epic.id, title=title, description=f"Tasks of the Backlog.md milestone {milestone}.", status="ACTIVE", created=epic.created, updated=epic.created)
-            epic_id = new_ids.get(("epic", key), epic.id)
+            description = f"Tasks of the Backlog.md milestone {milestone}." if milestone else epic.description
+            epic = Epic(
+                id=new_ids.get(("epic", key), epic.id), title=title, description=description, status="ACTIVE", created=epic.created, updated=epic.created
+            )
             epics[key] = epic
-            if ("epic", key) not in imported:
-                candidates.append(board_items.candidate("epic", epic, key, where, imported_from))
-            new_ids[("epic", key)] = epic_id
+            candidates.append(board_items.candidate("epic", epic, key, where, imported_from))
+            new_ids[("epic", key)] = epic.id
         return new_ids[("epic", key)]
 
     def ref(old: Any, where: Where) -> str:

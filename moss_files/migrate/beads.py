@@ -193,6 +193,6 @@ def plan(
         )
         joined = "; ".join(part for part in (note, priority_note) if part) or None
         candidates.append(board_items.candidate("task", task, old, where, imported_from, leftovers, joined))
-    if fallback is not None and ("epic", f"{SYSTEM}:tasks") not in imported:
+    if fallback is not None:
         candidates.append(board_items.candidate("epic", fallback, f"{SYSTEM}:tasks", issues[0][0], imported_from))
     return candidates, skipped, notes

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from moss_files.board.model import Task
@@ -239,7 +239,9 @@ def plan(
     have written (content missing, a list where text belongs)."""
     imported_from = f"{SYSTEM}:{scope}" if scope != SYSTEM else SYSTEM
     notes: list[str] = []
-    skipped = [Item(kind, old, dropped, SKIP, reason=f"also at {kept}, a more recent format, which is imported") for kind, old, dropped, kept in merged.superseded]
+    skipped = [
+        Item(kind, old, dropped, SKIP, reason=f"also at {kept}, a more recent format, which is imported") for kind, old, dropped, kept in merged.superseded
+    ]
     new_ids: dict[tuple[str, str], str] = {}
     for (kind, old), path in imported.items():
         new_ids[(kind, old)] = path.rsplit("/", 1)[-1].removesuffix(".md")
@@ -278,9 +280,9 @@ def plan(
     if tasks_to == "board" and merged.tasks:
         first = min((iso_time(item.get("created_at") or item.get("_day")) or "" for _where, item in merged.tasks), default="") or None
         epic = board_items.imported_epic(scope, "LoopFlow", "LoopFlow backlog", first, today)
-        epic_id = new_ids.get(("epic", f"{SYSTEM}:tasks"), epic.id)
-        if ("epic", f"{SYSTEM}:tasks") not in imported:
-            candidates.append(board_items.candidate("epic", epic, f"{SYSTEM}:tasks", merged.tasks[0][0], imported_from))
+        epic = replace(epic, id=new_ids.get(("epic", f"{SYSTEM}:tasks"), epic.id))
+        epic_id = epic.id
+        candidates.append(board_items.candidate("epic", epic, f"{SYSTEM}:tasks", merged.tasks[0][0], imported_from))
         for order, (where, item) in enumerate(merged.tasks, start=1):
             candidates.append(_board_task(item, where, epic_id, order, new_ids, link, imported_from))
     elif tasks_to == "plan":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +42,7 @@ from moss_files.board.model import (
 )
 from moss_files.foundation.ids import CROCKFORD
 from moss_files.migrate import tasks as board_items
-from moss_files.migrate.model import Candidate, Where, day_of, derived_id, iso_time, source_error, with_provenance
+from moss_files.migrate.model import SKIP, Candidate, Item, Where, day_of, derived_id, iso_time, source_error, with_provenance
 
 SYSTEM = "moe"
 KINDS = ("epic", "task", "worker", "team", "proposal")
@@ -74,6 +74,7 @@ class Result:
     candidates: list[Candidate]
     events: list[tuple[Where, str, dict[str, Any]]]  # (where, old event id, the board's event line)
     project: Candidate | None
+    skipped: list[Item]
     notes: list[str]
     version: str
 
@@ -203,6 +204,7 @@ def plan(
         if epic_old is None or ("epic", epic_old) not in new_ids:
             if fallback_epic is None:
                 fallback_epic = board_items.imported_epic(scope, "Moe", "Moe tasks without an epic", None, today)
+                fallback_epic = replace(fallback_epic, id=new_ids.get(("epic", f"{SYSTEM}:tasks"), fallback_epic.id))
             epic_id = fallback_epic.id
             notes.append(f"{reader.where}: task {reader.text('id')} has no epic in the source; it goes to {epic_id!r}")
         else:
@@ -222,10 +224,14 @@ def plan(
     created = moe_project.time("createdAt") if moe_project is not None else None
     project_id = project.id if project is not None else derived_id("PROJ", scope, "project", scope, day_of(created, today))
     project_candidate = None
-    if moe_project is not None and project is None:
-        project_candidate = _project(moe_project, project_id, imported_from)
-    elif moe_project is not None:
-        notes.append("the board has a project.md already; Moe's rails and settings are not merged into it (see project.json)")
+    skipped: list[Item] = []
+    if moe_project is not None:
+        moe_id = str(moe_project.text("id") or "project")
+        if project is None or ("project", moe_id) in imported:
+            project_candidate = _project(moe_project, project_id, imported_from)
+        else:
+            reason = "the board has a project.md of its own; Moe's rails and settings are not merged into it"
+            skipped.append(Item("project", moe_id, moe_project.where, SKIP, f"{board_items.BOARD}/project.md", reason=reason))
 
     events: list[tuple[Where, str, dict[str, Any]]] = []
     for where, data in source.activity:
@@ -249,7 +255,7 @@ def plan(
     notes.append(id_shapes(ids))
     for folder, count in sorted(source.not_imported.items()):
         notes.append(f".moe/{folder}: {count} file(s) not imported (the board has no such kind; they stay in .moe/)")
-    return Result(candidates, events, project_candidate, notes, version)
+    return Result(candidates, events, project_candidate, skipped, notes, version)
 
 
 def _stem(path: str) -> str:

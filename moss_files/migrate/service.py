@@ -263,6 +263,7 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     )
     builder = Builder("moe", shown, version=result.version)
     builder.notes.extend(result.notes)
+    builder.add(result.skipped)
     candidates = list(result.candidates)
     if result.project is not None:
         candidates.insert(0, result.project)
