@@ -372,9 +372,10 @@ def _insight(item: Mapping[str, Any], where: Where, new_ids: Mapping[tuple[str, 
         created=created,
         updated=iso_time(item.get("updated") or item.get("updated_at")) or created,
     )
-    text = with_provenance(insight_model.render_insight(insight), imported_from, old, leftovers)
     path = f"{insight_model.FOLDER.as_posix()}/{insight.id}.md"
-    return Candidate("insight", old, insight.id, path, text.encode("utf-8"), where)
+    return Candidate(
+        "insight", old, insight.id, path, lambda: with_provenance(insight_model.render_insight(insight), imported_from, old, leftovers).encode("utf-8"), where
+    )
 
 
 def _one_line(value: str | None) -> str | None:
@@ -418,9 +419,10 @@ def _session(item: Mapping[str, Any], where: Where, new_ids: Mapping[tuple[str, 
         outcome=outcome,
         body=body,
     )
-    text = with_provenance(session_model.render_session(session), imported_from, old, leftovers)
     path = f"{session_model.FOLDER.as_posix()}/{session.id}.md"
-    return Candidate("session", old, session.id, path, text.encode("utf-8"), where)
+    return Candidate(
+        "session", old, session.id, path, lambda: with_provenance(session_model.render_session(session), imported_from, old, leftovers).encode("utf-8"), where
+    )
 
 
 def _board_task(

@@ -11,8 +11,12 @@ appended only once every file is in place.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import secrets
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from moss_files.foundation.errors import Conflict, MossError
 from moss_files.migrate.model import CREATE, Write, provenance_of
 
 PROGRESS_EVERY = 250  # report progress every this many files (and at the end)
+STAGING_DIR = Path(".moss") / "run"  # per machine, git-ignored: where new files wait for their commit
 
 
 def refuse_conflicts(root: Path, folders: Sequence[str]) -> None:
@@ -89,10 +94,16 @@ def logged_sources(root: Path, relpath: str, imported_from: str) -> set[str]:
 
 
 def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], None] | None = None) -> None:
-    """Make a plan's writes: new files first (each created exclusively and durably), then
-    replacements of files that must still hold what was read, then appends. On any failure
-    before the appends, the files created here are removed and the error is raised: the
-    workspace is as it was.
+    """Make a plan's writes: new files first, then replacements of files that must still hold
+    what was read, then appends. On any failure before the appends, the files created here are
+    removed and the error is raised: the workspace is as it was.
+
+    New files are staged, then committed: each is written under a temporary name in
+    `.moss/run/` (per machine, git-ignored), the file system is synced once, then each is
+    linked into its place, which never replaces a file (link(2) fails when the name exists),
+    and each folder that gained files is fsynced. That is as durable as creating each file on
+    its own, at a fraction of the cost for thousands of files; a crash while staging leaves
+    only the staging folder, which the next run clears.
 
     Raises Conflict ALREADY_EXISTS (a new file's place was taken meanwhile) or STALE_WRITE (a
     file changed since it was read).
@@ -104,13 +115,8 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
     created: list[tuple[Path, bytes]] = []
     replaced: list[tuple[Path, bytes, bytes | None]] = []
     try:
-        for number, write in enumerate(creates, start=1):
-            path = root / write.path
-            if not fs.create_exclusive(path, write.data):
-                raise Conflict(f"{write.path} appeared while the migration ran; nothing of this source was kept", code="ALREADY_EXISTS", path=write.path)
-            created.append((path, write.data))
-            if progress is not None and (number % PROGRESS_EVERY == 0 or number == len(creates)):
-                progress(number, total)
+        if creates:
+            _create_all(root, creates, created, progress, total)
         for write in replaces:
             path = root / write.path
             with fs.locked(path):
@@ -130,6 +136,92 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
         fs.append_line(root / write.path, write.data)
     if progress is not None and total:
         progress(total, total)
+
+
+def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[Path, bytes]], progress: Callable[[int, int], None] | None, total: int) -> None:
+    """Stage every new file, then link each into place (see `commit`); `created` collects the
+    files placed, for `_undo`."""
+    _clear_stale_staging(root)
+    staging = root / STAGING_DIR / f"migrate-{os.getpid()}-{secrets.token_hex(4)}"
+    with ExitStack() as stack:
+        stage_fd = stack.enter_context(fs.folder_fd(staging, create=True))
+        try:
+            for number, write in enumerate(creates):
+                fd = os.open(str(number), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=stage_fd)
+                try:
+                    view = memoryview(write.data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+                if progress is not None and (number + 1) % PROGRESS_EVERY == 0:
+                    progress((number + 1) // 2, total)
+            _sync_filesystem(stage_fd)
+            folders: dict[Path, int] = {}
+            for number, write in enumerate(creates):
+                path = root / write.path
+                if path.parent not in folders:
+                    folders[path.parent] = stack.enter_context(fs.folder_fd(path.parent, create=True))
+                try:
+                    os.link(str(number), path.name, src_dir_fd=stage_fd, dst_dir_fd=folders[path.parent], follow_symlinks=False)
+                except FileExistsError:
+                    raise Conflict(
+                        f"{write.path} appeared while the migration ran; nothing of this source was kept", code="ALREADY_EXISTS", path=write.path
+                    ) from None
+                created.append((path, write.data))
+                if progress is not None and (number + 1) % PROGRESS_EVERY == 0:
+                    progress(len(creates) // 2 + (number + 1) // 2, total)
+            for folder_fd in folders.values():
+                os.fsync(folder_fd)
+        finally:
+            for name in os.listdir(stage_fd):
+                os.unlink(name, dir_fd=stage_fd)
+    try:
+        staging.rmdir()
+    except OSError:
+        pass
+
+
+def _sync_filesystem(fd: int) -> None:
+    """Make everything written so far on the file system holding `fd` durable: one syncfs(2)
+    (Linux) instead of an fsync per file, which is what makes thousands of new files cheap;
+    sync(2) where syncfs is not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) == 0:
+            return
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
+def _clear_stale_staging(root: Path) -> None:
+    """Remove staging folders of migrations whose process is gone (a crash while staging)."""
+    base = root / STAGING_DIR
+    try:
+        names = os.listdir(base)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "migrate" or not parts[1].isdigit() or _alive(int(parts[1])):
+            continue
+        folder = base / name
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for leftover in folder.iterdir():
+            leftover.unlink()
+        folder.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _undo(created: Sequence[tuple[Path, bytes]], replaced: Sequence[tuple[Path, bytes, bytes | None]]) -> None:

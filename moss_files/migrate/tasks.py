@@ -47,8 +47,12 @@ def candidate(
 ) -> Candidate:
     """The new file of one board item, with `imported_from`, `source_id` and the source's
     leftover fields."""
-    text = with_provenance(_RENDER[kind](item), imported_from, old_id, _clean(fields or {}))
-    return Candidate(kind, old_id, item.id, item_path(kind, item.id), text.encode("utf-8"), where, note)
+    leftovers = _clean(fields or {})
+
+    def render() -> bytes:
+        return with_provenance(_RENDER[kind](item), imported_from, old_id, leftovers).encode("utf-8")
+
+    return Candidate(kind, old_id, item.id, item_path(kind, item.id), render, where, note)
 
 
 def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:
