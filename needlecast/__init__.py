@@ -60,6 +60,7 @@ _EXPORTS = {
     "message_to_dict": "needlecast.message",
     "Entry": "needlecast.routing",
     "entry_to_dict": "needlecast.routing",
+    **dict.fromkeys(("read_mailfile", "with_key", "known_messages", "import_messages", "plan_switch", "apply_switch", "switch_to_dict"), "needlecast.layout"),
 }
 
 __all__ = sorted([*_EXPORTS, "DEFAULT_PORT"])

@@ -172,7 +172,7 @@ KIND_MODELS = {
 }
 # Where each outside library may be imported (module-name prefixes).
 ONLY_IN = {
-    "sqlite3": ("moss_files.index.",),
+    "sqlite3": ("moss_files.index.", "moss_files.migrate."),
     "typer": ("moss_files.cli.", "cstack.cli", "needlecast.cli"),
     "click": ("moss_files.cli.", "cstack.cli", "needlecast.cli"),
     "mcp": ("moss_files.mcp.",),

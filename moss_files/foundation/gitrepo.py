@@ -148,3 +148,27 @@ def _has_commits(repo: git.Repo) -> bool:
     except ValueError:
         return False
     return True
+
+
+def uncommitted(repo: git.Repo, relpaths: list[str]) -> dict[str, str]:
+    """The paths among `relpaths` (relative to the work tree) whose work-tree content git could
+    not bring back: `untracked`, `ignored`, or `changed` against the last commit. A path left
+    out is committed and unchanged. Reads only (`--no-optional-locks`: no index refresh)."""
+    if not relpaths:
+        return {}
+    if not _has_commits(repo):
+        return dict.fromkeys(relpaths, "untracked")
+    output = str(_run(repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=all", "--", *relpaths))
+    found: dict[str, str] = {}
+    entries = output.split("\0")
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            index += 1  # a rename or copy names its source next
+        found[path] = {"??": "untracked", "!!": "ignored"}.get(code, "changed")
+    return found

@@ -15,6 +15,7 @@ then confirms changes by content hash before re-reading a file's rows.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -247,7 +248,21 @@ class Registry:
             return Extracted((), (problem_from(err),))
         except Exception as exc:  # a bug in a source: report it where `index status` shows it
             return Extracted((), (Problem("INTERNAL", f"source {source.name!r} failed: {type(exc).__name__}: {exc}"),))
-        return Extracted(tidy_entries(extracted.entries), extracted.problems)
+        return Extracted(tidy_entries(with_provenance(extracted.entries, file.data)), extracted.problems)
+
+
+_PROVENANCE = re.compile(rb"^(?:imported_from|source_id)[ \t]*:[ \t]*['\"]?([^'\"\r\n#]*)", re.MULTILINE)
+
+
+def with_provenance(entries: Iterable[Entry], data: bytes) -> Iterable[Entry]:
+    """Entries of a file `moss migrate` wrote, searchable by the id the item had in the system
+    it came from: the frontmatter's `imported_from` and `source_id` join each entry's extra text."""
+    if b"source_id" not in data[:65536] or not data.startswith(b"---"):
+        return entries
+    end = data.find(b"\n---", 3)
+    found = [match.group(1).decode("utf-8", "replace").strip() for match in _PROVENANCE.finditer(data[: end if end > 0 else 0])]
+    text = " ".join(value for value in found if value)
+    return [replace(entry, extra=f"{entry.extra} {text}".strip()) for entry in entries] if text else entries
 
 
 def tidy_entries(entries: Iterable[Entry]) -> tuple[Entry, ...]:

@@ -1,0 +1,194 @@
+"""Migration speed: 10,000 Moss capsules (JSONL export and SQLite store) and 10,000 Moe tasks,
+first run, dry run and the idempotent second run, beside `moss import` of the same capsules.
+
+Run: .venv/bin/python bench/migrate.py [--count 10000]
+Builds each source in a temporary folder in its own format (the JSONL export and `moss.db` as
+Moss writes them, `.moe/` as Moe does, tasks spread over 20 epics, half with a plan step) and
+migrates it into a fresh scaffolded workspace, in process. Prints seconds with the corpus size;
+the baseline is the toolkit's own JSONL import (`moss import`, transfer.import_capsules) of the
+same export in the same run. Nothing outside the temporary folders is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from moss_files import scaffold
+from moss_files.foundation.context import Context
+from moss_files.foundation.ids import IdSource, seeded_random
+
+TEXT = """## Objective
+Keep the login flow working while sessions move to the new store.
+
+## Current status
+Token refresh works; logout still clears only the local cookie.
+
+## Decisions
+- Sessions live in Redis with a 14 day TTL.
+
+## Next actions
+- Make logout revoke the refresh token.
+
+## Key locations
+- src/auth/session.py
+
+## Open questions
+- Do we need device-bound tokens for the mobile app?
+"""
+MOSS_SCHEMA = """CREATE TABLE capsules (id TEXT PRIMARY KEY, workspace_raw TEXT NOT NULL, workspace_norm TEXT NOT NULL,
+name_raw TEXT, name_norm TEXT, title TEXT, capsule_text TEXT NOT NULL, capsule_chars INTEGER NOT NULL,
+tokens_estimate INTEGER NOT NULL, tags_json TEXT, source TEXT, run_id TEXT, phase TEXT, role TEXT,
+created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, deleted_at INTEGER);"""
+COLUMNS = ("id", "workspace_raw", "workspace_norm", "name_raw", "name_norm", "title", "capsule_text", "capsule_chars", "tokens_estimate", "tags_json")
+COLUMNS += ("source", "run_id", "phase", "role", "created_at", "updated_at", "deleted_at")
+
+
+def moss_records(count: int) -> list[dict[str, Any]]:
+    """`count` export records across 10 workspaces, every 50th soft-deleted."""
+    ids = IdSource(random_bytes=seeded_random(count))
+    records = []
+    for index in range(count):
+        workspace = f"team{index % 10}"
+        records.append(
+            {
+                "id": ids.ulid(),
+                "workspace_raw": workspace,
+                "workspace_norm": workspace,
+                "name_raw": f"capsule-{index:05d}",
+                "name_norm": f"capsule-{index:05d}",
+                "title": f"Capsule {index}",
+                "capsule_text": TEXT,
+                "capsule_chars": len(TEXT),
+                "tokens_estimate": 100,
+                "tags": ["bench", f"group{index % 7}"],
+                "source": "bench",
+                "run_id": None,
+                "phase": None,
+                "role": None,
+                "created_at": 1_768_000_000 + index,
+                "updated_at": 1_768_000_000 + index,
+                "deleted_at": 1_768_100_000 if index % 50 == 0 else None,
+            }
+        )
+    return records
+
+
+def write_export(path: Path, records: list[dict[str, Any]]) -> None:
+    lines = [json.dumps({"_moss_export": True, "schema_version": "1.0", "exported_at": 1_768_200_000})]
+    lines += [json.dumps(record, separators=(",", ":")) for record in records]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_store(path: Path, records: list[dict[str, Any]]) -> None:
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(MOSS_SCHEMA)
+        rows = [tuple(json.dumps(r["tags"]) if column == "tags_json" else r[column] for column in COLUMNS) for r in records]
+        connection.executemany(f"INSERT INTO capsules VALUES ({', '.join('?' for _ in COLUMNS)})", rows)
+        connection.commit()
+    finally:
+        connection.close()
+
+
+def write_moe(base: Path, count: int) -> None:
+    """A `.moe/` folder with 20 epics and `count` tasks (32-hex ids, as current Moe writes)."""
+    for folder in ("epics", "tasks"):
+        (base / folder).mkdir(parents=True)
+    (base / "project.json").write_text(json.dumps({"id": "proj-bench0001", "schemaVersion": 6, "name": "bench", "globalRails": {}, "settings": {}}))
+    for epic in range(20):
+        data = {"id": f"epic-{epic:032x}", "title": f"Epic {epic}", "description": "", "status": "ACTIVE", "order": epic, "createdAt": "2026-02-01T10:00:00Z"}
+        (base / "epics" / f"epic-{epic:032x}.json").write_text(json.dumps(data, indent=2))
+    statuses = ("BACKLOG", "PLANNING", "WORKING", "REVIEW", "DONE", "ARCHIVED")
+    for index in range(count):
+        task_id = f"task-{index:032x}"
+        plan = [{"stepId": "step-1", "description": "Do it with error handling and a test", "status": "COMPLETED", "affectedFiles": ["src/a.ts"]}]
+        data = {
+            "id": task_id,
+            "epicId": f"epic-{index % 20:032x}",
+            "title": f"Task number {index}",
+            "description": "Make the thing work.\n\nWith a second paragraph.",
+            "definitionOfDone": ["it works", "it is tested"],
+            "taskRails": [],
+            "implementationPlan": plan if index % 2 else [],
+            "status": statuses[index % len(statuses)],
+            "assignedWorkerId": None,
+            "priority": ("CRITICAL", "HIGH", "MEDIUM", "LOW")[index % 4],
+            "order": index,
+            "createdAt": "2026-02-06T22:05:35.439Z",
+            "updatedAt": "2026-06-09T10:59:58.622Z",
+            "dependsOn": [f"task-{index - 1:032x}"] if index % 10 == 9 else [],
+        }
+        (base / "tasks" / f"{task_id}.json").write_text(json.dumps(data, indent=2))
+
+
+def fresh_workspace(parent: Path, name: str) -> Path:
+    root = parent / name
+    root.mkdir()
+    scaffold.run(root, parts=scaffold.PARTS, agents=(), dry_run=False)
+    return root
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=10_000, help="Capsules and Moe tasks in each source.")
+    args = parser.parse_args()
+    from moss_files.capsules import transfer
+    from moss_files.migrate import service
+
+    count = args.count
+    work = Path(tempfile.mkdtemp(prefix="moss-bench-migrate-"))
+    try:
+        records = moss_records(count)
+        export = work / "home" / ".moss" / "exports" / "bench.jsonl"  # where `moss import` may read
+        export.parent.mkdir(parents=True)
+        write_export(export, records)
+        store = work / "home" / ".moss" / "moss.db"
+        write_store(store, records)
+        moe = work / "moe-source" / ".moe"
+        write_moe(moe, count)
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; {count} capsules, {count} Moe tasks; seconds")
+
+        baseline_root = fresh_workspace(work, "baseline")
+        ctx = Context(baseline_root, home=work / "home")
+        seconds, result = timed(lambda: transfer.import_capsules(ctx, path=str(export)))
+        print(f"{'baseline: moss import (JSONL)':<44} {seconds:>7.2f}   ({result['imported']} capsules)")
+
+        for label, options in (("moss migrate moss --jsonl", {"jsonl": str(export)}), ("moss migrate moss (moss.db)", {})):
+            root = fresh_workspace(work, label.replace(" ", "-").replace("(", "").replace(")", "").replace(".", ""))
+            ctx = Context(root, home=work / "home")
+            dry, result = timed(lambda options=options, ctx=ctx: service.migrate_moss(ctx, include_deleted=True, dry_run=True, **options))
+            first, result = timed(lambda options=options, ctx=ctx: service.migrate_moss(ctx, include_deleted=True, **options))
+            again, repeat = timed(lambda options=options, ctx=ctx: service.migrate_moss(ctx, include_deleted=True, **options))
+            print(f"{label:<44} {first:>7.2f}   ({result['created']} created; dry run {dry:.2f}; second run {again:.2f}, {repeat['created']} created)")
+
+        root = fresh_workspace(work, "moe")
+        shutil.copytree(moe, root / ".moe")
+        ctx = Context(root)
+        dry, result = timed(lambda: service.migrate_moe(ctx, dry_run=True))
+        first, result = timed(lambda: service.migrate_moe(ctx))
+        again, repeat = timed(lambda: service.migrate_moe(ctx))
+        label = "moss migrate moe"
+        print(f"{label:<44} {first:>7.2f}   ({result['created']} created; dry run {dry:.2f}; second run {again:.2f}, {repeat['created']} created)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Reading migration sources without changing them: files (never through a link, with size
+limits), JSON and JSON Lines with the line of any syntax error, SQLite databases opened
+read-only, and whether git could bring a source file back (for --move).
+
+Edge layer: the only module of the migrations that imports sqlite3 (tests/test_meta.py allows
+it here, as in the index). Nothing here writes: a SQLite database in WAL mode is opened
+`immutable` when no writer has it open, because a read-only connection would otherwise leave
+`-wal` and `-shm` files beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from moss_files.foundation import document
+from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, RepoError
+from moss_files.migrate.model import Where, source_error
+
+MAX_SOURCE_BYTES = 256 * 1024 * 1024  # one source file (an export of a big board, a JSONL dump)
+
+
+def shown(path: Path, root: Path) -> str:
+    """`path` as people see it in reports: relative to the workspace when inside it."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
+    """A source file's bytes, read without following a link at its name.
+
+    Raises NotFound, InvalidDocument SOURCE_INVALID (a link, not a regular file, too large).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise NotFound("no such source file", path=where) from None
+    except OSError as exc:
+        if path.is_symlink():
+            raise source_error("the source file is a symbolic link, which is never followed", Where(where)) from None
+        raise source_error(f"cannot open the source file: {exc.strerror}", Where(where)) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise source_error("the source is not a regular file", Where(where))
+        if info.st_size > max_bytes:
+            raise source_error(f"the source file is {info.st_size} bytes; the limit is {max_bytes}", Where(where), max_bytes=max_bytes)
+        return handle.read(max_bytes + 1)
+
+
+def read_text(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> str:
+    """A source file as text (UTF-8, a BOM dropped). Raises as `read_bytes`, and
+    SOURCE_INVALID with the line of bytes that are not UTF-8 or a NUL."""
+    data = read_bytes(path, where, max_bytes=max_bytes)
+    try:
+        text, _bom = document.decode(data, where, max_bytes=max_bytes)
+    except InvalidDocument as err:
+        raise source_error(err.message, Where(where, err.line), cause=err.code) from None
+    return text
+
+
+def load_json(path: Path, where: str) -> Any:
+    """A JSON source file's value. Raises SOURCE_INVALID with the line of a syntax error."""
+    text = read_text(path, where)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise source_error(f"not valid JSON: {exc.msg} (column {exc.colno})", Where(where, exc.lineno)) from None
+
+
+def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON Lines file. Raises SOURCE_INVALID
+    naming the first line that is not JSON."""
+    text = read_text(path, where)
+    records: list[tuple[int, Any]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
+    return records
+
+
+def list_files(folder: Path, suffixes: Sequence[str]) -> list[Path]:
+    """The files directly in `folder` ending in one of `suffixes`, sorted by name; dot files
+    (editors' swap files, our temporaries) left out. Links are listed, so reading them fails
+    loudly rather than being skipped."""
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [folder / name for name in names if name.endswith(tuple(suffixes)) and not name.startswith(".")]
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def _wal_idle(path: Path) -> bool:
+    """True when the database is in WAL mode and no connection has it open (no -wal file)."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(100)
+    except OSError:
+        return False
+    in_wal = len(header) >= 20 and header[18:20] == b"\x02\x02"
+    return in_wal and not Path(f"{path}-wal").exists()
+
+
+@contextmanager
+def open_database(path: Path, where: str) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to a source's SQLite database; never writes it or its folder.
+
+    Raises NotFound, InvalidDocument SOURCE_INVALID when it is not a readable database.
+    """
+    if not path.is_file():
+        raise NotFound("no such database", path=where)
+    if path.is_symlink():
+        raise source_error("the database is a symbolic link, which is never followed", Where(where))
+    mode = "ro&immutable=1" if _wal_idle(path) else "ro"
+    uri = f"file:{quote(str(path.resolve()))}?mode={mode}"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise source_error(f"cannot open the database: {exc}", Where(where)) from None
+    try:
+        connection.execute("PRAGMA query_only = 1")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        yield connection
+    except sqlite3.DatabaseError as exc:
+        raise source_error(f"cannot read the database: {exc}", Where(where)) from None
+    finally:
+        connection.close()
+
+
+def tables(connection: sqlite3.Connection) -> dict[str, list[str]]:
+    """Each table's columns."""
+    names = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    return {name: [row[1] for row in connection.execute(f"PRAGMA table_info({_quoted(name)})")] for name in names}
+
+
+def rows(connection: sqlite3.Connection, table: str, columns: Sequence[str], order: str | None = None) -> list[dict[str, Any]]:
+    """Every row of `table` as a mapping of the given columns."""
+    listed = ", ".join(_quoted(column) for column in columns)
+    query = f"SELECT {listed} FROM {_quoted(table)}" + (f" ORDER BY {order}" if order else "")
+    return [dict(zip(columns, row, strict=True)) for row in connection.execute(query)]
+
+
+def scalar(connection: sqlite3.Connection, query: str) -> Any:
+    """The first column of the first row of a query (None when there is none)."""
+    row = connection.execute(query).fetchone()
+    return row[0] if row else None
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------- git
+
+
+def move_refusals(root: Path, paths: Sequence[Path]) -> dict[str, str]:
+    """Why git could not bring back each of `paths` if it were removed: `untracked`, `ignored`,
+    `changed` (against the last commit), or `not in a git work tree`. Empty when all of them
+    are committed and unchanged, the only state in which --move removes a source file."""
+    from moss_files.foundation import gitrepo  # GitPython loads only for --move
+
+    try:
+        repo = gitrepo.open_repo(root)
+        top = Path(repo.working_tree_dir or root).resolve()
+    except MossError:
+        return {shown(path, root): "not in a git work tree" for path in paths}
+    relpaths: dict[str, Path] = {}
+    refusals: dict[str, str] = {}
+    for path in paths:
+        try:
+            relpaths[path.resolve().relative_to(top).as_posix()] = path
+        except ValueError:
+            refusals[shown(path, root)] = "outside the git work tree"
+    try:
+        states = gitrepo.uncommitted(repo, sorted(relpaths))
+    except RepoError as err:
+        return {shown(path, root): f"git status failed: {err.message}" for path in paths}
+    for relpath, state in states.items():
+        if relpath in relpaths:
+            refusals[shown(relpaths[relpath], root)] = state
+    return refusals

@@ -1,0 +1,98 @@
+"""`moss migrate` and `migrate.sh` as real processes: help, reports, JSON, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import BIN, run_cli
+from migrate_support import FIXTURES, copy_fixture, make_workspace, snapshot
+
+SCRIPT = Path(__file__).resolve().parents[2] / "migrate.sh"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return make_workspace(tmp_path / "project")
+
+
+def _script(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_moss_migrate_lists_its_sources() -> None:
+    result = run_cli("moss", "migrate", "--help")
+    assert result.returncode == 0
+    for source in ("moss", "moe", "loopflow", "backlog", "beads", "cortical", "needlecast"):
+        assert source in result.stdout
+
+
+def test_a_run_prints_its_report_and_json_is_the_use_cases_shape(root: Path) -> None:
+    copy_fixture("beads", root)
+    dry = run_cli("moss", "migrate", "beads", "--dry-run", "--json", cwd=root)
+    assert dry.returncode == 0, dry.stderr
+    data = json.loads(dry.stdout)
+    assert (data["source"], data["dry_run"], data["created"], data["skipped"], data["report"]) == ("beads", True, 6, 1, None)
+    text = run_cli("moss", "migrate", "beads", cwd=root)
+    assert text.returncode == 0
+    assert "created      task      bd-a3f8.1  (.beads/issues.jsonl:2) -> .moss/board/tasks/" in text.stdout
+    assert text.stdout.rstrip().splitlines()[-1].startswith("report: .moss/migrations/")
+    again = run_cli("moss", "migrate", "beads", cwd=root)
+    assert "nothing to do" in again.stdout
+
+
+def test_a_malformed_source_exits_4_with_the_error_body(root: Path) -> None:
+    (root / ".beads").mkdir()
+    (root / ".beads/issues.jsonl").write_text('{"id": "bd-1", "title": "ok"}\nnot json\n')
+    before = snapshot(root)
+    result = run_cli("moss", "migrate", "beads", "--json", cwd=root)
+    assert result.returncode == 4
+    error = json.loads(result.stderr)["error"]
+    assert (error["code"], error["path"], error["line"]) == ("SOURCE_INVALID", ".beads/issues.jsonl", 2)
+    assert snapshot(root) == before
+
+
+def test_a_missing_source_exits_3_and_a_bad_option_2(root: Path) -> None:
+    assert run_cli("moss", "migrate", "moe", cwd=root).returncode == 3
+    assert run_cli("moss", "migrate", "loopflow", "--tasks", "jira", cwd=root).returncode == 2
+
+
+def test_migrate_sh_runs_the_installed_moss(root: Path, tmp_path: Path) -> None:
+    copy_fixture("moe", root)
+    env = {"PATH": f"{BIN}:{os.environ['PATH']}"}
+    result = _script("moe", "--dry-run", cwd=root, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "would create" in result.stdout
+    elsewhere = _script("--project-dir", str(root), "moe", "--json", cwd=tmp_path, env=env)
+    assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["created"] == 9
+
+
+def test_migrate_sh_all_runs_each_source_the_project_holds(root: Path) -> None:
+    copy_fixture("beads", root)
+    copy_fixture("cortical", root)
+    result = _script("--all", "--dry-run", cwd=root, env={"PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert result.returncode == 0, result.stderr
+    assert "migrating beads" in result.stderr and "migrating cortical" in result.stderr and "migrating moe" not in result.stderr
+
+
+def test_migrate_sh_help_usage_and_missing_moss(root: Path, tmp_path: Path) -> None:
+    help_text = _script("--help", cwd=root, env={"PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert help_text.returncode == 0 and "Exit status" in help_text.stdout
+    assert _script(cwd=root, env={"PATH": f"{BIN}:{os.environ['PATH']}"}).returncode == 2
+    unknown = _script("jira", cwd=root, env={"PATH": f"{BIN}:{os.environ['PATH']}"})
+    assert unknown.returncode == 2 and "unknown source" in unknown.stderr
+    empty_home = tmp_path / "empty-home"
+    empty_home.mkdir()
+    bare_path = tmp_path / "bin"
+    bare_path.mkdir()
+    missing = _script("moe", cwd=root, env={"PATH": f"{bare_path}:/usr/bin:/bin", "HOME": str(empty_home), "MOSS_HOME": str(empty_home / "none")})
+    assert missing.returncode == 3 and "install.sh" in missing.stderr
+
+
+def test_migrate_sh_is_executable() -> None:
+    assert SCRIPT.stat().st_mode & stat.S_IXUSR
+    assert FIXTURES.is_dir()
