@@ -100,17 +100,6 @@ Merge = Callable[[bytes | None, bytes], bytes]
 leftover holds is lost (empty when `current` already has all of it)."""
 
 
-def pid_alive(pid: int) -> bool:
-    """True while process `pid` runs: a live writer's temporary is not a leftover."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clear_dead_temporaries(folder: Path) -> None:
     """Delete temporaries that writers killed mid-write left in `folder` (caller holds its lock).
 
@@ -119,7 +108,7 @@ def clear_dead_temporaries(folder: Path) -> None:
     """
     for name in list_names(folder):
         match = LEFTOVER.match(name)
-        if match and match.group("kind") is None and not pid_alive(int(match.group("pid"))):
+        if match and match.group("kind") is None and not fs.process_alive(int(match.group("pid"))):
             (folder / name).unlink(missing_ok=True)
 
 
@@ -142,7 +131,7 @@ def fold_leftovers(path: Path, merge: Merge) -> None:
         leftover = path.parent / name
         if match.group("kind") is None:
             # A temporary that never got its `ready` mark holds nothing that is not elsewhere.
-            if not pid_alive(int(match.group("pid"))):
+            if not fs.process_alive(int(match.group("pid"))):
                 leftover.unlink(missing_ok=True)
             continue
         content = read_if_any(leftover) or b""

@@ -413,6 +413,18 @@ def _umask() -> int:
     return current
 
 
+def process_alive(pid: int) -> bool:
+    """True while process `pid` runs on this machine: a live writer's temporary or staging
+    folder is not a leftover to clean up."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def lock_path_for(path: Path) -> Path:
     """The lock file that guards `path`."""
     return path.with_name(f".{path.name}{LOCK_SUFFIX}")

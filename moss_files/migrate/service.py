@@ -116,6 +116,18 @@ def _board_lock(ctx: Context, dry_run: bool) -> Iterator[None]:
         yield
 
 
+def _finish_under_board_lock(ctx: Context, plan: Plan, *, dry_run: bool, what: str) -> dict[str, Any]:
+    """`_finish` for the sources that write board files (and insights beside them): the plan's
+    writes are committed under the board's writer lock, with `what` as the progress label."""
+
+    def apply() -> list[str]:
+        with _board_lock(ctx, dry_run):
+            targets.commit(ctx.root, plan.writes, _progress(ctx, what))
+        return []
+
+    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+
+
 def _read_project(ctx: Context) -> Project | None:
     path = ctx.root / BOARD_PROJECT
     if not path.is_file():
@@ -281,12 +293,7 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
         builder.writes.append(Write(BOARD_LOG, b"".join(lines), mode="append"))
     plan = builder.build()
 
-    def apply() -> list[str]:
-        with _board_lock(ctx, dry_run):
-            targets.commit(ctx.root, plan.writes, _progress(ctx, "writing board files"))
-        return []
-
-    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
 
 
 def board_files_event_line(record: dict[str, Any]) -> bytes:
@@ -384,12 +391,7 @@ def migrate_loopflow(
         _plan_md(ctx, builder, result.plan_tasks)
     plan = builder.build()
 
-    def apply() -> list[str]:
-        with _board_lock(ctx, dry_run):
-            targets.commit(ctx.root, plan.writes, _progress(ctx, "writing LoopFlow items"))
-        return []
-
-    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing LoopFlow items")
 
 
 def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask]) -> None:
@@ -488,12 +490,7 @@ def migrate_backlog(ctx: Context, *, path: str | None = None, project: str | Non
     _board_plan(ctx, builder, candidates, imported, existing)
     plan = builder.build()
 
-    def apply() -> list[str]:
-        with _board_lock(ctx, dry_run):
-            targets.commit(ctx.root, plan.writes, _progress(ctx, "writing board files"))
-        return []
-
-    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
 
 
 def migrate_beads(ctx: Context, *, path: str | None = None, project: str | None = None, include_deleted: bool = False, dry_run: bool = False) -> dict[str, Any]:
@@ -521,12 +518,7 @@ def migrate_beads(ctx: Context, *, path: str | None = None, project: str | None 
     _board_plan(ctx, builder, candidates, imported, existing)
     plan = builder.build()
 
-    def apply() -> list[str]:
-        with _board_lock(ctx, dry_run):
-            targets.commit(ctx.root, plan.writes, _progress(ctx, "writing board files"))
-        return []
-
-    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
 
 
 # --------------------------------------------------------------------------- cortical stack

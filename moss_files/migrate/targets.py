@@ -204,7 +204,7 @@ def _clear_stale_staging(root: Path) -> None:
         return
     for name in names:
         parts = name.split("-")
-        if len(parts) != 3 or parts[0] != "migrate" or not parts[1].isdigit() or _alive(int(parts[1])):
+        if len(parts) != 3 or parts[0] != "migrate" or not parts[1].isdigit() or fs.process_alive(int(parts[1])):
             continue
         folder = base / name
         if folder.is_symlink() or not folder.is_dir():
@@ -212,16 +212,6 @@ def _clear_stale_staging(root: Path) -> None:
         for leftover in folder.iterdir():
             leftover.unlink()
         folder.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _undo(created: Sequence[tuple[Path, bytes]], replaced: Sequence[tuple[Path, bytes, bytes | None]]) -> None:
