@@ -14,7 +14,7 @@ from typing import Any
 
 from moss_files.board import oversight, rules, shapes
 from moss_files.board.leases import revive
-from moss_files.board.model import CLAIMABLE, Task, check_status, check_statuses
+from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Task, check_status, check_statuses
 from moss_files.board.usecase import (
     board_store,
     caller,
@@ -58,6 +58,9 @@ def claim_next_task(
         if epic_id:
             find_epic(board, epic_id.strip())
         board = settle_approvals(ctx, board)
+        if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
+            revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
+            board = store.load()
         plan = rules.plan_claim(
             board, wanted, worker, epic_id=epic_id.strip() if epic_id else None, replace_existing=replace_existing, blocked=question_blocked(ctx)
         )
@@ -66,11 +69,11 @@ def claim_next_task(
             touch(ctx, board, worker)  # asking is a sign of life
             return with_problems({"hasNext": False, "alreadyAssigned": {"taskId": held.id, "title": held.title, "status": held.status}}, board.problems)
         if plan.task is None:
+            touch(ctx, board, worker)
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
         if worker is not None:
             ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
-            revive(ctx, worker)
             board = touch(ctx, board, worker, force=True)  # the claim starts the lease
             now = ctx.stamp()
             expected = (task.status, task.assigned_worker)

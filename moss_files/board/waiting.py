@@ -87,11 +87,16 @@ def _block(
         if watcher.fallback_reason is not None:
             modes["blind"] = True  # later waits of this server poll from the start
         deadline = started + timeout
+        looked = False
         while True:
             watcher.changed.clear()
             answer = check()
             if answer is not None:
                 return answer, watcher.mode, time.monotonic() - started
+            if not looked and timeout > 0:
+                looked = True
+                # From here on any change to the board's files wakes this wait: say so.
+                ctx.say(f"waiting ({watcher.mode}) up to {timeout:g}s for {'a task' if kind == 'task' else 'messages'}")
             if wait.cancelled.is_set():
                 return {"cancelled": True}, watcher.mode, time.monotonic() - started
             remaining = deadline - time.monotonic()

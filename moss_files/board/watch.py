@@ -39,8 +39,11 @@ class _Sink:
         self.watcher = watcher
 
     def dispatch(self, event: Any) -> None:
-        if getattr(event, "event_type", None) not in _CHANGE_EVENTS:
+        kind = getattr(event, "event_type", None)
+        if kind not in _CHANGE_EVENTS:
             return
+        if kind == "modified" and getattr(event, "is_directory", False):
+            return  # a folder's own change comes with the event of the file that changed in it
         for raw in (getattr(event, "src_path", None), getattr(event, "dest_path", None)):
             if raw:
                 self.watcher.notice(Path(os.fsdecode(raw)))

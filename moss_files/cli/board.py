@@ -13,6 +13,7 @@ behalf of an agent, so the ownership guards apply as they do to that agent's MCP
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,6 +61,11 @@ def _context(root: Path | None, *, init: bool = False) -> Context:
     with a fresh board store."""
     top = workspace.init_root(explicit=root) if init else workspace.find_workspace(explicit=root)
     return Context(top)
+
+
+def _watching(root: Path | None) -> Context:
+    """A waiter's context: it says on stderr when it starts waiting (after its first look)."""
+    return replace(_context(root), notify=note)
 
 
 def _warn(result: dict[str, Any]) -> None:
@@ -547,7 +553,7 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             statuses = status or (None if team else ["WORKING"])
             result = waiting.wait_for_task(
-                _context(root), statuses=statuses, worker_id=worker, epic_id=epic, team_id=team, timeout_ms=_seconds(timeout), poll=poll
+                _watching(root), statuses=statuses, worker_id=worker, epic_id=epic, team_id=team, timeout_ms=_seconds(timeout), poll=poll
             )
         emit(result, as_json, text=_woke(result))
 
@@ -1130,7 +1136,7 @@ def register_chat(board_app: typer.Typer) -> None:
     ) -> None:
         """The worker's unread messages; if none, wait for the next ones."""
         with reporting(as_json):
-            result = waiting.chat_wait(_context(root), worker_id=worker, channels=channel, timeout_ms=_seconds(timeout), max_content_chars=0, poll=poll)
+            result = waiting.chat_wait(_watching(root), worker_id=worker, channels=channel, timeout_ms=_seconds(timeout), max_content_chars=0, poll=poll)
         rows = [f"#{m['channel']}  {m['sender']}: {m['content']}" for m in result.get("messages", [])]
         emit(result, as_json, text="\n".join(rows) or ("cancelled" if result.get("cancelled") else f"nothing after {result['waitedMs'] / 1000:g}s"))
 
