@@ -19,7 +19,7 @@ from moss_files.board import rules, threads
 from moss_files.board.model import GONE_WORKER_STATUSES, Board
 from moss_files.board.rules import worker_status
 from moss_files.board.threads import HUMAN, SYSTEM, Post
-from moss_files.board.usecase import board_store, caller, ensure_worker, event_time, find_epic, find_task, log, waits, with_problems
+from moss_files.board.usecase import board_store, caller, event_time, find_epic, find_task, log, touch, waits, with_problems
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN as HUMAN_ACTOR
 from moss_files.foundation.context import Context
@@ -41,6 +41,19 @@ def speaker(ctx: Context, worker_id: str | None) -> str:
             raise Conflict(f"{worker!r} is reserved; name the worker that speaks", code="NOT_ALLOWED", status=403, details={"workerId": worker})
         return worker
     return HUMAN if ctx.actor == HUMAN_ACTOR else "agent"
+
+
+def _alive(ctx: Context, speaker_id: str) -> None:
+    """A worker that speaks is alive (Moe touches the worker on every chat call): its lease
+    is renewed (at most every twentieth of the lease). A STALE or DEAD worker stays so."""
+    if speaker_id in (HUMAN, SYSTEM, "agent"):
+        return
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        record = board.workers.get(speaker_id)
+        if record is None or record.status not in GONE_WORKER_STATUSES:
+            touch(ctx, board, speaker_id)
 
 
 def _roles(board: Board) -> dict[str, str | None]:
@@ -139,10 +152,8 @@ def chat_send(ctx: Context, *, channel: str, content: str, worker_id: str | None
     store = board_store(ctx)
     board = store.load()
     target = known_channel(ctx, board, channel)
-    if sender not in (HUMAN, "agent") and sender not in board.workers:
-        with store.writing():
-            ensure_worker(ctx, board, sender, None)
-        board = store.load()
+    _alive(ctx, sender)
+    board = store.load()
     posts, problems = store.read_channel(target.id)
     reply = arguments.optional(reply_to)
     if reply is not None and not any(p.id == reply for p in threads.messages(posts)):
@@ -236,6 +247,8 @@ def chat_read(
         every = [post for posts in unread.values() for post in posts]
         given = [post for _, _, post in sorted((p.timestamp, i, p) for i, p in enumerate(every))][-count:]
     remaining = sum(len(posts) for posts in unread.values()) - len(given)
+    if worker is not None:
+        _alive(ctx, worker)
     if worker is not None and since is None and given:
         moves: dict[str, str | None] = {}
         for post in given:
@@ -296,6 +309,7 @@ def chat_join(ctx: Context, *, channel: str, worker_id: str | None = None) -> di
     """Moe's chat_join: the worker joins a channel (a join line, written once) and learns who is
     online (heard from within the last two minutes)."""
     sender = speaker(ctx, worker_id)
+    _alive(ctx, sender)
     store = board_store(ctx)
     board = store.load()
     target = known_channel(ctx, board, channel)
@@ -497,6 +511,7 @@ def add_comment(
         id=f"COMMENT-{ctx.new_ulid()}", task=task_id, author=author, content=text, timestamp=event_time(ctx), question=question, reply_to=reply
     )
     store.append_record("comments", task_id, threads.comment_to_record(comment))
+    _alive(ctx, author)
     after, _ = store.read_comments(task_id)
     still = {c.id for c in threads.open_questions(after)}
     answered = [c.id for c in threads.open_questions(before) if c.id not in still]
