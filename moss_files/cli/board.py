@@ -923,7 +923,7 @@ def register(app: typer.Typer) -> None:
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Record a decision on a rail proposal (edit the rails themselves in project.md or the epic/task)."""
+        """Approve or reject a rail proposal; an approval applies it to the rails (logged as RAILS_UPDATED)."""
         with reporting(as_json):
             result = plans.resolve_proposal(_context(root), proposal_id=proposal_id, decision=decision)
         emit(result, as_json, text=f"{proposal_id} {result['proposal']['status']}")
