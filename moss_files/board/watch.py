@@ -16,6 +16,7 @@ compares directory snapshots every `poll_interval` seconds. An observer that can
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
@@ -30,6 +31,19 @@ POLL_INTERVAL = 0.25
 PROBE_PREFIX = ".wait-probe.tmp-"
 # Event kinds that can mean new content (opens and read-only closes are our own reads).
 _CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
+class _StoppingNoise(logging.Filter):
+    """Drops watchdog's complaint that events arrived while its inotify thread was stopping: a
+    waiter stops its watcher as soon as it has its answer, often in the middle of the burst of
+    events the change that woke it makes, and those late events are not needed. Without a
+    logging setup the complaint would reach the waiter's stderr (`moss task wait`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "called when the thread is inactive" not in record.getMessage()
+
+
+_QUIET = _StoppingNoise()
 
 
 class _Sink:
@@ -78,6 +92,9 @@ class BoardWatcher:
         from watchdog.observers.polling import PollingObserver
 
         self._stop_observer()
+        inotify_log = logging.getLogger("watchdog.observers.inotify")
+        if _QUIET not in inotify_log.filters:
+            inotify_log.addFilter(_QUIET)
         observer: Any = PollingObserver(timeout=self.poll_interval) if polling else Observer()
         observer.daemon = True
         observer.schedule(_Sink(self), str(self.folder), recursive=True)
