@@ -14,10 +14,17 @@ from mcp_support import anyio_backend, anyio_workers_finish  # noqa: F401  (fixt
 
 from moss_files.board import claims, editing, governance, plans, teams
 from moss_files.foundation.context import AGENT, Context
+from moss_files.foundation.errors import MossError
 
 
 def agent(root: Path) -> Context:
     return Context(root, actor=AGENT)
+
+
+def code_of(call: object) -> str:
+    with pytest.raises(MossError) as caught:
+        call()  # type: ignore[operator]
+    return caught.value.code
 
 
 def working_task(root: Path, *, dod: list[str] | None = None) -> str:
@@ -187,3 +194,57 @@ async def test_governance_through_the_client(tmp_path: Path) -> None:
         assert (await calls.ok("moe.archive_task", taskId=spare, reason="dropped"))["status"] == "ARCHIVED"
         await calls.error("moe.archive_task", "NOT_FOUND", taskId="TASK-20260101-nothere")
         assert (await calls.ok("moe.init_project"))["success"] is True
+
+
+# --------------------------------------------------------------------------- re-plans, critiques, budgets, metrics, handoffs
+
+
+def test_replan_critique_budget_metrics_and_handoffs_through_the_cli(tmp_path: Path) -> None:
+    root = board(tmp_path / "p", approval="TURBO")
+    task = working_task(root)
+    moss(root, "task", "step-done", task, "step-1", "-w", "dev")
+    replanned = moss(root, "task", "replan", task, "-r", "the form library is gone", "--step", "step-2", "-w", "dev")
+    assert replanned["status"] == "PLANNING" and replanned["priorAttempt"]["reason"] == "the form library is gone"
+    assert moss(root, "task", "replan", task, "-r", "again", code=5)["error"]["code"] == "INVALID_TRANSITION"
+    assert moss(root, "task", "handoffs", task)["priorAttempt"]["reason"] == "the form library is gone"
+    assert "REPLAN_REQUESTED" in events(root, task)
+    # A governor's block sends a plan back; an agent that is not a governor may not critique.
+    teams.register_worker(Context(root), worker_id="gov", role="governor")
+    claims.claim_next_task(agent(root), statuses=["PLANNING"], worker_id="arch")
+    plans.submit_plan(agent(root), task_id=task, worker_id="arch", steps=["Build the form by hand", "Write a test"])
+    assert code_of(lambda: governance.submit_plan_critique(agent(root), task_id=task, verdict="pass", worker_id="dev")) == "NOT_ALLOWED"
+    assert moss(root, "task", "critique", task, "block", code=2)["error"]["code"] == "INVALID_REQUEST"  # a block names its concerns
+    blocked = governance.submit_plan_critique(agent(root), task_id=task, verdict="block", concerns=["no accessibility step"], worker_id="gov")
+    assert (blocked["status"], blocked["concerns"]) == ("PLANNING", ["no accessibility step"])
+    governing = governance.enter_governance(agent(root), worker_id="gov")
+    assert governing["status"] == "GOVERNING" and "governors" in [c["id"] for c in governing["channels"]]
+    assert code_of(lambda: governance.enter_governance(agent(root), worker_id="dev")) == "NOT_ALLOWED"
+    # Budgets and metrics.
+    assert moss(root, "task", "budget", task, "90")["budget"]["wallClockMs"] == 5_400_000
+    rows = moss(root, "board", "metrics")
+    assert rows["totalMatched"] == 1 and rows["tasks"][0]["taskId"] == task
+    assert moss(root, "task", "budget", task, "0")["budget"] is None
+
+
+@pytest.mark.anyio
+async def test_replan_critique_budget_metrics_and_handoffs_through_the_client(tmp_path: Path) -> None:
+    root = board(tmp_path / "p", approval="TURBO")
+    task = working_task(root)
+    teams.register_worker(Context(root), worker_id="gov", role="governor")
+    async with connect(root) as client:
+        calls = Calls(client)
+        note = {"whatIsDone": "the form renders", "whatRemains": "expiry validation"}
+        await calls.ok("moe.release_task", taskId=task, workerId="dev", handoffNote=note)
+        history = await calls.ok("moe.get_handoff_history", taskId=task)
+        assert [(h["releasedBy"], h["whatRemains"]) for h in history["priorHandoffs"]] == [("dev", "expiry validation")]
+        await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="dev2")
+        assert (await calls.ok("moe.request_replan", taskId=task, reason="wrong approach", workerId="dev2"))["status"] == "PLANNING"
+        await calls.error("moe.submit_plan_critique", "NOT_ALLOWED", taskId=task, verdict="pass", workerId="dev2")
+        critique = await calls.ok("moe.submit_plan_critique", taskId=task, verdict="pass", workerId="gov")
+        assert critique["verdict"] == "pass" and critique["status"] == "PLANNING"
+        assert (await calls.ok("moe.enter_governance", workerId="gov"))["alreadyGoverning"] is False
+        assert (await calls.ok("moe.set_task_budget", taskId=task, wallClockMs=60_000))["budget"]["wallClockMs"] == 60_000
+        await calls.error("moe.set_task_budget", "INVALID_REQUEST", taskId=task, wallClockMs=-1)
+        metrics = await calls.ok("moe.list_metrics")
+        assert metrics["totalMatched"] == 1 and "aggregate" in metrics
+        await calls.error("moe.list_metrics", "INVALID_REQUEST", sinceIso="yesterday")
