@@ -163,6 +163,9 @@ KIND_MODELS = {
     "moss_files.board.files",
     "moss_files.board.shapes",
     "moss_files.board.rules",
+    "moss_files.board.evidence",
+    "moss_files.board.oversight",
+    "moss_files.board.threads",
     "moss_files.loopflow.insights",
     "moss_files.loopflow.sessions",
     "moss_files.index.model",
@@ -178,7 +181,7 @@ ONLY_IN = {
     "mcp": ("moss_files.mcp.",),
     "git": ("moss_files.foundation.gitrepo",),
     "uvicorn": ("moss_files.mcp.",),
-    "watchdog": ("needlecast.sidecar",),
+    "watchdog": ("needlecast.sidecar", "moss_files.board.watch"),
     "anthropic": ("moss_files.agent.llm",),
 }
 # What cstack and needlecast may use of moss_files: the foundation, the shared CLI support,

@@ -8,28 +8,34 @@ task: see `usecase`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from moss_files.board import rules, shapes
-from moss_files.board.model import CLAIMABLE, Task, check_status, check_statuses
+from moss_files.board import oversight, rules, shapes
+from moss_files.board.leases import revive
+from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Task, check_status, check_statuses
 from moss_files.board.usecase import (
     board_store,
     caller,
     ensure_worker,
     find_epic,
     find_task,
-    guard_owner,
+    guard,
     log,
     move,
+    question_blocked,
     settle_approvals,
+    settle_leases,
+    touch,
     with_problems,
     write_task,
 )
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest
+
+MAX_HANDOFFS = 20
 
 
 def claim_next_task(
@@ -48,19 +54,27 @@ def claim_next_task(
         raise InvalidRequest("statuses must list at least one of " + ", ".join(CLAIMABLE), details={"field": "statuses"})
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         if epic_id:
             find_epic(board, epic_id.strip())
         board = settle_approvals(ctx, board)
-        plan = rules.plan_claim(board, wanted, worker, epic_id=epic_id.strip() if epic_id else None, replace_existing=replace_existing)
+        if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
+            revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
+            board = store.load()
+        plan = rules.plan_claim(
+            board, wanted, worker, epic_id=epic_id.strip() if epic_id else None, replace_existing=replace_existing, blocked=question_blocked(ctx)
+        )
         if plan.already is not None:
             held = plan.already
+            touch(ctx, board, worker)  # asking is a sign of life
             return with_problems({"hasNext": False, "alreadyAssigned": {"taskId": held.id, "title": held.title, "status": held.status}}, board.problems)
         if plan.task is None:
+            touch(ctx, board, worker)
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
         if worker is not None:
             ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
+            board = touch(ctx, board, worker, force=True)  # the claim starts the lease
             now = ctx.stamp()
             expected = (task.status, task.assigned_worker)
 
@@ -91,20 +105,41 @@ def claim_next_task(
     return with_problems(result, board.problems)
 
 
-def release_task(ctx: Context, *, task_id: str, reason: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
-    """Let go of a held task: it keeps its status and becomes claimable by the next worker."""
+def release_task(
+    ctx: Context, *, task_id: str, reason: str | None = None, handoff_note: Mapping[str, Any] | None = None, worker_id: str | None = None
+) -> dict[str, Any]:
+    """Let go of a held task: it keeps its status and becomes claimable by the next worker. A
+    handoff note ({whatIsDone, whatRemains, pitfalls?, openQuestions?}) is kept on the task,
+    newest first, for whoever claims it next (get_handoff_history)."""
     task_id = arguments.required(task_id, "taskId")
     worker = caller(ctx, worker_id)
+    why = arguments.optional(reason)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
         now = ctx.stamp()
-        old, new = write_task(ctx, task_id, lambda t: replace(t, assigned_worker=None, updated=now) if t.assigned_worker else t)
-        if old.assigned_worker:
-            log(ctx, board.project, "WORKER_RELEASED", task=new, worker=old.assigned_worker, status=new.status, reason=reason)
-    return {"success": True, "taskId": task_id, "status": new.status, "releasedWorkerId": old.assigned_worker}
+        note = oversight.handoff(handoff_note, by=worker or task.assigned_worker, now=now, reason=why) if handoff_note is not None else None
+
+        def decide(current: Task) -> Task:
+            if current.status in ("DONE", "ARCHIVED"):
+                return current  # finished work is never reopened by a release
+            handoffs = ((note, *current.handoffs)[:MAX_HANDOFFS]) if note else current.handoffs
+            return replace(current, assigned_worker=None, handoffs=handoffs, updated=now) if (current.assigned_worker or note) else current
+
+        old, new = write_task(ctx, task_id, decide)
+        if old.assigned_worker and not new.assigned_worker:
+            log(ctx, board.project, "WORKER_RELEASED", task=new, worker=old.assigned_worker, status=new.status, reason=why, handoffNote=bool(note))
+    result: dict[str, Any] = {
+        "success": True,
+        "taskId": task_id,
+        "status": new.status,
+        "releasedWorkerId": old.assigned_worker if not new.assigned_worker else None,
+    }
+    if note is None and old.assigned_worker:
+        result["warning"] = "released without a handoff note: the next worker starts from the task file alone"
+    return result
 
 
 def set_task_status(ctx: Context, *, task_id: str, status: str, reason: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
@@ -119,9 +154,9 @@ def set_task_status(ctx: Context, *, task_id: str, status: str, reason: str | No
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
         rules.check_transition(task, target, reason=reason)
         if (task.status, target) == ("AWAITING_APPROVAL", "WORKING") and ctx.actor != HUMAN and not rules.approval_due(task, board.project.settings, ctx.now()):
             raise Conflict(
@@ -140,11 +175,11 @@ def qa_approve(ctx: Context, *, task_id: str, summary: str | None = None, worker
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to approve", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
-        guard_owner(task, worker)
+        guard(board, task, worker)
         extra = (lambda t: replace(t, review_summary=summary)) if summary and summary.strip() else None
         new = move(ctx, board, task, "DONE", reason=None, actor=worker or task.assigned_worker, extra=extra)
     return {"success": True, "taskId": task_id, "status": new.status, "summary": summary, "message": f"{task_id} approved by QA and DONE."}
@@ -160,11 +195,11 @@ def qa_reject(ctx: Context, *, task_id: str, reason: str, worker_id: str | None 
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
-        guard_owner(task, worker)
+        guard(board, task, worker)
         target = rules.qa_reject_target(task, board.project.settings)
         new = move(ctx, board, task, target, reason=why, actor=worker or task.assigned_worker)
     escalated = new.status == "PLANNING"

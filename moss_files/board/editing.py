@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from moss_files.board import shapes
@@ -19,6 +20,7 @@ from moss_files.board.model import (
     EPIC_STATUSES,
     Board,
     Epic,
+    Project,
     Task,
     check_choice,
     check_priority,
@@ -27,7 +29,8 @@ from moss_files.board.model import (
     next_order,
 )
 from moss_files.board.rules import dependency_cycle
-from moss_files.board.usecase import board_store, find_epic, find_task, log, task_path, write_task
+from moss_files.board.store import FOLDERS, THREAD_FOLDERS
+from moss_files.board.usecase import board_store, find_epic, find_task, log, move, task_path, write_task
 from moss_files.foundation import arguments
 from moss_files.foundation.context import AGENT, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
@@ -299,19 +302,116 @@ def delete_epic(ctx: Context, *, epic_id: str, cascade_delete: bool = False) -> 
 # --------------------------------------------------------------------------- the board itself
 
 
-def init_board(ctx: Context, *, name: str | None = None) -> dict[str, Any]:
-    """Write `project.md` with every setting spelled out (never replaces an existing one)."""
+def init_board(ctx: Context, *, name: str | None = None, locked: bool = False) -> dict[str, Any]:
+    """Write `project.md` with every setting spelled out (never replaces an existing one).
+    `locked`: the caller holds the board lock already."""
+    store = board_store(ctx)
+    if locked:
+        created, project = _write_project(ctx, name)
+    else:
+        with store.writing():
+            created, project = _write_project(ctx, name)
+    return {"created": created, "path": store.display(store.project_path), "project": shapes.project_to_dict(project)}
+
+
+def _write_project(ctx: Context, name: str | None) -> tuple[bool, Project]:
+    store = board_store(ctx)
+    if store.project_path.exists():
+        return False, store.read_project()
+    now = ctx.stamp()
+    base = default_project(arguments.optional(name) or store.root.name)
+    project = replace(base, id=ctx.new_id("PROJ"), exists=True, created=now, updated=now)
+    if not store.create_project(project):
+        return False, store.read_project()
+    log(ctx, project, "PROJECT_CREATED", name=project.name)
+    return True, project
+
+
+def init_project(ctx: Context, *, project_path: str | None = None, name: str | None = None, force: bool = False) -> dict[str, Any]:
+    """Moe's init_project over the workspace: the `.moss/` folders and git settings `moss init`
+    writes for the board (the union merge of its logs and threads, the merge driver), the
+    board's folders, and `project.md`. Nothing that exists is replaced, with or without `force`
+    (which re-creates missing parts of an initialized project).
+
+    Raises InvalidRequest for a `project_path` other than this workspace's root.
+    """
+    if project_path is not None and project_path.strip():
+        wanted = Path(project_path.strip()).expanduser()
+        if not wanted.is_absolute() or wanted.resolve() != ctx.root.resolve():
+            raise InvalidRequest(
+                f"projectPath {project_path!r} is not this workspace ({ctx.root}); a server initializes only its own", details={"field": "projectPath"}
+            )
+    store = board_store(ctx)
+    already = store.project_path.exists()
+    if not already or force:
+        from moss_files import scaffold  # stdlib only; loaded when a project is initialized
+
+        scaffold.run(ctx.root, parts=("moss",), agents=(), dry_run=False)
+        for folder in (*FOLDERS.values(), *THREAD_FOLDERS.values()):
+            (store.base / folder).mkdir(parents=True, exist_ok=True)
+    created = init_board(ctx, name=name)
+    project = created["project"]
+    return {
+        "success": True,
+        "alreadyInitialized": already,
+        "project": {"id": project["id"], "name": project["name"], "rootPath": str(ctx.root)},
+        "path": created["path"],
+        "message": "Project already initialized; nothing was replaced." if already else f"Project initialized at {ctx.root}",
+    }
+
+
+# --------------------------------------------------------------------------- archive
+
+IN_FLIGHT = ("PLANNING", "AWAITING_APPROVAL", "WORKING")
+
+
+def archive_task(ctx: Context, *, task_id: str, reason: str | None = None) -> dict[str, Any]:
+    """Moe's archive_task: shelve a BACKLOG, REVIEW or DONE task (ARCHIVED; lists hide it).
+    Idempotent. Raises NOT_ALLOWED for a task in flight (release it or move it to BACKLOG)."""
+    task_id = arguments.required(task_id, "taskId")
     store = board_store(ctx)
     with store.writing():
-        existing = store.project_path.exists()
-        project = store.read_project() if existing else None
-        if project is None:
+        board = store.load()
+        task = find_task(board, task_id)
+        if task.status == "ARCHIVED":
+            return {"success": True, "taskId": task_id, "status": "ARCHIVED", "alreadyArchived": True}
+        if task.status in IN_FLIGHT:
+            raise Conflict(
+                f"Task is {task.status} (in flight); archive is allowed from BACKLOG, REVIEW or DONE: move it to BACKLOG or release it first",
+                code="NOT_ALLOWED",
+                status=403,
+                details={"taskId": task_id, "status": task.status},
+            )
+        new = move(ctx, board, task, "ARCHIVED", reason=arguments.optional(reason), actor=None)
+        log(ctx, board.project, "TASK_ARCHIVED", task=new, reason=arguments.optional(reason))
+    return {"success": True, "taskId": task_id, "status": new.status}
+
+
+def archive_epic(ctx: Context, *, epic_id: str) -> dict[str, Any]:
+    """Moe's archive_epic: every task of the epic and the epic itself ARCHIVED, in one go.
+    Idempotent. Raises NOT_ALLOWED, archiving nothing, while any task is in flight."""
+    epic_id = arguments.required(epic_id, "epicId")
+    store = board_store(ctx)
+    with store.writing():
+        board = store.load()
+        epic = find_epic(board, epic_id)
+        tasks = sorted((t for t in board.tasks.values() if t.epic == epic_id), key=lambda t: t.id)
+        busy = [t for t in tasks if t.status in IN_FLIGHT]
+        if busy:
+            raise Conflict(
+                f'Epic "{epic_id}" has {len(busy)} in-flight task(s) ({", ".join(f"{t.id}:{t.status}" for t in busy)}); release or move them to BACKLOG first',
+                code="NOT_ALLOWED",
+                status=403,
+                details={"epicId": epic_id, "inFlight": [t.id for t in busy]},
+            )
+        archived = 0
+        for task in tasks:
+            if task.status != "ARCHIVED":
+                new = move(ctx, board, task, "ARCHIVED", reason=None, actor=None)
+                log(ctx, board.project, "TASK_ARCHIVED", task=new, cascade=True)
+                archived += 1
+        if epic.status != "ARCHIVED":
             now = ctx.stamp()
-            base = default_project(arguments.optional(name) or store.root.name)
-            project = replace(base, id=ctx.new_id("PROJ"), exists=True, created=now, updated=now)
-            if store.create_project(project):
-                log(ctx, project, "PROJECT_CREATED", name=project.name)
-                existing = False
-            else:
-                existing, project = True, store.read_project()
-    return {"created": not existing, "path": store.display(store.project_path), "project": shapes.project_to_dict(project)}
+            epic = store.update("epic", epic_id, lambda e: replace(e, status="ARCHIVED", updated=now))
+            log(ctx, board.project, "EPIC_ARCHIVED", epic_id=epic_id, archivedTaskCount=archived)
+    return {"success": True, "epicId": epic_id, "epicStatus": epic.status, "archivedTaskCount": archived, "totalTasks": len(tasks)}

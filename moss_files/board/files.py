@@ -17,6 +17,8 @@ from typing import Any
 from moss_files.board.model import (
     APPROVAL_MODES,
     CREATORS,
+    DEFAULT_CHAT_MAX_AGENT_HOPS,
+    DEFAULT_LEASE_MS,
     DEFAULT_MAX_REOPENS,
     DEFAULT_PRIORITY,
     DEFAULT_SPEED_DELAY_MS,
@@ -86,6 +88,47 @@ def _body_text(doc: Document) -> str:
     return doc.body.strip("\n").rstrip()
 
 
+def _record(fields: FieldReader, name: str) -> dict[str, Any] | None:
+    """A mapping field (verification evidence, a critique): None when absent or empty."""
+    _key, value = fields.mapping(name)
+    return dict(value) if value else None
+
+
+def _records(fields: FieldReader, name: str) -> tuple[dict[str, Any], ...]:
+    """A list of mappings (amendments, handoff notes)."""
+    key, value = fields.raw(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise fields.error(key, f"{name!r} must be a list of mappings")
+    return tuple(dict(item) for item in value)
+
+
+def _flag(fields: FieldReader, name: str, default: bool) -> bool:
+    key, value = fields.raw(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise fields.error(key, f"{name!r} must be true or false, not {value!r}")
+    return value
+
+
+def _optional_count(fields: FieldReader, name: str) -> int | None:
+    key, value = fields.raw(name)
+    if value is None:
+        return None
+    return int(fields.number(name, minimum=0, integer=True)) or None
+
+
+def plain(value: Any) -> Any:
+    """`value` with tuples as lists and mappings as dicts, all the way down: what YAML writes."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
 TASK_ALIASES: Mapping[str, tuple[str, ...]] = {
     "epic": ("epic_id", "epicId"),
     "assigned_worker": ("assigned_worker_id", "assignedWorkerId", "assignee", "worker"),
@@ -109,6 +152,10 @@ TASK_ALIASES: Mapping[str, tuple[str, ...]] = {
     "work_started": ("workStartedAt", "work_started_at"),
     "review_started": ("reviewStartedAt", "review_started_at"),
     "completed": ("completedAt", "completed_at"),
+    "handoffs": ("priorHandoffs", "prior_handoffs"),
+    "prior_attempt": ("priorAttempt",),
+    "budget_ms": ("budgetMs", "budget_wall_clock_ms"),
+    "critique": ("planCritiqueResult", "plan_critique"),
 }
 _STEP_ALIASES: Mapping[str, tuple[str, ...]] = {
     "id": ("stepId", "step_id"),
@@ -159,6 +206,11 @@ def parse_task(doc: Document, path: Path | str | None = None, *, fallback_id: st
         work_started=_text(fields, "work_started"),
         review_started=_text(fields, "review_started"),
         completed=_text(fields, "completed"),
+        verification=_record(fields, "verification"),
+        handoffs=_records(fields, "handoffs"),
+        prior_attempt=_record(fields, "prior_attempt"),
+        budget_ms=_optional_count(fields, "budget_ms"),
+        critique=_record(fields, "critique"),
     )
 
 
@@ -190,6 +242,8 @@ def _parse_plan(fields: FieldReader) -> tuple[Step, ...]:
                 note=_text(sub, "note"),
                 started=_text(sub, "started"),
                 completed=_text(sub, "completed"),
+                amendments=_records(sub, "amendments"),
+                verification=_record(sub, "verification"),
             )
         except InvalidDocument as err:
             # The step's own keys have no file line of their own here; point at `plan:`.
@@ -242,6 +296,9 @@ _SETTING_KEYS = {
     "speed_mode_delay_ms": ("speedModeDelayMs",),
     "max_reopens": ("maxReopens",),
     "max_team_size": ("maxTeamSize",),
+    "stale_worker_timeout_ms": ("staleWorkerTimeoutMs", "lease_ms"),
+    "require_verification": ("requireVerification",),
+    "chat_max_agent_hops": ("chatMaxAgentHops",),
 }
 PROJECT_ALIASES: Mapping[str, tuple[str, ...]] = {
     "global_rails": ("globalRails", "rails"),
@@ -275,6 +332,9 @@ def parse_project(doc: Document, path: Path | str | None = None, *, default_name
             speed_mode_delay_ms=int(settings_fields.number("speed_mode_delay_ms", default=DEFAULT_SPEED_DELAY_MS, minimum=0, integer=True)),
             max_reopens=int(settings_fields.number("max_reopens", default=DEFAULT_MAX_REOPENS, minimum=1, integer=True)),
             max_team_size=int(settings_fields.number("max_team_size", default=DEFAULT_TEAM_SIZE, minimum=1, integer=True)),
+            stale_worker_timeout_ms=int(settings_fields.number("stale_worker_timeout_ms", default=DEFAULT_LEASE_MS, minimum=0, integer=True)),
+            require_verification=_flag(settings_fields, "require_verification", False),
+            chat_max_agent_hops=int(settings_fields.number("chat_max_agent_hops", default=DEFAULT_CHAT_MAX_AGENT_HOPS, minimum=1, integer=True)),
             extra={key: value for key, value in settings_map.items() if key not in known},
         )
     except InvalidDocument as err:
@@ -299,6 +359,7 @@ WORKER_ALIASES: Mapping[str, tuple[str, ...]] = {
     "blocked_task": ("blockedTask",),
     "blocked_step": ("blockedStep", "currentStepId"),
     "blocked_since": ("blockedSince", "blocked_at"),
+    "heartbeat": ("lastActivityAt", "last_activity", "last_heartbeat"),
     "created": ("created_at", "createdAt"),
     "updated": ("updated_at", "updatedAt"),
 }
@@ -319,6 +380,7 @@ def parse_worker(doc: Document, path: Path | str | None = None, *, fallback_id: 
         blocked_task=_stripped(_text(fields, "blocked_task")),
         blocked_step=_stripped(_text(fields, "blocked_step")),
         blocked_since=_text(fields, "blocked_since"),
+        heartbeat=_text(fields, "heartbeat"),
         notes=_body_text(doc),
         created=_text(fields, "created"),
         updated=_text(fields, "updated"),
@@ -369,6 +431,7 @@ PROPOSAL_ALIASES: Mapping[str, tuple[str, ...]] = {
     "target_scope": ("targetScope", "scope"),
     "current_value": ("currentValue",),
     "proposed_value": ("proposedValue",),
+    "rail_list": ("railList", "globalList", "global_list"),
     "resolved_by": ("resolvedBy",),
     "resolved": ("resolvedAt", "resolved_at"),
     "created": ("created_at", "createdAt"),
@@ -386,6 +449,7 @@ def parse_proposal(doc: Document, path: Path | str | None = None, *, fallback_id
         target_scope=fields.choice("target_scope", PROPOSAL_SCOPES, "TASK", _upper_in(PROPOSAL_SCOPES)),
         current_value=_text(fields, "current_value"),
         proposed_value=_text(fields, "proposed_value") or "",
+        rail_list=_stripped(_text(fields, "rail_list")),
         reason=_body_text(doc),
         status=fields.choice("status", PROPOSAL_STATUSES, "PENDING", _upper_in(PROPOSAL_STATUSES)),
         resolved_by=_text(fields, "resolved_by"),
@@ -406,7 +470,8 @@ class _Key:
     encode: Callable[[Any], Any] | None = None
 
 
-def _step_to_meta(step: Step) -> dict[str, Any]:
+def step_meta(step: Step) -> dict[str, Any]:
+    """A plan step as the task file stores it."""
     meta: dict[str, Any] = {"id": step.id, "description": step.description, "status": step.status}
     if step.affected_files:
         meta["affected_files"] = list(step.affected_files)
@@ -415,11 +480,15 @@ def _step_to_meta(step: Step) -> dict[str, Any]:
     for name in ("note", "started", "completed"):
         if getattr(step, name) is not None:
             meta[name] = getattr(step, name)
+    if step.amendments:
+        meta["amendments"] = plain(step.amendments)
+    if step.verification:
+        meta["verification"] = plain(step.verification)
     return meta
 
 
 def _plan_to_meta(plan: tuple[Step, ...]) -> list[dict[str, Any]]:
-    return [_step_to_meta(step) for step in plan]
+    return [step_meta(step) for step in plan]
 
 
 TASK_KEYS = (
@@ -450,6 +519,11 @@ TASK_KEYS = (
     _Key("work_started"),
     _Key("review_started"),
     _Key("completed"),
+    _Key("verification", encode=plain),
+    _Key("handoffs", encode=plain),
+    _Key("prior_attempt", encode=plain),
+    _Key("budget_ms"),
+    _Key("critique", encode=plain),
 )
 EPIC_KEYS = (
     _Key("id", True),
@@ -470,6 +544,7 @@ WORKER_KEYS = (
     _Key("blocked_task"),
     _Key("blocked_step"),
     _Key("blocked_since"),
+    _Key("heartbeat"),
     _Key("created", True),
     _Key("updated", True),
 )
@@ -490,6 +565,7 @@ PROPOSAL_KEYS = (
     _Key("target_scope", True),
     _Key("current_value"),
     _Key("proposed_value", True),
+    _Key("rail_list"),
     _Key("status", True),
     _Key("resolved_by"),
     _Key("resolved"),
@@ -498,6 +574,8 @@ PROPOSAL_KEYS = (
 
 
 def _empty(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return not value
     return value is None or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
 
 
@@ -559,6 +637,9 @@ def render_project(project: Project) -> str:
             "speed_mode_delay_ms": project.settings.speed_mode_delay_ms,
             "max_reopens": project.settings.max_reopens,
             "max_team_size": project.settings.max_team_size,
+            "stale_worker_timeout_ms": project.settings.stale_worker_timeout_ms,
+            "require_verification": project.settings.require_verification,
+            "chat_max_agent_hops": project.settings.chat_max_agent_hops,
         },
         "created": project.created,
         "updated": project.updated,
@@ -600,6 +681,18 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
             edited = document.parse(text, path)
         text = text[: len(text) - len(edited.body)] + _body(getattr(new, str(body_field)))
     return text
+
+
+def edit_project_rails(doc: Document, list_name: str, values: Sequence[str], path: Path | str | None = None) -> str:
+    """`project.md`'s text with one list of its global rails set to `values`, under the keys
+    the file already spells (`globalRails:` / `forbiddenPatterns:` stay as written)."""
+    fields = FieldReader(doc, path, PROJECT_ALIASES)
+    key = fields.key("global_rails") or "global_rails"
+    _key, current = fields.mapping("global_rails")
+    rails = dict(current)
+    sub = FieldReader(Document(meta=rails, body="", text=""), path, _RAIL_KEYS).key(list_name) or list_name
+    rails[sub] = list(values)
+    return document.edit_frontmatter(doc.text, {key: rails}, path)
 
 
 _EDITABLE: Mapping[str, tuple[Sequence[_Key], Mapping[str, tuple[str, ...]], str | None]] = {

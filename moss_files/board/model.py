@@ -30,9 +30,14 @@ CLAIMABLE = ("PLANNING", "WORKING", "REVIEW")  # agents claim these; the rest ar
 PRIORITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
 STEP_STATUSES = ("PENDING", "IN_PROGRESS", "COMPLETED")
 EPIC_STATUSES = ("PLANNED", "ACTIVE", "COMPLETED", "ARCHIVED")
-WORKER_STATUSES = ("IDLE", "PLANNING", "AWAITING_APPROVAL", "CODING", "REVIEWING", "BLOCKED", "DEAD")
-STORED_WORKER_STATUSES = ("BLOCKED", "DEAD")  # the only statuses a worker file holds
-ROLES = ("architect", "worker", "qa")
+WORKER_STATUSES = ("IDLE", "PLANNING", "AWAITING_APPROVAL", "CODING", "REVIEWING", "BLOCKED", "GOVERNING", "STALE", "DEAD")
+# The only statuses a worker file holds: BLOCKED (it said so), GOVERNING (it entered
+# governance), STALE (its lease expired and its task was released), DEAD (deregistered, or
+# declared dead by hand). STALE and DEAD workers are refused with LEASE_EXPIRED until they
+# claim again.
+STORED_WORKER_STATUSES = ("BLOCKED", "GOVERNING", "STALE", "DEAD")
+GONE_WORKER_STATUSES = ("STALE", "DEAD")
+ROLES = ("architect", "worker", "qa", "governor")
 APPROVAL_MODES = ("CONTROL", "SPEED", "TURBO")
 PROPOSAL_TYPES = ("ADD_RAIL", "MODIFY_RAIL", "REMOVE_RAIL")
 PROPOSAL_SCOPES = ("GLOBAL", "EPIC", "TASK")
@@ -56,6 +61,10 @@ DEFAULT_PRIORITY = "MEDIUM"
 DEFAULT_MAX_REOPENS = 3
 DEFAULT_SPEED_DELAY_MS = 2000
 DEFAULT_TEAM_SIZE = 10
+# Moe's staleWorkerTimeoutMs: a worker silent for longer loses the task it holds. 0 turns
+# leases off (tasks are then freed only by release, deregistration or a human).
+DEFAULT_LEASE_MS = 1_800_000
+DEFAULT_CHAT_MAX_AGENT_HOPS = 4
 MAX_NAME_CHARS = 64
 
 
@@ -135,6 +144,11 @@ class Step:
     note: str | None = None
     started: str | None = None
     completed: str | None = None
+    # Each amendment: {id, description, reason, amended_by, amended, status PENDING |
+    # APPROVED | REJECTED, resolved_by?, resolved?}; the original description is never rewritten.
+    amendments: tuple[Mapping[str, Any], ...] = ()
+    # What the worker reported when completing the step (see `evidence`).
+    verification: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +183,11 @@ class Task:
     work_started: str | None = None
     review_started: str | None = None
     completed: str | None = None
+    verification: Mapping[str, Any] | None = None  # evidence given with complete_task
+    handoffs: tuple[Mapping[str, Any], ...] = ()  # release notes, newest first (Moe's priorHandoffs)
+    prior_attempt: Mapping[str, Any] | None = None  # the plan a request_replan set aside
+    budget_ms: int | None = None  # Moe's budget.wallClockMs: first claim to DONE
+    critique: Mapping[str, Any] | None = None  # a governor's plan critique {verdict, concerns, reviewed_by, reviewed}
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +225,9 @@ class Settings:
     speed_mode_delay_ms: int = DEFAULT_SPEED_DELAY_MS
     max_reopens: int = DEFAULT_MAX_REOPENS
     max_team_size: int = DEFAULT_TEAM_SIZE
+    stale_worker_timeout_ms: int = DEFAULT_LEASE_MS
+    require_verification: bool = False
+    chat_max_agent_hops: int = DEFAULT_CHAT_MAX_AGENT_HOPS
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -235,6 +257,7 @@ class Worker:
     blocked_task: str | None = None
     blocked_step: str | None = None
     blocked_since: str | None = None
+    heartbeat: str | None = None  # the last sign of life; a held task's lease runs from it
     notes: str = ""
     created: str | None = None
     updated: str | None = None
@@ -265,6 +288,7 @@ class Proposal:
     reason: str = ""
     current_value: str | None = None
     worker: str | None = None
+    rail_list: str | None = None  # for a GLOBAL proposal: custom_rules, forbidden_patterns, required_patterns or tech_stack
     status: str = "PENDING"
     resolved_by: str | None = None
     resolved: str | None = None

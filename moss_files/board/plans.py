@@ -12,18 +12,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from moss_files.board import rules, shapes
-from moss_files.board.model import PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Task, check_choice, check_name
+from moss_files.board import evidence, oversight, rules, shapes, threads
+from moss_files.board.editing import init_board
+from moss_files.board.model import PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Step, Task, check_choice, check_name
 from moss_files.board.usecase import (
     board_store,
     caller,
     ensure_worker,
     find_task,
-    guard_owner,
+    guard,
+    guard_questions,
     log,
     move,
+    post_system,
     settle_approvals,
+    settle_leases,
     status_events,
+    touch,
     with_problems,
     write_task,
 )
@@ -34,13 +39,21 @@ from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
 # --------------------------------------------------------------------------- context and plans
 
 
-def get_context(ctx: Context, *, task_id: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
-    """Moe's get_context: the project, epic, task, worker and all rails for a task.
+def get_context(
+    ctx: Context, *, task_id: str | None = None, worker_id: str | None = None, comments_limit: int | None = None, comments_max_chars: int | None = None
+) -> dict[str, Any]:
+    """Moe's get_context: the project, epic, task, worker and all rails for a task, with the
+    task's newest comments (`commentsLimit`, default 10; each cut to `commentsMaxChars`, default
+    1000, 0 for all), the human comments it should answer (`pendingQuestions`) and its own
+    questions still waiting for a human (`openQuestions`).
 
     The task is `task_id`, else the context's default task (MOE_TASK_ID), else the task held
     by `worker_id` (or MOE_WORKER_ID). Raises NotFound for a task id that does not exist.
     """
-    board = board_store(ctx).load()
+    limit = arguments.count(comments_limit, "commentsLimit", default=10, maximum=200, minimum=0)
+    max_chars = arguments.count(comments_max_chars, "commentsMaxChars", default=1000, minimum=0)
+    store = board_store(ctx)
+    board = store.load()
     worker = caller(ctx, worker_id)
     wanted = task_id or ctx.task_id
     task: Task | None = None
@@ -52,15 +65,25 @@ def get_context(ctx: Context, *, task_id: str | None = None, worker_id: str | No
     shown = None
     if worker and worker in board.workers:
         found = shapes.worker_to_dict(board, board.workers[worker])
-        shown = {key: found[key] for key in ("id", "type", "status", "currentTaskId", "teamIds", "blockedReason")}
-    result = {
+        shown = {key: found[key] for key in ("id", "type", "status", "currentTaskId", "teamIds", "blockedReason", "lastHeartbeat", "leaseExpiresAt")}
+    result: dict[str, Any] = {
         "project": shapes.project_to_dict(board.project),
         "epic": shapes.epic_context(epic) if epic else None,
         "task": shapes.task_for_agent(task) if task else None,
         "worker": shown,
         "allRails": rules.all_rails(board.project, epic, task),
     }
-    return with_problems(result, board.problems)
+    problems = list(board.problems)
+    if task is not None:
+        comments, trouble = store.read_comments(task.id)
+        problems.extend(trouble)
+        ordered = threads.in_time_order(comments)
+        result["comments"] = [threads.comment_to_dict(c, max_chars) for c in ordered[len(ordered) - limit :]] if limit else []
+        result["totalComments"] = len(ordered)
+        result["pendingQuestions"] = [threads.comment_to_dict(c, max_chars) for c in threads.questions_for_agents(ordered)]
+        result["openQuestions"] = [threads.comment_to_dict(c, max_chars) for c in threads.open_questions(ordered)]
+        result["budget"] = oversight.budget_state(task, ctx.now())
+    return with_problems(result, problems)
 
 
 def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str, Any]], worker_id: str | None = None) -> dict[str, Any]:
@@ -76,9 +99,10 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
+        guard_questions(ctx, task, "planned")
         violations = rules.check_rails(board.project.global_rails, plan)
         if violations:
             log(ctx, board.project, "RAIL_VIOLATION", task=task, worker=worker, violations=[v.pattern for v in violations])
@@ -92,7 +116,7 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
                     code="INVALID_TRANSITION",
                     details={"taskId": current.id, "from": current.status, "to": "AWAITING_APPROVAL"},
                 )
-            guard_owner(current, worker)
+            guard(board, current, worker)
             with_plan = replace(current, plan=plan, updated=now)
             if current.status == "AWAITING_APPROVAL":
                 return replace(with_plan, plan_submitted=now)
@@ -104,6 +128,7 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         status_events(ctx, board.project, old, new, worker, None)
         board = settle_approvals(ctx, replace(board, tasks={**board.tasks, task_id: new}), only=task_id)
         new = board.tasks[task_id]
+        touch(ctx, board, worker)
     approved = new.status == "WORKING"
     return {
         "success": True,
@@ -138,8 +163,19 @@ def check_approval(ctx: Context, *, task_id: str) -> dict[str, Any]:
 
 
 def approve_plan(ctx: Context, *, task_id: str) -> dict[str, Any]:
-    """A human approves a waiting plan: AWAITING_APPROVAL -> WORKING (the task becomes claimable
-    by workers). Raises NOT_ALLOWED for an agent, INVALID_TRANSITION when nothing waits."""
+    """A human approves a waiting plan (AWAITING_APPROVAL -> WORKING, the task becomes
+    claimable by workers), or, on a task whose plan runs already, the step amendments waiting
+    for approval. Raises NOT_ALLOWED for an agent, INVALID_TRANSITION when nothing waits."""
+    return _decide(ctx, task_id=task_id, verdict="APPROVED", reason=None)
+
+
+def reject_plan(ctx: Context, *, task_id: str, reason: str) -> dict[str, Any]:
+    """A human rejects a waiting plan (back to PLANNING with the reason, for the same
+    architect), or the step amendments waiting for approval (the steps keep their instructions)."""
+    return _decide(ctx, task_id=task_id, verdict="REJECTED", reason=arguments.required(reason, "reason"))
+
+
+def _decide(ctx: Context, *, task_id: str, verdict: str, reason: str | None) -> dict[str, Any]:
     task_id = arguments.required(task_id, "taskId")
     if ctx.actor != HUMAN:
         raise Conflict("plans are approved by a human (moss task approve)", code="NOT_ALLOWED", status=403, details={"taskId": task_id})
@@ -147,32 +183,32 @@ def approve_plan(ctx: Context, *, task_id: str) -> dict[str, Any]:
     with store.writing():
         board = store.load()
         task = find_task(board, task_id)
-        if task.status != "AWAITING_APPROVAL":
+        if task.status == "AWAITING_APPROVAL":
+            target = "WORKING" if verdict == "APPROVED" else "PLANNING"
+            new = move(ctx, board, task, target, reason=reason, actor=None)
+            result: dict[str, Any] = {"success": True, "taskId": task_id, "status": new.status}
+            if reason:
+                result["reason"] = reason
+            return result
+        waiting = oversight.pending_amendments(task)
+        if not waiting:
             raise Conflict(
-                f"task {task_id} is {task.status}, not AWAITING_APPROVAL",
+                f"task {task_id} is {task.status}, not AWAITING_APPROVAL, and no amendment waits for approval",
                 code="INVALID_TRANSITION",
-                details={"taskId": task_id, "from": task.status, "to": "WORKING"},
+                details={"taskId": task_id, "from": task.status, "to": "WORKING" if verdict == "APPROVED" else "PLANNING"},
             )
-        new = move(ctx, board, task, "WORKING", reason=None, actor=None)
-    return {"success": True, "taskId": task_id, "status": new.status}
-
-
-def reject_plan(ctx: Context, *, task_id: str, reason: str) -> dict[str, Any]:
-    """A human rejects a waiting plan: back to PLANNING with the reason, for the same architect."""
-    task_id = arguments.required(task_id, "taskId")
-    why = arguments.required(reason, "reason")
-    store = board_store(ctx)
-    with store.writing():
-        board = store.load()
-        task = find_task(board, task_id)
-        if task.status != "AWAITING_APPROVAL":
-            raise Conflict(
-                f"task {task_id} is {task.status}, not AWAITING_APPROVAL",
-                code="INVALID_TRANSITION",
-                details={"taskId": task_id, "from": task.status, "to": "PLANNING"},
-            )
-        new = move(ctx, board, task, "PLANNING", reason=why, actor=None)
-    return {"success": True, "taskId": task_id, "status": new.status, "reason": why}
+        now = ctx.stamp()
+        _old, new = write_task(ctx, task_id, lambda t: oversight.resolve_amendments(t, verdict, by="HUMAN", now=now))
+        for step_id, amendment in waiting:
+            log(ctx, board.project, f"AMENDMENT_{verdict}", task=new, stepId=step_id, amendmentId=amendment.get("id"), reason=reason)
+        mention = f"@{new.assigned_worker} " if new.assigned_worker else ""
+        post_system(ctx, new.id, f"{mention}amendment(s) of {', '.join(s for s, _ in waiting)} {verdict.lower()}" + (f": {reason}" if reason else "."))
+    return {
+        "success": True,
+        "taskId": task_id,
+        "status": new.status,
+        "amendments": [{"stepId": step_id, "amendmentId": a.get("id"), "status": verdict} for step_id, a in waiting],
+    }
 
 
 # --------------------------------------------------------------------------- steps and completion
@@ -196,24 +232,38 @@ def _require_working(task: Task, action: str) -> None:
         )
 
 
+def _require_no_amendment(task: Task, step: Step) -> None:
+    waiting = oversight.pending_amendment(step)
+    if waiting is not None:
+        raise Conflict(
+            f"step {step.id} of {task.id} has amendment {waiting.get('id')} waiting for a human's approval",
+            code="AMENDMENT_PENDING",
+            details={"taskId": task.id, "stepId": step.id, "amendmentId": waiting.get("id")},
+            hint="a human approves it with `moss task approve TASK` (or rejects it with `moss task reject-plan`)",
+        )
+
+
 def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | None = None) -> dict[str, Any]:
     """Moe's start_step: mark a plan step IN_PROGRESS on a WORKING task.
 
     Raises NotFound for the task or step, INVALID_TRANSITION for a task not WORKING or a step
-    already completed, NOT_ALLOWED for a worker who does not hold the task.
+    already completed, NOT_ALLOWED for a worker who does not hold the task, LEASE_EXPIRED for
+    one whose lease ran out, QUESTION_PENDING and AMENDMENT_PENDING while a human's answer or
+    approval is awaited.
     """
     task_id = arguments.required(task_id, "taskId")
     step_id = arguments.required(step_id, "stepId")
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_approvals(ctx, store.load(), only=task_id)
+        board = settle_approvals(ctx, settle_leases(ctx, store.load()), only=task_id)
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
+        guard_questions(ctx, task, "worked on")
         now = ctx.stamp()
 
         def decide(current: Task) -> Task:
-            guard_owner(current, worker)
+            guard(board, current, worker)
             _require_working(current, "started")
             index = _find_step(current, step_id)
             step = current.plan[index]
@@ -221,6 +271,7 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
                 raise Conflict(
                     f"step {step_id} is completed already", code="INVALID_TRANSITION", details={"taskId": current.id, "stepId": step_id, "status": step.status}
                 )
+            _require_no_amendment(current, step)
             started = replace(step, status="IN_PROGRESS", started=step.started or now)
             plan = (*current.plan[:index], started, *current.plan[index + 1 :])
             return replace(current, plan=plan, updated=now) if started != step else current
@@ -229,83 +280,140 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
         index = _find_step(new, step_id)
         if old.plan[index].status != "IN_PROGRESS":
             log(ctx, board.project, "STEP_STARTED", task=new, worker=worker or new.assigned_worker, stepId=step_id)
-    return {"success": True, "taskId": task_id, "stepId": step_id, "stepNumber": index + 1, "totalSteps": len(new.plan)}
+        touch(ctx, board, worker)
+    step = new.plan[index]
+    return {
+        "success": True,
+        "taskId": task_id,
+        "stepId": step_id,
+        "stepNumber": index + 1,
+        "totalSteps": len(new.plan),
+        "description": oversight.effective_description(step),
+    }
 
 
 def complete_step(
-    ctx: Context, *, task_id: str, step_id: str, modified_files: Sequence[str] | None = None, note: str | None = None, worker_id: str | None = None
+    ctx: Context,
+    *,
+    task_id: str,
+    step_id: str,
+    modified_files: Sequence[str] | None = None,
+    note: str | None = None,
+    verification: Mapping[str, Any] | None = None,
+    worker_id: str | None = None,
 ) -> dict[str, Any]:
-    """Moe's complete_step: mark a step COMPLETED (with the files it changed and a note) and
-    report progress and the next step. Completing a completed step changes nothing."""
+    """Moe's complete_step: mark a step COMPLETED (with the files it changed, a note, and the
+    evidence that it works) and report progress and the next step. Completing a completed step
+    changes nothing. Raises VERIFICATION_FAILED when the evidence reports a failed command or
+    test; the guards of start_step apply."""
     task_id = arguments.required(task_id, "taskId")
     step_id = arguments.required(step_id, "stepId")
     files = tuple(dict.fromkeys(rules.check_project_path(f) for f in (arguments.texts(modified_files) or ())))
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
+        guard_questions(ctx, task, "worked on")
         now = ctx.stamp()
+        reported = evidence.read_verification(verification, now)
+        failed = evidence.failures(reported)
+        if failed:
+            raise evidence.verification_error(task_id, {"failures": failed}, step_id=step_id)
+        touched = tuple(reported.get("files_touched", ())) if reported else ()
 
         def decide(current: Task) -> Task:
-            guard_owner(current, worker)
+            guard(board, current, worker)
             _require_working(current, "completed")
             index = _find_step(current, step_id)
             step = current.plan[index]
             if step.status == "COMPLETED":
                 return current
+            _require_no_amendment(current, step)
             done = replace(
                 step,
                 status="COMPLETED",
                 started=step.started or now,
                 completed=now,
-                modified_files=tuple(dict.fromkeys((*step.modified_files, *files))),
+                modified_files=tuple(dict.fromkeys((*step.modified_files, *files, *touched))),
                 note=note if note and note.strip() else step.note,
+                verification=reported or step.verification,
             )
             return replace(current, plan=(*current.plan[:index], done, *current.plan[index + 1 :]), updated=now)
 
         old, new = write_task(ctx, task_id, decide)
         if old.plan[_find_step(old, step_id)].status != "COMPLETED":
-            log(ctx, board.project, "STEP_COMPLETED", task=new, worker=worker or new.assigned_worker, stepId=step_id, modifiedFiles=list(files) or None)
+            log(
+                ctx,
+                board.project,
+                "STEP_COMPLETED",
+                task=new,
+                worker=worker or new.assigned_worker,
+                stepId=step_id,
+                modifiedFiles=list(files + touched) or None,
+                verified=bool(reported) or None,
+            )
+        touch(ctx, board, worker)
     completed = sum(1 for step in new.plan if step.status == "COMPLETED")
     total = len(new.plan)
     following = next((step for step in new.plan if step.status != "COMPLETED"), None)
+    this = new.plan[_find_step(new, step_id)]
     return {
         "success": True,
         "taskId": task_id,
         "stepId": step_id,
+        "description": oversight.effective_description(this),
         "progress": {"completed": completed, "total": total, "percentage": round(100 * completed / total) if total else 100},
-        "nextStep": {"stepId": following.id, "description": following.description} if following else None,
+        "nextStep": {"stepId": following.id, "description": oversight.effective_description(following)} if following else None,
     }
 
 
-def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, summary: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
-    """Moe's complete_task: WORKING -> REVIEW once every step is completed; the task leaves its
-    worker and waits for QA. Raises INVALID_TRANSITION (details.pendingSteps) otherwise."""
+def complete_task(
+    ctx: Context,
+    *,
+    task_id: str,
+    pr_link: str | None = None,
+    summary: str | None = None,
+    verification: Mapping[str, Any] | None = None,
+    worker_id: str | None = None,
+) -> dict[str, Any]:
+    """Moe's complete_task: WORKING -> REVIEW once every step is completed and the evidence
+    (this call's and the steps') covers the definition of done; the task leaves its worker and
+    waits for QA. Raises INVALID_TRANSITION (details.pendingSteps) with steps left,
+    VERIFICATION_FAILED (details: failures, missingDod, testFileNotRun, missing) when the
+    evidence falls short, and the guards of start_step."""
     task_id = arguments.required(task_id, "taskId")
     link = arguments.optional(pr_link)
     work_summary = summary if summary and summary.strip() else None
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
         if task.status != "WORKING":
             raise Conflict(
                 f"only a WORKING task is completed; {task_id} is {task.status}",
                 code="INVALID_TRANSITION",
                 details={"taskId": task_id, "from": task.status, "to": "REVIEW"},
             )
+        guard_questions(ctx, task, "completed")
+        rules.check_transition(task, "REVIEW")
+        now = ctx.stamp()
+        reported = evidence.read_verification(verification, now)
+        problems = evidence.completion_problems(task, reported, required=board.project.settings.require_verification)
+        if problems:
+            raise evidence.verification_error(task_id, problems)
 
         def extra(moved: Task) -> Task:
-            return replace(moved, pr_link=link or moved.pr_link, work_summary=work_summary or moved.work_summary)
+            return replace(moved, pr_link=link or moved.pr_link, work_summary=work_summary or moved.work_summary, verification=reported or moved.verification)
 
         new = move(ctx, board, task, "REVIEW", reason=None, actor=worker or task.assigned_worker, extra=extra)
         if link:
             log(ctx, board.project, "PR_OPENED", task=new, worker=worker or task.assigned_worker, prLink=link)
-    files = {path for step in new.plan for path in step.modified_files}
+        touch(ctx, board, worker)
+    files = {path for step in new.plan for path in step.modified_files} | set((reported or {}).get("files_touched", ()))
     started, ended = rules.parse_time(new.work_started), rules.parse_time(new.review_started)
     duration = int((ended - started).total_seconds() * 1000) if started and ended else None
     return {
@@ -313,6 +421,7 @@ def complete_task(ctx: Context, *, task_id: str, pr_link: str | None = None, sum
         "taskId": task_id,
         "status": new.status,
         "stats": {"stepsCompleted": sum(1 for s in new.plan if s.status == "COMPLETED"), "filesModified": len(files), "duration": duration},
+        "verified": bool(reported) or any(step.verification for step in new.plan),
     }
 
 
@@ -329,9 +438,9 @@ def report_blocked(
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
-        guard_owner(task, worker)
+        guard(board, task, worker)
         blocked = task.assigned_worker or worker
         if blocked is None:
             raise InvalidRequest(f"task {task_id} has no assigned worker; pass workerId", details={"field": "workerId"})
@@ -418,14 +527,19 @@ def propose_rail(
     proposed_value: str,
     reason: str,
     current_value: str | None = None,
+    rail_list: str | None = None,
     worker_id: str | None = None,
 ) -> dict[str, Any]:
-    """Moe's propose_rail: store a rail change proposal (a file under proposals/) for review."""
+    """Moe's propose_rail: store a rail change proposal (a file under proposals/) for review.
+    `rail_list` names the global list a GLOBAL proposal changes (custom_rules by default)."""
     task_id = arguments.required(task_id, "taskId")
     kind = check_choice(proposal_type, PROPOSAL_TYPES, "proposalType")
     scope = check_choice(target_scope, PROPOSAL_SCOPES, "targetScope")
     proposed = arguments.required(proposed_value, "proposedValue")
     why = arguments.required(reason, "reason")
+    wanted_list = _rail_list(rail_list) if rail_list is not None else None
+    if wanted_list is not None and scope != "GLOBAL":
+        raise InvalidRequest("railList names a list of the global rails; it goes with targetScope GLOBAL", details={"field": "railList"})
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
@@ -438,8 +552,9 @@ def propose_rail(
             worker=worker or task.assigned_worker,
             proposal_type=kind,
             target_scope=scope,
-            current_value=current_value,
+            current_value=arguments.optional(current_value),
             proposed_value=proposed,
+            rail_list=wanted_list,
             reason=why,
             created=now,
         )
@@ -453,6 +568,15 @@ def propose_rail(
     }
 
 
+def _rail_list(value: str) -> str:
+    word = value.strip()
+    snake = {"customRules": "custom_rules", "forbiddenPatterns": "forbidden_patterns", "requiredPatterns": "required_patterns", "techStack": "tech_stack"}
+    found = snake.get(word, word.lower())
+    if found not in oversight.GLOBAL_LISTS:
+        raise InvalidRequest(f"railList must be one of {', '.join(oversight.GLOBAL_LISTS)}", details={"field": "railList"})
+    return found
+
+
 def list_proposals(ctx: Context, *, status: str | None = None) -> dict[str, Any]:
     """Rail proposals, newest first, optionally only those with one status."""
     wanted = check_choice(status, PROPOSAL_STATUSES, "status") if status is not None else None
@@ -463,7 +587,14 @@ def list_proposals(ctx: Context, *, status: str | None = None) -> dict[str, Any]
 
 
 def resolve_proposal(ctx: Context, *, proposal_id: str, decision: str) -> dict[str, Any]:
-    """A human approves or rejects a rail proposal (the rails themselves are edited by hand)."""
+    """A human approves or rejects a pending rail proposal. An approval applies it: the rail is
+    added to, changed in or removed from the task's rails (TASK), its epic's (EPIC) or one list
+    of project.md's global rails (GLOBAL), and the activity log records the change
+    (RAILS_UPDATED) beside the verdict.
+
+    Raises NOT_ALLOWED for an agent, INVALID_TRANSITION for a proposal resolved already,
+    RAIL_NOT_FOUND when the rail to modify or remove is not there (nothing is written).
+    """
     proposal_id = check_name(proposal_id, "proposalId")
     verdict = check_choice(decision, ("APPROVED", "REJECTED"), "decision")
     if ctx.actor != HUMAN:
@@ -471,7 +602,64 @@ def resolve_proposal(ctx: Context, *, proposal_id: str, decision: str) -> dict[s
     store = board_store(ctx)
     with store.writing():
         board = store.load()
+        proposal = store.get("proposal", proposal_id)
+        if proposal.status != "PENDING":
+            raise Conflict(
+                f"proposal {proposal_id} is {proposal.status} already",
+                code="INVALID_TRANSITION",
+                details={"proposalId": proposal_id, "status": proposal.status},
+            )
         now = ctx.stamp()
+        applied = _apply_proposal(ctx, board, proposal) if verdict == "APPROVED" else None
         proposal = store.update("proposal", proposal_id, lambda p: replace(p, status=verdict, resolved_by="HUMAN", resolved=now))
-        log(ctx, board.project, f"PROPOSAL_{verdict}", worker=proposal.worker, proposalId=proposal_id, task=board.tasks.get(proposal.task or ""))
-    return {"success": True, "proposal": shapes.proposal_to_dict(proposal)}
+        task = board.tasks.get(proposal.task or "")
+        log(ctx, board.project, f"PROPOSAL_{verdict}", worker=proposal.worker, proposalId=proposal_id, task=task)
+        if applied is not None:
+            log(
+                ctx,
+                board.project,
+                "RAILS_UPDATED",
+                task=task,
+                epic_id=applied["epicId"],
+                proposalId=proposal_id,
+                **{k: v for k, v in applied.items() if k != "epicId"},
+            )
+    return {"success": True, "proposal": shapes.proposal_to_dict(proposal), "applied": applied}
+
+
+def _apply_proposal(ctx: Context, board: Any, proposal: Proposal) -> dict[str, Any]:
+    """Write the rail change an approved proposal asks for; what changed, for the log."""
+    store = board_store(ctx)
+    task = board.tasks.get(proposal.task or "")
+    change = {"proposalType": proposal.proposal_type, "currentValue": proposal.current_value, "proposedValue": proposal.proposed_value}
+    if proposal.target_scope == "GLOBAL":
+        rails = board.project.global_rails
+        name = oversight.global_list_for(rails, proposal.proposal_type, proposal.current_value, proposal.rail_list)
+        before = tuple(getattr(rails, name))
+        after = oversight.change_rails(before, proposal.proposal_type, proposal.current_value, proposal.proposed_value)
+        if not store.project_path.exists():
+            init_board(ctx, locked=True)
+        store.set_global_rails(name, after)
+        return {"scope": "GLOBAL", "target": board.project.id, "list": name, "before": list(before), "after": list(after), "epicId": None, **change}
+    if task is None:
+        raise NotFound(f"Task not found: {proposal.task} (the proposal's task)", details={"proposalId": proposal.id, "taskId": proposal.task})
+    if proposal.target_scope == "EPIC":
+        epic = board.epics.get(task.epic)
+        if epic is None:
+            raise NotFound(f"Epic not found: {task.epic} (the proposal's task's epic)", details={"proposalId": proposal.id, "epicId": task.epic})
+        after = oversight.change_rails(epic.epic_rails, proposal.proposal_type, proposal.current_value, proposal.proposed_value)
+        now = ctx.stamp()
+        store.update("epic", epic.id, lambda e: replace(e, epic_rails=after, updated=now))
+        return {"scope": "EPIC", "target": epic.id, "list": "epic_rails", "before": list(epic.epic_rails), "after": list(after), "epicId": epic.id, **change}
+    after = oversight.change_rails(task.task_rails, proposal.proposal_type, proposal.current_value, proposal.proposed_value)
+    now = ctx.stamp()
+    write_task(ctx, task.id, lambda t: replace(t, task_rails=after, updated=now))
+    return {
+        "scope": "TASK",
+        "target": task.id,
+        "list": "task_rails",
+        "before": list(task.task_rails),
+        "after": list(after),
+        "epicId": task.epic or None,
+        **change,
+    }

@@ -18,12 +18,12 @@ own checks:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from moss_files.board.model import CLAIMABLE, Board, Epic, Event, Project, Rails, Settings, Step, Task, Worker, rank_key
+from moss_files.board.model import ACTIVE, CLAIMABLE, GONE_WORKER_STATUSES, Board, Epic, Event, Project, Rails, Settings, Step, Task, Worker, rank_key
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
 
 MAX_STEPS = 100
@@ -129,6 +129,11 @@ def approval_due(task: Task, settings: Settings, now: datetime) -> bool:
     if submitted is None:
         return True
     return (now - submitted).total_seconds() * 1000 >= settings.speed_mode_delay_ms
+
+
+def format_moment(moment: datetime) -> str:
+    """A moment as files store times (RFC 3339 UTC, seconds, `Z`)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -325,10 +330,18 @@ def _owner_alive(board: Board, worker_id: str | None) -> bool:
     if worker_id is None:
         return False
     worker = board.workers.get(worker_id)
-    return worker is None or worker.status != "DEAD"
+    return worker is None or worker.status not in GONE_WORKER_STATUSES
 
 
-def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, epic_id: str | None = None, replace_existing: bool = False) -> ClaimPlan:
+def plan_claim(
+    board: Board,
+    statuses: Sequence[str],
+    worker_id: str | None,
+    *,
+    epic_id: str | None = None,
+    replace_existing: bool = False,
+    blocked: Callable[[Task], bool] | None = None,
+) -> ClaimPlan:
     """Choose the task `worker_id` claims next, by priority, epic order and task order.
 
     Offered: tasks in `statuses` (of `epic_id` when given) that nobody alive holds (a DEAD
@@ -337,6 +350,10 @@ def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, 
     `already`. The solo-worker rule: a task is not offered while another worker, not in a team
     with the claimer, holds a task of the same status in the same epic. With `replace_existing`
     the claimer takes over such a worker's task instead (only when nothing free is left).
+
+    `blocked(task)` says whether a candidate waits on something the board's files other than
+    the task's own hold (an unanswered question to a human); it is asked only of candidates
+    about to be chosen, so a claim reads few of those files.
 
     Raises InvalidRequest for bad statuses and Conflict WORKER_CONFLICT when the only tasks
     left are barred by the solo-worker rule.
@@ -376,6 +393,8 @@ def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, 
         if _owner_alive(board, task.assigned_worker):
             continue
         barred = rivals(task)
+        if not barred and blocked is not None and blocked(task):
+            continue
         if not barred:
             dead_owner = task.assigned_worker
             return ClaimPlan(task=task, takeover_from=dead_owner)
@@ -399,6 +418,25 @@ def plan_claim(board: Board, statuses: Sequence[str], worker_id: str | None, *, 
     return ClaimPlan()
 
 
+def wait_answer(
+    board: Board, statuses: Sequence[str], worker_id: str, *, epic_id: str | None = None, blocked: Callable[[Task], bool] | None = None
+) -> Task | None:
+    """The task that ends a wait_for_task: the one `plan_claim` would give `worker_id` now, or
+    the worker's own task once it is in one of `statuses`; None while neither exists.
+
+    Mirrors the claim exactly, so a woken waiter's claim never declines straight back into a
+    wait (Moe's wait/claim spin): a task barred by the solo-worker rule wakes nobody.
+    """
+    held = board.active_task_of(worker_id)
+    if held is not None:
+        return held if held.status in statuses and (epic_id is None or held.epic == epic_id) else None
+    try:
+        plan = plan_claim(board, statuses, worker_id, epic_id=epic_id, blocked=blocked)
+    except Conflict:
+        return None
+    return plan.task
+
+
 def claimed(task: Task, worker_id: str, now: str) -> Task:
     """`task` as held by `worker_id` from `now` (its first claim time stamped once)."""
     return replace(task, assigned_worker=worker_id, updated=now, first_claimed=task.first_claimed or now)
@@ -407,6 +445,63 @@ def claimed(task: Task, worker_id: str, now: str) -> Task:
 def role_for_status(status: str) -> str | None:
     """The role that works a claimable column (architect, worker, qa)."""
     return _ROLE_OF_STATUS.get(status)
+
+
+# --------------------------------------------------------------------------- leases
+
+
+def lease_deadline(worker: Worker | None, settings: Settings) -> datetime | None:
+    """When `worker`'s hold on a task runs out: its last heartbeat plus the project's lease
+    (`stale_worker_timeout_ms`). None when leases are off, or for a worker that never sent a
+    heartbeat (registered by hand, or by a version without leases): it holds its tasks until
+    it releases them, deregisters, or a human frees them."""
+    if worker is None or settings.stale_worker_timeout_ms <= 0:
+        return None
+    beat = parse_time(worker.heartbeat)
+    return None if beat is None else beat + timedelta(milliseconds=settings.stale_worker_timeout_ms)
+
+
+def expired_holds(board: Board, now: datetime) -> list[Task]:
+    """The held tasks whose holder's lease has run out by `now`, in queue order."""
+    found = []
+    for task in board.tasks.values():
+        if task.status not in ACTIVE or not task.assigned_worker:
+            continue
+        deadline = lease_deadline(board.workers.get(task.assigned_worker), board.project.settings)
+        if deadline is not None and now >= deadline:
+            found.append(task)
+    return sorted(found, key=lambda t: rank_key(t, board.epics))
+
+
+def next_lease_expiry(board: Board) -> datetime | None:
+    """The earliest moment a held task's lease runs out (a waiter wakes then: no file changes
+    when a lease expires)."""
+    moments = [
+        deadline
+        for task in board.tasks.values()
+        if task.status in ACTIVE and task.assigned_worker
+        for deadline in (lease_deadline(board.workers.get(task.assigned_worker), board.project.settings),)
+        if deadline is not None
+    ]
+    return min(moments, default=None)
+
+
+def next_auto_approval(board: Board) -> datetime | None:
+    """The earliest moment SPEED mode approves a waiting plan by itself."""
+    settings = board.project.settings
+    if settings.approval_mode != "SPEED":
+        return None
+    moments = [
+        submitted + timedelta(milliseconds=settings.speed_mode_delay_ms)
+        for task in board.tasks.values()
+        if task.status == "AWAITING_APPROVAL" and (submitted := parse_time(task.plan_submitted)) is not None
+    ]
+    return min(moments, default=None)
+
+
+def released(task: Task, now: str) -> Task:
+    """`task` let go of by its holder: same status (the column it was in), nobody holds it."""
+    return replace(task, assigned_worker=None, updated=now)
 
 
 # --------------------------------------------------------------------------- queries

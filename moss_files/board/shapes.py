@@ -9,15 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from moss_files.board.evidence import verification_to_dict
 from moss_files.board.model import STATUSES, Board, Epic, Project, Proposal, Rails, Settings, Step, Task, Team, Worker
-from moss_files.board.rules import worker_status
+from moss_files.board.oversight import amendment_to_dict, critique_to_dict, effective_description, handoff_to_dict, pending_amendment
+from moss_files.board.rules import lease_deadline, worker_status
+from moss_files.foundation.ids import format_time
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:
-    """A plan step as Moe returns it."""
-    return {
+    """A plan step as Moe returns it. `description` is the instructions in force (the newest
+    approved amendment's); the step as first planned is `originalDescription`."""
+    data: dict[str, Any] = {
         "stepId": step.id,
-        "description": step.description,
+        "description": effective_description(step),
         "status": step.status,
         "affectedFiles": list(step.affected_files),
         "modifiedFiles": list(step.modified_files),
@@ -25,6 +29,15 @@ def step_to_dict(step: Step) -> dict[str, Any]:
         "startedAt": step.started,
         "completedAt": step.completed,
     }
+    if step.amendments:
+        waiting = pending_amendment(step)
+        data["originalDescription"] = step.description
+        data["amendments"] = [amendment_to_dict(a) for a in step.amendments]
+        data["activeAmendmentId"] = next((a.get("id") for a in reversed(step.amendments) if a.get("status") == "APPROVED"), None)
+        data["pendingAmendmentId"] = waiting.get("id") if waiting else None
+    if step.verification:
+        data["verification"] = verification_to_dict(step.verification)
+    return data
 
 
 def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
@@ -58,6 +71,11 @@ def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
         "reviewStartedAt": task.review_started,
         "completedAt": task.completed,
         "metrics": {"firstClaimAt": task.first_claimed},
+        "verification": verification_to_dict(task.verification),
+        "priorHandoffs": [handoff_to_dict(h) for h in task.handoffs],
+        "priorAttempt": dict(task.prior_attempt) if task.prior_attempt else None,
+        "budget": {"wallClockMs": task.budget_ms} if task.budget_ms else None,
+        "planCritiqueResult": critique_to_dict(task.critique),
     }
     if path is not None:
         data["path"] = path
@@ -96,6 +114,7 @@ def task_for_agent(task: Task) -> dict[str, Any]:
         "reopenCount": task.reopen_count,
         "reopenReason": task.reopen_reason,
         "testFile": task.test_file,
+        "priorHandoffCount": len(task.handoffs),
     }
 
 
@@ -146,6 +165,9 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         "speedModeDelayMs": settings.speed_mode_delay_ms,
         "maxReopens": settings.max_reopens,
         "maxTeamSize": settings.max_team_size,
+        "staleWorkerTimeoutMs": settings.stale_worker_timeout_ms,
+        "requireVerification": settings.require_verification,
+        "chatMaxAgentHops": settings.chat_max_agent_hops,
     }
 
 
@@ -168,9 +190,16 @@ def worker_to_dict(board: Board, worker: Worker) -> dict[str, Any]:
         "needsFrom": worker.needs_from,
         "blockedStepId": worker.blocked_step,
         "blockedSince": worker.blocked_since,
+        "lastHeartbeat": worker.heartbeat,
+        "leaseExpiresAt": _lease(board, worker, task),
         "createdAt": worker.created,
         "updatedAt": worker.updated,
     }
+
+
+def _lease(board: Board, worker: Worker, task: Task | None) -> str | None:
+    deadline = lease_deadline(worker, board.project.settings) if task is not None else None
+    return format_time(deadline) if deadline is not None else None
 
 
 def team_to_dict(team: Team) -> dict[str, Any]:
@@ -205,6 +234,7 @@ def proposal_to_dict(proposal: Proposal) -> dict[str, Any]:
         "targetScope": proposal.target_scope,
         "currentValue": proposal.current_value,
         "proposedValue": proposal.proposed_value,
+        "railList": proposal.rail_list,
         "reason": proposal.reason,
         "status": proposal.status,
         "resolvedBy": proposal.resolved_by,

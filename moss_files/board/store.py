@@ -11,7 +11,10 @@ exclusive creates, O_APPEND log lines). Layout, relative to the workspace root:
     .moss/board/teams/<TEAM-id>.md      one file per team
     .moss/board/proposals/<PROP-id>.md  one file per rail proposal; the body is the reason
     .moss/board/activity.jsonl          the append-only activity log (union-merged by git)
+    .moss/board/chat/<channel>.jsonl    one chat channel's lines (union-merged by git)
+    .moss/board/comments/<TASK-id>.jsonl  a task's comments and questions (union-merged by git)
     .moss/run/.board.lock               the writers' lock (per machine, git-ignored)
+    .moss/run/board/cursors/<worker>.json  a worker's chat read positions (per machine)
     .moss/cache/board.json              parsed items keyed by file stat (derived, git-ignored)
 
 A file's stem is its id. Readers take no lock: every file is replaced by rename, so a reader
@@ -37,7 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from moss_files.board import files
+from moss_files.board import files, threads
 from moss_files.board.model import Board, Epic, Event, Project, Proposal, Step, Task, Team, Worker, default_project, is_valid_name
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
@@ -52,6 +55,8 @@ CACHE_VERSION = 1
 CACHE_REWRITE_AFTER = 64
 PROJECT_FILE = "project.md"
 LOG_FILE = "activity.jsonl"
+THREAD_FOLDERS = {"chat": "chat", "comments": "comments"}
+CURSOR_DIR = PurePosixPath(".moss/run/board/cursors")
 FOLDERS = {"epic": "epics", "task": "tasks", "worker": "workers", "team": "teams", "proposal": "proposals"}
 MAX_FILE_BYTES = 1024 * 1024
 MAX_LOG_LINE_BYTES = 256 * 1024
@@ -335,6 +340,21 @@ class BoardStore:
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
         self._cache.pop(self.display(path), None)
 
+    def set_global_rails(self, list_name: str, values: tuple[str, ...]) -> Project:
+        """Set one list of `project.md`'s global rails (the file must exist); only that key's
+        lines change. Raises NotFound, InvalidDocument."""
+        path = self.project_path
+        relpath = self.display(path)
+
+        def step(snapshot: fs.Snapshot) -> bytes | None:
+            if snapshot.data is None:
+                raise NotFound("project.md does not exist", path=relpath)
+            doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            return document.encode(files.edit_project_rails(doc, list_name, values, relpath), doc.bom)
+
+        fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        return self.read_project()
+
     def create_project(self, project: Project) -> bool:
         """Write `project.md` unless it exists; True when this call wrote it."""
         return fs.create_exclusive(self.project_path, files.render_project(project).encode("utf-8"))
@@ -369,6 +389,117 @@ class BoardStore:
             except MossError as err:
                 problems.append(err)
         return events, problems
+
+    # ----------------------------------------------------------------- threads (chat, comments)
+
+    def thread_path(self, kind: str, name: str) -> Path:
+        """The JSONL file of one chat channel (`chat`) or one task's comments (`comments`)."""
+        return self.base / THREAD_FOLDERS[kind] / f"{name}.jsonl"
+
+    @contextmanager
+    def thread_lock(self, kind: str, name: str) -> Iterator[None]:
+        """Hold one thread's lock: for appends that depend on what the thread holds (a pin that
+        must not be doubled, a join written once). Plain appends take no lock."""
+        with fs.locked(self.thread_path(kind, name)):
+            yield
+
+    def append_record(self, kind: str, name: str, record: dict[str, Any]) -> None:
+        """Append one record to a thread as one JSONL line (a single O_APPEND write)."""
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        fs.append_line(self.thread_path(kind, name), line.encode("utf-8"))
+
+    def _records(self, path: Path) -> tuple[list[tuple[int, Any]], list[MossError]]:
+        try:
+            data = fs.read_bytes(path)
+        except FileNotFoundError:
+            return [], []
+        shown = self.display(path)
+        records: list[tuple[int, Any]] = []
+        problems: list[MossError] = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            if len(raw) > MAX_LOG_LINE_BYTES:
+                problems.append(InvalidDocument(f"line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number))
+                continue
+            if raw.startswith((b"<<<<<<<", b"=======", b">>>>>>>")):
+                problems.append(InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number))
+                continue
+            try:
+                records.append((number, json.loads(raw.decode("utf-8"))))
+            except (UnicodeDecodeError, ValueError) as exc:
+                problems.append(InvalidDocument(f"line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number))
+        return records, problems
+
+    def read_channel(self, channel: str) -> tuple[list[threads.Post], list[MossError]]:
+        """Every line of a channel in file order, and every line that is not a valid one."""
+        path = self.thread_path("chat", channel)
+        records, problems = self._records(path)
+        posts: list[threads.Post] = []
+        for number, record in records:
+            try:
+                posts.append(threads.parse_post(record, channel, self.display(path), number))
+            except MossError as err:
+                problems.append(err)
+        return posts, problems
+
+    def read_comments(self, task_id: str) -> tuple[list[threads.Comment], list[MossError]]:
+        """Every comment on a task in file order, and every line that is not a valid one."""
+        path = self.thread_path("comments", task_id)
+        records, problems = self._records(path)
+        found: list[threads.Comment] = []
+        for number, record in records:
+            try:
+                found.append(threads.parse_comment(record, task_id, self.display(path), number))
+            except MossError as err:
+                problems.append(err)
+        return found, problems
+
+    def thread_names(self, kind: str) -> list[str]:
+        """The names of the threads of one kind that have a file, sorted."""
+        try:
+            names = os.listdir(self.base / THREAD_FOLDERS[kind])
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(name[:-6] for name in names if name.endswith(".jsonl") and not name.startswith(".") and is_valid_name(name[:-6]))
+
+    def thread_signatures(self, kind: str) -> dict[str, tuple[int, int, int]]:
+        """(inode, size, mtime) of each thread file of one kind: what changed since a look."""
+        found: dict[str, tuple[int, int, int]] = {}
+        for name in self.thread_names(kind):
+            try:
+                info = os.stat(self.thread_path(kind, name))
+            except FileNotFoundError:
+                continue
+            found[name] = (info.st_ino, info.st_size, info.st_mtime_ns)
+        return found
+
+    # ----------------------------------------------------------------- chat cursors (per machine)
+
+    def cursor_path(self, worker_id: str) -> Path:
+        return self.root / CURSOR_DIR / f"{worker_id}.json"
+
+    def read_cursors(self, worker_id: str) -> dict[str, str]:
+        """A worker's read position in each channel (the id of the last message delivered)."""
+        try:
+            data = json.loads(fs.read_bytes(self.cursor_path(worker_id)))
+        except (FileNotFoundError, ValueError, MossError):
+            return {}
+        return {str(key): str(value) for key, value in data.items()} if isinstance(data, dict) else {}
+
+    def advance_cursors(self, worker_id: str, moves: dict[str, str | None]) -> dict[str, str]:
+        """Set (or, with None, forget) a worker's read position in some channels, under the
+        cursor file's lock; return every position after the change."""
+        path = self.cursor_path(worker_id)
+        with fs.locked(path):
+            cursors = self.read_cursors(worker_id)
+            for channel, cursor in moves.items():
+                if cursor is None:
+                    cursors.pop(channel, None)
+                else:
+                    cursors[channel] = cursor
+            fs.write_atomic(path, json.dumps(cursors, sort_keys=True, indent=1).encode("utf-8"))
+        return cursors
 
 
 def racy_window(mtime_ns: int, ctime_ns: int) -> int:

@@ -17,17 +17,28 @@ fsyncs it before the lock is released, so the next claimer's read includes it. T
 therefore run one after the other, and the second sees the first's owner. Across clones there
 is no lock to share: two offline claims of one task meet as a git conflict on its
 `assigned_worker:` line.
+
+Leases. A worker's hold on a task lasts while it shows signs of life: its claim, its
+heartbeats and its own steps write `heartbeat:` in its worker file, and once that time is older
+than the project's `stale_worker_timeout_ms` the lease has run out. The release is not left to
+a timer that a crash would take with it: every writer settles expired leases first, under the
+board lock (`settle_leases`): the task keeps its column and loses its holder, the worker's file
+says STALE, the activity log says why. A STALE worker's later heartbeat or step is refused with
+LEASE_EXPIRED, so once released a task has one owner again: whoever claims it next, once. The
+lease is a time written in files, so it holds across clones too: two clones that each released
+and re-claimed a task meet as a git conflict on its `assigned_worker:` line, never as two owners.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from typing import Any
 
-from moss_files.board import rules
-from moss_files.board.model import Board, Epic, Event, Project, Task, Worker, check_name
+from moss_files.board import rules, threads
+from moss_files.board.model import GONE_WORKER_STATUSES, Board, Epic, Event, Project, Task, Worker, check_name
 from moss_files.board.store import BoardStore
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, MossError, NotFound, error_body
@@ -99,10 +110,9 @@ def task_path(ctx: Context, task_id: str) -> str:
 
 def log(ctx: Context, project: Project, kind: str, *, task: Task | None = None, epic_id: str | None = None, worker: str | None = None, **payload: Any) -> None:
     """Append one event to the activity log (None values are left out of the payload)."""
-    now = ctx.now().astimezone(UTC)
     event = Event(
         id=f"EVT-{ctx.new_ulid()}",
-        timestamp=now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+        timestamp=event_time(ctx),
         event=kind,
         project=project.id,
         epic=epic_id if epic_id is not None else (task.epic or None if task else None),
@@ -205,3 +215,182 @@ def ensure_worker(ctx: Context, board: Board, worker_id: str, role: str | None) 
         return worker
     log(ctx, board.project, "WORKER_REGISTERED", worker=worker_id, type=role)
     return worker
+
+
+# --------------------------------------------------------------------------- liveness and leases
+
+
+def guard_live(board: Board, worker_id: str | None) -> None:
+    """Refuse a worker whose lease expired (STALE) or who deregistered (DEAD): whatever it
+    held was released and may belong to another worker now. Raises Conflict LEASE_EXPIRED."""
+    if worker_id is None:
+        return
+    worker = board.workers.get(worker_id)
+    if worker is not None and worker.status in GONE_WORKER_STATUSES:
+        raise Conflict(
+            f"{worker_id} is {worker.status}: its lease ended and its tasks were released; claim a task again",
+            code="LEASE_EXPIRED",
+            details={"workerId": worker_id, "status": worker.status, "lastHeartbeat": worker.heartbeat},
+            hint="moe.claim_next_task (or moss task claim) starts a new lease",
+        )
+
+
+def guard(board: Board, task: Task, worker_id: str | None) -> None:
+    """A worker's write on `task`: it must be live (LEASE_EXPIRED) and hold the task, unless
+    nobody holds it (NOT_ALLOWED)."""
+    guard_live(board, worker_id)
+    guard_owner(task, worker_id)
+
+
+def guard_questions(ctx: Context, task: Task, action: str) -> None:
+    """Refuse work on a task while an agent's question to a human waits for its answer.
+    Raises Conflict QUESTION_PENDING (details.questions)."""
+    comments, _ = board_store(ctx).read_comments(task.id)
+    waiting = threads.open_questions(comments)
+    if waiting:
+        raise Conflict(
+            f"{task.id} waits for a human's answer to {len(waiting)} question(s); it cannot be {action} until then",
+            code="QUESTION_PENDING",
+            details={"taskId": task.id, "questions": [threads.comment_to_dict(c, 200) for c in waiting]},
+            hint='a human answers with `moss task comment TASK "..."`',
+        )
+
+
+def question_blocked(ctx: Context) -> Callable[[Task], bool]:
+    """A predicate for claims: whether a task waits for a human's answer."""
+    store = board_store(ctx)
+    with_comments = set(store.thread_names("comments"))
+
+    def blocked(task: Task) -> bool:
+        return task.id in with_comments and bool(threads.open_questions(store.read_comments(task.id)[0]))
+
+    return blocked
+
+
+def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = False) -> Board:
+    """Record a sign of life: the worker's `heartbeat:` becomes now (its file is made if new).
+    Without `force`, a heartbeat younger than a twentieth of the lease is left as it is, so a
+    busy worker does not rewrite its file on every step. Returns the board with the worker."""
+    if worker_id is None:
+        return board
+    now = ctx.now()
+    worker = board.workers.get(worker_id) or ensure_worker(ctx, board, worker_id, None)
+    lease_ms = board.project.settings.stale_worker_timeout_ms
+    last = rules.parse_time(worker.heartbeat)
+    if not force and last is not None and lease_ms > 0 and (now - last).total_seconds() * 1000 < lease_ms / 20:
+        return board if worker_id in board.workers else replace(board, workers={**board.workers, worker_id: worker})
+    # Milliseconds: a lease of a few seconds (tests, benches) must not lose up to one to rounding.
+    stamp = event_time(ctx)
+    worker = board_store(ctx).update("worker", worker_id, lambda w: replace(w, heartbeat=stamp))
+    return replace(board, workers={**board.workers, worker_id: worker})
+
+
+def settle_leases(ctx: Context, board: Board) -> Board:
+    """Release every task whose holder's lease has run out (call under the board lock): the task
+    keeps its column and loses its holder, the holder's file says STALE, and the activity log
+    and the task's chat channel say why. Returns the board as it is after."""
+    now = ctx.now()
+    expired = rules.expired_holds(board, now)
+    if not expired:
+        return board
+    store = board_store(ctx)
+    tasks = dict(board.tasks)
+    workers = dict(board.workers)
+    settings = board.project.settings
+    stamp = ctx.stamp()
+
+    for task in expired:
+        holder = str(task.assigned_worker)
+        try:
+            worker = store.get("worker", holder)
+        except MossError:
+            continue  # its file went away or broke since the load: nothing to judge the lease by
+        deadline = rules.lease_deadline(worker, settings)
+        if deadline is None or now < deadline:
+            continue  # a heartbeat landed since the load
+
+        def release(current: Task, holder: str = holder) -> Task:
+            return rules.released(current, stamp) if current.assigned_worker == holder else current
+
+        def stale(current: Worker) -> Worker:
+            return replace(current, status="STALE", updated=stamp)
+
+        _old, new = write_task(ctx, task.id, release)
+        tasks[task.id] = new
+        if worker.status not in GONE_WORKER_STATUSES:
+            workers[holder] = store.update("worker", holder, stale)
+        details = {"lastHeartbeat": worker.heartbeat, "leaseMs": settings.stale_worker_timeout_ms, "expiredAt": rules.format_moment(deadline)}
+        log(ctx, board.project, "WORKER_STALE", task=new, worker=holder, **details)
+        log(ctx, board.project, "WORKER_RELEASED", task=new, worker=holder, status=new.status, reason="lease expired")
+        post_system(ctx, new.id, f"@{holder}'s lease on {new.id} expired (last heartbeat {worker.heartbeat}); the task is back in {new.status}, unassigned.")
+    return replace(board, tasks=tasks, workers=workers)
+
+
+def post_system(ctx: Context, channel: str, content: str) -> None:
+    """A system message in a channel (a task's, the general one): best effort, never fails
+    the operation that posts it."""
+    post = threads.Post(
+        kind="message",
+        id=f"MSG-{ctx.new_ulid()}",
+        channel=channel,
+        sender=threads.SYSTEM,
+        timestamp=event_time(ctx),
+        content=content,
+        mentions=threads.mentions_in(content),
+    )
+    try:
+        board_store(ctx).append_record("chat", channel, threads.post_to_record(post))
+    except MossError:
+        pass
+
+
+def event_time(ctx: Context) -> str:
+    """Now, with milliseconds, as activity lines and chat lines stamp it."""
+    now = ctx.now().astimezone(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+# --------------------------------------------------------------------------- waits in progress
+
+
+@dataclass(slots=True)
+class Wait:
+    """One wait in progress: `wake` ends its sleep (a file changed, or it was superseded),
+    `cancelled` says it was superseded; `channels` are the chat channels it listens to (None:
+    the worker's own)."""
+
+    wake: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    channels: frozenset[str] | None = None
+
+
+class Waits:
+    """The waits in progress in one server, by (kind, worker): Moe's rule that a worker's new
+    wait cancels its previous one (`cancelled: true`), and what chat_who reports as waiting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waits: dict[tuple[str, str], Wait] = {}
+
+    def enter(self, kind: str, worker_id: str, wait: Wait) -> None:
+        with self._lock:
+            previous = self._waits.get((kind, worker_id))
+            self._waits[(kind, worker_id)] = wait
+        if previous is not None:
+            previous.cancelled.set()
+            previous.wake.set()
+
+    def leave(self, kind: str, worker_id: str, wait: Wait) -> None:
+        with self._lock:
+            if self._waits.get((kind, worker_id)) is wait:
+                del self._waits[(kind, worker_id)]
+
+    def waiting(self, kind: str) -> dict[str, Wait]:
+        """The workers waiting now, with their waits."""
+        with self._lock:
+            return {worker_id: wait for (each, worker_id), wait in self._waits.items() if each == kind}
+
+
+def waits(ctx: Context) -> Waits:
+    """The waits in progress under this context (one per server, one per CLI run)."""
+    return ctx.resource("board.waits", Waits)

@@ -2,7 +2,9 @@
 the board's use cases, render. `--json` prints exactly what the `moe.*` MCP tool returns; errors go
 to stderr (the JSON error body with --json) with their class's exit code: 2 bad arguments,
 3 not found, 4 an unreadable board file or RAIL_VIOLATION, 5 INVALID_TRANSITION,
-WORKER_CONFLICT, NOT_ALLOWED, TEAM_FULL or DEPENDENCY_CYCLE, 6 no workspace.
+WORKER_CONFLICT, NOT_ALLOWED, TEAM_FULL, DEPENDENCY_CYCLE, LEASE_EXPIRED, QUESTION_PENDING,
+AMENDMENT_PENDING or VERIFICATION_FAILED, 6 no workspace. `moss task wait` and
+`moss board chat wait` block (until something comes, or their timeout) and exit 0 either way.
 
 Commands act as a human (approving plans is allowed); `--worker` (or MOE_WORKER_ID) acts on
 behalf of an agent, so the ownership guards apply as they do to that agent's MCP calls.
@@ -11,12 +13,13 @@ behalf of an agent, so the ownership guards apply as they do to that agent's MCP
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from moss_files.board import claims, editing, plans, queries, teams
+from moss_files.board import claims, conversation, editing, governance, leases, plans, queries, teams, waiting
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
 from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
@@ -33,6 +36,24 @@ StatusesOpt = Annotated[list[str] | None, typer.Option("--status", "-s", help="T
 DodOpt = Annotated[list[str] | None, typer.Option("--dod", help="A definition-of-done item (repeatable).", show_default=False)]
 RailOpt = Annotated[list[str] | None, typer.Option("--rail", help="A rail: guidance for whoever plans and works it (repeatable).", show_default=False)]
 DependsOpt = Annotated[list[str] | None, typer.Option("--depends", help="A task this one waits for (repeatable).", show_default=False)]
+RanOpt = Annotated[list[str] | None, typer.Option("--ran", help="Evidence: a command that ran and passed, exit 0 (repeatable).", show_default=False)]
+TouchedOpt = Annotated[list[str] | None, typer.Option("--touched", help="Evidence: a file the work touched (repeatable).", show_default=False)]
+TestsOpt = Annotated[str | None, typer.Option("--tests", help="Evidence: test results as PASSED/FAILED, e.g. 42/0.", show_default=False)]
+DodEvidenceOpt = Annotated[
+    list[str] | None,
+    typer.Option("--dod", help="Evidence: 'ITEM=HOW IT SHOWS', ITEM being a definition-of-done item's text or number (repeatable).", show_default=False),
+]
+VerificationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--verification",
+        help='Evidence as JSON: {"commands": [{"command", "exitCode"}], "filesTouched", "tests": {"passed", "failed"}, "dod": [{"item", "evidence"}]}; "-" reads stdin.',
+        show_default=False,
+    ),
+]
+ChannelArg = Annotated[str, typer.Argument(help="Channel (general, workers, TASK-…, a custom name; # optional).", show_default=False)]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Longest wait in seconds (1 to 600; 0 looks once).")]
+PollOpt = Annotated[bool, typer.Option("--poll", help="Watch by polling (for mounts where file events do not arrive).")]
 
 
 def _context(root: Path | None, *, init: bool = False) -> Context:
@@ -40,6 +61,11 @@ def _context(root: Path | None, *, init: bool = False) -> Context:
     with a fresh board store."""
     top = workspace.init_root(explicit=root) if init else workspace.find_workspace(explicit=root)
     return Context(top)
+
+
+def _watching(root: Path | None) -> Context:
+    """A waiter's context: it says on stderr when it starts waiting (after its first look)."""
+    return replace(_context(root), notify=note)
 
 
 def _warn(result: dict[str, Any]) -> None:
@@ -74,6 +100,53 @@ def _task_text(task: dict[str, Any]) -> str:
 def _done(result: dict[str, Any], as_json: bool, text: str) -> None:
     _warn(result)
     emit(result, as_json, text=text)
+
+
+def _evidence(verification: str | None, ran: list[str] | None, touched: list[str] | None, tests: str | None, dod: list[str] | None) -> dict[str, Any] | None:
+    """The verification argument from the evidence options (None when none was given)."""
+    data: dict[str, Any] = {}
+    if verification is not None:
+        try:
+            data = json.loads(read_stdin_if(verification) if verification == "-" else verification)
+        except ValueError as exc:
+            raise InvalidRequest(f"--verification is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise InvalidRequest("--verification must be a JSON object")
+    if ran:
+        data["commands"] = [*data.get("commands", []), *({"command": command, "exitCode": 0} for command in ran)]
+    if touched:
+        data["filesTouched"] = [*data.get("filesTouched", []), *touched]
+    if tests is not None:
+        passed, _, failed = tests.partition("/")
+        if not passed.strip().isdigit() or not failed.strip().isdigit():
+            raise InvalidRequest(f"--tests {tests!r} must read PASSED/FAILED, e.g. 42/0")
+        data["tests"] = {"passed": int(passed), "failed": int(failed)}
+    for entry in dod or []:
+        item, sep, shown = entry.partition("=")
+        if not sep or not item.strip() or not shown.strip():
+            raise InvalidRequest(f"--dod {entry!r} must read ITEM=EVIDENCE")
+        data.setdefault("dod", []).append({"item": int(item) if item.strip().isdigit() else item.strip(), "evidence": shown.strip()})
+    return data or None
+
+
+def _seconds(timeout: float) -> int:
+    if timeout < 0:
+        raise InvalidRequest("--timeout must be at least 0 seconds")
+    return round(timeout * 1000)
+
+
+def _woke(result: dict[str, Any]) -> str:
+    """One line saying what ended a wait."""
+    if result.get("hasNext"):
+        return f"{result['task']['id']}  {result['task']['status']}  {result['task']['title']}" + ("  (yours)" if result.get("ownTask") else "")
+    if result.get("hasPendingQuestion"):
+        return f"a human commented on {result['taskId']}"
+    if result.get("hasChatMessage"):
+        message = result["chatMessage"]
+        return f"#{message['channel']} {message['sender']}: {message['preview']}"
+    if result.get("cancelled"):
+        return "cancelled by a newer wait"
+    return f"nothing after {result['waitedMs'] / 1000:g}s"
 
 
 def register(app: typer.Typer) -> None:
@@ -313,13 +386,21 @@ def register(app: typer.Typer) -> None:
         step_id: Annotated[str, typer.Argument(help="Step id (step-1, ...).", show_default=False)],
         file: Annotated[list[str] | None, typer.Option("--file", "-f", help="A file the step changed (repeatable).", show_default=False)] = None,
         step_note: Annotated[str | None, typer.Option("--note", help="What was done.", show_default=False)] = None,
+        ran: RanOpt = None,
+        touched: TouchedOpt = None,
+        tests: TestsOpt = None,
+        dod: DodEvidenceOpt = None,
+        verification: VerificationOpt = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Mark a plan step COMPLETED; prints progress and the next step."""
+        """Mark a plan step COMPLETED, with the evidence that it works; prints progress and the next step."""
         with reporting(as_json):
-            result = plans.complete_step(_context(root), task_id=task_id, step_id=step_id, modified_files=file, note=step_note, worker_id=worker)
+            evidence = _evidence(verification, ran, touched, tests, dod)
+            result = plans.complete_step(
+                _context(root), task_id=task_id, step_id=step_id, modified_files=file, note=step_note, verification=evidence, worker_id=worker
+            )
         progress = result["progress"]
         following = f"; next {result['nextStep']['stepId']}: {result['nextStep']['description']}" if result["nextStep"] else "; all steps done"
         emit(result, as_json, text=f"{progress['completed']}/{progress['total']} ({progress['percentage']}%){following}")
@@ -329,13 +410,19 @@ def register(app: typer.Typer) -> None:
         task_id: TaskArg,
         pr: Annotated[str | None, typer.Option("--pr", help="Pull request link.", show_default=False)] = None,
         summary: Annotated[str | None, typer.Option("--summary", help="What was done.", show_default=False)] = None,
+        ran: RanOpt = None,
+        touched: TouchedOpt = None,
+        tests: TestsOpt = None,
+        dod: DodEvidenceOpt = None,
+        verification: VerificationOpt = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Finish the work: WORKING -> REVIEW (every step must be completed)."""
+        """Finish the work: WORKING -> REVIEW (every step completed; the evidence must show the definition of done)."""
         with reporting(as_json):
-            result = plans.complete_task(_context(root), task_id=task_id, pr_link=pr, summary=summary, worker_id=worker)
+            evidence = _evidence(verification, ran, touched, tests, dod)
+            result = plans.complete_task(_context(root), task_id=task_id, pr_link=pr, summary=summary, verification=evidence, worker_id=worker)
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("qa-approve")
@@ -380,10 +467,23 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=result["message"])
 
     @task_app.command("release")
-    def task_release(task_id: TaskArg, reason: ReasonOpt = None, worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
-        """Let go of a task: it keeps its status and is claimable again."""
+    def task_release(
+        task_id: TaskArg,
+        reason: ReasonOpt = None,
+        done: Annotated[str | None, typer.Option("--done", help="Handoff note: what is done.", show_default=False)] = None,
+        remains: Annotated[str | None, typer.Option("--remains", help="Handoff note: what remains.", show_default=False)] = None,
+        pitfalls: Annotated[str | None, typer.Option("--pitfalls", help="Handoff note: what to watch out for.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Let go of a task: it keeps its status and is claimable again (with a handoff note for the next worker)."""
         with reporting(as_json):
-            result = claims.release_task(_context(root), task_id=task_id, reason=reason, worker_id=worker)
+            note = {key: value for key, value in (("whatIsDone", done), ("whatRemains", remains), ("pitfalls", pitfalls)) if value} or None
+            result = claims.release_task(_context(root), task_id=task_id, reason=reason, handoff_note=note, worker_id=worker)
+        if result.get("warning"):
+            note_line = result["warning"]
+            typer.echo(f"warning: {note_line}", err=True)
         emit(result, as_json, text=f"{task_id} {result['status']}, released")
 
     @task_app.command("context")
@@ -434,6 +534,125 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             result = editing.delete_task(_context(root), task_id=task_id)
         emit(result, as_json, text=f"deleted {task_id}")
+
+    @task_app.command("wait")
+    def task_wait(
+        worker: Annotated[str, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"The waiting worker (env {WORKER_ENV}).", show_default=False)],
+        status: Annotated[
+            list[str] | None, typer.Option("--status", "-s", help="PLANNING, WORKING (default) or REVIEW; repeatable.", show_default=False)
+        ] = None,
+        epic: EpicOpt = None,
+        team: Annotated[str | None, typer.Option("--team", help="Wait as a member of this team (its column by default).", show_default=False)] = None,
+        timeout: TimeoutOpt = 300.0,
+        poll: PollOpt = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Block until a task the worker may claim appears (it does not claim it), a human comments on its task, or a chat
+        message is for it; woken by file changes, made by any process."""
+        with reporting(as_json):
+            statuses = status or (None if team else ["WORKING"])
+            result = waiting.wait_for_task(
+                _watching(root), statuses=statuses, worker_id=worker, epic_id=epic, team_id=team, timeout_ms=_seconds(timeout), poll=poll
+            )
+        emit(result, as_json, text=_woke(result))
+
+    @task_app.command("comment")
+    def task_comment(
+        task_id: TaskArg,
+        text: Annotated[str, typer.Argument(help="The comment ('-' reads stdin).", show_default=False)],
+        question: Annotated[bool, typer.Option("--question", help="An agent's question for a human: the task waits for the answer.")] = False,
+        reply_to: Annotated[str | None, typer.Option("--reply-to", help="The comment this answers.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Comment on a task. A human's comment answers the agents' open questions on it."""
+        with reporting(as_json):
+            content = read_stdin_if(text) if text == "-" else text
+            result = conversation.add_comment(_context(root), task_id=task_id, content=content, worker_id=worker, question=question, reply_to=reply_to)
+        answered = f"; answers {', '.join(result['answered'])}" if result["answered"] else ""
+        _done(result, as_json, f"{result['commentId']}{answered}; {result['openQuestions']} question(s) still open")
+
+    @task_app.command("comments")
+    def task_comments(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """A task's comments, oldest first; open questions are marked."""
+        with reporting(as_json):
+            result = conversation.list_comments(_context(root), task_id=task_id)
+        waiting_ids = set(result["openQuestions"])
+        rows = [f"{c['timestamp']}  {c['author']}{' ?' if c['id'] in waiting_ids else ''}: {c['content']}  ({c['id']})" for c in result["comments"]]
+        _done(result, as_json, "\n".join(rows) or "no comments")
+
+    @task_app.command("amend")
+    def task_amend(
+        task_id: TaskArg,
+        step_id: Annotated[str, typer.Argument(help="Step id (step-1, ...).", show_default=False)],
+        description: Annotated[str, typer.Option("--description", "-d", help="The step's new instructions, in full.", show_default=False)],
+        reason: Annotated[str, typer.Option("--reason", "-r", help="Why.", show_default=False)],
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Amend one step of a plan (an agent's amendment waits for `moss task approve` in CONTROL mode)."""
+        with reporting(as_json):
+            result = governance.amend_plan_step(_context(root), task_id=task_id, step_id=step_id, description=description, reason=reason, worker_id=worker)
+        emit(result, as_json, text=result["message"])
+
+    @task_app.command("replan")
+    def task_replan(
+        task_id: TaskArg,
+        reason: Annotated[str, typer.Option("--reason", "-r", help="Why the plan does not work.", show_default=False)],
+        step: Annotated[str | None, typer.Option("--step", help="Where it broke down.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Send a WORKING task back to PLANNING for a new plan (the old one is kept as priorAttempt)."""
+        with reporting(as_json):
+            result = governance.request_replan(_context(root), task_id=task_id, reason=reason, step_id=step, worker_id=worker)
+        emit(result, as_json, text=result["message"])
+
+    @task_app.command("critique")
+    def task_critique(
+        task_id: TaskArg,
+        verdict: Annotated[str, typer.Argument(help="pass or block.", show_default=False)],
+        concern: Annotated[list[str] | None, typer.Option("--concern", help="What is wrong (repeatable; needed to block).", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """A verdict on a task's plan; block sends an AWAITING_APPROVAL or WORKING task back to PLANNING."""
+        with reporting(as_json):
+            result = governance.submit_plan_critique(_context(root), task_id=task_id, verdict=verdict, concerns=concern, worker_id=worker)
+        emit(result, as_json, text=f"{task_id} {result['status']} ({result['verdict']})")
+
+    @task_app.command("budget")
+    def task_budget(
+        task_id: TaskArg,
+        minutes: Annotated[float, typer.Argument(help="Wall-clock budget from first claim to DONE, in minutes; 0 clears.", show_default=False)],
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Set or clear a task's wall-clock budget."""
+        with reporting(as_json):
+            result = governance.set_task_budget(_context(root), task_id=task_id, wall_clock_ms=round(minutes * 60_000))
+        budget = result["budget"]
+        emit(result, as_json, text=f"{task_id} budget {budget['wallClockMs'] / 60000:g} min" if budget else f"{task_id} has no budget")
+
+    @task_app.command("handoffs")
+    def task_handoffs(task_id: TaskArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Notes left by the workers who released a task, newest first."""
+        with reporting(as_json):
+            result = governance.get_handoff_history(_context(root), task_id=task_id)
+        rows = [f"{h['releasedAt']}  {h['releasedBy']}: done: {h['whatIsDone'] or '-'}; remains: {h['whatRemains'] or '-'}" for h in result["priorHandoffs"]]
+        emit(result, as_json, text="\n".join(rows) or "no handoff notes")
+
+    @task_app.command("archive")
+    def task_archive(task_id: TaskArg, reason: ReasonOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Shelve a BACKLOG, REVIEW or DONE task (ARCHIVED)."""
+        with reporting(as_json):
+            result = editing.archive_task(_context(root), task_id=task_id, reason=reason)
+        emit(result, as_json, text=f"{task_id} {result['status']}")
 
     # ------------------------------------------------------------------ epics
 
@@ -508,6 +727,13 @@ def register(app: typer.Typer) -> None:
             result = editing.delete_epic(_context(root), epic_id=epic_id, cascade_delete=cascade)
         emit(result, as_json, text=f"deleted {epic_id} and {result['deletedTaskCount']} task(s)")
 
+    @epic_app.command("archive")
+    def epic_archive(epic_id: EpicArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Archive an epic and all its tasks (refused while one is in flight)."""
+        with reporting(as_json):
+            result = editing.archive_epic(_context(root), epic_id=epic_id)
+        emit(result, as_json, text=f"{epic_id} {result['epicStatus']}; {result['archivedTaskCount']} task(s) archived")
+
     # ------------------------------------------------------------------ workers
 
     @worker_app.command("list")
@@ -551,6 +777,39 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             result = plans.unblock_worker(_context(root), worker_id=worker_id, resolution=resolution, retry_task=retry)
         emit(result, as_json, text=result["message"])
+
+    @worker_app.command("heartbeat")
+    def worker_heartbeat(
+        worker: Annotated[str, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"The worker (env {WORKER_ENV}).", show_default=False)],
+        task: Annotated[str | None, typer.Option("--task", help="The task it holds (checked).", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The worker is alive: its lease starts again (exit 5, LEASE_EXPIRED, once the lease ran out)."""
+        with reporting(as_json):
+            result = leases.heartbeat(_context(root), worker_id=worker, task_id=task)
+        held = f"; holds {result['currentTaskId']} until {result['leaseExpiresAt']}" if result["currentTaskId"] else ""
+        emit(result, as_json, text=f"{worker} alive at {result['lastHeartbeat']}{held}")
+
+    @worker_app.command("deregister")
+    def worker_deregister(
+        worker_id: Annotated[str, typer.Argument(help="Worker id.", show_default=False)],
+        reason: ReasonOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The worker is gone: DEAD, its tasks released to their columns."""
+        with reporting(as_json):
+            result = leases.deregister_worker(_context(root), worker_id=worker_id, reason=reason)
+        emit(result, as_json, text=result["message"])
+
+    @worker_app.command("sweep")
+    def worker_sweep(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Release now every task whose holder's lease ran out (any write does it anyway)."""
+        with reporting(as_json):
+            result = leases.sweep(_context(root))
+        rows = [f"{r['taskId']}  {r['status']}  released from {r['workerId']}" for r in result["released"]]
+        emit(result, as_json, text="\n".join(rows) or "no lease has run out")
 
     # ------------------------------------------------------------------ teams
 
@@ -664,10 +923,234 @@ def register(app: typer.Typer) -> None:
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Record a decision on a rail proposal (edit the rails themselves in project.md or the epic/task)."""
+        """Approve or reject a rail proposal; an approval applies it to the rails (logged as RAILS_UPDATED)."""
         with reporting(as_json):
             result = plans.resolve_proposal(_context(root), proposal_id=proposal_id, decision=decision)
         emit(result, as_json, text=f"{proposal_id} {result['proposal']['status']}")
+
+    @board_app.command("questions")
+    def board_questions(
+        awaiting: Annotated[str, typer.Option("--awaiting", help="human (default): agents' questions; agent: human comments to answer.")] = "human",
+        epic: EpicOpt = None,
+        archived: Annotated[bool, typer.Option("--archived", help="Include ARCHIVED tasks.")] = False,
+        limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many tasks.")] = 50,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Questions waiting for an answer; answer one with `moss task comment TASK "..."`."""
+        with reporting(as_json):
+            result = conversation.get_pending_questions(
+                _context(root), epic_id=epic, include_archived=archived, limit=limit, max_questions_per_task=20, max_content_chars=0, awaiting=awaiting
+            )
+        rows = [
+            f"{t['taskId']}  {t['title']}\n" + "\n".join(f"  {q['author']}: {q['content']}  ({q['commentId']})" for q in t["questions"])
+            for t in result["tasks"]
+        ]
+        _done(result, as_json, "\n".join(rows) or "no open questions")
+
+    @board_app.command("metrics")
+    def board_metrics(
+        epic: EpicOpt = None,
+        since: Annotated[str | None, typer.Option("--since", help="Only tasks changed since this ISO 8601 time.", show_default=False)] = None,
+        limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many tasks.")] = 100,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Per-task metrics and their aggregate (wall clock, first-pass approval, reopens, budgets)."""
+        with reporting(as_json):
+            result = governance.list_metrics(_context(root), epic_id=epic, since_iso=since, limit=limit)
+        total = result["aggregate"]
+        _done(
+            result,
+            as_json,
+            f"{total['taskCount']} tasks, {total['doneCount']} done, first-pass approval {total['firstPassApprovalPct']}%, "
+            f"average reopens {total['avgReopens']}, {total['overBudgetCount']} over budget",
+        )
+
+    @board_app.command("init-project")
+    def board_init_project(
+        name: Annotated[str | None, typer.Option("--name", help="Project name (default: the folder's).", show_default=False)] = None,
+        force: Annotated[bool, typer.Option("--force", help="Re-create missing parts of an initialized project.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """What moe.init_project does: folders, git settings and project.md (nothing existing replaced)."""
+        with reporting(as_json):
+            result = editing.init_project(_context(root, init=True), name=name, force=force)
+        emit(result, as_json, text=result["message"])
+
+    register_chat(board_app)
+
+
+def register_chat(board_app: typer.Typer) -> None:
+    """`moss board chat …`: Moe's chat for humans (and agents with --worker)."""
+    chat_app = new_app("Chat: channels general, architects, workers, qa, governors, one per task and epic, and custom ones.")
+    board_app.add_typer(chat_app, name="chat")
+
+    @chat_app.command("send")
+    def chat_send(
+        channel: ChannelArg,
+        text: Annotated[str, typer.Argument(help="The message ('-' reads stdin); @worker, @all, @workers … mention.", show_default=False)],
+        reply_to: Annotated[str | None, typer.Option("--reply-to", help="The message this answers.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Send a message (as `human`, or as --worker)."""
+        with reporting(as_json):
+            content = read_stdin_if(text) if text == "-" else text
+            result = conversation.chat_send(_context(root), channel=channel, content=content, worker_id=worker, reply_to=reply_to)
+        targets = f" -> {', '.join(result['routingTargets'])}" if result["routingTargets"] else ""
+        _done(result, as_json, f"{result['messageId']}{targets}")
+
+    @chat_app.command("read")
+    def chat_read(
+        channel: Annotated[str | None, typer.Argument(help="Channel (default: every channel).", show_default=False)] = None,
+        limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (max 200).")] = 20,
+        since: Annotated[str | None, typer.Option("--since", help="Messages after this one.", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Read messages, oldest first (with --worker: from where that worker stopped, moving its position)."""
+        with reporting(as_json):
+            result = conversation.chat_read(_context(root), channel=channel, worker_id=worker, since_id=since, limit=limit, max_content_chars=0)
+        rows = [f"{m['timestamp']}  #{m['channel']}  {m['sender']}: {m['content']}" for m in result["messages"]]
+        _done(result, as_json, "\n".join(rows) or "no messages")
+
+    @chat_app.command("channels")
+    def chat_channels(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Every channel with its message count."""
+        with reporting(as_json):
+            result = conversation.chat_channels(_context(root))
+        rows = [f"#{c['id']:<24} {c['type']:<8} {c['messageCount']} message(s)" for c in result["channels"]]
+        _done(result, as_json, "\n".join(rows))
+
+    @chat_app.command("create")
+    def chat_create(name: Annotated[str, typer.Argument(help="Channel name.", show_default=False)], root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Create a custom channel."""
+        with reporting(as_json):
+            result = conversation.chat_create_channel(_context(root), name=name)
+        emit(result, as_json, text=f"#{result['channel']['id']}{'' if result['created'] else ' (exists)'}")
+
+    @chat_app.command("join")
+    def chat_join(channel: ChannelArg, worker: WorkerOpt = None, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Join a channel; prints who is online."""
+        with reporting(as_json):
+            result = conversation.chat_join(_context(root), channel=channel, worker_id=worker)
+        emit(result, as_json, text="online: " + (", ".join(w["id"] for w in result["onlineWorkers"]) or "nobody"))
+
+    @chat_app.command("who")
+    def chat_who(
+        channel: Annotated[str | None, typer.Argument(help="Only this channel's members.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Workers online (heard from within two minutes)."""
+        with reporting(as_json):
+            result = conversation.chat_who(_context(root), channel=channel)
+        emit(result, as_json, text="\n".join(f"{w['workerId']}  {w['status']}  {w['currentTaskId'] or '-'}" for w in result["online"]) or "nobody online")
+
+    @chat_app.command("pin")
+    def chat_pin(
+        channel: ChannelArg,
+        message_id: Annotated[str, typer.Argument(help="Message id.", show_default=False)],
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Pin a message."""
+        with reporting(as_json):
+            result = conversation.chat_pin(_context(root), channel=channel, message_id=message_id, worker_id=worker)
+        emit(result, as_json, text=f"pinned {message_id}")
+
+    @chat_app.command("unpin")
+    def chat_unpin(
+        channel: ChannelArg,
+        message_id: Annotated[str, typer.Argument(help="Message id.", show_default=False)],
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Unpin a message."""
+        with reporting(as_json):
+            result = conversation.chat_unpin(_context(root), channel=channel, message_id=message_id, worker_id=worker)
+        emit(result, as_json, text=f"unpinned {message_id}" if result["unpinned"] else f"{message_id} was not pinned")
+
+    @chat_app.command("pins")
+    def chat_pins(channel: ChannelArg, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """A channel's pinned messages."""
+        with reporting(as_json):
+            result = conversation.chat_pins(_context(root), channel=channel)
+        rows = [f"{p['messageId']}  {(p['message'] or {}).get('content', '(message not found)')}" for p in result["pins"]]
+        _done(result, as_json, "\n".join(rows) or "nothing pinned")
+
+    @chat_app.command("decision")
+    def chat_decision(
+        text: Annotated[str, typer.Argument(help="What is proposed.", show_default=False)],
+        channel: Annotated[str | None, typer.Option("--channel", help="Where to announce it (default general).", show_default=False)] = None,
+        worker: WorkerOpt = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Propose a decision for a human."""
+        with reporting(as_json):
+            result = conversation.chat_decision(_context(root), content=text, channel=channel, worker_id=worker)
+        emit(result, as_json, text=result["decision"]["id"])
+
+    @chat_app.command("decisions")
+    def chat_decisions(
+        status: Annotated[str | None, typer.Option("--status", "-s", help="proposed, approved or rejected.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Decisions proposed in any channel."""
+        with reporting(as_json):
+            result = conversation.list_decisions(_context(root), status=status)
+        _done(
+            result,
+            as_json,
+            "\n".join(f"{d['id']}  {d['status']:<8} #{d['channel']}  {d['proposedBy']}: {d['content']}" for d in result["decisions"]) or "no decisions",
+        )
+
+    @chat_app.command("decide")
+    def chat_decide(
+        decision_id: Annotated[str, typer.Argument(help="Decision id (DEC-…).", show_default=False)],
+        verdict: Annotated[str, typer.Argument(help="approved or rejected.", show_default=False)],
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """A human's verdict on a proposed decision."""
+        with reporting(as_json):
+            result = conversation.resolve_decision(_context(root), decision_id=decision_id, verdict=verdict)
+        emit(result, as_json, text=f"{decision_id} {result['decision']['status']}")
+
+    @chat_app.command("wait")
+    def chat_wait(
+        worker: Annotated[str, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"The waiting worker (env {WORKER_ENV}).", show_default=False)],
+        channel: Annotated[list[str] | None, typer.Option("--channel", "-c", help="Only this channel (repeatable).", show_default=False)] = None,
+        timeout: TimeoutOpt = 300.0,
+        poll: PollOpt = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The worker's unread messages; if none, wait for the next ones."""
+        with reporting(as_json):
+            result = waiting.chat_wait(_watching(root), worker_id=worker, channels=channel, timeout_ms=_seconds(timeout), max_content_chars=0, poll=poll)
+        rows = [f"#{m['channel']}  {m['sender']}: {m['content']}" for m in result.get("messages", [])]
+        emit(result, as_json, text="\n".join(rows) or ("cancelled" if result.get("cancelled") else f"nothing after {result['waitedMs'] / 1000:g}s"))
+
+    @chat_app.command("resync")
+    def chat_resync(
+        worker: Annotated[str, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"The worker (env {WORKER_ENV}).", show_default=False)],
+        channel: Annotated[str | None, typer.Argument(help="Only this channel.", show_default=False)] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Forget a worker's read positions and show the newest messages again."""
+        with reporting(as_json):
+            result = conversation.chat_resync(_context(root), worker_id=worker, channel=channel)
+        emit(result, as_json, text=f"{result['messagesCount']} message(s); positions reset")
 
 
 def _whole(value: float | None) -> int | float | None:

@@ -1,6 +1,7 @@
-"""The board's layers, read from its modules' imports: a pure core (model, files, shapes, rules)
-that imports only the standard library, the foundation and itself; a store that adds only the
-file system; use cases that never reach an entry point; and the MCP tool names in one table."""
+"""The board's layers, read from its modules' imports: a pure core (model, files, shapes, rules,
+threads, evidence, oversight) that imports only the standard library, the foundation and
+itself; a store that adds only the file system; a watcher that alone imports watchdog; use
+cases that never reach an entry point; and the MCP tool names in one table."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from moss_files.board import operations
 
 BOARD = Path(__file__).resolve().parents[2] / "moss_files" / "board"
-CORE = ("model", "files", "shapes", "rules")
-USE_CASES = ("usecase", "plans", "claims", "editing", "teams", "queries", "operations")
+CORE = ("model", "files", "shapes", "rules", "threads", "evidence", "oversight")
+USE_CASES = ("usecase", "plans", "claims", "editing", "teams", "queries", "leases", "conversation", "waiting", "governance", "operations")
 # Standard-library modules that touch the machine: the core decides, it does not act.
 EFFECTS = {"os", "io", "subprocess", "socket", "shutil", "tempfile", "time", "fcntl", "sqlite3", "threading"}
 
@@ -49,11 +50,16 @@ def test_the_core_imports_only_the_standard_library_the_foundation_and_itself(mo
 
 
 def test_the_store_adds_only_the_file_system() -> None:
-    allowed_board = {f"moss_files.board.{name}" for name in ("model", "files")} | {"moss_files.board"}
+    allowed_board = {f"moss_files.board.{name}" for name in ("model", "files", "threads")} | {"moss_files.board"}
     wrong = sorted(
         name for name in imports("store") if name.startswith("moss_files.") and not name.startswith("moss_files.foundation") and name not in allowed_board
     )
     assert wrong == []
+
+
+def test_only_the_watcher_imports_watchdog() -> None:
+    modules = sorted(path.stem for path in BOARD.glob("*.py"))
+    assert [module for module in modules if any(name.split(".")[0] == "watchdog" for name in imports(module))] == ["watch"]
 
 
 @pytest.mark.parametrize("module", USE_CASES)

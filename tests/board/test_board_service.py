@@ -126,6 +126,7 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
         "stepId": "step-1",
         "stepNumber": 1,
         "totalSteps": 2,
+        "description": "Form component",
     }
     clock.tick(minutes=10)
     progress = plans.complete_step(agent, task_id=task_id, step_id="step-1", modified_files=["src/form.py"], note="done", worker_id="dev")

@@ -1,7 +1,9 @@
-"""The `moe` tool set: Moe's board tools (`moe.get_context` … `moe.list_teams`) as MCP tools.
-Entry layer: each tool maps Moe's camelCase arguments once onto a board use case's parameters
-(`moss_files.board.operations.OPERATIONS`), so it returns what `moss task|epic|worker|team …
---json` prints. The SDK has checked the arguments' types against the schema before a tool runs.
+"""The `moe` tool set: Moe's board tools (`moe.get_context` … `moe.chat_send` … `moe.list_metrics`)
+as MCP tools. Entry layer: each tool maps Moe's camelCase arguments once onto a board use case's
+parameters (`moss_files.board.operations.OPERATIONS`), so it returns what `moss task|epic|worker|
+team|board … --json` prints. The SDK has checked the arguments' types against the schema before
+a tool runs. The two blocking tools (`wait_for_task`, `chat_wait`) run, like every tool, on a
+worker thread of the SDK, and give up when the client cancels the call or goes away.
 
 Calls act as an agent: the ownership guards apply whenever a `workerId` is known, and plans
 are approved by humans (CONTROL mode). `MOE_WORKER_ID` and `MOE_TASK_ID` in the server's
@@ -14,6 +16,7 @@ import os
 from dataclasses import replace
 from typing import Annotated, Any, NotRequired
 
+import anyio.from_thread
 from pydantic import Field
 from typing_extensions import TypedDict
 
@@ -35,6 +38,74 @@ class PlanStep(TypedDict):
 
     description: str
     affectedFiles: NotRequired[list[str]]
+
+
+class CommandRun(TypedDict):
+    """A command the worker ran, with its exit code."""
+
+    command: str
+    exitCode: int
+    outputTail: NotRequired[str]
+
+
+class TestRun(TypedDict, total=False):
+    """The result of a test run."""
+
+    command: str
+    passed: int
+    failed: int
+    skipped: int
+
+
+class DodEvidence(TypedDict):
+    """How one definition-of-done item was shown: the item's text or 1-based number."""
+
+    item: str | int
+    evidence: str
+
+
+class Verification(TypedDict, total=False):
+    """Evidence that the work is done: Moe's one command, or several, files, tests, DoD."""
+
+    command: str
+    exitCode: int
+    outputTail: str
+    commands: list[CommandRun]
+    filesTouched: list[str]
+    tests: TestRun
+    dod: list[DodEvidence]
+
+
+class HandoffNote(TypedDict, total=False):
+    """What the next worker should know."""
+
+    whatIsDone: str
+    whatRemains: str
+    pitfalls: str
+    openQuestions: str
+
+
+def _still_wanted() -> bool:
+    """False once the client cancelled the call (or the server is shutting down)."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:
+        return True  # not on one of the SDK's worker threads: nobody can cancel
+    except BaseException:  # the backend's cancellation exception
+        return False
+    return True
+
+
+VerificationArg = Annotated[
+    Verification | None,
+    Field(
+        description="What shows it works: {command, exitCode} or commands [{command, exitCode, outputTail?}], filesTouched, "
+        "tests {passed, failed}, dod [{item, evidence}]. A failed command or test is refused (VERIFICATION_FAILED)."
+    ),
+]
+TimeoutMs = Annotated[int | None, Field(description="Longest wait in ms (default 300000, 1000..600000; 0 looks once).")]
+Channel = Annotated[str, Field(description="Channel: general, architects, workers, qa, governors, a task or epic id, or a custom name (# optional).")]
+MaxChars = Annotated[int | None, Field(description="Cut each text to this many characters (default 1000; 0 for all).")]
 
 
 class TaskFilters(TypedDict, total=False):
@@ -61,11 +132,17 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moe.get_context",
-        "Project, epic, task, worker and allRails {global, epic, task} for a task (taskId, else MOE_TASK_ID, else the worker's task).",
+        "Project, epic, task, worker and allRails {global, epic, task} for a task (taskId, else MOE_TASK_ID, else the worker's task), "
+        "with its newest comments, pendingQuestions (human comments to answer), openQuestions (yours, unanswered) and budget.",
         read_only=True,
     )
-    def get_context(taskId: OptionalTaskId = None, workerId: WorkerId = None) -> dict[str, Any]:
-        return call("get_context", task_id=taskId, worker_id=workerId)
+    def get_context(
+        taskId: OptionalTaskId = None,
+        workerId: WorkerId = None,
+        commentsLimit: Annotated[int | None, Field(description="The task's newest comments to show (default 10).")] = None,
+        commentsMaxChars: MaxChars = None,
+    ) -> dict[str, Any]:
+        return call("get_context", task_id=taskId, worker_id=workerId, comments_limit=commentsLimit, comments_max_chars=commentsMaxChars)
 
     @tools.tool(
         "moe.submit_plan",
@@ -98,14 +175,23 @@ def register(tools: ToolRegistry) -> None:
         stepId: StepId,
         modifiedFiles: Annotated[list[str] | None, Field(description="Project-relative paths the step changed.")] = None,
         note: Annotated[str | None, Field(description="What was done.")] = None,
+        verification: VerificationArg = None,
         workerId: WorkerId = None,
     ) -> dict[str, Any]:
-        return call("complete_step", task_id=taskId, step_id=stepId, modified_files=modifiedFiles, note=note, worker_id=workerId)
+        return call(
+            "complete_step",
+            task_id=taskId,
+            step_id=stepId,
+            modified_files=modifiedFiles,
+            note=note,
+            verification=dict(verification) if verification is not None else None,
+            worker_id=workerId,
+        )
 
     @tools.tool(
         "moe.complete_task",
-        "Finish a WORKING task whose steps are all completed: it goes to REVIEW for QA. "
-        "Returns {success, taskId, status, stats {stepsCompleted, filesModified, duration}}.",
+        "Finish a WORKING task whose steps are all completed: it goes to REVIEW for QA. The evidence (here and the steps') must show "
+        "every definition-of-done item (dod) and no failure, else VERIFICATION_FAILED. Returns {success, taskId, status, stats, verified}.",
         destructive=True,
         idempotent=True,
     )
@@ -113,9 +199,17 @@ def register(tools: ToolRegistry) -> None:
         taskId: TaskId,
         prLink: Annotated[str | None, Field(description="Pull request link.")] = None,
         summary: Annotated[str | None, Field(description="What was done.")] = None,
+        verification: VerificationArg = None,
         workerId: WorkerId = None,
     ) -> dict[str, Any]:
-        return call("complete_task", task_id=taskId, pr_link=prLink, summary=summary, worker_id=workerId)
+        return call(
+            "complete_task",
+            task_id=taskId,
+            pr_link=prLink,
+            summary=summary,
+            verification=dict(verification) if verification is not None else None,
+            worker_id=workerId,
+        )
 
     @tools.tool(
         "moe.report_blocked", "Report the task's worker BLOCKED (the task keeps its status): {success, taskId, status: BLOCKED, message}.", destructive=True
@@ -140,10 +234,12 @@ def register(tools: ToolRegistry) -> None:
         proposedValue: Annotated[str, Field(description="The rail as it should read.")],
         reason: Reason,
         currentValue: Annotated[str | None, Field(description="The rail it modifies or removes.")] = None,
+        railList: Annotated[str | None, Field(description="For GLOBAL: customRules (default), forbiddenPatterns, requiredPatterns or techStack.")] = None,
         workerId: WorkerId = None,
     ) -> dict[str, Any]:
         return call(
             "propose_rail",
+            rail_list=railList,
             task_id=taskId,
             proposal_type=proposalType,
             target_scope=targetScope,
@@ -222,12 +318,18 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moe.release_task",
-        "Let go of a held task; it keeps its status and is claimable again: {success, taskId, status, releasedWorkerId}.",
+        "Let go of a held task; it keeps its status and is claimable again (a handoffNote is kept for the next worker): "
+        "{success, taskId, status, releasedWorkerId, warning?}.",
         destructive=True,
         idempotent=True,
     )
-    def release_task(taskId: TaskId, reason: Annotated[str | None, Field(description="Why.")] = None, workerId: WorkerId = None) -> dict[str, Any]:
-        return call("release_task", task_id=taskId, reason=reason, worker_id=workerId)
+    def release_task(
+        taskId: TaskId,
+        reason: Annotated[str | None, Field(description="Why.")] = None,
+        handoffNote: Annotated[HandoffNote | None, Field(description="{whatIsDone, whatRemains, pitfalls?, openQuestions?} for the next worker.")] = None,
+        workerId: WorkerId = None,
+    ) -> dict[str, Any]:
+        return call("release_task", task_id=taskId, reason=reason, handoff_note=dict(handoffNote) if handoffNote else None, worker_id=workerId)
 
     @tools.tool(
         "moe.set_task_status",
@@ -414,6 +516,299 @@ def register(tools: ToolRegistry) -> None:
     @tools.tool("moe.list_teams", "Teams, each with members [{id, type, status}]: {teams}.", read_only=True)
     def list_teams(role: Annotated[str | None, Field(description="Only this role: architect, worker or qa.")] = None) -> dict[str, Any]:
         return call("list_teams", role=role)
+
+    # ------------------------------------------------------------------ waiting, liveness
+
+    @tools.tool(
+        "moe.wait_for_task",
+        "Block until a task you may claim appears (statuses, epicId, teamId), a human comments on your task, or a chat message "
+        "is for you; at once if one is there. Does not claim. Returns {hasNext, task?, hasPendingQuestion?, hasChatMessage?, "
+        "timedOut?, cancelled?, nextAction, waitedMs}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def wait_for_task(
+        statuses: Annotated[list[str] | None, Field(description="PLANNING, WORKING and/or REVIEW (default: the team's column).")] = None,
+        workerId: WorkerId = None,
+        epicId: OptionalEpicId = None,
+        teamId: Annotated[str | None, Field(description="Wait as a member of this team.")] = None,
+        timeoutMs: TimeoutMs = None,
+    ) -> dict[str, Any]:
+        return call("wait_for_task", statuses=statuses, worker_id=workerId, epic_id=epicId, team_id=teamId, timeout_ms=timeoutMs, still_wanted=_still_wanted)
+
+    @tools.tool(
+        "moe.heartbeat",
+        "I am alive: renews the lease on the task you hold (a silent worker loses it after staleWorkerTimeoutMs). "
+        "LEASE_EXPIRED once your lease ran out: claim again. Returns {ok, workerId, lastHeartbeat, currentTaskId, leaseExpiresAt}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def heartbeat(workerId: WorkerId = None, taskId: Annotated[str | None, Field(description="The task you hold (checked).")] = None) -> dict[str, Any]:
+        return call("heartbeat", worker_id=workerId, task_id=taskId)
+
+    @tools.tool(
+        "moe.deregister_worker",
+        "A worker is gone: DEAD, every task it held released to its column. Idempotent. "
+        "Returns {success, workerId, alreadyDead, releasedTaskIds, releasedCount, message}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def deregister_worker(
+        workerId: Annotated[str, Field(description="The worker leaving.")], reason: Annotated[str | None, Field(description="Why.")] = None
+    ) -> dict[str, Any]:
+        return call("deregister_worker", worker_id=workerId, reason=reason)
+
+    # ------------------------------------------------------------------ plan governance
+
+    @tools.tool(
+        "moe.amend_plan_step",
+        "Replace one step's instructions (the full text) with a reason, without a new plan; completed steps and finished tasks are "
+        "refused. In CONTROL mode it waits for a human's approval. Returns {success, amendmentId, status, needsApproval, "
+        "effectiveDescription, previousDescription, message}.",
+        destructive=True,
+    )
+    def amend_plan_step(
+        taskId: TaskId,
+        stepId: StepId,
+        description: Annotated[str, Field(description="The step's new instructions, in full.")],
+        reason: Reason,
+        workerId: WorkerId = None,
+    ) -> dict[str, Any]:
+        return call("amend_plan_step", task_id=taskId, step_id=stepId, description=description, reason=reason, worker_id=workerId)
+
+    @tools.tool(
+        "moe.request_replan",
+        "The plan is wrong: a WORKING task goes back to PLANNING, its plan kept as priorAttempt. Returns {success, taskId, status, priorAttempt}.",
+        destructive=True,
+    )
+    def request_replan(
+        taskId: TaskId,
+        reason: Reason,
+        stepId: Annotated[str | None, Field(description="The step where the plan broke down.")] = None,
+        workerId: WorkerId = None,
+    ) -> dict[str, Any]:
+        return call("request_replan", task_id=taskId, reason=reason, step_id=stepId, worker_id=workerId)
+
+    @tools.tool(
+        "moe.submit_plan_critique",
+        "Governors: a verdict on a plan. block (with concerns) sends an AWAITING_APPROVAL or WORKING task back to PLANNING; "
+        "pass is advice. Returns {success, taskId, status, verdict, concerns, planCritiqueResult}.",
+        destructive=True,
+    )
+    def submit_plan_critique(
+        taskId: TaskId,
+        verdict: Annotated[str, Field(description="pass or block.")],
+        concerns: Annotated[list[str] | None, Field(description="What is wrong (required to block).")] = None,
+        workerId: WorkerId = None,
+    ) -> dict[str, Any]:
+        return call("submit_plan_critique", task_id=taskId, verdict=verdict, concerns=concerns, worker_id=workerId)
+
+    @tools.tool(
+        "moe.enter_governance",
+        "Governors: become GOVERNING (tasks held are released) and get the channels to watch. Returns {success, status, channels, governanceDuties, nextAction}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def enter_governance(workerId: WorkerId = None) -> dict[str, Any]:
+        return call("enter_governance", worker_id=workerId)
+
+    @tools.tool(
+        "moe.set_task_budget",
+        "Set (or with 0 clear) a task's wall-clock budget from first claim to DONE: {success, taskId, budget {wallClockMs, usedMs, overBudget}}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def set_task_budget(taskId: TaskId, wallClockMs: Annotated[int | None, Field(description="The cap in ms; 0 clears.")] = None) -> dict[str, Any]:
+        return call("set_task_budget", task_id=taskId, wall_clock_ms=wallClockMs)
+
+    @tools.tool(
+        "moe.list_metrics",
+        "Per-task metrics (wall clock, reopens, steps, budget) newest first, and their aggregate: {aggregate, tasks, totalMatched}.",
+        read_only=True,
+    )
+    def list_metrics(
+        epicId: OptionalEpicId = None,
+        sinceIso: Annotated[str | None, Field(description="Only tasks changed at or after this ISO 8601 time.")] = None,
+        limit: Annotated[int | None, Field(description="At most this many tasks (default 100).")] = None,
+    ) -> dict[str, Any]:
+        return call("list_metrics", epic_id=epicId, since_iso=sinceIso, limit=limit)
+
+    @tools.tool("moe.get_handoff_history", "Notes of workers who released a task, and a set-aside plan: {taskId, priorHandoffs, priorAttempt}.", read_only=True)
+    def get_handoff_history(taskId: TaskId) -> dict[str, Any]:
+        return call("get_handoff_history", task_id=taskId)
+
+    @tools.tool(
+        "moe.archive_task",
+        "Shelve a BACKLOG, REVIEW or DONE task (ARCHIVED); in-flight tasks are refused (NOT_ALLOWED). Returns {success, taskId, status}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def archive_task(taskId: TaskId, reason: Annotated[str | None, Field(description="Why.")] = None) -> dict[str, Any]:
+        return call("archive_task", task_id=taskId, reason=reason)
+
+    @tools.tool(
+        "moe.archive_epic",
+        "Archive an epic and all its tasks; refused while a task is in flight. Returns {success, epicId, epicStatus, archivedTaskCount, totalTasks}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def archive_epic(epicId: EpicId) -> dict[str, Any]:
+        return call("archive_epic", epic_id=epicId)
+
+    @tools.tool(
+        "moe.init_project",
+        "Set up this workspace's board: folders, git settings, project.md (nothing existing is replaced). "
+        "Returns {success, alreadyInitialized, project {id, name, rootPath}, message}.",
+        idempotent=True,
+    )
+    def init_project(
+        projectPath: Annotated[str | None, Field(description="Must be this workspace's root when given.")] = None,
+        name: Annotated[str | None, Field(description="Project name (default: the folder's).")] = None,
+        force: Annotated[bool, Field(description="Re-create missing parts of an initialized project.")] = False,
+    ) -> dict[str, Any]:
+        return call("init_project", project_path=projectPath, name=name, force=force)
+
+    # ------------------------------------------------------------------ comments and questions
+
+    @tools.tool(
+        "moe.add_comment",
+        "Comment on a task. question: true asks a human and blocks the task until one answers (QUESTION_PENDING). "
+        "Returns {success, taskId, commentId, totalComments, question, openQuestions, answered}.",
+    )
+    def add_comment(
+        taskId: TaskId,
+        content: Annotated[str, Field(description="The comment (at most 10000 characters).")],
+        workerId: WorkerId = None,
+        question: Annotated[bool, Field(description="A question for a human; the task waits for the answer.")] = False,
+        replyTo: Annotated[str | None, Field(description="The comment this answers (COMMENT-…).")] = None,
+    ) -> dict[str, Any]:
+        return call("add_comment", task_id=taskId, content=content, worker_id=workerId, question=question, reply_to=replyTo)
+
+    @tools.tool(
+        "moe.get_pending_questions",
+        "Tasks with questions waiting: awaiting agent (default, Moe's: human comments to answer) or human (agents' questions, "
+        "which block their tasks). Returns {count, totalMatches, tasks [{taskId, title, questions, …}], pagination}.",
+        read_only=True,
+    )
+    def get_pending_questions(
+        epicId: OptionalEpicId = None,
+        includeArchived: Annotated[bool, Field(description="Include ARCHIVED tasks.")] = False,
+        limit: Annotated[int | None, Field(description="At most this many tasks (default 10, max 50).")] = None,
+        maxQuestionsPerTask: Annotated[int | None, Field(description="Questions per task (default 3, max 20).")] = None,
+        maxContentChars: MaxChars = None,
+        awaiting: Annotated[str, Field(description="agent (default) or human.")] = "agent",
+    ) -> dict[str, Any]:
+        return call(
+            "get_pending_questions",
+            epic_id=epicId,
+            include_archived=includeArchived,
+            limit=limit,
+            max_questions_per_task=maxQuestionsPerTask,
+            max_content_chars=maxContentChars,
+            awaiting=awaiting,
+        )
+
+    # ------------------------------------------------------------------ chat
+
+    @tools.tool(
+        "moe.chat_send",
+        "Send a message to a channel; @worker, @all, @workers, @architects, @qa, @governors wake those mentioned "
+        "(paused after chatMaxAgentHops agent messages in a row). Returns {success, messageId, channel, timestamp, routingTargets}.",
+    )
+    def chat_send(
+        channel: Channel,
+        content: Annotated[str, Field(description="The message (at most 10000 characters).")],
+        workerId: WorkerId = None,
+        replyTo: Annotated[str | None, Field(description="The message this answers (MSG-…).")] = None,
+    ) -> dict[str, Any]:
+        return call("chat_send", channel=channel, content=content, worker_id=workerId, reply_to=replyTo)
+
+    @tools.tool(
+        "moe.chat_read",
+        "Messages of a channel (or all), oldest first; with workerId it continues from your last read. Returns {messages, cursor, truncated, hasMore}.",
+    )
+    def chat_read(
+        channel: Annotated[str | None, Field(description="The channel (default: every channel).")] = None,
+        workerId: WorkerId = None,
+        sinceId: Annotated[str | None, Field(description="Messages after this one.")] = None,
+        limit: Annotated[int | None, Field(description="At most this many (default 10, max 200).")] = None,
+        maxContentChars: MaxChars = None,
+    ) -> dict[str, Any]:
+        return call("chat_read", channel=channel, worker_id=workerId, since_id=sinceId, limit=limit, max_content_chars=maxContentChars)
+
+    @tools.tool(
+        "moe.chat_wait",
+        "Your unread messages (general, your role's channel, joined channels, your task's; or channels), oldest first; if none, "
+        "wait for the next. Returns {hasMessage, messages, truncated, hasMore} or {hasMessage: false, timedOut | cancelled}.",
+    )
+    def chat_wait(
+        workerId: WorkerId = None,
+        channels: Annotated[list[str] | None, Field(description="Only these channels.")] = None,
+        sinceId: Annotated[str | None, Field(description="Messages after this one (instead of your last read).")] = None,
+        timeoutMs: TimeoutMs = None,
+        maxContentChars: MaxChars = None,
+    ) -> dict[str, Any]:
+        return call(
+            "chat_wait",
+            worker_id=workerId,
+            channels=channels,
+            since_id=sinceId,
+            timeout_ms=timeoutMs,
+            max_content_chars=maxContentChars,
+            still_wanted=_still_wanted,
+        )
+
+    @tools.tool("moe.chat_channels", "Every chat channel with its counts: {channels [{id, name, type, linkedEntityId, messageCount, …}]}.", read_only=True)
+    def chat_channels() -> dict[str, Any]:
+        return call("chat_channels")
+
+    @tools.tool("moe.chat_join", "Join a channel (once) and see who is online: {channel, channelName, joined, onlineWorkers}.", idempotent=True)
+    def chat_join(channel: Channel, workerId: WorkerId = None) -> dict[str, Any]:
+        return call("chat_join", channel=channel, worker_id=workerId)
+
+    @tools.tool(
+        "moe.chat_who",
+        "Workers online (heard from in the last 2 minutes), or a channel's members online and those waiting on it: {online}.",
+        read_only=True,
+    )
+    def chat_who(channel: Annotated[str | None, Field(description="Only this channel's members.")] = None) -> dict[str, Any]:
+        return call("chat_who", channel=channel)
+
+    @tools.tool("moe.chat_create_channel", "Create a custom channel (or get the one with that name): {success, channel, created}.", idempotent=True)
+    def chat_create_channel(name: Annotated[str, Field(description="a-z, 0-9, '.', '_', '-'.")], workerId: WorkerId = None) -> dict[str, Any]:
+        return call("chat_create_channel", name=name, worker_id=workerId)
+
+    @tools.tool("moe.chat_pin", "Pin a message of a channel (once): {success, pin {channel, messageId, pinnedBy, pinnedAt}, alreadyPinned}.", idempotent=True)
+    def chat_pin(channel: Channel, messageId: Annotated[str, Field(description="The message (MSG-…).")], workerId: WorkerId = None) -> dict[str, Any]:
+        return call("chat_pin", channel=channel, message_id=messageId, worker_id=workerId)
+
+    @tools.tool("moe.chat_unpin", "Unpin a message: {success, channel, messageId, unpinned}.", destructive=True, idempotent=True)
+    def chat_unpin(channel: Channel, messageId: Annotated[str, Field(description="The message (MSG-…).")], workerId: WorkerId = None) -> dict[str, Any]:
+        return call("chat_unpin", channel=channel, message_id=messageId, worker_id=workerId)
+
+    @tools.tool(
+        "moe.chat_decision",
+        "Propose a decision for a human (announced in the channel, default general): {success, decision {id, status: proposed, …}}.",
+    )
+    def chat_decision(
+        content: Annotated[str, Field(description="What is proposed.")],
+        channel: Annotated[str | None, Field(description="Where to announce it (default general).")] = None,
+        workerId: WorkerId = None,
+    ) -> dict[str, Any]:
+        return call("chat_decision", content=content, channel=channel, worker_id=workerId)
+
+    @tools.tool(
+        "moe.chat_resync",
+        "Forget your read positions (one channel or all) and get the newest messages again: {success, messagesCount, messages, cursorsReset}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def chat_resync(
+        workerId: WorkerId = None,
+        channel: Annotated[str | None, Field(description="Only this channel.")] = None,
+        limit: Annotated[int | None, Field(description="At most this many messages (default 50, max 200).")] = None,
+    ) -> dict[str, Any]:
+        return call("chat_resync", worker_id=workerId, channel=channel, limit=limit)
 
 
 def _whole(value: float | None) -> int | float | None:
