@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Creates a virtual environment of its own (.venv, or $MOSS_TEST_VENV)
-# on first use and refreshes it when pyproject.toml changes, and installs the pinned npm test
-# clients (package.json) with `npm ci` when npm is there; extra arguments go to pytest.
+# on first use and refreshes it when pyproject.toml changes, installs the pinned npm test
+# clients (package.json) with `npm ci` when npm is there, and Chromium for the browser tests
+# (apt-get, as root) when it is missing; extra arguments go to pytest.
 #   ./test.sh                  # everything: ruff, mypy, then every test (what CI runs)
 #   ./test.sh -m "not slow"    # skip the slow tests (storms, races, installs, external clients)
 #   ./test.sh -k needlecast    # a subset (arguments skip ruff and mypy; MOSS_CHECKS=1 runs them)
@@ -48,6 +49,22 @@ if [ -f package.json ]; then
         fi
     else
         echo "test.sh: npm not found; the MCP Inspector tests will be skipped" >&2
+    fi
+fi
+
+# The web view's browser tests drive Chromium from the system packages through Playwright's
+# Python API (an explicit executable path; `playwright install` is never run). As root with
+# apt-get, it is installed when missing; elsewhere those tests skip, saying what is missing (in
+# CI, with CI=true, they fail instead: there it must be installed).
+chromium="${MOSS_TEST_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing Chromium and a font for the browser tests (apt-get install chromium fonts-liberation)" >&2
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation; } >&2; then
+            echo "test.sh: apt-get could not install chromium; the browser tests will skip (or fail in CI)" >&2
+        fi
+    else
+        echo "test.sh: no Chromium at $chromium; the browser tests will skip (Debian: apt-get install chromium, as root)" >&2
     fi
 fi
 

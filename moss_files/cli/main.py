@@ -43,6 +43,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.board": ("task", "epic", "worker", "team", "board"),
     "moss_files.cli.merge": ("merge",),
     "moss_files.cli.agent": ("agent",),
+    "moss_files.cli.ui": ("ui",),
 }
 
 

@@ -53,7 +53,7 @@ SECURITY_HEADERS = (
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    ("referrer-policy", "same-origin"),  # "no-referrer" would make a browser send `Origin: null` with our own forms
     ("x-frame-options", "DENY"),
     ("cache-control", "no-store"),
 )

@@ -14,13 +14,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
 
 APP_NAME = "moss"
 # The pages of the navigation bar: (path, label).
 NAV = (("/board", "Board"), ("/capsules", "Capsules"), ("/messages", "Messages"), ("/memory", "Memory"), ("/search", "Search"), ("/agents", "Agents"))
 # Characters of a value shown in full before it is cut (a huge line stays one line, scrolled).
 LONG_TEXT = 200_000
+# RFC 3986's unreserved characters: every other byte of a URL part is percent-encoded.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 class Html(str):
@@ -43,12 +44,18 @@ def join(parts: Iterable[Html | str], separator: str = "") -> Html:
     return Html(separator.join(part if isinstance(part, Html) else esc(part) for part in parts))
 
 
+def percent(text: str, safe: str = "") -> str:
+    """`text` percent-encoded as UTF-8, all but the unreserved characters and `safe`."""
+    kept = _UNRESERVED | frozenset(safe.encode())
+    return "".join(chr(byte) if byte in kept else f"%{byte:02X}" for byte in text.encode("utf-8"))
+
+
 def url(path: str, query: Mapping[str, Any] | None = None) -> str:
     """A link to one of our pages: `path` segments percent-encoded (slashes kept), then the
     query values that are not None. The result still needs `esc` inside an attribute."""
-    text = quote(path, safe="/")
-    pairs = [(key, str(value)) for key, value in (query or {}).items() if value is not None and value != ""]
-    return f"{text}?{urlencode(pairs)}" if pairs else text
+    text = percent(path, safe="/")
+    pairs = [f"{percent(str(key))}={percent(str(value))}" for key, value in (query or {}).items() if value is not None and value != ""]
+    return f"{text}?{'&'.join(pairs)}" if pairs else text
 
 
 def link(href: str, text: Any, *, cls: str | None = None) -> Html:

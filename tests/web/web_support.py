@@ -35,7 +35,7 @@ SCRIPT = '<script>alert("owned")</script>'
 IMG = "<img src=x onerror=alert(1)>"
 JS_LINK = "[click me](javascript:alert(1))"
 HUGE_LINE = "W" * 120_000
-HOSTILE = f"Hostile {SCRIPT} and {IMG} and {JS_LINK} and <a href=\"javascript:alert(2)\">raw</a>\n\n{HUGE_LINE}\n"
+HOSTILE = f'Hostile {SCRIPT} and {IMG} and {JS_LINK} and <a href="javascript:alert(2)">raw</a>\n\n{HUGE_LINE}\n'
 
 CAPSULE = """## Objective
 Ship the login flow.
@@ -88,7 +88,9 @@ def board_task(ctx: Context, epic: str, title: str, *, to: str, description: str
     so its reopen count is 1) by the workers arch, dev and qa. Returns its id. Each claim takes
     the next task of its column: move the furthest first."""
     status = "planning" if to != "BACKLOG" else None
-    task_id = editing.create_task(ctx, epic_id=epic, title=title, description=description, definition_of_done=["tests pass"], status=status, priority="high")["task"]["id"]
+    task_id = editing.create_task(ctx, epic_id=epic, title=title, description=description, definition_of_done=["tests pass"], status=status, priority="high")[
+        "task"
+    ]["id"]
     if to in ("BACKLOG", "PLANNING"):
         return task_id
     architect, worker, qa = "arch", "dev", "qa"
@@ -120,7 +122,6 @@ def fill_workspace(root: Path, *, agent: bool = True) -> Full:
     dead letters, memory files, an insight, and (with `agent`) an agent session."""
     import cstack
     import needlecast
-
     from moss_files.loopflow import service as loopflow
 
     make_workspace(root)
@@ -133,7 +134,9 @@ def fill_workspace(root: Path, *, agent: bool = True) -> Full:
         full.tasks[status] = board_task(ctx, full.epic, title, to=status, description=HOSTILE)
     full.capsule = capsules.store(ctx, capsule_text=CAPSULE, name="login handoff", workspace="web", tags=["auth"])["id"]
     # Capsules are bounded (12,000 characters by default): its huge line is a shorter one.
-    full.hostile_capsule = capsules.store(ctx, capsule_text=HOSTILE.replace(HUGE_LINE, "W" * 11_000), name=f"evil {SCRIPT}", workspace="evil", allow_thin=True)["id"]
+    full.hostile_capsule = capsules.store(ctx, capsule_text=HOSTILE.replace(HUGE_LINE, "W" * 11_000), name=f"evil {SCRIPT}", workspace="evil", allow_thin=True)[
+        "id"
+    ]
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "first versions")
     capsules.update(ctx, id=full.capsule, capsule_text=CAPSULE.replace("UI pending.", "UI done; review pending."))
@@ -146,8 +149,7 @@ def fill_workspace(root: Path, *, agent: bool = True) -> Full:
     loopflow.remember(ctx, f"Insight about parsing {SCRIPT} {JS_LINK}", type="process", tags=["parser"])
     inbox = root / ".needlecast" / "inbox.md"
     inbox.write_text(
-        inbox.read_text()
-        + f"\n---\nid: m-hostile\nfrom: mallory\nto: [alice]\nthread: t1\ntype: note\ntime: 2026-01-21T10:00:00Z\n---\n{HOSTILE}\n"
+        inbox.read_text() + f"\n---\nid: m-hostile\nfrom: mallory\nto: [alice]\nthread: t1\ntype: note\ntime: 2026-01-21T10:00:00Z\n---\n{HOSTILE}\n"
     )
     # A message to nobody: routing leaves it as a dead letter with its reason.
     needlecast.send(sleeve, body="Lost message", to=["nobody-here"])
@@ -294,6 +296,11 @@ BROWSER_FLAGS = [
 ]
 
 
+def short_tmp() -> str | None:
+    """/tmp when it is there (short paths), else the default temporary folder."""
+    return "/tmp" if os.path.isdir("/tmp") and os.access("/tmp", os.W_OK) else None
+
+
 def browser_missing() -> str | None:
     """What the browser tests lack here, said exactly; None when they can run."""
     missing = []
@@ -324,11 +331,44 @@ def browser_page(shots: Path) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     shots.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="moss-chromium-") as profile, sync_playwright() as driver:
-        context = driver.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True, args=BROWSER_FLAGS)
+    # Chromium puts a socket in TMPDIR, and a socket's path has at most 107 bytes: a short
+    # folder of its own, whatever TMPDIR the test runs with.
+    with tempfile.TemporaryDirectory(prefix="mc-", dir=short_tmp()) as profile, sync_playwright() as driver:
+        env = {**os.environ, "TMPDIR": profile}
+        context = driver.chromium.launch_persistent_context(f"{profile}/p", executable_path=CHROMIUM, headless=True, args=BROWSER_FLAGS, env=env)
         try:
             page = context.new_page()
             page.set_default_timeout(15_000)
             yield page
         finally:
             context.close()
+
+
+class EventStream:
+    """A reader of `GET /events` (server-sent events), with deadlines."""
+
+    def __init__(self, base: str, headers: dict[str, str] | None = None) -> None:
+        parts = urlsplit(base)
+        self.connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+        self.connection.request("GET", "/events", headers=headers or {})
+        self.response = self.connection.getresponse()
+
+    def next_event(self, timeout: float = 10.0) -> tuple[str, dict[str, Any]]:
+        """The next event's name and data (comments and keep-alives skipped)."""
+        assert self.connection.sock is not None
+        self.connection.sock.settimeout(timeout)
+        name, data = "message", ""
+        while True:
+            line = self.response.readline()
+            if not line:
+                raise AssertionError("the event stream ended")
+            text = line.decode("utf-8").rstrip("\n")
+            if text.startswith("event: "):
+                name = text[len("event: ") :]
+            elif text.startswith("data: "):
+                data += text[len("data: ") :]
+            elif text == "" and data:
+                return name, json.loads(data)
+
+    def close(self) -> None:
+        self.connection.close()
