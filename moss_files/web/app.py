@@ -26,7 +26,7 @@ import json
 import secrets
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from importlib import resources
@@ -178,8 +178,13 @@ class WebApp:
     # ----------------------------------------------------------------- life
 
     def start(self) -> None:
-        """Start watching the workspace for live updates."""
-        self.watcher.start()
+        """Start watching the workspace for live updates; pages work without them when the
+        watcher cannot start at all (said in the log)."""
+        try:
+            self.watcher.start()
+        except (OSError, MossError) as exc:
+            self.watcher.stop()
+            self.log(f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
 
     def stop(self) -> None:
         """End the event streams and stop watching."""
@@ -465,8 +470,3 @@ def _cookies(header: str | None) -> dict[str, str]:
     except CookieError:
         return {}
     return {name: morsel.value for name, morsel in jar.items()}
-
-
-def page_kinds() -> Mapping[str, tuple[str, ...]]:
-    """Which kinds of change refresh which pages (for the docs and tests)."""
-    return {"board": board.LIVE, "capsules": capsules.LIVE, "messages": messages.LIVE, "memory": memory.LIVE, "search": search.LIVE, "agents": agents.LIVE}
