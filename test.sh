@@ -53,18 +53,23 @@ if [ -f package.json ]; then
 fi
 
 # The web view's browser tests drive Chromium from the system packages through Playwright's
-# Python API (an explicit executable path; `playwright install` is never run). As root with
-# apt-get, it is installed when missing; elsewhere those tests skip, saying what is missing (in
-# CI, with CI=true, they fail instead: there it must be installed).
+# Python API (an explicit executable path; `playwright install` is never run). When it is missing
+# it is installed with apt-get, as root or through passwordless sudo; where that cannot be done
+# (not root, no apt-get, no network) the browser tests skip, each saying exactly what is missing,
+# and the rest of the suite runs (MOSS_REQUIRE_BROWSER=1 makes them fail instead).
 chromium="${MOSS_TEST_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ]; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test.sh: installing Chromium and a font for the browser tests (apt-get install chromium fonts-liberation)" >&2
-        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation; } >&2; then
-            echo "test.sh: apt-get could not install chromium; the browser tests will skip (or fail in CI)" >&2
+    as_root=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root="sudo -n"
+    fi
+    if { [ "$(id -u)" = 0 ] || [ -n "$as_root" ]; } && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing Chromium and a font for the browser tests (${as_root:+sudo }apt-get install chromium fonts-liberation)" >&2
+        if ! { $as_root apt-get update -qq && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation; } >&2; then
+            echo "test.sh: apt-get could not install chromium; the browser tests will skip, saying why" >&2
         fi
     else
-        echo "test.sh: no Chromium at $chromium; the browser tests will skip (Debian: apt-get install chromium, as root)" >&2
+        echo "test.sh: no Chromium at $chromium and no way to install it here (needs root or passwordless sudo, and apt-get); the browser tests will skip" >&2
     fi
 fi
 

@@ -4,6 +4,7 @@ headless browser (Chromium from the system packages, driven by Playwright)."""
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -283,7 +284,9 @@ def mask_times(text: str) -> str:
 
 # --------------------------------------------------------------------------- the browser
 
+# Read at import: the isolated_env fixture clears MOSS_* variables before every test.
 CHROMIUM = os.environ.get("MOSS_TEST_CHROMIUM", "/usr/bin/chromium")
+REQUIRE_BROWSER = os.environ.get("MOSS_REQUIRE_BROWSER") == "1"
 BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -307,6 +310,10 @@ def browser_missing() -> str | None:
     if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         found = shutil.which("chromium")
         missing.append(f"Chromium is not at {CHROMIUM}" + (f" (one is at {found}: set MOSS_TEST_CHROMIUM)" if found else " (Debian: apt-get install chromium)"))
+    else:
+        broken = chromium_broken()
+        if broken:
+            missing.append(broken)
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -314,34 +321,71 @@ def browser_missing() -> str | None:
     return "; ".join(missing) or None
 
 
+@functools.cache
+def chromium_broken() -> str | None:
+    """Why the Chromium at CHROMIUM cannot start (a snap wrapper without snapd, libraries
+    missing), from its own words; None when `--version` answers. Asked once per session."""
+    try:
+        done = subprocess.run([CHROMIUM, "--headless", "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{CHROMIUM} --version did not answer ({exc})"
+    if done.returncode != 0 or "chrom" not in done.stdout.lower():
+        said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        return f"{CHROMIUM} --version failed (exit {done.returncode}: {said[-1] if said else 'no output'})"
+    return None
+
+
 def require_browser() -> None:
-    """Skip, saying exactly what is missing, where the browser cannot run; in CI (CI=true) or
-    with MOSS_REQUIRE_BROWSER=1, fail instead: there ./test.sh installs it."""
+    """Skip, saying exactly what is missing, where the browser cannot run (a machine where
+    ./test.sh could not install it: not root, no apt-get, no network); with
+    MOSS_REQUIRE_BROWSER=1 (a machine that must run them), fail instead."""
     missing = browser_missing()
     if missing is None:
         return
-    if os.environ.get("CI") == "true" or os.environ.get("MOSS_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"browser tests cannot run: {missing}")
+    if REQUIRE_BROWSER:
+        pytest.fail(f"browser tests cannot run (MOSS_REQUIRE_BROWSER=1): {missing}")
     pytest.skip(f"browser tests need a headless browser: {missing}")
+
+
+def processes_using(folder: str) -> list[str]:
+    """The processes whose command line names `folder` (pid and command), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue  # it ended while we looked
+        if folder in command:
+            found.append(f"{entry.name}: {command[:200]}")
+    return found
 
 
 @contextmanager
 def browser_page(shots: Path) -> Iterator[Any]:
-    """A page of a fresh headless Chromium (its own profile folder), closed at the end."""
+    """A page of a fresh headless Chromium (its own profile folder), closed at the end; then
+    every process of that browser must be gone (checked with a deadline, on Linux)."""
     from playwright.sync_api import sync_playwright
 
     shots.mkdir(parents=True, exist_ok=True)
     # Chromium puts a socket in TMPDIR, and a socket's path has at most 107 bytes: a short
     # folder of its own, whatever TMPDIR the test runs with.
-    with tempfile.TemporaryDirectory(prefix="mc-", dir=short_tmp()) as profile, sync_playwright() as driver:
-        env = {**os.environ, "TMPDIR": profile}
-        context = driver.chromium.launch_persistent_context(f"{profile}/p", executable_path=CHROMIUM, headless=True, args=BROWSER_FLAGS, env=env)
-        try:
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            yield page
-        finally:
-            context.close()
+    with tempfile.TemporaryDirectory(prefix="mc-", dir=short_tmp()) as profile:
+        with sync_playwright() as driver:
+            env = {**os.environ, "TMPDIR": profile}
+            context = driver.chromium.launch_persistent_context(f"{profile}/p", executable_path=CHROMIUM, headless=True, args=BROWSER_FLAGS, env=env)
+            try:
+                page = context.new_page()
+                page.set_default_timeout(15_000)
+                yield page
+            finally:
+                context.close()
+        if Path("/proc/self/cmdline").exists():
+            try:
+                wait_for(lambda: not processes_using(profile), timeout=15, message="the browser's processes to end")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; still running: {processes_using(profile)}") from None
 
 
 class EventStream:
