@@ -277,3 +277,40 @@ def test_the_event_stream_follows_file_changes_and_ends_when_the_daemon_stops(re
             stream_open = stream
         # Leaving `serve` sends SIGTERM with the stream still open: the daemon ends it and exits 0.
     stream_open.close()
+
+
+def test_an_envoy_root_shows_each_sleeves_mailbox_and_follows_its_changes(repo: Path) -> None:
+    """An envoy root (child folders that hold .needlecast/): a tab per sleeve, each sleeve's own
+    inbox and outbox, the root's dead letters; a message routed into a sleeve's inbox is a
+    `messages` change on the event stream."""
+    import needlecast
+    from needlecast import mailbox
+
+    make_workspace(repo)
+    for name in ("alice", "bob"):
+        mailbox.init_mailbox(repo / name, "v1")
+    needlecast.send(Context(repo / "alice", sleeve="alice"), body="Waiting in the outbox of alice", to=["bob"], thread="t-wait")
+    with serve(repo) as served:
+        page = request(served.base, "/messages")
+        assert page.status == 200, page.text[:2000]
+        names = re.findall(r'<h2 class="sleeve" data-sleeve="([^"]+)"', page.text)
+        assert len(names) == 1  # one sleeve shown at a time, the others as tabs
+        for name in ("alice", "bob"):
+            assert f'href="/messages?sleeve={name}"' in page.text
+        alice = request(served.base, "/messages?sleeve=alice").text
+        outbox = alice.split('id="outbox"', 1)[1]
+        assert 'data-sleeve="alice"' in alice and "Waiting in the outbox of alice" in outbox
+        bob = request(served.base, "/messages?sleeve=bob").text
+        assert "Waiting in the outbox" not in bob
+        assert request(served.base, "/messages?sleeve=nobody").status == 404
+        stream = EventStream(served.base)
+        try:
+            assert stream.next_event()[0] == "hello"
+            routed = run_cli("needlecast", "route", "--once", "--json", cwd=repo)
+            assert routed.returncode == 0, routed.stderr
+            name, change = stream.next_event()
+            assert name == "change" and "messages" in change["kinds"]
+        finally:
+            stream.close()
+        bob = request(served.base, "/messages?sleeve=bob").text
+        assert "Waiting in the outbox of alice" in bob.split('id="inbox"', 1)[1].split('id="outbox"', 1)[0]
