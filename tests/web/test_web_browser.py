@@ -2,7 +2,8 @@
 Playwright with an explicit executable path): approving a plan by clicking changes the task
 file exactly as `moss task approve` does; a claim by another process shows on the open board
 within a second, without a reload; hostile content runs nothing. Each test saves screenshots
-under its tmp_path (the folder is printed) for a person to look at."""
+under its tmp_path, or under $MOSS_TEST_ARTIFACTS/web/ when set (the folder is printed), for a
+person to look at."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import run_cli
-from web_support import Full, board_task, browser_page, fill_workspace, git, make_workspace, mask_times, require_browser, serve
+from web_support import ARTIFACTS, Full, board_task, browser_page, fill_workspace, git, make_workspace, mask_times, require_browser, serve
 
 from moss_files.board import editing
 from moss_files.foundation.context import Context
@@ -28,8 +29,10 @@ def browser() -> None:
 
 
 @pytest.fixture
-def shots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    folder = tmp_path / "screenshots"
+def shots(tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The test's screenshot folder: $MOSS_TEST_ARTIFACTS/web/<test>/ when set (kept after the
+    run, for CI to upload), else under tmp_path."""
+    folder = Path(ARTIFACTS) / "web" / request.node.name if ARTIFACTS else tmp_path / "screenshots"
     with capsys.disabled():
         print(f"\n[web] screenshots: {folder}")
     return folder

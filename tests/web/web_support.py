@@ -287,6 +287,8 @@ def mask_times(text: str) -> str:
 # Read at import: the isolated_env fixture clears MOSS_* variables before every test.
 CHROMIUM = os.environ.get("MOSS_TEST_CHROMIUM", "/usr/bin/chromium")
 REQUIRE_BROWSER = os.environ.get("MOSS_REQUIRE_BROWSER") == "1"
+# Where screenshots are kept for a person (or CI's artifact upload); unset: each test's tmp_path.
+ARTIFACTS = os.environ.get("MOSS_TEST_ARTIFACTS")
 BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",
