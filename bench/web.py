@@ -54,6 +54,7 @@ FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
+    "--disable-dev-shm-usage",  # containers often give /dev/shm 64 MB, too little for Chromium
     "--disable-quic",
     "--no-first-run",
     "--disable-background-networking",

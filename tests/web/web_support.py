@@ -293,6 +293,7 @@ BROWSER_FLAGS = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
+    "--disable-dev-shm-usage",  # containers (CI) often give /dev/shm 64 MB, too little for Chromium
     "--disable-quic",
     "--no-first-run",
     "--disable-background-networking",
