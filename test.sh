@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Creates a virtual environment of its own (.venv, or $MOSS_TEST_VENV)
-# on first use and refreshes it when pyproject.toml changes, and installs the pinned npm test
-# clients (package.json) with `npm ci` when npm is there; extra arguments go to pytest.
+# on first use and refreshes it when pyproject.toml changes, installs the pinned npm test
+# clients (package.json) with `npm ci` when npm is there, and Chromium for the browser tests
+# (apt-get, as root) when it is missing; extra arguments go to pytest.
 #   ./test.sh                  # everything: ruff, mypy, then every test (what CI runs)
 #   ./test.sh -m "not slow"    # skip the slow tests (storms, races, installs, external clients)
 #   ./test.sh -k needlecast    # a subset (arguments skip ruff and mypy; MOSS_CHECKS=1 runs them)
@@ -48,6 +49,27 @@ if [ -f package.json ]; then
         fi
     else
         echo "test.sh: npm not found; the MCP Inspector tests will be skipped" >&2
+    fi
+fi
+
+# The web view's browser tests drive Chromium from the system packages through Playwright's
+# Python API (an explicit executable path; `playwright install` is never run). When it is missing
+# it is installed with apt-get, as root or through passwordless sudo; where that cannot be done
+# (not root, no apt-get, no network) the browser tests skip, each saying exactly what is missing,
+# and the rest of the suite runs (MOSS_REQUIRE_BROWSER=1 makes them fail instead).
+chromium="${MOSS_TEST_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium" ]; then
+    as_root=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root="sudo -n"
+    fi
+    if { [ "$(id -u)" = 0 ] || [ -n "$as_root" ]; } && command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: installing Chromium and a font for the browser tests (${as_root:+sudo }apt-get install chromium fonts-liberation)" >&2
+        if ! { $as_root apt-get update -qq && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation; } >&2; then
+            echo "test.sh: apt-get could not install chromium; the browser tests will skip, saying why" >&2
+        fi
+    else
+        echo "test.sh: no Chromium at $chromium and no way to install it here (needs root or passwordless sudo, and apt-get); the browser tests will skip" >&2
     fi
 fi
 

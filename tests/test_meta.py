@@ -181,7 +181,11 @@ ONLY_IN = {
     "mcp": ("moss_files.mcp.",),
     "git": ("moss_files.foundation.gitrepo",),
     "uvicorn": ("moss_files.mcp.",),
-    "watchdog": ("needlecast.sidecar", "moss_files.board.watch"),
+    # The sidecar watches outboxes to route them; the board's waiters watch the board; the web
+    # view watches the toolkit's folders to tell open pages what changed (server-sent events).
+    "watchdog": ("needlecast.sidecar", "moss_files.board.watch", "moss_files.web.watch"),
+    # File content is untrusted: the web view alone renders it as HTML, in one place.
+    "markdown_it": ("moss_files.web.markdown",),
     "anthropic": ("moss_files.agent.llm",),
 }
 # What cstack and needlecast may use of moss_files: the foundation, the shared CLI support,

@@ -88,6 +88,7 @@ ERROR_CODES: dict[str, str] = {
     "ORIGIN_NOT_ALLOWED": "an HTTP request comes from a web page of another origin (status 403)",
     "UNSUPPORTED_MEDIA_TYPE": "an HTTP POST does not declare Content-Type: application/json (status 415)",
     "SERVER_BUSY": "every worker of the HTTP server is busy; retry after the Retry-After seconds (status 503)",
+    "CSRF_TOKEN_INVALID": "a form posted to the web view lacks the CSRF token of the page it came from, or carries a stale one (status 403)",
     # The agent runtime (`moss agent`, and the gate in front of `moss serve`).
     "CAPABILITY_DENIED": "the capability policy denies this tool call (status 403; details.decisions names the rule)",
     "SESSION_BUSY": "another run holds this agent session; a session's runs are serial (status 409; --wait queues)",

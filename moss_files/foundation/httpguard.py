@@ -16,6 +16,11 @@ both refuse the same requests with the same codes and statuses:
 - **Content type**: every POST must declare `application/json` (parameters such as
   `charset` allowed), or it gets 415 UNSUPPORTED_MEDIA_TYPE. A page can send a "simple"
   cross-site POST as `text/plain` without asking first; it cannot send JSON that way.
+- **Forms** (the web view's pages, `forms=True`): a POST may also be an HTML form
+  (`application/x-www-form-urlencoded`). Any page can post a form to any site, so a form POST
+  must carry an `Origin` naming this very server (scheme and the request's `Host`; another
+  port of this machine is another origin), or it gets 403 ORIGIN_NOT_ALLOWED. The web view
+  then checks the form's CSRF token as well (`moss_files.web.app`).
 """
 
 from __future__ import annotations
@@ -67,10 +72,11 @@ def split_host(value: str) -> tuple[str, int | None] | None:
     return host, None
 
 
-def check_request(bind_host: str, *, host: str | None, origin: str | None, method: str, content_type: str | None) -> Refusal | None:
+def check_request(bind_host: str, *, host: str | None, origin: str | None, method: str, content_type: str | None, forms: bool = False) -> Refusal | None:
     """The refusal for a request to a server bound to `bind_host`, or None to let it through.
 
-    `host`, `origin` and `content_type` are the request's header values (None when absent).
+    `host`, `origin` and `content_type` are the request's header values (None when absent);
+    `forms` lets a same-origin HTML form POST through (the web view's pages).
     """
     local = is_loopback(bind_host)
     parsed = split_host(host) if host else None
@@ -78,6 +84,10 @@ def check_request(bind_host: str, *, host: str | None, origin: str | None, metho
         return Refusal(421, "HOST_NOT_ALLOWED", f"this server answers only requests for this machine, not Host {host!r}")
     if origin is not None and not _origin_allowed(origin, host, local):
         return Refusal(403, "ORIGIN_NOT_ALLOWED", f"requests from {origin!r} are not accepted")
+    if method == "POST" and forms and is_form(content_type):
+        if origin is None or not same_origin(origin, host):
+            return Refusal(403, "ORIGIN_NOT_ALLOWED", "a form must be posted from a page of this server (its Origin header names it)")
+        return None
     if method == "POST" and not is_json(content_type):
         return Refusal(415, "UNSUPPORTED_MEDIA_TYPE", "a POST must carry Content-Type: application/json")
     return None
@@ -89,10 +99,26 @@ def _origin_allowed(origin: str, host: str | None, local: bool) -> bool:
     scheme, sep, netloc = origin.partition("://")
     if not sep or scheme.lower() not in ("http", "https") or not netloc or "/" in netloc or "@" in netloc:
         return False
-    if host is not None and netloc.lower() == host.strip().lower():
-        return True  # same origin: a page this server itself served
+    if same_origin(origin, host):
+        return True  # a page this server itself served
     authority = split_host(netloc)
     return local and authority is not None and is_loopback(authority[0])
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """True when `origin` (`http://127.0.0.1:8765`) names the server the request's `Host`
+    header names: the same authority, over http or https."""
+    scheme, sep, netloc = origin.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or host is None:
+        return False
+    return netloc.lower() == host.strip().lower() and "/" not in netloc and "@" not in netloc
+
+
+def is_form(content_type: str | None) -> bool:
+    """True for `application/x-www-form-urlencoded`, with or without parameters."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/x-www-form-urlencoded"
 
 
 def is_json(content_type: str | None) -> bool:

@@ -1,13 +1,18 @@
-"""`moss serve --http HOST:PORT`: one shared MCP daemon per project on streamable HTTP.
+"""`moss serve --http HOST:PORT`: one shared daemon per project on HTTP: the MCP endpoint
+(streamable HTTP at `/mcp`) and the web view's pages (every other path, `moss_files.web`).
 
 Entry layer (owns a socket, signals and the run record). It binds loopback only, unless a
-bearer token is configured; then every request must carry `Authorization: Bearer <token>`.
-While it runs it holds the lock `.moss/run/.mcp.lock` (so a second daemon for the project is
-refused with ALREADY_RUNNING) and keeps the record `.moss/run/mcp.json`:
-`{port, pid, startedAt, projectPath, host, url}`. A record whose lock is free was left by a
-daemon that died; it is replaced. SIGTERM or SIGINT stops it cleanly: open requests finish
-(within GRACE_SECONDS), the record is removed, and the exit status is 0. `.moss/run/` is
-per machine and git-ignored by construction (it holds its own `.gitignore`).
+bearer token is configured; then every MCP request must carry `Authorization: Bearer <token>`,
+and the pages ask for the same token (the header, or a sign-in form that sets a cookie; never a
+URL). Every request passes the one Host/Origin guard (`foundation.httpguard`) first; the
+pages' same-origin HTML forms are let through it, and checked for their CSRF token by the web
+app. While it runs it holds the lock `.moss/run/.mcp.lock` (so a second daemon for the project
+is refused with ALREADY_RUNNING) and keeps the record `.moss/run/mcp.json`:
+`{port, pid, startedAt, projectPath, host, url, web}` (`url` the MCP endpoint, `web` the
+pages). A record whose lock is free was left by a daemon that died; it is replaced. SIGTERM or
+SIGINT stops it cleanly: the pages' event streams end, open requests finish (within
+GRACE_SECONDS), the file watcher stops, the record is removed, and the exit status is 0.
+`.moss/run/` is per machine and git-ignored by construction (it holds its own `.gitignore`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
-from moss_files.foundation import fs
+from moss_files.foundation import config, fs
+from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, RepoError, error_body
 from moss_files.foundation.httpguard import check_request, is_loopback
 from moss_files.foundation.ids import format_time, system_clock
@@ -38,6 +44,7 @@ RECORD_NAME = "mcp.json"
 LOCK_NAME = "mcp"  # fs.locked turns it into .moss/run/.mcp.lock
 MCP_PATH = "/mcp"
 GRACE_SECONDS = 3
+SLEEVE_ENV = "NEEDLECAST_SLEEVE"  # the name this workspace's messages are sent under
 Log = Callable[[str], None]
 
 
@@ -68,9 +75,26 @@ def read_record(root: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def running_record(root: Path) -> dict[str, Any] | None:
+    """The record of the daemon serving the project at `root` now; None when none runs (a
+    record whose lock nobody holds is stale)."""
+    record = read_record(root)
+    if record is None:
+        return None
+    run_dir = Path(root) / RUN_DIR
+    if not run_dir.is_dir():
+        return None
+    try:
+        with fs.locked(run_dir / LOCK_NAME, timeout=0):
+            return None  # the lock was free: whoever wrote the record is gone
+    except Conflict:
+        return record
+
+
 class _Guard:
     """ASGI wrapper: `moss_files.foundation.httpguard`'s Host, Origin and content-type rules, answered with
-    the shared error body (the sidecar applies the same rules)."""
+    the shared error body (the sidecar applies the same rules). The pages (every path but
+    `/mcp`) may also take a same-origin HTML form."""
 
     def __init__(self, app: Any, bind_host: str) -> None:
         self.app = app
@@ -85,12 +109,32 @@ class _Guard:
                 origin=headers.get("origin"),
                 method=scope.get("method", "GET"),
                 content_type=headers.get("content-type"),
+                forms=not _is_mcp(scope.get("path") or "/"),
             )
             if refusal is not None:
                 err = MossError(refusal.message, code=refusal.code, status=refusal.status)
                 await _send_error(send, err, refusal.status)
                 return
         await self.app(scope, receive, send)
+
+
+def _is_mcp(path: str) -> bool:
+    return path == MCP_PATH or path.startswith(MCP_PATH + "/")
+
+
+class _Split:
+    """ASGI dispatch: `/mcp` (and the lifespan events, which the MCP app needs) to the MCP
+    app, every other request to the web view."""
+
+    def __init__(self, mcp_app: Any, web_app: Any) -> None:
+        self.mcp_app = mcp_app
+        self.web_app = web_app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.web_app is not None and not _is_mcp(scope.get("path") or "/"):
+            await self.web_app(scope, receive, send)
+        else:
+            await self.mcp_app(scope, receive, send)
 
 
 async def _send_error(send: Any, err: MossError, status: int, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
@@ -127,7 +171,12 @@ class _Uvicorn(uvicorn.Server):
 
 
 class Daemon:
-    """One HTTP daemon serving `server` for the project at `root`."""
+    """One HTTP daemon serving `server` and the web view for the project at `root`.
+
+    `web` false serves the MCP endpoint alone; `web_context` is the context the pages act in
+    (by default a person's, actor HUMAN, over `root` with its settings and NEEDLECAST_SLEEVE's
+    name); `poll` makes the pages' file watcher poll instead of using inotify.
+    """
 
     def __init__(
         self,
@@ -139,6 +188,9 @@ class Daemon:
         token: str | None = None,
         clock: Callable[[], Any] = system_clock,
         log: Log | None = None,
+        web: bool = True,
+        web_context: Context | None = None,
+        poll: bool = False,
     ) -> None:
         if not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -152,11 +204,18 @@ class Daemon:
         self.clock = clock
         self.log = log or (lambda text: None)
         self.url: str | None = None
+        self.web_url: str | None = None
         self.ready = threading.Event()
         self._uvicorn: _Uvicorn | None = None
+        self.web = web
+        self.web_context = web_context
+        self.poll = poll
+        self._web_app: Any = None
 
     def stop(self) -> None:
         """Ask the daemon to stop (safe from signal handlers and other threads)."""
+        if self._web_app is not None:
+            self._web_app.changes.close()  # event streams end, so the graceful stop need not wait for them
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
 
@@ -189,8 +248,13 @@ class Daemon:
             self.port = sock.getsockname()[1]
             shown = f"[{self.host}]" if ":" in self.host else self.host
             self.url = f"http://{shown}:{self.port}{MCP_PATH}"
-            config = uvicorn.Config(self._app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACE_SECONDS)
-            self._uvicorn = _Uvicorn(config)
+            if self.web:
+                self.web_url = f"http://{shown}:{self.port}/"
+                self._web_app = self._make_web_app()
+                self._web_app.start()
+                stack.callback(self._web_app.stop)
+            settings = uvicorn.Config(self._app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACE_SECONDS)
+            self._uvicorn = _Uvicorn(settings)
             if threading.current_thread() is threading.main_thread():
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous = signal.signal(signum, lambda *_: self.stop())
@@ -202,10 +266,13 @@ class Daemon:
                 "projectPath": str(self.root),
                 "host": self.host,
                 "url": self.url,
+                "web": self.web_url,
             }
             fs.write_atomic(record_path(self.root), (json.dumps(record, indent=2) + "\n").encode())
             stack.callback(record_path(self.root).unlink, missing_ok=True)
             self.log(f"moss serve: MCP on {self.url} for {self.root} (pid {os.getpid()}; stop with SIGTERM)")
+            if self.web_url:
+                self.log(f"moss serve: pages on {self.web_url} (live updates by {self._web_app.watcher.mode})")
             self.ready.set()
             self._uvicorn.run(sockets=[sock])
             self.log("moss serve: stopped")
@@ -238,6 +305,16 @@ class Daemon:
         finally:
             sock.close()
 
+    def _make_web_app(self) -> Any:
+        # Imported here: the pages load the board, the index and the agent runtime's readers,
+        # which a daemon started with web=False never needs.
+        from moss_files.web.app import WebApp
+
+        context = self.web_context
+        if context is None:
+            context = Context(self.root, clock=self.clock, config=config.load_config(self.root), actor=HUMAN, sleeve=os.environ.get(SLEEVE_ENV) or None)
+        return WebApp(context, token=self.token, log=self.log, poll=self.poll)
+
     def _app(self) -> Any:
         # The SDK's own Host/Origin check is left off: `_Guard` applies ours, the one the
         # sidecar applies too, before anything else runs.
@@ -245,4 +322,4 @@ class Daemon:
         app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=off, host=self.host)
         if self.token:
             app = _BearerToken(app, self.token)
-        return _Guard(app, self.host)
+        return _Guard(_Split(app, self._web_app), self.host)

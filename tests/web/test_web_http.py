@@ -1,0 +1,316 @@
+"""The web view over real HTTP against a running `moss serve --http` daemon: every page for an
+empty and a full workspace, hostile content shown escaped, the buttons with their CSRF token,
+cross-origin and rebinding requests refused, signing in with a token, and the event stream."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from web_support import (
+    HUGE_LINE,
+    EventStream,
+    Full,
+    Served,
+    board_task,
+    csrf_of,
+    fill_workspace,
+    git,
+    make_workspace,
+    request,
+    serve,
+)
+
+from moss_files.board import claims, editing
+from moss_files.foundation.context import Context
+
+ESCAPED_SCRIPT = "&lt;script&gt;alert(&quot;owned&quot;)&lt;/script&gt;"
+TOKEN = "web-t0ken-for-tests"
+
+
+def assert_safe(text: str, *, fragment: bool = False) -> None:
+    """No markup from a file made it into the page as markup."""
+    assert "<script>alert" not in text and "<img src=x onerror" not in text
+    assert not re.search(r"""(href|src|action)\s*=\s*["']?\s*javascript:""", text, re.IGNORECASE)
+    assert text.count("<script") == (0 if fragment else 1)  # the page's own script only
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Full, Served]]:
+    """One full workspace and its daemon, shared by the read-only tests of this module."""
+    home = tmp_path_factory.mktemp("home")
+    (home / "gitconfig").write_text("[user]\n\tname = Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HOME", str(home))
+        env.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
+        env.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        made = fill_workspace(tmp_path_factory.mktemp("full") / "project")
+        with serve(made.root) as served:
+            yield made, served
+
+
+def test_every_page_renders_for_an_empty_workspace(repo: Path) -> None:
+    make_workspace(repo)
+    with serve(repo) as served:
+        for path in ("/", "/board", "/board?status=ARCHIVED", "/capsules", "/messages", "/memory", "/search", "/search?q=anything", "/agents"):
+            page = request(served.base, path)
+            assert page.status == 200, (path, page.text)
+            assert page.headers["content-type"] == "text/html; charset=utf-8" and "<main" in page.text
+            assert "script-src 'self'" in page.headers["content-security-policy"] and page.headers["x-frame-options"] == "DENY"
+            assert_safe(page.text)
+        assert "No capsules yet" in request(served.base, "/capsules").text
+        assert "No agent sessions yet" in request(served.base, "/agents").text
+        assert "The inbox is empty." in request(served.base, "/messages").text
+        for path in (
+            "/tasks/TASK-nope",
+            "/capsules/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "/capsules/01ARZ3NDEKTSV4RRFFQ69G5FAV/history",
+            "/agents/ZZZ",
+            "/nothing-here",
+        ):
+            missing = request(served.base, path)
+            assert missing.status == 404 and "NOT_FOUND" in missing.text, path
+        assert request(served.base, "/board?limit=0").status == 400
+        assert request(served.base, "/board?status=NOPE").status == 400
+        assert request(served.base, "/static/live.js").headers["content-type"].startswith("text/javascript")
+        assert request(served.base, "/static/../../etc/passwd").status == 404
+
+
+def test_a_workspace_without_its_folders_still_renders(tmp_path: Path) -> None:
+    """A git project where nobody ran `moss init`: each page says what is missing."""
+    root = tmp_path / "bare"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
+    (root / ".moss").mkdir()
+    with serve(root) as served:
+        for path in ("/", "/capsules", "/messages", "/memory", "/search?q=x", "/agents"):
+            assert request(served.base, path).status == 200, path
+        assert "NOT_FOUND" in request(served.base, "/memory").text  # no .cstack/: said, not hidden
+
+
+def test_every_page_renders_for_a_full_workspace_with_hostile_content_escaped(full: tuple[Full, Served]) -> None:
+    made, served = full
+    pages = ["/", "/board?epic=" + made.epic, "/board?status=DONE&limit=500", "/capsules", "/capsules?workspace=evil&deleted=1", "/messages", "/memory"]
+    pages += [f"/tasks/{task}" for task in made.tasks.values()]
+    pages += [
+        f"/capsules/{made.capsule}",
+        f"/capsules/{made.hostile_capsule}",
+        f"/capsules/{made.capsule}/history",
+        f"/capsules/{made.hostile_capsule}/history",
+    ]
+    pages += ["/search?q=hostile", "/search?q=parser&all=1", "/search?q=kind:task", "/agents", f"/agents/{made.session}"]
+    for path in pages:
+        page = request(served.base, path)
+        assert page.status == 200, (path, page.text[:2000])
+        assert_safe(page.text)
+    board = request(served.base, "/").text
+    for status, task in made.tasks.items():
+        assert f'data-task="{task}" data-status="{status}"' in board
+    done = re.search(rf'<li class="card" data-task="{made.tasks["DONE"]}".*?</li>', board)
+    assert done and "↺ 1" in done.group(0)  # one QA rejection before it was approved
+    assert 'data-owner="dev"' in board and "@dev" in board
+    assert ESCAPED_SCRIPT in board  # a hostile title, shown as text
+    review = request(served.base, f"/tasks/{made.tasks['REVIEW']}").text
+    assert ESCAPED_SCRIPT in review and HUGE_LINE in review and "[click me](javascript:alert(1))" in review
+    assert "step-1" in review and "no secrets in logs" in review and "TASK_CLAIMED" in review
+    assert 'action="/tasks/' in review and "QA approve" in review and "QA reject" in review
+    waiting = request(served.base, f"/tasks/{made.tasks['AWAITING_APPROVAL']}").text
+    assert "Approve plan" in waiting and "Reject plan" in waiting
+    assert "Approve plan" not in request(served.base, f"/tasks/{made.tasks['WORKING']}").text
+    capsule = request(served.base, f"/capsules/{made.capsule}").text
+    assert "<h2>Objective</h2>" in capsule and "review pending" in capsule
+    history = request(served.base, f"/capsules/{made.capsule}/history").text
+    commits = re.findall(r"<code>([0-9a-f]{12})</code>", history)
+    assert len(commits) == 2 and "login handoff: UI done" in history
+    diff = request(served.base, f"/capsules/{made.capsule}/history?base={commits[1]}&to={commits[0]}").text
+    assert '<span class="del">-Endpoints done; UI pending.</span>' in diff and '<span class="add">+Endpoints done; UI done; review pending.</span>' in diff
+    at = request(served.base, f"/capsules/{made.capsule}/history?at={commits[1]}").text
+    assert "UI pending." in at
+    evil = request(served.base, f"/capsules/{made.hostile_capsule}").text
+    assert ESCAPED_SCRIPT in evil and "&lt;img src=x onerror=alert(1)&gt;" in evil
+    messages = request(served.base, "/messages").text
+    assert 'data-message="m-hostile"' in messages and ESCAPED_SCRIPT in messages and "UNKNOWN_RECIPIENT" in messages
+    memory = request(served.base, "/memory").text
+    assert "Write the parser P1" in memory and ESCAPED_SCRIPT in memory and "Use SQLite for the cache &lt;img" in memory and "└──" in memory
+    found = request(served.base, "/search?q=hostile").text
+    assert 'class="result"' in found and 'data-expand="/expand?' in found
+    ids = re.findall(r'<li class="result" data-id="([^"]+)"', found)
+    assert ids
+    fragment = request(served.base, f"/expand?id={ids[0]}&fragment=1")
+    assert fragment.status == 200 and "<html" not in fragment.text and 'class="record"' in fragment.text
+    assert_safe(fragment.text, fragment=True)
+    session = request(served.base, f"/agents/{made.session}").text
+    assert "run.started" in session and "&lt;script&gt;" in session
+
+
+def test_the_buttons_post_with_a_csrf_token_and_foreign_posts_are_refused(repo: Path) -> None:
+    make_workspace(repo)
+    ctx = Context(repo)
+    epic = editing.create_epic(ctx, title="Checkout", status="ACTIVE")["epic"]["id"]
+    waiting = board_task(ctx, epic, "Card form", to="AWAITING_APPROVAL")
+    task_file = repo / ".moss" / "board" / "tasks" / f"{waiting}.md"
+    before = task_file.read_bytes()
+    with serve(repo) as served:
+        page = request(served.base, f"/tasks/{waiting}")
+        token, cookie = csrf_of(page.text), page.cookies["moss_csrf"]
+        assert page.headers["set-cookie"].endswith("HttpOnly; SameSite=Strict")
+        own = {"Origin": served.base, "Cookie": f"moss_csrf={cookie}"}
+        path = f"/tasks/{waiting}/approve"
+
+        def refused(status: int, code: str, **sent: object) -> None:
+            answer = request(served.base, path, method="POST", **sent)  # type: ignore[arg-type]
+            assert answer.status == status and code in answer.text, (answer.status, answer.text[:500])
+            assert task_file.read_bytes() == before
+
+        refused(403, "ORIGIN_NOT_ALLOWED", headers={**own, "Origin": "http://evil.example"}, form={"csrf": token})
+        refused(403, "ORIGIN_NOT_ALLOWED", headers={**own, "Origin": "http://127.0.0.1:1"}, form={"csrf": token})  # another port
+        refused(403, "ORIGIN_NOT_ALLOWED", headers={"Cookie": own["Cookie"]}, form={"csrf": token})  # no Origin at all
+        refused(403, "CSRF_TOKEN_INVALID", headers=own, form={})
+        refused(403, "CSRF_TOKEN_INVALID", headers={"Origin": served.base}, form={"csrf": token})  # no cookie
+        refused(403, "CSRF_TOKEN_INVALID", headers={**own, "Cookie": "moss_csrf=forgedforgedforgedforged"}, form={"csrf": token})
+        refused(403, "CSRF_TOKEN_INVALID", headers={**own, "Content-Type": "application/json"}, body=b'{"csrf": "x"}')
+        refused(415, "UNSUPPORTED_MEDIA_TYPE", headers={**own, "Content-Type": "text/plain"}, body=f"csrf={token}".encode())
+        # DNS rebinding: a page on evil.example, re-pointed at 127.0.0.1, names its own host.
+        refused(421, "HOST_NOT_ALLOWED", headers={**own, "Host": "evil.example"}, form={"csrf": token})
+        rebound = request(served.base, "/", headers={"Host": "evil.example:80"})
+        assert rebound.status == 421 and rebound.json()["error"]["code"] == "HOST_NOT_ALLOWED"
+        assert request(served.base, "/events", headers={"Host": "evil.example"}).status == 421
+
+        done = request(served.base, path, method="POST", headers=own, form={"csrf": token})
+        assert done.status == 303 and done.headers["location"] == f"/tasks/{waiting}?done=approve"
+        assert "status: WORKING" in task_file.read_text()
+        after = request(served.base, done.headers["location"], headers={"Cookie": own["Cookie"]}).text
+        assert "Plan approved" in after and "Approve plan" not in after
+        # The same button again: the use case refuses, and the page says why.
+        again = request(served.base, path, method="POST", headers=own, form={"csrf": token})
+        assert again.status == 409 and "INVALID_TRANSITION" in again.text and "<h1" in again.text
+        # A rejection needs its reason, as `moss task reject-plan` does.
+        rejected = request(served.base, f"/tasks/{waiting}/reject-plan", method="POST", headers=own, form={"csrf": token, "reason": ""})
+        assert rejected.status in (400, 409)
+        assert request(served.base, f"/tasks/{waiting}/delete", method="POST", headers=own, form={"csrf": token}).status == 404
+
+
+def test_qa_buttons_move_the_task_as_the_cli_does(repo: Path) -> None:
+    make_workspace(repo)
+    ctx = Context(repo)
+    epic = editing.create_epic(ctx, title="Checkout", status="ACTIVE")["epic"]["id"]
+    review = board_task(ctx, epic, "Card form", to="REVIEW")
+    with serve(repo) as served:
+        page = request(served.base, f"/tasks/{review}")
+        own = {"Origin": served.base, "Cookie": f"moss_csrf={page.cookies['moss_csrf']}"}
+        token = csrf_of(page.text)
+        back = request(served.base, f"/tasks/{review}/qa-reject", method="POST", headers=own, form={"csrf": token, "reason": "tests pass: no\r\nsecond line"})
+        assert back.status == 303
+        shown = run_cli("moss", "task", "show", review, "--json", cwd=repo)
+        assert '"status": "WORKING"' in shown.stdout and '"reopenCount": 1' in shown.stdout
+        assert "tests pass: no\\nsecond line" in shown.stdout  # a textarea's CRLF kept as the files keep lines
+        claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="dev")
+        from moss_files.board import plans
+
+        plans.complete_task(ctx, task_id=review, worker_id="dev")
+        approved = request(served.base, f"/tasks/{review}/qa-approve", method="POST", headers=own, form={"csrf": token, "summary": "looks good"})
+        assert approved.status == 303 and "QA approved" in request(served.base, approved.headers["location"], headers=own).text
+        assert "status: DONE" in (repo / ".moss" / "board" / "tasks" / f"{review}.md").read_text()
+
+
+def test_a_token_daemon_asks_to_sign_in_and_keeps_the_token_out_of_urls(repo: Path) -> None:
+    make_workspace(repo)
+    with serve(repo, "--token", TOKEN) as served:
+        first = request(served.base, "/board?epic=x")
+        assert first.status == 303 and first.headers["location"] == "/login?next=%2Fboard%3Fepic%3Dx"
+        login = request(served.base, first.headers["location"])
+        assert login.status == 200 and 'type="password" name="token"' in login.text and TOKEN not in login.text
+        cookie = login.cookies["moss_csrf"]
+        own = {"Origin": served.base, "Cookie": f"moss_csrf={cookie}"}
+        form = {"csrf": csrf_of(login.text), "next": "/board?epic=x"}
+        wrong = request(served.base, "/login", method="POST", headers=own, form={**form, "token": "guess"})
+        assert wrong.status == 401 and "UNAUTHORIZED" in wrong.text
+        assert request(served.base, "/login", method="POST", headers={"Origin": served.base}, form={**form, "token": TOKEN}).status == 403  # no CSRF cookie
+        signed = request(served.base, "/login", method="POST", headers=own, form={**form, "token": TOKEN})
+        assert signed.status == 303 and signed.headers["location"] == "/board?epic=x" and TOKEN not in signed.headers["location"]
+        session_cookie = next(name for name in signed.cookies if name.startswith("moss_session_"))
+        assert "HttpOnly; SameSite=Strict" in signed.headers["set-cookie"]
+        jar = f"moss_csrf={cookie}; {session_cookie}={signed.cookies[session_cookie]}"
+        board = request(served.base, "/", headers={"Cookie": jar})
+        assert board.status == 200 and "Sign out" in board.text
+        assert request(served.base, "/", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
+        assert request(served.base, "/", headers={"Authorization": "Bearer nope"}).status == 303
+        assert request(served.base, "/events", headers={}).status == 401
+        assert request(served.base, "/static/style.css").status == 200  # the sign-in page needs it
+        # Somewhere else after signing in is never another site.
+        away = request(served.base, "/login", method="POST", headers=own, form={**form, "token": TOKEN, "next": "//evil.example/x"})
+        assert away.headers["location"] == "/"
+        # The MCP endpoint keeps its own rule: the bearer header, never the cookie.
+        mcp = request(served.base, "/mcp", method="POST", headers={"Cookie": jar, "Content-Type": "application/json"}, body=b"{}")
+        assert mcp.status == 401 and mcp.json()["error"]["code"] == "UNAUTHORIZED"
+        out = request(served.base, "/logout", method="POST", headers={"Origin": served.base, "Cookie": jar}, form={"csrf": csrf_of(board.text)})
+        assert out.status == 303 and out.headers["location"] == "/login"
+        assert request(served.base, "/", headers={"Cookie": jar}).status == 303  # that session is gone
+
+
+def test_the_event_stream_follows_file_changes_and_ends_when_the_daemon_stops(repo: Path) -> None:
+    make_workspace(repo)
+    ctx = Context(repo)
+    epic = editing.create_epic(ctx, title="Checkout", status="ACTIVE")["epic"]["id"]
+    editing.create_task(ctx, epic_id=epic, title="Card form", status="working")
+    git(repo, "add", "-A")
+    with serve(repo) as served:
+        stream = EventStream(served.base)
+        try:
+            name, hello = stream.next_event()
+            assert name == "hello" and hello["watching"] in ("inotify", "polling")
+            for _ in range(3):  # rendering pages reads files; reading is no change
+                assert request(served.base, "/").status == 200
+                assert request(served.base, "/search?q=card").status == 200  # the search index writes its cache
+            run_cli("cstack", "add", "Write the parser", cwd=repo)
+            name, change = stream.next_event()
+            assert name == "change" and change["kinds"] == ["memory"]
+            claimed = run_cli("moss", "task", "claim", "-w", "dev", "--json", cwd=repo)
+            assert claimed.returncode == 0, claimed.stderr
+            name, change = stream.next_event()
+            assert name == "change" and "board" in change["kinds"] and change["version"] >= 2
+        finally:
+            stream_open = stream
+        # Leaving `serve` sends SIGTERM with the stream still open: the daemon ends it and exits 0.
+    stream_open.close()
+
+
+def test_an_envoy_root_shows_each_sleeves_mailbox_and_follows_its_changes(repo: Path) -> None:
+    """An envoy root (child folders that hold .needlecast/): a tab per sleeve, each sleeve's own
+    inbox and outbox, the root's dead letters; a message routed into a sleeve's inbox is a
+    `messages` change on the event stream."""
+    import needlecast
+    from needlecast import mailbox
+
+    make_workspace(repo)
+    for name in ("alice", "bob"):
+        mailbox.init_mailbox(repo / name, "v1")
+    needlecast.send(Context(repo / "alice", sleeve="alice"), body="Waiting in the outbox of alice", to=["bob"], thread="t-wait")
+    with serve(repo) as served:
+        page = request(served.base, "/messages")
+        assert page.status == 200, page.text[:2000]
+        names = re.findall(r'<h2 class="sleeve" data-sleeve="([^"]+)"', page.text)
+        assert len(names) == 1  # one sleeve shown at a time, the others as tabs
+        for name in ("alice", "bob"):
+            assert f'href="/messages?sleeve={name}"' in page.text
+        alice = request(served.base, "/messages?sleeve=alice").text
+        outbox = alice.split('id="outbox"', 1)[1]
+        assert 'data-sleeve="alice"' in alice and "Waiting in the outbox of alice" in outbox
+        bob = request(served.base, "/messages?sleeve=bob").text
+        assert "Waiting in the outbox" not in bob
+        assert request(served.base, "/messages?sleeve=nobody").status == 404
+        stream = EventStream(served.base)
+        try:
+            assert stream.next_event()[0] == "hello"
+            routed = run_cli("needlecast", "route", "--once", "--json", cwd=repo)
+            assert routed.returncode == 0, routed.stderr
+            name, change = stream.next_event()
+            assert name == "change" and "messages" in change["kinds"]
+        finally:
+            stream.close()
+        bob = request(served.base, "/messages?sleeve=bob").text
+        assert "Waiting in the outbox of alice" in bob.split('id="inbox"', 1)[1].split('id="outbox"', 1)[0]
