@@ -15,6 +15,7 @@ other hosts). Each step is idempotent and the order makes every crash point safe
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -26,10 +27,11 @@ from typing import Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
-from needlecast import mailbox, remote
+from needlecast import mailbox, remote, signing
 from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, message_to_dict
+from needlecast.peers import Peer, read_token_file, wall_clock
 from needlecast.routing import DeadNote, Directory, Entry, EntryPlan, Sleeve, archived_copy, bounce, plan_entry
 from needlecast.sleeves import load_directory
 
@@ -118,10 +120,16 @@ class Router:
         environ: Mapping[str, str] | None = None,
         log: Log | None = None,
         http_timeout: float = remote.DEFAULT_TIMEOUT,
+        peers: Mapping[str, Peer] | None = None,
+        host_name: str | None = None,
+        self_name: str | None = None,
     ) -> None:
         self.root = root.resolve()
         self.clock = clock
         self.environ = dict(environ or {})
+        self.peers = dict(peers or {})
+        self.host_name = host_name  # our name in the peers' tables: it signs our requests
+        self.self_name = self_name
         self.log = log or (lambda text: None)
         self.http_timeout = http_timeout
         self._journals: dict[Path, Journal] = {}
@@ -132,13 +140,19 @@ class Router:
 
     def refresh(self) -> Directory:
         """Re-read the sleeve directory. Raises InvalidDocument REGISTRY_INVALID."""
-        self.directory = load_directory(self.root)
+        peers = {name: peer.url for name, peer in self.peers.items()}
+        self.directory = load_directory(self.root, self_name=self.self_name, peers=peers, host_name=self.host_name)
         return self.directory
 
     def senders(self) -> list[Sleeve]:
         """Local sleeves whose outboxes this router drains."""
         directory = self.directory or self.refresh()
-        return [s for s in directory.sleeves.values() if s.path is not None and s.problem is None and not s.remote]
+        local = [s for s in directory.sleeves.values() if s.path is not None and s.problem is None and not s.remote]
+        # The root's outbox is routed once: under this sidecar's own name when the root is a
+        # lone sleeve (no other local sleeve), else as the envoy's.
+        lone = not any(s.origin in ("child", "registry") for s in local)
+        skip = "envoy" if lone and any(s.origin == "self" for s in local) else "self"
+        return [s for s in local if s.origin != skip]
 
     # ----------------------------------------------------------------- passes
 
@@ -377,9 +391,26 @@ class Router:
         box = self._local_box(target)
         if box is None:
             assert target.url is not None
+            payload = [message_to_dict(m) for m in messages]
+            if target.peer is not None:
+                return remote.post_inbox(target.url, payload, token=None, signer=self._signer(target.peer), timeout=self.http_timeout)
             token = self.environ.get(target.token_env or "", None) if target.token_env else None
-            return remote.post_inbox(target.url, [message_to_dict(m) for m in messages], token=token, timeout=self.http_timeout)
+            if target.token_file:
+                token = read_token_file(Path(target.token_file).expanduser())
+            return remote.post_inbox(target.url, payload, token=token, timeout=self.http_timeout)
         return mailbox.deliver(box, messages, now)
+
+    def _signer(self, peer_name: str) -> remote.Signer:
+        """Signs requests to `peer_name` with the token this host shares with it."""
+        peer = self.peers.get(peer_name)
+        if peer is None or not self.host_name:
+            raise MossError(f"no peer {peer_name!r} with a token is configured here", code="SLEEVE_UNAVAILABLE")
+        host, token = self.host_name, peer.token
+
+        def sign(method: str, target: str, body: bytes) -> dict[str, str]:
+            return signing.signed_headers(host, token, method, target, body, now=wall_clock(), nonce=secrets.token_hex(16))
+
+        return sign
 
     def _maybe_compact(self, journal: Journal, box: Mailbox, sender: str, now: datetime) -> None:
         if journal.oversized():
