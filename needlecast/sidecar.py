@@ -342,7 +342,11 @@ class Sidecar:
     def _git_round(self) -> None:
         assert self.git is not None
         before = (self.git.state, self.git.conflicts)
+        pulled = self.git.pulled
         self.git.sync()
+        if self.git.pulled != pulled or self.git.conflicts:
+            with self._status_lock:  # a merge may have brought (or left) conflict markers
+                self.cache.forget("conflicts")
         with self._cond:
             self._next_sync = time.monotonic() + self.git.settings.interval
         if (self.git.state, self.git.conflicts) != before or self.git.state == "error":

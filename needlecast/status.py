@@ -88,6 +88,10 @@ class PartCache:
         self._parts[name] = part
         return part
 
+    def forget(self, name: str) -> None:
+        """Drop the cached reading of a part whose source is known to have changed."""
+        self._parts.pop(name, None)
+
 
 # The body's keys in order: the seed's sleeve status first, then what the toolkit adds.
 SEED_PARTS = ("dhf", "process", "auth")
