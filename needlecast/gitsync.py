@@ -24,6 +24,7 @@ from typing import Any
 from moss_files import scaffold
 from moss_files.foundation.errors import MossError, RepoError, error_body
 from moss_files.foundation.ids import format_time
+from needlecast.peers import without_secrets
 
 SYNCED = (".cstack", ".needlecast", ".moss")
 GIT_TIMEOUT = 120.0  # a push over a slow network may take a while; a hung one must end
@@ -87,7 +88,7 @@ class GitSync:
         return done
 
     def _env(self) -> dict[str, str]:
-        env = dict(self.environ or os.environ)
+        env = without_secrets(self.environ or os.environ)
         env["GIT_TERMINAL_PROMPT"] = "0"  # never wait for a password nobody will type
         env.setdefault("GIT_MERGE_AUTOEDIT", "no")
         return env

@@ -106,6 +106,12 @@ class NonceLog:
                 os.close(fd)
 
 
+def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the sidecar's own token variables: what a program it runs (git, an
+    agent CLI's --version) gets, so no token reaches a process that has no use for it."""
+    return {name: value for name, value in environ.items() if not name.startswith(("NEEDLECAST_TOKEN", "NEEDLECAST_PEER_TOKEN_"))}
+
+
 def wall_clock() -> float:
     """Seconds since the epoch: the clock signed requests are dated by."""
     return time.time()

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from needlecast.peers import without_secrets
 from needlecast.status import AUTH_SOURCES, DHF_CANDIDATES, dhf_unknown, parse_version_output
 
 VERSION_TIMEOUT = 5.0  # an agent CLI that hangs on --version must not hold /status for ever
@@ -33,7 +34,7 @@ def detect_dhf(environ: Mapping[str, str]) -> dict[str, Any]:
                 errors="replace",
                 timeout=VERSION_TIMEOUT,
                 stdin=subprocess.DEVNULL,
-                env=dict(environ),
+                env=without_secrets(environ),
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired):
