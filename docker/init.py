@@ -11,6 +11,9 @@ ordinary child.
 Standard library only. Before the command, when NEEDLECAST_INIT_LAYOUT is v1 or v2 and the
 workspace ($MOSS_ROOT, else the current folder) has no `.needlecast/` yet, it runs
 `needlecast init --layout <it>` there, so a sleeve on an empty volume can be routed to at once.
+An envoy's NEEDLECAST_INIT_SLEEVES (names, separated by commas or spaces) lays out those
+sleeves' workspaces under its own the same way, so its router knows every sleeve from its
+first pass instead of finding the late ones at its next full sweep.
 Outside a PID namespace (a plain `docker/init.py needlecast sidecar` in a shell) it makes itself
 the child subreaper, so it reaps the same way.
 """
@@ -38,17 +41,35 @@ def command_of(argv: list[str]) -> list[str]:
     return argv
 
 
+def sleeve_names(text: str) -> list[str]:
+    """The names NEEDLECAST_INIT_SLEEVES lists; a name that is not a plain folder name stops
+    the init (status 2) rather than lay out a workspace somewhere unexpected."""
+    names = [part for part in text.replace(",", " ").split() if part]
+    for name in names:
+        if name in {".", ".."} or "/" in name or name.startswith("."):
+            print(f"init: NEEDLECAST_INIT_SLEEVES: {name!r} is not a sleeve's folder name", file=sys.stderr)
+            sys.exit(2)
+    return names
+
+
+def lay_out(layout: str, workspace: str) -> None:
+    if os.path.isdir(os.path.join(workspace, ".needlecast")):
+        return
+    os.makedirs(workspace, exist_ok=True)
+    done = subprocess.run(["needlecast", "init", "--layout", layout, "--root", workspace], check=False)
+    if done.returncode != 0:
+        print(f"init: `needlecast init --layout {layout}` failed in {workspace} (status {done.returncode})", file=sys.stderr)
+        sys.exit(done.returncode)
+
+
 def prepare_workspace() -> None:
     layout = os.environ.get("NEEDLECAST_INIT_LAYOUT", "").strip()
     if not layout:
         return
     root = os.environ.get("MOSS_ROOT") or os.getcwd()
-    if os.path.isdir(os.path.join(root, ".needlecast")):
-        return
-    done = subprocess.run(["needlecast", "init", "--layout", layout, "--root", root], check=False)
-    if done.returncode != 0:
-        print(f"init: `needlecast init --layout {layout}` failed in {root} (status {done.returncode})", file=sys.stderr)
-        sys.exit(done.returncode)
+    lay_out(layout, root)
+    for name in sleeve_names(os.environ.get("NEEDLECAST_INIT_SLEEVES", "")):
+        lay_out(layout, os.path.join(root, name))
 
 
 def exit_status(status: int) -> int:

@@ -24,6 +24,8 @@ import yaml
 from conftest import BIN
 from helpers import wait_for
 
+from needlecast import mailbox
+from needlecast.mailbox import Mailbox
 from needlecast.sidecar import read_runtime
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -377,6 +379,160 @@ def test_the_shared_volume_envoy_routes_and_each_sleeve_sees_only_its_workspace(
         assert service["volumes"] == [f"./workspaces/{name}:/workspace"]
         assert environment_of(service)["NEEDLECAST_ROUTE"] == "false"
         assert service["pid"] == "service:envoy"
+
+
+# --------------------------------------------------------------------------- the compose examples, run
+
+
+def image_environment() -> dict[str, str]:
+    """The ENV the Dockerfile's final stage sets (PATH left out: the test's venv stands in)."""
+    steps = instructions(DOCKERFILE.read_text())
+    final = steps[len(steps) - 1 - [word for word, _ in steps][::-1].index("FROM") :]
+    found: dict[str, str] = {}
+    for word, rest in final:
+        if word == "ENV":
+            found.update(re.findall(r"(\w+)=(\S+)", rest))
+    found.pop("PATH", None)
+    return found
+
+
+class ComposeRun:
+    """A compose file's services run as processes on this machine, as the image runs them
+    (docker/init.py, the image's ENV, then the service's environment), with what the engine
+    would provide put in their place: a loopback port per service for its address and its port,
+    a folder for each volume or bind mount, a file for each secret."""
+
+    def __init__(self, name: str, tmp_path: Path) -> None:
+        self.document = compose(name)
+        self.tmp = tmp_path
+        self.ports = {service: free_port() for service in self.document["services"]}
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.secret_files: dict[str, Path] = {}
+        for secret in self.document.get("secrets") or {}:
+            path = tmp_path / "secrets" / secret
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(f"{secret}-token-" + "8" * 24 + "\n")
+            self.secret_files[secret] = path
+
+    def workspace(self, service: str) -> Path:
+        (mount,) = self.document["services"][service]["volumes"]
+        source, _, target = mount.partition(":")
+        assert target == "/workspace"
+        return self.tmp / (source.removeprefix("./") if source.startswith("./") else f"volume-{source}")
+
+    def environment(self, service: str) -> dict[str, str]:
+        env = {**os.environ, **image_environment(), **environment_of(self.document["services"][service])}
+        env["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+        env["MOSS_ROOT"] = str(self.workspace(service))
+        env["NEEDLECAST_HOST"] = "127.0.0.1"  # the test binds loopback, not every address
+        env["NEEDLECAST_PORT"] = str(self.ports[service])
+        for other, port in self.ports.items():
+            env = {key: value.replace(f"http://{other}:7471", f"http://127.0.0.1:{port}") for key, value in env.items()}
+        peer_dir = self.tmp / "peer-tokens" / service
+        env["NEEDLECAST_PEER_TOKEN_DIR"] = str(peer_dir)
+        for secret in self.document["services"][service].get("secrets") or []:
+            source, target = (secret, f"/run/secrets/{secret}") if isinstance(secret, str) else (secret["source"], secret["target"])
+            if target.startswith("/run/secrets/needlecast-peers/"):
+                mounted = peer_dir / target.rsplit("/", 1)[1]
+                if not mounted.exists():  # mounted once: a running sidecar may be reading it
+                    peer_dir.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(self.secret_files[source], mounted)
+            else:
+                env = {key: value.replace(target, str(self.secret_files[source])) for key, value in env.items()}
+        return env
+
+    def up(self) -> None:
+        """Start the services in the file's order (which is dependency order in both files) and
+        wait until each answers /health, as `depends_on` would not even wait."""
+        for service in self.document["services"]:
+            self.workspace(service).mkdir(parents=True, exist_ok=True)
+            with open(self.tmp / f"{service}.log", "wb") as log:
+                self.processes[service] = subprocess.Popen(
+                    [sys.executable, "-I", str(INIT)], env=self.environment(service), stdout=log, stderr=subprocess.STDOUT, cwd=self.workspace(service)
+                )
+            wait_for(lambda service=service: self.healthy(service), timeout=60, message=f"{service} healthy")
+
+    def healthy(self, service: str) -> bool:
+        process = self.processes[service]
+        if process.poll() is not None:
+            raise AssertionError(f"{service} exited with {process.returncode}: {(self.tmp / f'{service}.log').read_text()}")
+        return subprocess.run([sys.executable, "-I", str(HEALTHCHECK)], env=self.environment(service), capture_output=True, timeout=30).returncode == 0
+
+    def status(self, service: str, token_secret: str) -> dict[str, Any]:
+        status, body = get(f"http://127.0.0.1:{self.ports[service]}/status", self.secret_files[token_secret].read_text().strip())
+        assert status == 200, body
+        return dict(body)
+
+    def down(self) -> dict[str, int]:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes = {service: process.wait(timeout=30) for service, process in self.processes.items()}
+        logs = "".join((self.tmp / f"{service}.log").read_text() for service in self.processes)
+        for path in self.secret_files.values():
+            assert path.read_text().strip() not in logs, "a token reached a log"
+        return codes
+
+    def kill(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def inbox_bodies(workspace: Path) -> list[tuple[str | None, str]]:
+    return [(entry.message.sender, entry.message.body.strip()) for entry in mailbox.read_inbox(Mailbox(workspace)) if entry.message is not None]
+
+
+@pytest.mark.slow
+def test_the_shared_volume_example_routes_from_the_first_message(tmp_path: Path) -> None:
+    """The envoy starts first, on an empty folder, as compose starts it; the sleeves after it.
+    A first message is delivered at once, not at the router's next full sweep (30 s)."""
+    run = ComposeRun("shared-volume.yaml", tmp_path)
+    try:
+        run.up()
+        sent = subprocess.run(
+            [str(BIN / "needlecast"), "send", "--root", str(run.workspace("alice")), "--to", "bob", "hello from alice"],
+            env=run.environment("alice"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        wait_for(lambda: inbox_bodies(run.workspace("bob")) == [("alice", "hello from alice")], timeout=10, message="delivery by the envoy")
+        alice = run.status("alice", "needlecast-token")
+        assert alice["sleeve_name"] == "alice" and alice["router"]["enabled"] is False
+        assert {"dhf", "auth", "process", "workspace"} <= set(alice)
+        assert run.status("envoy", "needlecast-token")["router"]["sleeves"] >= 3
+    except BaseException:
+        run.kill()
+        raise
+    assert set(run.down().values()) == {0}
+
+
+@pytest.mark.slow
+def test_the_three_hosts_example_talks_over_http_both_ways(tmp_path: Path) -> None:
+    run = ComposeRun("three-hosts.yaml", tmp_path)
+    try:
+        run.up()
+        for sender, recipient in (("alice", "bob"), ("bob", "carol"), ("carol", "alice")):
+            sent = subprocess.run(
+                [str(BIN / "needlecast"), "send", "--root", str(run.workspace(sender)), "--to", recipient, f"from {sender}"],
+                env=run.environment(sender),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert sent.returncode == 0, sent.stderr
+        for sender, recipient in (("alice", "bob"), ("bob", "carol"), ("carol", "alice")):
+            wait_for(
+                lambda: [body for _who, body in inbox_bodies(run.workspace(recipient))] == [f"from {sender}"], timeout=15, message=f"{sender} to {recipient}"
+            )
+        assert run.status("alice", "admin-token")["router"]["peers"] == ["bob", "carol"]
+    except BaseException:
+        run.kill()
+        raise
+    assert set(run.down().values()) == {0}
 
 
 # --------------------------------------------------------------------------- the image, built
