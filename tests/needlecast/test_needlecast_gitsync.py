@@ -85,7 +85,8 @@ def test_changes_travel_and_mailboxes_merge_through_the_driver(clones: tuple[Pat
         b = Syncing(second)
         try:
             wait_for(lambda: (second / ".cstack" / "fresh.md").exists(), timeout=15, message="second clone pulled")
-            assert b.status()["git_sync"]["state"] == "ok"
+            # The merge writes the file before the round ends (its push check): wait for the round.
+            wait_for(lambda: b.status()["git_sync"]["state"] == "ok", timeout=15, message="second clone's round done")
             # The driver is what `moss merge setup` defines, set by the sidecar in this clone.
             assert "merge driver" in git(second, "config", "--get", "merge.moss.driver")
         finally:
@@ -101,7 +102,8 @@ def test_changes_travel_and_mailboxes_merge_through_the_driver(clones: tuple[Pat
             both = ("m-first", "m-second")
             wait_for(lambda: all(i in (second / ".needlecast" / "inbox.md").read_text() for i in both), timeout=20, message="merged in the second")
             wait_for(lambda: all(i in (first / ".needlecast" / "inbox.md").read_text() for i in both), timeout=20, message="merged in the first")
-            assert b.status()["git_sync"]["state"] == "ok" and b.status()["conflicts"] == []
+            wait_for(lambda: b.status()["git_sync"]["state"] == "ok", timeout=15, message="second clone's round done")
+            assert b.status()["conflicts"] == []
         finally:
             b.stop()
     finally:
@@ -122,7 +124,14 @@ def test_a_conflict_is_reported_in_status_until_it_is_resolved(clones: tuple[Pat
         b = Syncing(second)
         try:
             wait_for(lambda: b.status()["git_sync"]["state"] == "conflicted", timeout=20, message="conflict reported")
-            status = b.status()
+
+            # The `conflicts` part is cached up to 5 s and forgotten when the round ends, a moment
+            # after git_sync's state turns: wait for the round's end there too.
+            def with_markers() -> dict[str, Any] | None:
+                body = b.status()
+                return body if body["conflicts"] else None
+
+            status = wait_for(with_markers, timeout=20, message="markers reported")
             assert status["git_sync"]["conflicts"] == [".cstack/notes.md"]
             assert status["git_sync"]["error"]["code"] == "MERGE_CONFLICT"
             assert [c["path"] for c in status["conflicts"]] == [".cstack/notes.md"]
