@@ -1,13 +1,19 @@
 """Sidecar routing bench: write-to-inbox latency and burst throughput.
 
     .venv/bin/python bench/route.py [--layout v1|v2|both] [--messages 100] [--burst 1000]
+                                    [--baseline DIR] [--skip-latency]
 
 For each directory size (2, 10 and 50 sleeves) it builds an envoy root in a temporary folder,
 starts `needlecast sidecar` as a real process, and measures the time from a message written
 to a sender's outbox (the way `needlecast send` writes it) to its appearance in the
 recipient's inbox, one message at a time. Then it writes a burst of messages from every
-sleeve at once and measures how long the sidecar takes to deliver them all. Figures are
-printed with the setup they were measured on.
+sleeve at once and measures how long the sidecar takes to deliver them all (into every
+inbox) and to drain them (archived and gone from every outbox). Figures are printed with the
+setup they were measured on.
+
+`--baseline DIR` runs the burst a second time, in the same run, with the sidecar of another
+checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
+measured against what it replaces on the same machine at the same moment.
 """
 
 from __future__ import annotations
@@ -35,11 +41,20 @@ SIZES = (2, 10, 50)
 GAP_SECONDS = 0.02  # pause between latency samples, so each one starts from an idle sidecar
 
 
-def start_sidecar(root: Path) -> subprocess.Popen[bytes]:
+def start_sidecar(root: Path, code: Path | None = None) -> subprocess.Popen[bytes]:
+    """`needlecast sidecar` for `root`, from this checkout or (`code`) another one."""
+    command = [str(BIN / "needlecast")]
+    env = dict(os.environ)
+    if code is not None:
+        # -P: not the current folder first on sys.path (a checkout of this code, usually), but
+        # the baseline's, through PYTHONPATH, ahead of the editable install.
+        command = [sys.executable, "-P", "-c", "from needlecast.cli import main; main()"]
+        env["PYTHONPATH"] = str(code)
     process = subprocess.Popen(
-        [str(BIN / "needlecast"), "sidecar", "--root", str(root), "--port", "0", "--sweep", "60"],
+        [*command, "sidecar", "--root", str(root), "--port", "0", "--sweep", "60"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )
     runtime = root / ".needlecast" / ".state" / "sidecar.json"
     deadline = time.monotonic() + 30
@@ -129,23 +144,68 @@ def write_burst(root: Path, names: list[str], count: int, rng: random.Random) ->
     return expected
 
 
-def wait_burst(root: Path, expected: dict[str, int], start: float) -> float:
-    """Wait until every recipient holds its burst messages; return seconds since `start`."""
+def delivered_count(box: Mailbox) -> int:
+    if box.inbox_dir.is_dir():
+        return sum(1 for name in os.listdir(box.inbox_dir) if "_burst-" in name)
+    return box.inbox_file.read_bytes().count(b"\nid: burst-")
+
+
+def pending_in_outbox(box: Mailbox) -> bool:
+    if box.outbox_dir.is_dir():
+        return any(name.endswith(".md") and not name.startswith(".") for name in os.listdir(box.outbox_dir))
+    try:
+        return b"\nid: burst-" in box.outbox_file.read_bytes()
+    except FileNotFoundError:
+        return False
+
+
+def wait_burst(root: Path, expected: dict[str, int], start: float, senders: list[str] | None = None) -> tuple[float, float]:
+    """Wait until every recipient holds its burst messages, then (with `senders`) until every
+    sender's outbox is empty; return (seconds to delivered, seconds to drained) since `start`."""
     deadline = time.perf_counter() + 120
     pending = dict(expected)
     while pending:
         for recipient in list(pending):
-            box = Mailbox(root / recipient)
-            if box.inbox_dir.is_dir():
-                got = sum(1 for name in os.listdir(box.inbox_dir) if "_burst-" in name)
-            else:
-                got = box.inbox_file.read_bytes().count(b"\nid: burst-")
-            if got >= expected[recipient]:
+            if delivered_count(Mailbox(root / recipient)) >= expected[recipient]:
                 del pending[recipient]
         if time.perf_counter() > deadline:
             raise SystemExit(f"burst not delivered within 120 s; waiting on {sorted(pending)}")
         time.sleep(0.002)
-    return time.perf_counter() - start
+    delivered = time.perf_counter() - start
+    waiting = list(senders or [])
+    while waiting:
+        waiting = [name for name in waiting if pending_in_outbox(Mailbox(root / name))]
+        if time.perf_counter() > deadline:
+            raise SystemExit(f"outboxes not drained within 120 s: {waiting}")
+        time.sleep(0.002)
+    return delivered, time.perf_counter() - start
+
+
+def burst(layout: str, args: argparse.Namespace, code: Path | None) -> tuple[float, float, float, float]:
+    """(written while running: write seconds, delivered seconds; backlog: delivered seconds,
+    drained seconds) for one layout, with this checkout's sidecar or `code`'s."""
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = Path(folder)
+        names = build(root, args.burst_sleeves, layout)
+        sidecar = start_sidecar(root, code)
+        try:
+            start = time.perf_counter()
+            expected = write_burst(root, names, args.burst, random.Random(args.seed))
+            written = time.perf_counter() - start
+            running, _ = wait_burst(root, expected, start)
+        finally:
+            stop_sidecar(sidecar)
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = Path(folder)
+        names = build(root, args.burst_sleeves, layout)
+        expected = write_burst(root, names, args.burst, random.Random(args.seed))
+        sidecar = start_sidecar(root, code)
+        ready = time.perf_counter()
+        try:
+            delivered, drained = wait_burst(root, expected, ready, names)
+        finally:
+            stop_sidecar(sidecar)
+    return written, running, delivered, drained
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -160,15 +220,19 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=1000, help="messages in the burst")
     parser.add_argument("--burst-sleeves", type=int, default=10, help="directory size for the burst")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--baseline", type=Path, help="another checkout whose sidecar runs the burst too, for comparison")
+    parser.add_argument("--skip-latency", action="store_true", help="measure the burst only")
     args = parser.parse_args()
     layouts = ("v1", "v2") if args.layout == "both" else (args.layout,)
     print(
         f"needlecast routing bench: Python {platform.python_version()}, {platform.system()} {platform.release()}, "
         f"{os.cpu_count()} CPUs, temp folder {tempfile.gettempdir()}"
     )
+    if args.skip_latency:
+        args.messages = 0
     print(f"latency: {args.messages} messages one at a time ({GAP_SECONDS * 1000:.0f} ms apart), random sender and recipient, sidecar with inotify")
     print(f"{'layout':<7}{'sleeves':>8}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
-    for layout in layouts:
+    for layout in layouts if args.messages else ():
         for size in SIZES:
             with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
                 root = Path(folder)
@@ -180,32 +244,17 @@ def main() -> None:
                 finally:
                     stop_sidecar(sidecar)
             print(f"{layout:<7}{size:>8}{statistics.median(values):>9.1f}{percentile(values, 0.95):>9.1f}{max(values):>9.1f}")
-    print(f"burst: {args.burst} messages from {args.burst_sleeves} sleeves, one recipient each")
+    print(f"burst: {args.burst} messages from {args.burst_sleeves} sleeves, one recipient each, in messages/s")
+    print("  written while the sidecar runs: delivered end to end (the writer, one durable file or append per message, shares the CPUs)")
+    print("  backlog routed by a starting sidecar: delivered into every inbox / drained (archived, gone from every outbox)")
+    print(f"{'code':<10}{'layout':<8}{'writer':>9}{'end to end':>12}{'backlog delivered':>19}{'drained':>9}")
+    codes: list[tuple[str, Path | None]] = [("baseline", args.baseline)] if args.baseline else []
+    codes.append(("this", None))
     for layout in layouts:
-        with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
-            root = Path(folder)
-            names = build(root, args.burst_sleeves, layout)
-            sidecar = start_sidecar(root)
-            try:
-                start = time.perf_counter()
-                expected = write_burst(root, names, args.burst, random.Random(args.seed))
-                written = time.perf_counter() - start
-                total = wait_burst(root, expected, start)
-            finally:
-                stop_sidecar(sidecar)
-        print(f"{layout:<7} written while the sidecar runs: written in {written:.2f} s, all delivered after {total:.2f} s: {args.burst / total:.0f} messages/s")
-        with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
-            root = Path(folder)
-            names = build(root, args.burst_sleeves, layout)
-            expected = write_burst(root, names, args.burst, random.Random(args.seed))
-            start = time.perf_counter()
-            sidecar = start_sidecar(root)
-            ready = time.perf_counter()
-            try:
-                total = wait_burst(root, expected, ready)
-            finally:
-                stop_sidecar(sidecar)
-        print(f"{layout:<7} backlog routed by a starting sidecar: {total:.2f} s after it was ready: {args.burst / total:.0f} messages/s")
+        for label, code in codes:
+            written, running, delivered, drained = burst(layout, args, code)
+            n = args.burst
+            print(f"{label:<10}{layout:<8}{n / written:>9.0f}{n / running:>12.0f}{n / delivered:>19.0f}{n / drained:>9.0f}")
 
 
 if __name__ == "__main__":

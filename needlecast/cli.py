@@ -26,6 +26,7 @@ app = new_app("needlecast: messages between sleeves, routed exactly once, as mar
 
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
 TOKEN_ENV = "NEEDLECAST_TOKEN"
+TOKEN_FILE_ENV = "NEEDLECAST_TOKEN_FILE"
 _STATUS_EXIT = {400: 2, 404: 3, 422: 4, 409: 5}
 
 
@@ -169,20 +170,67 @@ def sleeves(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         raise typer.Exit(3)
 
 
+PeerOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--peer",
+        envvar="NEEDLECAST_PEERS",
+        help="A peer host: NAME=URL (we deliver to it and hear from it) or NAME (we only hear from it); repeat, or list them in env "
+        "NEEDLECAST_PEERS. Its token comes from env NEEDLECAST_PEER_TOKEN_<NAME> or the file <peer token folder>/<NAME>.",
+        show_default=False,
+    ),
+]
+PeerNameOpt = Annotated[
+    str | None,
+    typer.Option("--peer-name", envvar="NEEDLECAST_PEER_NAME", help="This host's name in its peers' tables (default: the sleeve name).", show_default=False),
+]
+PeerTokenDirOpt = Annotated[
+    Path | None,
+    typer.Option("--peer-token-dir", envvar="NEEDLECAST_PEER_TOKEN_DIR", help="Folder holding one token file per peer, named after it.", show_default=False),
+]
+
+
+def _peers(specs: list[str] | None, token_dir: Path | None) -> dict[str, Any]:
+    from needlecast.peers import load_peers
+
+    return load_peers(specs or [], os.environ, token_dir)
+
+
+def _token(token_file: Path | None, given_on_command_line: str | None) -> str | None:
+    """The sidecar's bearer token: env NEEDLECAST_TOKEN, else the file --token-file names."""
+    from moss_files.foundation.errors import InvalidRequest
+    from needlecast.peers import read_token_file
+
+    if given_on_command_line is not None:
+        raise InvalidRequest(
+            "a token on the command line is readable by every user of this machine (ps, /proc)",
+            code="TOKEN_ON_COMMAND_LINE",
+            hint=f"set {TOKEN_ENV}, or put it in a file and pass --token-file (env {TOKEN_FILE_ENV})",
+        )
+    token = os.environ.get(TOKEN_ENV) or None
+    if token is None and token_file is not None:
+        token = read_token_file(token_file)
+    return token
+
+
 @app.command("route")
 def route(
     once: Annotated[bool, typer.Option("--once", help="Route every outbox once and exit.")] = False,
-    poll: Annotated[bool, typer.Option("--poll", help="Watch by polling instead of inotify.")] = False,
-    sweep: Annotated[float, typer.Option("--sweep", help="Seconds between full sweeps.")] = 30.0,
+    poll: Annotated[bool, typer.Option("--poll", envvar="NEEDLECAST_POLL", help="Watch by polling instead of inotify.")] = False,
+    sweep: Annotated[float, typer.Option("--sweep", envvar="NEEDLECAST_SWEEP", help="Seconds between full sweeps.")] = 30.0,
+    peer: PeerOpt = None,
+    peer_name: PeerNameOpt = None,
+    peer_token_dir: PeerTokenDirOpt = None,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Deliver outbox messages to inboxes (once, or continuously while watching)."""
     with reporting(as_json):
         ctx = _envoy(root)
+        peers = _peers(peer, peer_token_dir)
         if not once:
-            raise typer.Exit(needlecast.watch(ctx, poll=poll, sweep_seconds=sweep, environ=os.environ))
-        data = needlecast.route_once(ctx, environ=os.environ)
+            raise typer.Exit(needlecast.watch(ctx, poll=poll, sweep_seconds=sweep, environ=os.environ, peers=peers, host_name=peer_name))
+        data = needlecast.route_once(ctx, environ=os.environ, peers=peers, host_name=peer_name)
     text = f"delivered {data['delivered']}, archived {data['archived']}, dead letters {data['dead_letters']}, waiting {data['pending']}"
     emit(data, as_json, text=text)
     troubles = data["problems"] + data["held"]
@@ -194,35 +242,73 @@ def route(
 
 @app.command("sidecar")
 def sidecar(
-    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs --token.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port (0 picks a free one).")] = needlecast.DEFAULT_PORT,
-    token: Annotated[
-        str | None, typer.Option("--token", envvar=TOKEN_ENV, help=f"Bearer token clients must send (env {TOKEN_ENV}).", show_default=False)
+    host: Annotated[str, typer.Option("--host", envvar="NEEDLECAST_HOST", help="Address to bind; anything but loopback needs a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", envvar="NEEDLECAST_PORT", help="TCP port (0 picks a free one).")] = needlecast.DEFAULT_PORT,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            envvar=TOKEN_FILE_ENV,
+            help=f"File holding the bearer token clients must send (or env {TOKEN_ENV}; never on the command line).",
+            show_default=False,
+        ),
     ] = None,
-    poll: Annotated[bool, typer.Option("--poll", help="Watch by polling instead of inotify.")] = False,
-    poll_interval: Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.")] = 0.5,
-    sweep: Annotated[float, typer.Option("--sweep", help="Seconds between full safety sweeps.")] = 30.0,
+    token: Annotated[str | None, typer.Option("--token", hidden=True, help="Refused: tokens never go on the command line.")] = None,
+    poll: Annotated[bool, typer.Option("--poll", envvar="NEEDLECAST_POLL", help="Watch by polling instead of inotify.")] = False,
+    poll_interval: Annotated[float, typer.Option("--poll-interval", envvar="NEEDLECAST_POLL_INTERVAL", help="Seconds between polls.")] = 0.5,
+    sweep: Annotated[float, typer.Option("--sweep", envvar="NEEDLECAST_SWEEP", help="Seconds between full safety sweeps.")] = 30.0,
     name: Annotated[
-        str | None, typer.Option("--name", help=f"Sleeve name reported by /status (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)
+        str | None,
+        typer.Option(
+            "--name", envvar=SLEEVE_ENV, help=f"Sleeve name reported by /status (default: env {SLEEVE_ENV}, else the folder name).", show_default=False
+        ),
     ] = None,
     route_mode: Annotated[
-        bool | None, typer.Option("--route/--no-route", help="Route outboxes (default: when the root holds sleeves).", show_default=False)
+        bool | None,
+        typer.Option(
+            "--route/--no-route", envvar="NEEDLECAST_ROUTE", help="Route outboxes (default: when the root holds sleeves or has peers).", show_default=False
+        ),
+    ] = None,
+    peer: PeerOpt = None,
+    peer_name: PeerNameOpt = None,
+    peer_token_dir: PeerTokenDirOpt = None,
+    git_sync: Annotated[
+        bool, typer.Option("--git-sync", envvar="NEEDLECAST_GIT_SYNC", help="Commit, pull (through the merge driver) and push the toolkit's files.")
+    ] = False,
+    git_sync_interval: Annotated[
+        float, typer.Option("--git-sync-interval", envvar="NEEDLECAST_GIT_SYNC_INTERVAL", help="Seconds between git sync rounds (a change brings one forward).")
+    ] = 60.0,
+    git_sync_remote: Annotated[
+        str, typer.Option("--git-sync-remote", envvar="NEEDLECAST_GIT_SYNC_REMOTE", help="The git remote to pull from and push to.")
+    ] = "origin",
+    git_sync_branch: Annotated[
+        str | None,
+        typer.Option("--git-sync-branch", envvar="NEEDLECAST_GIT_SYNC_BRANCH", help="The branch to sync (default: the one checked out).", show_default=False),
     ] = None,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the sidecar: watch and route outboxes, serve /health, /status, /outbox and /inbox."""
+    """Run the sidecar: watch and route outboxes, serve /health, /status, /outbox, /inbox, /sleeves.
+    Every option can come from the environment (the variable each names)."""
+    from needlecast.gitsync import GitSyncSettings
+
     with reporting(as_json):
+        secret = _token(token_file, token)
+        peers = _peers(peer, peer_token_dir)
+        settings = GitSyncSettings(remote=git_sync_remote, branch=git_sync_branch, interval=git_sync_interval) if git_sync else None
         code = needlecast.run_sidecar(
             _envoy(root, name),
             host=host,
             port=port,
-            token=token,
+            token=secret,
             route=route_mode,
             poll=poll,
             poll_interval=poll_interval,
             sweep_seconds=sweep,
             environ=os.environ,
+            peers=peers,
+            host_name=peer_name,
+            git_sync=settings,
         )
     raise typer.Exit(code)
 

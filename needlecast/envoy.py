@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from needlecast.gitsync import GitSyncSettings
+from needlecast.peers import Peer
 from needlecast.router import Router, report_to_dict
 from needlecast.sidecar import Sidecar
 from needlecast.sleeves import load_directory, sleeve_to_dict
@@ -30,17 +32,45 @@ def list_sleeves(ctx: Context) -> dict[str, Any]:
     return {"root": str(directory.root), "sleeves": [sleeve_to_dict(sleeve) for sleeve in directory.sleeves.values()]}
 
 
-def route_once(ctx: Context, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def route_once(
+    ctx: Context,
+    *,
+    environ: Mapping[str, str] | None = None,
+    peers: Mapping[str, Peer] | None = None,
+    host_name: str | None = None,
+) -> dict[str, Any]:
     """`needlecast route --once`: one routing pass over every sleeve; returns what it did
     (`{senders, delivered, archived, removed, dead_letters, bounces, pending, unsettled, held,
     problems}`). A sender's failure is reported in `problems`, an unreachable recipient in
-    `held`. Raises InvalidDocument REGISTRY_INVALID."""
-    return report_to_dict(Router(ctx.root, clock=ctx.clock, environ=environ, log=ctx.notify).route_all())
+    `held`. `peers` are the peer hosts (`name@peer` recipients; requests signed with each
+    one's token, as `host_name`). Raises InvalidDocument REGISTRY_INVALID."""
+    router = Router(ctx.root, clock=ctx.clock, environ=environ, log=ctx.notify, peers=peers, host_name=host_name or ctx.sleeve, self_name=ctx.sleeve)
+    return report_to_dict(router.route_all())
 
 
-def watch(ctx: Context, *, poll: bool = False, sweep_seconds: float = 30.0, environ: Mapping[str, str] | None = None) -> int:
+def watch(
+    ctx: Context,
+    *,
+    poll: bool = False,
+    sweep_seconds: float = 30.0,
+    environ: Mapping[str, str] | None = None,
+    peers: Mapping[str, Peer] | None = None,
+    host_name: str | None = None,
+) -> int:
     """`needlecast route`: route on every outbox change until SIGTERM/SIGINT; returns 0."""
-    router = Sidecar(ctx.root, serve_http=False, route=True, poll=poll, sweep_seconds=sweep_seconds, clock=ctx.clock, environ=environ, log=ctx.notify)
+    router = Sidecar(
+        ctx.root,
+        name=ctx.sleeve,
+        serve_http=False,
+        route=True,
+        poll=poll,
+        sweep_seconds=sweep_seconds,
+        clock=ctx.clock,
+        environ=environ,
+        log=ctx.notify,
+        peers=peers,
+        host_name=host_name,
+    )
     return router.run()
 
 
@@ -55,12 +85,18 @@ def run_sidecar(
     poll_interval: float = 0.5,
     sweep_seconds: float = 30.0,
     environ: Mapping[str, str] | None = None,
+    peers: Mapping[str, Peer] | None = None,
+    host_name: str | None = None,
+    git_sync: GitSyncSettings | None = None,
 ) -> int:
-    """`needlecast sidecar`: watch and route (when `route`, or when the root holds sleeves) and
-    serve the HTTP API as the context's sleeve until SIGTERM/SIGINT; returns 0.
+    """`needlecast sidecar`: watch and route (when `route`, or when the root holds sleeves or
+    has peers) and serve the HTTP API as the context's sleeve until SIGTERM/SIGINT; returns 0.
+    `peers` may deliver to this host's sleeves (signed requests) and receive from them;
+    `git_sync` commits, pulls and pushes the toolkit's files.
 
     Raises InvalidRequest TOKEN_REQUIRED for a non-loopback `host` without a token, Conflict
-    ALREADY_RUNNING when another sidecar holds the workspace.
+    ALREADY_RUNNING when another sidecar holds the workspace, RepoError GIT_SYNC_FAILED when
+    `git_sync` is asked outside a clone.
     """
     sidecar = Sidecar(
         ctx.root,
@@ -75,5 +111,8 @@ def run_sidecar(
         clock=ctx.clock,
         environ=environ,
         log=ctx.notify,
+        peers=peers,
+        host_name=host_name,
+        git_sync=git_sync,
     )
     return sidecar.run()

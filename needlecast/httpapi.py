@@ -6,11 +6,14 @@
     GET  /inbox    messages of this workspace's inbox (`?unread=1` for unread only)
     POST /inbox    deliver one message (a message object) or several ({"messages": [...]}),
                    idempotent by (from, id); 201 when something was added, 200 when not
+    POST /sleeves/{name}/inbox   the same, into the inbox of the local sleeve `name`
+    GET  /sleeves  the sleeves this sidecar delivers to
 
 Errors use the shared body `{"ok": false, "error": {code, message, status, ...}}`. Every
 request first passes `moss_files.foundation.httpguard` (the Host, Origin and content-type rules the MCP
 daemon applies too). When the server has a token, every route but /health requires
-`Authorization: Bearer <token>`.
+`Authorization: Bearer <token>`; peers (other hosts' sidecars) instead sign their requests
+with a token of their own (`needlecast.signing`) and may only deliver.
 
 Load: requests are served by a fixed pool of WORKERS threads; up to QUEUED more wait for one,
 and the kernel holds up to BACKLOG connections not yet accepted. Past that, a request is
@@ -24,16 +27,20 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import check_request
+from needlecast.signing import NONCE_HEADER, PEER_HEADER, TIME_HEADER, WINDOW_SECONDS, Peer, ReplayGuard, verify
 
 MAX_BODY = 1024 * 1024
 SOCKET_TIMEOUT = 10.0
@@ -45,19 +52,66 @@ BUSY_WAIT_SECONDS = 0.2  # how long a 503 waits for the client to finish sending
 # How much of a refused oversized body is read and dropped so the client sees the 413.
 DRAIN_LIMIT = 64 * 1024 * 1024
 
-Handler = Callable[[dict[str, list[str]], Any], tuple[int, Any]]
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request as a handler sees it: the query, the JSON body (None for a GET), the path's
+    parameters (`{name}` parts of the route) and the peer that signed it (None for a request
+    with the bearer token, or an open loopback server's)."""
+
+    query: dict[str, list[str]]
+    body: Any
+    params: dict[str, str]
+    peer: str | None = None
+
+
+Handler = Callable[[Call], tuple[int, Any]]
+_PARAM = re.compile(r"\{(\w+)\}")
 
 
 class Api:
-    """Routes (method, path) to callables returning (status, JSON body)."""
+    """Routes (method, path pattern) to callables returning (status, JSON body), and decides who
+    may call them: the bearer `token` for every route but /health, and peers (requests signed
+    with their own token, see `needlecast.signing`) for the routes added with `peers=True`."""
 
-    def __init__(self, token: str | None, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        token: str | None,
+        log: Callable[[str], None],
+        *,
+        peers: Mapping[str, Peer] | None = None,
+        clock: Callable[[], float] = time.time,
+        remember: Callable[[str, str, float], None] | None = None,
+        guard: ReplayGuard | None = None,
+    ) -> None:
         self.token = token
         self.log = log
+        self.peers = dict(peers or {})
+        self.clock = clock
+        self.remember = remember  # records an accepted nonce beyond this process (peers.NonceLog)
+        self.guard = guard or ReplayGuard()
+        self._guard_lock = threading.Lock()
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.peer_routes: set[tuple[str, str]] = set()
+        self._patterns: list[tuple[re.Pattern[str], str]] = []
 
-    def add(self, method: str, path: str, handler: Handler) -> None:
+    def add(self, method: str, path: str, handler: Handler, *, peers: bool = False) -> None:
         self.routes[(method, path)] = handler
+        if peers:
+            self.peer_routes.add((method, path))
+        if "{" in path and all(pattern != path for _, pattern in self._patterns):
+            regex = "^" + _PARAM.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", path) + "$"
+            self._patterns.append((re.compile(regex), path))
+
+    def match(self, path: str) -> tuple[str, dict[str, str]]:
+        """The route pattern `path` falls under and its parameters (the path itself if none)."""
+        if any(p == path for (_m, p) in self.routes):
+            return path, {}
+        for regex, pattern in self._patterns:
+            found = regex.match(path)
+            if found:
+                return pattern, found.groupdict()
+        return path, {}
 
     def authorized(self, header: str | None) -> bool:
         if self.token is None:
@@ -65,6 +119,14 @@ class Api:
         if not header or not header.startswith("Bearer "):
             return False
         return hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
+
+    def verify_peer(self, headers: Mapping[str, str], method: str, target: str, body: bytes) -> str:
+        """The peer that signed the request (see `signing.verify`, which raises the refusals)."""
+        with self._guard_lock:
+            name = verify(headers, method, target, body, self.peers, self.clock(), self.guard)
+            if self.remember is not None:
+                self.remember(name, headers[NONCE_HEADER], self.clock() + 2 * WINDOW_SECONDS)
+        return name
 
 
 def _body_of(err: MossError, status: int | None = None) -> bytes:
@@ -117,24 +179,41 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._error(InvalidRequest(refusal.message, code=refusal.code), refusal.status)
             self._drain()
             return
-        known_methods = [m for (m, p) in self.api.routes if p == path]
+        pattern, params = self.api.match(path)
+        known_methods = [m for (m, p) in self.api.routes if p == pattern]
         if not known_methods:
             self._error(NotFound(f"no endpoint {path}"))
             return
-        if path != "/health" and not self.api.authorized(self.headers.get("Authorization")):
-            self.close_connection = True
-            self._error(InvalidRequest("a bearer token is required", code="UNAUTHORIZED"), 401)
-            self._drain()
-            return
-        handler = self.api.routes.get((method, path))
+        peer: str | None = None
+        raw: bytes | None = None
+        if pattern != "/health":
+            try:
+                if self.headers.get(PEER_HEADER) is not None:
+                    # A peer's signature covers the body: read it (within the limit) first.
+                    raw = self._read_body() if method in ("POST", "PUT") else b""
+                    signed = {name: self.headers.get(name) or "" for name in (PEER_HEADER, TIME_HEADER, NONCE_HEADER, "Authorization")}
+                    peer = self.api.verify_peer(signed, method, self.path, raw)
+                    if (method, pattern) not in self.api.peer_routes:
+                        raise InvalidRequest(f"peers may not use {method} {pattern}", code="PEER_NOT_ALLOWED", status=403)
+                elif not self.api.authorized(self.headers.get("Authorization")):
+                    raise InvalidRequest("a bearer token is required", code="UNAUTHORIZED", status=401)
+            except MossError as err:
+                self.close_connection = True
+                self._error(err, 413 if err.code == "FILE_TOO_LARGE" else None)
+                self._drain()
+                return
+        handler = self.api.routes.get((method, pattern))
         if handler is None:
             self.close_connection = True
             self._error(InvalidRequest(f"{method} is not allowed on {path}; use {', '.join(sorted(known_methods))}"), 405)
             self._drain()
             return
         try:
-            payload = self._read_json() if method == "POST" else None
-            status, body = handler(parse_qs(parts.query), payload)
+            if method == "POST":
+                payload = self._parse_json(raw if raw is not None else self._read_body())
+            else:
+                payload = None
+            status, body = handler(Call(parse_qs(parts.query), payload, params, peer))
         except MossError as err:
             self._error(err, 413 if err.code == "FILE_TOO_LARGE" else None)
             self._drain()
@@ -145,7 +224,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         self._send(status, body)
 
-    def _read_json(self) -> Any:
+    def _read_body(self) -> bytes:
         length_text = self.headers.get("Content-Length")
         if length_text is None or not length_text.isdigit():
             self.close_connection = True
@@ -156,6 +235,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             raise InvalidRequest(f"body is {length} bytes; the limit is {MAX_BODY}", code="FILE_TOO_LARGE", details={"max_bytes": MAX_BODY})
         data = self.rfile.read(length)
         self._body_read = True
+        return data
+
+    @staticmethod
+    def _parse_json(data: bytes) -> Any:
         try:
             return json.loads(data)
         except ValueError:

@@ -26,6 +26,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,10 +41,13 @@ from needlecast.shared_file import (
     LEFTOVER,
     Merge,
     clear_dead_temporaries,
+    create_in_folders,
+    create_many,
     fold_leftovers,
     list_names,
     read_ends,
     read_if_any,
+    read_in,
     refuse_conflicted,
     rewrite,
     side_name,
@@ -312,8 +316,7 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
         found = found[:-1]
         unsettled = True
     entries.extend(found)
-    for path in _message_files(box.outbox_dir):
-        data = read_if_any(path)
+    for path, data in _read_message_files(box.outbox_dir):
         if data is None:
             continue
         if not _settled(path, data, now):
@@ -321,6 +324,18 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
             continue
         entries.append(scan_message_file(data, path, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES))
     return OutboxScan(tuple(entries), unsettled, preamble)
+
+
+def _read_message_files(folder: Path) -> Iterator[tuple[Path, bytes | None]]:
+    """(path, bytes) of each message file of a file-per-message folder, in name order, read
+    through one descriptor of the folder (None for a file gone since it was listed)."""
+    try:
+        with fs.folder_fd(folder) as dir_fd:
+            names = sorted(name for name in os.listdir(dir_fd) if name.endswith(".md") and not name.startswith("."))
+            for name in names:
+                yield folder / name, read_in(dir_fd, folder, name)
+    except FileNotFoundError:
+        return
 
 
 def read_inbox(box: Mailbox) -> list[Entry]:
@@ -414,17 +429,33 @@ def deliver(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
     (that sender's id is there with different content). Raises InvalidDocument when the inbox
     file is unreadable (nothing is written), Conflict on a lock timeout.
     """
-    for message in messages:
-        if not message.id or not message.sender:
-            raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
-        msg.check_writable(message)
-        msg.check_size(message)
-    box.check_links()
-    if not box.dir.is_dir():
-        raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
-    if box.inbox_dir.is_dir():
-        return _deliver_files(box, messages, now)
-    return _deliver_file(box, messages)
+    return deliver_many([(box, messages)], now)[0]
+
+
+def deliver_many(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
+    """`deliver` for several inboxes; the file-per-message ones among them share one durable
+    step (`shared_file.create_in_folders`) instead of taking two each. Raises as `deliver`, for
+    the whole batch."""
+    for box, messages in batches:
+        for message in messages:
+            if not message.id or not message.sender:
+                raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
+            msg.check_writable(message)
+            msg.check_size(message)
+        box.check_links()
+        if not box.dir.is_dir():
+            raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
+    results: list[list[str]] = [[] for _ in batches]
+    folders: list[int] = []
+    for number, (box, messages) in enumerate(batches):
+        if box.inbox_dir.is_dir():
+            folders.append(number)
+        else:
+            results[number] = _deliver_file(box, messages)
+    if folders:
+        for number, found in zip(folders, _deliver_files([batches[number] for number in folders], now), strict=True):
+            results[number] = found
+    return results
 
 
 @dataclass(slots=True)
@@ -530,32 +561,52 @@ def _folder_index(files: list[Path]) -> dict[str, str]:
     return index
 
 
-def _deliver_files(box: Mailbox, messages: list[Message], now: datetime) -> list[str]:
-    results: list[str] = []
-    with fs.locked(box.inbox_dir):
-        files = _message_files(box.inbox_dir)
-        capitalised = _folder_dialect(files)
-        index = _folder_index(files)
-        new: list[tuple[str, bytes]] = []
-        for message in messages:
-            suffix = _suffix(message)
-            if suffix in index:
-                existing = read_if_any(box.inbox_dir / index[suffix])
-                same = existing is not None and scan_message_file(existing, box.inbox_dir / index[suffix], "").digest == msg.content_digest(message)
-                results.append(PRESENT if same else CONFLICT)
-                continue
-            name = message_file_name(message, now)
-            new.append((name, msg.render_message_document(message, capitalised=capitalised).encode("utf-8")))
-            index[suffix] = name
-            results.append(DELIVERED)
-        create_files(box.inbox_dir, new)
+def _deliver_files(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
+    """Deliver into file-per-message inboxes, holding every one's lock (taken in path order, so
+    two routers never wait on each other) until all the new files are durable."""
+    results: list[list[str]] = []
+    groups: list[tuple[Path, list[tuple[str, bytes]]]] = []
+    with ExitStack() as stack:
+        for folder in sorted({box.inbox_dir for box, _messages in batches}):
+            stack.enter_context(fs.locked(folder))
+        planned: dict[Path, dict[str, str]] = {}
+        written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
+        for box, messages in batches:
+            files = _message_files(box.inbox_dir)
+            capitalised = _folder_dialect(files)
+            index = planned.setdefault(box.inbox_dir, _folder_index(files))
+            ours = written.setdefault(box.inbox_dir, {})
+            found: list[str] = []
+            new: list[tuple[str, bytes]] = []
+            for message in messages:
+                suffix = _suffix(message)
+                if suffix in index:
+                    existing = read_if_any(box.inbox_dir / index[suffix])
+                    same = existing is not None and scan_message_file(existing, box.inbox_dir / index[suffix], "").digest == msg.content_digest(message)
+                    if index[suffix] in ours:  # planned earlier in this batch (two names for one inbox)
+                        same = ours[index[suffix]] == _render_for(message, capitalised)
+                    found.append(PRESENT if same else CONFLICT)
+                    continue
+                name = message_file_name(message, now)
+                new.append((name, _render_for(message, capitalised)))
+                ours[name] = new[-1][1]
+                index[suffix] = name
+                found.append(DELIVERED)
+            results.append(found)
+            groups.append((box.inbox_dir, new))
+        create_in_folders(groups)
     return results
 
 
+def _render_for(message: Message, capitalised: bool) -> bytes:
+    return msg.render_message_document(message, capitalised=capitalised).encode("utf-8")
+
+
 def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
-    """Create each (name, data) in `folder` unless the name exists; True where created
-    (`fs.create_exclusive` for each: durable, never replacing a file)."""
-    return [fs.create_exclusive(folder / name, data) for name, data in files]
+    """Create each (name, data) in `folder` unless the name exists; True where created:
+    durable and never replacing a file, with one durable step for the batch
+    (`shared_file.create_many`)."""
+    return create_many(folder, files)
 
 
 def _folder_dialect(files: list[Path]) -> bool:
@@ -675,10 +726,8 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
             return encode_mail(preamble, data.startswith(_BOM)) + b"".join(_stamped(entry) for entry in kept)
 
         rewrite(box.outbox_file, transform, outbox_merge(done, sender))
-    for entry in folder_entries:
-        _remove_file(box, entry)
     if folder_entries:
-        fs.fsync_dir(box.outbox_dir)
+        _remove_files(box, folder_entries)
 
 
 def _stamped(entry: Entry) -> bytes:
@@ -695,23 +744,30 @@ def _stamped(entry: Entry) -> bytes:
     return entry.raw[: first_break + 1] + key + b": " + entry.key.encode() + newline + entry.raw[first_break + 1 :]
 
 
-def _remove_file(box: Mailbox, entry: Entry) -> None:
-    """Remove one routed v2 outbox file, unless it changed since it was routed.
+def _remove_files(box: Mailbox, entries: list[Entry]) -> None:
+    """Remove routed v2 outbox files, each unless it changed since it was routed.
 
-    The file is first renamed aside inside its own folder (so nobody can rewrite it while it is
-    compared), then deleted or put back. Staying in the folder matters: a rename out of a
+    Each file is first renamed aside inside its own folder (so nobody can rewrite it while it
+    is compared), then deleted or put back. Staying in the folder matters: a rename out of a
     watched folder is an unpaired inotify move, which watchdog holds back for half a second,
-    delaying every event after it.
+    delaying every event after it. The folder is opened once for the batch and made durable
+    once at the end.
     """
-    moved = side_name(entry.source, "aside")
-    try:
-        os.rename(entry.source, moved)
-    except FileNotFoundError:
-        return
-    if (read_if_any(moved) or b"") == entry.raw:
-        moved.unlink()
-    else:
-        _restore(moved, entry.source.name)
+    restore: list[tuple[Path, str]] = []
+    with fs.folder_fd(box.outbox_dir) as dir_fd:
+        for entry in entries:
+            moved = side_name(entry.source, "aside")
+            try:
+                os.rename(entry.source.name, moved.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except FileNotFoundError:
+                continue
+            if (read_in(dir_fd, box.outbox_dir, moved.name) or b"") == entry.raw:
+                os.unlink(moved.name, dir_fd=dir_fd)
+            else:
+                restore.append((moved, entry.source.name))
+        os.fsync(dir_fd)
+    for moved, name in restore:
+        _restore(moved, name)
 
 
 def _restore(moved: Path, name: str) -> None:

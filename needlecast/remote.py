@@ -9,15 +9,24 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound
 
 DEFAULT_TIMEOUT = 5.0
 
 
-def call(url: str, method: str = "GET", payload: Any = None, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> Any:
-    """Send one JSON request and return the decoded JSON reply.
+# Signs one request: (method, path with query, body) -> headers to add.
+Signer = Callable[[str, str, bytes], dict[str, str]]
+
+
+def call(
+    url: str, method: str = "GET", payload: Any = None, *, token: str | None = None, signer: Signer | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> Any:
+    """Send one JSON request and return the decoded JSON reply, with the bearer `token` or
+    signed by `signer` (a peer's request).
 
     Raises NotFound SLEEVE_UNAVAILABLE when the sidecar cannot be reached or answers with
     something that is not our JSON, and InvalidRequest carrying the sidecar's own error code
@@ -30,6 +39,11 @@ def call(url: str, method: str = "GET", payload: Any = None, *, token: str | Non
         request.add_header("Content-Type", "application/json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    if signer is not None:
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        for name, value in signer(method, target, data or b"").items():
+            request.add_header(name, value)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
@@ -61,9 +75,11 @@ def _error_of(body: bytes) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
-def post_inbox(base_url: str, messages: list[dict[str, Any]], *, token: str | None, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
+def post_inbox(
+    base_url: str, messages: list[dict[str, Any]], *, token: str | None, signer: Signer | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> list[str]:
     """Deliver messages to a remote sleeve's inbox; return each one's status."""
-    reply = call(f"{base_url}/inbox", "POST", {"messages": messages}, token=token, timeout=timeout)
+    reply = call(f"{base_url}/inbox", "POST", {"messages": messages}, token=token, signer=signer, timeout=timeout)
     results = reply.get("results") if isinstance(reply, dict) else None
     if not isinstance(results, list) or len(results) != len(messages):
         raise MossError(f"{base_url}/inbox: unexpected reply", code="SLEEVE_UNAVAILABLE")

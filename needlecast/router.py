@@ -15,23 +15,28 @@ other hosts). Each step is idempotent and the order makes every crash point safe
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
-from needlecast import mailbox, remote
+from needlecast import mailbox, remote, signing
 from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, message_to_dict
+from needlecast.peers import Peer, read_token_file, wall_clock
 from needlecast.routing import DeadNote, Directory, Entry, EntryPlan, Sleeve, archived_copy, bounce, plan_entry
 from needlecast.sleeves import load_directory
 
 Log = Callable[[str], None]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -87,6 +92,21 @@ class _Pass:
     delivered: dict[str, set[str]] = field(default_factory=dict)  # key -> recipients holding it
     held: dict[str, list[str]] = field(default_factory=dict)  # key -> recipients not reachable now
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # key -> inboxes with another message under that id
+    events: list[dict[str, Any]] = field(default_factory=list)  # `delivered` facts not yet journaled
+
+
+def _done_by(journal: Journal) -> Callable[[Entry], bool]:
+    """Whether an outbox entry needs nothing more than removal, by what `journal` records."""
+
+    def done(entry: Entry) -> bool:
+        record = journal.get(entry.key)
+        return record is not None and record.digest == entry.digest and record.settled()
+
+    return done
+
+
+def _unwritable(exc: OSError) -> MossError:
+    return MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
 
 
 class Router:
@@ -100,10 +120,16 @@ class Router:
         environ: Mapping[str, str] | None = None,
         log: Log | None = None,
         http_timeout: float = remote.DEFAULT_TIMEOUT,
+        peers: Mapping[str, Peer] | None = None,
+        host_name: str | None = None,
+        self_name: str | None = None,
     ) -> None:
         self.root = root.resolve()
         self.clock = clock
         self.environ = dict(environ or {})
+        self.peers = dict(peers or {})
+        self.host_name = host_name  # our name in the peers' tables: it signs our requests
+        self.self_name = self_name
         self.log = log or (lambda text: None)
         self.http_timeout = http_timeout
         self._journals: dict[Path, Journal] = {}
@@ -114,13 +140,19 @@ class Router:
 
     def refresh(self) -> Directory:
         """Re-read the sleeve directory. Raises InvalidDocument REGISTRY_INVALID."""
-        self.directory = load_directory(self.root)
+        peers = {name: peer.url for name, peer in self.peers.items()}
+        self.directory = load_directory(self.root, self_name=self.self_name, peers=peers, host_name=self.host_name)
         return self.directory
 
     def senders(self) -> list[Sleeve]:
         """Local sleeves whose outboxes this router drains."""
         directory = self.directory or self.refresh()
-        return [s for s in directory.sleeves.values() if s.path is not None and s.problem is None and not s.remote]
+        local = [s for s in directory.sleeves.values() if s.path is not None and s.problem is None and not s.remote]
+        # The root's outbox is routed once: under this sidecar's own name when the root is a
+        # lone sleeve (no other local sleeve), else as the envoy's.
+        lone = not any(s.origin in ("child", "registry") for s in local)
+        skip = "envoy" if lone and any(s.origin == "self" for s in local) else "self"
+        return [s for s in local if s.origin != skip]
 
     # ----------------------------------------------------------------- passes
 
@@ -131,20 +163,13 @@ class Router:
         """
         self.refresh()
         self._recovered.clear()
-        report = RouteReport()
-        for sleeve in self.senders():
-            report.add(self.route_sender(sleeve))
-        return report
+        return self.route_senders(self.senders())
 
     def route_names(self, names: set[str]) -> RouteReport:
         """One pass over the named senders only (those whose outbox changed)."""
         directory = self.directory or self.refresh()
-        report = RouteReport()
-        for name in sorted(names):
-            sleeve = directory.get(name)
-            if sleeve is not None and sleeve.path is not None and sleeve.problem is None:
-                report.add(self.route_sender(sleeve))
-        return report
+        chosen = [directory.get(name) for name in sorted(names)]
+        return self.route_senders([s for s in chosen if s is not None and s.path is not None and s.problem is None and not s.remote])
 
     def _journal(self, box: Mailbox) -> Journal:
         journal = self._journals.get(box.journal)
@@ -154,82 +179,146 @@ class Router:
 
     def route_sender(self, sleeve: Sleeve) -> RouteReport:
         """Route one local sender's outbox; failures become problems in the report."""
-        report = RouteReport(senders=1)
-        assert sleeve.path is not None
-        box = Mailbox(sleeve.path)
-        if not box.exists():
-            return report
+        return self.route_senders([sleeve])
+
+    def route_senders(self, sleeves: list[Sleeve]) -> RouteReport:
+        """Route the outboxes of local senders in one pass; failures become problems.
+
+        The senders' route locks are taken in path order and held for the pass, so their
+        deliveries share one write per inbox (and one durable step for every file-per-message
+        inbox) before each sender archives and removes what was delivered.
+        """
+        total = RouteReport()
+        directory = self.directory or self.refresh()
+        works: list[_Pass] = []
+        with ExitStack() as stack:
+            for sleeve in sorted(sleeves, key=lambda s: str(s.path)):
+                report = RouteReport(senders=1)
+                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack))
+                if work is None:
+                    total.add(report)
+                else:
+                    works.append(work)
+            if works:
+                self._deliver_all(works, directory)
+            for work in works:
+                self._guarded(work.sender, work.report, partial(self._finish, work))
+                total.add(work.report)
+        return total
+
+    def _guarded(self, sender: str, report: RouteReport, step: Callable[[], _T]) -> _T | None:
+        """Run one sender's step; its failure becomes a problem in its report."""
         try:
-            box.state_dir.mkdir(parents=True, exist_ok=True)
-            with fs.locked(box.state_dir / "route"):
-                self._route_locked(sleeve, box, report)
+            return step()
         except MossError as err:
-            report.problems.append({"sleeve": sleeve.name, **error_body(err)["error"]})
-            self.log(f"needlecast: {sleeve.name}: {err}")
+            report.problems.append({"sleeve": sender, **error_body(err)["error"]})
+            self.log(f"needlecast: {sender}: {err}")
         except OSError as exc:
             # A full disk or a read-only folder stops this sender's pass, not the router;
             # every step is idempotent, so the next pass resumes where this one stopped.
             failure = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
-            report.problems.append({"sleeve": sleeve.name, **error_body(failure)["error"]})
-            self.log(f"needlecast: {sleeve.name}: {failure}")
-        return report
+            report.problems.append({"sleeve": sender, **error_body(failure)["error"]})
+            self.log(f"needlecast: {sender}: {failure}")
+        return None
 
-    def _route_locked(self, sleeve: Sleeve, box: Mailbox, report: RouteReport) -> None:
+    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack) -> _Pass | None:
+        """Take the sender's route lock (held until the pass ends), finish what a killed router
+        left, read the outbox and plan each entry; None when there is nothing to route."""
+        assert sleeve.path is not None
+        box = Mailbox(sleeve.path)
+        if not box.exists():
+            return None
+        box.state_dir.mkdir(parents=True, exist_ok=True)
+        stack.enter_context(fs.locked(box.state_dir / "route"))
         journal = self._journal(box)
         sender = sleeve.name
-
-        def done(entry: Entry) -> bool:
-            record = journal.get(entry.key)
-            return record is not None and record.digest == entry.digest and record.settled()
-
+        done = _done_by(journal)
         mailbox.recover_mailbox(box, done, sender, thorough=box.root not in self._recovered)
         self._recovered.add(box.root)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
-            return
+            return None
         now = self.clock()
         stamp = format_time(now)
         directory = self.directory or self.refresh()
         work = _Pass(sender, box, journal, now, stamp, report)
         work.plans = [(entry, plan_entry(entry, sender, directory, journal.get(entry.key), stamp)) for entry in scan.entries]
         work.delivered = {entry.key: set(plan.delivered) for entry, plan in work.plans}
-        self._deliver_all(work, directory)
+        return work
+
+    def _finish(self, work: _Pass) -> None:
+        """Steps 2-5 for one sender: journal the deliveries, dead letters, archive, removal."""
+        work.journal.write(merge_deliveries(work.events))
         self._dead_letters(work)
         finished = self._archive(work)
         if finished:
-            mailbox.remove_from_outbox(box, sender, finished, done)
-            report.removed += len(finished)
-        self._maybe_compact(journal, box, sender, now)
+            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal))
+            work.report.removed += len(finished)
+        self._maybe_compact(work.journal, work.box, work.sender, work.now)
 
-    def _deliver_all(self, work: _Pass, directory: Directory) -> None:
-        """Steps 1-2: deliver, one inbox rewrite per recipient, then journal what arrived."""
-        by_recipient: dict[str, list[tuple[Entry, EntryPlan]]] = {}
-        for entry, plan in work.plans:
-            for name in plan.deliver_to:
-                by_recipient.setdefault(name, []).append((entry, plan))
-        events: list[dict[str, Any]] = []
-        for name, items in by_recipient.items():
-            target = directory.get(name)
-            try:
-                if target is None or target.problem is not None:
-                    raise target.problem if target is not None and target.problem else MossError(f"no sleeve {name}")
-                results = self._deliver(target, [plan.copy for _, plan in items if plan.copy is not None], work.now)
-            except MossError as err:
-                # The recipient cannot be reached now: its messages wait in the outbox.
-                for entry, _plan in items:
-                    work.held.setdefault(entry.key, []).append(name)
-                work.report.held.append({"sleeve": work.sender, "recipient": name, "messages": len(items), **error_body(err)["error"]})
-                continue
-            for (entry, _plan), result in zip(items, results, strict=True):
+    def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
+        """Step 1: deliver what every sender's plans ask, one inbox write per recipient (and one
+        durable step for all file-per-message inboxes); each sender journals its own later."""
+        by_recipient: dict[str, list[tuple[_Pass, Entry, EntryPlan]]] = {}
+        for work in works:
+            for entry, plan in work.plans:
+                for name in plan.deliver_to:
+                    by_recipient.setdefault(name, []).append((work, entry, plan))
+
+        def hold(name: str, items: list[tuple[_Pass, Entry, EntryPlan]], err: MossError) -> None:
+            # The recipient cannot be reached now: its messages wait in the outboxes.
+            counts: dict[int, int] = {}
+            for work, entry, _plan in items:
+                work.held.setdefault(entry.key, []).append(name)
+                counts[id(work)] = counts.get(id(work), 0) + 1
+            for work in {id(work): work for work, _entry, _plan in items}.values():
+                work.report.held.append({"sleeve": work.sender, "recipient": name, "messages": counts[id(work)], **error_body(err)["error"]})
+
+        def record(name: str, items: list[tuple[_Pass, Entry, EntryPlan]], results: list[str]) -> None:
+            for (work, entry, _plan), result in zip(items, results, strict=True):
                 if result == mailbox.CONFLICT:
                     work.conflicts.setdefault(entry.key, []).append(name)
                     continue
                 work.delivered[entry.key].add(name)
                 if result == mailbox.DELIVERED:
                     work.report.delivered += 1
-                events.append(delivered_event(entry.key, entry.digest, [name], work.stamp))
-        work.journal.write(merge_deliveries(events))
+                work.events.append(delivered_event(entry.key, entry.digest, [name], work.stamp))
+
+        now = works[0].now
+        # File-per-message inboxes are written together: one durable step for all of them.
+        together: list[tuple[str, list[tuple[_Pass, Entry, EntryPlan]], Mailbox]] = []
+        for name, items in by_recipient.items():
+            target = directory.get(name)
+            copies = [plan.copy for _, _, plan in items if plan.copy is not None]
+            try:
+                if target is None or target.problem is not None:
+                    raise target.problem if target is not None and target.problem else MossError(f"no sleeve {name}")
+                box = self._local_box(target)
+                if box is not None and box.inbox_dir.is_dir():
+                    together.append((name, items, box))
+                    continue
+                results = self._deliver(target, copies, now)
+            except MossError as err:
+                hold(name, items, err)
+                continue
+            except OSError as exc:
+                hold(name, items, _unwritable(exc))
+                continue
+            record(name, items, results)
+        if together:
+            batches = [(box, [plan.copy for _, _, plan in items if plan.copy is not None]) for _, items, box in together]
+            try:
+                found = mailbox.deliver_many(batches, now)
+            except MossError as err:
+                for name, items, _box in together:
+                    hold(name, items, err)
+            except OSError as exc:
+                for name, items, _box in together:
+                    hold(name, items, _unwritable(exc))
+            else:
+                for (name, items, _box), results in zip(together, found, strict=True):
+                    record(name, items, results)
 
     def _dead_letters(self, work: _Pass) -> None:
         """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""
@@ -284,11 +373,11 @@ class Router:
         work.journal.write(events)
         return finished
 
-    def _deliver(self, target: Sleeve, messages: list[Any], now: datetime) -> list[str]:
+    def _local_box(self, target: Sleeve) -> Mailbox | None:
+        """The mailbox of a local sleeve, made first for the envoy's own workspace (None for a
+        remote sleeve). Raises SLEEVE_UNAVAILABLE for a sleeve without one."""
         if target.remote:
-            assert target.url is not None
-            token = self.environ.get(target.token_env or "", None) if target.token_env else None
-            return remote.post_inbox(target.url, [message_to_dict(m) for m in messages], token=token, timeout=self.http_timeout)
+            return None
         assert target.path is not None
         box = Mailbox(target.path)
         if not box.exists():
@@ -296,7 +385,32 @@ class Router:
             if target.origin != "envoy":
                 raise MossError(f"sleeve {target.name} has no mailbox", code="SLEEVE_UNAVAILABLE", path=box.dir)
             mailbox.init_mailbox(target.path)
+        return box
+
+    def _deliver(self, target: Sleeve, messages: list[Any], now: datetime) -> list[str]:
+        box = self._local_box(target)
+        if box is None:
+            assert target.url is not None
+            payload = [message_to_dict(m) for m in messages]
+            if target.peer is not None:
+                return remote.post_inbox(target.url, payload, token=None, signer=self._signer(target.peer), timeout=self.http_timeout)
+            token = self.environ.get(target.token_env or "", None) if target.token_env else None
+            if target.token_file:
+                token = read_token_file(Path(target.token_file).expanduser())
+            return remote.post_inbox(target.url, payload, token=token, timeout=self.http_timeout)
         return mailbox.deliver(box, messages, now)
+
+    def _signer(self, peer_name: str) -> remote.Signer:
+        """Signs requests to `peer_name` with the token this host shares with it."""
+        peer = self.peers.get(peer_name)
+        if peer is None or not self.host_name:
+            raise MossError(f"no peer {peer_name!r} with a token is configured here", code="SLEEVE_UNAVAILABLE")
+        host, token = self.host_name, peer.token
+
+        def sign(method: str, target: str, body: bytes) -> dict[str, str]:
+            return signing.signed_headers(host, token, method, target, body, now=wall_clock(), nonce=secrets.token_hex(16))
+
+        return sign
 
     def _maybe_compact(self, journal: Journal, box: Mailbox, sender: str, now: datetime) -> None:
         if journal.oversized():

@@ -54,27 +54,54 @@ class Sleeve:
     path: Path | None = None
     url: str | None = None
     token_env: str | None = None
-    origin: str = "child"  # child | registry | envoy
+    token_file: str | None = None
+    peer: str | None = None  # the peer host it lives on: requests to it are signed with that peer's token
+    origin: str = "child"  # child | registry | envoy | self (this sidecar's own name) | peer
     problem: MossError | None = None  # set when the sleeve cannot be reached now
 
     @property
     def remote(self) -> bool:
-        return self.url is not None
+        return self.url is not None or self.peer is not None
+
+
+def sleeve_at_peer(name: str, remote_name: str, peer: str, peer_url: str | None, origin: str) -> Sleeve:
+    """The sleeve `remote_name` of the peer host `peer` (reached at `<peer_url>/sleeves/<remote_name>`),
+    known here as `name`; with a problem when that peer has no address (it only sends to us)."""
+    if peer_url is None:
+        problem = MossError(f"peer {peer!r} has no address to deliver to", code="SLEEVE_UNAVAILABLE", hint=f"give it one: --peer {peer}=http://HOST:PORT")
+        return Sleeve(name, peer=peer, origin=origin, problem=problem)
+    return Sleeve(name, url=f"{peer_url}/sleeves/{remote_name}", peer=peer, origin=origin)
 
 
 @dataclass(frozen=True, slots=True)
 class Directory:
-    """Every sleeve the envoy knows, by name (the envoy itself under `envoy`)."""
+    """Every sleeve the envoy knows, by name (the envoy itself under `envoy`), and the peer
+    hosts (name -> address, None for one that only sends to us) that `name@peer` reaches."""
 
     root: Path
     sleeves: Mapping[str, Sleeve]
+    peers: Mapping[str, str | None] = field(default_factory=dict)
+    host_name: str | None = None  # this host's name among its peers: `name@<it>` is local
 
     def get(self, name: str) -> Sleeve | None:
-        return self.sleeves.get(name)
+        """The sleeve `name` names: a sleeve of this directory, or `sleeve@peer` on a peer host."""
+        found = self.sleeves.get(name)
+        if found is not None or "@" not in name:
+            return found
+        remote_name, _, peer = name.partition("@")
+        if not remote_name or "@" in peer:
+            return None
+        if peer == self.host_name:
+            local = self.sleeves.get(remote_name)
+            return local if local is not None and not local.remote else None
+        if peer not in self.peers:
+            return None
+        return sleeve_at_peer(name, remote_name, peer, self.peers[peer], "peer")
 
     def others(self, sender: str) -> tuple[str, ...]:
-        """Recipients of `all`: every sleeve but the sender and the envoy."""
-        return tuple(name for name in self.sleeves if name not in (sender, ENVOY))
+        """Recipients of `all`: every sleeve but the sender, the envoy, this sidecar's own name
+        and the peer hosts themselves (a broadcast stays among the sleeves this directory lists)."""
+        return tuple(name for name, sleeve in self.sleeves.items() if name not in (sender, ENVOY) and sleeve.origin not in ("self", "peer"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,17 @@ mid-line (`carry_over`).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import re
 import secrets
 import stat
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from moss_files.foundation import conflicts, fs
 from moss_files.foundation.errors import Conflict, InvalidRequest
@@ -38,6 +42,25 @@ def read_if_any(path: Path) -> bytes | None:
         return None
     except InvalidRequest:
         return None  # a folder where a file was expected: nothing to read there
+
+
+def read_in(dir_fd: int, folder: Path, name: str) -> bytes | None:
+    """`read_if_any` for the file `name` of a folder already open as `dir_fd`: a batch of reads
+    in one folder opens the folder once, where each `fs.read_bytes` walks down to it again."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise fs.symlink_refused(folder / name) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # a folder or a FIFO where a file was expected: nothing to read there
+        return read_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def side_name(path: Path, kind: str) -> Path:
@@ -240,6 +263,101 @@ def read_ends(path: Path, head_size: int = 8192, tail_size: int = 2) -> tuple[by
         return head, read_fd(fd, offset=max(0, os.fstat(fd).st_size - tail_size))
     finally:
         os.close(fd)
+
+
+# From this many files on, one syncfs(2) of the file system beats an fsync per file: each fsync
+# ends in a flush of the disk's cache, syncfs in one (measured on ext4: 100 files, 15 ms of
+# fsyncs against 2 ms). Below it, syncfs would also wait for unrelated dirty data.
+SYNCFS_FROM = 8
+_syncfs_state: dict[str, Any] = {}
+
+
+def _syncfs() -> Callable[[int], int] | None:
+    if "call" not in _syncfs_state:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            call = libc.syncfs
+            call.argtypes = [ctypes.c_int]
+            _syncfs_state["call"] = call
+        except (OSError, AttributeError):  # not Linux, or a libc without it
+            _syncfs_state["call"] = None
+    return _syncfs_state["call"]
+
+
+def create_many(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
+    """Create each (name, data) in `folder` unless the name exists; True where created
+    (`create_in_folders` for one folder)."""
+    return create_in_folders([(folder, files)])[0]
+
+
+def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]]) -> list[list[bool]]:
+    """Create each (name, data) of each (folder, files) group unless the name exists; per
+    group, True where created.
+
+    The same promise as `fs.create_exclusive` for each file (durable before it has its name,
+    never replacing a file), at the cost of two durable steps for the whole batch instead of
+    two per file: every temporary is written first and all are made durable together,
+    then each is linked to its name, and the names are made durable together (one syncfs, or
+    an fsync of each folder). A kill in between leaves temporaries that
+    `clear_dead_temporaries` removes, and names that either hold their whole content or do
+    not exist; the callers' journals make a repeated batch skip what is there.
+    """
+    total = sum(len(files) for _folder, files in groups)
+    if not total:
+        return [[] for _ in groups]
+    with ExitStack() as stack:
+        folder_fds = [stack.enter_context(fs.folder_fd(folder, create=True)) for folder, _files in groups]
+        temps: list[tuple[int, str, str]] = []  # (folder descriptor, temporary, name)
+        try:
+            # A large batch is made durable by one syncfs after all is written; a small one (or
+            # one without syncfs) by an fsync of each file as it is written.
+            one_device = len({os.fstat(fd).st_dev for fd in folder_fds}) == 1
+            by_syncfs = total >= SYNCFS_FROM and one_device and _syncfs() is not None
+            for (folder, files), dir_fd in zip(groups, folder_fds, strict=True):
+                for name, data in files:
+                    temp = fs.temp_path_for(folder / name).name
+                    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
+                    temps.append((dir_fd, temp, name))
+                    try:
+                        view = memoryview(data)
+                        while view:
+                            view = view[os.write(fd, view) :]
+                        if not by_syncfs:
+                            os.fsync(fd)
+                    finally:
+                        os.close(fd)
+            if by_syncfs:
+                _syncfs_or_raise(folder_fds[0])
+            created: list[list[bool]] = [[] for _ in groups]
+            index = {dir_fd: number for number, dir_fd in enumerate(folder_fds)}
+            for dir_fd, temp, name in temps:
+                try:
+                    os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                    created[index[dir_fd]].append(True)
+                except FileExistsError:
+                    created[index[dir_fd]].append(False)
+        finally:
+            for dir_fd, temp, _name in temps:
+                try:
+                    os.unlink(temp, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass
+        if by_syncfs:
+            _syncfs_or_raise(folder_fds[0])
+        else:
+            for dir_fd in folder_fds:
+                os.fsync(dir_fd)
+    return created
+
+
+def _syncfs_or_raise(any_fd: int) -> None:
+    """One syncfs of the file system holding `any_fd`. Raises OSError when it fails (what it
+    was to make durable may not have reached the disk)."""
+    call = _syncfs()
+    assert call is not None
+    if call(any_fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs failed: {os.strerror(code)}")
 
 
 def list_names(folder: Path) -> list[str]:

@@ -19,6 +19,7 @@ MAX_BATCH_SECONDS), then those sleeves are routed. A full sweep of every outbox 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import signal
@@ -33,21 +34,26 @@ from typing import Any
 
 from moss_files.foundation import fs
 from moss_files.foundation.conflicted import find_conflicted
-from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, WatchError, error_body
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound, WatchError, error_body
 from moss_files.foundation.httpguard import is_loopback
 from moss_files.foundation.ids import format_time, system_clock
-from needlecast import DEFAULT_PORT, mailbox
+from needlecast import DEFAULT_PORT, mailbox, probes
 from needlecast import message as msg
-from needlecast.httpapi import Api, make_server
+from needlecast.gitsync import GitSync, GitSyncSettings
+from needlecast.httpapi import Api, Call, make_server
 from needlecast.mailbox import Mailbox
+from needlecast.message import ENVOY
+from needlecast.peers import NONCE_LOG, NonceLog, Peer, wall_clock
 from needlecast.router import Router, RouteReport, report_to_dict
 from needlecast.routing import entry_to_dict
-from needlecast.sleeves import REGISTRY_NAME
+from needlecast.signing import ReplayGuard
+from needlecast.sleeves import REGISTRY_NAME, sleeve_to_dict
 from needlecast.status import PartCache, build_status, parse_vmrss
 
 QUIET_SECONDS = 0.002
 MAX_BATCH_SECONDS = 0.02
 PROBE_TIMEOUT = 2.0
+HELD_RETRY_FIRST = 0.2  # seconds before the first retry of messages held for an unreachable recipient
 RUNTIME_FILE = "sidecar.json"
 Log = Callable[[str], None]
 WorkspaceStats = Callable[[Path], Any]
@@ -84,6 +90,25 @@ def read_runtime(root: Path) -> dict[str, Any] | None:
 _CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
 
 
+def _event_filter() -> list[Any]:
+    """The event classes worth hearing. Given to watchdog, they become the inotify mask, so the
+    kernel never reports the opens and read-only closes of the router's own reads: a pass over
+    a thousand v2 messages made some six thousand such events, and handling them in watchdog's
+    thread took half the router's CPU."""
+    from watchdog import events
+
+    return [
+        events.FileCreatedEvent,
+        events.FileModifiedEvent,
+        events.FileMovedEvent,
+        events.FileDeletedEvent,
+        events.FileClosedEvent,
+        events.DirCreatedEvent,
+        events.DirMovedEvent,
+        events.DirDeletedEvent,
+    ]
+
+
 class _EventSink:
     """Watchdog handler: turns file events into sleeve names to route (filtering our own noise)."""
 
@@ -118,12 +143,15 @@ class Sidecar:
         environ: Mapping[str, str] | None = None,
         log: Log | None = None,
         workspace_stats: WorkspaceStats | None = None,
+        peers: Mapping[str, Peer] | None = None,
+        host_name: str | None = None,
+        git_sync: GitSyncSettings | None = None,
     ) -> None:
         if serve_http and not is_loopback(host) and not token:
             raise InvalidRequest(
                 f"refusing to serve on {host} without a token",
                 code="TOKEN_REQUIRED",
-                hint="pass --token (or set NEEDLECAST_TOKEN), or bind 127.0.0.1",
+                hint="set NEEDLECAST_TOKEN (or --token-file), or bind 127.0.0.1",
             )
         self.root = root.resolve()
         self.name = name or self.root.name
@@ -134,10 +162,12 @@ class Sidecar:
         self.poll_interval = poll_interval
         self.sweep_seconds = sweep_seconds
         self.clock = clock
+        self.environ = dict(environ or {})
         self.log = log or (lambda text: None)
         self.workspace_stats = workspace_stats if workspace_stats is not None else find_workspace_stats()
         self.box = Mailbox(self.root)
-        self.router = Router(self.root, clock=clock, environ=environ, log=self.log)
+        self.peers = dict(peers or {})
+        self.router = Router(self.root, clock=clock, environ=environ, log=self.log, peers=self.peers, host_name=host_name or self.name, self_name=self.name)
         self.cache = PartCache(time.monotonic)
         self._status_lock = threading.Lock()  # HTTP workers share one cache
         self.started = time.monotonic()
@@ -152,6 +182,10 @@ class Sidecar:
         self._probe_path: Path | None = None
         self._probe_seen = threading.Event()
         self._missed_sweeps = 0  # sweeps that found work since events last proved to work
+        self._held_backoff = HELD_RETRY_FIRST
+        self.git_settings = git_sync
+        self.git: GitSync | None = None
+        self._next_sync = math.inf
         self._events_seen = 0
         self.passes = 0
         self.last_pass: str | None = None
@@ -230,7 +264,7 @@ class Sidecar:
         for path in wanted:
             if path not in self._watches and path.is_dir():
                 try:
-                    self._watches[path] = self._observer.schedule(_EventSink(self), str(path), recursive=False)
+                    self._watches[path] = self._observer.schedule(_EventSink(self), str(path), recursive=False, event_filter=_event_filter())
                 except OSError as exc:
                     raise WatchError(f"cannot watch {path}: {exc.strerror}", path=path, hint="raise fs.inotify.max_user_watches, or use --poll") from None
 
@@ -288,14 +322,41 @@ class Sidecar:
         except MossError as err:
             self._problem(err)
             return
-        self.routing = self.route_mode if self.route_mode is not None else len(directory.sleeves) > 1
+        # A lone sleeve's sidecar serves only, unless it has peers: then it routes its own outbox.
+        others = any(sleeve.origin in ("child", "registry", "peer") for sleeve in directory.sleeves.values())
+        self.routing = self.route_mode if self.route_mode is not None else others
         self._sync_watches()
 
     def _problem(self, err: MossError) -> None:
         self.problems = [{"at": format_time(self.clock()), **error_body(err)["error"]}]
         self.log(f"needlecast: {err}")
 
+    def sync_soon(self) -> None:
+        """Bring the next git sync round forward: something changed (safe from any thread)."""
+        if self.git is None:
+            return
+        with self._cond:
+            self._next_sync = min(self._next_sync, time.monotonic() + self.git.settings.debounce)
+            self._cond.notify_all()
+
+    def _git_round(self) -> None:
+        assert self.git is not None
+        before = (self.git.state, self.git.conflicts)
+        pulled = self.git.pulled
+        self.git.sync()
+        if self.git.pulled != pulled or self.git.conflicts:
+            with self._status_lock:  # a merge may have brought (or left) conflict markers
+                self.cache.forget("conflicts")
+        with self._cond:
+            self._next_sync = time.monotonic() + self.git.settings.interval
+        if (self.git.state, self.git.conflicts) != before or self.git.state == "error":
+            detail = f": {self.git.error['message']}" if self.git.error else ""
+            conflicted = f" in {', '.join(self.git.conflicts)}" if self.git.conflicts else ""
+            self.log(f"needlecast: git sync {self.git.state}{conflicted}{detail}")
+
     def _record(self, report: RouteReport) -> None:
+        if report.delivered or report.archived or report.removed or report.dead_letters:
+            self.sync_soon()
         self.passes += 1
         self.last_pass = format_time(self.clock())
         self.last_report = report
@@ -307,7 +368,7 @@ class Sidecar:
         for problem in report.problems:
             self.log(f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")
 
-    def _sweep(self) -> None:
+    def _sweep(self, scheduled: bool = True) -> None:
         self._refresh()
         if not self.routing:
             return
@@ -319,10 +380,20 @@ class Sidecar:
         self._record(report)
         # With working events the event-driven passes deliver first, so a sweep seldom finds
         # work; sweeps that keep finding it mean the watcher is blind on this mount.
-        if report.delivered or report.dead_letters:
+        if scheduled and (report.delivered or report.dead_letters):
             self._missed_sweeps += 1
         if self._missed_sweeps >= 2 and self.watcher == "inotify":
             self._fall_back("two safety sweeps found messages no file event had announced")
+
+    def _retry_held(self, report: RouteReport, retry_at: float | None) -> float | None:
+        """When a pass held messages for a recipient it could not reach (a peer restarting, a
+        sidecar down), look again soon, backing off from HELD_RETRY_FIRST to the sweep interval."""
+        if not report.held:
+            self._held_backoff = HELD_RETRY_FIRST
+            return retry_at
+        at = time.monotonic() + self._held_backoff
+        self._held_backoff = min(self._held_backoff * 2, max(HELD_RETRY_FIRST, self.sweep_seconds))
+        return at if retry_at is None else min(retry_at, at)
 
     def loop(self) -> None:
         """Route until asked to stop (the first round is a full sweep)."""
@@ -331,7 +402,7 @@ class Sidecar:
         while not self.stop_event.is_set():
             with self._cond:
                 while not (self._pending or self._directory_dirty or self.stop_event.is_set()):
-                    wake = min(next_sweep, retry_at or next_sweep)
+                    wake = min(next_sweep, retry_at or next_sweep, self._next_sync)
                     remaining = wake - time.monotonic()
                     if remaining <= 0:
                         break
@@ -358,15 +429,22 @@ class Sidecar:
                         self._missed_sweeps = 0  # events do arrive here
                     if report.unsettled:
                         retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+                    retry_at = self._retry_held(report, retry_at)
                 now = time.monotonic()
+                retrying = False
                 if retry_at is not None and now >= retry_at:
                     retry_at = None
-                    next_sweep = now  # an unfinished tail is picked up by a sweep
+                    retrying = now < next_sweep
+                    next_sweep = now  # an unfinished tail, or held messages, are picked up by a sweep
                 if now >= next_sweep:
                     next_sweep = time.monotonic() + self.sweep_seconds
-                    self._sweep()
+                    self._sweep(scheduled=not retrying)
                     if self.last_report is not None and self.last_report.unsettled:
                         retry_at = time.monotonic() + mailbox.TAIL_SETTLE_SECONDS
+                    if self.last_report is not None:
+                        retry_at = self._retry_held(self.last_report, retry_at)
+                if self.git is not None and time.monotonic() >= self._next_sync:
+                    self._git_round()
             except Exception as exc:  # a bug in one pass must not stop the daemon; the next pass retries
                 self.log(f"needlecast: internal error, retrying in a second: {type(exc).__name__}: {exc}")
                 self.log("".join(traceback.format_exception(exc)).rstrip())
@@ -398,7 +476,8 @@ class Sidecar:
         return {
             "enabled": self.routing,
             "watcher": self.watcher,
-            "sleeves": len(directory.sleeves) - 1 if directory is not None else 0,
+            "sleeves": sum(1 for s in directory.sleeves.values() if s.origin not in ("envoy", "self")) if directory is not None else 0,
+            "peers": sorted(self.peers),
             "passes": self.passes,
             "last_pass": self.last_pass,
             "last_report": report_to_dict(self.last_report) if self.last_report is not None else None,
@@ -423,29 +502,38 @@ class Sidecar:
         """The `/status` body."""
         with self._status_lock:
             parts = {
+                "dhf": self.cache.get("dhf", lambda: probes.detect_dhf(self.environ)),
                 "cstack": self.cache.get("cstack", self._cstack_part),
+                "auth": self.cache.get("auth", lambda: probes.detect_auth(self.environ)),
                 "needlecast": self.cache.get("needlecast", self._needlecast_part),
                 "router": self.cache.get("router", self._router_part),
                 "conflicts": self.cache.get("conflicts", self._conflicts_part),
+                "git_sync": self.cache.get("git_sync", lambda: self.git.status() if self.git is not None else {"enabled": False}),
                 "process": self.cache.get("process", self._process_part),
             }
         return build_status(self.name, str(self.root), parts)
 
     def _api(self) -> Api:
-        api = Api(self.token, self.log)
-        api.add("GET", "/health", lambda query, body: (200, {"status": "ok"}))
-        api.add("GET", "/status", lambda query, body: (200, self.status()))
+        log = NonceLog(self.box.state_dir / NONCE_LOG)
+        guard = ReplayGuard()
+        if self.peers:
+            log.load(guard, wall_clock())
+        api = Api(self.token, self.log, peers=self.peers, clock=wall_clock, remember=log.append if self.peers else None, guard=guard)
+        api.add("GET", "/health", lambda call: (200, {"status": "ok"}))
+        api.add("GET", "/status", lambda call: (200, self.status()))
         api.add("GET", "/outbox", self._get_outbox)
         api.add("GET", "/inbox", self._get_inbox)
-        api.add("POST", "/inbox", self._post_inbox)
+        api.add("POST", "/inbox", self._post_inbox, peers=True)
+        api.add("GET", "/sleeves", self._get_sleeves)
+        api.add("POST", "/sleeves/{name}/inbox", self._post_sleeve_inbox, peers=True)
         return api
 
-    def _get_outbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+    def _get_outbox(self, call: Call) -> tuple[int, Any]:
         scan = mailbox.read_outbox(self.box, self.name)
         return 200, {"sleeve": self.name, "messages": [entry_to_dict(e) for e in scan.entries], "unsettled": scan.unsettled}
 
-    def _get_inbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
-        unread_only = query.get("unread", ["0"])[-1] in ("1", "true", "yes")
+    def _get_inbox(self, call: Call) -> tuple[int, Any]:
+        unread_only = call.query.get("unread", ["0"])[-1] in ("1", "true", "yes")
         marks = mailbox.read_marks(self.box)
         rows = []
         for entry in mailbox.read_inbox(self.box):
@@ -455,7 +543,33 @@ class Sidecar:
             rows.append({**entry_to_dict(entry), "read": read})
         return 200, {"sleeve": self.name, "messages": rows}
 
-    def _post_inbox(self, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+    def _get_sleeves(self, call: Call) -> tuple[int, Any]:
+        directory = self.router.directory or self.router.refresh()
+        return 200, {"sleeve": self.name, "host": self.router.host_name, "sleeves": [sleeve_to_dict(s) for s in directory.sleeves.values()]}
+
+    def _post_inbox(self, call: Call) -> tuple[int, Any]:
+        if not self.box.dir.is_dir():
+            mailbox.init_mailbox(self.root)
+        return self._deliver_posted(self.box, call)
+
+    def _post_sleeve_inbox(self, call: Call) -> tuple[int, Any]:
+        name = call.params["name"]
+        if name in (self.name, ENVOY, self.router.host_name):
+            return self._post_inbox(call)
+        directory = self.router.directory or self.router.refresh()
+        target = directory.get(name)
+        if target is None or target.remote or target.path is None or "@" in name:
+            # Never passed on to another host: a peer reaches the sleeves of this one only.
+            raise NotFound(f"no sleeve {name!r} on this host", code="UNKNOWN_RECIPIENT")
+        if target.problem is not None:
+            raise target.problem
+        box = Mailbox(target.path)
+        if not box.exists():
+            raise NotFound(f"sleeve {name!r} has no mailbox", code="SLEEVE_UNAVAILABLE")
+        return self._deliver_posted(box, call)
+
+    def _deliver_posted(self, box: Mailbox, call: Call) -> tuple[int, Any]:
+        body = call.body
         items = body.get("messages") if isinstance(body, dict) and "messages" in body else [body]
         if not isinstance(items, list) or not items:
             raise InvalidRequest('send a message object or {"messages": [...]}', code="MESSAGE_INVALID")
@@ -464,18 +578,30 @@ class Sidecar:
             message = msg.message_from_dict(item)
             if not message.sender:
                 raise InvalidRequest("a delivered message needs `from`", code="MESSAGE_INVALID")
+            if call.peer is not None:
+                message = msg.with_changes(message, sender=self._sender_from_peer(message.sender, call.peer))
             if not message.id:
                 # Same content from the same sender names the same message, so retries dedupe.
                 canonical = json.dumps(msg.message_to_dict(message), sort_keys=True, ensure_ascii=False)
-                message = msg.with_changes(message, id=msg.derive_id(message.sender, canonical, "http"))
+                message = msg.with_changes(message, id=msg.derive_id(message.sender or "", canonical, "http"))
             if not message.time:
                 message = msg.with_changes(message, time=format_time(self.clock()))
             messages.append(message)
-        if not self.box.dir.is_dir():
-            mailbox.init_mailbox(self.root)
-        results = mailbox.deliver(self.box, messages, self.clock())
+        results = mailbox.deliver(box, messages, self.clock())
         status = 201 if mailbox.DELIVERED in results else 200
+        if status == 201:
+            self.sync_soon()
         return status, {"ok": True, "results": [{"id": m.id, "status": r} for m, r in zip(messages, results, strict=True)]}
+
+    def _sender_from_peer(self, sender: str, peer: str) -> str:
+        """The name a peer's sender goes by here: itself when this directory already knows that
+        name as living on that peer, else `sender@peer`, so a reply finds its way back and no
+        peer can speak for a sleeve of this host or of another peer."""
+        if "@" in sender:
+            raise InvalidRequest(f"peer {peer!r} may send for its own sleeves only, not {sender!r}", code="MESSAGE_INVALID")
+        directory = self.router.directory or self.router.refresh()
+        known = directory.sleeves.get(sender)
+        return sender if known is not None and known.peer == peer else f"{sender}@{peer}"
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -511,6 +637,10 @@ class Sidecar:
                 stack.callback(server_thread.join)
                 stack.callback(server.shutdown)
             self._refresh()
+            if self.git_settings is not None:
+                self.git = GitSync(self.root, self.git_settings, name=self.name, clock=self.clock, environ=self.environ)
+                self.git.setup()  # outside a clone: refuse to start (exit 6) rather than pretend
+                self._next_sync = time.monotonic()
             self._start_watching()
             stack.callback(self._stop_observer)
             runtime = self.box.state_dir / RUNTIME_FILE

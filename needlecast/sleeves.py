@@ -10,9 +10,16 @@ after the folder, and the root itself answers to `envoy`. The optional registry
     [bob]
     url = "http://10.0.0.7:7471"           # a sleeve on another host, via its sidecar
     token_env = "NEEDLECAST_TOKEN_BOB"     # env var holding the bearer token (never the token)
+                                           # (or token_file = "/run/secrets/bob")
+    [carol]
+    peer = "host-b"                        # sleeve `carol` of the peer host `host-b` (signed requests)
 
     [needlecast]
     discover_children = false              # only the names listed here
+
+Peers (`--peer NAME=URL`, see `needlecast.peers`) add `name@peer` addresses and, for each peer
+whose name is free here, the name itself (the peer's own sleeve: a lone sleeve's sidecar
+answers to its name). A sidecar's own name (`self_name`) is an alias of the root.
 
 A registered sleeve whose workspace is missing stays in the directory with a problem attached,
 so messages to it wait in the outbox (they are not dead-lettered) and `needlecast sleeves`
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,7 @@ from moss_files.foundation import fs
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
-from needlecast.routing import RESERVED, Directory, Sleeve
+from needlecast.routing import RESERVED, Directory, Sleeve, sleeve_at_peer
 
 REGISTRY_NAME = "sleeves.toml"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -79,11 +87,13 @@ def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bo
             value = {"path": value}
         if not isinstance(value, dict):
             raise InvalidDocument(f"sleeve {name!r} must be a path string or a table", code="REGISTRY_INVALID", path=path, line=line)
-        unknown = set(value) - {"path", "url", "token_env"}
+        unknown = set(value) - {"path", "url", "token_env", "token_file", "peer"}
         if unknown:
             raise InvalidDocument(f"sleeve {name!r} has unknown keys: {', '.join(sorted(unknown))}", code="REGISTRY_INVALID", path=path, line=line)
-        if ("path" in value) == ("url" in value):
-            raise InvalidDocument(f"sleeve {name!r} needs exactly one of `path` or `url`", code="REGISTRY_INVALID", path=path, line=line)
+        if sum(key in value for key in ("path", "url", "peer")) != 1:
+            raise InvalidDocument(f"sleeve {name!r} needs exactly one of `path`, `url` or `peer`", code="REGISTRY_INVALID", path=path, line=line)
+        if "peer" in value and ("token_env" in value or "token_file" in value):
+            raise InvalidDocument(f"sleeve {name!r}: a peer's token is the peer's, not the sleeve's", code="REGISTRY_INVALID", path=path, line=line)
         if "url" in value and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", str(value["url"])):
             raise InvalidDocument(f"sleeve {name!r}: `url` must be an http(s) address", code="REGISTRY_INVALID", path=path, line=line)
         if not all(isinstance(v, str) and v for v in value.values()):
@@ -121,12 +131,14 @@ def _outside(name: str, workspace: Path, root: Path, where: Path, line: int | No
     return Sleeve(name, path=workspace, origin=origin, problem=problem)
 
 
-def load_directory(root: Path) -> Directory:
+def load_directory(root: Path, *, self_name: str | None = None, peers: Mapping[str, str | None] | None = None, host_name: str | None = None) -> Directory:
     """The envoy's sleeve directory. Raises InvalidDocument REGISTRY_INVALID for a bad registry.
 
     A local sleeve whose workspace resolves (links followed) outside the root is listed with
-    an OUTSIDE_ROOT problem and never delivered to.
+    an OUTSIDE_ROOT problem and never delivered to. `peers` (name -> address) are the peer
+    hosts; `host_name` is this host's name among them; `self_name` is this sidecar's name.
     """
+    peers = dict(peers or {})
     root = root.resolve()
     sleeves: dict[str, Sleeve] = {ENVOY: Sleeve(ENVOY, path=root, origin="envoy")}
     registry = registry_path(root)
@@ -148,7 +160,16 @@ def load_directory(root: Path) -> Directory:
                     sleeves[child.name] = Sleeve(child.name, path=child, origin="child")
     for name, value in entries.items():
         if "url" in value:
-            sleeves[name] = Sleeve(name, url=value["url"].rstrip("/"), token_env=value.get("token_env"), origin="registry")
+            sleeves[name] = Sleeve(name, url=value["url"].rstrip("/"), token_env=value.get("token_env"), token_file=value.get("token_file"), origin="registry")
+            continue
+        if "peer" in value:
+            if value["peer"] in peers:
+                sleeves[name] = sleeve_at_peer(name, name, value["peer"], peers[value["peer"]], "registry")
+            else:
+                problem = NotFound(
+                    f"sleeve {name!r}: no peer named {value['peer']!r} is configured", code="SLEEVE_UNAVAILABLE", path=registry, line=_line_of(text, name)
+                )
+                sleeves[name] = Sleeve(name, peer=value["peer"], origin="registry", problem=problem)
             continue
         target = Path(value["path"]).expanduser()
         workspace = target if target.is_absolute() else root / target
@@ -156,7 +177,12 @@ def load_directory(root: Path) -> Directory:
             sleeves[name] = _outside(name, workspace, root, registry, _line_of(text, name), "registry")
         else:
             sleeves[name] = _local(name, workspace.resolve(), "registry")
-    return Directory(root, sleeves)
+    for peer, url in peers.items():
+        if peer not in sleeves:
+            sleeves[peer] = sleeve_at_peer(peer, peer, peer, url, "peer")
+    if self_name and self_name not in sleeves:
+        sleeves[self_name] = Sleeve(self_name, path=root, origin="self")
+    return Directory(root, sleeves, peers, host_name)
 
 
 def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
@@ -166,6 +192,7 @@ def sleeve_to_dict(sleeve: Sleeve) -> dict[str, Any]:
         "origin": sleeve.origin,
         "path": str(sleeve.path) if sleeve.path is not None else None,
         "url": sleeve.url,
+        "peer": sleeve.peer,
         "ok": sleeve.problem is None,
     }
     if sleeve.problem is not None:

@@ -7,6 +7,7 @@ the report's `degraded` key, while the other parts are still served.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,43 @@ from moss_files.foundation.errors import MossError, error_body
 
 Clock = Callable[[], float]
 
-# Seconds each part may be served from cache (the process part is always fresh).
-TTLS = {"cstack": 5.0, "needlecast": 1.0, "router": 0.0, "conflicts": 5.0, "process": 0.0}
+# Seconds each part may be served from cache: the seed's TTLs for its parts (the agent CLI is
+# read once, cstack 5 s, the process always fresh, credentials 30 s), and ours for the rest.
+TTLS = {
+    "dhf": math.inf,
+    "cstack": 5.0,
+    "process": 0.0,
+    "auth": 30.0,
+    "needlecast": 1.0,
+    "router": 0.0,
+    "conflicts": 5.0,
+    "git_sync": 0.0,
+}
+
+# The agent CLIs the seed's sidecar tries, in its order: the first whose `--version` works is the
+# sleeve's "DHF" (the agent it runs).
+DHF_CANDIDATES = ("claude", "gemini", "codex", "aider", "opencode")
+
+# Where each agent's credentials are looked for (files relative to $HOME, environment variables):
+# the folder Protectorate's envoy mounts (`~/.creds/<agent>/credentials.json`), the file the
+# agent's own CLI writes when you log in, and the API key variables it reads.
+AUTH_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "claude": ((".creds/claude/credentials.json", ".claude/.credentials.json"), ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")),
+    "gemini": ((".creds/gemini/credentials.json", ".gemini/oauth_creds.json"), ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+}
+
+
+def dhf_unknown() -> dict[str, Any]:
+    """The `dhf` part when no agent CLI answers (the seed's sidecar says `unknown`)."""
+    return {"name": "unknown", "version": None}
+
+
+def parse_version_output(text: str) -> str:
+    """The version an agent CLI prints: the first non-empty line of its `--version` output."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +88,25 @@ class PartCache:
         self._parts[name] = part
         return part
 
+    def forget(self, name: str) -> None:
+        """Drop the cached reading of a part whose source is known to have changed."""
+        self._parts.pop(name, None)
+
+
+# The body's keys in order: the seed's sleeve status first, then what the toolkit adds.
+SEED_PARTS = ("dhf", "process", "auth")
+OUR_PARTS = ("needlecast", "router", "conflicts", "git_sync")
+
 
 def build_status(sleeve_name: str, workspace_path: str, parts: dict[str, Part]) -> dict[str, Any]:
-    """Assemble the `/status` body from cached parts."""
-    body: dict[str, Any] = {
-        "sleeve_name": sleeve_name,
-        "workspace": {"path": workspace_path, "cstack": parts["cstack"].value if "cstack" in parts else None},
-    }
-    for name in ("needlecast", "router", "conflicts", "process"):
+    """Assemble the `/status` body from cached parts: `sleeve_name`, `dhf`, `workspace` (with
+    `cstack`), `process`, `auth` (the seed's contract), then `needlecast`, `router`,
+    `conflicts`, `git_sync` and `degraded` (the names of the parts whose source failed)."""
+    body: dict[str, Any] = {"sleeve_name": sleeve_name}
+    if "dhf" in parts:
+        body["dhf"] = parts["dhf"].value
+    body["workspace"] = {"path": workspace_path, "cstack": parts["cstack"].value if "cstack" in parts else None}
+    for name in SEED_PARTS[1:] + OUR_PARTS:
         if name in parts:
             body[name] = parts[name].value
     body["degraded"] = sorted(name for name, part in parts.items() if part.degraded)

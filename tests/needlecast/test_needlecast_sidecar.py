@@ -144,8 +144,10 @@ def test_status_shape_and_counts(sidecar: Running, team: Path) -> None:
     # The counts are cached for a second, so wait for a reading taken after the pass ended.
     wait_for(lambda: sidecar.get("/status")[1]["needlecast"] == counts, timeout=5, message="counts refreshed")
     _, body = sidecar.get("/status")
-    assert set(body) == {"sleeve_name", "workspace", "needlecast", "router", "conflicts", "process", "degraded"}
-    assert body["conflicts"] == []
+    # The seed's sleeve status first, in its order, then the toolkit's own parts.
+    assert list(body) == ["sleeve_name", "dhf", "workspace", "process", "auth", "needlecast", "router", "conflicts", "git_sync", "degraded"]
+    assert body["conflicts"] == [] and body["git_sync"] == {"enabled": False}
+    assert set(body["auth"]) == {"claude", "gemini"} and set(body["dhf"]) == {"name", "version"}
     assert body["sleeve_name"] == "team" and body["workspace"] == {"path": str(team.resolve()), "cstack": None}
     assert body["process"]["pid"] == sidecar.process.pid
     assert isinstance(body["process"]["uptime_seconds"], int) and body["process"]["memory_mb"] > 0
