@@ -101,7 +101,10 @@ def _edit(ctx: Context, task_id: str, line_changes: dict[str, Any], details: Det
 def _check(plan: Any, task_id: str, line_changes: dict[str, Any], details: Details | None) -> None:
     """Refuse an edit that PLAN.md would read differently (a title that looks like labels or an
     id group, say)."""
-    task = _find(plan, task_id)
+    try:
+        task = _find(plan, task_id)
+    except NotFound:
+        raise InvalidRequest("the edit would hide the task's id from PLAN.md", details={"id": task_id}, hint="avoid '(id: ...)' in titles") from None
     title = line_changes.get("title")
     if title is not None and task.title != title:
         raise InvalidRequest(
@@ -116,6 +119,20 @@ def _check(plan: Any, task_id: str, line_changes: dict[str, Any], details: Detai
         got = _details(plan, task)
         if got.acceptance != details.acceptance:
             raise InvalidRequest("the acceptance criteria would not read back as given", details={"field": "acceptance_criteria"})
+
+
+def _title_reads_back(name: str, task_id: str) -> str:
+    """`name`, when PLAN.md reads it back as the same title of the same task. Raises
+    InvalidRequest for a title that would read as labels (` #word`) or an id group."""
+    import cstack
+
+    probe = cstack.parse_plan(f"- [ ] P2: {name} (id: {task_id})\n")
+    if not probe.tasks or probe.tasks[0].title != name or probe.tasks[0].id != task_id:
+        read = probe.tasks[0].title if probe.tasks else ""
+        raise InvalidRequest(
+            f"the title would read back as {read!r} in PLAN.md", details={"field": "title", "title": name}, hint="avoid ' #word' and '(id: ...)' in titles"
+        )
+    return name
 
 
 def _transition(ctx: Context, task_id: str, current: str, wanted: str, reason: str | None) -> None:
@@ -168,9 +185,7 @@ def create_task(
     test = " ".join((test_file or "").split())
     if "|" in test:
         raise InvalidRequest("test_file cannot hold '|'", details={"field": "test_file"})
-    probe = cstack.parse_plan(f"- [ ] {core.PRIORITY_MARK[rank]}: {name} (id: {task_id})\n")
-    if not probe.tasks or probe.tasks[0].title != name:
-        raise InvalidRequest(f"the title would read back as {probe.tasks[0].title if probe.tasks else ''!r} in PLAN.md", details={"field": "title"})
+    _title_reads_back(name, task_id)
     spec = f"{core.PRIORITY_MARK[rank]}: {name}" + (f" | {core.TEST_KEY}: {test}" if test else "")
     cstack.add_task(ctx, task=spec, ident=task_id, depends=list(depends_on or ()))
     details = Details(description if description and description.strip() else None, criteria, notes if notes and notes.strip() else None)
@@ -218,7 +233,7 @@ def update_task(
     task_id = task.id
     line_changes: dict[str, Any] = {}
     if title is not None:
-        line_changes["title"] = core.check_title(title)
+        line_changes["title"] = _title_reads_back(core.check_title(title), task_id)
     if priority is not None:
         line_changes["priority"] = core.check_priority(priority)
     dependencies = _dependencies(plan, task_id, depends_on)

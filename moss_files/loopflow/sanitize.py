@@ -60,7 +60,7 @@ _BEARER = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNO
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 _ASSIGNED_SECRET = re.compile(
     r"""(?P<key>\b[\w.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|client[_-]?secret|credentials?)\b["']?)"""
-    r"""(?P<sep>\s*[:=]\s*)(?P<quote>["']?)(?P<value>[^\s"',;]{4,})(?P=quote)""",
+    r"""(?P<sep>\s*[:=]\s*)(?!["']?\[[A-Z_]+\])(?:"(?P<dq>[^"\n]{4,})"|'(?P<sq>[^'\n]{4,})'|(?P<bare>[^\s"',;]{4,}))""",
     re.IGNORECASE,
 )
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b")
@@ -72,12 +72,19 @@ _PERSONAL_PATH = re.compile(
     r"|[A-Za-z]:\\(?:[^\s\"'`<>|]+))"
 )
 _PHONE = re.compile(r"(?<!\d)(?:\+\d{1,3}[ .-]?)?\(?\d{3}\)?[ .-]?\d{3}[ .-]?\d{4}(?!\d)")
-_NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
+_NAME = re.compile(r"(?=\b([A-Z][a-z]+ [A-Z][a-z]+)\b)")  # overlapping: "Call Ana Lopez" holds "Ana Lopez"
 _TECH_PAIRS = frozenset({"React Native", "Visual Studio", "Google Cloud", "Open Source", "Claude Code", "Next Steps", "Key Locations"})
 
 
 def _secret_value(match: re.Match[str]) -> str:
-    return f"{match.group('key')}{match.group('sep')}{match.group('quote')}{REDACTED}{match.group('quote')}"
+    quote = '"' if match.group("dq") is not None else "'" if match.group("sq") is not None else ""
+    return f"{match.group('key')}{match.group('sep')}{quote}{REDACTED}{quote}"
+
+
+def _keep_trailing_punctuation(found: str, replacement: str) -> str:
+    # A sentence's full stop after a path is not part of the path.
+    kept = found.rstrip(".,:;!?")
+    return replacement + found[len(kept) :]
 
 
 SECRET_RULES: tuple[Rule, ...] = (
@@ -117,16 +124,18 @@ def _paths(text: str, roots: Sequence[tuple[str, str]], found: Counter[str]) -> 
 
         def relative(match: re.Match[str], replacement: str = replacement) -> str:
             found["path"] += 1
-            rest = (match.group("rest") or "").lstrip("/\\")
+            raw = match.group("rest") or ""
+            rest = raw.rstrip(".,:;!?").lstrip("/\\")
+            tail = raw[len(raw.rstrip(".,:;!?")) :]
             if replacement == ".":
-                return rest or "."
-            return f"{replacement}/{rest}" if rest else replacement
+                return (rest or ".") + tail
+            return (f"{replacement}/{rest}" if rest else replacement) + tail
 
         text = pattern.sub(relative, text)
 
     def personal(match: re.Match[str]) -> str:
         found["path"] += 1
-        return "[PATH]"
+        return _keep_trailing_punctuation(match.group(0), "[PATH]")
 
     return _PERSONAL_PATH.sub(personal, text)
 

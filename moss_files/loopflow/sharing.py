@@ -185,6 +185,10 @@ def export_bundle(
             pass
         path = str(folder / f"insights-{now.replace(':', '').replace('-', '')}.json")
     target = check_bundle_path(path, ctx, reading=False)
+    if not target.parent.is_dir() and os.path.realpath(target.parent) == os.path.realpath(ctx.root / EXPORTS_DIR):
+        # The workspace's own export folder is made on first use; any other must exist.
+        with fs.folder_fd(target.parent, create=True):
+            pass
     if not target.parent.is_dir():
         raise NotFound("the bundle's folder does not exist", path=str(target.parent))
     if target.exists() and not _is_bundle(target):

@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from moss_files.foundation import config
+from moss_files.foundation.context import Context
 from moss_files.mcp.server import ToolRegistry
 
 Scope = Annotated[
@@ -349,7 +351,11 @@ def register(tools: ToolRegistry) -> None:
 def register_sharing(tools: ToolRegistry) -> None:
     """Declare the `share` set: sharing bundles and feedback (opt-in: an agent needs them now
     and then, and their schemas would ride along in every default tools/list otherwise)."""
-    ctx = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
+    base = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
+
+    def settings() -> Context:
+        # Read per call, as the capsule tools do: where bundles may go is set in .moss/config.toml.
+        return replace(base, config=config.load_config(base.root, home=base.home))
 
     # ----------------------------------------------------------------- sharing bundles
 
@@ -372,7 +378,9 @@ def register_sharing(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.loopflow import sharing
 
-        return sharing.export_bundle(ctx, path=output_path, ids=insight_ids, tags=tags, types=types, query=query, include_links=include_links, reason=reason)
+        return sharing.export_bundle(
+            settings(), path=output_path, ids=insight_ids, tags=tags, types=types, query=query, include_links=include_links, reason=reason
+        )
 
     @tools.tool(
         "loop_import_preview",
@@ -383,7 +391,7 @@ def register_sharing(tools: ToolRegistry) -> None:
     def import_preview(bundle_path: Annotated[str, Field(description="The bundle's .json path.")]) -> dict[str, Any]:
         from moss_files.loopflow import sharing
 
-        return sharing.preview_bundle(ctx, path=bundle_path)
+        return sharing.preview_bundle(settings(), path=bundle_path)
 
     @tools.tool(
         "loop_import",
@@ -400,7 +408,7 @@ def register_sharing(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.loopflow import sharing
 
-        return sharing.import_bundle(ctx, path=bundle_path, selected_ids=selected_ids, skip_duplicates=skip_duplicates, skip_conflicts=skip_conflicts)
+        return sharing.import_bundle(settings(), path=bundle_path, selected_ids=selected_ids, skip_duplicates=skip_duplicates, skip_conflicts=skip_conflicts)
 
     @tools.tool(
         "loop_painpoint",
@@ -416,7 +424,7 @@ def register_sharing(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.loopflow import service as loopflow
 
-        return loopflow.painpoint(ctx, type=type, title=title, description=description, context=context, severity=severity)
+        return loopflow.painpoint(base, type=type, title=title, description=description, context=context, severity=severity)
 
     @tools.tool(
         "loop_feedback_list",
@@ -429,4 +437,4 @@ def register_sharing(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.loopflow import service as loopflow
 
-        return loopflow.list_feedback(ctx, statuses=status, limit=limit)
+        return loopflow.list_feedback(base, statuses=status, limit=limit)
