@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import moss_files.loopflow.insights as insight_core
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
-from moss_files.loopflow import insights as insight_core
 from moss_files.loopflow.insights import Insight
 
 BUNDLE_VERSION = "1.0"

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import moss_files.loopflow.sessions as sessions
 from moss_files.foundation import document
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidRequest
 from moss_files.foundation.fields import FieldReader
-from moss_files.loopflow import sessions
 
 PATH = Path(".moss") / "summary.md"
 SECTIONS = {"repo_summary": "Summary", "folder_structure": "Folder structure", "suggested_actions": "Suggested actions"}
