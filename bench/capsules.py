@@ -142,7 +142,7 @@ def later_operations(sizes: list[int], repeat: int) -> None:
     print(f"\nsearch and bulk operations; medians of {repeat} runs, milliseconds")
     print(
         f"{'capsules':>9} {'search 1 hit':>13} {'scan floor':>11} {'search all':>11} {'scan floor':>11}"
-        f" {'bulk dry':>9} {'bulk update':>12} {'delete dry':>11} {'inventory':>10}"
+        f" {'bulk dry':>9} {'bulk update':>12} {'updates/s':>10} {'delete dry':>11} {'inventory':>10}"
     )
     for size in sizes:
         folder = Path(tempfile.mkdtemp(prefix="moss-bench-"))
@@ -162,7 +162,7 @@ def later_operations(sizes: list[int], repeat: int) -> None:
             delete_dry = median_ms(lambda i: bulk.bulk_delete(ctx, tag="group3", dry_run=True), repeat)
             inventory = median_ms(lambda i: ops.inventory(ctx, tag="group3"), repeat)
             print(
-                f"{size:>9} {hit:>13.1f} {hit_floor:>11.1f} {wide:>11.1f} {wide_floor:>11.1f} {dry:>9.1f} {real:>12.1f} {delete_dry:>11.1f} {inventory:>10.1f}"
+                f"{size:>9} {hit:>13.1f} {hit_floor:>11.1f} {wide:>11.1f} {wide_floor:>11.1f} {dry:>9.1f} {real:>12.1f} {size / 10 / (real / 1000):>10.0f} {delete_dry:>11.1f} {inventory:>10.1f}"
             )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
