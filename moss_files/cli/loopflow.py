@@ -122,10 +122,11 @@ def register(app: typer.Typer) -> None:
         notes: Annotated[str | None, typer.Option("--notes", help="Replace the notes ('' clears).", show_default=False)] = None,
         summary: Annotated[str | None, typer.Option("--summary", help="Replace the summary ('' returns to the generated one).", show_default=False)] = None,
         context: Annotated[str | None, typer.Option("--context", help="Replace the context ('' returns to the generated one).", show_default=False)] = None,
+        content: Annotated[str | None, typer.Option("--content", help="Replace the insight's text (the file's body).", show_default=False)] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Change an insight; only the changed keys' lines change in its file."""
+        """Change an insight; only the changed keys' lines (and, for --content, the body) change in its file."""
         with reporting(as_json):
             update = Update(
                 status=status,
@@ -139,6 +140,7 @@ def register(app: typer.Typer) -> None:
                 notes=notes,
                 summary=summary,
                 context=context,
+                content=content,
             )
             result = loopflow.update_insight(workspace_context(root), insight_id, update)
         emit(result, as_json, text="")

@@ -175,7 +175,16 @@ def test_the_session_and_feedback_commands(ws: Path) -> None:
     assert [item["title"] for item in listed["feedback_specs"]] == ["Docs are thin"]
     run_cli("moss", "insight", "add", "Cookies need SameSite=Lax.", cwd=ws)
     related = run_cli("moss", "insight", "connect", "samesite", "--json", cwd=ws)
-    assert json.loads(related.stdout)["insights"][0]["summary"] == "Cookies need SameSite=Lax."
+    found = json.loads(related.stdout)["insights"][0]
+    assert found["summary"] == "Cookies need SameSite=Lax."
+    reworded = run_cli("moss", "insight", "update", found["id"], "--content", "Cookies need SameSite=Strict.", "--json", cwd=ws)
+    assert reworded.returncode == 0, reworded.stderr
+    assert json.loads(reworded.stdout)["changed"] == ["content"]
+    assert (
+        (ws / json.loads(run_cli("moss", "insight", "show", found["id"], "--json", cwd=ws).stdout)["path"])
+        .read_text()
+        .endswith("---\nCookies need SameSite=Strict.\n")
+    )
     bad = run_cli("moss", "feedback", "add", "x", "-d", "y", "--type", "rant", "--json", cwd=ws)
     assert bad.returncode == 2 and json.loads(bad.stderr)["error"]["code"] == "SCHEMA_ERROR"
 
