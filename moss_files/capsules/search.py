@@ -21,8 +21,7 @@ from moss_files.foundation.errors import InvalidRequest
 
 __all__ = ["Context", "search"]
 
-PAGE = 200  # hits fetched from the index per round, to count every match
-MAX_MATCHES = 10_000
+MAX_MATCHES = 10_000  # matches counted in `total`; beyond them `total` says 10,000
 
 
 def search(
@@ -79,13 +78,9 @@ def search(
     now = ctx.now()
 
     def work(view: Any) -> list[Any]:
-        hits: list[Any] = []
-        while len(hits) < MAX_MATCHES:
-            found = view.search(parsed, now=now, kinds=("capsule",), limit=PAGE, offset=len(hits), match_all=mode == "all")
-            hits.extend(found.hits)
-            if not found.more:
-                break
-        return hits
+        # One ranked query for every match (up to MAX_MATCHES), to count them: paging through
+        # them instead re-ranks all of them once per page (50 times at 10,000 matches).
+        return list(view.search(parsed, now=now, kinds=("capsule",), limit=MAX_MATCHES, offset=0, match_all=mode == "all").hits)
 
     hits = open_index(ctx).run(work)
     terms = [*parsed.terms, *parsed.phrases, *parsed.title_terms]
