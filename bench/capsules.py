@@ -1,5 +1,8 @@
 """Capsule store latency: store, fetch by name, list and inventory with 10 and 10,000 capsules
-present, and `moss fetch <name>` as a whole process.
+present, and `moss fetch <name>` as a whole process; then Moss's later operations: search
+(through the index, warm, beside the index's own scan of the same query as the floor) and the
+bulk operations on a tenth of the capsules (beside `inventory`, which reads every file as they
+must).
 
 Run: .venv/bin/python bench/capsules.py [--sizes 10,10000] [--repeat 20]
 Builds its corpus in a temporary folder (files written directly, as a git checkout would) and
@@ -22,11 +25,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from moss_files.capsules import bulk, search
 from moss_files.capsules import model as core
 from moss_files.capsules import service as ops
 from moss_files.capsules.model import Capsule
 from moss_files.foundation.context import Context
 from moss_files.foundation.ids import IdSource, seeded_random
+from moss_files.index import service as index_service
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.
@@ -129,6 +134,38 @@ def main() -> None:
         shutil.rmtree(baseline, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
     print(f"for reference: `moss version` {version:.0f} ms, bare `python -c pass` {bare:.0f} ms")
+    later_operations([int(part) for part in args.sizes.split(",")], args.repeat)
+
+
+def later_operations(sizes: list[int], repeat: int) -> None:
+    """Search and bulk figures, each beside its floor measured in the same run."""
+    print(f"\nsearch and bulk operations; medians of {repeat} runs, milliseconds")
+    print(
+        f"{'capsules':>9} {'search 1 hit':>13} {'scan floor':>11} {'search all':>11} {'scan floor':>11}"
+        f" {'bulk dry':>9} {'bulk update':>12} {'updates/s':>10} {'delete dry':>11} {'inventory':>10}"
+    )
+    for size in sizes:
+        folder = Path(tempfile.mkdtemp(prefix="moss-bench-"))
+        try:
+            build_corpus(folder, size)
+            ctx = Context(folder)
+            index_service.index_rebuild(ctx)
+            one = f"{size // 2:05d}"  # in one capsule's name (its title)
+            everywhere = "mobile tokens"  # in every capsule's text
+            hit = median_ms(lambda i: search.search(ctx, query=one), repeat)
+            hit_floor = median_ms(lambda i: index_service.scan(ctx, one, kinds=["capsule"]), repeat)
+            wide = median_ms(lambda i: search.search(ctx, query=everywhere), repeat)
+            wide_floor = median_ms(lambda i: index_service.scan(ctx, everywhere, kinds=["capsule"], limit=20), repeat)
+            dry = median_ms(lambda i: bulk.bulk_update(ctx, tag="group3", set_phase="qa", dry_run=True), repeat)
+            # Alternate the value so every run rewrites its tenth of the capsules.
+            real = median_ms(lambda i: bulk.bulk_update(ctx, tag="group3", set_phase=f"phase-{i % 2}"), repeat)
+            delete_dry = median_ms(lambda i: bulk.bulk_delete(ctx, tag="group3", dry_run=True), repeat)
+            inventory = median_ms(lambda i: ops.inventory(ctx, tag="group3"), repeat)
+            print(
+                f"{size:>9} {hit:>13.1f} {hit_floor:>11.1f} {wide:>11.1f} {wide_floor:>11.1f} {dry:>9.1f} {real:>12.1f} {size / 10 / (real / 1000):>10.0f} {delete_dry:>11.1f} {inventory:>10.1f}"
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ text byte for byte. Where it lives under `.moss/capsules/` is part of its meanin
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import math
 import re
@@ -1051,3 +1052,183 @@ def plan_import(
             actions.append(ImportAction(capsule, line))
             take(capsule)
     return actions, errors
+
+
+# --------------------------------------------------------------------------- search snippets
+
+SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT = 20, 100
+MAX_QUERY_CHARS = 1000
+SNIPPET_CHARS = 300
+_ELLIPSIS = "..."
+_HEADING_MARK = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
+
+
+def _term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """One pattern matching any term at the start of a word (a phrase with any white space
+    between its words), longest alternatives first, ignoring case."""
+    pieces: list[str] = []
+    for term in sorted({" ".join(t.split()) for t in terms if t and t.strip()}, key=len, reverse=True):
+        words = [re.escape(word) for word in term.split()]
+        pieces.append(r"(?<!\w)" + r"\s+".join(words))
+    return re.compile("|".join(pieces), re.IGNORECASE) if pieces else None
+
+
+def snippet(text: str, terms: Sequence[str], *, max_chars: int = SNIPPET_CHARS) -> str:
+    """An HTML-safe excerpt of `text` around its first match of any of `terms`.
+
+    At most `max_chars` characters of the text (white space collapsed), cut at word boundaries
+    where it can be, with `...` where text was left out. The text is HTML-escaped and every
+    match inside the excerpt is wrapped in `<b>`...`</b>`; those tags are the only markup, and
+    the cut is made before escaping, so no entity or tag is ever broken. Terms match at the
+    start of a word, ignoring case, as the index's prefix search does; with no match the
+    excerpt is the start of the text.
+    """
+    # Heading marks say nothing about the match; their words stay.
+    flat = " ".join(_HEADING_MARK.sub("", text).split())
+    if max_chars <= 0 or not flat:
+        return _ELLIPSIS if flat else ""
+    pattern = _term_pattern(terms)
+    first = pattern.search(flat) if pattern else None
+    start = 0
+    if first is not None and first.end() > max_chars:
+        # Put the match about a third of the way in, starting the excerpt at a word.
+        start = max(0, min(first.start() - max_chars // 3, len(flat) - max_chars))
+        if start > 0:
+            space = flat.find(" ", start)
+            start = space + 1 if 0 <= space < first.start() else start
+    end = min(len(flat), start + max_chars)
+    if end < len(flat):
+        space = flat.rfind(" ", start, end + 1)
+        if space > start + max_chars // 2:
+            end = space
+    window = flat[start:end]
+    out: list[str] = []
+    at = 0
+    if pattern is not None:
+        for match in pattern.finditer(window):
+            out.append(html.escape(window[at : match.start()], quote=False))
+            out.append("<b>" + html.escape(match.group(0), quote=False) + "</b>")
+            at = match.end()
+    out.append(html.escape(window[at:], quote=False))
+    body = "".join(out).strip()
+    return (_ELLIPSIS if start > 0 else "") + body + (_ELLIPSIS if end < len(flat) else "")
+
+
+# --------------------------------------------------------------------------- bulk operations
+
+
+@dataclass(frozen=True, slots=True)
+class BulkFilter:
+    """Which live capsules a bulk operation touches: every given filter must match (AND).
+
+    `workspace` and `name_prefix` are in normalized form; the others compare exactly.
+    """
+
+    workspace: str | None = None
+    tag: str | None = None
+    name_prefix: str | None = None
+    run_id: str | None = None
+    phase: str | None = None
+    role: str | None = None
+
+    def matches(self, capsule: Capsule) -> bool:
+        """Whether `capsule` is live and passes every filter."""
+        return (
+            not capsule.deleted
+            and (self.workspace is None or capsule.workspace_norm == self.workspace)
+            and (self.tag is None or self.tag in (capsule.tags or ()))
+            and (self.name_prefix is None or (capsule.name_norm or "").startswith(self.name_prefix) and capsule.name_norm is not None)
+            and (self.run_id is None or capsule.run_id == self.run_id)
+            and (self.phase is None or capsule.phase == self.phase)
+            and (self.role is None or capsule.role == self.role)
+        )
+
+    def describe(self) -> str:
+        """`workspace="web", phase="qa"`: the filters as the result message names them."""
+        names = ("workspace", "tag", "name_prefix", "run_id", "phase", "role")
+        return ", ".join(f"{name}={json.dumps(getattr(self, name), ensure_ascii=False)}" for name in names if getattr(self, name) is not None)
+
+
+def bulk_filter(
+    *,
+    workspace: str | None = None,
+    tag: str | None = None,
+    name_prefix: str | None = None,
+    run_id: str | None = None,
+    phase: str | None = None,
+    role: str | None = None,
+) -> BulkFilter:
+    """The filter a bulk operation was given (blank values count as not given).
+
+    Raises InvalidRequest when no filter is left: a bulk operation never means "everything".
+    """
+    given = (workspace, tag, name_prefix, run_id, phase, role)
+    if all(value is None for value in given):
+        raise InvalidRequest(
+            "at least one filter is required: workspace, tag, name_prefix, run_id, phase or role",
+            details={"filters": ["workspace", "tag", "name_prefix", "run_id", "phase", "role"]},
+        )
+
+    def clean(value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    found = BulkFilter(
+        workspace=normalize(workspace) or None if workspace is not None else None,
+        tag=clean(tag),
+        name_prefix=normalize(name_prefix) or None if name_prefix is not None else None,
+        run_id=clean(run_id),
+        phase=clean(phase),
+        role=clean(role),
+    )
+    if found == BulkFilter():
+        raise InvalidRequest("at least one filter must be non-empty after normalization", details={"filters": "blank"})
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class BulkChanges:
+    """What bulk_update sets; `given` names the fields to set ('' and [] clear them)."""
+
+    given: frozenset[str]
+    phase: str | None = None
+    role: str | None = None
+    tags: tuple[str, ...] | None = None
+
+    def apply(self, capsule: Capsule, now_ms: int) -> Capsule | None:
+        """The capsule with the changes applied and `updated_ms` moved, or None when it
+        already holds these values (it is then left alone)."""
+        wanted = {name: getattr(self, name) for name in ("phase", "role", "tags") if name in self.given}
+        if all(getattr(capsule, name) == value for name, value in wanted.items()):
+            return None
+        return replace(capsule, **wanted, updated_ms=now_ms)
+
+    def describe(self) -> str:
+        """`phase="qa", tags=null`: the changes as the result message names them."""
+        parts = []
+        for name in ("phase", "role", "tags"):
+            if name in self.given:
+                value = getattr(self, name)
+                parts.append(f"{name}={json.dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False)}")
+        return ", ".join(parts)
+
+
+def bulk_changes(*, set_phase: str | None = None, set_role: str | None = None, set_tags: Sequence[str] | None = None) -> BulkChanges:
+    """The changes bulk_update was given. Raises InvalidRequest when there are none, or when a
+    value cannot be written on one frontmatter line."""
+    given = {name for name, value in (("phase", set_phase), ("role", set_role), ("tags", set_tags)) if value is not None}
+    if not given:
+        raise InvalidRequest(
+            "at least one update field is required: set_phase, set_role or set_tags", details={"fields": ["set_phase", "set_role", "set_tags"]}
+        )
+    if isinstance(set_tags, str):
+        raise InvalidRequest("set_tags must be a list of strings", details={"field": "set_tags"})
+    tags = tuple(dict.fromkeys(tag.strip() for tag in set_tags if tag.strip())) if set_tags is not None else None
+    for field, value in (("set_phase", set_phase), ("set_role", set_role), *(("set_tags", tag) for tag in tags or ())):
+        if value is not None and _CONTROL.search(value):
+            raise InvalidRequest(f"{field} must not contain control characters (newlines included)", details={"field": field})
+    return BulkChanges(
+        given=frozenset(given),
+        phase=set_phase.strip() or None if set_phase is not None else None,
+        role=set_role.strip() or None if set_role is not None else None,
+        tags=tags or None,
+    )

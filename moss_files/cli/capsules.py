@@ -1,4 +1,5 @@
-"""`moss store|fetch|fetch-many|update|append|delete|latest|list|inventory|compose|export|import|purge|history`.
+"""`moss store|fetch|fetch-many|update|append|delete|latest|list|inventory|capsule-search|compose|export|import|purge|
+bulk-update|bulk-delete|history`.
 
 Entry layer: parse options, call `capsules`, render. `--json` prints the operation's result
 exactly as the MCP tool returns it; errors go to stderr (the JSON error body with --json) with
@@ -10,6 +11,7 @@ The git history module loads only in the commands that read history (`history`,
 
 from __future__ import annotations
 
+import html
 import json
 import sys
 from pathlib import Path
@@ -323,6 +325,103 @@ def register(app: typer.Typer) -> None:
         _warn_problems(result)
         emit(result, as_json, text=_listing(result))
 
+    @app.command("capsule-search")
+    def capsule_search_cmd(
+        query: Annotated[str, typer.Argument(help='Words, "phrases", -exclusions; every word must match (see --any).', show_default=False)],
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
+        tag: Annotated[str | None, typer.Option("--tag", help="Only capsules with this tag.", show_default=False)] = None,
+        run_id: RunIdOpt = None,
+        phase: PhaseOpt = None,
+        role: RoleOpt = None,
+        include_deleted: DeletedOpt = False,
+        any_word: Annotated[bool, typer.Option("--any", help="Match capsules holding any of the words, not all.")] = False,
+        limit: Annotated[int, typer.Option("--limit", "-l", help="Page size (max 100).")] = 20,
+        offset: Annotated[int, typer.Option("--offset", "-o", help="Matches to skip.")] = 0,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Full-text search over capsules, best first, each with a snippet (Moss's search)."""
+        from moss_files.capsules import search
+
+        with reporting(as_json):
+            result = search.search(
+                _context(root),
+                query=query,
+                workspace=workspace,
+                tag=tag,
+                run_id=run_id,
+                phase=phase,
+                role=role,
+                include_deleted=include_deleted,
+                limit=limit,
+                offset=offset,
+                match="any" if any_word else "all",
+            )
+        lines: list[str] = []
+        for item in result["items"]:
+            lines.append(_row(item))
+            lines.append("    " + _plain_snippet(item["snippet"]))
+        page = result["pagination"]
+        lines.append(f"({len(result['items'])} of {page['total']}{', more with --offset' if page['has_more'] else ''})")
+        emit(result, as_json, text="\n".join(lines))
+
+    @app.command("bulk-update")
+    def bulk_update_cmd(
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Filter: this workspace.", show_default=False)] = None,
+        tag: Annotated[str | None, typer.Option("--tag", help="Filter: capsules with this tag.", show_default=False)] = None,
+        name_prefix: Annotated[str | None, typer.Option("--name-prefix", help="Filter: names starting with this.", show_default=False)] = None,
+        run_id: Annotated[str | None, typer.Option("--run-id", help="Filter: this orchestration run.", show_default=False)] = None,
+        phase: Annotated[str | None, typer.Option("--phase", help="Filter: this phase.", show_default=False)] = None,
+        role: Annotated[str | None, typer.Option("--role", help="Filter: this role.", show_default=False)] = None,
+        set_phase: Annotated[str | None, typer.Option("--set-phase", help="New phase ('' clears).", show_default=False)] = None,
+        set_role: Annotated[str | None, typer.Option("--set-role", help="New role ('' clears).", show_default=False)] = None,
+        set_tags: Annotated[
+            str | None, typer.Option("--set-tags", help="New tags, comma-separated, replacing the old ('' clears).", show_default=False)
+        ] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; write nothing.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Set phase, role or tags on every live capsule the filters match, all or nothing."""
+        from moss_files.capsules import bulk
+
+        with reporting(as_json):
+            result = bulk.bulk_update(
+                _context(root),
+                workspace=workspace,
+                tag=tag,
+                name_prefix=name_prefix,
+                run_id=run_id,
+                phase=phase,
+                role=role,
+                set_phase=set_phase,
+                set_role=set_role,
+                set_tags=_split_tags(set_tags),
+                dry_run=dry_run,
+            )
+        emit(result, as_json, text=_bulk_lines(result))
+
+    @app.command("bulk-delete")
+    def bulk_delete_cmd(
+        workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Filter: this workspace.", show_default=False)] = None,
+        tag: Annotated[str | None, typer.Option("--tag", help="Filter: capsules with this tag.", show_default=False)] = None,
+        name_prefix: Annotated[str | None, typer.Option("--name-prefix", help="Filter: names starting with this.", show_default=False)] = None,
+        run_id: Annotated[str | None, typer.Option("--run-id", help="Filter: this orchestration run.", show_default=False)] = None,
+        phase: Annotated[str | None, typer.Option("--phase", help="Filter: this phase.", show_default=False)] = None,
+        role: Annotated[str | None, typer.Option("--role", help="Filter: this role.", show_default=False)] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be deleted; write nothing.")] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Soft-delete every live capsule the filters match, all or nothing."""
+        from moss_files.capsules import bulk
+
+        with reporting(as_json):
+            result = bulk.bulk_delete(
+                _context(root), workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role, dry_run=dry_run
+            )
+        emit(result, as_json, text=_bulk_lines(result))
+
     @app.command("compose")
     def compose_cmd(
         names: Annotated[list[str] | None, typer.Argument(help="Capsule names (in --workspace), in bundle order.", show_default=False)] = None,
@@ -439,6 +538,16 @@ def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, wor
     refs.extend({"id": capsule_id} for capsule_id in ids or [])
     refs.extend({"workspace": workspace, "name": name} for name in names or [])
     return refs
+
+
+def _plain_snippet(snippet: str) -> str:
+    """A search snippet for a terminal: the <b> marks as *, the HTML escapes undone."""
+    return html.unescape(snippet.replace("<b>", "*").replace("</b>", "*"))
+
+
+def _bulk_lines(result: dict[str, Any]) -> str:
+    handles = [f"  {item['workspace']}/{item.get('name') or '@' + item['id']}" for item in result["items"]]
+    return "\n".join([result["message"], *handles])
 
 
 def _days(text: str | None) -> int | None:

@@ -243,6 +243,19 @@ class Update:
     notes: str | None = None
     summary: str | None = None
     context: str | None = None
+    content: str | None = None  # the body: the insight itself
+
+
+def new_content(insight: Insight, update: Update) -> str | None:
+    """The body `update` gives the insight (ending in a newline), or None when it keeps its own.
+
+    Raises InvalidRequest for empty content."""
+    if update.content is None:
+        return None
+    if not update.content.strip():
+        raise InvalidRequest("an insight needs content")
+    body = update.content if update.content.endswith("\n") else update.content + "\n"
+    return None if body == insight.content else body
 
 
 def plan_update(insight: Insight, update: Update, now: str) -> dict[str, Any]:
@@ -271,7 +284,7 @@ def plan_update(insight: Insight, update: Update, now: str) -> dict[str, Any]:
         current = getattr(insight, name)
         if (value.strip() or None) != current:
             wanted[name] = value if value.strip() else document.DELETE
-    if wanted:
+    if wanted or new_content(insight, update) is not None:
         wanted["updated"] = now
     return wanted
 

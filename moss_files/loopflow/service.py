@@ -1,5 +1,7 @@
-"""LoopFlow's use cases over a workspace: insights (remember, list, show, update, link) and
-sessions (orient, handoff, list, show).
+"""LoopFlow's use cases over a workspace: insights (remember, list, show, update, link,
+connect), sessions (orient, handoff, list, show), the repository summary (update_summary), pain
+points (painpoint, list_feedback) and structured questions (probe). Tasks are `backlog`'s,
+sharing bundles `sharing`'s.
 
 Shell layer: reads and writes through the store (`store`), decides with the pure models
 (`insights`, `sessions`). Every function takes the foundation `Context` (clock and ids come from
@@ -15,27 +17,36 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document
+from moss_files.foundation import document, fs
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 from moss_files.index.service import open_index
+from moss_files.loopflow import feedback as feedback_core
 from moss_files.loopflow import insights as insight_core
 from moss_files.loopflow import sessions as session_core
+from moss_files.loopflow import summary as summary_core
+from moss_files.loopflow.sanitize import personal_warnings, sanitize
 from moss_files.loopflow.sessions import Handoff, Session
-from moss_files.loopflow.store import ItemStore, insight_store, session_store
+from moss_files.loopflow.store import ItemStore, feedback_store, insight_store, session_store
 
 __all__ = [
     "Context",
+    "connect",
     "handoff",
     "link_insight",
+    "list_feedback",
     "list_insights",
     "list_sessions",
     "orient",
+    "painpoint",
+    "probe",
+    "read_summary",
     "remember",
     "show_insight",
     "show_session",
     "start_session",
     "update_insight",
+    "update_summary",
 ]
 
 ORIENT_INSIGHTS = 20
@@ -138,23 +149,38 @@ def show_insight(ctx: Context, insight_id: str) -> dict[str, Any]:
 
 
 def update_insight(ctx: Context, insight_id: str, update: insight_core.Update) -> dict[str, Any]:
-    """Change an insight's status, type, tags, links, notes, summary or context
-    (`loop_insight_update`); only the changed keys' lines change in the file.
+    """Change an insight's status, type, tags, links, notes, summary, context or content
+    (`loop_insight_update`); only the changed keys' lines (and, for content, the body) change
+    in the file.
 
-    Returns `{id, changed: [keys], insight}`. Raises NotFound, InvalidRequest, Conflict.
+    Returns `{id, updated, changed: [keys], insight, message}`. Raises NotFound, InvalidRequest
+    (also for an update that names no change), Conflict.
     """
+    if update == insight_core.Update():
+        raise InvalidRequest("no changes specified: give a status, type, tags, links, notes, summary, context or content", details={"id": insight_id})
     files = insight_store(ctx.root)
     path, _found = files.find(insight_id)
     now = ctx.stamp()
     changed: list[str] = []
 
     def transform(doc: document.Document) -> str | None:
-        changes = insight_core.plan_update(files.parse(path, doc), update, now)
-        changed[:] = [key for key in changes if key != "updated"]
-        return document.edit_frontmatter(doc.text, changes, path) if changes else None
+        current = files.parse(path, doc)
+        changes = insight_core.plan_update(current, update, now)
+        body = insight_core.new_content(current, update)
+        changed[:] = [key for key in changes if key != "updated"] + (["content"] if body is not None else [])
+        if not changes:
+            return None
+        text = document.edit_frontmatter(doc.text, changes, path)
+        return text if body is None else text[: len(text) - len(doc.body)] + body
 
     result = files.parse(path, files.edit(path, transform))
-    return {"id": result.id, "changed": changed, "insight": insight_core.insight_to_dict(result, path=files.relpath(path))}
+    return {
+        "id": result.id,
+        "updated": bool(changed),
+        "changed": changed,
+        "insight": insight_core.insight_to_dict(result, path=files.relpath(path)),
+        "message": f"Insight {result.id} " + (f"updated: {', '.join(changed)}" if changed else "already as asked; nothing changed"),
+    }
 
 
 def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remove: bool = False, both: bool = False) -> dict[str, Any]:
@@ -259,10 +285,16 @@ def orient(ctx: Context, *, task: str | None = None, agent: str | None = None, n
     sessions, session_problems = _sessions(ctx)
     previous = [item for _p, item in sessions if item.id != current.id]
     suggested: list[str] = []
+    handed_at = ""
     for item in previous:
         if item.next_actions:
             suggested = list(item.next_actions)
+            handed_at = item.ended or item.started or ""
             break
+    repo, summary_problem = _summary_or_problem(ctx)
+    if repo.suggested_actions and (repo.updated or "") >= handed_at:
+        # loop_update_summary's suggested actions are newer than the last handoff's: they win.
+        suggested = [line.strip().removeprefix("- ").removeprefix("* ").strip() for line in repo.suggested_actions.splitlines() if line.strip()]
     insights, insight_problems = insight_store(ctx.root).read_all()
     ordered = sorted((item for _p, item in insights), key=lambda i: (i.status != "unprocessed", _neg(i.created or ""), i.id))
     unprocessed = sum(1 for _p, item in insights if item.status == "unprocessed")
@@ -270,10 +302,13 @@ def orient(ctx: Context, *, task: str | None = None, agent: str | None = None, n
     memory = _memory(ctx)
     inbox = _inbox(ctx)
     hints = _hints(resumed, current, unprocessed, suggested, insights, shown, memory, inbox)
+    if repo.empty:
+        hints.append("no repository summary yet: loop_update_summary (`moss session summary`) leaves one for the next session")
     return {
         "session": session_core.session_to_dict(current, path=session_store(ctx.root).relpath(path)),
         "resumed": resumed,
         "repo": {"name": Path(ctx.root).name, "path": str(ctx.root)},
+        "repo_summary": summary_core.summary_to_dict(repo, path=summary_core.PATH.as_posix()),
         "suggested_actions": suggested,
         "recent_sessions": [session_core.session_brief(item) for item in previous[:ORIENT_SESSIONS]],
         "insights": {
@@ -286,7 +321,7 @@ def orient(ctx: Context, *, task: str | None = None, agent: str | None = None, n
         "memory": memory,
         "inbox": inbox,
         "quick_stats": {"insights": len(insights), "unprocessed_insights": unprocessed, "sessions": len(sessions)},
-        "problems": [*session_problems, *insight_problems],
+        "problems": [*session_problems, *insight_problems, *summary_problem],
         "hints": hints,
     }
 
@@ -417,3 +452,206 @@ def _handoff_result(files: ItemStore[Session], path: Path, final: Session, *, cr
 def _check_limit(limit: int, maximum: int = 10_000) -> None:
     if limit < 1 or limit > maximum:
         raise InvalidRequest(f"limit must be between 1 and {maximum}", details={"limit": limit})
+
+
+# --------------------------------------------------------------------------- repository summary
+
+
+def read_summary(ctx: Context) -> summary_core.RepoSummary:
+    """The repository summary (empty when there is none). Raises InvalidDocument."""
+    path = Path(ctx.root) / summary_core.PATH
+    snapshot = fs.read_snapshot(path)
+    if snapshot.data is None:
+        return summary_core.RepoSummary()
+    return summary_core.parse_summary(document.parse_bytes(snapshot.data, summary_core.PATH.as_posix()), summary_core.PATH.as_posix())
+
+
+def _summary_or_problem(ctx: Context) -> tuple[summary_core.RepoSummary, list[dict[str, Any]]]:
+    try:
+        return read_summary(ctx), []
+    except MossError as err:  # orientation goes on; the problem is reported with the others
+        return summary_core.RepoSummary(), [{"path": summary_core.PATH.as_posix(), "code": err.code, "message": err.message, "line": err.line}]
+
+
+def update_summary(
+    ctx: Context,
+    *,
+    repo_summary: str | None = None,
+    folder_structure: str | None = None,
+    suggested_actions: str | None = None,
+    session: str | None = None,
+) -> dict[str, Any]:
+    """Set sections of the repository summary `.moss/summary.md` (`loop_update_summary`),
+    stamped with the time and the session (default: the active one); other text of the file
+    is kept. Returns `{success, updated: [fields], message, repo_summary}`."""
+    values = summary_core.check_values({"repo_summary": repo_summary, "folder_structure": folder_structure, "suggested_actions": suggested_actions})
+    if session is None:
+        active = _latest_active(ctx)
+        session = active.id if active is not None else None
+    now = ctx.stamp()
+    path = Path(ctx.root) / summary_core.PATH
+    shown = summary_core.PATH.as_posix()
+
+    def step(snapshot: fs.Snapshot) -> bytes | None:
+        if snapshot.data is None:
+            return summary_core.new_text(values, now=now, session=session).encode("utf-8")
+        doc = document.parse_bytes(snapshot.data, shown)
+        return document.encode(summary_core.edited_text(doc.text, values, now=now, session=session, path=shown), doc.bom)
+
+    fs.modify(path, step)
+    return {
+        "success": True,
+        "updated": list(values),
+        "message": "Repository summary updated; loop_orient shows it to the next session.",
+        "repo_summary": summary_core.summary_to_dict(read_summary(ctx), path=shown),
+    }
+
+
+# --------------------------------------------------------------------------- probe
+
+
+def probe(ctx: Context, *, question: str, why: str, options: Sequence[str] | None = None, default_option: str | None = None) -> dict[str, Any]:
+    """A structured question for the person (`loop_probe`): what to ask, why, the options and
+    the safe default, for the agent to present before it goes on. Writes nothing.
+
+    Raises InvalidRequest for an empty question or reason, or a default that is not an option.
+    """
+    ask = " ".join((question or "").split())
+    reason = (why or "").strip()
+    if not ask or not reason:
+        raise InvalidRequest("a probe needs a question and why it is asked", details={"fields": ["question", "why"]})
+    choices = [" ".join(option.split()) for option in options or () if option.strip()]
+    default = " ".join(default_option.split()) if default_option and default_option.strip() else None
+    if default is not None and choices and default not in choices:
+        raise InvalidRequest(f"default_option {default!r} is not one of the options", details={"options": choices})
+    return {
+        "formatted_question": {
+            "ask": ask,
+            "context": reason,
+            "options": [{"label": option, "is_default": option == default} for option in choices] or None,
+            "note": f"If unsure, {default!r} is a safe choice." if default else None,
+        },
+        "instruction": "Present this question to the user. Wait for their answer before proceeding.",
+    }
+
+
+# --------------------------------------------------------------------------- feedback
+
+
+def painpoint(
+    ctx: Context,
+    *,
+    type: str,
+    title: str,
+    description: str,
+    context: str | None = None,
+    severity: str | None = None,
+) -> dict[str, Any]:
+    """Capture a pain point, feature idea or bug as a queued feedback file (`loop_painpoint`).
+    The context is sanitized first (secrets, machine paths, e-mail and IP addresses, UUIDs
+    removed; at most 500 characters); what may still be personal is listed as warnings.
+
+    Returns `{captured, id, path, type, title, severity, context_sanitized, removed,
+    sanitization_warnings, message}`. Raises InvalidRequest for a bad type, severity or text.
+    """
+    cleaned: str | None = None
+    removed: dict[str, int] = {}
+    warnings: list[str] = []
+    if context and context.strip():
+        result = sanitize(context, root=str(ctx.root), home=str(ctx.home_folder()), personal=True)
+        flat = " ".join(result.text.split())
+        cleaned = flat if len(flat) <= feedback_core.CONTEXT_CHARS else flat[: feedback_core.CONTEXT_CHARS].rstrip() + "..."
+        removed = dict(result.found)
+        warnings = personal_warnings(cleaned)
+    draft = feedback_core.new_feedback(
+        "FB-00000000-draft000", type=type, title=title, description=description, now=ctx.stamp(), severity=severity, context=cleaned, warnings=warnings
+    )
+    files = feedback_store(ctx.root)
+    new_id, path = files.create(_new_id(ctx, feedback_core.ID_PREFIX), lambda item_id: feedback_core.render_feedback(replace(draft, id=item_id)))
+    return {
+        "captured": True,
+        "id": new_id,
+        "path": files.relpath(path),
+        "type": draft.type,
+        "title": draft.title,
+        "severity": draft.severity,
+        "context_sanitized": cleaned is not None,
+        "removed": removed,
+        "sanitization_warnings": warnings,
+        "message": f"Feedback {new_id} captured and queued in {files.relpath(path)}; nothing is shared until a person does so.",
+    }
+
+
+def list_feedback(ctx: Context, *, statuses: Sequence[str] | None = None, limit: int = 20) -> dict[str, Any]:
+    """Captured feedback, newest first (`loop_feedback_list`; default: the queued items).
+    Returns `{feedback_specs: [{id, type, title, severity, status, created_at}], count, total,
+    truncated, problems}`."""
+    _check_limit(limit)
+    wanted = feedback_core.check_statuses(statuses) if statuses else {"queued"}
+    items, problems = feedback_store(ctx.root).read_all()
+    chosen = sorted((item for _path, item in items if item.status in wanted), key=lambda item: (item.created or "", item.id), reverse=True)
+    page = chosen[:limit]
+    return {
+        "feedback_specs": [feedback_core.feedback_brief(item) for item in page],
+        "count": len(page),
+        "total": len(chosen),
+        "truncated": len(chosen) > len(page),
+        "problems": problems,
+    }
+
+
+# --------------------------------------------------------------------------- connect
+
+
+def connect(
+    ctx: Context,
+    *,
+    query: str | None = None,
+    include_tasks: bool = True,
+    id: str | None = None,
+    to: Sequence[str] | None = None,
+    remove: bool = False,
+    both: bool = False,
+) -> dict[str, Any]:
+    """LoopFlow's associative memory (`loop_connect`), in one of two forms.
+
+    With `query`: the insights matching it (summaries and their links), the items those link
+    to (`via: "link"`), and matching tasks: `{query, insights, linked, tasks, suggestion}`.
+    With `id` and `to`: links the insight to those items (any kind; `both` links target
+    insights back, `remove` unlinks), as `link_insight` does; `loop_expand` with
+    include_links shows them. Raises InvalidRequest unless exactly one form is given.
+    """
+    if bool(query and query.strip()) == bool(id):
+        raise InvalidRequest("give either a query (find connections) or an id with `to` (make them)", details={"fields": ["query", "id", "to"]})
+    if id:
+        return link_insight(ctx, id, list(to or ()), remove=remove, both=both)
+    from moss_files.index import query as search_query
+
+    parsed = search_query.parse_query(query or "")
+    now = ctx.now()
+
+    def work(view: Any) -> dict[str, Any]:
+        found = view.search(parsed, now=now, kinds=("insight",), limit=10)
+        insights: list[dict[str, Any]] = []
+        linked_ids: list[str] = []
+        for hit in found.hits:
+            links = view.links_of(hit)
+            record = view.record(hit) or {}
+            insights.append({"id": hit.id, "summary": hit.summary, "type": record.get("type"), "links": record.get("links", links)})
+            linked_ids.extend(link for link in record.get("links", links) if link not in linked_ids)
+        matched = {item["id"].casefold() for item in insights}
+        targets = [link for link in linked_ids if link.casefold() not in matched]
+        hits = view.lookup(targets) if targets else {}
+        linked = [{"id": other.id, "kind": other.kind, "summary": other.summary, "via": "link"} for target in targets for other in hits.get(target, [])[:1]]
+        tasks = []
+        if include_tasks:
+            tasks = [{"id": hit.id, "summary": hit.summary, "status": hit.status} for hit in view.search(parsed, now=now, kinds=("task",), limit=5).hits]
+        return {"insights": insights, "linked": linked, "tasks": tasks}
+
+    result = open_index(ctx).run(work) if parsed.has_text or parsed.filters else {"insights": [], "linked": [], "tasks": []}
+    anything = result["insights"] or result["tasks"]
+    return {
+        "query": query,
+        **result,
+        "suggestion": "loop_expand the ids you need for full records" if anything else "no direct matches: try broader terms, or loop_scan",
+    }

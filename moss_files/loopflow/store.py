@@ -1,7 +1,7 @@
-"""Insight and session files: find, read, create and edit them under `.moss/insights/` and
-`.moss/sessions/`.
+"""Insight, session and feedback files: find, read, create and edit them under
+`.moss/insights/`, `.moss/sessions/` and `.moss/feedback/`.
 
-Edge layer: owns those two folders, one markdown file per item named after its id; all bytes
+Edge layer: owns those folders, one markdown file per item named after its id; all bytes
 go through `fs` (a new file is created exclusively, an edit is a guarded read-modify-write), and
 the pure models (`insights`, `sessions`) parse what is read. Files that cannot be read are
 reported as problems, never skipped silently.
@@ -17,11 +17,12 @@ from typing import Any, Generic, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import MossError, NotFound
-from moss_files.loopflow import insights, sessions
+from moss_files.loopflow import feedback, insights, sessions
+from moss_files.loopflow.feedback import Feedback
 from moss_files.loopflow.insights import Insight
 from moss_files.loopflow.sessions import Session
 
-T = TypeVar("T", Insight, Session)
+T = TypeVar("T", Insight, Session, Feedback)
 
 CREATE_ATTEMPTS = 5
 
@@ -44,8 +45,13 @@ def _parse_session(doc: Document, relpath: str, stem: str) -> Session:
     return sessions.parse_session(doc, relpath, fallback_id=stem)
 
 
+def _parse_feedback(doc: Document, relpath: str, stem: str) -> Feedback:
+    return feedback.parse_feedback(doc, relpath, fallback_id=stem)
+
+
 INSIGHTS: Kind[Insight] = Kind("insight", insights.FOLDER, insights.ID_PREFIX, _parse_insight)
 SESSIONS: Kind[Session] = Kind("session", sessions.FOLDER, sessions.ID_PREFIX, _parse_session)
+FEEDBACK: Kind[Feedback] = Kind("feedback", feedback.FOLDER, feedback.ID_PREFIX, _parse_feedback)
 
 
 class ItemStore(Generic[T]):
@@ -126,3 +132,8 @@ def insight_store(root: Path) -> ItemStore[Insight]:
 def session_store(root: Path) -> ItemStore[Session]:
     """The session files of a workspace."""
     return ItemStore(root, SESSIONS)
+
+
+def feedback_store(root: Path) -> ItemStore[Feedback]:
+    """The feedback files of a workspace."""
+    return ItemStore(root, FEEDBACK)

@@ -84,7 +84,9 @@ TOOL_SETS: dict[str, ToolSet] = {
     toolset.name: toolset
     for toolset in (
         ToolSet("moss", "moss_files.mcp.tools.moss", "context capsules: store, fetch, update, list, compose, export/import"),
+        ToolSet("capsule", "moss_files.mcp.tools.capsule", "the moss set's tools under Moss's newest names: capsule_store, capsule_search, ...", default=False),
         ToolSet("loop", "moss_files.mcp.tools.loop", "search every artifact (scan, expand, timeline), sessions and insights"),
+        ToolSet("share", "moss_files.mcp.tools.share", "insight bundles between repositories (loop_export, loop_import) and feedback", default=False),
         ToolSet("cstack", "moss_files.mcp.tools.cstack", "memory files: CURRENT.md status, PLAN.md tasks, MEMORY.md"),
         ToolSet("needlecast", "moss_files.mcp.tools.needlecast", "messages between sleeves: send, inbox, read, outbox"),
         ToolSet("moe", "moss_files.mcp.tools.moe", "task board: epics, tasks, claims, plans, steps, QA, teams, activity", default=False),

@@ -15,7 +15,10 @@ from helpers import wait_for
 from moss_files.cli.main import app
 
 FULL = "## Objective\nShip login.\n\n## Status\nHalf.\n\n## Decisions\n- JWT\n\n## Next steps\n(none)\n\n## Files\n- a.py\n\n## Risks\n- none yet\n"
-COMMANDS = ("store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list", "inventory", "compose", "export", "import", "purge", "history")
+COMMANDS = (
+    "store", "fetch", "fetch-many", "update", "append", "delete", "latest", "list", "inventory", "capsule-search", "compose", "export", "import",
+    "purge", "bulk-update", "bulk-delete", "history",
+)  # fmt: skip
 
 
 @pytest.fixture

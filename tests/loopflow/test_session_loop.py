@@ -44,6 +44,7 @@ def test_orient_opens_a_session_then_resumes_it(ctx: loopflow.Context) -> None:
         "session",
         "resumed",
         "repo",
+        "repo_summary",
         "suggested_actions",
         "recent_sessions",
         "insights",

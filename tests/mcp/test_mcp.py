@@ -43,12 +43,22 @@ ANNOTATIONS = {
     "moss.export": (False, True, False),
     "moss.import": (False, True, False),
     "moss.purge": (False, True, True),
+    "moss.search": (True, False, True),
+    "moss.bulk_update": (False, True, True),
+    "moss.bulk_delete": (False, True, True),
     "loop_scan": (True, False, True),
     "loop_expand": (True, False, True),
     "loop_timeline": (True, False, True),
     "loop_orient": (False, False, False),
     "loop_remember": (False, False, False),
     "loop_handoff": (False, True, True),
+    "loop_insight_update": (False, True, True),
+    "loop_connect": (False, True, True),
+    "loop_task_create": (False, False, False),
+    "loop_task_update": (False, True, True),
+    "loop_task_list": (True, False, True),
+    "loop_update_summary": (False, True, False),
+    "loop_probe": (True, False, True),
     "cstack.status": (True, False, True),
     "cstack.plan": (True, False, True),
     "cstack.ready": (True, False, True),
@@ -211,6 +221,39 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         again = await calls.ok("loop_handoff", summary="Login works.", next_actions=["Add rate limiting"], completed=["form"], session=handed["session"]["id"])
         assert again["changed"] is False
 
+        # Moss's later capsule tools
+        hits = await calls.ok("moss.search", query="login flow")
+        assert hits["sort"] == "relevance" and hits["items"] and "<b>login</b>" in hits["items"][0]["snippet"]
+        await calls.error("moss.search", "INVALID_REQUEST", query=" ")
+        planned = await calls.ok("moss.bulk_update", workspace="default", set_phase="review", dry_run=True)
+        assert planned["dry_run"] is True and planned["updated"] >= 1
+        await calls.error("moss.bulk_update", "INVALID_REQUEST", set_phase="review")
+        dropped = await calls.ok("moss.bulk_delete", workspace="nowhere")
+        assert dropped["deleted"] == 0
+
+        # LoopFlow's task, insight, summary and probe tools
+        task = await calls.ok("loop_task_create", id="LF-1", title="[IMPL] Rate limiting", priority="high", acceptance_criteria=["429 after ten tries"])
+        assert task["task"]["status"] == "TODO" and task["task"]["acceptance_criteria"] == ["429 after ten tries"]
+        await calls.error("loop_task_create", "ALREADY_EXISTS", id="LF-1", title="[IMPL] Again")
+        finished = await calls.ok("loop_task_update", id="LF-1", status="DONE", notes="Done with a token bucket.")
+        assert finished["task"]["status"] == "DONE" and finished["task"]["section"] == "Completed"
+        listed = await calls.ok("loop_task_list", status=["DONE"], priority=["high"])
+        assert [t["id"] for t in listed["tasks"]] == ["form", "LF-1"]  # both P1, both done
+        changed = await calls.ok("loop_insight_update", id=remembered["id"], status="discussed", add_tags=["oauth"])
+        assert changed["changed"] == ["status", "tags"] and changed["updated"] is True
+        await calls.error("loop_insight_update", "INVALID_REQUEST", id=remembered["id"])
+        linked = await calls.ok("loop_connect", id=remembered["id"], to=["LF-1"])
+        assert linked["links"] == ["LF-1"]
+        related = await calls.ok("loop_connect", query="SameSite")
+        assert related["insights"][0]["id"] == remembered["id"] and related["linked"][0]["id"] == "LF-1"
+        await calls.error("loop_connect", "INVALID_REQUEST")
+        noted = await calls.ok("loop_update_summary", repo_summary="A login service.", suggested_actions="Add rate limiting")
+        assert noted["updated"] == ["repo_summary", "suggested_actions"]
+        asked = await calls.ok(
+            "loop_probe", question="Which store?", why="Sessions must survive restarts.", options=["redis", "sqlite"], default_option="sqlite"
+        )
+        assert asked["formatted_question"]["options"][1] == {"label": "sqlite", "is_default": True}
+
     needlecast.route_once(Context(team))
     async with connect(team / "bob", mode, ("needlecast",)) as client:
         bob = Calls(client)
@@ -229,6 +272,21 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
 # --------------------------------------------------------------------------- listing
 
 
+def _titles(node: Any) -> list[str]:
+    """The `title` keywords of a JSON schema (a property named "title" is not one)."""
+    if isinstance(node, list):
+        return [found for item in node for found in _titles(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["title"]] if isinstance(node.get("title"), str) else []
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            found.extend(title for sub in value.values() for title in _titles(sub))
+        elif key != "title":
+            found.extend(_titles(value))
+    return found
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_annotations_schemas_and_descriptions(team: Path, mode: str) -> None:
@@ -240,8 +298,7 @@ async def test_annotations_schemas_and_descriptions(team: Path, mode: str) -> No
         assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == ANNOTATIONS[tool.name], tool.name
         assert tool.description and len(tool.description) < 400
         assert tool.output_schema is None
-        schema = json.dumps(tool.input_schema)
-        assert '"title"' not in schema.replace('"title": {', ""), tool.name  # pydantic's titles are dropped
+        assert not _titles(tool.input_schema), tool.name  # pydantic's titles are dropped
         assert all("description" in prop for prop in tool.input_schema.get("properties", {}).values()), tool.name
 
 

@@ -34,7 +34,7 @@ async def test_moss_serve_over_stdio(tmp_path: Path, mode: str) -> None:
     # Started in a subfolder, like an agent started there: the workspace is found above it.
     async with Client(params(root / "src"), mode=mode) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 33 and {"moss.store", "loop_scan", "cstack.plan", "needlecast.send"} <= {t.name for t in tools}
+        assert len(tools) == 43 and {"moss.store", "loop_scan", "cstack.plan", "needlecast.send"} <= {t.name for t in tools}
         stored = await client.call_tool("moss.store", {"capsule_text": CAPSULE, "name": "auth"})
         assert not stored.is_error
         fetched = await client.call_tool("moss.fetch", {"name": "auth"})

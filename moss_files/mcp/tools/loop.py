@@ -1,8 +1,11 @@
 """The `loop` tool set: LoopFlow's progressive disclosure (`loop_scan` → `loop_expand`,
-`loop_timeline`) over every artifact, and its session tools (`loop_orient`, `loop_remember`,
-`loop_handoff`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
-(`index.service`) or `moss session|insight` (`loopflow.service`) calls, so both return the same
-shapes and errors. The use cases load on a tool's first call, not when the tool set is
+`loop_timeline`) over every artifact, its session tools (`loop_orient`, `loop_remember`,
+`loop_handoff`, `loop_update_summary`, `loop_probe`), insights (`loop_insight_update`,
+`loop_connect`) and tasks in PLAN.md (`loop_task_create|update|list`); `register_sharing`
+declares the opt-in `share` set: sharing bundles (`loop_export`, `loop_import_preview`,
+`loop_import`) and feedback (`loop_painpoint`, `loop_feedback_list`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
+(`index.service`), `moss session|insight|backlog|feedback` (`loopflow.service`, `backlog`,
+`sharing`) calls, so both return the same shapes and errors. The use cases load on a tool's first call, not when the tool set is
 declared, which keeps them out of every `moss serve` start.
 """
 
@@ -14,6 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from moss_files.foundation import config
+from moss_files.foundation.context import Context
 from moss_files.mcp.server import ToolRegistry
 
 Scope = Annotated[
@@ -160,3 +165,276 @@ def register(tools: ToolRegistry) -> None:
             task=task,
         )
         return loopflow.handoff(ctx, request, session_id=session, agent=agent)
+
+    # ----------------------------------------------------------------- insights
+
+    @tools.tool(
+        "loop_insight_update",
+        "Change an insight: status, type, tags/links (replace, add_, remove_), notes, summary, context, content. Only the "
+        "changed lines of its file change. Returns {id, updated, changed, insight, message}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def insight_update(
+        id: Annotated[str, Field(description="Insight id.")],
+        status: Annotated[str | None, Field(description="unprocessed or discussed.")] = None,
+        type: Annotated[str | None, Field(description="domain, architecture, edge_case, technical or process.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Replace the tags.")] = None,
+        add_tags: Annotated[list[str] | None, Field(description="Add tags.")] = None,
+        remove_tags: Annotated[list[str] | None, Field(description="Remove tags.")] = None,
+        links: Annotated[list[str] | None, Field(description="Replace the linked ids.")] = None,
+        add_links: Annotated[list[str] | None, Field(description="Add linked ids.")] = None,
+        remove_links: Annotated[list[str] | None, Field(description="Remove linked ids.")] = None,
+        notes: Annotated[str | None, Field(description='Replace the notes ("" clears).')] = None,
+        summary: Annotated[str | None, Field(description='One-line summary ("" returns to the generated one).')] = None,
+        context: Annotated[str | None, Field(description='Two or three sentences ("" returns to the generated one).')] = None,
+        content: Annotated[str | None, Field(description="Replace the insight's text.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+        from moss_files.loopflow.insights import Update
+
+        update = Update(
+            status=status,
+            type=type,
+            tags=tuple(tags) if tags is not None else None,
+            add_tags=tuple(add_tags or ()),
+            remove_tags=tuple(remove_tags or ()),
+            links=tuple(links) if links is not None else None,
+            add_links=tuple(add_links or ()),
+            remove_links=tuple(remove_links or ()),
+            notes=notes,
+            summary=summary,
+            context=context,
+            content=content,
+        )
+        return loopflow.update_insight(ctx, id, update)
+
+    @tools.tool(
+        "loop_connect",
+        "What relates to this? With query: matching insights (summaries, links), the items they link to, matching tasks. "
+        "With id and to: link that insight to those items (both: link insights back; remove: unlink); loop_expand "
+        "include_links shows links.",
+        destructive=True,
+        idempotent=True,
+    )
+    def connect(
+        query: Annotated[str | None, Field(description="Concept or topic to find connections for.")] = None,
+        include_tasks: Annotated[bool, Field(description="With query: also search tasks.")] = True,
+        id: Annotated[str | None, Field(description="Insight to link from (instead of query).")] = None,
+        to: Annotated[list[str] | None, Field(description="With id: ids of the items to link to (any kind).")] = None,
+        both: Annotated[bool, Field(description="With id: also link each target insight back.")] = False,
+        remove: Annotated[bool, Field(description="With id: remove these links instead.")] = False,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        return loopflow.connect(ctx, query=query, include_tasks=include_tasks, id=id, to=to, both=both, remove=remove)
+
+    # ----------------------------------------------------------------- tasks (PLAN.md)
+
+    @tools.tool(
+        "loop_task_create",
+        "Add a task to .cstack/PLAN.md with your id (LF-104): title ([IMPL] ...), priority high|medium|low, status "
+        "TODO|IN_PROGRESS|DONE|BLOCKED|CANCELLED, depends_on, acceptance_criteria, description, notes. Returns {created, task, message}.",
+    )
+    def task_create(
+        id: Annotated[str, Field(description="Task id, e.g. LF-104.")],
+        title: Annotated[str, Field(description="One line, with its type prefix, e.g. [IMPL] Add search.")],
+        description: Annotated[str | None, Field(description="What to do (paragraphs).")] = None,
+        priority: Annotated[str, Field(description="high, medium or low.")] = "medium",
+        status: Annotated[str, Field(description="TODO (default), IN_PROGRESS, DONE, BLOCKED or CANCELLED.")] = "TODO",
+        depends_on: Annotated[list[str] | None, Field(description="Ids of tasks this one waits for.")] = None,
+        acceptance_criteria: Annotated[list[str] | None, Field(description="One line each.")] = None,
+        notes: Annotated[str | None, Field(description="Notes.")] = None,
+        test_file: Annotated[str | None, Field(description="The test that proves it done.")] = None,
+        reason: Annotated[str | None, Field(description="Why, for BLOCKED or CANCELLED.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import backlog
+
+        return backlog.create_task(
+            ctx,
+            id=id,
+            title=title,
+            description=description,
+            priority=priority,
+            status=status,
+            depends_on=depends_on,
+            acceptance_criteria=acceptance_criteria,
+            notes=notes,
+            test_file=test_file,
+            reason=reason,
+        )
+
+    @tools.tool(
+        "loop_task_update",
+        "Change a PLAN.md task by id: status (any to any; the line moves between sections as cstack moves it), priority, "
+        'title, description, notes, depends_on, acceptance_criteria, test_file ("" clears). Returns {updated, task, changes, message}.',
+        destructive=True,
+        idempotent=True,
+    )
+    def task_update(
+        id: Annotated[str, Field(description="Task id.")],
+        status: Annotated[str | None, Field(description="TODO, IN_PROGRESS, DONE, BLOCKED or CANCELLED.")] = None,
+        priority: Annotated[str | None, Field(description="high, medium or low.")] = None,
+        title: Annotated[str | None, Field(description="New title.")] = None,
+        description: Annotated[str | None, Field(description="New description.")] = None,
+        notes: Annotated[str | None, Field(description="New notes.")] = None,
+        depends_on: Annotated[list[str] | None, Field(description="Replace the dependencies.")] = None,
+        acceptance_criteria: Annotated[list[str] | None, Field(description="Replace the criteria.")] = None,
+        test_file: Annotated[str | None, Field(description="New test file.")] = None,
+        reason: Annotated[str | None, Field(description="Why, for BLOCKED, CANCELLED or DONE.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import backlog
+
+        return backlog.update_task(
+            ctx,
+            id=id,
+            status=status,
+            priority=priority,
+            title=title,
+            description=description,
+            notes=notes,
+            depends_on=depends_on,
+            acceptance_criteria=acceptance_criteria,
+            test_file=test_file,
+            reason=reason,
+        )
+
+    @tools.tool(
+        "loop_task_list",
+        "PLAN.md's tasks with ids, in file order: {tasks: [{id, title, status, priority, depends_on}], count, total, "
+        "truncated}; with ids, their full records (description, acceptance_criteria, notes, ...).",
+        read_only=True,
+    )
+    def task_list(
+        status: Annotated[list[str] | None, Field(description="Only these statuses, e.g. [TODO, IN_PROGRESS].")] = None,
+        priority: Annotated[list[str] | None, Field(description="Only these priorities, e.g. [high].")] = None,
+        ids: Annotated[list[str] | None, Field(description="Full records of these tasks instead.")] = None,
+        limit: Annotated[int, Field(description="At most this many.")] = 20,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import backlog
+
+        return backlog.list_tasks(ctx, statuses=status, priorities=priority, ids=ids, limit=limit)
+
+    # ----------------------------------------------------------------- summary, probe
+
+    @tools.tool(
+        "loop_update_summary",
+        "Leave notes for the next session in .moss/summary.md (loop_orient shows them): repo_summary, folder_structure, "
+        "suggested_actions; each replaces its section. Returns {success, updated, message, repo_summary}.",
+        destructive=True,
+    )
+    def update_summary(
+        repo_summary: Annotated[str | None, Field(description="What the repository is and where it stands.")] = None,
+        folder_structure: Annotated[str | None, Field(description="Annotated tree of the key folders.")] = None,
+        suggested_actions: Annotated[str | None, Field(description="What the next session should do (one per line).")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        return loopflow.update_summary(ctx, repo_summary=repo_summary, folder_structure=folder_structure, suggested_actions=suggested_actions)
+
+    @tools.tool(
+        "loop_probe",
+        "Ask the user a structured question: what, why, options, a safe default. Returns it formatted for you to present; wait for the answer.",
+        read_only=True,
+    )
+    def probe(
+        question: Annotated[str, Field(description="The question.")],
+        why: Annotated[str, Field(description="Why you need the answer.")],
+        options: Annotated[list[str] | None, Field(description="Suggested answers.")] = None,
+        default_option: Annotated[str | None, Field(description="The safe choice if the user is unsure.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        return loopflow.probe(ctx, question=question, why=why, options=options, default_option=default_option)
+
+
+def register_sharing(tools: ToolRegistry) -> None:
+    """Declare the `share` set: sharing bundles and feedback (opt-in: an agent needs them now
+    and then, and their schemas would ride along in every default tools/list otherwise)."""
+    base = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
+
+    def settings() -> Context:
+        # Read per call, as the capsule tools do: where bundles may go is set in .moss/config.toml.
+        return replace(base, config=config.load_config(base.root, home=base.home))
+
+    # ----------------------------------------------------------------- sharing bundles
+
+    @tools.tool(
+        "loop_export",
+        "Export insights to a bundle file for another repository: by ids, else by tags, types and query (all when none), "
+        "plus the insights they link to; secrets and machine paths are removed. Returns {bundle_path, insights_exported, ...}.",
+        destructive=True,
+    )
+    def export(
+        output_path: Annotated[
+            str | None, Field(description="A .json path in .moss/exports/ or an allowed folder (default: .moss/exports/insights-<time>.json).")
+        ] = None,
+        insight_ids: Annotated[list[str] | None, Field(description="Exactly these insights.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Insights with any of these tags.")] = None,
+        types: Annotated[list[str] | None, Field(description="Insights of these types.")] = None,
+        query: Annotated[str | None, Field(description="Insights matching this search.")] = None,
+        include_links: Annotated[bool, Field(description="Add the insights they link to.")] = True,
+        reason: Annotated[str | None, Field(description="A note for the receiver.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import sharing
+
+        return sharing.export_bundle(
+            settings(), path=output_path, ids=insight_ids, tags=tags, types=types, query=query, include_links=include_links, reason=reason
+        )
+
+    @tools.tool(
+        "loop_import_preview",
+        "What importing a bundle (or a LoopFlow insights.json) would do, per entry: new, duplicate (same content here) or "
+        "conflict (same id, other content). Writes nothing.",
+        read_only=True,
+    )
+    def import_preview(bundle_path: Annotated[str, Field(description="The bundle's .json path.")]) -> dict[str, Any]:
+        from moss_files.loopflow import sharing
+
+        return sharing.preview_bundle(settings(), path=bundle_path)
+
+    @tools.tool(
+        "loop_import",
+        "Import a bundle's insights (all or selected_ids), all or nothing: new ones get ids here and their links follow; "
+        "duplicates are skipped; conflicts are skipped unless skip_conflicts is false (the local insight is updated).",
+        destructive=True,
+        idempotent=True,
+    )
+    def import_(
+        bundle_path: Annotated[str, Field(description="The bundle's .json path.")],
+        selected_ids: Annotated[list[str] | None, Field(description="Only these original ids (from the preview).")] = None,
+        skip_duplicates: Annotated[bool, Field(description="Leave out entries whose content is here already.")] = True,
+        skip_conflicts: Annotated[bool, Field(description="Leave out entries whose id is here with other content.")] = True,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import sharing
+
+        return sharing.import_bundle(settings(), path=bundle_path, selected_ids=selected_ids, skip_duplicates=skip_duplicates, skip_conflicts=skip_conflicts)
+
+    @tools.tool(
+        "loop_painpoint",
+        "Record a pain point, feature idea or bug about the tools, queued in .moss/feedback/ (nothing is sent). The context "
+        "is sanitized first. Returns {captured, id, path, ..., sanitization_warnings}.",
+    )
+    def painpoint(
+        type: Annotated[str, Field(description="pain_point, feature_idea or bug.")],
+        title: Annotated[str, Field(description="One line.")],
+        description: Annotated[str, Field(description="What happened, or the idea.")],
+        context: Annotated[str | None, Field(description="What you were doing (sanitized before it is stored).")] = None,
+        severity: Annotated[str | None, Field(description="low, medium (default), high or critical.")] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        return loopflow.painpoint(base, type=type, title=title, description=description, context=context, severity=severity)
+
+    @tools.tool(
+        "loop_feedback_list",
+        "Captured feedback, newest first (default: queued): {feedback_specs: [{id, type, title, severity, status, created_at}], count, total, truncated}.",
+        read_only=True,
+    )
+    def feedback_list(
+        status: Annotated[list[str] | None, Field(description="queued, shared or dismissed (default: queued).")] = None,
+        limit: Annotated[int, Field(description="At most this many.")] = 20,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        return loopflow.list_feedback(base, statuses=status, limit=limit)

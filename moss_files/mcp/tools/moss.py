@@ -1,13 +1,22 @@
-"""The `moss` tool set: Moss's capsule operations (`moss.store` … `moss.purge`, `moss.compose`,
-`moss.append`) as MCP tools. Entry layer: each tool is one call of the capsule use case
-(`capsules.service`, `capsules.transfer`) that `moss store|fetch|…` calls, so both return the
-same shapes and errors. The use cases load on a tool's first call, not when the tool set is
-declared: imported here they would add about 15 ms to every `moss serve` start, also for
-clients that never call a capsule tool.
+"""The capsule tool sets: Moss's sixteen operations (store, fetch, fetch_many, update, append,
+delete, latest, list, inventory, search, compose, export, import, purge, bulk_update,
+bulk_delete) under the v1 design's names (`moss.store`, the `moss` set) and under Moss's newest
+names (`capsule_store`, the opt-in `capsule` set). Entry layer: each tool is one call of the
+capsule use case (`capsules.service`, `search`, `bulk`, `transfer`) that `moss store|fetch|…`
+calls, so both spellings and the CLI return the same shapes and errors. The use cases load on
+a tool's first call, not when the tool set is declared: imported here they would add about
+15 ms to every `moss serve` start, also for clients that never call a capsule tool.
+
+An operation switched off in `disabled_tools` under either name is off under both, and
+`disabled_types = ["capsule"]` switches off every capsule tool, as in Moss (types name the
+`<type>_*` families of Moss's tools; "capsule" is the one Moss knows, and an unknown type is a
+warning in the server's log).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Annotated, Any, NotRequired
 
@@ -15,8 +24,15 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from moss_files.foundation import config
+from moss_files.foundation.config import Config
 from moss_files.foundation.context import Context
 from moss_files.mcp.server import ToolRegistry
+
+log = logging.getLogger("moss_files.mcp")
+
+CAPSULE_TYPE = "capsule"
+KNOWN_TYPES = frozenset({CAPSULE_TYPE})
+_warned: set[str] = set()
 
 Id = Annotated[str | None, Field(description="Capsule id (ULID). Give an id or a name, not both.")]
 Workspace = Annotated[str | None, Field(description='Workspace (default "default").')]
@@ -48,15 +64,42 @@ class StoreAs(TypedDict):
 
 
 def register(tools: ToolRegistry) -> None:
-    """Declare the capsule tools."""
+    """Declare the capsule tools under the v1 design's names (`moss.store`, …)."""
+    _declare(tools, lambda op: f"moss.{op}")
+
+
+def register_capsule_names(tools: ToolRegistry) -> None:
+    """Declare the capsule tools under Moss's newest names (`capsule_store`, …)."""
+    _declare(tools, lambda op: f"capsule_{op}")
+
+
+def type_disabled(settings: Config) -> bool:
+    """Whether the workspace's `disabled_types` switches the capsule tools off; an unknown
+    type is logged once as a warning, as Moss does."""
+    types = {item.strip().lower() for item in settings.disabled_types if item.strip()}
+    for unknown in sorted(types - KNOWN_TYPES - _warned):
+        _warned.add(unknown)
+        log.warning("disabled_types: unknown type %r (known: %s)", unknown, ", ".join(sorted(KNOWN_TYPES)))
+    return CAPSULE_TYPE in types
+
+
+def _declare(tools: ToolRegistry, name_of: Callable[[str], str]) -> None:
     ws = tools.context
+    if type_disabled(ws.config):
+        return
+
+    def operation(op: str, description: str, **hints: bool) -> Callable[[Any], Any]:
+        # One operation, two names: switching either name off switches the operation off.
+        if {f"moss.{op}", f"moss_{op}", f"capsule_{op}"} & tools.disabled:
+            return lambda fn: fn
+        return tools.tool(name_of(op), description.replace("{names}", name_of("")), **hints)
 
     def ctx() -> Context:
         # The config is read per call, so a long-running server sees edits of .moss/config.toml.
         return replace(ws, config=config.load_config(ws.root, home=ws.home))
 
-    @tools.tool(
-        "moss.store",
+    @operation(
+        "store",
         'Store a context capsule (lint: the six sections, unless allow_thin). mode "replace" overwrites the live capsule '
         'of that name, keeping its id; "error" (default) refuses with NAME_ALREADY_EXISTS. Returns {id, task_link, fetch_key}.',
         destructive=True,
@@ -91,8 +134,8 @@ def register(tools: ToolRegistry) -> None:
             role=role,
         )
 
-    @tools.tool(
-        "moss.fetch",
+    @operation(
+        "fetch",
         "One capsule by id or by workspace+name, with capsule_text (include_text false: metadata only).",
         read_only=True,
     )
@@ -107,8 +150,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.fetch(ctx(), id=id, workspace=workspace, name=name, include_text=include_text, include_deleted=include_deleted)
 
-    @tools.tool(
-        "moss.fetch_many",
+    @operation(
+        "fetch_many",
         "Up to 50 capsules at once; missing ones go to errors [{ref, code, message}], the rest to items.",
         read_only=True,
     )
@@ -121,8 +164,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.fetch_many(ctx(), items=items, include_text=include_text, include_deleted=include_deleted)
 
-    @tools.tool(
-        "moss.update",
+    @operation(
+        "update",
         'Change a live capsule\'s text or fields ("" clears an optional field; text is linted). Returns {id, task_link, fetch_key}.',
         destructive=True,
     )
@@ -156,8 +199,8 @@ def register(tools: ToolRegistry) -> None:
             allow_thin=allow_thin,
         )
 
-    @tools.tool(
-        "moss.append",
+    @operation(
+        "append",
         "Add content to one section of a live capsule (exact header name, any case); a placeholder body such as "
         "(none) or TBD is replaced. Returns {id, section_hit, replaced}.",
     )
@@ -172,8 +215,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.append(ctx(), section=section, content=content, id=id, workspace=workspace, name=name)
 
-    @tools.tool(
-        "moss.delete",
+    @operation(
+        "delete",
         "Soft-delete a capsule (recoverable with include_deleted, purged later); frees its name. Returns {deleted, id}.",
         destructive=True,
         idempotent=True,
@@ -183,8 +226,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.delete(ctx(), id=id, workspace=workspace, name=name)
 
-    @tools.tool(
-        "moss.latest",
+    @operation(
+        "latest",
         "The most recently updated capsule of a workspace: {item}, a summary unless include_text; {item: null} if none.",
         read_only=True,
     )
@@ -200,8 +243,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.latest(ctx(), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role)
 
-    @tools.tool(
-        "moss.list",
+    @operation(
+        "list",
         "Capsule summaries of one workspace, newest first, never their text (limit 20, max 100). Returns {items, pagination, sort}.",
         read_only=True,
     )
@@ -220,8 +263,8 @@ def register(tools: ToolRegistry) -> None:
             ctx(), workspace=workspace, limit=limit, offset=offset, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
         )
 
-    @tools.tool(
-        "moss.inventory",
+    @operation(
+        "inventory",
         "Capsule summaries across all workspaces, filtered, newest first, never their text (limit 100, max 500).",
         read_only=True,
     )
@@ -251,8 +294,8 @@ def register(tools: ToolRegistry) -> None:
             offset=offset,
         )
 
-    @tools.tool(
-        "moss.compose",
+    @operation(
+        "compose",
         "Join capsules into one bundle in the order given (all or nothing); sections keeps only those sections; "
         "store_as {name, workspace?, mode?} stores the bundle. Returns {bundle_text, bundle_chars, parts_count, stored?}.",
         destructive=True,
@@ -267,8 +310,8 @@ def register(tools: ToolRegistry) -> None:
 
         return capsules.compose(ctx(), items=items, format=format, sections=sections, store_as=store_as)
 
-    @tools.tool(
-        "moss.export",
+    @operation(
+        "export",
         "Write capsules to a JSONL file (default ~/.moss/exports/<workspace>-<time>.jsonl; an earlier export at path "
         "is replaced, any other file refused). Returns {path, count, exported_at}.",
         destructive=True,
@@ -282,8 +325,8 @@ def register(tools: ToolRegistry) -> None:
 
         return transfer.export(ctx(), path=path, workspace=workspace, include_deleted=include_deleted)
 
-    @tools.tool(
-        "moss.import",
+    @operation(
+        "import",
         "Restore capsules from a Moss JSONL export, all or nothing. mode: error (default: refuse collisions), replace, "
         "rename. Returns {imported, skipped, errors}.",
         destructive=True,
@@ -296,8 +339,8 @@ def register(tools: ToolRegistry) -> None:
 
         return transfer.import_capsules(ctx(), path=path, mode=mode)
 
-    @tools.tool(
-        "moss.purge",
+    @operation(
+        "purge",
         "Permanently delete soft-deleted capsules (of one workspace, or deleted more than N days ago). Returns {purged, message}.",
         destructive=True,
         idempotent=True,
@@ -309,3 +352,92 @@ def register(tools: ToolRegistry) -> None:
         from moss_files.capsules import service as capsules
 
         return capsules.purge(ctx(), workspace=workspace, older_than_days=older_than_days)
+
+    @operation(
+        "search",
+        "Full-text search over capsules, best first, with a snippet per hit (HTML-escaped, matches in <b>); every word "
+        'must match (match "any": one). Filters as inventory. Returns {items, pagination, sort: "relevance"}.',
+        read_only=True,
+    )
+    def search(
+        query: Annotated[str, Field(description='Words, "phrases", -exclusions (at most 1000 characters).')],
+        workspace: Annotated[str | None, Field(description="Only this workspace.")] = None,
+        tag: Annotated[str | None, Field(description="Only capsules with this tag.")] = None,
+        run_id: RunId = None,
+        phase: Phase = None,
+        role: Role = None,
+        include_deleted: IncludeDeleted = False,
+        limit: Annotated[int | None, Field(description="Page size (default 20, max 100).")] = None,
+        offset: Offset = None,
+        match: Annotated[str | None, Field(description='"all" words (default) or "any".')] = None,
+    ) -> dict[str, Any]:
+        from moss_files.capsules import search as capsule_search
+
+        return capsule_search.search(
+            ctx(),
+            query=query,
+            workspace=workspace,
+            tag=tag,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+            include_deleted=include_deleted,
+            limit=limit,
+            offset=offset,
+            match=match,
+        )
+
+    @operation(
+        "bulk_update",
+        'Set phase, role or tags on every live capsule the filters match (at least one filter; all must match; "" '
+        "or [] clears), all or nothing; dry_run writes nothing. Returns {updated, changed, message, dry_run, items}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def bulk_update(
+        workspace: Annotated[str | None, Field(description="Filter: this workspace.")] = None,
+        tag: Annotated[str | None, Field(description="Filter: capsules with this tag.")] = None,
+        name_prefix: Annotated[str | None, Field(description="Filter: names starting with this.")] = None,
+        run_id: Annotated[str | None, Field(description="Filter: this orchestration run.")] = None,
+        phase: Annotated[str | None, Field(description="Filter: this phase.")] = None,
+        role: Annotated[str | None, Field(description="Filter: this role.")] = None,
+        set_phase: Annotated[str | None, Field(description='New phase ("" clears).')] = None,
+        set_role: Annotated[str | None, Field(description='New role ("" clears).')] = None,
+        set_tags: Annotated[list[str] | None, Field(description="New tags, replacing the old ([] clears).")] = None,
+        dry_run: Annotated[bool, Field(description="Only say what would change.")] = False,
+    ) -> dict[str, Any]:
+        from moss_files.capsules import bulk
+
+        return bulk.bulk_update(
+            ctx(),
+            workspace=workspace,
+            tag=tag,
+            name_prefix=name_prefix,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+            set_phase=set_phase,
+            set_role=set_role,
+            set_tags=set_tags,
+            dry_run=dry_run,
+        )
+
+    @operation(
+        "bulk_delete",
+        "Soft-delete every live capsule the filters match (at least one filter; all must match), all or nothing; "
+        "dry_run writes nothing. Returns {deleted, message, dry_run, items}.",
+        destructive=True,
+        idempotent=True,
+    )
+    def bulk_delete(
+        workspace: Annotated[str | None, Field(description="Filter: this workspace.")] = None,
+        tag: Annotated[str | None, Field(description="Filter: capsules with this tag.")] = None,
+        name_prefix: Annotated[str | None, Field(description="Filter: names starting with this.")] = None,
+        run_id: Annotated[str | None, Field(description="Filter: this orchestration run.")] = None,
+        phase: Annotated[str | None, Field(description="Filter: this phase.")] = None,
+        role: Annotated[str | None, Field(description="Filter: this role.")] = None,
+        dry_run: Annotated[bool, Field(description="Only say what would be deleted.")] = False,
+    ) -> dict[str, Any]:
+        from moss_files.capsules import bulk
+
+        return bulk.bulk_delete(ctx(), workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role, dry_run=dry_run)
