@@ -33,7 +33,7 @@ def test_the_common_capsule_frontmatter_takes_the_fast_path() -> None:
         "name": "auth flow",
         "tags": ["a", "b c"],
         "created_at": "2026-01-19T10:00:01Z",
-        "n": 3,
+        "count": 3,
         "ok": True,
     }
     assert yamlrt.dump_simple(meta) == ruamel_text(meta)
