@@ -183,6 +183,7 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
         if staging_fd is not None:
             stack.callback(os.close, staging_fd)
         folders: dict[str, int] = {}
+        clashes: list[str] = []
 
         def folder_of(target: PurePosixPath) -> int:
             key = str(target.parent)
@@ -210,18 +211,28 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
                 mine = os.stat(str(staged), dir_fd=staging_fd, follow_symlinks=False)
                 theirs = os.stat(target.name, dir_fd=dir_fd, follow_symlinks=False)
                 if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-                    raise Conflict(
-                        f"{target} appeared while a batch was applied; the batch's copy is kept in {token}",
-                        code="ALREADY_EXISTS",
-                        path=str(folder.joinpath(*target.parts)),
-                    ) from None
+                    clashes.append(str(target))  # a hand-made file took the place: it stays
+                    continue
             os.unlink(str(staged), dir_fd=staging_fd)
         for dir_fd in folders.values():
             os.fsync(dir_fd)
-        if staging_fd is not None:
+        kept = None
+        if staging_fd is not None and clashes:
+            # The batch's copies of the clashing files stay, under a name people see (not a
+            # temporary one), and the journal goes: the batch is done, and says what it kept.
+            kept = token.replace(f"{BATCH_PREFIX}.tmp-", f"{BATCH_PREFIX}-kept-", 1)
+            os.rename(token, kept, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+        elif staging_fd is not None:
             _remove_tree(base_fd, token)
         os.unlink(token + JOURNAL_SUFFIX, dir_fd=base_fd)
         os.fsync(base_fd)
+    if kept is not None:
+        raise Conflict(
+            f"{len(clashes)} file(s) appeared in the batch's places while it was applied; they were kept, and the batch's copies are in {kept}",
+            code="ALREADY_EXISTS",
+            path=str(folder / kept),
+            details={"paths": clashes},
+        )
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -205,3 +205,24 @@ def test_readers_of_a_store_recover_before_they_list(tmp_path: Path) -> None:
     assert [item["name"] for item in ops.list_capsules(ctx)["items"]] == ["kept"]
     assert not (base / ".batch.tmp-9-cc").exists()
     assert CapsuleStore(tmp_path / "p").scan().problems == ()
+
+
+def test_a_file_made_by_hand_during_the_replay_is_kept_and_so_is_the_batchs_copy(tmp_path: Path) -> None:
+    base = tmp_path / ".moss" / "capsules"
+    (base / "w").mkdir(parents=True)
+    (base / ".batch.tmp-3-dd").mkdir()
+    (base / ".batch.tmp-3-dd" / "000000").write_bytes(b"batch\n")
+    (base / ".batch.tmp-3-dd" / "000001").write_bytes(b"other\n")
+    (base / "w" / "taken.md").write_bytes(b"by hand\n")
+    journal = [
+        {"batch": 1, "changes": 2},
+        {"op": "create", "target": "w/taken.md", "staged": "000000"},
+        {"op": "create", "target": "w/free.md", "staged": "000001"},
+    ]
+    (base / ".batch.tmp-3-dd.journal").write_text("".join(json.dumps(line) + "\n" for line in journal))
+    with pytest.raises(Conflict) as caught:
+        batch.recover(base)
+    assert caught.value.details["paths"] == ["w/taken.md"]
+    assert (base / "w" / "taken.md").read_bytes() == b"by hand\n" and (base / "w" / "free.md").read_bytes() == b"other\n"
+    assert (base / ".batch-kept-3-dd" / "000000").read_bytes() == b"batch\n"
+    assert not batch.pending(base) and batch.recover(base) == 0
