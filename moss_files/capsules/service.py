@@ -441,8 +441,8 @@ def list_capsules(
     """Summaries of one workspace's capsules, newest first, never their text.
 
     Returns `{items, pagination: {limit, offset, has_more, total}, sort: "updated_at_desc"}`.
-    With many capsules (`through_index` None: more than INDEX_FROM files) the order and count
-    come from the search index and only the page's files are read; wherever the index cannot
+    With many capsules (`through_index` None: INDEX_FROM files or more, and a search index
+    built already) the order and count come from the index and only the page's files are read; wherever the index cannot
     answer exactly as the files would (a file it could not read, a stray entry, a page file
     that changed since), the files are read instead. True or False forces one way.
     """
@@ -536,8 +536,10 @@ def _through_index(
     from moss_files.index import service as index_service
 
     try:
-        rows = index_service.capsule_rows(ctx)
+        rows = index_service.capsule_rows(ctx, only_if_built=through_index is None)
     except MossError:
+        return None
+    if rows is None:
         return None
     run_id, phase, role = filters
     chosen: list[tuple[int, str, Path, bool]] = []

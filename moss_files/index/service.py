@@ -270,10 +270,12 @@ def index_status(ctx: Context) -> dict[str, Any]:
     }
 
 
-def capsule_rows(ctx: Context) -> dict[str, dict[str, Any]]:
+def capsule_rows(ctx: Context, *, only_if_built: bool = False) -> dict[str, dict[str, Any]] | None:
     """Every capsule the index holds (refreshed first), by file path relative to the workspace:
     `{id, status, updated, facets: {field: [values]}, problems}`. For `moss list`/`inventory`,
-    which read through the index and fall back to the files wherever it cannot answer."""
+    which read through the index and fall back to the files wherever it cannot answer.
+    With `only_if_built`, None when there is no cache file yet (building one costs more than
+    reading the capsules once)."""
 
     def work(view: Any) -> dict[str, dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}
@@ -291,4 +293,7 @@ def capsule_rows(ctx: Context) -> dict[str, dict[str, Any]]:
                 by_item[item]["facets"].setdefault(field, []).append(value)
         return rows
 
-    return open_index(ctx).run(work)
+    index = open_index(ctx)
+    if only_if_built and not index.path.exists():
+        return None
+    return index.run(work)

@@ -110,7 +110,11 @@ def test_a_hand_edit_is_seen_by_the_next_listing(tmp_path: Path) -> None:
     assert same(ops.inventory, ctx)["problems"]
 
 
-def test_few_capsules_are_read_from_the_files(tmp_path: Path) -> None:
+def test_few_capsules_or_no_index_yet_mean_reading_the_files(tmp_path: Path) -> None:
     ctx = generate(tmp_path / "project", 20, 4)
     assert ops.list_capsules(ctx) == ops.list_capsules(ctx, through_index=False)
     assert not (tmp_path / "project" / ".moss" / "cache").exists()
+    many = generate(tmp_path / "many", 320, 5)
+    # With no index built yet, reading the files once is cheaper than building one.
+    assert ops._through_index(many, None, False, (None, None, None), None, 10, 0, None) is None
+    assert not (tmp_path / "many" / ".moss" / "cache").exists()
