@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from moss_files.foundation import fs
-from moss_files.foundation.errors import Conflict
+from moss_files.foundation.errors import Conflict, InvalidDocument
 
 BATCH_PREFIX = ".batch"
 JOURNAL_SUFFIX = ".journal"
@@ -193,6 +193,10 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
 
         for entry in entries:
             target = PurePosixPath(str(entry["target"]))
+            if target.is_absolute() or ".." in target.parts or not target.parts:
+                raise InvalidDocument(
+                    f"the batch journal names a place outside its folder: {target}", code="SCHEMA_ERROR", path=str(folder / (token + JOURNAL_SUFFIX))
+                )
             dir_fd = folder_of(target)
             staged = entry.get("staged")
             if entry["op"] == _REMOVE:
