@@ -106,7 +106,9 @@ def main() -> None:
     args = parser.parse_args()
     bin_dir = Path(sys.executable).parent
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of {args.repeat} runs, milliseconds")
-    header = f"{'capsules':>9} {'store':>8} {'fetch':>8} {'list':>8} {'inventory':>10} {'moss fetch':>11}"
+    # list and inventory go through the search index from 300 capsules on; "(files)" is the
+    # same call reading every file, the baseline of the same run.
+    header = f"{'capsules':>9} {'store':>8} {'fetch':>8} {'list':>8} {'(files)':>8} {'inventory':>10} {'(files)':>8} {'moss fetch':>11}"
     print(header)
     cache = Path(tempfile.mkdtemp(prefix="moss-bench-pycache-"))
     for size in (int(part) for part in args.sizes.split(",")):
@@ -120,9 +122,14 @@ def main() -> None:
             fetch = median_ms(lambda i: ops.fetch(ctx, name=f"capsule-{i % size:05d}"), args.repeat)
             listing = median_ms(lambda i: ops.list_capsules(ctx), args.repeat)
             inventory = median_ms(lambda i: ops.inventory(ctx), args.repeat)
+            list_files = median_ms(lambda i: ops.list_capsules(ctx, through_index=False), max(3, args.repeat // 4))
+            inventory_files = median_ms(lambda i: ops.inventory(ctx, through_index=False), max(3, args.repeat // 4))
             runs = max(5, args.repeat // 2)
             process = whole_process_ms([str(bin_dir / "moss"), "fetch", "capsule-00000"], folder, runs, cache)
-            print(f"{size:>9} {store:>8.2f} {fetch:>8.2f} {listing:>8.1f} {inventory:>10.1f} {process:>11.0f}   (corpus built in {built:.1f}s)")
+            print(
+                f"{size:>9} {store:>8.2f} {fetch:>8.2f} {listing:>8.1f} {list_files:>8.1f} {inventory:>10.1f} {inventory_files:>8.1f} {process:>11.0f}"
+                f"   (corpus built in {built:.1f}s)"
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     baseline = Path(tempfile.mkdtemp(prefix="moss-bench-"))

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from moss_files.capsules import model as core
@@ -406,11 +407,16 @@ def latest(
     run_id: str | None = None,
     phase: str | None = None,
     role: str | None = None,
+    through_index: bool | None = None,
 ) -> dict[str, Any]:
     """The most recently updated capsule of a workspace: `{item}` (a summary unless
-    `include_text`), `{item: null}` when there is none."""
+    `include_text`), `{item: null}` when there is none. `through_index`: see `list_capsules`."""
     ws = core.normalize(_workspace(workspace))
     filters = (optional(run_id), optional(phase), optional(role))
+    indexed = _through_index(ctx, ws, include_deleted, filters, None, 1, 0, through_index)
+    if indexed is not None:
+        page, _total = indexed
+        return {"item": core.capsule_to_dict(page[0], include_text=include_text) if page else None}
     scan = _store_of(ctx).scan(ws, include_deleted=include_deleted)
     candidates = [s.capsule for s in scan.capsules if (include_deleted or not s.capsule.deleted) and _orchestration_match(s.capsule, *filters)]
     ordered = _newest_first(candidates)
@@ -430,14 +436,22 @@ def list_capsules(
     run_id: str | None = None,
     phase: str | None = None,
     role: str | None = None,
+    through_index: bool | None = None,
 ) -> dict[str, Any]:
     """Summaries of one workspace's capsules, newest first, never their text.
 
     Returns `{items, pagination: {limit, offset, has_more, total}, sort: "updated_at_desc"}`.
+    With many capsules (`through_index` None: INDEX_FROM files or more, and a search index
+    built already) the order and count come from the index and only the page's files are read; wherever the index cannot
+    answer exactly as the files would (a file it could not read, a stray entry, a page file
+    that changed since), the files are read instead. True or False forces one way.
     """
     ws = core.normalize(_workspace(workspace))
     page_limit, page_offset = _page(limit, offset, core.LIST_DEFAULT_LIMIT, core.LIST_MAX_LIMIT)
     filters = (optional(run_id), optional(phase), optional(role))
+    indexed = _through_index(ctx, ws, include_deleted, filters, None, page_limit, page_offset, through_index)
+    if indexed is not None:
+        return _page_dict(*indexed, page_limit, page_offset)
     scan = _store_of(ctx).scan(ws, include_deleted=include_deleted)
     chosen = [s.capsule for s in scan.capsules if (include_deleted or not s.capsule.deleted) and _orchestration_match(s.capsule, *filters)]
     return {**_paged(chosen, page_limit, page_offset), **problems_of(scan)}
@@ -455,8 +469,10 @@ def inventory(
     include_deleted: bool = False,
     limit: int | None = None,
     offset: int | None = None,
+    through_index: bool | None = None,
 ) -> dict[str, Any]:
-    """Summaries across all workspaces, filtered, newest first, never their text (shape as list)."""
+    """Summaries across all workspaces, filtered, newest first, never their text (shape and
+    `through_index` as list; a tag filter always reads the files)."""
     ws_filter = optional(workspace)
     ws = core.normalize(ws_filter) if ws_filter else None
     tag_filter = optional(tag)
@@ -465,6 +481,10 @@ def inventory(
     prefix = re.sub(r"\s+", " ", name_prefix.lower()).lstrip() if name_prefix and name_prefix.strip() else None
     page_limit, page_offset = _page(limit, offset, core.INVENTORY_DEFAULT_LIMIT, core.INVENTORY_MAX_LIMIT)
     filters = (optional(run_id), optional(phase), optional(role))
+    if tag_filter is None:
+        indexed = _through_index(ctx, ws, include_deleted, filters, prefix, page_limit, page_offset, through_index)
+        if indexed is not None:
+            return _page_dict(*indexed, page_limit, page_offset)
     scan = _store_of(ctx).scan(ws, include_deleted=include_deleted)
     chosen = [
         s.capsule
@@ -479,13 +499,80 @@ def inventory(
 
 def _paged(capsules: list[Capsule], limit: int, offset: int) -> dict[str, Any]:
     ordered = _newest_first(capsules)
-    page = ordered[offset : offset + limit]
+    return _page_dict(ordered[offset : offset + limit], len(ordered), limit, offset)
+
+
+def _page_dict(page: list[Capsule], total: int, limit: int, offset: int) -> dict[str, Any]:
     items = [{**core.summary_to_dict(c), "fetch_key": core.fetch_key(c)} for c in page]
     return {
         "items": items,
-        "pagination": {"limit": limit, "offset": offset, "has_more": offset + len(page) < len(ordered), "total": len(ordered)},
+        "pagination": {"limit": limit, "offset": offset, "has_more": offset + len(page) < total, "total": total},
         "sort": "updated_at_desc",
     }
+
+
+# Below this many candidate files, reading them is quicker than opening the index.
+INDEX_FROM = 300
+
+
+def _through_index(
+    ctx: Context,
+    ws: str | None,
+    include_deleted: bool,
+    filters: tuple[str | None, str | None, str | None],
+    prefix: str | None,
+    limit: int,
+    offset: int,
+    through_index: bool | None,
+) -> tuple[list[Capsule], int] | None:
+    """One page of capsules, newest first, and how many match, with the order and count taken
+    from the search index; None where the files must be read instead (see `list_capsules`)."""
+    if through_index is False:
+        return None
+    store_ = _store_of(ctx)
+    paths, strays = store_.files(ws, include_deleted=include_deleted)
+    if strays or (through_index is None and len(paths) < INDEX_FROM):
+        return None
+    from moss_files.index import service as index_service
+
+    try:
+        rows = index_service.capsule_rows(ctx, only_if_built=through_index is None)
+    except MossError:
+        return None
+    if rows is None:
+        return None
+    run_id, phase, role = filters
+    chosen: list[tuple[int, str, Path, bool]] = []
+    for path in paths:
+        row = rows.get(path.relative_to(ctx.root).as_posix())
+        if row is None or row["problems"] or row["id"] is None:
+            return None
+        facets = row["facets"]
+        updated_ms = core.parse_time(row["updated"])
+        if updated_ms is None or len(facets.get("name", ())) > 1 or (ws is not None and facets.get("workspace") != [ws]):
+            return None
+        deleted = row["status"] == "deleted"
+        if deleted and not include_deleted:
+            continue
+        if any(wanted is not None and facets.get(field) != [wanted] for field, wanted in (("run", run_id), ("phase", phase), ("role", role))):
+            continue
+        # Empty facets are not stored: a capsule without a name has no name facet.
+        if prefix is not None and not any(name.startswith(prefix) for name in facets.get("name", ())):
+            continue
+        chosen.append((updated_ms, row["id"], path, deleted))
+    if len({item[1] for item in chosen}) != len(chosen):
+        return None  # two files claim one id: the file scan's order is the reference
+    chosen.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    page: list[Capsule] = []
+    for updated_ms, capsule_id, path, deleted in chosen[offset : offset + limit]:
+        try:
+            stored = store_.read(path)
+        except MossError:
+            return None
+        if stored is None or (stored.capsule.updated_ms, stored.capsule.id, stored.capsule.deleted) != (updated_ms, capsule_id, deleted):
+            return None  # changed since the index was refreshed
+        page.append(stored.capsule)
+    return page, len(chosen)
 
 
 # --------------------------------------------------------------------------- compose

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
-from moss_files.foundation import document, fs
+from moss_files.foundation import batch, document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
 
 CAPSULES_DIR = PurePosixPath(".moss/capsules")
@@ -75,9 +75,19 @@ class CapsuleStore:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the store-wide writer lock. Raises Conflict LOCK_TIMEOUT."""
+        """Hold the store-wide writer lock, finishing or dropping a batch (an import) that a
+        crashed writer left first. Raises Conflict LOCK_TIMEOUT."""
         with fs.locked(self.base, timeout=STORE_LOCK_TIMEOUT):
+            batch.recover(self.base)
             yield
+
+    def settle(self) -> None:
+        """Before reading: when a batch's staging or journal is present (an import running,
+        or one that crashed), wait for the writer lock and recover, so that a reader sees an
+        import whole or not at all. Costs one listing of the capsules folder otherwise."""
+        if batch.pending(self.base):
+            with self.writing():
+                pass
 
     # ----------------------------------------------------------------- reading
 
@@ -106,6 +116,7 @@ class CapsuleStore:
     def read_slot(self, workspace_norm: str, name_norm: str) -> StoredCapsule | None:
         """The capsule in a name's slot file (live or hand-marked deleted), if any."""
         folder = self.base / core.workspace_dir(workspace_norm)
+        self.settle()
         found = self.read(folder / core.slot_filename(name_norm))
         if found is None and name_norm in core.WINDOWS_RESERVED:
             found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
@@ -115,12 +126,13 @@ class CapsuleStore:
         """Candidate capsule files (sorted), and entries that have no business in the folder."""
         found: list[Path] = []
         strays: list[MossError] = []
+        self.settle()
         if workspace_norm is not None:
             folders = [self.base / core.workspace_dir(workspace_norm)]
             fs.check_confined(folders[0])
         else:
             fs.check_confined(self.base)
-            folders = sorted(entry for entry in _entries(self.base) if _is_folder(entry))
+            folders = sorted(entry for entry in _entries(self.base) if _is_folder(entry) and not fs.is_temporary(entry))
             strays.extend(_stray(self, entry) for entry in _entries(self.base) if not _is_folder(entry) and not _ignored(entry))
         for folder in folders:
             for entry in sorted(_entries(folder)):

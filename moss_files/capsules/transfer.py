@@ -12,15 +12,16 @@ import json
 import os
 import stat
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
 from moss_files.capsules.service import now_ms
-from moss_files.capsules.store import CapsuleStore, StoredCapsule, raise_first
+from moss_files.capsules.store import MAX_FILE_BYTES, CapsuleStore, StoredCapsule, raise_first
 from moss_files.foundation import document, fs
 from moss_files.foundation.arguments import optional, refuse
+from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
 
@@ -124,8 +125,13 @@ def _is_export(path: Path) -> bool:
 # --------------------------------------------------------------------------- import
 
 
-def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None) -> dict[str, Any]:
+def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, batched: bool = True) -> dict[str, Any]:
     """Restore capsules from a Moss JSONL export, all or nothing.
+
+    The files are written as one batch (`foundation.batch`): all staged, made durable together,
+    then moved into place through a journal, so a crash leaves every capsule or none.
+    `batched=False` writes them one by one, each durable on its own (slower; the reference the
+    batch is checked against).
 
     Derived fields are recomputed. Returns `{imported, skipped, errors: [{line, id?, name?,
     code, message}]}`; any error means nothing was written. Raises InvalidRequest for a refused
@@ -170,7 +176,7 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None) 
         actions, errors = core.plan_import([s.capsule for s in scan.capsules], records, import_mode, ctx.new_ulid)
         if errors:
             return {"imported": 0, "skipped": 0, "errors": errors}
-        _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions)
+        _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions, batched=batched)
     return {"imported": len(actions), "skipped": 0, "errors": []}
 
 
@@ -196,9 +202,13 @@ def _read_no_follow(path: Path) -> bytes:
         return handle.read(MAX_IMPORT_BYTES + 1)
 
 
-def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction]) -> None:
-    # Files that move (a replace that changes name or deleted state) leave their place first, so
-    # a create or another move can take the slot they held.
+def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:
+    if batched:
+        _apply_batched(store_, existing, actions)
+        return
+    # File by file, each write durable on its own: the reference the batch is tested against.
+    # Files that move (a replace that changes name or deleted state) leave their place first,
+    # so a create or another move can take the slot they held.
     pending: list[tuple[Capsule, str | None]] = []
     in_place: list[tuple[StoredCapsule, Capsule]] = []
     for action in actions:
@@ -217,3 +227,32 @@ def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], acti
         store_.replace_file(old, capsule)
     for capsule, text in pending:
         store_.create(capsule, text=text)
+
+
+def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction]) -> None:
+    # The same files as the file-by-file path, byte for byte, in the same order (moves leave
+    # their slots, then rewrites in place, then new files), committed as one batch: staged,
+    # made durable together, journaled, renamed into place.
+    changes = FileBatch(store_.base)
+    rewrites: list[tuple[PurePosixPath, bytes, str]] = []
+    creates: list[tuple[PurePosixPath, bytes]] = []
+    for action in actions:
+        capsule = action.capsule
+        target = core.capsule_relpath(capsule)
+        if action.replaces is None:
+            creates.append((target, document.encode(core.render_capsule(capsule))))
+            continue
+        old = existing[action.replaces]
+        assert old.snapshot.data is not None
+        if target == old.relpath:
+            old_text, bom = document.decode(old.snapshot.data, store_.display(old.path), max_bytes=MAX_FILE_BYTES)
+            rewrites.append((target, document.encode(core.edit_capsule(old_text, capsule, store_.display(old.path)), bom), old.snapshot.digest))
+            continue
+        old_text, _bom = document.decode(old.snapshot.data, str(old.path))
+        creates.append((target, document.encode(core.edit_capsule(old_text, capsule, str(old.path)))))
+        changes.remove(old.relpath, old.snapshot.digest)
+    for target, data, digest in rewrites:
+        changes.replace(target, data, digest)
+    for target, data in creates:
+        changes.create(target, data)
+    changes.commit()

@@ -52,45 +52,86 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 class LazyGroup(typer.core.TyperGroup):
-    """The `moss` group: its own commands, plus feature commands loaded when first used."""
-
-    _loaded: dict[str, Any] = {}
+    """The `moss` group: every command built only when it is asked for (run, or listed by
+    `--help`), the feature ones from modules loaded on first use."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         lazy = [name for names in LAZY_COMMANDS.values() for name in names]
-        return [*super().list_commands(ctx), *lazy]
+        return [*_registered_names(builtins), *lazy]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         for module_name, names in LAZY_COMMANDS.items():
             if cmd_name in names:
-                return feature_commands(module_name).get(cmd_name)
-        return super().get_command(ctx, cmd_name)
+                return feature_command(module_name, cmd_name)
+        return _built(builtins, "", cmd_name) or super().get_command(ctx, cmd_name)
+
+
+# typer turns a Typer app into click commands all at once, reading every command's signature;
+# a process runs one command, so each is built alone, from its own registration, when needed.
+_built_commands: dict[tuple[str, str], Any] = {}
+_holders: dict[str, typer.Typer] = {}
+
+
+def _registered_names(holder: typer.Typer) -> list[str]:
+    names: list[Any] = [info.name or typer.main.get_command_name(info.callback.__name__) for info in holder.registered_commands if info.callback]
+    names += [info.name or info.typer_instance.info.name for info in holder.registered_groups if info.typer_instance]
+    return [name for name in names if isinstance(name, str)]
+
+
+def _built(holder: typer.Typer, key: str, name: str) -> Any:
+    """The click command `name` of `holder`, built alone (once per process); None if absent."""
+    if (key, name) in _built_commands:
+        return _built_commands[key, name]
+    single = new_app("")
+    for info in holder.registered_commands:
+        if info.callback and (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+            single.registered_commands = [info]
+            command = typer.main.get_command(single)
+            break
+    else:
+        groups = [info for info in holder.registered_groups if info.typer_instance and (info.name or info.typer_instance.info.name) == name]
+        if not groups:
+            return None
+        single.registered_groups = groups
+        command = typer.main.get_command(single).commands[name]  # type: ignore[attr-defined]
+    _built_commands[key, name] = command
+    return command
+
+
+def feature_command(module_name: str, name: str) -> Any:
+    """One click command of a feature module, built alone (its module imported once)."""
+    if module_name not in _holders:
+        holder = new_app("")
+        importlib.import_module(module_name).register(holder)
+        _holders[module_name] = holder
+    return _built(_holders[module_name], module_name, name)
 
 
 def feature_commands(module_name: str) -> dict[str, Any]:
-    """The click commands one feature module registers, by name (built once per process)."""
-    if module_name not in LazyGroup._loaded:
-        holder = new_app("")
-        importlib.import_module(module_name).register(holder)
-        built = typer.main.get_command(holder)
-        # typer returns the command itself, not a group, when a module registers only one.
-        commands = dict(getattr(built, "commands", {})) or {built.name: built}
-        LazyGroup._loaded[module_name] = commands
-    return LazyGroup._loaded[module_name]
+    """Every click command one feature module registers, by name."""
+    feature_command(module_name, "")
+    return {name: feature_command(module_name, name) for name in _registered_names(_holders[module_name])}
 
 
 app = new_app("moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git.", cls=LazyGroup)
+# The group's own commands live on `builtins`, so that running one builds none of the others.
+builtins = new_app("")
 doc_app = new_app("Inspect and edit markdown documents with YAML frontmatter, faithfully.")
-app.add_typer(doc_app, name="doc")
+builtins.add_typer(doc_app, name="doc")
 
 
-@app.command("version")
+@app.callback()
+def _moss() -> None:
+    """moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git."""
+
+
+@builtins.command("version")
 def version(as_json: JsonOpt = False) -> None:
     """Print the toolkit's version."""
     emit({"version": __version__}, as_json, text=f"moss-files {__version__}")
 
 
-@app.command("codes")
+@builtins.command("codes")
 def codes(as_json: JsonOpt = False) -> None:
     """List every stable error code with what it means."""
     rows = [{"code": code, "meaning": meaning} for code, meaning in ERROR_CODES.items()]
@@ -179,7 +220,7 @@ def _parse_assignment(item: str) -> tuple[str, Any]:
         return key, raw
 
 
-@app.command("init")
+@builtins.command("init")
 def init(
     directory: Annotated[
         Path | None,

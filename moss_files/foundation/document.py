@@ -183,7 +183,10 @@ def render(meta: Mapping[str, Any], body: str, *, newline: str = "\n") -> str:
         return body
     from moss_files.foundation import yaml_editor as yamlrt
 
-    fm_text = yamlrt.dump_roundtrip(yamlrt.styled_like(None, dict(meta)))
+    plain = dict(meta)
+    fm_text = yamlrt.dump_simple(plain)
+    if fm_text is None:
+        fm_text = yamlrt.dump_roundtrip(yamlrt.styled_like(None, plain))
     if newline != "\n":
         fm_text = fm_text.replace("\n", newline)
     return f"{FENCE}{newline}{fm_text}{FENCE}{newline}{body}"

@@ -83,6 +83,50 @@ def load_roundtrip(yaml_text: str) -> CommentedMap:
     return data
 
 
+# Strings written plain by both this fast path and ruamel: a letter, digit or `_` first, then
+# only characters that carry no YAML meaning in a block mapping's value (`:` is let through but
+# never before a space or at the end; see `_plain_safe`).
+_PLAIN_SIMPLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .,:/+@()-]*")
+_KEY_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _plain_safe(text: str) -> bool:
+    if not _PLAIN_SIMPLE.fullmatch(text) or text.endswith((" ", ":")) or ": " in text:
+        return False
+    # A string that reads as another type (`true`, `12`, `0755`, `no`) must be quoted: leave it
+    # to ruamel. The rules are the ones ruamel's dump resolver applies, picked by first letter.
+    return not any(regexp.match(text) for _tag, regexp in _DumpResolver._table.get(text[0], ()))
+
+
+def dump_simple(data: Any) -> str | None:
+    """The text `dump_roundtrip` gives for a fresh, plain mapping of simple keys to plain
+    strings, integers, booleans and non-empty lists of such strings; None for anything else.
+
+    Writing a new file through ruamel costs milliseconds, most of a bulk import; this renders
+    the common case directly, and tests/foundation/test_yaml_simple.py checks it equals ruamel's text.
+    """
+    if type(data) is not dict or not data:
+        return None
+    lines: list[str] = []
+    for key, value in data.items():
+        if type(key) is not str or not _KEY_SIMPLE.fullmatch(key) or _plain_safe(key) is False:
+            return None
+        kind = type(value)
+        if kind is str:
+            if not _plain_safe(value):
+                return None
+            lines.append(f"{key}: {value}\n")
+        elif kind is bool:
+            lines.append(f"{key}: {'true' if value else 'false'}\n")
+        elif kind is int:
+            lines.append(f"{key}: {value}\n")
+        elif kind is list and value and all(type(item) is str and _plain_safe(item) for item in value):
+            lines.append(f"{key}:\n" + "".join(f"  - {item}\n" for item in value))
+        else:
+            return None
+    return "".join(lines)
+
+
 def dump_roundtrip(data: Any, *, sequence_offset: int = 2) -> str:
     """Render a mapping as block YAML text, keeping ruamel's attached comments and styles."""
     rt = _roundtrip_yaml(_DumpResolver)

@@ -268,3 +268,32 @@ def index_status(ctx: Context) -> dict[str, Any]:
             for source in index.registry.sources
         ],
     }
+
+
+def capsule_rows(ctx: Context, *, only_if_built: bool = False) -> dict[str, dict[str, Any]] | None:
+    """Every capsule the index holds (refreshed first), by file path relative to the workspace:
+    `{id, status, updated, facets: {field: [values]}, problems}`. For `moss list`/`inventory`,
+    which read through the index and fall back to the files wherever it cannot answer.
+    With `only_if_built`, None when there is no cache file yet (building one costs more than
+    reading the capsules once)."""
+
+    def work(view: Any) -> dict[str, dict[str, Any]]:
+        rows: dict[str, dict[str, Any]] = {}
+        by_item: dict[int, dict[str, Any]] = {}
+        for path, problems in view.conn.execute("SELECT path, problems FROM files WHERE source = 'capsule'"):
+            rows[path] = {"id": None, "status": None, "updated": None, "facets": {}, "problems": problems is not None}
+        for rowid, path, item_id, status, updated in view.conn.execute("SELECT rowid, path, id, status, updated FROM items WHERE kind = 'capsule'"):
+            row = rows.setdefault(path, {"facets": {}, "problems": False})
+            if row.get("id") is not None:
+                row["problems"] = True  # one file, two items: not a capsule file as list reads it
+            row.update(id=item_id, status=status, updated=updated)
+            by_item[rowid] = row
+        for item, field, value in view.conn.execute("SELECT f.item, f.field, f.value FROM facets f JOIN items i ON i.rowid = f.item WHERE i.kind = 'capsule'"):
+            if item in by_item:
+                by_item[item]["facets"].setdefault(field, []).append(value)
+        return rows
+
+    index = open_index(ctx)
+    if only_if_built and not index.path.exists():
+        return None
+    return index.run(work)

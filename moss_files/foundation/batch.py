@@ -1,0 +1,304 @@
+"""Many file changes applied all or nothing, made durable together: staging, a journal, renames.
+
+Edge layer: owns the staging folder and journal of one batch inside a toolkit folder. Writing
+10,000 files through `fs.create_exclusive` costs two fsyncs each (the file, its folder); a
+batch writes every new file into a staging folder without syncing, makes them all durable at
+once (one `syncfs(2)` of their file system where Linux has it, else one fsync per file), then
+writes a journal naming every change. The journal's durable arrival is the commit point:
+
+- a crash before it leaves only the staging folder, which `recover` deletes: nothing happened;
+- a crash after it leaves the journal, which `recover` replays to the end: everything happened.
+
+Every step of the replay is idempotent (a create is a `link(2)` that finds its own file in
+place the second time; a replace is a rename whose source is gone once done; a remove checks
+the digest it expects), so a crash during recovery is recovered the same way. The staging
+folder and journal are named like `fs.temp_path_for`'s temporaries (`.<name>.tmp-<pid>-<hex>`)
+so scanners, watchers and the project's .gitignore pass over them.
+
+The caller holds the lock that keeps other writers of the folder out, both while committing
+and while recovering; readers that see a batch's names take that lock and call `recover`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import stat
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from moss_files.foundation import fs
+from moss_files.foundation.errors import Conflict, InvalidDocument
+
+BATCH_PREFIX = ".batch"
+JOURNAL_SUFFIX = ".journal"
+_CREATE, _REPLACE, _REMOVE = "create", "replace", "remove"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One planned change: `op` on `target` (relative to the batch's folder)."""
+
+    op: str
+    target: PurePosixPath
+    data: bytes | None = None  # the new bytes (create, replace)
+    expected: str | None = None  # the digest the target must still have (replace, remove)
+    mode: int | None = None  # the new file's permission bits
+
+
+class FileBatch:
+    """Changes to files below `folder`, collected, then committed all or nothing."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.changes: list[Change] = []
+
+    def create(self, target: PurePosixPath, data: bytes) -> None:
+        """Add a new file; the commit fails (Conflict ALREADY_EXISTS) if `target` exists."""
+        self.changes.append(Change(_CREATE, target, data, None, 0o666 & ~fs._umask()))
+
+    def replace(self, target: PurePosixPath, data: bytes, expected_digest: str) -> None:
+        """Rewrite a file (keeping its mode) that must still hold the bytes whose digest is
+        `expected_digest`."""
+        try:
+            mode = stat.S_IMODE(os.lstat(self.folder.joinpath(*target.parts)).st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~fs._umask()
+        self.changes.append(Change(_REPLACE, target, data, expected_digest, mode))
+
+    def remove(self, target: PurePosixPath, expected_digest: str) -> None:
+        """Delete a file that must still hold the bytes whose digest is `expected_digest`."""
+        self.changes.append(Change(_REMOVE, target, None, expected_digest))
+
+    def commit(self) -> None:
+        """Apply every change, or none. Raises Conflict (STALE_WRITE, ALREADY_EXISTS) before
+        anything is visible when a target is not as planned; nothing is left behind then."""
+        if not self.changes:
+            return
+        token = f"{BATCH_PREFIX}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        entries: list[dict[str, object]] = []
+        with fs.folder_fd(self.folder, create=True) as base_fd:
+            try:
+                os.mkdir(token, 0o700, dir_fd=base_fd)
+                staging_fd = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+                try:
+                    self._stage(staging_fd, entries)
+                    _make_durable(staging_fd, [str(entry["staged"]) for entry in entries if "staged" in entry])
+                    os.fsync(staging_fd)
+                finally:
+                    os.close(staging_fd)
+                self._check()
+            except BaseException:
+                _remove_tree(base_fd, token)
+                raise
+            # The commit point: from here on the batch happens, if need be by `recover`.
+            fs.write_atomic(self.folder / (token + JOURNAL_SUFFIX), _render_journal(entries))
+        _replay(self.folder, token, entries)
+
+    def _stage(self, staging_fd: int, entries: list[dict[str, object]]) -> None:
+        for number, change in enumerate(self.changes):
+            entry: dict[str, object] = {"op": change.op, "target": str(change.target)}
+            if change.expected is not None:
+                entry["expected"] = change.expected
+            if change.data is not None:
+                name = f"{number:06d}"
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, change.mode or 0o600, dir_fd=staging_fd)
+                try:
+                    view = memoryview(change.data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
+                entry["staged"] = name
+            entries.append(entry)
+
+    def _check(self) -> None:
+        # Under the caller's lock only hand edits can still change a target; most land while
+        # the caller planned and are caught here, before anything is visible.
+        removed: set[PurePosixPath] = set()
+        with ExitStack() as stack:
+            folders: dict[PurePosixPath, int | None] = {}
+            for change in self.changes:
+                path = self.folder.joinpath(*change.target.parts)
+                if change.op != _CREATE:
+                    if fs.read_snapshot(path).digest != change.expected:
+                        raise Conflict("file changed since it was read; nothing was written", code="STALE_WRITE", path=str(path))
+                    if change.op == _REMOVE:
+                        removed.add(change.target)
+                    continue
+                parent = change.target.parent
+                if parent not in folders:
+                    try:
+                        folders[parent] = stack.enter_context(fs.folder_fd(path.parent))
+                    except FileNotFoundError:
+                        folders[parent] = None  # made when the batch is applied
+                dir_fd = folders[parent]
+                if dir_fd is not None and change.target not in removed and _exists(dir_fd, change.target.name):
+                    raise Conflict(f"{change.target} exists already; nothing was written", code="ALREADY_EXISTS", path=str(path))
+
+
+def pending(folder: Path) -> bool:
+    """True when `folder` holds a batch's staging folder or journal (in progress or crashed)."""
+    try:
+        with os.scandir(folder) as iterator:
+            return any(entry.name.startswith(BATCH_PREFIX + ".tmp-") for entry in iterator)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def recover(folder: Path) -> int:
+    """Finish every committed batch in `folder` and drop every uncommitted one (hold the
+    writers' lock). Returns how many batches were finished."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.startswith(BATCH_PREFIX + ".tmp-"))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    finished = 0
+    for name in names:
+        if name.endswith(JOURNAL_SUFFIX):
+            token = name[: -len(JOURNAL_SUFFIX)]
+            entries = _parse_journal(fs.read_bytes(folder / name))
+            if entries is None:  # a torn journal was never renamed into place; cannot happen
+                continue
+            _replay(folder, token, entries)
+            finished += 1
+        elif name + JOURNAL_SUFFIX not in names:
+            with fs.folder_fd(folder) as base_fd:
+                _remove_tree(base_fd, name)
+                os.fsync(base_fd)
+    return finished
+
+
+def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
+    """Apply a committed batch's changes, idempotently; then drop its staging and journal."""
+    with ExitStack() as stack:
+        base_fd = stack.enter_context(fs.folder_fd(folder))
+        try:
+            staging_fd: int | None = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+        except FileNotFoundError:
+            staging_fd = None
+        if staging_fd is not None:
+            stack.callback(os.close, staging_fd)
+        folders: dict[str, int] = {}
+        clashes: list[str] = []
+
+        def folder_of(target: PurePosixPath) -> int:
+            key = str(target.parent)
+            if key not in folders:
+                folders[key] = stack.enter_context(fs.folder_fd(folder.joinpath(*target.parent.parts), create=True))
+            return folders[key]
+
+        for entry in entries:
+            target = PurePosixPath(str(entry["target"]))
+            if target.is_absolute() or ".." in target.parts or not target.parts:
+                raise InvalidDocument(
+                    f"the batch journal names a place outside its folder: {target}", code="SCHEMA_ERROR", path=str(folder / (token + JOURNAL_SUFFIX))
+                )
+            dir_fd = folder_of(target)
+            staged = entry.get("staged")
+            if entry["op"] == _REMOVE:
+                current = fs.read_snapshot(folder.joinpath(*target.parts))
+                if current.exists and current.digest == entry.get("expected"):
+                    os.unlink(target.name, dir_fd=dir_fd)
+                continue
+            if staging_fd is None or not _exists(staging_fd, str(staged)):
+                continue  # done before a crash
+            if entry["op"] == _REPLACE:
+                os.rename(str(staged), target.name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
+                continue
+            try:
+                os.link(str(staged), target.name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileExistsError:
+                mine = os.stat(str(staged), dir_fd=staging_fd, follow_symlinks=False)
+                theirs = os.stat(target.name, dir_fd=dir_fd, follow_symlinks=False)
+                if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+                    clashes.append(str(target))  # a hand-made file took the place: it stays
+                    continue
+            os.unlink(str(staged), dir_fd=staging_fd)
+        for dir_fd in folders.values():
+            os.fsync(dir_fd)
+        kept = None
+        if staging_fd is not None and clashes:
+            # The batch's copies of the clashing files stay, under a name people see (not a
+            # temporary one), and the journal goes: the batch is done, and says what it kept.
+            kept = token.replace(f"{BATCH_PREFIX}.tmp-", f"{BATCH_PREFIX}-kept-", 1)
+            os.rename(token, kept, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+        elif staging_fd is not None:
+            _remove_tree(base_fd, token)
+        os.unlink(token + JOURNAL_SUFFIX, dir_fd=base_fd)
+        os.fsync(base_fd)
+    if kept is not None:
+        raise Conflict(
+            f"{len(clashes)} file(s) appeared in the batch's places while it was applied; they were kept, and the batch's copies are in {kept}",
+            code="ALREADY_EXISTS",
+            path=str(folder / kept),
+            details={"paths": clashes},
+        )
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _render_journal(entries: list[dict[str, object]]) -> bytes:
+    lines = [json.dumps({"batch": 1, "changes": len(entries)})]
+    lines.extend(json.dumps(entry, separators=(",", ":")) for entry in entries)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _parse_journal(data: bytes) -> list[dict[str, object]] | None:
+    lines = data.decode("utf-8").splitlines()
+    if not lines:
+        return None
+    header = json.loads(lines[0])
+    entries = [json.loads(line) for line in lines[1:]]
+    return entries if header.get("changes") == len(entries) else None
+
+
+def _remove_tree(base_fd: int, name: str) -> None:
+    """Delete the staging folder `name` (flat: files only) inside `base_fd`, if present."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+    except FileNotFoundError:
+        return
+    try:
+        for inner in os.listdir(fd):
+            os.unlink(inner, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=base_fd)
+
+
+def _make_durable(staging_fd: int, names: list[str]) -> None:
+    """Flush the staged files to disk: one syncfs(2) of their file system where the C library
+    has it (Linux), else one fsync per file."""
+    if _syncfs(staging_fd):
+        return
+    for name in names:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=staging_fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_libc: list[object] = []
+
+
+def _syncfs(fd: int) -> bool:
+    if not _libc:
+        try:
+            _libc.append(getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None))
+        except OSError:
+            _libc.append(None)
+    call = _libc[0]
+    if call is None:
+        return False
+    return call(fd) == 0  # type: ignore[operator]

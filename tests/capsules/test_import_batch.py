@@ -1,0 +1,228 @@
+"""Bulk import as one batch: the same files as the file-by-file path, byte for byte, and all
+or nothing across a kill -9 of a real `moss import` process at any instant."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+
+from moss_files.capsules import service as ops
+from moss_files.capsules import transfer
+from moss_files.capsules.store import CapsuleStore
+from moss_files.foundation import batch
+from moss_files.foundation.config import Config
+from moss_files.foundation.errors import Conflict
+from moss_files.foundation.ids import IdSource, seeded_random
+from tests.conftest import BIN, run_cli
+
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+FULL = "## Objective\nShip login.\n\n## Status\nHalf.\n\n## Decisions\n- JWT\n\n## Next steps\n(none)\n\n## Files\n- a.py\n\n## Risks\n- none yet\n"
+NAMES = ("auth", "Auth Flow", "naïve café", "con", "x: y", "true", "0755", "a#b", "tag list", "日本語", "trailing ", "  spaced  out")
+
+
+def _ulid(rng: random.Random) -> str:
+    return "01" + "".join(rng.choice(CROCKFORD) for _ in range(24))
+
+
+def records(count: int, seed: int) -> list[dict[str, Any]]:
+    """Varied records: odd names and workspaces, tags, orchestration fields, deleted ones."""
+    rng = random.Random(seed)
+    out = []
+    for index in range(count):
+        name = f"{rng.choice(NAMES)} {index}" if rng.random() < 0.8 else None
+        extra: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            extra["tags"] = rng.sample(["a", "b", "yes", "no", "x y", "12"], rng.randint(1, 3))
+        if rng.random() < 0.3:
+            extra.update(run_id=f"run-{index % 3}", phase=rng.choice(["plan", "on", "1.5"]), role="qa")
+        if rng.random() < 0.1:
+            extra["deleted_at"] = 300 + index
+        text = FULL if rng.random() < 0.7 else f"héllo\r\nline {index}: value # not a comment"
+        out.append(
+            {
+                "id": _ulid(rng),
+                "workspace_raw": rng.choice(["default", "Startup A", "ws-ü"]),
+                "name_raw": name,
+                "title": rng.choice([None, "A title", "yes", f"t: {index}"]),
+                "capsule_text": text,
+                "created_at": 100 + index,
+                "updated_at": 200 + index,
+                **extra,
+            }
+        )
+    return out
+
+
+def write_export(folder: Path, name: str, rows: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    lines = [json.dumps({"_moss_export": True, "schema_version": "1.0", "exported_at": 1}), *(json.dumps(row, ensure_ascii=False) for row in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def files_of(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every capsule file's bytes and permission bits (lock files aside: the file-by-file path
+    leaves one per file it wrote, the batch none)."""
+    base = root / ".moss" / "capsules"
+    return {
+        str(p.relative_to(base)): (p.read_bytes(), p.stat().st_mode & 0o777) for p in sorted(base.rglob("*")) if p.is_file() and not p.name.endswith(".lock")
+    }
+
+
+def context(root: Path, home: Path, seed: int) -> ops.Context:
+    (root / ".moss").mkdir(parents=True, exist_ok=True)
+
+    def clock() -> datetime:
+        return datetime(2026, 1, 19, 10, 0, tzinfo=UTC)
+
+    return ops.Context(root, config=Config(), clock=clock, ids=IdSource(clock, seeded_random(seed)), home=home)
+
+
+@pytest.mark.parametrize("mode", ["error", "replace", "rename"])
+def test_the_batch_writes_the_files_the_file_by_file_path_writes(tmp_path: Path, mode: str) -> None:
+    home = tmp_path / "home"
+    rows = records(120, seed=3)
+    first = write_export(home / ".moss" / "exports", "first.jsonl", rows)
+    # The second import collides with the first: replaced in place, moved (renamed or
+    # deleted), renamed, and fresh capsules.
+    rng = random.Random(5)
+    again = [
+        dict(
+            row,
+            capsule_text=row["capsule_text"] + "\nmore",
+            name_raw=(row["name_raw"] + " moved" if row["name_raw"] and rng.random() < 0.3 else row["name_raw"]),
+        )
+        for row in rows[:60]
+    ]
+    again += [dict(row, id=_ulid(rng)) for row in rows[60:80]] + records(20, seed=9)
+    second = write_export(home / ".moss" / "exports", "second.jsonl", again)
+    results = {}
+    for batched in (True, False):
+        root = tmp_path / f"batched-{batched}"
+        ctx = context(root, home, seed=11)
+        assert transfer.import_capsules(ctx, path=str(first), batched=batched)["imported"] == 120
+        outcome = transfer.import_capsules(ctx, path=str(second), mode=mode, batched=batched)
+        results[batched] = (outcome, files_of(root))
+    assert results[True] == results[False]
+    assert results[True][1] and not [name for name in results[True][1] if ".tmp-" in name]
+    if mode != "error":
+        assert results[True][0]["imported"] == 100
+
+
+def test_a_hand_made_file_in_a_planned_slot_stops_the_whole_batch(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    base = root / ".moss" / "capsules"
+    changes = batch.FileBatch(base)
+    changes.create(PurePosixPath("default/a.md"), b"a\n")
+    changes.create(PurePosixPath("default/b.md"), b"b\n")
+    (base / "default").mkdir(parents=True)
+    (base / "default" / "b.md").write_bytes(b"mine\n")
+    with pytest.raises(Conflict) as caught:
+        changes.commit()
+    assert caught.value.code == "ALREADY_EXISTS"
+    assert sorted(p.name for p in base.rglob("*")) == ["b.md", "default"]
+    assert (base / "default" / "b.md").read_bytes() == b"mine\n"
+
+
+def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_path: Path) -> None:
+    base = tmp_path / ".moss" / "capsules"
+    base.mkdir(parents=True)
+    # An uncommitted batch: staged files, no journal.
+    (base / ".batch.tmp-1-aa").mkdir()
+    (base / ".batch.tmp-1-aa" / "000000").write_bytes(b"never\n")
+    # A committed batch: its journal names two creates, one already done before the crash.
+    staged = base / ".batch.tmp-2-bb"
+    staged.mkdir()
+    (staged / "000001").write_bytes(b"two\n")
+    (base / "w").mkdir()
+    (base / "w" / "one.md").write_bytes(b"one\n")
+    journal = [
+        {"batch": 1, "changes": 2},
+        {"op": "create", "target": "w/one.md", "staged": "000000"},
+        {"op": "create", "target": "w/two.md", "staged": "000001"},
+    ]
+    (base / ".batch.tmp-2-bb.journal").write_text("".join(json.dumps(line) + "\n" for line in journal))
+    assert batch.pending(base)
+    assert batch.recover(base) == 1
+    assert not batch.pending(base)
+    assert {str(p.relative_to(base)): p.read_bytes() for p in base.rglob("*") if p.is_file()} == {"w/one.md": b"one\n", "w/two.md": b"two\n"}
+    assert batch.recover(base) == 0
+
+
+@pytest.mark.slow
+def test_kill_9_during_an_import_leaves_every_capsule_or_none(repo: Path, tmp_path: Path) -> None:
+    assert run_cli("moss", "init", str(repo), "--json").returncode == 0
+    home = Path(os.environ["HOME"])
+    export = write_export(home / ".moss" / "exports", "bulk.jsonl", records(800, seed=21))
+    reference = tmp_path / "reference"
+    subprocess.run(["git", "init", "-q", str(reference)], check=True)
+    assert run_cli("moss", "init", str(reference), "--json").returncode == 0
+    started = time.monotonic()
+    assert json.loads(run_cli("moss", "import", "--path", str(export), "--json", cwd=reference).stdout)["imported"] == 800
+    whole = time.monotonic() - started
+    expected = files_of(reference)
+    rng = random.Random(13)
+    outcomes = set()
+    for attempt in range(6):
+        project = tmp_path / f"crash-{attempt}"
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        assert run_cli("moss", "init", str(project), "--json").returncode == 0
+        process = subprocess.Popen(
+            [str(BIN / "moss"), "import", "--path", str(export), "--json"], cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        delay = whole * rng.uniform(0.2, 1.1)
+        try:
+            process.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        # The next reader settles whatever the killed process left, then sees all or nothing.
+        listed = json.loads(run_cli("moss", "inventory", "--include-deleted", "--limit", "1", "--json", cwd=project).stdout)
+        found = files_of(project)
+        assert found in ({}, expected), f"attempt {attempt}: {len(found)} of {len(expected)} files"
+        assert listed["pagination"]["total"] == (800 if found else 0)
+        assert not batch.pending(project / ".moss" / "capsules")
+        outcomes.add(bool(found))
+    assert outcomes, "no attempt ran"
+
+
+def test_readers_of_a_store_recover_before_they_list(tmp_path: Path) -> None:
+    ctx = context(tmp_path / "p", tmp_path / "home", seed=1)
+    ops.store(ctx, capsule_text=FULL, name="kept")
+    base = tmp_path / "p" / ".moss" / "capsules"
+    (base / ".batch.tmp-9-cc").mkdir()
+    (base / ".batch.tmp-9-cc" / "000000").write_bytes(b"half\n")
+    assert [item["name"] for item in ops.list_capsules(ctx)["items"]] == ["kept"]
+    assert not (base / ".batch.tmp-9-cc").exists()
+    assert CapsuleStore(tmp_path / "p").scan().problems == ()
+
+
+def test_a_file_made_by_hand_during_the_replay_is_kept_and_so_is_the_batchs_copy(tmp_path: Path) -> None:
+    base = tmp_path / ".moss" / "capsules"
+    (base / "w").mkdir(parents=True)
+    (base / ".batch.tmp-3-dd").mkdir()
+    (base / ".batch.tmp-3-dd" / "000000").write_bytes(b"batch\n")
+    (base / ".batch.tmp-3-dd" / "000001").write_bytes(b"other\n")
+    (base / "w" / "taken.md").write_bytes(b"by hand\n")
+    journal = [
+        {"batch": 1, "changes": 2},
+        {"op": "create", "target": "w/taken.md", "staged": "000000"},
+        {"op": "create", "target": "w/free.md", "staged": "000001"},
+    ]
+    (base / ".batch.tmp-3-dd.journal").write_text("".join(json.dumps(line) + "\n" for line in journal))
+    with pytest.raises(Conflict) as caught:
+        batch.recover(base)
+    assert caught.value.details["paths"] == ["w/taken.md"]
+    assert (base / "w" / "taken.md").read_bytes() == b"by hand\n" and (base / "w" / "free.md").read_bytes() == b"other\n"
+    assert (base / ".batch-kept-3-dd" / "000000").read_bytes() == b"batch\n"
+    assert not batch.pending(base) and batch.recover(base) == 0
