@@ -273,6 +273,7 @@ class SearchIndex:
         cache_dir: Path | None = None,
         notify: Callable[[str], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        ask_watcher: bool = True,
     ) -> None:
         self.root = Path(root)
         self.registry = registry
@@ -280,6 +281,7 @@ class SearchIndex:
         self.path = self.dir / DB_NAME
         self.notify = notify or (lambda message: None)
         self.progress = progress
+        self.ask_watcher = ask_watcher  # False for the watcher itself, which must walk
         self.last_refresh: RefreshReport | None = None
         self.meta: dict[str, str] = {}  # the meta rows the last connection read
 
@@ -303,17 +305,28 @@ class SearchIndex:
             return self._run_in_memory(work)
 
     def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
+        # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
+        warm = self._watcher_synced() if refresh else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = view.refresh()
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh()
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
                     raise CacheError(f"the search index cannot be used: {unusable.reason}", path=self.path, hint="delete .moss/cache/ and retry") from None
                 self._rebuild(reason=unusable.reason, only_if_unusable=True)
         raise AssertionError("unreachable")
+
+    def _watcher_synced(self) -> int | None:
+        """The files the index holds, when a watcher keeps it fresh and has just caught up with
+        every change; None when no watcher answers so (the query walks)."""
+        if not self.ask_watcher or self.dir != self.root / CACHE_DIR:
+            return None  # the watcher keeps the workspace's own cache, not this one
+        from moss_files.index import watch
+
+        return watch.synced(self.root, self.registry.fingerprint)
 
     def _run_in_memory(self, work: Callable[[View], T]) -> T:
         conn = sqlite3.connect(":memory:", isolation_level=None)
