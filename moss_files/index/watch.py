@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from moss_files.foundation.errors import CacheError
+from moss_files.foundation.errors import CacheError, MossError
 from moss_files.index.model import RefreshReport, Registry
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 SOCKET_PATH = Path(".moss") / "run" / "index.sock"
 SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
+REQUEST_TIMEOUT = 2.0  # a client that connects and says nothing holds the watcher no longer
 _SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
 
 # <sys/inotify.h>
@@ -259,7 +260,7 @@ class Watcher:
                 if self._inotify.fd in readable:
                     try:
                         self._catch_up()
-                    except CacheError as err:  # kept pending: the next sync tries again
+                    except MossError as err:  # kept pending: the next sync tries again
                         self.log(f"cannot refresh the index: {err.message}")
                 if server in readable:
                     self._answer(server)
@@ -333,7 +334,7 @@ class Watcher:
             return
         with client:
             try:
-                client.settimeout(SYNC_TIMEOUT)
+                client.settimeout(REQUEST_TIMEOUT)
                 request = b""
                 while not request.endswith(b"\n") and len(request) < 1024:
                     chunk = client.recv(1024)
@@ -346,7 +347,7 @@ class Watcher:
                     return
                 try:
                     self._catch_up()
-                except CacheError as err:
+                except MossError as err:
                     self.log(f"cannot refresh the index: {err.message}")
                     client.sendall(b"stale refresh-failed\n")
                     return
