@@ -67,13 +67,16 @@ _EVENT = struct.Struct("iIII")
 
 # --------------------------------------------------------------------------- what an event means
 
-IGNORE, FILE, TREE = "ignore", "file", "tree"
+IGNORE, FILE, TREE, GONE = "ignore", "file", "tree", "gone"
 
 
 def classify(folder: str | None, mask: int, name: str, registry: Registry, *, tops: tuple[str, ...]) -> str:
-    """What one event asks of the watcher: IGNORE it, refresh the files (FILE), or re-read the
-    set of watched folders and then refresh (TREE). `folder` is the watched folder relative to
-    the workspace ("" for the workspace itself; None for a watch the watcher no longer knows)."""
+    """What one event asks of the watcher: IGNORE it, refresh the files (FILE), re-read the
+    set of watched folders and then refresh (TREE), or stop, the workspace itself being moved
+    or removed (GONE). `folder` is the watched folder relative to the workspace ("" for the
+    workspace itself; None for a watch the watcher no longer knows)."""
+    if folder == "" and mask & (IN_UNMOUNT | IN_IGNORED | _SELF):
+        return GONE
     if mask & (IN_Q_OVERFLOW | IN_UNMOUNT | _SELF):
         return TREE
     if folder is None:
@@ -224,6 +227,7 @@ class Watcher:
         self._tops = registry.tops
         self._folders: dict[int, str] = {}
         self.files = 0  # what the index held after the last refresh
+        self.gone = False  # the workspace itself was moved or removed: stop, answer nothing
         self._pending = IGNORE  # what events seen so far ask, until a refresh succeeds
         self._inotify: _Inotify | None = None
         self._server: socket.socket | None = None
@@ -255,7 +259,7 @@ class Watcher:
             server.listen(64)
             if ready is not None:
                 ready(self.stats)
-            while not stop():
+            while not stop() and not self.gone:
                 readable, _, _ = select.select([self._inotify.fd, server], [], [], tick)
                 if self._inotify.fd in readable:
                     try:
@@ -311,6 +315,11 @@ class Watcher:
         needed = self._pending
         for wd, mask, name in self._inotify.events():
             verdict = classify(self._folders.get(wd), mask, name, self.registry, tops=self._tops)
+            if verdict == GONE:
+                # Its paths name nothing now, or another folder: refreshing would be wrong.
+                self.gone = True
+                self.log("the workspace was moved or removed; the watcher stops")
+                return
             if verdict == TREE:
                 needed = TREE
             elif verdict == FILE and needed == IGNORE:
@@ -350,6 +359,9 @@ class Watcher:
                 except MossError as err:
                     self.log(f"cannot refresh the index: {err.message}")
                     client.sendall(b"stale refresh-failed\n")
+                    return
+                if self.gone:
+                    client.sendall(b"stale workspace-gone\n")
                     return
                 self.stats.syncs += 1
                 client.sendall(f"fresh {self.files}\n".encode())

@@ -139,6 +139,18 @@ def test_edits_made_while_the_watcher_is_down_are_seen(ws: Path) -> None:
         second.kill()
 
 
+def test_the_watcher_stops_when_the_workspace_moves(tmp_path: Path, ws: Path) -> None:
+    watcher = Watching(ws)
+    try:
+        moved = tmp_path / "moved"
+        ws.rename(moved)
+        assert watcher.process.wait(timeout=20) == 0  # it stops rather than index a path that is gone
+        assert not ws.exists()  # and creates nothing where the workspace was
+        assert ids(moved, "alpha") == ["INS-1"] and not served_warm(moved)
+    finally:
+        watcher.kill()
+
+
 @pytest.mark.slow
 def test_a_killed_watcher_leaves_queries_correct_and_can_be_replaced(ws: Path) -> None:
     first = Watching(ws)
@@ -168,6 +180,7 @@ def test_which_events_ask_for_what() -> None:
     assert watch.classify(".moss", watch.IN_MODIFY, "notes.txt", registry, tops=tops) == watch.IGNORE
     assert watch.classify("", watch.IN_CREATE | watch.IN_ISDIR, ".cstack", registry, tops=tops) == watch.TREE
     assert watch.classify("", watch.IN_CREATE, "README.md", registry, tops=tops) == watch.IGNORE
+    assert watch.classify("", watch.IN_MOVE_SELF, "", registry, tops=tops) == watch.GONE
     assert watch.classify(".moss/insights", watch.IN_Q_OVERFLOW, "", registry, tops=tops) == watch.TREE
     assert watch.classify(None, watch.IN_IGNORED, "", registry, tops=tops) == watch.IGNORE
     assert watch.classify(None, watch.IN_MODIFY, "x.md", registry, tops=tops) == watch.TREE
