@@ -1,6 +1,6 @@
 """Search index figures on a generated workspace, each printed next to the same run's floor.
 
-Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense]
+Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense] [--baseline MOSS]
 
 For each size, in a temporary folder, `corpus.generate_workspace` lays out insights, sessions,
 capsules, messages, board tasks and cstack files; then it measures (best of several runs, as
@@ -11,6 +11,11 @@ the machine may be busy; the floors likewise):
 - the search query mix in process (query only, and `search.scan` with its refresh), p50/p95;
 - `moss search` as a whole process, next to `python -c pass` and `rg -l` for the same term;
 - tokens (characters / 4) of scan's 20 results against expand of the same 20 ids.
+- as whole processes, the issue 18 table: `moss search`, `moss index refresh` (no change) and
+  `moss index rebuild`, each by a baseline build of moss-files (`--baseline`, by default
+  /work/main's) and by this one, walking and (Linux) with `moss index watch` running, beside
+  the floors `python -c "import sqlite3, yaml"`, a bare scandir+stat walk process and a bare
+  build process (walk + read + C YAML + FTS5).
 `--dense` uses the 40-word bodies of `corpus.generate` (every word in most documents), the
 worst case for ranking; by default bodies have a Zipf vocabulary, as real text does.
 """
@@ -41,6 +46,7 @@ from moss_files.index import service as search
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RACY_SECONDS = 2.1
+DEFAULT_BASELINE = Path("/work/main/.venv/bin/moss")  # the main branch's build, for before/after
 BIN = Path(sys.executable).parent
 QUERY_MIX = {
     "rare term": "{rare}",
@@ -110,6 +116,97 @@ def bare_build(root: Path, db: Path) -> int:
     return count
 
 
+WALK_SCRIPT = """
+import os, sys
+stack = [sys.argv[1]]
+while stack:
+    with os.scandir(stack.pop()) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                entry.stat(follow_symlinks=False)
+"""
+
+
+Cost = tuple[float, float]  # (wall ms, CPU ms: user + system of the process)
+
+
+def process_cost(command: list[str], cwd: Path, env: dict[str, str], repeats: int) -> Cost:
+    """Best wall time and best CPU time of `repeats` runs of a process. On a shared machine the
+    wall time also measures the wait for a core; the CPU time is the process's own work."""
+
+    def run() -> Cost:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed ({process.returncode})")
+        return (time.perf_counter() - started) * 1000, (usage.ru_utime + usage.ru_stime) * 1000
+
+    run()  # warm the bytecode cache and the page cache
+    runs = [run() for _ in range(repeats)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) -> None:
+    """The issue's table: whole processes, baseline and this build, beside their floors."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    ours = str(BIN / "moss")
+    startup = process_cost([sys.executable, "-c", "import sqlite3, yaml"], root, env, repeats)
+    walk = process_cost([sys.executable, "-c", WALK_SCRIPT, str(root)], root, env, repeats)
+    build = process_cost([sys.executable, str(Path(__file__).resolve()), "--bare-build", str(root), str(tmp / "bare.db")], root, env, 2)
+
+    def both(*args: str, count: int = repeats) -> tuple[Cost | None, Cost]:
+        before = process_cost([str(baseline), *args], root, env, count) if baseline else None
+        return before, process_cost([ours, *args], root, env, count)
+
+    rebuild_before, rebuild_after = both("index", "rebuild", count=2)
+    search_before, search_after = both("search", "deploy")
+    refresh_before, refresh_after = both("index", "refresh")
+    search_warm = refresh_warm = None
+    if sys.platform.startswith("linux"):
+        watcher = subprocess.Popen([ours, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            from moss_files.index import sources, watch
+
+            deadline = time.monotonic() + 60
+            while watch.synced(root, sources.default_registry().fingerprint) is None:
+                if watcher.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("moss index watch did not start")
+                time.sleep(0.05)
+            search_warm = process_cost([ours, "search", "deploy"], root, env, repeats)
+            refresh_warm = process_cost([ours, "index", "refresh"], root, env, repeats)
+        finally:
+            watcher.terminate()
+            watcher.wait(timeout=30)
+
+    def cell(value: Cost | None) -> str:
+        return "-" if value is None else f"{value[0]:.0f} / {value[1]:.0f}"
+
+    def ratio(value: Cost, floor: Cost) -> str:
+        return f"{value[0] / floor[0]:.2f} / {value[1] / floor[1]:.2f}"
+
+    print("  whole processes, ms wall / ms CPU   baseline      this (walk)   this (watcher)  floor")
+    rows = (
+        ("moss search deploy", search_before, search_after, search_warm, f"import sqlite3, yaml {cell(startup)}; target floor + 60"),
+        ("moss index refresh, no change", refresh_before, refresh_after, refresh_warm, f"walk+stat process {cell(walk)}; target 1.5x"),
+        ("moss index rebuild", rebuild_before, rebuild_after, None, f"bare build process {cell(build)}; target 1.3x"),
+    )
+    for name, before, after, warm, floor in rows:
+        print(f"  {name:<34} {cell(before):>13} {cell(after):>13} {cell(warm):>13}   {floor}")
+    print(
+        f"  over the floor: search +{search_after[0] - startup[0]:.0f} / +{search_after[1] - startup[1]:.0f} ms"
+        + (f" (watcher +{search_warm[0] - startup[0]:.0f} / +{search_warm[1] - startup[1]:.0f})" if search_warm else "")
+        + f"; refresh {ratio(refresh_after, walk)}x"
+        + (f" (watcher {ratio(refresh_warm, walk)}x)" if refresh_warm else "")
+        + f"; rebuild {ratio(rebuild_after, build)}x"
+        + (f" (baseline {ratio(rebuild_before, build)}x)" if rebuild_before else "")
+    )
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
@@ -141,7 +238,7 @@ def pick_words(root: Path) -> tuple[str, str]:
     return (rare[len(rare) // 2] if rare else "zzzz"), phrase
 
 
-def measure(size: int, seed: int, dense: bool) -> None:
+def measure(size: int, seed: int, dense: bool, baseline: Path | None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="moss-index-bench-"))
     try:
         root = tmp / "ws"
@@ -229,6 +326,7 @@ def measure(size: int, seed: int, dense: bool) -> None:
         print(f"  moss search (process)   {typer_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
         saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0
         print(f"  tokens, 20 results      scan {scan_tokens:,.0f}   expand {expand_tokens:,.0f}   saving {saving:.0f}% (spec: 60-80%)")
+        process_table(root, tmp, baseline, process_repeats)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -238,10 +336,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--dense", action="store_true", help="40-word bodies: every word in most documents")
+    parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE, help="the `moss` of the build to compare with (none: skip)")
+    parser.add_argument("--bare-build", nargs=2, type=Path, metavar=("ROOT", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_build:
+        bare_build(*args.bare_build)  # the floor of a rebuild, as a process of its own
+        return
+    baseline = args.baseline if args.baseline and args.baseline.exists() else None
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
     for size in args.sizes:
-        measure(size, args.seed, args.dense)
+        measure(size, args.seed, args.dense, baseline)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`moss search|expand|timeline`, `moss index rebuild|refresh|status`.
+"""`moss search|expand|timeline`, `moss index rebuild|refresh|status|watch`.
 
 Entry layer: parse options, call the index's use cases (`index.service`), render. `--json`
 prints the use case's dict as is (the shape the MCP tools return); errors go to stderr with
@@ -225,6 +225,24 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text="\n".join(lines))
         if check and errors:
             raise typer.Exit(4)
+
+    @index_app.command("watch")
+    def index_watch_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+        """Keep the index warm until stopped (Ctrl-C, SIGTERM): queries skip the walk meanwhile."""
+        import signal
+
+        stopping: list[int] = []
+        signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
+
+        def ready(info: dict[str, Any]) -> None:
+            note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
+
+        with reporting(as_json):
+            try:
+                result = search.index_watch(workspace_context(root), stop=lambda: bool(stopping), ready=ready)
+            except KeyboardInterrupt:
+                raise typer.Exit(0) from None
+        emit(result, as_json, text=f"stopped: {result['syncs']} syncs answered, {result['refreshes']} refreshes")
 
 
 def _report_line(result: dict[str, Any]) -> str:

@@ -66,6 +66,8 @@ BUILD_LOCK_NAME = "build.lock"
 LOCK_TIMEOUT = 60.0
 BUSY_TIMEOUT_MS = 30_000
 BATCH_FILES = 1000
+PARALLEL_MIN_FILES = 4000  # a full build of at least this many files extracts in worker processes
+MAX_BUILD_WORKERS = 4
 MMAP_BYTES = 256 * 1024 * 1024
 COLUMNS = ("id", "title", "tags", "body", "extra")
 
@@ -198,18 +200,18 @@ class _Batch:
         self.stored: list[tuple[str, str, Signature]] = []
 
     def add(self, read: FileRead, source: Source, now_ns: int) -> None:
-        if read.problem is not None:
-            extracted = Extracted((), (read.problem,))
-        else:
-            extracted = self.registry.extract(source, FileInput(read.relpath, read.data, read.stat[0]))
+        self.add_extracted(_extract_read(self.registry, read, source, now_ns))
+
+    def add_extracted(self, done: _Done) -> None:
+        relpath, source_name, stat, file_digest, now_ns, extracted = done
         problems = json.dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
         self.problem_files += bool(extracted.problems)
-        sig = stored_signature(read.stat, now_ns)
-        self.files.append((read.relpath, source.name, sig, read.stat[0], read.digest, problems))
-        self.stored.append((read.relpath, source.name, sig))
+        sig = stored_signature(stat, now_ns)
+        self.files.append((relpath, source_name, sig, stat[0], file_digest, problems))
+        self.stored.append((relpath, source_name, sig))
         for entry in extracted.entries:
             self.rowid += 1
-            self._add_entry(self.rowid, read.relpath, entry)
+            self._add_entry(self.rowid, relpath, entry)
 
     def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
         when = timestamp_of(entry.updated or entry.date)
@@ -239,6 +241,103 @@ class _Batch:
         conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", self.facets)
         conn.executemany(f"INSERT INTO items_fts(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", self.fts)
         self.files, self.items, self.facets, self.fts = [], [], [], []
+
+
+# One file read and extracted: (relpath, source name, stat, digest, when read, rows).
+_Done = tuple[str, str, tuple[int, int, int, int], str, int, Extracted]
+
+
+def _extract_read(registry: Registry, read: FileRead, source: Source, now_ns: int) -> _Done:
+    if read.problem is not None:
+        extracted = Extracted((), (read.problem,))
+    else:
+        extracted = registry.extract(source, FileInput(read.relpath, read.data, read.stat[0]))
+    return (read.relpath, source.name, read.stat, read.digest, now_ns, extracted)
+
+
+def _read_and_extract(root: Path, registry: Registry, paths: Sequence[str]) -> list[_Done]:
+    """Read and extract files (in a worker process of a parallel build); each file's time
+    is taken right after its read, as the racy rule needs."""
+    out: list[_Done] = []
+    for relpath in paths:
+        read = read_file(root, relpath)
+        source = registry.source_for(relpath)
+        if read is not None and source is not None:
+            out.append(_extract_read(registry, read, source, time.time_ns()))
+    return out
+
+
+def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], workers: int) -> Iterator[list[_Done]]:
+    """The files read and extracted, chunk by chunk in order: in `workers` processes when that
+    pays (a big tree, a registry that can be sent to them), else here."""
+    import pickle
+
+    chunks = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
+    workers = min(workers, len(chunks))
+    payloads: list[bytes] = []
+    if workers > 1:
+        try:
+            payloads = [pickle.dumps((root, registry, chunks[number::workers])) for number in range(workers)]
+        except Exception:  # a registry of local functions (tests, plugins) is read here
+            payloads = []
+    if not payloads:
+        for chunk in chunks:
+            yield _read_and_extract(root, registry, chunk)
+        return
+    # Plain child processes of this interpreter (not multiprocessing): nothing of this
+    # process (its threads, its __main__) is inherited or run again. Worker k takes chunks
+    # k, k + workers, …, and sends each back as one pickle in order.
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    command = [sys.executable, "-c", "from moss_files.index.database import extract_worker; extract_worker()"]
+    procs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) for _ in payloads]
+    try:
+        for proc, payload in zip(procs, payloads, strict=True):
+            assert proc.stdin is not None
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        for number in range(len(chunks)):
+            stream = procs[number % workers].stdout
+            assert stream is not None
+            try:
+                done: list[_Done] = pickle.load(stream)
+            except (EOFError, pickle.UnpicklingError):  # a worker died: read the rest here
+                for rest in chunks[number:]:
+                    yield _read_and_extract(root, registry, rest)
+                return
+            yield done
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def extract_worker() -> None:
+    """A parallel build's worker process: from stdin a pickled (root, registry, chunks); to
+    stdout one pickled list of extracted files per chunk, in order."""
+    import pickle
+    import sys
+
+    root, registry, chunks = pickle.load(sys.stdin.buffer)
+    for chunk in chunks:
+        pickle.dump(_read_and_extract(root, registry, chunk), sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        sys.stdout.buffer.flush()
+
+
+def build_workers(files: int) -> int:
+    """How many processes read and extract files for a full build of `files` files."""
+    if files < PARALLEL_MIN_FILES:
+        return 1  # starting workers costs more than they save
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    # Workers only pay on cores nobody else uses: on a busy machine (measured at a load of 8
+    # to 10 on 2 CPUs) they took as long as one process, so the build stays in one then.
+    idle = cpus - os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(MAX_BUILD_WORKERS, int(idle) + 1))
 
 
 def _problem_dict(problem: Problem) -> dict[str, Any]:
@@ -273,6 +372,7 @@ class SearchIndex:
         cache_dir: Path | None = None,
         notify: Callable[[str], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        ask_watcher: bool = True,
     ) -> None:
         self.root = Path(root)
         self.registry = registry
@@ -280,6 +380,8 @@ class SearchIndex:
         self.path = self.dir / DB_NAME
         self.notify = notify or (lambda message: None)
         self.progress = progress
+        self.ask_watcher = ask_watcher  # False for the watcher itself, which must walk
+        self.build_workers: int | None = None  # processes extracting files in a full build (None: by size)
         self.last_refresh: RefreshReport | None = None
         self.meta: dict[str, str] = {}  # the meta rows the last connection read
 
@@ -303,17 +405,28 @@ class SearchIndex:
             return self._run_in_memory(work)
 
     def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
+        # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
+        warm = self._watcher_synced() if refresh else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = view.refresh()
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh()
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
                     raise CacheError(f"the search index cannot be used: {unusable.reason}", path=self.path, hint="delete .moss/cache/ and retry") from None
                 self._rebuild(reason=unusable.reason, only_if_unusable=True)
         raise AssertionError("unreachable")
+
+    def _watcher_synced(self) -> int | None:
+        """The files the index holds, when a watcher keeps it fresh and has just caught up with
+        every change; None when no watcher answers so (the query walks)."""
+        if not self.ask_watcher or self.dir != self.root / CACHE_DIR:
+            return None  # the watcher keeps the workspace's own cache, not this one
+        from moss_files.index import watch
+
+        return watch.synced(self.root, self.registry.fingerprint)
 
     def _run_in_memory(self, work: Callable[[View], T]) -> T:
         conn = sqlite3.connect(":memory:", isolation_level=None)
@@ -457,16 +570,14 @@ class SearchIndex:
         paths = sorted(disk)
         batch = _Batch(self.registry, 0)
         conn.execute("BEGIN")
-        for number, relpath in enumerate(paths, start=1):
-            read = read_file(self.root, relpath)
-            source = self.registry.source_for(relpath)
-            if read is not None and source is not None:
-                batch.add(read, source, time.time_ns())
-            if number % BATCH_FILES == 0:
-                batch.write(conn)
-                if self.progress is not None:
-                    self.progress(number, len(paths))
-        batch.write(conn)
+        workers = self.build_workers if self.build_workers is not None else build_workers(len(paths))
+        for chunk, done in zip(range(0, len(paths), BATCH_FILES), _extracted_chunks(self.root, self.registry, paths, workers), strict=True):
+            for item in done:
+                batch.add_extracted(item)
+            batch.write(conn)
+            done_files = min(chunk + BATCH_FILES, len(paths))
+            if self.progress is not None and done_files < len(paths):
+                self.progress(done_files, len(paths))
         for statement in INDEXES.split(";"):
             if statement.strip():
                 conn.execute(statement)

@@ -357,6 +357,7 @@ class RefreshReport:
     rebuilt: bool = False
     reason: str | None = None
     seconds: float = 0.0
+    watched: bool = False  # a running watcher had the index fresh: no walk was needed
 
 
 def report_to_dict(report: RefreshReport) -> dict[str, Any]:
@@ -371,4 +372,5 @@ def report_to_dict(report: RefreshReport) -> dict[str, Any]:
         "rebuilt": report.rebuilt,
         "reason": report.reason,
         "seconds": round(report.seconds, 4),
+        "watched": report.watched,
     }

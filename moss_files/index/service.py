@@ -11,7 +11,7 @@ that only names these use cases never pays for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 if TYPE_CHECKING:
     from moss_files.index.database import Hit, SearchIndex
 
-__all__ = ["Context", "expand", "index_rebuild", "index_refresh", "index_status", "open_index", "scan", "timeline"]
+__all__ = ["Context", "expand", "index_rebuild", "index_refresh", "index_status", "index_watch", "open_index", "scan", "timeline"]
 
 SCAN_DEFAULT_LIMIT = 20
 SCAN_MAX_LIMIT = 200
@@ -297,3 +297,30 @@ def capsule_rows(ctx: Context, *, only_if_built: bool = False) -> dict[str, dict
     if only_if_built and not index.path.exists():
         return None
     return index.run(work)
+
+
+def index_watch(ctx: Context, *, stop: Callable[[], bool] = lambda: False, ready: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Keep the index warm until `stop()` (or an interrupt): follow file events, refresh on
+    change, and answer queries' `sync` so they skip the walk (see `watch`). `ready` hears
+    `{root, socket, folders}` once the watcher serves. Returns `{root, socket, folders, syncs,
+    refreshes, rewatches}`. Raises CacheError when another watcher serves the workspace or the
+    system has no inotify."""
+    from moss_files.index import watch
+
+    index = open_index(ctx)
+    index.ask_watcher = False  # it is the watcher: asking itself would wait for itself
+
+    def refresh() -> Any:
+        # A walk, never the watcher's own sync; the first one builds a missing cache.
+        index.run(lambda view: None)
+        return index.last_refresh
+
+    watcher = watch.Watcher(ctx.root, index.registry, refresh, log=ctx.notify)
+    socket = str(watch.socket_path(ctx.root))
+
+    def announce(stats: watch.WatchStats) -> None:
+        if ready is not None:
+            ready({"root": str(ctx.root), "socket": socket, "folders": stats.folders})
+
+    stats = watcher.serve(stop=stop, ready=announce)
+    return {"root": str(ctx.root), "socket": socket, "folders": stats.folders, "syncs": stats.syncs, "refreshes": stats.refreshes, "rewatches": stats.rewatches}

@@ -1,0 +1,369 @@
+"""A warm search index: a watcher process that follows the artifact folders' file events
+(Linux inotify) and keeps the cache fresh, and the `sync` handshake that lets a query skip the
+walk while it runs. Edge layer: owns one inotify descriptor and one Unix socket
+(`.moss/run/index.sock`, per machine, git-ignored); the index itself is refreshed through
+`database.SearchIndex`, as any query would.
+
+Why a query may trust the watcher: the kernel queues a file's inotify event inside the very
+system call that changed it, before the call returns. A query connects and asks `sync`; the
+watcher then drains every queued event, refreshes the index if any of them touched an indexed
+file or folder, commits, and only then answers `fresh`. So every change completed before the
+query asked is in the index it reads; a file edited one millisecond earlier included. A folder
+created, removed or renamed (and a queue overflow) makes the watcher re-read its set of watched
+folders and refresh by a full walk, so files written into a new folder before its watch existed
+are found too. Without an answer (no watcher, a dead one's socket, a timeout, another
+registry), the query walks as before. Not seen by inotify, so not trusted to it: writes through
+a shared memory map and changes made by another machine on a network file system.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from moss_files.foundation.errors import CacheError, MossError
+from moss_files.index.model import RefreshReport, Registry
+
+if TYPE_CHECKING:
+    import socket
+
+SOCKET_PATH = Path(".moss") / "run" / "index.sock"
+SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
+REQUEST_TIMEOUT = 2.0  # a client that connects and says nothing holds the watcher no longer
+_SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
+
+# <sys/inotify.h>
+IN_MODIFY = 0x2
+IN_ATTRIB = 0x4
+IN_CLOSE_WRITE = 0x8
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_UNMOUNT = 0x2000
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = 0o2000000
+
+_ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+_SELF = IN_DELETE_SELF | IN_MOVE_SELF
+FOLDER_MASK = _ENTRIES | _SELF | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
+ROOT_MASK = _ENTRIES | _SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+_EVENT = struct.Struct("iIII")
+
+
+# --------------------------------------------------------------------------- what an event means
+
+IGNORE, FILE, TREE, GONE = "ignore", "file", "tree", "gone"
+
+
+def classify(folder: str | None, mask: int, name: str, registry: Registry, *, tops: tuple[str, ...]) -> str:
+    """What one event asks of the watcher: IGNORE it, refresh the files (FILE), re-read the
+    set of watched folders and then refresh (TREE), or stop, the workspace itself being moved
+    or removed (GONE). `folder` is the watched folder relative to the workspace ("" for the
+    workspace itself; None for a watch the watcher no longer knows)."""
+    if folder == "" and mask & (IN_UNMOUNT | IN_IGNORED | _SELF):
+        return GONE
+    if mask & (IN_Q_OVERFLOW | IN_UNMOUNT | _SELF):
+        return TREE
+    if folder is None:
+        return IGNORE if mask & IN_IGNORED else TREE
+    if mask & IN_IGNORED:
+        return TREE
+    if folder == "":
+        return TREE if name in tops else IGNORE
+    if name.startswith("."):
+        return IGNORE  # temp and lock files; an atomic write's rename names the real file
+    if mask & IN_ISDIR:
+        return TREE if registry.descend(f"{folder}/{name}") else IGNORE
+    return FILE if name.endswith(".md") else IGNORE
+
+
+def watched_folders(root: Path, registry: Registry) -> list[str]:
+    """Every folder the index walk enters (links excluded, as the walk excludes them)."""
+    base = str(root)
+    stack = [top for top in registry.tops if registry.descend(top) and os.path.isdir(f"{base}/{top}") and not os.path.islink(f"{base}/{top}")]
+    folders: list[str] = []
+    while stack:
+        folder = stack.pop()
+        folders.append(folder)
+        try:
+            entries = os.scandir(f"{base}/{folder}")
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with entries:
+            for entry in entries:
+                child = f"{folder}/{entry.name}"
+                if entry.name[0] != "." and entry.is_dir(follow_symlinks=False) and registry.descend(child):
+                    stack.append(child)
+    return folders
+
+
+# --------------------------------------------------------------------------- the query's side
+
+
+def socket_path(root: Path) -> Path:
+    return Path(root) / SOCKET_PATH
+
+
+def synced(root: Path, registry_fingerprint: str, *, timeout: float = SYNC_TIMEOUT) -> int | None:
+    """Ask a running watcher to bring the index in step with every change made so far.
+    The number of files the fresh index holds when the watcher answered so; None (walk
+    instead) otherwise."""
+    path = str(socket_path(root))
+    if len(path.encode()) > _SUN_PATH_MAX or not os.path.exists(path):
+        return None
+    import socket  # here: a query with no watcher never pays for it
+
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.settimeout(timeout)
+        client.connect(path)
+        client.sendall(f"sync {registry_fingerprint}\n".encode())
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = client.recv(256)
+            if not chunk:
+                break
+            answer += chunk
+        words = answer.split()
+        return int(words[1]) if len(words) == 2 and words[0] == b"fresh" and words[1].isdigit() else None
+    except OSError:
+        return None  # no watcher (ECONNREFUSED: a stale socket), or it did not answer in time
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- the watcher
+
+
+class _Inotify:
+    """One inotify descriptor (Linux), through the C library."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            self._add = libc.inotify_add_watch
+        except (OSError, AttributeError):
+            raise CacheError("watching files needs Linux inotify, which this system lacks") from None
+        self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
+        self._ctypes = ctypes
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            raise CacheError(f"cannot start watching files: {os.strerror(ctypes.get_errno())}")
+        self.fd = fd
+
+    def add(self, path: str, mask: int) -> int | None:
+        """The watch descriptor of `path` (the same one when it is watched already); None
+        when the folder is gone. Raises CacheError when the system's watch limit is reached."""
+        wd = self._add(self.fd, os.fsencode(path), mask)
+        if wd >= 0:
+            return int(wd)
+        code = self._ctypes.get_errno()
+        if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
+            return None
+        raise CacheError(
+            f"cannot watch {path}: {os.strerror(code)}",
+            hint="raise fs.inotify.max_user_watches, or stop the watcher (queries then walk the files)",
+        )
+
+    def events(self) -> list[tuple[int, int, str]]:
+        """Every queued event as (watch, mask, name), without waiting."""
+        out: list[tuple[int, int, str]] = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            offset = 0
+            while offset < len(data):
+                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                offset += _EVENT.size
+                name = os.fsdecode(data[offset : offset + length].rstrip(b"\0"))
+                offset += length
+                out.append((wd, mask, name))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@dataclass
+class WatchStats:
+    folders: int = 0
+    syncs: int = 0
+    refreshes: int = 0
+    rewatches: int = 0
+
+
+class Watcher:
+    """Keeps one workspace's index fresh from file events and answers `sync` on its socket.
+
+    `refresh()` brings the index in step with the files by a full walk (the watcher's own
+    refreshes are the only ones that walk while it runs); `registry` names what is indexed.
+    """
+
+    def __init__(self, root: Path, registry: Registry, refresh: Callable[[], RefreshReport], *, log: Callable[[str], None] | None = None) -> None:
+        self.root = Path(root)
+        self.registry = registry
+        self.refresh = refresh
+        self.log = log or (lambda message: None)
+        self.stats = WatchStats()
+        self._tops = registry.tops
+        self._folders: dict[int, str] = {}
+        self.files = 0  # what the index held after the last refresh
+        self.gone = False  # the workspace itself was moved or removed: stop, answer nothing
+        self._pending = IGNORE  # what events seen so far ask, until a refresh succeeds
+        self._inotify: _Inotify | None = None
+        self._server: socket.socket | None = None
+
+    def serve(self, *, stop: Callable[[], bool] = lambda: False, ready: Callable[[WatchStats], None] | None = None, tick: float = 0.5) -> WatchStats:
+        """Watch, refresh and answer until `stop()` is true (checked every `tick` seconds) or
+        the process is interrupted. Raises CacheError when another watcher serves this
+        workspace or the socket's path is too long for the system."""
+        import select
+        import socket
+
+        path = socket_path(self.root)
+        if len(str(path).encode()) > _SUN_PATH_MAX:
+            raise CacheError(f"the watcher's socket path is longer than {_SUN_PATH_MAX} bytes", path=path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if self._answers(path):
+            raise CacheError("another watcher already keeps this workspace's index fresh", path=path)
+        path.unlink(missing_ok=True)  # a socket left by a watcher that died
+        self._inotify = _Inotify()
+        try:
+            # Watches first, then the walk: whatever changes after a watch exists queues an
+            # event, and whatever changed before is found by the walk.
+            self._rewatch()
+            self.files = self.refresh().files
+            self.stats.refreshes += 1
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._server = server
+            server.bind(str(path))
+            server.listen(64)
+            if ready is not None:
+                ready(self.stats)
+            while not stop() and not self.gone:
+                readable, _, _ = select.select([self._inotify.fd, server], [], [], tick)
+                if self._inotify.fd in readable:
+                    try:
+                        self._catch_up()
+                    except MossError as err:  # kept pending: the next sync tries again
+                        self.log(f"cannot refresh the index: {err.message}")
+                if server in readable:
+                    self._answer(server)
+        finally:
+            if self._server is not None:
+                self._server.close()
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass
+            self._inotify.close()
+        return self.stats
+
+    @staticmethod
+    def _answers(path: Path) -> bool:
+        import socket
+
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(1.0)
+            probe.connect(str(path))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
+
+    def _rewatch(self) -> None:
+        """Watch the workspace and every folder the walk enters, and map each watch to its
+        folder anew (a renamed folder keeps its watch under its new name)."""
+        assert self._inotify is not None
+        folders: dict[int, str] = {}
+        root_wd = self._inotify.add(str(self.root), ROOT_MASK)
+        if root_wd is not None:
+            folders[root_wd] = ""
+        for folder in watched_folders(self.root, self.registry):
+            wd = self._inotify.add(f"{self.root}/{folder}", FOLDER_MASK)
+            if wd is not None:
+                folders[wd] = folder
+        self._folders = folders
+        self.stats.folders = len(folders) - (root_wd is not None)
+        self.stats.rewatches += 1
+
+    def _catch_up(self) -> None:
+        """Apply every queued event: re-read the watched folders if the tree changed, and
+        refresh the index if any indexed file or folder did."""
+        assert self._inotify is not None
+        needed = self._pending
+        for wd, mask, name in self._inotify.events():
+            verdict = classify(self._folders.get(wd), mask, name, self.registry, tops=self._tops)
+            if verdict == GONE:
+                # Its paths name nothing now, or another folder: refreshing would be wrong.
+                self.gone = True
+                self.log("the workspace was moved or removed; the watcher stops")
+                return
+            if verdict == TREE:
+                needed = TREE
+            elif verdict == FILE and needed == IGNORE:
+                needed = FILE
+        self._pending = needed
+        if needed == IGNORE:
+            return
+        if needed == TREE:
+            self._rewatch()
+            self._pending = FILE
+        started = time.perf_counter()
+        self.files = self.refresh().files
+        self._pending = IGNORE
+        self.stats.refreshes += 1
+        self.log(f"refreshed the index after file events ({(time.perf_counter() - started) * 1000:.0f} ms)")
+
+    def _answer(self, server: socket.socket) -> None:
+        try:
+            client, _ = server.accept()
+        except OSError:
+            return
+        with client:
+            try:
+                client.settimeout(REQUEST_TIMEOUT)
+                request = b""
+                while not request.endswith(b"\n") and len(request) < 1024:
+                    chunk = client.recv(1024)
+                    if not chunk:
+                        return
+                    request += chunk
+                words = request.decode("utf-8", "replace").split()
+                if words[:1] != ["sync"] or words[1:] != [self.registry.fingerprint]:
+                    client.sendall(b"stale other-registry\n")
+                    return
+                try:
+                    self._catch_up()
+                except MossError as err:
+                    self.log(f"cannot refresh the index: {err.message}")
+                    client.sendall(b"stale refresh-failed\n")
+                    return
+                if self.gone:
+                    client.sendall(b"stale workspace-gone\n")
+                    return
+                self.stats.syncs += 1
+                client.sendall(f"fresh {self.files}\n".encode())
+            except OSError:
+                pass  # the query gave up waiting; it walks by itself
