@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -23,7 +22,7 @@ from moss_files.foundation import document, fs
 from moss_files.foundation.arguments import optional, refuse
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -141,7 +140,7 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
     if import_mode not in core.IMPORT_MODES:
         raise InvalidRequest("mode must be one of: error, replace, rename", details={"field": "mode", "value": import_mode})
     source = check_transfer_path(path, ctx, reading=True)
-    data = _read_no_follow(source)
+    data = fs.read_given_file(source, max_bytes=MAX_IMPORT_BYTES, what="import file")
     now = now_ms(ctx)
     records: list[tuple[int, Capsule]] = []
     errors: list[dict[str, Any]] = []
@@ -178,28 +177,6 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
             return {"imported": 0, "skipped": 0, "errors": errors}
         _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions, batched=batched)
     return {"imported": len(actions), "skipped": 0, "errors": []}
-
-
-def _read_no_follow(path: Path) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        raise NotFound("no such import file", path=str(path)) from None
-    except OSError as exc:
-        raise InvalidRequest(f"cannot open import file: {exc.strerror}", path=str(path), details={"reason": "open"}) from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidRequest("import path is not a regular file", path=str(path), details={"reason": "not_regular"})
-        if info.st_size > MAX_IMPORT_BYTES:
-            raise InvalidDocument(
-                f"import file is {info.st_size} bytes; the limit is {MAX_IMPORT_BYTES}",
-                code="FILE_TOO_LARGE",
-                status=413,
-                path=str(path),
-                details={"max_bytes": MAX_IMPORT_BYTES, "actual_bytes": info.st_size},
-            )
-        return handle.read(MAX_IMPORT_BYTES + 1)
 
 
 def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:

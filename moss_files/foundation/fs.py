@@ -413,6 +413,34 @@ def _umask() -> int:
     return current
 
 
+def read_given_file(path: Path, *, max_bytes: int, what: str) -> bytes:
+    """The bytes of a file a person named on the command line or in a tool call (an import
+    file, a sharing bundle), wherever it lies: opened without following a link, refused unless
+    it is a regular file of at most `max_bytes` (checked before reading). `what` names the file
+    in the messages. Raises NotFound, InvalidRequest (`details.reason` open or not_regular),
+    InvalidDocument FILE_TOO_LARGE (413)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise NotFound(f"no such {what}", path=str(path)) from None
+    except OSError as exc:
+        raise InvalidRequest(f"cannot open the {what}: {exc.strerror}", path=str(path), details={"reason": "open"}) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidRequest(f"the {what} is not a regular file", path=str(path), details={"reason": "not_regular"})
+        if info.st_size > max_bytes:
+            raise InvalidDocument(
+                f"the {what} is {info.st_size} bytes; the limit is {max_bytes}",
+                code="FILE_TOO_LARGE",
+                status=413,
+                path=str(path),
+                details={"max_bytes": max_bytes, "actual_bytes": info.st_size},
+            )
+        # One byte over the limit: a file that grew after the fstat is still caught by the parser's size checks.
+        return handle.read(max_bytes + 1)
+
+
 def process_alive(pid: int) -> bool:
     """True while process `pid` runs on this machine: a live writer's temporary or staging
     folder is not a leftover to clean up."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,23 +82,7 @@ def read_bundle(ctx: Context, raw_path: str | None) -> tuple[Path, Bundle]:
     """The bundle file at `raw_path`, parsed. Raises InvalidRequest (path), NotFound,
     InvalidDocument (FILE_TOO_LARGE, PARSE_ERROR, SCHEMA_ERROR)."""
     path = check_bundle_path(raw_path, ctx, reading=True)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise InvalidRequest(f"cannot open the bundle: {exc.strerror}", path=str(path), details={"reason": "open"}) from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidRequest("the bundle path is not a regular file", path=str(path), details={"reason": "not_regular"})
-        if info.st_size > MAX_BUNDLE_BYTES:
-            raise InvalidDocument(
-                f"the bundle is {info.st_size} bytes; the limit is {MAX_BUNDLE_BYTES}",
-                code="FILE_TOO_LARGE",
-                status=413,
-                path=str(path),
-                details={"max_bytes": MAX_BUNDLE_BYTES, "actual_bytes": info.st_size},
-            )
-        data = handle.read(MAX_BUNDLE_BYTES + 1)
+    data = fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle")
     try:
         parsed = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from board_support import Calls, board, moss
 from conftest import BIN, run_cli
+from helpers import wait_for
 from mcp import Client
 from mcp_support import anyio_backend, anyio_workers_finish  # noqa: F401  (fixtures)
 
@@ -200,9 +201,7 @@ def test_a_newer_wait_of_the_same_worker_cancels_the_older(tmp_path: Path) -> No
     first = threading.Thread(target=lambda: found.append(waiting.wait_for_task(ctx, statuses=["WORKING"], worker_id="dev", timeout_ms=60_000)))
     first.start()
     try:
-        deadline = time.monotonic() + 30
-        while "dev" not in waits(ctx).waiting("task") and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: "dev" in waits(ctx).waiting("task"), timeout=30, message="the first wait to register")
         second = waiting.wait_for_task(ctx, statuses=["WORKING"], worker_id="dev", timeout_ms=0)
     finally:
         first.join(timeout=30)
