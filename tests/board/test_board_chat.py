@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -73,8 +74,12 @@ def test_task_and_epic_channels_exist_with_their_items(tmp_path: Path) -> None:
 def test_read_positions_give_every_message_once_across_channels(tmp_path: Path) -> None:
     root = board(tmp_path / "p")
     ctx = agent(root)
+    start = datetime.now(UTC)
     for n in range(5):
-        conversation.chat_send(Context(root), channel="general" if n % 2 else "workers", content=f"m{n}")
+        # One millisecond apart: messages of two channels stamped in the same millisecond have no
+        # order between them (their stamps are equal), and this test is about read positions.
+        sent_at = start + timedelta(milliseconds=n)
+        conversation.chat_send(Context(root, clock=lambda sent_at=sent_at: sent_at), channel="general" if n % 2 else "workers", content=f"m{n}")
     first = conversation.chat_read(ctx, worker_id="dev", limit=3)
     assert [m["content"] for m in first["messages"]] == ["m0", "m1", "m2"] and first["hasMore"] is True
     second = conversation.chat_read(ctx, worker_id="dev", limit=10)
