@@ -83,16 +83,14 @@ def failed_items(values: Sequence[Any] | None, definition_of_done: Sequence[str]
     known = {" ".join(item.split()).casefold(): item for item in definition_of_done}
     found: list[str] = []
     for value in values:
+        if isinstance(value, str) and value.strip().isdigit() and value.strip() not in known:
+            value = int(value.strip())  # "2" from the command line is the second item
         if isinstance(value, int) and not isinstance(value, bool):
             if not 1 <= value <= len(definition_of_done):
                 raise InvalidRequest(f"failedDodItems: the definition of done has no item {value}", details={"field": "failedDodItems"})
             text = definition_of_done[value - 1]
         elif isinstance(value, str) and value.strip():
-            stripped = value.strip()
-            if stripped.isdigit() and 1 <= int(stripped) <= len(definition_of_done) and stripped.casefold() not in known:
-                text = definition_of_done[int(stripped) - 1]
-            else:
-                text = known.get(" ".join(stripped.split()).casefold(), stripped)
+            text = known.get(" ".join(value.split()).casefold(), value.strip())
         else:
             raise InvalidRequest("failedDodItems holds the failed items' texts or numbers", details={"field": "failedDodItems"})
         if text not in found:
@@ -168,12 +166,12 @@ def rejected(task: Task, decision: Rejection, failed: Sequence[str], *, by: str,
             reopen_reason=decision.entry["reason"],
             assigned_worker=None,
             needs_human_review=True,
-            context_fetched_by=(),
             updated=now,
         )
     else:
         moved = apply_transition(task, decision.target, now, reason=decision.entry["reason"])
-    return replace(moved, rejection_history=history, failed_dod_items=log)
+    # Whoever takes it up next (worker, architect, a person's QA) reads the rejection first.
+    return replace(moved, rejection_history=history, failed_dod_items=log, context_fetched_by=())
 
 
 def rejection_details(task: Task) -> dict[str, Any] | None:

@@ -381,8 +381,8 @@ def post_system(ctx: Context, channel: str, content: str) -> None:
 
 def disk_state(ctx: Context) -> str | None:
     """The workspace's disk-state signature (`worktree.disk_state_signature`), or None when it
-    cannot be told (no git, not a repository, git failed or took over 3 s): unknown, never
-    "unchanged". Runs git: call it outside the board lock."""
+    cannot be told (no git, not a repository, git failed): unknown, never "unchanged". Runs
+    git: call it outside the board lock, so a slow `git status` holds up this call alone."""
     from moss_files.foundation import gitrepo  # GitPython loads only when a signature is asked for
 
     try:

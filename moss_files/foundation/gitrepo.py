@@ -175,16 +175,16 @@ def uncommitted(repo: git.Repo, relpaths: list[str]) -> dict[str, str]:
     return found
 
 
-def worktree_status(root: Path, *, exclude: Sequence[str] = (), timeout: float = 3.0) -> str:
+def worktree_status(root: Path, *, exclude: Sequence[str] = ()) -> str:
     """`git status --porcelain=v2 --branch` of the work tree at or above `root`, limited to
     `root` and leaving out its sub-folders `exclude`. Reads only (`--no-optional-locks`: no
-    index refresh); gives up after `timeout` seconds. Raises RepoError."""
+    index refresh, no lock taken). Raises RepoError."""
     repo = open_repo(root)
     scope = relpath_in_repo(repo, root)
     prefix = "" if scope == "." else f"{scope}/"
     # `:(top)` alone is the whole tree; `:(top).` matches nothing through GitPython's call.
     specs = [f":(top){scope if scope != '.' else ''}", *(f":(top,exclude){prefix}{name}" for name in exclude)]
-    return str(_run(repo, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "--", *specs, kill_after_timeout=timeout))
+    return str(_run(repo, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "--", *specs))
 
 
 def current_branch(root: Path) -> str | None:
