@@ -174,14 +174,19 @@ def rejected(task: Task, decision: Rejection, failed: Sequence[str], *, by: str,
     return replace(moved, rejection_history=history, failed_dod_items=log, context_fetched_by=())
 
 
+def _either(entry: Mapping[str, Any], ours: str, moes: str) -> Any:
+    """A record's value under our key, else under Moe's (a task file Moe or a person wrote)."""
+    return entry[ours] if ours in entry else entry.get(moes)
+
+
 def rejection_details(task: Task) -> dict[str, Any] | None:
     """Moe's rejectionDetails: the newest rejection's failed items and issues, if it named any."""
     if not task.rejection_history:
         return None
     newest = task.rejection_history[0]
     details: dict[str, Any] = {}
-    if newest.get("failed_dod_items"):
-        details["failedDodItems"] = list(newest["failed_dod_items"])
+    if _either(newest, "failed_dod_items", "failedDodItems"):
+        details["failedDodItems"] = list(_either(newest, "failed_dod_items", "failedDodItems"))
     if newest.get("issues"):
         details["issues"] = [dict(issue) for issue in newest["issues"]]
     return details or None
@@ -189,9 +194,13 @@ def rejection_details(task: Task) -> dict[str, Any] | None:
 
 def history_to_dict(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A rejection as Moe's rejectionHistory shows it."""
-    data: dict[str, Any] = {"reason": entry.get("reason"), "rejectedAt": entry.get("rejected"), "reopenCount": entry.get("reopen_count")}
-    if entry.get("failed_dod_items"):
-        data["failedDodItems"] = list(entry["failed_dod_items"])
+    data: dict[str, Any] = {
+        "reason": entry.get("reason"),
+        "rejectedAt": _either(entry, "rejected", "rejectedAt"),
+        "reopenCount": _either(entry, "reopen_count", "reopenCount"),
+    }
+    if _either(entry, "failed_dod_items", "failedDodItems"):
+        data["failedDodItems"] = list(_either(entry, "failed_dod_items", "failedDodItems"))
     if entry.get("issues"):
         data["issues"] = [dict(issue) for issue in entry["issues"]]
     return data
@@ -199,4 +208,4 @@ def history_to_dict(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def failed_item_to_dict(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A failed definition-of-done item as Moe's failedDodItems shows it."""
-    return {"item": entry.get("item"), "rejectedAt": entry.get("rejected"), "rejectedBy": entry.get("rejected_by")}
+    return {"item": entry.get("item"), "rejectedAt": _either(entry, "rejected", "rejectedAt"), "rejectedBy": _either(entry, "rejected_by", "rejectedBy")}

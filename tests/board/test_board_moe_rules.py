@@ -380,3 +380,23 @@ def test_the_merge_rule_covers_moes_spelling_of_the_plan() -> None:
     theirs = task_text([amendment("AMEND-20260121-bbbbbbbb", "2026-01-21T10:00:01Z", "b")], plan_key="implementationPlan")
     plan, conflicted = merged_plan(base, ours, theirs)
     assert conflicted == () and len(plan[0]["amendments"]) == 2  # type: ignore[index]
+
+
+def test_moes_own_spellings_of_the_rejection_records_are_read() -> None:
+    text = (
+        "---\ntitle: T\nstatus: REVIEW\ndefinitionOfDone: [works]\nneedsHumanReview: true\ncontextFetchedBy: [qa]\n"
+        "rejectionHistory:\n  - {reason: broken, rejectedAt: '2026-01-21T10:00:00Z', reopenCount: 1, failedDodItems: [works]}\n"
+        "failedDodItems:\n  - {item: works, rejectedAt: '2026-01-21T10:00:00Z', rejectedBy: qa}\n---\n"
+    )
+    task = files.parse_task(document.parse(text), fallback_id="TASK-1")
+    assert task.needs_human_review and task.context_fetched_by == ("qa",)
+    assert review.history_to_dict(task.rejection_history[0]) == {
+        "reason": "broken",
+        "rejectedAt": "2026-01-21T10:00:00Z",
+        "reopenCount": 1,
+        "failedDodItems": ["works"],
+    }
+    assert review.failed_item_to_dict(task.failed_dod_items[0]) == {"item": "works", "rejectedAt": "2026-01-21T10:00:00Z", "rejectedBy": "qa"}
+    assert review.rejection_details(task) == {"failedDodItems": ["works"]}
+    decision, _ = reject(replace(task, reopen_count=0), failed=("works",))
+    assert decision.repeated_item == "works"  # Moe's log counts toward the same-item rule
