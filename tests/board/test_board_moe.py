@@ -466,6 +466,25 @@ async def test_the_new_rules_through_a_real_mcp_client(tmp_path: Path) -> None:
         await calls.ok("moe.release_task", taskId=big, workerId="qa")  # an agent's release does not unpark
         assert (await calls.ok("moe.claim_next_task", statuses=["REVIEW"], workerId="qa")) == {"hasNext": False}
 
+        spare = editing.create_task(human, epic_id=epic, title="Spare", status="WORKING")["task"]["id"]
+        assert (await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="w1"))["task"]["id"] == spare
+        note = {"whatIsDone": "half of it", "whatRemains": "the rest", "pitfalls": "app.py does not compile"}
+        await calls.ok("moe.release_task", taskId=spare, handoffNote=note, workerId="w1")
+        (root / "src" / "app.py").write_text("print('fixed')\n")
+        stale = await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="w2")
+        assert stale["staleHandoffDiskState"] is True and "moe.get_handoff_history" in stale["handoffHint"]
+        history = await calls.ok("moe.get_handoff_history", taskId=spare)
+        assert history["priorHandoffs"][0]["diskState"].startswith("v1:")
+        await calls.ok("moe.release_task", taskId=spare, handoffNote=note, workerId="w2")
+    (root / "src" / "app.py").write_text("print('changed again')\n")  # a path already listed as changed: the same signature
+    quiet = run_cli("moss", "task", "claim", "-w", "w3", cwd=root)
+    assert quiet.returncode == 0 and quiet.stdout.startswith(spare)
+    assert "\nPrevious worker(s) left 2 handoff note(s)" in quiet.stderr and "has changed since" not in quiet.stderr
+    claims.release_task(Context(root), task_id=spare, handoff_note={"whatIsDone": "a", "whatRemains": "b"})
+    (root / "src" / "new.py").write_text("")  # a new path: another tree
+    flagged = run_cli("moss", "task", "claim", "-w", "w4", cwd=root)
+    assert "warning: Previous worker(s) left 3 handoff note(s)" in flagged.stderr and "has changed since" in flagged.stderr
+
 
 def test_the_cli_warns_on_stderr_and_keeps_stdout_for_data(tmp_path: Path) -> None:
     root = board(tmp_path / "p")
