@@ -166,6 +166,8 @@ KIND_MODELS = {
     "moss_files.board.evidence",
     "moss_files.board.oversight",
     "moss_files.board.threads",
+    "moss_files.board.review",
+    "moss_files.board.worktree",
     "moss_files.loopflow.insights",
     "moss_files.loopflow.sessions",
     "moss_files.loopflow.tasks",

@@ -12,21 +12,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from moss_files.board import oversight, rules, shapes
+from moss_files.board import oversight, review, rules, shapes, worktree
 from moss_files.board.leases import revive
-from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Task, check_status, check_statuses
+from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Project, Task, check_status, check_statuses
 from moss_files.board.usecase import (
     board_store,
     caller,
+    disk_state,
     ensure_worker,
     find_epic,
     find_task,
     guard,
+    guard_context,
+    guard_parked,
     log,
     move,
+    post_system,
     question_blocked,
     settle_approvals,
     settle_leases,
+    status_events,
     touch,
     with_problems,
     write_task,
@@ -39,11 +44,21 @@ MAX_HANDOFFS = 20
 
 
 def claim_next_task(
-    ctx: Context, *, statuses: Sequence[str], epic_id: str | None = None, worker_id: str | None = None, replace_existing: bool = False
+    ctx: Context,
+    *,
+    statuses: Sequence[str],
+    epic_id: str | None = None,
+    worker_id: str | None = None,
+    replace_existing: bool = False,
+    prefer_adjacent_in_epic: bool = True,
 ) -> dict[str, Any]:
     """Moe's claim_next_task: give the worker the next task in `statuses` (see
-    `rules.plan_claim` for the order and the solo-worker rule). Without a worker (none named,
-    no MOE_WORKER_ID), shows the task it would give.
+    `rules.plan_claim` for the order, the adjacent-epic preference and the solo-worker rule).
+    Without a worker (none named, no MOE_WORKER_ID), shows the task it would give.
+
+    A task released with a handoff note comes with `handoffHint`; when the note recorded the
+    working tree's signature and the tree has changed since, also `staleHandoffDiskState`
+    (git runs only then, after the lock is released).
 
     Returns `{hasNext: false, alreadyAssigned}` when the worker holds a task already. Raises
     InvalidRequest for bad statuses, Conflict WORKER_CONFLICT under the solo-worker rule.
@@ -62,7 +77,13 @@ def claim_next_task(
             revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
             board = store.load()
         plan = rules.plan_claim(
-            board, wanted, worker, epic_id=epic_id.strip() if epic_id else None, replace_existing=replace_existing, blocked=question_blocked(ctx)
+            board,
+            wanted,
+            worker,
+            epic_id=epic_id.strip() if epic_id else None,
+            replace_existing=replace_existing,
+            blocked=question_blocked(ctx),
+            prefer_adjacent=prefer_adjacent_in_epic,
         )
         if plan.already is not None:
             held = plan.already
@@ -74,7 +95,7 @@ def claim_next_task(
         task = plan.task
         if worker is not None:
             ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
-            board = touch(ctx, board, worker, force=True)  # the claim starts the lease
+            board = touch(ctx, board, worker, force=True, epic=task.epic or None)  # the claim starts the lease
             now = ctx.stamp()
             expected = (task.status, task.assigned_worker)
 
@@ -102,7 +123,23 @@ def claim_next_task(
     }
     if plan.takeover_from:
         result["takenOverFrom"] = plan.takeover_from
+    result["nextAction"] = {"tool": "moe.get_context", "args": {"taskId": task.id}, "reason": "read the task's context before acting on it"}
+    if task.handoffs:
+        result.update(handoff_hint(ctx, task))
     return with_problems(result, board.problems)
+
+
+def handoff_hint(ctx: Context, task: Task) -> dict[str, Any]:
+    """`handoffHint` for a task released with handoff notes, and `staleHandoffDiskState` when
+    the newest note's working tree (its `disk_state`) is not the tree there is now. Nothing
+    is said when either signature cannot be told: a false alarm teaches agents to ignore it."""
+    hint = f"Previous worker(s) left {len(task.handoffs)} handoff note(s): moe.get_handoff_history {{taskId: {task.id!r}}} before starting."
+    stored = task.handoffs[0].get("disk_state")
+    if isinstance(stored, str) and stored:
+        current = disk_state(ctx)
+        if current is not None and current != stored:
+            return {"handoffHint": f"{hint} {worktree.STALE_HANDOFF}", "staleHandoffDiskState": True}
+    return {"handoffHint": hint}
 
 
 def release_task(
@@ -110,10 +147,16 @@ def release_task(
 ) -> dict[str, Any]:
     """Let go of a held task: it keeps its status and becomes claimable by the next worker. A
     handoff note ({whatIsDone, whatRemains, pitfalls?, openQuestions?}) is kept on the task,
-    newest first, for whoever claims it next (get_handoff_history)."""
+    newest first, for whoever claims it next (get_handoff_history), with the working tree's
+    signature (`disk_state`) when git can tell it.
+
+    A person (no worker named) releasing a REVIEW task parked for human review returns it to
+    the QA queue (`unparked`)."""
     task_id = arguments.required(task_id, "taskId")
     worker = caller(ctx, worker_id)
     why = arguments.optional(reason)
+    tree = disk_state(ctx) if handoff_note is not None else None  # git runs before the board lock
+    unpark = worker is None and ctx.actor == HUMAN
     store = board_store(ctx)
     with store.writing():
         board = settle_leases(ctx, store.load())
@@ -121,22 +164,31 @@ def release_task(
         guard(board, task, worker)
         now = ctx.stamp()
         note = oversight.handoff(handoff_note, by=worker or task.assigned_worker, now=now, reason=why) if handoff_note is not None else None
+        if note is not None and tree is not None:
+            note["disk_state"] = tree
 
         def decide(current: Task) -> Task:
             if current.status in ("DONE", "ARCHIVED"):
                 return current  # finished work is never reopened by a release
             handoffs = ((note, *current.handoffs)[:MAX_HANDOFFS]) if note else current.handoffs
-            return replace(current, assigned_worker=None, handoffs=handoffs, updated=now) if (current.assigned_worker or note) else current
+            parked = unpark and current.needs_human_review
+            if not (current.assigned_worker or note or parked):
+                return current
+            return replace(current, assigned_worker=None, handoffs=handoffs, needs_human_review=current.needs_human_review and not parked, updated=now)
 
         old, new = write_task(ctx, task_id, decide)
         if old.assigned_worker and not new.assigned_worker:
             log(ctx, board.project, "WORKER_RELEASED", task=new, worker=old.assigned_worker, status=new.status, reason=why, handoffNote=bool(note))
+        if old.needs_human_review and not new.needs_human_review:
+            log(ctx, board.project, "TASK_UNPARKED", task=new, reason=why)
     result: dict[str, Any] = {
         "success": True,
         "taskId": task_id,
         "status": new.status,
         "releasedWorkerId": old.assigned_worker if not new.assigned_worker else None,
     }
+    if old.needs_human_review and not new.needs_human_review:
+        result["unparked"] = True
     if note is None and old.assigned_worker:
         result["warning"] = "released without a handoff note: the next worker starts from the task file alone"
     return result
@@ -165,12 +217,18 @@ def set_task_status(ctx: Context, *, task_id: str, status: str, reason: str | No
                 status=403,
                 details={"taskId": task_id, "approvalMode": board.project.settings.approval_mode},
             )
-        new = move(ctx, board, task, target, reason=reason, actor=worker) if target != task.status else task
+        if target != task.status:
+            guard_parked(ctx, task, worker, "move")
+        # A move back out of REVIEW or DONE is a reopen: a new attempt, with a fresh failed-item log.
+        reopen = rules.reopened_afresh if task.status in ("REVIEW", "DONE") and target in ("WORKING", "PLANNING") else None
+        new = move(ctx, board, task, target, reason=reason, actor=worker, extra=reopen) if target != task.status else task
     return {"success": True, "taskId": task_id, "status": new.status}
 
 
 def qa_approve(ctx: Context, *, task_id: str, summary: str | None = None, worker_id: str | None = None) -> dict[str, Any]:
-    """Moe's qa_approve: REVIEW -> DONE. Raises INVALID_TRANSITION unless the task is in REVIEW."""
+    """Moe's qa_approve: REVIEW -> DONE. Raises INVALID_TRANSITION unless the task is in REVIEW,
+    NOT_ALLOWED for a worker who does not hold it or has not read its context, or an agent
+    on a task parked for a person."""
     task_id = arguments.required(task_id, "taskId")
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
@@ -180,18 +238,35 @@ def qa_approve(ctx: Context, *, task_id: str, summary: str | None = None, worker
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to approve", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard(board, task, worker)
+        guard_parked(ctx, task, worker, "approve")
+        guard_context(task, worker, "moe.qa_approve")
         extra = (lambda t: replace(t, review_summary=summary)) if summary and summary.strip() else None
         new = move(ctx, board, task, "DONE", reason=None, actor=worker or task.assigned_worker, extra=extra)
     return {"success": True, "taskId": task_id, "status": new.status, "summary": summary, "message": f"{task_id} approved by QA and DONE."}
 
 
-def qa_reject(ctx: Context, *, task_id: str, reason: str, worker_id: str | None = None) -> dict[str, Any]:
-    """Moe's qa_reject: REVIEW -> WORKING with the reason, counting a reopen; the rejection that
-    brings the count to `maxReopens` sends the task back to PLANNING instead (`escalated`)."""
+def qa_reject(
+    ctx: Context,
+    *,
+    task_id: str,
+    reason: str,
+    failed_dod_items: Sequence[str | int] | None = None,
+    issues: Sequence[Mapping[str, Any]] | None = None,
+    worker_id: str | None = None,
+) -> dict[str, Any]:
+    """Moe's qa_reject with its bounded escalation (see `review`): back to WORKING with the
+    reason, counting a reopen; to PLANNING once the count reaches `max_reopens`, or when a
+    definition-of-done item in `failed_dod_items` failed in an earlier rejection of this
+    attempt; past the cap, parked in REVIEW for a person (`needsHumanReview`). `issues` are
+    structured findings `[{type, description, file?, line?}]`.
+
+    Raises INVALID_TRANSITION unless the task is in REVIEW, InvalidRequest for a missing reason
+    or bad items, NOT_ALLOWED for a worker who does not hold the task or has not read its
+    context, or an agent on a task parked for a person.
+    """
     task_id = arguments.required(task_id, "taskId")
-    if not reason.strip():
-        raise InvalidRequest("reason is required - explain which DoD items failed and why", details={"field": "reason"})
-    why = reason.strip()
+    why = review.reason_text(reason)
+    found_issues = review.read_issues(issues)
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
@@ -200,16 +275,88 @@ def qa_reject(ctx: Context, *, task_id: str, reason: str, worker_id: str | None 
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard(board, task, worker)
-        target = rules.qa_reject_target(task, board.project.settings)
-        new = move(ctx, board, task, target, reason=why, actor=worker or task.assigned_worker)
-    escalated = new.status == "PLANNING"
-    message = f"{task_id} rejected {new.reopen_count} times: back to PLANNING for a new plan." if escalated else f"{task_id} back to WORKING; fix: {why}"
-    return {
+        guard_parked(ctx, task, worker, "reject")
+        guard_context(task, worker, "moe.qa_reject")
+        failed = review.failed_items(failed_dod_items, task.definition_of_done)
+        actor = worker or task.assigned_worker
+        settings = board.project.settings
+        now = ctx.stamp()
+        decisions: list[review.Rejection] = []
+
+        def decide(current: Task) -> Task:
+            if current.status != "REVIEW":
+                raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION", details={"taskId": task_id, "status": current.status})
+            decision = review.decide(current, settings, reason=why, failed=failed, issues=found_issues, now=now)
+            decisions.append(decision)
+            return review.rejected(current, decision, failed, by=actor or HUMAN, now=now)
+
+        old, new = write_task(ctx, task_id, decide)
+        decision = decisions[-1]
+        _rejection_events(ctx, board.project, old, new, decision, actor)
+    result: dict[str, Any] = {
         "success": True,
         "taskId": task_id,
         "status": new.status,
         "reopenCount": new.reopen_count,
+        "maxReopens": decision.max_reopens,
         "reason": why,
-        "escalated": escalated,
-        "message": message,
+        "escalated": decision.escalation is not None,
+        "exceededReopenCap": decision.soft_cap or decision.parked,
+        "parkedForHuman": decision.parked,
+        "needsHumanReview": new.needs_human_review,
+        "rejectionDetails": review.rejection_details(new),
+        "rejectionHistory": [review.history_to_dict(entry) for entry in new.rejection_history],
+        "failedDodItems": [review.failed_item_to_dict(entry) for entry in new.failed_dod_items],
+        "message": _rejection_message(task_id, new, decision, why),
     }
+    if decision.repeated_item is not None:
+        result["repeatedFailedDodItem"] = decision.repeated_item
+    return result
+
+
+def _rejection_events(ctx: Context, project: Project, old: Task, new: Task, decision: review.Rejection, actor: str | None) -> None:
+    """The activity lines and chat posts of a rejection: the move (or the park), and why it
+    escalated, where the architects (and, for a park, the governors) see it."""
+    if decision.parked:
+        log(ctx, project, "QA_REJECTED", task=new, worker=actor, reason=decision.entry["reason"])
+        log(ctx, project, "TASK_REOPENED", task=new, worker=actor, reopenCount=new.reopen_count, reason=decision.entry["reason"])
+        if old.assigned_worker:
+            log(ctx, project, "WORKER_RELEASED", task=new, worker=old.assigned_worker, status=new.status)
+    else:
+        status_events(ctx, project, old, new, actor, decision.entry["reason"])
+    if decision.escalation is None:
+        return
+    target = "REVIEW (parked for a person)" if decision.parked else decision.target
+    log(
+        ctx,
+        project,
+        "QA_ESCALATED",
+        task=new,
+        worker=actor,
+        to=target,
+        why=decision.escalation,
+        reopenCount=new.reopen_count,
+        maxReopens=decision.max_reopens,
+        repeatedFailedDodItem=decision.repeated_item,
+    )
+    recent = " | ".join(f"[#{entry.get('reopen_count')}] {str(entry.get('reason'))[:80]}" for entry in new.rejection_history[:3])
+    if decision.parked:
+        text = (
+            f"HUMAN REVIEW NEEDED: {new.id} was rejected {new.reopen_count} times (max {decision.max_reopens}), after a re-plan too. "
+            f"It waits in REVIEW, unassigned and out of the QA queue, until a person approves, reopens or releases it. Latest: {recent}"
+        )
+        post_system(ctx, "governors", text)
+        post_system(ctx, "architects", text)
+    else:
+        post_system(ctx, "architects", f"{new.id} is back in PLANNING ({decision.escalation}): re-plan it. Latest: {recent}")
+
+
+def _rejection_message(task_id: str, new: Task, decision: review.Rejection, why: str) -> str:
+    if decision.parked:
+        return (
+            f"{task_id} rejected and parked in REVIEW for a person: its reopen budget ({new.reopen_count}/{decision.max_reopens}) "
+            "and the re-plan are spent. A person approves, reopens or releases it; it is out of the QA queue until then."
+        )
+    if decision.escalation is not None:
+        return f"{task_id} rejected and back in PLANNING ({decision.escalation}): the plan needs rework."
+    return f"{task_id} back to WORKING; fix: {why}"

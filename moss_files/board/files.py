@@ -19,10 +19,14 @@ from moss_files.board.model import (
     CREATORS,
     DEFAULT_CHAT_MAX_AGENT_HOPS,
     DEFAULT_LEASE_MS,
+    DEFAULT_MAX_DISTINCT_FILES,
+    DEFAULT_MAX_PLAN_STEPS,
     DEFAULT_MAX_REOPENS,
     DEFAULT_PRIORITY,
     DEFAULT_SPEED_DELAY_MS,
     DEFAULT_TEAM_SIZE,
+    DEFAULT_WARN_DISTINCT_FILES,
+    DEFAULT_WARN_STEPS,
     EPIC_STATUSES,
     PRIORITIES,
     PROPOSAL_SCOPES,
@@ -41,6 +45,7 @@ from moss_files.board.model import (
     Settings,
     Step,
     Task,
+    TaskSizing,
     Team,
     Worker,
     default_project_id,
@@ -48,6 +53,7 @@ from moss_files.board.model import (
     normalize_status,
 )
 from moss_files.foundation import document
+from moss_files.foundation.docmerge import CONFLICT, MISSING, merge_value
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument
 from moss_files.foundation.fields import FieldReader
@@ -156,10 +162,16 @@ TASK_ALIASES: Mapping[str, tuple[str, ...]] = {
     "prior_attempt": ("priorAttempt",),
     "budget_ms": ("budgetMs", "budget_wall_clock_ms"),
     "critique": ("planCritiqueResult", "plan_critique"),
+    "context_fetched_by": ("contextFetchedBy",),
+    "rejection_history": ("rejectionHistory",),
+    "failed_dod_items": ("failedDodItems",),
+    "needs_human_review": ("needsHumanReview",),
+    "plan_size_warnings": ("planSizeWarnings",),
 }
 _STEP_ALIASES: Mapping[str, tuple[str, ...]] = {
     "id": ("stepId", "step_id"),
     "affected_files": ("affectedFiles", "files"),
+    "new_files": ("newFiles",),
     "modified_files": ("modifiedFiles",),
     "started": ("startedAt", "started_at"),
     "completed": ("completedAt", "completed_at"),
@@ -211,6 +223,11 @@ def parse_task(doc: Document, path: Path | str | None = None, *, fallback_id: st
         prior_attempt=_record(fields, "prior_attempt"),
         budget_ms=_optional_count(fields, "budget_ms"),
         critique=_record(fields, "critique"),
+        context_fetched_by=tuple(dict.fromkeys(fields.items("context_fetched_by", comma_separated=True))),
+        rejection_history=_records(fields, "rejection_history"),
+        failed_dod_items=_records(fields, "failed_dod_items"),
+        needs_human_review=_flag(fields, "needs_human_review", False),
+        plan_size_warnings=fields.items("plan_size_warnings"),
     )
 
 
@@ -238,6 +255,7 @@ def _parse_plan(fields: FieldReader) -> tuple[Step, ...]:
                 description=description,
                 status=sub.choice("status", STEP_STATUSES, "PENDING", _step_status),
                 affected_files=sub.items("affected_files"),
+                new_files=sub.items("new_files"),
                 modified_files=sub.items("modified_files"),
                 note=_text(sub, "note"),
                 started=_text(sub, "started"),
@@ -299,6 +317,14 @@ _SETTING_KEYS = {
     "stale_worker_timeout_ms": ("staleWorkerTimeoutMs", "lease_ms"),
     "require_verification": ("requireVerification",),
     "chat_max_agent_hops": ("chatMaxAgentHops",),
+    "task_sizing": ("taskSizing",),
+    "consolidation_branch": ("consolidationBranch",),
+}
+_SIZING_KEYS = {
+    "warn_steps": ("warnSteps",),
+    "max_steps": ("maxSteps",),
+    "warn_distinct_files": ("warnDistinctFiles",),
+    "max_distinct_files": ("maxDistinctFiles",),
 }
 PROJECT_ALIASES: Mapping[str, tuple[str, ...]] = {
     "global_rails": ("globalRails", "rails"),
@@ -335,6 +361,8 @@ def parse_project(doc: Document, path: Path | str | None = None, *, default_name
             stale_worker_timeout_ms=int(settings_fields.number("stale_worker_timeout_ms", default=DEFAULT_LEASE_MS, minimum=0, integer=True)),
             require_verification=_flag(settings_fields, "require_verification", False),
             chat_max_agent_hops=int(settings_fields.number("chat_max_agent_hops", default=DEFAULT_CHAT_MAX_AGENT_HOPS, minimum=1, integer=True)),
+            task_sizing=_parse_sizing(settings_fields, path),
+            consolidation_branch=_stripped(_text(settings_fields, "consolidation_branch")),
             extra={key: value for key, value in settings_map.items() if key not in known},
         )
     except InvalidDocument as err:
@@ -352,6 +380,20 @@ def parse_project(doc: Document, path: Path | str | None = None, *, default_name
     )
 
 
+def _parse_sizing(settings_fields: FieldReader, path: Path | str | None) -> TaskSizing:
+    """settings.task_sizing: whole numbers of at least 1; a max below its warn is lifted to it."""
+    key, sizing = settings_fields.mapping("task_sizing")
+    sub = FieldReader(Document(meta=dict(sizing), body="", text=""), path, _SIZING_KEYS)
+    try:
+        warn_steps = int(sub.number("warn_steps", default=DEFAULT_WARN_STEPS, minimum=1, integer=True))
+        max_steps = int(sub.number("max_steps", default=DEFAULT_MAX_PLAN_STEPS, minimum=1, integer=True))
+        warn_files = int(sub.number("warn_distinct_files", default=DEFAULT_WARN_DISTINCT_FILES, minimum=1, integer=True))
+        max_files = int(sub.number("max_distinct_files", default=DEFAULT_MAX_DISTINCT_FILES, minimum=1, integer=True))
+    except InvalidDocument as err:
+        raise InvalidDocument(f"task_sizing: {err.message}", code="SCHEMA_ERROR") from None
+    return TaskSizing(warn_steps, max(warn_steps, max_steps), warn_files, max(warn_files, max_files))
+
+
 WORKER_ALIASES: Mapping[str, tuple[str, ...]] = {
     "type": ("role",),
     "blocked_reason": ("blockedReason", "last_error", "lastError"),
@@ -360,6 +402,7 @@ WORKER_ALIASES: Mapping[str, tuple[str, ...]] = {
     "blocked_step": ("blockedStep", "currentStepId"),
     "blocked_since": ("blockedSince", "blocked_at"),
     "heartbeat": ("lastActivityAt", "last_activity", "last_heartbeat"),
+    "last_epic": ("epicId", "epic_id", "epic"),
     "created": ("created_at", "createdAt"),
     "updated": ("updated_at", "updatedAt"),
 }
@@ -381,6 +424,7 @@ def parse_worker(doc: Document, path: Path | str | None = None, *, fallback_id: 
         blocked_step=_stripped(_text(fields, "blocked_step")),
         blocked_since=_text(fields, "blocked_since"),
         heartbeat=_text(fields, "heartbeat"),
+        last_epic=_stripped(_text(fields, "last_epic")),
         notes=_body_text(doc),
         created=_text(fields, "created"),
         updated=_text(fields, "updated"),
@@ -475,6 +519,8 @@ def step_meta(step: Step) -> dict[str, Any]:
     meta: dict[str, Any] = {"id": step.id, "description": step.description, "status": step.status}
     if step.affected_files:
         meta["affected_files"] = list(step.affected_files)
+    if step.new_files:
+        meta["new_files"] = list(step.new_files)
     if step.modified_files:
         meta["modified_files"] = list(step.modified_files)
     for name in ("note", "started", "completed"):
@@ -524,6 +570,11 @@ TASK_KEYS = (
     _Key("prior_attempt", encode=plain),
     _Key("budget_ms"),
     _Key("critique", encode=plain),
+    _Key("context_fetched_by", encode=list),
+    _Key("needs_human_review"),
+    _Key("rejection_history", encode=plain),
+    _Key("failed_dod_items", encode=plain),
+    _Key("plan_size_warnings", encode=list),
 )
 EPIC_KEYS = (
     _Key("id", True),
@@ -545,6 +596,7 @@ WORKER_KEYS = (
     _Key("blocked_step"),
     _Key("blocked_since"),
     _Key("heartbeat"),
+    _Key("last_epic"),
     _Key("created", True),
     _Key("updated", True),
 )
@@ -574,9 +626,11 @@ PROPOSAL_KEYS = (
 
 
 def _empty(value: Any) -> bool:
+    """Whether an optional key is left out: no value, an empty text or list, 0, or false (a
+    flag is written only while it is set)."""
     if isinstance(value, Mapping):
         return not value
-    return value is None or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
+    return value is None or value is False or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
 
 
 def _meta(entity: Any, keys: Sequence[_Key]) -> dict[str, Any]:
@@ -640,6 +694,13 @@ def render_project(project: Project) -> str:
             "stale_worker_timeout_ms": project.settings.stale_worker_timeout_ms,
             "require_verification": project.settings.require_verification,
             "chat_max_agent_hops": project.settings.chat_max_agent_hops,
+            "task_sizing": {
+                "warn_steps": project.settings.task_sizing.warn_steps,
+                "max_steps": project.settings.task_sizing.max_steps,
+                "warn_distinct_files": project.settings.task_sizing.warn_distinct_files,
+                "max_distinct_files": project.settings.task_sizing.max_distinct_files,
+            },
+            "consolidation_branch": project.settings.consolidation_branch or "",
         },
         "created": project.created,
         "updated": project.updated,
@@ -748,3 +809,77 @@ def parse_event(record: Any, path: Path | str | None = None, line: int | None = 
         worker=texts["workerId"],
         payload=payload,
     )
+
+
+# --------------------------------------------------------------------------- merging clones
+
+# The keys a task file may hold its plan under: the merge driver's rule covers each.
+PLAN_KEYS = ("plan", *TASK_ALIASES["plan"])
+_STEP_ID_KEYS = ("id", *_STEP_ALIASES["id"])
+_AMENDMENT_TIME_KEYS = ("amended", "amendedAt", "amended_at")
+
+
+def merge_plans(base: Any, ours: Any, theirs: Any) -> Any:
+    """The merge driver's rule for a task's `plan:` changed on both sides: step by step (the
+    same steps, by id, in the same order, on both sides), each step's keys merged three ways;
+    a step's `amendments` are merged by amendment id (`merge_amendments`). Anything else (one
+    side re-planned, both changed one key of a step differently) is CONFLICT, for a person."""
+    if not _steps(ours) or not _steps(theirs):
+        return CONFLICT
+    ids = [_step_id(step) for step in ours]
+    if None in ids or ids != [_step_id(step) for step in theirs]:
+        return CONFLICT
+    before = {_step_id(step): step for step in base} if _steps(base) else {}
+    merged: list[dict[str, Any]] = []
+    for mine, other in zip(ours, theirs, strict=True):
+        old = before.get(_step_id(mine), {})
+        step: dict[str, Any] = {}
+        for key in [*mine, *(k for k in other if k not in mine), *(k for k in old if k not in mine and k not in other)]:
+            rule = merge_amendments if key == "amendments" else None
+            value = merge_value(old.get(key, MISSING), mine.get(key, MISSING), other.get(key, MISSING), rule=rule, key=key)
+            if value is CONFLICT:
+                return CONFLICT
+            if value is not MISSING:
+                step[key] = value
+        merged.append(step)
+    return merged
+
+
+def merge_amendments(base: Any, ours: Any, theirs: Any) -> Any:
+    """Two sides' amendments of one step, united by id: one added on each side are both kept,
+    one resolved (approved, rejected) on one side takes that side's change, in the order they
+    were made (time, then id), so both clones' merges agree. CONFLICT for amendments without
+    ids or one amendment changed differently on both sides."""
+    sides = [_by_id(value) for value in (base if base is not MISSING else [], ours, theirs)]
+    if any(side is None for side in sides):
+        return CONFLICT
+    old, mine, other = (side or {} for side in sides)
+    merged: list[dict[str, Any]] = []
+    for key in dict.fromkeys([*mine, *other, *old]):
+        value = merge_value(old.get(key, MISSING), mine.get(key, MISSING), other.get(key, MISSING), key=key)
+        if value is CONFLICT:
+            return CONFLICT
+        if value is not MISSING:
+            merged.append(value)
+    return sorted(merged, key=lambda item: (str(next((item[k] for k in _AMENDMENT_TIME_KEYS if k in item), "")), str(_amendment_id(item))))
+
+
+def _steps(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(step, dict) for step in value)
+
+
+def _step_id(step: Mapping[str, Any]) -> str | None:
+    found = next((step[key] for key in _STEP_ID_KEYS if key in step), None)
+    return str(found) if isinstance(found, str | int) and not isinstance(found, bool) else None
+
+
+def _amendment_id(item: Mapping[str, Any]) -> str | None:
+    found = item.get("id", item.get("amendmentId"))
+    return found if isinstance(found, str) and found else None
+
+
+def _by_id(value: Any) -> dict[str, dict[str, Any]] | None:
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        return None
+    found = {_amendment_id(item): item for item in value}
+    return None if None in found or len(found) != len(value) else found  # type: ignore[return-value]

@@ -92,11 +92,14 @@ def amend_plan_step(ctx: Context, *, task_id: str, step_id: str, description: st
         approved = ctx.actor == HUMAN or board.project.settings.approval_mode != "CONTROL"
         now = ctx.stamp()
         by = worker or ("human" if ctx.actor == HUMAN else "agent")
+        amendment_id = ctx.new_id("AMEND")
         before: list[Task] = []
 
         def decide(current: Task) -> Task:
             before.append(current)
-            return oversight.amend_step(current, step_id, description, reason, by=by, now=now, approved=approved, rails=board.project.global_rails)
+            return oversight.amend_step(
+                current, step_id, description, reason, amendment_id=amendment_id, by=by, now=now, approved=approved, rails=board.project.global_rails
+            )
 
         _old, new = write_task(ctx, task_id, decide)
         old_step = next(s for s in before[-1].plan if s.id == step_id)

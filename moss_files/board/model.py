@@ -66,6 +66,12 @@ DEFAULT_TEAM_SIZE = 10
 DEFAULT_LEASE_MS = 1_800_000
 DEFAULT_CHAT_MAX_AGENT_HOPS = 4
 MAX_NAME_CHARS = 64
+# Moe's task sizing (settings.taskSizing): a plan past a warn threshold is accepted with a
+# warning, one past a max threshold is refused; files are counted across the whole plan.
+DEFAULT_WARN_STEPS = 8
+DEFAULT_MAX_PLAN_STEPS = 12
+DEFAULT_WARN_DISTINCT_FILES = 5
+DEFAULT_MAX_DISTINCT_FILES = 10
 
 
 def is_valid_name(text: str) -> bool:
@@ -149,6 +155,8 @@ class Step:
     amendments: tuple[Mapping[str, Any], ...] = ()
     # What the worker reported when completing the step (see `evidence`).
     verification: Mapping[str, Any] | None = None
+    # Files the step creates: exempt from submit_plan's check that affected files exist.
+    new_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +196,17 @@ class Task:
     prior_attempt: Mapping[str, Any] | None = None  # the plan a request_replan set aside
     budget_ms: int | None = None  # Moe's budget.wallClockMs: first claim to DONE
     critique: Mapping[str, Any] | None = None  # a governor's plan critique {verdict, concerns, reviewed_by, reviewed}
+    # The holders that read the task's context (get_context) since it last changed hands
+    # (Moe's contextFetchedBy): start_step and the QA verdicts require it of a worker.
+    context_fetched_by: tuple[str, ...] = ()
+    # QA's rejections, newest first ({reason, rejected, reopen_count, failed_dod_items?,
+    # issues?}), and the definition-of-done items they named ({item, rejected, rejected_by}),
+    # oldest first, since the plan was last submitted: the same item twice sends the task
+    # back to PLANNING. Both bounded (MAX_REJECTION_HISTORY, MAX_FAILED_DOD_ITEMS).
+    rejection_history: tuple[Mapping[str, Any], ...] = ()
+    failed_dod_items: tuple[Mapping[str, Any], ...] = ()
+    needs_human_review: bool = False  # parked in REVIEW past the hard reopen cap, for a human
+    plan_size_warnings: tuple[str, ...] = ()  # what the size gate warned when the plan was submitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +237,17 @@ class Rails:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskSizing:
+    """Moe's plan-size gate: warn past `warn_*`, refuse past `max_*` (a max below its warn is
+    lifted to the warn value, so a partial edit cannot invert the bands)."""
+
+    warn_steps: int = DEFAULT_WARN_STEPS
+    max_steps: int = DEFAULT_MAX_PLAN_STEPS
+    warn_distinct_files: int = DEFAULT_WARN_DISTINCT_FILES
+    max_distinct_files: int = DEFAULT_MAX_DISTINCT_FILES
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Board settings; keys the toolkit does not know are kept in `extra` and shown as they are."""
 
@@ -228,6 +258,10 @@ class Settings:
     stale_worker_timeout_ms: int = DEFAULT_LEASE_MS
     require_verification: bool = False
     chat_max_agent_hops: int = DEFAULT_CHAT_MAX_AGENT_HOPS
+    task_sizing: TaskSizing = field(default_factory=TaskSizing)
+    # Moe's consolidationBranch: complete_task is refused on a branch that does not match it
+    # (a name, or a glob whose only wildcard is `*`); None leaves branches alone.
+    consolidation_branch: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -258,6 +292,7 @@ class Worker:
     blocked_step: str | None = None
     blocked_since: str | None = None
     heartbeat: str | None = None  # the last sign of life; a held task's lease runs from it
+    last_epic: str | None = None  # the epic of its last claim (Moe's worker.epicId): claims prefer it
     notes: str = ""
     created: str | None = None
     updated: str | None = None

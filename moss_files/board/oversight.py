@@ -56,8 +56,11 @@ def _text(value: str | None, field: str, limit: int) -> str:
     return text
 
 
-def amend_step(task: Task, step_id: str, description: str, reason: str, *, by: str, now: str, approved: bool, rails: Rails) -> Task:
-    """`task` with an amendment of step `step_id` (approved at once when `approved`).
+def amend_step(task: Task, step_id: str, description: str, reason: str, *, amendment_id: str, by: str, now: str, approved: bool, rails: Rails) -> Task:
+    """`task` with an amendment `amendment_id` of step `step_id` (approved at once when
+    `approved`). The id is collision-free (`AMEND-<date>-<random>`), so two clones that amend
+    one step offline add two amendments git can merge (`merge_plans`); older files' `amend-N`
+    ids are read as they are.
 
     Raises NotFound for the step, INVALID_TRANSITION for a finished task or completed step,
     AMENDMENT_PENDING while the step has an amendment waiting, NOT_ALLOWED past the
@@ -92,7 +95,7 @@ def amend_step(task: Task, step_id: str, description: str, reason: str, *, by: s
             details={"taskId": task.id, "stepId": step_id},
         )
     amendment: dict[str, Any] = {
-        "id": f"amend-{len(step.amendments) + 1}",
+        "id": amendment_id,
         "description": text,
         "reason": why,
         "amended_by": by,
@@ -297,4 +300,5 @@ def handoff_to_dict(record: Mapping[str, Any]) -> dict[str, Any]:
         "releasedBy": record.get("released_by"),
         "releasedAt": record.get("released"),
         "reason": record.get("reason"),
+        "diskState": record.get("disk_state"),
     }

@@ -12,15 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from moss_files.board import evidence, oversight, rules, shapes, threads
+from moss_files.board import evidence, oversight, rules, shapes, threads, worktree
 from moss_files.board.editing import init_board
-from moss_files.board.model import PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Step, Task, check_choice, check_name
+from moss_files.board.model import GONE_WORKER_STATUSES, PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Step, Task, check_choice, check_name
+from moss_files.board.store import BoardStore
 from moss_files.board.usecase import (
     board_store,
     caller,
+    checkout_branch,
     ensure_worker,
     find_task,
     guard,
+    guard_context,
     guard_questions,
     log,
     move,
@@ -32,9 +35,9 @@ from moss_files.board.usecase import (
     with_problems,
     write_task,
 )
-from moss_files.foundation import arguments
+from moss_files.foundation import arguments, fs
 from moss_files.foundation.context import HUMAN, Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
 
 # --------------------------------------------------------------------------- context and plans
 
@@ -48,7 +51,10 @@ def get_context(
     questions still waiting for a human (`openQuestions`).
 
     The task is `task_id`, else the context's default task (MOE_TASK_ID), else the task held
-    by `worker_id` (or MOE_WORKER_ID). Raises NotFound for a task id that does not exist.
+    by `worker_id` (or MOE_WORKER_ID). When that worker holds the task, the task records that it
+    read the context (`context_fetched_by`, Moe's contextFetchedBy), which start_step and the QA
+    verdicts require; the first such read writes that one line, later ones write nothing.
+    Raises NotFound for a task id that does not exist.
     """
     limit = arguments.count(comments_limit, "commentsLimit", default=10, maximum=200, minimum=0)
     max_chars = arguments.count(comments_max_chars, "commentsMaxChars", default=1000, minimum=0)
@@ -61,6 +67,8 @@ def get_context(
         task = find_task(board, wanted.strip())
     elif worker:
         task = board.active_task_of(worker)
+    if task is not None and worker is not None and task.assigned_worker == worker and worker not in task.context_fetched_by:
+        task = _record_context(ctx, task.id, worker) or task
     epic = board.epics.get(task.epic) if task else None
     shown = None
     if worker and worker in board.workers:
@@ -86,13 +94,39 @@ def get_context(
     return with_problems(result, problems)
 
 
+def _record_context(ctx: Context, task_id: str, worker: str) -> Task | None:
+    """Record that `worker`, the task's holder, read its context; the task as written, or None
+    when the worker no longer holds it (its lease ran out, it was released meanwhile)."""
+    store = board_store(ctx)
+    with store.writing():
+        board = settle_leases(ctx, store.load())
+        task = find_task(board, task_id)
+        if task.assigned_worker != worker or (board.workers.get(worker) and board.workers[worker].status in GONE_WORKER_STATUSES):
+            return None
+
+        def decide(current: Task) -> Task:
+            if current.assigned_worker != worker or worker in current.context_fetched_by:
+                return current
+            return replace(current, context_fetched_by=(*current.context_fetched_by, worker))
+
+        _old, new = write_task(ctx, task_id, decide)
+    return new
+
+
 def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str, Any]], worker_id: str | None = None) -> dict[str, Any]:
     """Moe's submit_plan: store the plan's steps and move the task to AWAITING_APPROVAL
     (straight on to WORKING in TURBO mode).
 
+    The gates, in Moe's order, each leaving the task file as it was: the plan's shape
+    (`rules.parse_steps`), the rails, its size (`rules.assess_plan_size`: warnings past the
+    warn thresholds come back in `warnings` and stay on the task as `plan_size_warnings`), and
+    that every affected file exists under the project root unless some step declares it in
+    `newFiles` (not checked when the root cannot be read).
+
     Raises RAIL_VIOLATION (details.violations) when the plan uses a forbidden pattern or lacks
-    a required one, INVALID_TRANSITION unless the task is PLANNING (or re-submitting while
-    AWAITING_APPROVAL), NOT_ALLOWED for a worker who does not hold the task.
+    a required one, PLAN_TOO_LARGE past a max threshold, INVALID_REQUEST (details.missingPaths)
+    for affected files that are not there, INVALID_TRANSITION unless the task is PLANNING (or
+    re-submitting while AWAITING_APPROVAL), NOT_ALLOWED for a worker who does not hold the task.
     """
     task_id = arguments.required(task_id, "taskId")
     plan = rules.parse_steps(steps)
@@ -107,6 +141,12 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         if violations:
             log(ctx, board.project, "RAIL_VIOLATION", task=task, worker=worker, violations=[v.pattern for v in violations])
             raise rules.rail_error(violations)
+        size = rules.assess_plan_size(plan, board.project.settings.task_sizing)
+        if size.too_large:
+            raise rules.plan_too_large(task_id, size)
+        missing = fs.missing_paths(ctx.root, rules.paths_to_check(plan))
+        if missing:
+            raise rules.missing_paths_error(task_id, missing, str(ctx.root))
         now = ctx.stamp()
 
         def decide(current: Task) -> Task:
@@ -117,7 +157,8 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
                     details={"taskId": current.id, "from": current.status, "to": "AWAITING_APPROVAL"},
                 )
             guard(board, current, worker)
-            with_plan = replace(current, plan=plan, updated=now)
+            # A new plan is a new attempt: the same-item rule of qa_reject starts over.
+            with_plan = replace(current, plan=plan, plan_size_warnings=size.warnings, failed_dod_items=(), updated=now)
             if current.status == "AWAITING_APPROVAL":
                 return replace(with_plan, plan_submitted=now)
             return rules.apply_transition(with_plan, "AWAITING_APPROVAL", now)
@@ -130,15 +171,20 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         new = board.tasks[task_id]
         touch(ctx, board, worker)
     approved = new.status == "WORKING"
-    return {
+    result: dict[str, Any] = {
         "success": True,
         "taskId": task_id,
         "status": new.status,
         "stepCount": len(plan),
+        "distinctFileCount": size.distinct_files,
+        "newFileCount": size.new_files,
         "message": "Plan approved automatically (TURBO mode)."
         if approved
         else f"Plan submitted; waiting for approval ({board.project.settings.approval_mode} mode).",
     }
+    if size.warnings:
+        result["warnings"] = list(size.warnings)
+    return result
 
 
 def check_approval(ctx: Context, *, task_id: str) -> dict[str, Any]:
@@ -247,9 +293,9 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
     """Moe's start_step: mark a plan step IN_PROGRESS on a WORKING task.
 
     Raises NotFound for the task or step, INVALID_TRANSITION for a task not WORKING or a step
-    already completed, NOT_ALLOWED for a worker who does not hold the task, LEASE_EXPIRED for
-    one whose lease ran out, QUESTION_PENDING and AMENDMENT_PENDING while a human's answer or
-    approval is awaited.
+    already completed, NOT_ALLOWED for a worker who does not hold the task or has not read its
+    context (get_context) since claiming it, LEASE_EXPIRED for one whose lease ran out,
+    QUESTION_PENDING and AMENDMENT_PENDING while a human's answer or approval is awaited.
     """
     task_id = arguments.required(task_id, "taskId")
     step_id = arguments.required(step_id, "stepId")
@@ -265,6 +311,7 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
         def decide(current: Task) -> Task:
             guard(board, current, worker)
             _require_working(current, "started")
+            guard_context(current, worker, "moe.start_step")
             index = _find_step(current, step_id)
             step = current.plan[index]
             if step.status == "COMPLETED":
@@ -376,18 +423,30 @@ def complete_task(
     pr_link: str | None = None,
     summary: str | None = None,
     verification: Mapping[str, Any] | None = None,
+    current_branch: str | None = None,
     worker_id: str | None = None,
 ) -> dict[str, Any]:
     """Moe's complete_task: WORKING -> REVIEW once every step is completed and the evidence
     (this call's and the steps') covers the definition of done; the task leaves its worker and
-    waits for QA. Raises INVALID_TRANSITION (details.pendingSteps) with steps left,
-    VERIFICATION_FAILED (details: failures, missingDod, testFileNotRun, missing) when the
-    evidence falls short, and the guards of start_step."""
+    waits for QA.
+
+    With a branch policy (project.md `consolidation_branch`), the branch the work was done on
+    must match it: `current_branch` as the caller reports it, else the branch checked out in
+    the workspace. The answer's `branchPolicy` says what was checked; a branch that cannot be
+    told is let through with a warning (also posted to #governors).
+
+    Raises INVALID_TRANSITION (details.pendingSteps) with steps left, VERIFICATION_FAILED
+    (details: failures, missingDod, testFileNotRun, missing) when the evidence falls short,
+    BRANCH_POLICY_FAILED on a branch the policy does not allow, and the guards of start_step."""
     task_id = arguments.required(task_id, "taskId")
     link = arguments.optional(pr_link)
     work_summary = summary if summary and summary.strip() else None
+    reported_branch = arguments.optional(current_branch)
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
+    checkout = None
+    if reported_branch is None and _branch_policy(store) is not None:
+        checkout = checkout_branch(ctx)  # git runs here, before the board lock is taken
     with store.writing():
         board = settle_leases(ctx, store.load())
         task = find_task(board, task_id)
@@ -405,6 +464,9 @@ def complete_task(
         problems = evidence.completion_problems(task, reported, required=board.project.settings.require_verification)
         if problems:
             raise evidence.verification_error(task_id, problems)
+        branch = worktree.check_branch(board.project.settings.consolidation_branch, reported_branch, checkout)
+        if branch is not None and branch.matched is False:
+            raise worktree.branch_error(task_id, branch)
 
         def extra(moved: Task) -> Task:
             return replace(moved, pr_link=link or moved.pr_link, work_summary=work_summary or moved.work_summary, verification=reported or moved.verification)
@@ -412,17 +474,31 @@ def complete_task(
         new = move(ctx, board, task, "REVIEW", reason=None, actor=worker or task.assigned_worker, extra=extra)
         if link:
             log(ctx, board.project, "PR_OPENED", task=new, worker=worker or task.assigned_worker, prLink=link)
+        if branch is not None and branch.matched is None:
+            post_system(ctx, "governors", f"Branch policy not enforced on {task_id}: its branch could not be told (expected {branch.pattern!r}).")
         touch(ctx, board, worker)
     files = {path for step in new.plan for path in step.modified_files} | set((reported or {}).get("files_touched", ()))
     started, ended = rules.parse_time(new.work_started), rules.parse_time(new.review_started)
     duration = int((ended - started).total_seconds() * 1000) if started and ended else None
-    return {
+    result: dict[str, Any] = {
         "success": True,
         "taskId": task_id,
         "status": new.status,
         "stats": {"stepsCompleted": sum(1 for s in new.plan if s.status == "COMPLETED"), "filesModified": len(files), "duration": duration},
         "verified": bool(reported) or any(step.verification for step in new.plan),
     }
+    if branch is not None:
+        result["branchPolicy"] = worktree.branch_check_to_dict(branch)
+    return result
+
+
+def _branch_policy(store: BoardStore) -> str | None:
+    """The project's branch policy as the settings read now (None without one, or when
+    project.md cannot be read: the locked read then reports that)."""
+    try:
+        return store.read_project().settings.consolidation_branch
+    except MossError:
+        return None
 
 
 # --------------------------------------------------------------------------- blocks

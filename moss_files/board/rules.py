@@ -23,7 +23,22 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from moss_files.board.model import ACTIVE, CLAIMABLE, GONE_WORKER_STATUSES, Board, Epic, Event, Project, Rails, Settings, Step, Task, Worker, rank_key
+from moss_files.board.model import (
+    ACTIVE,
+    CLAIMABLE,
+    GONE_WORKER_STATUSES,
+    Board,
+    Epic,
+    Event,
+    Project,
+    Rails,
+    Settings,
+    Step,
+    Task,
+    TaskSizing,
+    Worker,
+    rank_key,
+)
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
 
 MAX_STEPS = 100
@@ -114,7 +129,24 @@ def apply_transition(task: Task, target: str, now: str, *, reason: str | None = 
             changes["reopen_count"] = task.reopen_count + 1
     if source == "DONE":
         changes["completed"] = None
+    if task.needs_human_review:
+        changes["needs_human_review"] = False  # the park is a REVIEW matter: any move out ends it
     return replace(task, **changes)
+
+
+def reopened_afresh(task: Task) -> Task:
+    """`task` after a person's reopen (set_task_status back out of REVIEW or DONE): a new
+    attempt, so the failed-item log of the same-item rule starts over (Moe's reopen scrub)."""
+    return replace(task, failed_dod_items=(), needs_human_review=False) if task.failed_dod_items or task.needs_human_review else task
+
+
+def with_holder_context(old: Task, new: Task) -> Task:
+    """`new`, whose record of who read its context (`context_fetched_by`) is cleared when the
+    task changed hands: whoever holds it next reads the context again (Moe's get_context
+    guard), also after a release and a claim by the same worker."""
+    if new.context_fetched_by and new.assigned_worker != old.assigned_worker:
+        return replace(new, context_fetched_by=())
+    return new
 
 
 def approval_due(task: Task, settings: Settings, now: datetime) -> bool:
@@ -149,12 +181,6 @@ def parse_time(value: str | None) -> datetime | None:
     return moment
 
 
-def qa_reject_target(task: Task, settings: Settings) -> str:
-    """Where a QA rejection sends `task`: back to WORKING, or to PLANNING once this rejection
-    brings its reopen count to the project's `max_reopens` (the plan itself needs rework)."""
-    return "PLANNING" if task.reopen_count + 1 >= settings.max_reopens else "WORKING"
-
-
 # --------------------------------------------------------------------------- workers
 
 
@@ -172,11 +198,14 @@ def worker_status(board: Board, worker: Worker) -> str:
 def parse_steps(steps: Any) -> tuple[Step, ...]:
     """Plan steps from submit_plan's `steps` argument, numbered `step-1`, `step-2`, ...
 
-    Raises InvalidRequest for a missing or oversized plan, an empty description, or an
-    affected file that is absolute or climbs out of the project with `..`.
+    Each step is `{description, affectedFiles?, newFiles?}` (or its description alone): at
+    most MAX_STEPS steps, descriptions of at most MAX_STEP_CHARS characters, at most
+    MAX_FILES_PER_STEP files in each list, every path relative to the project.
+    Raises InvalidRequest for a missing or oversized plan, an empty description, or a path
+    that is absolute or climbs out of the project with `..`.
     """
     if not isinstance(steps, list) or not steps:
-        raise InvalidRequest("steps must be a non-empty list of {description, affectedFiles?}", details={"field": "steps"})
+        raise InvalidRequest("steps must be a non-empty list of {description, affectedFiles?, newFiles?}", details={"field": "steps"})
     if len(steps) > MAX_STEPS:
         raise InvalidRequest(f"a plan has at most {MAX_STEPS} steps, not {len(steps)}", details={"field": "steps"})
     out: list[Step] = []
@@ -190,16 +219,23 @@ def parse_steps(steps: Any) -> tuple[Step, ...]:
             raise InvalidRequest(f"step {index} needs a description", details={"field": "steps", "step": index})
         if len(description) > MAX_STEP_CHARS:
             raise InvalidRequest(f"step {index}'s description exceeds {MAX_STEP_CHARS} characters", details={"field": "steps", "step": index})
-        files = item.get("affectedFiles", item.get("affected_files")) or []
-        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-            raise InvalidRequest(f"step {index}'s affectedFiles must be a list of paths", details={"field": "steps", "step": index})
-        if len(files) > MAX_FILES_PER_STEP:
-            raise InvalidRequest(f"step {index} lists more than {MAX_FILES_PER_STEP} files", details={"field": "steps", "step": index})
-        out.append(Step(id=f"step-{index}", description=description.strip(), affected_files=tuple(dict.fromkeys(check_project_path(f, index) for f in files))))
+        affected = _step_paths(item.get("affectedFiles", item.get("affected_files")), index, "affectedFiles")
+        created = _step_paths(item.get("newFiles", item.get("new_files")), index, "newFiles")
+        out.append(Step(id=f"step-{index}", description=description.strip(), affected_files=affected, new_files=created))
     return tuple(out)
 
 
-def check_project_path(raw: str, step: int | None = None) -> str:
+def _step_paths(files: Any, index: int, field: str) -> tuple[str, ...]:
+    if files is None:
+        return ()
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise InvalidRequest(f"step {index}'s {field} must be a list of paths", details={"field": "steps", "step": index})
+    if len(files) > MAX_FILES_PER_STEP:
+        raise InvalidRequest(f"step {index} lists more than {MAX_FILES_PER_STEP} {field}", details={"field": "steps", "step": index})
+    return tuple(dict.fromkeys(check_project_path(f, index, field) for f in files))
+
+
+def check_project_path(raw: str, step: int | None = None, field: str = "affectedFiles") -> str:
     """A project-relative path in normal form (`./a//b` -> `a/b`).
 
     Raises InvalidRequest for an empty, absolute or `..`-climbing path.
@@ -207,10 +243,87 @@ def check_project_path(raw: str, step: int | None = None) -> str:
     text = raw.strip().replace("\\", "/")
     parts = [part for part in text.split("/") if part not in ("", ".")]
     if not parts or text.startswith("/") or re.match(r"^[A-Za-z]:", text) or ".." in parts:
-        raise InvalidRequest(
-            f"file {raw!r} must be a path relative to the project, without '..'", details={"field": "affectedFiles", "step": step, "path": raw}
-        )
+        raise InvalidRequest(f"file {raw!r} must be a path relative to the project, without '..'", details={"field": field, "step": step, "path": raw})
     return "/".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSize:
+    """What the size gate found: the counts, the warnings past the warn thresholds, and
+    (past a max threshold) why the plan is refused."""
+
+    steps: int
+    distinct_files: int
+    new_files: int
+    warnings: tuple[str, ...]
+    too_large: str | None
+    sizing: TaskSizing
+
+
+def assess_plan_size(plan: Sequence[Step], sizing: TaskSizing) -> PlanSize:
+    """Moe's plan-size gate. Files count once across the plan, affected and new alike (a
+    file declared new cannot dodge the count). Past a max threshold the plan is too large
+    and nothing is warned; otherwise each warn threshold passed adds a warning. A threshold
+    is passed by going over it: 8 steps are quiet, 9 warn, 12 are accepted, 13 refused."""
+    files = {path for step in plan for path in (*step.affected_files, *step.new_files)}
+    created = {path for step in plan for path in step.new_files}
+    steps, distinct = len(plan), len(files)
+    over: list[str] = []
+    if steps > sizing.max_steps:
+        over.append(f"{steps} steps (max {sizing.max_steps})")
+    if distinct > sizing.max_distinct_files:
+        over.append(f"{distinct} distinct files (max {sizing.max_distinct_files})")
+    warnings: list[str] = []
+    if not over:
+        if steps > sizing.warn_steps:
+            warnings.append(
+                f"Plan has {steps} steps (target <={sizing.warn_steps}); plans over {sizing.max_steps} are refused. Consider splitting the task before it grows."
+            )
+        if distinct > sizing.warn_distinct_files:
+            warnings.append(
+                f"Plan touches {distinct} distinct files (target <={sizing.warn_distinct_files}); plans over {sizing.max_distinct_files} are refused. "
+                "Small file-disjoint tasks review better and parallelize."
+            )
+    return PlanSize(steps, distinct, len(created), tuple(warnings), "Plan too large: " + ", ".join(over) if over else None, sizing)
+
+
+def plan_too_large(task_id: str, size: PlanSize) -> InvalidDocument:
+    """The PLAN_TOO_LARGE error (Moe answers CONSTRAINT_VIOLATION): split the task."""
+    sizing = size.sizing
+    return InvalidDocument(
+        f"{size.too_large}. This task is too big for one worker session: split it into smaller tasks "
+        f"(each <={sizing.warn_steps} steps, a few files), then resubmit a narrow plan for {task_id}",
+        code="PLAN_TOO_LARGE",
+        details={
+            "taskId": task_id,
+            "stepCount": size.steps,
+            "distinctFileCount": size.distinct_files,
+            "thresholds": {
+                "warnSteps": sizing.warn_steps,
+                "maxSteps": sizing.max_steps,
+                "warnDistinctFiles": sizing.warn_distinct_files,
+                "maxDistinctFiles": sizing.max_distinct_files,
+            },
+        },
+        hint="moe.create_task for each slice; do not merge steps to dodge the cap",
+    )
+
+
+def paths_to_check(plan: Sequence[Step]) -> list[str]:
+    """The affected files submit_plan checks exist on disk: each once, leaving out every path
+    some step declares in `newFiles` (a file step 1 creates is step 2's affected file)."""
+    created = {path for step in plan for path in step.new_files}
+    return list(dict.fromkeys(path for step in plan for path in step.affected_files if path not in created))
+
+
+def missing_paths_error(task_id: str, missing: Sequence[str], root: str) -> InvalidRequest:
+    """The INVALID_REQUEST error for affected files that do not exist (details.missingPaths)."""
+    shown = ", ".join(missing[:10]) + (f" (+{len(missing) - 10} more)" if len(missing) > 10 else "")
+    return InvalidRequest(
+        f"the plan cites affectedFiles that do not exist under the project root: {shown}",
+        details={"field": "affectedFiles", "taskId": task_id, "missingPaths": list(missing), "projectRoot": root},
+        hint="paths are relative to the project root; list a file a step creates in that step's newFiles",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +339,8 @@ def check_rails(rails: Rails, plan: Sequence[Step]) -> list[Violation]:
     """The ways `plan` breaks the enforced rails, matching case-insensitively: a forbidden
     pattern in any step's description or files, or a required pattern found in no step.
     (Epic and task rails are guidance for the agent and the approving human, not checked.)"""
-    texts = [(step.id, " ".join((step.description, *step.affected_files)).casefold()) for step in plan]
+    # Files declared new are part of the plan's text: calling a path new cannot smuggle it past a rail.
+    texts = [(step.id, " ".join((step.description, *step.affected_files, *step.new_files)).casefold()) for step in plan]
     found: list[Violation] = []
     for pattern in rails.forbidden_patterns:
         needle = pattern.casefold()
@@ -341,12 +455,16 @@ def plan_claim(
     epic_id: str | None = None,
     replace_existing: bool = False,
     blocked: Callable[[Task], bool] | None = None,
+    prefer_adjacent: bool = True,
 ) -> ClaimPlan:
-    """Choose the task `worker_id` claims next, by priority, epic order and task order.
+    """Choose the task `worker_id` claims next: with `prefer_adjacent` (Moe's
+    preferAdjacentInEpic) first those in the epic of the worker's last claim
+    (`Worker.last_epic`), then by priority, epic order and task order.
 
     Offered: tasks in `statuses` (of `epic_id` when given) that nobody alive holds (a DEAD
     worker's task is offered again), whose epic is not archived and, for WORKING, whose
-    dependencies are all DONE. A worker holding an active task gets that task back as
+    dependencies are all DONE; a REVIEW task parked for a person (`needs_human_review`) is not
+    offered. A worker holding an active task gets that task back as
     `already`. The solo-worker rule: a task is not offered while another worker, not in a team
     with the claimer, holds a task of the same status in the same epic. With `replace_existing`
     the claimer takes over such a worker's task instead (only when nothing free is left).
@@ -385,9 +503,11 @@ def plan_claim(
         epic = board.epics.get(task.epic)
         if epic is not None and epic.status == "ARCHIVED":
             return False
+        if task.needs_human_review and task.status == "REVIEW":
+            return False
         return not (task.status == "WORKING" and waiting_on(task, board.tasks))
 
-    ranked = sorted((t for t in board.tasks.values() if offered(t)), key=lambda t: rank_key(t, board.epics))
+    ranked = sorted((t for t in board.tasks.values() if offered(t)), key=claim_order(board, worker_id, prefer_adjacent and epic_id is None))
     conflicts: list[Task] = []
     for task in ranked:
         if _owner_alive(board, task.assigned_worker):
@@ -416,6 +536,18 @@ def plan_claim(
             hint="join that worker's team, choose another epic, or pass replaceExisting to take over",
         )
     return ClaimPlan()
+
+
+def claim_order(board: Board, worker_id: str | None, prefer_adjacent: bool) -> Callable[[Task], tuple[Any, ...]]:
+    """The sort key of claim candidates: the queue order (`rank_key`), led, when
+    `prefer_adjacent`, by whether a task is in the epic of the worker's last claim, so a
+    worker keeps to one epic while it has work (Moe: a worker waking from wait_for_task picks
+    up the next task beside the one it finished, not one in an unrelated epic)."""
+    worker = board.workers.get(worker_id) if worker_id is not None and prefer_adjacent else None
+    adjacent = worker.last_epic if worker is not None else None
+    if not adjacent:
+        return lambda task: rank_key(task, board.epics)
+    return lambda task: (task.epic != adjacent, *rank_key(task, board.epics))
 
 
 def wait_answer(

@@ -12,6 +12,7 @@ from typing import Any
 from moss_files.board.evidence import verification_to_dict
 from moss_files.board.model import STATUSES, Board, Epic, Project, Proposal, Rails, Settings, Step, Task, Team, Worker
 from moss_files.board.oversight import amendment_to_dict, critique_to_dict, effective_description, handoff_to_dict, pending_amendment
+from moss_files.board.review import failed_item_to_dict, history_to_dict, rejection_details
 from moss_files.board.rules import lease_deadline, worker_status
 from moss_files.foundation.ids import format_time
 
@@ -24,6 +25,7 @@ def step_to_dict(step: Step) -> dict[str, Any]:
         "description": effective_description(step),
         "status": step.status,
         "affectedFiles": list(step.affected_files),
+        "newFiles": list(step.new_files),
         "modifiedFiles": list(step.modified_files),
         "note": step.note,
         "startedAt": step.started,
@@ -76,6 +78,12 @@ def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
         "priorAttempt": dict(task.prior_attempt) if task.prior_attempt else None,
         "budget": {"wallClockMs": task.budget_ms} if task.budget_ms else None,
         "planCritiqueResult": critique_to_dict(task.critique),
+        "contextFetchedBy": list(task.context_fetched_by),
+        "needsHumanReview": task.needs_human_review,
+        "rejectionDetails": rejection_details(task),
+        "rejectionHistory": [history_to_dict(entry) for entry in task.rejection_history],
+        "failedDodItems": [failed_item_to_dict(entry) for entry in task.failed_dod_items],
+        "planSizeWarnings": list(task.plan_size_warnings),
     }
     if path is not None:
         data["path"] = path
@@ -113,6 +121,8 @@ def task_for_agent(task: Task) -> dict[str, Any]:
         "dependsOn": list(task.depends_on),
         "reopenCount": task.reopen_count,
         "reopenReason": task.reopen_reason,
+        "rejectionDetails": rejection_details(task),
+        "needsHumanReview": task.needs_human_review,
         "testFile": task.test_file,
         "priorHandoffCount": len(task.handoffs),
     }
@@ -168,6 +178,13 @@ def settings_to_dict(settings: Settings) -> dict[str, Any]:
         "staleWorkerTimeoutMs": settings.stale_worker_timeout_ms,
         "requireVerification": settings.require_verification,
         "chatMaxAgentHops": settings.chat_max_agent_hops,
+        "taskSizing": {
+            "warnSteps": settings.task_sizing.warn_steps,
+            "maxSteps": settings.task_sizing.max_steps,
+            "warnDistinctFiles": settings.task_sizing.warn_distinct_files,
+            "maxDistinctFiles": settings.task_sizing.max_distinct_files,
+        },
+        "consolidationBranch": settings.consolidation_branch,
     }
 
 
@@ -184,7 +201,7 @@ def worker_to_dict(board: Board, worker: Worker) -> dict[str, Any]:
         "type": worker.type,
         "status": worker_status(board, worker),
         "currentTaskId": task.id if task else (worker.blocked_task if worker.status == "BLOCKED" else None),
-        "epicId": task.epic if task else None,
+        "epicId": task.epic if task else worker.last_epic,
         "teamIds": sorted(team.id for team in board.teams.values() if worker.id in team.members),
         "blockedReason": worker.blocked_reason,
         "needsFrom": worker.needs_from,

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC
 from typing import Any
 
-from moss_files.board import rules, threads
+from moss_files.board import rules, threads, worktree
 from moss_files.board.model import GONE_WORKER_STATUSES, Board, Epic, Event, Project, Task, Worker, check_name
 from moss_files.board.store import BoardStore
-from moss_files.foundation.context import Context
+from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, MossError, NotFound, error_body
 
 STORE_KEY = "board.store"
@@ -102,6 +102,38 @@ def guard_owner(task: Task, worker_id: str | None) -> None:
         )
 
 
+def guard_context(task: Task, worker_id: str | None, tool: str) -> None:
+    """A worker acts on a task it holds only after reading its context (Moe: start_step and
+    the QA verdicts require get_context first, so an agent never works from a stale or
+    missing picture). The human path (no worker named, or nobody holds the task) is not
+    guarded. Raises Conflict NOT_ALLOWED (403) with the call to make."""
+    if worker_id is None or task.assigned_worker is None or worker_id in task.context_fetched_by:
+        return
+    raise Conflict(
+        f"Call moe.get_context for task {task.id} before {tool}",
+        code="NOT_ALLOWED",
+        status=403,
+        details={"taskId": task.id, "workerId": worker_id, "tool": tool, "contextFetched": False},
+        hint=f"moe.get_context {{taskId: {task.id!r}}} (moss task context {task.id} -w {worker_id}), then call {tool} again",
+    )
+
+
+def guard_parked(ctx: Context, task: Task, worker_id: str | None, action: str) -> None:
+    """A task parked in REVIEW for a person (`needs_human_review`, past the hard reopen cap) is
+    decided by a person: a human at the CLI naming no worker. Raises Conflict NOT_ALLOWED."""
+    if not (task.needs_human_review and task.status == "REVIEW"):
+        return
+    if worker_id is None and ctx.actor == HUMAN:
+        return
+    raise Conflict(
+        f"{task.id} is parked in REVIEW for a person (its reopen budget and the re-plan are spent); an agent cannot {action} it",
+        code="NOT_ALLOWED",
+        status=403,
+        details={"taskId": task.id, "needsHumanReview": True, "reopenCount": task.reopen_count},
+        hint=f"a person approves it (moss task qa-approve {task.id}), reopens it (moss task status {task.id} WORKING -r …) or returns it to QA (moss task release {task.id})",
+    )
+
+
 def task_path(ctx: Context, task_id: str) -> str:
     """A task file's path relative to the workspace root."""
     store = board_store(ctx)
@@ -152,12 +184,13 @@ def status_events(ctx: Context, project: Project, old: Task, new: Task, actor: s
 
 def write_task(ctx: Context, task_id: str, decide: Callable[[Task], Task]) -> tuple[Task, Task]:
     """Write `decide(task)` over the task's file; return (as read, as written). `decide` runs
-    on the file's current content (again, if a hand edit lands meanwhile)."""
+    on the file's current content (again, if a hand edit lands meanwhile). A task that
+    changes hands forgets who read its context (`rules.with_holder_context`)."""
     seen: list[Task] = []
 
     def change(current: Task) -> Task:
         seen.append(current)
-        return decide(current)
+        return rules.with_holder_context(current, decide(current))
 
     new = board_store(ctx).update("task", task_id, change)
     return seen[-1], new
@@ -267,10 +300,12 @@ def question_blocked(ctx: Context) -> Callable[[Task], bool]:
     return blocked
 
 
-def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = False) -> Board:
+def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = False, epic: str | None = None) -> Board:
     """Record a sign of life: the worker's `heartbeat:` becomes now (its file is made if new).
     Without `force`, a heartbeat younger than a twentieth of the lease is left as it is, so a
-    busy worker does not rewrite its file on every step. Returns the board with the worker."""
+    busy worker does not rewrite its file on every step. A claim passes its task's `epic`,
+    recorded in the same write as the worker's `last_epic` (claims prefer that epic next).
+    Returns the board with the worker."""
     if worker_id is None:
         return board
     now = ctx.now()
@@ -281,7 +316,7 @@ def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = Fa
         return board if worker_id in board.workers else replace(board, workers={**board.workers, worker_id: worker})
     # Milliseconds: a lease of a few seconds (tests, benches) must not lose up to one to rounding.
     stamp = event_time(ctx)
-    worker = board_store(ctx).update("worker", worker_id, lambda w: replace(w, heartbeat=stamp))
+    worker = board_store(ctx).update("worker", worker_id, lambda w: replace(w, heartbeat=stamp, last_epic=epic or w.last_epic))
     return replace(board, workers={**board.workers, worker_id: worker})
 
 
@@ -342,6 +377,29 @@ def post_system(ctx: Context, channel: str, content: str) -> None:
         board_store(ctx).append_record("chat", channel, threads.post_to_record(post))
     except MossError:
         pass
+
+
+def disk_state(ctx: Context) -> str | None:
+    """The workspace's disk-state signature (`worktree.disk_state_signature`), or None when it
+    cannot be told (no git, not a repository, git failed): unknown, never "unchanged". Runs
+    git: call it outside the board lock, so a slow `git status` holds up this call alone."""
+    from moss_files.foundation import gitrepo  # GitPython loads only when a signature is asked for
+
+    try:
+        status = gitrepo.worktree_status(ctx.root, exclude=worktree.TOOLKIT_FOLDERS)
+    except MossError:
+        return None
+    return worktree.disk_state_signature(status)
+
+
+def checkout_branch(ctx: Context) -> str | None:
+    """The branch checked out in the workspace, or None (detached HEAD, no repository)."""
+    from moss_files.foundation import gitrepo
+
+    try:
+        return gitrepo.current_branch(ctx.root)
+    except MossError:
+        return None
 
 
 def event_time(ctx: Context) -> str:

@@ -1,9 +1,9 @@
 """`moss task|epic|worker|team|board`: the board for humans. Entry layer: parse options, call
 the board's use cases, render. `--json` prints exactly what the `moe.*` MCP tool returns; errors go
 to stderr (the JSON error body with --json) with their class's exit code: 2 bad arguments,
-3 not found, 4 an unreadable board file or RAIL_VIOLATION, 5 INVALID_TRANSITION,
+3 not found, 4 an unreadable board file, RAIL_VIOLATION or PLAN_TOO_LARGE, 5 INVALID_TRANSITION,
 WORKER_CONFLICT, NOT_ALLOWED, TEAM_FULL, DEPENDENCY_CYCLE, LEASE_EXPIRED, QUESTION_PENDING,
-AMENDMENT_PENDING or VERIFICATION_FAILED, 6 no workspace. `moss task wait` and
+AMENDMENT_PENDING, VERIFICATION_FAILED or BRANCH_POLICY_FAILED, 6 no workspace. `moss task wait` and
 `moss board chat wait` block (until something comes, or their timeout) and exit 0 either way.
 
 Commands act as a human (approving plans is allowed); `--worker` (or MOE_WORKER_ID) acts on
@@ -259,12 +259,19 @@ def register(app: typer.Typer) -> None:
         ] = None,
         epic: EpicOpt = None,
         replace: Annotated[bool, typer.Option("--replace", help="Take over from the epic's current worker.")] = False,
+        adjacent: Annotated[
+            bool, typer.Option("--adjacent/--no-adjacent", help="Prefer tasks in the epic of the worker's last claim, before priority.")
+        ] = True,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Claim the next task for a worker (one task per worker, one worker per status per epic)."""
         with reporting(as_json):
-            result = claims.claim_next_task(_context(root), statuses=status or ["WORKING"], epic_id=epic, worker_id=worker, replace_existing=replace)
+            result = claims.claim_next_task(
+                _context(root), statuses=status or ["WORKING"], epic_id=epic, worker_id=worker, replace_existing=replace, prefer_adjacent_in_epic=adjacent
+            )
+        if result.get("handoffHint"):
+            note(("warning: " if result.get("staleHandoffDiskState") else "") + result["handoffHint"])
         if result["hasNext"]:
             text = f"{result['task']['id']}  {result['task']['title']}"
         elif "alreadyAssigned" in result:
@@ -323,7 +330,10 @@ def register(app: typer.Typer) -> None:
         task_id: TaskArg,
         step: Annotated[list[str] | None, typer.Option("--step", help="A step's description (repeatable, in order).", show_default=False)] = None,
         steps_json: Annotated[
-            str | None, typer.Option("--steps-json", help='Steps as JSON: [{"description": ..., "affectedFiles": [...]}]; "-" reads stdin.', show_default=False)
+            str | None,
+            typer.Option(
+                "--steps-json", help='Steps as JSON: [{"description": ..., "affectedFiles": [...], "newFiles": [...]}]; "-" reads stdin.', show_default=False
+            ),
         ] = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
@@ -338,6 +348,8 @@ def register(app: typer.Typer) -> None:
                 except ValueError as exc:
                     raise InvalidRequest(f"--steps-json is not JSON: {exc}") from None
             result = plans.submit_plan(_context(root), task_id=task_id, steps=steps, worker_id=worker)
+        for warning in result.get("warnings", []):
+            note(f"warning: {warning}")
         emit(result, as_json, text=result["message"])
 
     @task_app.command("approval")
@@ -415,14 +427,21 @@ def register(app: typer.Typer) -> None:
         tests: TestsOpt = None,
         dod: DodEvidenceOpt = None,
         verification: VerificationOpt = None,
+        branch: Annotated[
+            str | None, typer.Option("--branch", help="The branch the work is on, for the branch policy (default: the checkout's).", show_default=False)
+        ] = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Finish the work: WORKING -> REVIEW (every step completed; the evidence must show the definition of done)."""
+        """Finish the work: WORKING -> REVIEW (every step completed; the evidence must show the definition of done; the branch policy holds)."""
         with reporting(as_json):
             evidence = _evidence(verification, ran, touched, tests, dod)
-            result = plans.complete_task(_context(root), task_id=task_id, pr_link=pr, summary=summary, verification=evidence, worker_id=worker)
+            result = plans.complete_task(
+                _context(root), task_id=task_id, pr_link=pr, summary=summary, verification=evidence, current_branch=branch, worker_id=worker
+            )
+        if result.get("branchPolicy", {}).get("warning"):
+            note(f"warning: {result['branchPolicy']['warning']}")
         emit(result, as_json, text=f"{task_id} {result['status']}")
 
     @task_app.command("qa-approve")
@@ -442,13 +461,30 @@ def register(app: typer.Typer) -> None:
     def task_qa_reject(
         task_id: TaskArg,
         reason: Annotated[str, typer.Option("--reason", "-r", help="Which definition-of-done items failed, and why.", show_default=False)],
+        failed: Annotated[
+            list[str] | None, typer.Option("--failed-dod", help="A definition-of-done item that failed: its text or number (repeatable).", show_default=False)
+        ] = None,
+        issues_json: Annotated[
+            str | None,
+            typer.Option(
+                "--issues-json", help='Findings as JSON: [{"type": "test_failure", "description": ..., "file"?, "line"?}]; "-" reads stdin.', show_default=False
+            ),
+        ] = None,
         worker: WorkerOpt = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """QA rejects a task in REVIEW: back to WORKING (PLANNING after too many reopens)."""
+        """QA rejects a task in REVIEW: back to WORKING; PLANNING at the reopen cap or when an item fails twice; parked for a person past the cap."""
         with reporting(as_json):
-            result = claims.qa_reject(_context(root), task_id=task_id, reason=reason, worker_id=worker)
+            issues: Any = None
+            if issues_json is not None:
+                try:
+                    issues = json.loads(read_stdin_if(issues_json) if issues_json == "-" else issues_json)
+                except ValueError as exc:
+                    raise InvalidRequest(f"--issues-json is not JSON: {exc}") from None
+                if not isinstance(issues, list):
+                    raise InvalidRequest("--issues-json must be a JSON list of issues")
+            result = claims.qa_reject(_context(root), task_id=task_id, reason=reason, failed_dod_items=failed, issues=issues, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
     @task_app.command("block")
@@ -477,7 +513,7 @@ def register(app: typer.Typer) -> None:
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Let go of a task: it keeps its status and is claimable again (with a handoff note for the next worker)."""
+        """Let go of a task: it keeps its status and is claimable again (with a handoff note for the next worker); a person's release returns a parked task to QA."""
         with reporting(as_json):
             note = {key: value for key, value in (("whatIsDone", done), ("whatRemains", remains), ("pitfalls", pitfalls)) if value} or None
             result = claims.release_task(_context(root), task_id=task_id, reason=reason, handoff_note=note, worker_id=worker)
@@ -493,7 +529,7 @@ def register(app: typer.Typer) -> None:
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """What an agent sees for a task: project, epic, task, worker and every rail."""
+        """What an agent sees for a task: project, epic, task, worker and every rail (with -w, the holder's read is recorded, as step-start and QA require)."""
         with reporting(as_json):
             result = plans.get_context(_context(root), task_id=task_id, worker_id=worker)
         rails = result["allRails"]

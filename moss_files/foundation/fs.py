@@ -29,7 +29,7 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,6 +439,28 @@ def read_given_file(path: Path, *, max_bytes: int, what: str) -> bytes:
             )
         # One byte over the limit: a file that grew after the fstat is still caught by the parser's size checks.
         return handle.read(max_bytes + 1)
+
+
+def missing_paths(root: Path, relpaths: Iterable[str]) -> list[str] | None:
+    """The paths among `relpaths` (relative to `root`, already checked not to climb out of it)
+    that name nothing: no file, folder or link there. A path that cannot be looked at (a
+    folder without permission) counts as there. None when `root` itself cannot be read: the
+    caller cannot tell, and lets the paths through (a check that fails open)."""
+    try:
+        os.listdir(root)
+    except OSError:
+        return None
+    missing: list[str] = []
+    for relpath in relpaths:
+        try:
+            os.lstat(root / relpath)
+        except FileNotFoundError:
+            missing.append(relpath)
+        except NotADirectoryError:
+            missing.append(relpath)  # a path "through" a file: nothing can be there
+        except OSError:
+            continue
+    return missing
 
 
 def process_alive(pid: int) -> bool:

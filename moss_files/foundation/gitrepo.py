@@ -7,6 +7,7 @@ and most commands never need history.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -172,3 +173,27 @@ def uncommitted(repo: git.Repo, relpaths: list[str]) -> dict[str, str]:
             index += 1  # a rename or copy names its source next
         found[path] = {"??": "untracked", "!!": "ignored"}.get(code, "changed")
     return found
+
+
+def worktree_status(root: Path, *, exclude: Sequence[str] = ()) -> str:
+    """`git status --porcelain=v2 --branch` of the work tree at or above `root`, limited to
+    `root` and leaving out its sub-folders `exclude`. Reads only (`--no-optional-locks`: no
+    index refresh, no lock taken). Raises RepoError."""
+    repo = open_repo(root)
+    scope = relpath_in_repo(repo, root)
+    prefix = "" if scope == "." else f"{scope}/"
+    # `:(top)` alone is the whole tree; `:(top).` matches nothing through GitPython's call.
+    specs = [f":(top){scope if scope != '.' else ''}", *(f":(top,exclude){prefix}{name}" for name in exclude)]
+    return str(_run(repo, "--no-optional-locks", "status", "--porcelain=v2", "--branch", "--", *specs))
+
+
+def current_branch(root: Path) -> str | None:
+    """The branch checked out in the work tree at or above `root`; None on a detached HEAD.
+    Raises RepoError outside a repository."""
+    repo = open_repo(root)
+    try:
+        return str(repo.git.execute(["git", "symbolic-ref", "--quiet", "--short", "HEAD"])).strip() or None
+    except GitCommandError as exc:
+        if exc.status == 1:
+            return None  # symbolic-ref --quiet exits 1 for a detached HEAD
+        raise RepoError(f"git symbolic-ref failed: {exc.stderr}") from None

@@ -3,7 +3,9 @@
 Shell layer. Git runs the driver for every path `.gitattributes` marks `merge=moss`, with the
 ancestor's, our and their versions in three temporary files; the driver writes the result
 into our file (%A) and exits 0 when it is clean, 1 when conflict markers are left for a
-person. Which merge applies is decided from the path (%P) by `merge_for` (pure); a version
+person. Which merge applies is decided from the path (%P) by `merge_for` (pure): a board
+item merges field by field, its status and its plan by the board's rules (a finished item
+stays finished; two clones' amendments of one step are both kept); a version
 that cannot be read as its kind (or that already holds markers, as a recursive merge's
 virtual ancestor may) falls back to the plain line merge, which git's own driver would do.
 """
@@ -80,7 +82,9 @@ def merge_for(path: str) -> tuple[str, Merge]:
     if ".moss" in parts and name.endswith(".md"):
         inside = parts[parts.index(".moss") + 1 :]
         if inside[:1] == ("board",):
-            return "board-item", _documents({"status": _board_status})
+            from moss_files.board.files import PLAN_KEYS, merge_plans
+
+            return "board-item", _documents({"status": _board_status, **dict.fromkeys(PLAN_KEYS, merge_plans)})
         return f"{inside[0] if len(inside) > 1 else 'moss'}-document", _documents()
     return "text", _plain
 

@@ -140,13 +140,6 @@ def test_timestamps_follow_the_moves() -> None:
     assert reopened.completed is None and reopened.reopen_count == 2
 
 
-def test_qa_rejection_escalates_to_planning_at_max_reopens() -> None:
-    settings = Settings(max_reopens=3)
-    assert rules.qa_reject_target(task("REVIEW", reopen_count=0), settings) == "WORKING"
-    assert rules.qa_reject_target(task("REVIEW", reopen_count=1), settings) == "WORKING"
-    assert rules.qa_reject_target(task("REVIEW", reopen_count=2), settings) == "PLANNING"
-
-
 def test_approval_modes() -> None:
     submitted = datetime(2026, 1, 21, 10, 0, tzinfo=UTC)
     waiting = task("AWAITING_APPROVAL", plan=done_plan(), plan_submitted="2026-01-21T10:00:00Z")

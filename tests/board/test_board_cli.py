@@ -40,20 +40,29 @@ def test_a_day_on_the_board(ws: Path) -> None:
     claim = moss(ws, "task", "claim", "-w", "arch", "-s", "PLANNING")
     assert claim["task"]["id"] == task_id and claim["allRails"]["epic"] == ["use bcrypt"]
     steps = json.dumps([{"description": "Form", "affectedFiles": ["src/form.py"]}, {"description": "Tests"}])
+    missing = moss(ws, "task", "plan", task_id, "--steps-json", "-", "-w", "arch", input=steps, code=2)
+    assert missing["error"]["details"]["missingPaths"] == ["src/form.py"]  # affected files must exist...
+    steps = json.dumps([{"description": "Form", "newFiles": ["src/form.py"]}, {"description": "Tests", "affectedFiles": ["src/form.py"]}])
     assert moss(ws, "task", "plan", task_id, "--steps-json", "-", "-w", "arch", input=steps)["status"] == "AWAITING_APPROVAL"
     assert moss(ws, "task", "approval", task_id)["approved"] is False
     assert moss(ws, "task", "approve", task_id)["status"] == "WORKING"
     assert moss(ws, "task", "claim", "-w", "dev")["task"]["id"] == task_id
+    unread = moss(ws, "task", "step-start", task_id, "step-1", "-w", "dev", code=5)
+    assert unread["error"]["code"] == "NOT_ALLOWED" and "moe.get_context" in unread["error"]["message"]
+    moss(ws, "task", "context", task_id, "-w", "dev")
     moss(ws, "task", "step-start", task_id, "step-1", "-w", "dev")
     assert moss(ws, "task", "step-done", task_id, "step-1", "-f", "src/form.py", "-w", "dev")["nextStep"]["stepId"] == "step-2"
     moss(ws, "task", "step-done", task_id, "step-2", "-w", "dev")
     assert moss(ws, "task", "complete", task_id, "--pr", "https://example.invalid/1", "-w", "dev")["status"] == "REVIEW"
     assert moss(ws, "task", "claim", "-w", "qa", "-s", "REVIEW")["task"]["id"] == task_id
-    rejected = moss(ws, "task", "qa-reject", task_id, "-r", "tested is not true", "-w", "qa")
+    moss(ws, "task", "context", task_id, "-w", "qa")
+    rejected = moss(ws, "task", "qa-reject", task_id, "-r", "tested is not true", "--failed-dod", "2", "-w", "qa")
     assert (rejected["status"], rejected["reopenCount"]) == ("WORKING", 1)
+    assert rejected["rejectionDetails"] == {"failedDodItems": ["tested"]}
     moss(ws, "task", "claim", "-w", "dev")
     moss(ws, "task", "complete", task_id, "-w", "dev")
     moss(ws, "task", "claim", "-w", "qa", "-s", "REVIEW")
+    moss(ws, "task", "context", task_id, "-w", "qa")
     assert moss(ws, "task", "qa-approve", task_id, "--summary", "ok", "-w", "qa")["status"] == "DONE"
 
     # --json prints exactly what the use case (and so the MCP tool) returns.

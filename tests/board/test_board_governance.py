@@ -37,6 +37,7 @@ def working_task(root: Path, *, dod: list[str] | None = None) -> str:
     if plans.check_approval(agent(root), task_id=task)["status"] == "AWAITING_APPROVAL":
         plans.approve_plan(human, task_id=task)
     assert claims.claim_next_task(agent(root), statuses=["WORKING"], worker_id="dev")["task"]["id"] == task
+    plans.get_context(agent(root), task_id=task, worker_id="dev")  # start_step needs it
     return task
 
 

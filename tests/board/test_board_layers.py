@@ -1,5 +1,5 @@
 """The board's layers, read from its modules' imports: a pure core (model, files, shapes, rules,
-threads, evidence, oversight) that imports only the standard library, the foundation and
+threads, evidence, oversight, review, worktree) that imports only the standard library, the foundation and
 itself; a store that adds only the file system; a watcher that alone imports watchdog; use
 cases that never reach an entry point; and the MCP tool names in one table."""
 
@@ -14,7 +14,7 @@ import pytest
 from moss_files.board import operations
 
 BOARD = Path(__file__).resolve().parents[2] / "moss_files" / "board"
-CORE = ("model", "files", "shapes", "rules", "threads", "evidence", "oversight")
+CORE = ("model", "files", "shapes", "rules", "threads", "evidence", "oversight", "review", "worktree")
 USE_CASES = ("usecase", "plans", "claims", "editing", "teams", "queries", "leases", "conversation", "waiting", "governance", "operations")
 # Standard-library modules that touch the machine: the core decides, it does not act.
 EFFECTS = {"os", "io", "subprocess", "socket", "shutil", "tempfile", "time", "fcntl", "sqlite3", "threading"}

@@ -22,7 +22,7 @@ from moss_files.mcp.server import TOOL_SETS, build_server
 
 # (read_only, destructive, idempotent) for every moe tool.
 ANNOTATIONS = {
-    "moe.get_context": (True, False, True),
+    "moe.get_context": (False, False, True),  # it records that the holder read the context
     "moe.submit_plan": (False, True, False),
     "moe.check_approval": (False, False, True),
     "moe.start_step": (False, True, True),
@@ -158,12 +158,23 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
             workerId="arch",
         )
         assert proposal["status"] == "PENDING"
-        plan = await calls.ok(
+        missing = await calls.error(
             "moe.submit_plan",
+            "INVALID_REQUEST",
             taskId=task["id"],
             workerId="arch",
             steps=[{"description": "Build the form", "affectedFiles": ["web/card.tsx"]}, {"description": "Write a test"}],
         )
+        assert missing["details"]["missingPaths"] == ["web/card.tsx"]
+        (root / "web").mkdir()
+        (root / "web" / "card.tsx").write_text("export {}\n")
+        plan = await calls.ok(
+            "moe.submit_plan",
+            taskId=task["id"],
+            workerId="arch",
+            steps=[{"description": "Build the form", "affectedFiles": ["web/card.tsx"]}, {"description": "Write a test", "newFiles": ["web/card.test.tsx"]}],
+        )
+        assert (plan["distinctFileCount"], plan["newFileCount"]) == (2, 1) and "warnings" not in plan
         assert plan["status"] == "AWAITING_APPROVAL"
         assert (await calls.ok("moe.check_approval", taskId=task["id"]))["approved"] is False
         refused = await calls.error("moe.set_task_status", "NOT_ALLOWED", taskId=task["id"], status="WORKING", workerId="arch")
@@ -176,6 +187,9 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
         conflict = await calls.error("moe.claim_next_task", "WORKER_CONFLICT", statuses=["WORKING"], workerId="dev2", epicId=epic["id"])
         assert conflict["details"]["workerId"] == "dev"
         assert (await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="dev"))["alreadyAssigned"]["taskId"] == task["id"]
+        unread = await calls.error("moe.start_step", "NOT_ALLOWED", taskId=task["id"], stepId="step-1", workerId="dev")
+        assert unread["details"]["contextFetched"] is False and "moe.get_context" in unread["hint"]
+        await calls.ok("moe.get_context", taskId=task["id"], workerId="dev")
         await calls.ok("moe.start_step", taskId=task["id"], stepId="step-1", workerId="dev")
         blocked = await calls.ok("moe.report_blocked", taskId=task["id"], reason="design tokens missing", needsFrom="design", workerId="dev")
         assert blocked["status"] == "BLOCKED"
@@ -189,12 +203,24 @@ async def test_create_epic_to_qa_approve_through_the_client(tmp_path: Path, mode
         assert done["status"] == "REVIEW"
 
         await calls.ok("moe.claim_next_task", statuses=["REVIEW"], workerId="qa")
-        rejected = await calls.ok("moe.qa_reject", taskId=task["id"], reason="validates: expiry not checked", workerId="qa")
+        await calls.error("moe.qa_reject", "NOT_ALLOWED", taskId=task["id"], reason="not read", workerId="qa")
+        await calls.ok("moe.get_context", taskId=task["id"], workerId="qa")
+        rejected = await calls.ok(
+            "moe.qa_reject",
+            taskId=task["id"],
+            reason="validates: expiry not checked",
+            failedDodItems=["validates"],
+            issues=[{"type": "missing_feature", "description": "no expiry check", "file": "web/card.tsx", "line": 3}],
+            workerId="qa",
+        )
         assert (rejected["status"], rejected["reopenCount"]) == ("WORKING", 1)
+        assert rejected["rejectionDetails"]["failedDodItems"] == ["validates"] and rejected["rejectionDetails"]["issues"][0]["line"] == 3
         again = await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="dev")
         assert again["task"]["reopenReason"] == "validates: expiry not checked"
         await calls.ok("moe.complete_task", taskId=task["id"], workerId="dev")
         await calls.ok("moe.claim_next_task", statuses=["REVIEW"], workerId="qa")
+        await calls.error("moe.qa_approve", "NOT_ALLOWED", taskId=task["id"], workerId="qa")  # a new claim: read again
+        await calls.ok("moe.get_context", taskId=task["id"], workerId="qa")
         approved = await calls.ok("moe.qa_approve", taskId=task["id"], summary="expiry checked now", workerId="qa")
         assert approved["status"] == "DONE"
 

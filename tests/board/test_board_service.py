@@ -110,6 +110,8 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
     assert claim["epic"]["architectureNotes"] == "Sessions in redis"
     assert claim["allRails"] == {"global": [], "epic": ["use bcrypt"], "task": []}
     clock.tick(minutes=5)
+    (repo / "src").mkdir()
+    (repo / "src" / "form.py").write_text("")  # an affected file exists (submit_plan checks)
     plan = plans.submit_plan(
         agent, task_id=task_id, worker_id="arch", steps=[{"description": "Form component", "affectedFiles": ["src/form.py"]}, {"description": "Tests"}]
     )
@@ -120,6 +122,8 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
 
     work = claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")
     assert work["task"]["id"] == task_id
+    assert work["nextAction"] == {"tool": "moe.get_context", "args": {"taskId": task_id}, "reason": "read the task's context before acting on it"}
+    plans.get_context(agent, task_id=task_id, worker_id="dev")
     assert plans.start_step(agent, task_id=task_id, step_id="step-1", worker_id="dev") == {
         "success": True,
         "taskId": task_id,
@@ -140,6 +144,7 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
 
     qa = claims.claim_next_task(agent, statuses=["REVIEW"], worker_id="qa")
     assert qa["task"]["id"] == task_id
+    plans.get_context(agent, task_id=task_id, worker_id="qa")
     approved = claims.qa_approve(agent, task_id=task_id, summary="All DoD items hold", worker_id="qa")
     assert (approved["status"], approved["summary"]) == ("DONE", "All DoD items hold")
 
@@ -221,6 +226,7 @@ def test_qa_rejections_count_reopens_and_escalate_to_planning(repo: Path, human:
     to_review(human, agent, task_id)
     for count in (1, 2):
         claims.claim_next_task(agent, statuses=["REVIEW"], worker_id="qa")
+        plans.get_context(agent, task_id=task_id, worker_id="qa")
         rejected = claims.qa_reject(agent, task_id=task_id, reason=f"DoD item {count} fails", worker_id="qa")
         assert (rejected["status"], rejected["reopenCount"], rejected["escalated"]) == ("WORKING", count, False)
         claimed = claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")
@@ -228,10 +234,13 @@ def test_qa_rejections_count_reopens_and_escalate_to_planning(repo: Path, human:
         plans.complete_task(agent, task_id=task_id, worker_id="dev")
         assert queries.show_task(human, task_id=task_id)["reopenReason"] is None
     claims.claim_next_task(agent, statuses=["REVIEW"], worker_id="qa")
+    plans.get_context(agent, task_id=task_id, worker_id="qa")
     third = claims.qa_reject(agent, task_id=task_id, reason="design is wrong", worker_id="qa")
     assert (third["status"], third["reopenCount"], third["escalated"]) == ("PLANNING", 3, True)
+    assert (third["exceededReopenCap"], third["parkedForHuman"], third["maxReopens"]) == (True, False, 3)
     assert plans.check_approval(agent, task_id=task_id)["rejected"] is True
     assert kinds(human, task_id=task_id, event_types=["TASK_REOPENED"]) == ["TASK_REOPENED"] * 3
+    assert [e["payload"]["why"] for e in events(human, task_id=task_id, event_types=["QA_ESCALATED"])] == ["reopen cap reached"]
 
 
 def test_qa_errors_follow_the_seed(human: Context, agent: Context) -> None:
@@ -309,6 +318,7 @@ def test_only_the_holder_acts_on_a_held_task(human: Context, agent: Context) -> 
     task_id = planned_task(human, agent)
     plans.approve_plan(human, task_id=task_id)
     claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")
+    plans.get_context(agent, task_id=task_id, worker_id="intruder")  # a bystander's read records nothing
     for call in (
         lambda: plans.start_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
         lambda: plans.complete_step(agent, task_id=task_id, step_id="step-1", worker_id="intruder"),
@@ -365,7 +375,7 @@ def test_claim_shapes_and_constraints(human: Context, agent: Context) -> None:
     peek = claims.claim_next_task(agent, statuses=["WORKING"])
     assert peek["task"]["id"] == first and peek["task"]["assignedWorkerId"] is None
     got = claims.claim_next_task(agent, statuses=["WORKING"], worker_id="w1")
-    assert set(got) == {"hasNext", "project", "epic", "task", "allRails"} and got["task"]["id"] == first
+    assert set(got) == {"hasNext", "project", "epic", "task", "allRails", "nextAction"} and got["task"]["id"] == first
     with pytest.raises(Conflict) as caught:
         claims.claim_next_task(agent, statuses=["WORKING"], worker_id="w2")
     assert caught.value.message == "Epic already has an active worker on WORKING tasks: w1"

@@ -184,6 +184,31 @@ def test_two_clones_claiming_one_task_for_different_workers_leave_a_conflict(ori
     assert shown.returncode == 4 and error["code"] == "MERGE_CONFLICT" and error["line"] > 1
 
 
+def test_two_clones_amending_one_step_offline_merge_both_amendments(origin: tuple[Path, str]) -> None:
+    """Amendment ids are collision-free (AMEND-<date>-<random>, not amend-N per step), and the
+    driver merges a step's amendments by id: both clones' amendments are kept, in the same
+    order whichever side merges."""
+    a, epic = origin
+    task = tool(a, "moss", "task", "new", "Card form", "-e", epic, "--status", "planning")["task"]["id"]
+    tool(a, "moss", "task", "claim", "-w", "arch", "-s", "PLANNING")
+    tool(a, "moss", "task", "plan", task, "-w", "arch", "--step", "Build the form", "--step", "Write a test")
+    tool(a, "moss", "task", "approve", task)
+    commit(a, "a planned task")
+    b = clone(a, "b")
+    for root, side in ((a, "a"), (b, "b")):
+        amended = tool(root, "moss", "task", "amend", task, "step-1", "-d", f"Build the form, as {side} says", "-r", f"{side} knows better")
+        assert amended["amendmentId"].startswith("AMEND-") and amended["status"] == "APPROVED"
+        commit(root, f"{side} amends step-1")
+    merged = []
+    for ours, theirs in ((a, b), (b, a)):
+        pulled = git(ours, "pull", "--no-rebase", "--no-edit", str(theirs), "main", check=False)
+        assert pulled.returncode == 0 and conflicted(ours) == [], pulled.stdout + pulled.stderr
+        step = tool(ours, "moss", "task", "show", task)["implementationPlan"][0]
+        merged.append([(x["amendmentId"], x["reason"]) for x in step["amendments"]])
+        assert step["activeAmendmentId"] == step["amendments"][-1]["amendmentId"]
+    assert merged[0] == merged[1] and sorted(reason for _, reason in merged[0]) == ["a knows better", "b knows better"]
+
+
 def test_the_driver_handles_a_large_plan_and_outbox_quickly(origin: tuple[Path, str]) -> None:
     """The driver runs inside `git merge`; its own report says how long it took."""
     a, _ = origin

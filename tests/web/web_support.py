@@ -109,10 +109,12 @@ def board_task(ctx: Context, epic: str, title: str, *, to: str, description: str
     if to == "REVIEW":
         return task_id
     claims.claim_next_task(ctx, statuses=["REVIEW"], worker_id=qa)
+    plans.get_context(ctx, task_id=task_id, worker_id=qa)  # the QA verdicts need it
     claims.qa_reject(ctx, task_id=task_id, reason="tests pass: not yet", worker_id=qa)
     claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=worker)
     plans.complete_task(ctx, task_id=task_id, summary="fixed", worker_id=worker)
     claims.claim_next_task(ctx, statuses=["REVIEW"], worker_id=qa)
+    plans.get_context(ctx, task_id=task_id, worker_id=qa)
     claims.qa_approve(ctx, task_id=task_id, summary="good", worker_id=qa)
     return task_id
 

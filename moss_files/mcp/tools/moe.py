@@ -34,10 +34,20 @@ Order = Annotated[float | None, Field(description="Position (default: last).")]
 
 
 class PlanStep(TypedDict):
-    """One step of an implementation plan."""
+    """One step of an implementation plan: the files it edits (they must exist) and creates."""
 
     description: str
     affectedFiles: NotRequired[list[str]]
+    newFiles: NotRequired[list[str]]
+
+
+class ReviewIssue(TypedDict):
+    """One finding of a review."""
+
+    type: str
+    description: str
+    file: NotRequired[str]
+    line: NotRequired[int]
 
 
 class CommandRun(TypedDict):
@@ -133,8 +143,9 @@ def register(tools: ToolRegistry) -> None:
     @tools.tool(
         "moe.get_context",
         "Project, epic, task, worker and allRails {global, epic, task} for a task (taskId, else MOE_TASK_ID, else the worker's task), "
-        "with its newest comments, pendingQuestions (human comments to answer), openQuestions (yours, unanswered) and budget.",
-        read_only=True,
+        "with its newest comments, pendingQuestions (human comments to answer), openQuestions (yours, unanswered) and budget. "
+        "Call it on a task you hold before start_step, qa_approve or qa_reject: it records that you read it (contextFetchedBy).",
+        idempotent=True,
     )
     def get_context(
         taskId: OptionalTaskId = None,
@@ -146,9 +157,9 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moe.submit_plan",
-        "Submit a PLANNING task's plan; it waits for a human's approval (AWAITING_APPROVAL). "
-        "Forbidden and required global rails are checked: RAIL_VIOLATION lists each in details.violations. "
-        "Returns {success, taskId, status, stepCount, message}.",
+        "Submit a PLANNING task's plan for approval (AWAITING_APPROVAL). Rails are checked (RAIL_VIOLATION). affectedFiles must "
+        "exist (list files a step creates in newFiles). Warns past 8 steps or 5 distinct files; refuses past 12 or 10 "
+        "(PLAN_TOO_LARGE): split the task. Returns {success, taskId, status, stepCount, distinctFileCount, warnings?, message}.",
         destructive=True,
     )
     def submit_plan(taskId: TaskId, steps: Annotated[list[PlanStep], Field(description="The steps, in order.")], workerId: WorkerId = None) -> dict[str, Any]:
@@ -159,7 +170,10 @@ def register(tools: ToolRegistry) -> None:
         return call("check_approval", task_id=taskId)
 
     @tools.tool(
-        "moe.start_step", "Mark a step of a WORKING task IN_PROGRESS: {success, taskId, stepId, stepNumber, totalSteps}.", destructive=True, idempotent=True
+        "moe.start_step",
+        "Mark a step of a WORKING task IN_PROGRESS (call get_context on the task first): {success, taskId, stepId, stepNumber, totalSteps}.",
+        destructive=True,
+        idempotent=True,
     )
     def start_step(taskId: TaskId, stepId: StepId, workerId: WorkerId = None) -> dict[str, Any]:
         return call("start_step", task_id=taskId, step_id=stepId, worker_id=workerId)
@@ -191,7 +205,8 @@ def register(tools: ToolRegistry) -> None:
     @tools.tool(
         "moe.complete_task",
         "Finish a WORKING task whose steps are all completed: it goes to REVIEW for QA. The evidence (here and the steps') must show "
-        "every definition-of-done item (dod) and no failure, else VERIFICATION_FAILED. Returns {success, taskId, status, stats, verified}.",
+        "every definition-of-done item (dod) and no failure, else VERIFICATION_FAILED; a branch the project's policy does not allow is "
+        "BRANCH_POLICY_FAILED. Returns {success, taskId, status, stats, verified, branchPolicy?}.",
         destructive=True,
         idempotent=True,
     )
@@ -200,6 +215,9 @@ def register(tools: ToolRegistry) -> None:
         prLink: Annotated[str | None, Field(description="Pull request link.")] = None,
         summary: Annotated[str | None, Field(description="What was done.")] = None,
         verification: VerificationArg = None,
+        currentBranch: Annotated[
+            str | None, Field(description="The branch the work is on, for the project's branch policy (default: the workspace's checkout).")
+        ] = None,
         workerId: WorkerId = None,
     ) -> dict[str, Any]:
         return call(
@@ -208,6 +226,7 @@ def register(tools: ToolRegistry) -> None:
             pr_link=prLink,
             summary=summary,
             verification=dict(verification) if verification is not None else None,
+            current_branch=currentBranch,
             worker_id=workerId,
         )
 
@@ -304,7 +323,7 @@ def register(tools: ToolRegistry) -> None:
         "moe.claim_next_task",
         "Claim the next task in these statuses (PLANNING architect, WORKING worker, REVIEW qa). "
         "One task per worker; one worker per status per epic unless teammates (WORKER_CONFLICT; replaceExisting takes over). "
-        "Returns {hasNext, project, epic, task, allRails} or {hasNext: false, alreadyAssigned?}.",
+        "Returns {hasNext, project, epic, task, allRails, nextAction, handoffHint?, staleHandoffDiskState?} or {hasNext: false, alreadyAssigned?}.",
         destructive=True,
         idempotent=True,
     )
@@ -313,8 +332,16 @@ def register(tools: ToolRegistry) -> None:
         epicId: OptionalEpicId = None,
         workerId: WorkerId = None,
         replaceExisting: Annotated[bool, Field(description="Take over the epic's current worker's task.")] = False,
+        preferAdjacentInEpic: Annotated[bool, Field(description="Prefer tasks in the epic of your last claim, before priority and order.")] = True,
     ) -> dict[str, Any]:
-        return call("claim_next_task", statuses=statuses, epic_id=epicId, worker_id=workerId, replace_existing=replaceExisting)
+        return call(
+            "claim_next_task",
+            statuses=statuses,
+            epic_id=epicId,
+            worker_id=workerId,
+            replace_existing=replaceExisting,
+            prefer_adjacent_in_epic=preferAdjacentInEpic,
+        )
 
     @tools.tool(
         "moe.release_task",
@@ -346,7 +373,12 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         return call("set_task_status", task_id=taskId, status=status, reason=reason, worker_id=workerId)
 
-    @tools.tool("moe.qa_approve", "QA approves a task in REVIEW: DONE. Returns {success, taskId, status, summary, message}.", destructive=True, idempotent=True)
+    @tools.tool(
+        "moe.qa_approve",
+        "QA approves a task in REVIEW (call get_context on it first): DONE. Returns {success, taskId, status, summary, message}.",
+        destructive=True,
+        idempotent=True,
+    )
     def qa_approve(
         taskId: TaskId, summary: Annotated[str | None, Field(description="The review's verdict.")] = None, workerId: WorkerId = None
     ) -> dict[str, Any]:
@@ -354,15 +386,30 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "moe.qa_reject",
-        "QA rejects a task in REVIEW: back to WORKING with the reason (PLANNING once reopenCount reaches "
-        "maxReopens). Returns {success, taskId, status, reopenCount, reason, escalated, message}.",
+        "QA rejects a task in REVIEW: back to WORKING; to PLANNING once reopenCount reaches maxReopens or a failedDodItems "
+        "item fails a second time; past the cap it stays in REVIEW for a person (needsHumanReview). Returns {success, taskId, "
+        "status, reopenCount, maxReopens, escalated, parkedForHuman, repeatedFailedDodItem?, rejectionDetails, rejectionHistory, …}.",
         destructive=True,
         idempotent=True,
     )
     def qa_reject(
-        taskId: TaskId, reason: Annotated[str, Field(description="Which definition-of-done items failed, and why.")], workerId: WorkerId = None
+        taskId: TaskId,
+        reason: Annotated[str, Field(description="Which definition-of-done items failed, and why.")],
+        failedDodItems: Annotated[list[str] | None, Field(description="The definition-of-done items that failed (their text or number).")] = None,
+        issues: Annotated[
+            list[ReviewIssue] | None,
+            Field(description="Findings: type test_failure, lint, security, missing_feature, regression or other; description; file?; line?"),
+        ] = None,
+        workerId: WorkerId = None,
     ) -> dict[str, Any]:
-        return call("qa_reject", task_id=taskId, reason=reason, worker_id=workerId)
+        return call(
+            "qa_reject",
+            task_id=taskId,
+            reason=reason,
+            failed_dod_items=failedDodItems,
+            issues=[dict(issue) for issue in issues] if issues else None,
+            worker_id=workerId,
+        )
 
     @tools.tool(
         "moe.unblock_worker",
