@@ -15,9 +15,7 @@ write lock a file that changed again is re-read, so the cache never goes back in
 from __future__ import annotations
 
 import errno
-import json
 import os
-import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
@@ -42,19 +40,13 @@ from moss_files.index.model import (
     plan_refresh,
     stored_signature,
 )
-from moss_files.index.query import (
-    DATE_FIELDS,
-    FIELD_WEIGHTS,
-    RECENCY_DAYS,
-    RECENCY_MAX_BOOST,
-    Filter,
-    ParsedQuery,
-    date_bounds,
-    exclusion_expression,
-    fts_expression,
-    timestamp_of,
-)
 from moss_files.index.scan import FileRead, read_file, walk
+
+if TYPE_CHECKING:
+    from moss_files.index.query import Filter, ParsedQuery
+
+# The query language (`index.query`) is loaded by the methods that use it: a refresh alone,
+# which every `moss index refresh` and every watcher's event is, never does.
 
 T = TypeVar("T")
 
@@ -198,13 +190,16 @@ class _Batch:
         self.fts: list[tuple[Any, ...]] = []
         self.problem_files = 0
         self.stored: list[tuple[str, str, Signature]] = []
+        from moss_files.index.query import timestamp_of
+
+        self.timestamp_of = timestamp_of
 
     def add(self, read: FileRead, source: Source, now_ns: int) -> None:
         self.add_extracted(_extract_read(self.registry, read, source, now_ns))
 
     def add_extracted(self, done: _Done) -> None:
         relpath, source_name, stat, file_digest, now_ns, extracted = done
-        problems = json.dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
+        problems = _json().dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
         self.problem_files += bool(extracted.problems)
         sig = stored_signature(stat, now_ns)
         self.files.append((relpath, source_name, sig, stat[0], file_digest, problems))
@@ -214,7 +209,7 @@ class _Batch:
             self._add_entry(self.rowid, relpath, entry)
 
     def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
-        when = timestamp_of(entry.updated or entry.date)
+        when = self.timestamp_of(entry.updated or entry.date)
         self.items.append(
             (
                 rowid,
@@ -338,6 +333,13 @@ def build_workers(files: int) -> int:
     # to 10 on 2 CPUs) they took as long as one process, so the build stays in one then.
     idle = cpus - os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return max(1, min(MAX_BUILD_WORKERS, int(idle) + 1))
+
+
+def _json() -> Any:
+    """The json module, loaded on first use: a query of an index without problems never needs it."""
+    import json
+
+    return json
 
 
 def _problem_dict(problem: Problem) -> dict[str, Any]:
@@ -507,7 +509,7 @@ class SearchIndex:
         with _flock(self.dir / BUILD_LOCK_NAME, exclusive=True):
             if only_if_unusable and self._usable():
                 return None  # another process rebuilt it while this one waited
-            temp = self.dir / f"{DB_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+            temp = self.dir / f"{DB_NAME}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
             try:
                 report = self._build(temp, reason)
                 with _flock(self.dir / LOCK_NAME, exclusive=True):
@@ -759,6 +761,8 @@ class View:
         raw: str | None = None,
     ) -> Found:
         """Items matching the query, best first (newest first when it has no text)."""
+        from moss_files.index.query import FIELD_WEIGHTS, RECENCY_DAYS, RECENCY_MAX_BOOST, exclusion_expression, fts_expression
+
         where, params = self._where(query, kinds, now)
         expression = raw if raw is not None else fts_expression(query, match_all=match_all)
         weights = ", ".join(str(FIELD_WEIGHTS[name]) for name in COLUMNS)
@@ -793,6 +797,8 @@ class View:
         return Found(tuple(_hit(row) for row in rows[:limit]), len(rows) > limit)
 
     def _where(self, query: ParsedQuery, kinds: Sequence[str], now: datetime) -> tuple[str, list[Any]]:
+        from moss_files.index.query import DATE_FIELDS, Filter
+
         clauses: list[str] = []
         params: list[Any] = []
         filters = list(query.filters)
@@ -807,6 +813,8 @@ class View:
         return "".join(f" AND {clause}" for clause in clauses), params
 
     def _clause(self, flt: Filter, now: datetime) -> tuple[str, list[Any]]:
+        from moss_files.index.query import DATE_FIELDS, date_bounds
+
         values = list(flt.values)
         if flt.field in DATE_FIELDS:
             parts: list[str] = []
@@ -898,7 +906,7 @@ class View:
         """Every file with problems: `{path, source, code, message, line, severity}` per problem."""
         out: list[dict[str, Any]] = []
         for path, source, problems in self.conn.execute("SELECT path, source, problems FROM files WHERE problems IS NOT NULL ORDER BY path"):
-            for problem in json.loads(problems):
+            for problem in _json().loads(problems):
                 out.append({"path": path, "source": source, **problem})
         return out
 

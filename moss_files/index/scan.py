@@ -9,7 +9,6 @@ a `Tree`, is what a refresh compares with the cache (by one fingerprint, then fi
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat as stat_module
 from array import array
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, digest, signature
+from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, blake2b, digest, signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +35,13 @@ class Tree:
         tree it matches exactly; an equal digest later means nothing changed, and a different
         one (a change, or only another walk order) means comparing file by file."""
         data = "\n".join(self.paths).encode("utf-8", "surrogateescape") + array("q", self.sigs).tobytes()
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        return blake2b(data, digest_size=16).hexdigest()
+
+
+# Each folder is listed through a descriptor of its own, so each file's stat resolves one name
+# in it rather than the whole path from the root again (about a tenth of a walk's time).
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BY_DESCRIPTOR = os.scandir in os.supports_fd
 
 
 def walk(root: Path, registry: Registry) -> Tree:
@@ -59,29 +64,41 @@ def walk(root: Path, registry: Registry) -> Tree:
         takes_all = route is not None and route.default is not None and not route.by_name
         prefix = folder + "/"
         try:
-            iterator = os.scandir(f"{base}/{folder}")
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            # Opened without following a link: a folder replaced by one since it was listed
+            # is not entered (the next walk lists it as a link).
+            fd = os.open(f"{base}/{folder}", _LIST_FLAGS) if _BY_DESCRIPTOR else -1
+        except OSError:  # gone, not a folder (any more), a link, not readable
             continue
-        with iterator:
-            for entry in iterator:
-                name = entry.name
-                # The common case first, in as few calls as can be: an artifact file. The
-                # checks are those of the general branch below, in another order.
-                if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
-                    if takes_all or (route is not None and route.source_for(name) is not None):
+        try:
+            iterator = os.scandir(fd if fd >= 0 else f"{base}/{folder}")
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            continue
+        try:
+            with iterator:
+                for entry in iterator:
+                    name = entry.name
+                    # The common case first, in as few calls as can be: an artifact file. The
+                    # checks are those of the general branch below, in another order.
+                    if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
+                        if takes_all or (route is not None and route.source_for(name) is not None):
+                            add_path(prefix + name)
+                            add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+                        continue
+                    if name[0] == ".":
+                        continue  # temp and lock files, .gitkeep, per-machine state folders
+                    if entry.is_dir(follow_symlinks=False):
+                        if registry.descend(prefix + name):
+                            stack.append(prefix + name)
+                    elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
+                        links.append(prefix + name)
+                    elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
                         add_path(prefix + name)
-                        add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
-                    continue
-                if name[0] == ".":
-                    continue  # temp and lock files, .gitkeep, per-machine state folders
-                if entry.is_dir(follow_symlinks=False):
-                    if registry.descend(prefix + name):
-                        stack.append(prefix + name)
-                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
-                    links.append(prefix + name)
-                elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
-                    add_path(prefix + name)
-                    add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+                        add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+        finally:
+            if fd >= 0:
+                os.close(fd)
     return Tree(paths, sigs, sorted(links))
 
 
