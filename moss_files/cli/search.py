@@ -190,19 +190,36 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(4)
 
     @index_app.command("watch")
-    def index_watch_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def index_watch_cmd(
+        with_parent: Annotated[
+            bool,
+            typer.Option(
+                "--with-parent",
+                help="Run as the helper of the process that started this one (moss serve, the sidecar): stop when it ends, and log only problems.",
+            ),
+        ] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Keep the index warm until stopped (Ctrl-C, SIGTERM): queries skip the walk meanwhile."""
+        import os
         import signal
 
         stopping: list[int] = []
         signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
+        parent = os.getppid()
+
+        def stop() -> bool:
+            # A helper whose parent died is adopted by another process: its parent id changes.
+            return bool(stopping) or (with_parent and os.getppid() != parent)
 
         def ready(info: dict[str, Any]) -> None:
-            note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
+            if not with_parent:
+                note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
 
         with reporting(as_json):
             try:
-                result = search.index_watch(workspace_context(root), stop=lambda: bool(stopping), ready=ready)
+                result = search.index_watch(workspace_context(root), stop=stop, ready=ready, quiet=with_parent)
             except KeyboardInterrupt:
                 raise typer.Exit(0) from None
         emit(result, as_json, text=f"stopped: {result['syncs']} syncs answered, {result['refreshes']} refreshes")

@@ -18,9 +18,9 @@ import errno
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,7 +40,7 @@ from moss_files.index.model import (
     plan_refresh,
     stored_signature,
 )
-from moss_files.index.scan import FileRead, read_file, walk
+from moss_files.index.scan import FileRead, read_file, stat_paths, walk
 
 if TYPE_CHECKING:
     from moss_files.index.query import Filter, ParsedQuery
@@ -389,31 +389,33 @@ class SearchIndex:
 
     # ----------------------------------------------------------------- use
 
-    def run(self, work: Callable[[View], T], *, refresh: bool = True) -> T:
+    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None) -> T:
         """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
-        Where the cache folder cannot be written (a read-only checkout), the index is built
-        in memory for this one call instead, and `notify` says so.
+        With `paths` (relative to the root), the refresh looks at those files alone, as a
+        watcher does with the files its events name; it never asks a watcher. Where the cache
+        folder cannot be written (a read-only checkout), the index is built in memory for this
+        one call instead, and `notify` says so.
 
         Raises CacheError when the cache cannot be built or read even after a rebuild, and
         InvalidDocument SYMLINK_REFUSED when a folder on the cache's path is a link.
         """
         fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
         try:
-            return self._run_cached(work, refresh)
+            return self._run_cached(work, refresh, paths)
         except CacheError as err:
             if err.code != "NOT_WRITABLE":
                 raise
             self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
             return self._run_in_memory(work)
 
-    def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
+    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None) -> T:
         # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
-        warm = self._watcher_synced() if refresh else None
+        warm = self._watcher_synced() if refresh and paths is None else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh()
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths)
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
@@ -620,20 +622,28 @@ class View:
 
     # ----------------------------------------------------------------- refresh
 
-    def refresh(self) -> RefreshReport:
-        """Bring the index in step with the files; cheap when nothing changed."""
+    def refresh(self, paths: Collection[str] | None = None) -> RefreshReport:
+        """Bring the index in step with the files; cheap when nothing changed. With `paths`,
+        only those files (relative to the root) are looked at: each one's rows are made to
+        match the file, or removed when it is gone or no source owns it any more."""
         started = time.perf_counter()
         root = self.index.root
-        tree = walk(root, self.registry)
-        fingerprint = tree.fingerprint()
-        if fingerprint == self.index.meta.get("tree"):
-            return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
-        disk = tree.signatures()
-        cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+        if paths is None:
+            tree = walk(root, self.registry)
+            fingerprint = tree.fingerprint()
+            if fingerprint == self.index.meta.get("tree"):
+                return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
+            disk = tree.signatures()
+            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+        else:
+            fingerprint = None
+            disk = stat_paths(root, self.registry, paths)
+            cached = self._cached_signatures(paths)
         plan = plan_refresh(disk, cached)
         if plan.empty:
-            self._remember_tree(fingerprint)
-            return RefreshReport(files=len(disk), seconds=time.perf_counter() - started)
+            if fingerprint is not None:
+                self._remember_tree(fingerprint)
+            return RefreshReport(files=len(disk) if paths is None else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
@@ -644,8 +654,22 @@ class View:
         work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
         gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
         if not work and not gone:
-            return RefreshReport(files=len(disk), touched=len(plan.changed), seconds=time.perf_counter() - started)
-        return self._apply(work, gone, reads, len(disk), started)
+            files = len(disk) if paths is None else self._file_count()
+            return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
+        report = self._apply(work, gone, reads, len(disk), started)
+        return report if paths is None else replace(report, files=self._file_count())
+
+    def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
+        """The stored signatures of those of `paths` the index holds."""
+        out: dict[str, Signature] = {}
+        wanted = list(paths)
+        for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit, with room
+            chunk = wanted[start : start + 500]
+            out.update(self.conn.execute(f"SELECT path, sig FROM files WHERE path IN ({','.join('?' * len(chunk))})", chunk))
+        return out
+
+    def _file_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def _remember_tree(self, fingerprint: str) -> None:
         """Store the fingerprint of the tree the index now matches exactly, if no other writer

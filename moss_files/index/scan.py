@@ -12,6 +12,7 @@ import errno
 import os
 import stat as stat_module
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,35 @@ def walk(root: Path, registry: Registry) -> Tree:
             if fd >= 0:
                 os.close(fd)
     return Tree(paths, sigs, sorted(links))
+
+
+def stat_paths(root: Path, registry: Registry, paths: Iterable[str]) -> dict[str, Signature]:
+    """The signatures of those of `paths` (relative to `root`) that `walk` would list, as they
+    are now: files some source owns (a link among them too, which reading then refuses). A
+    path that is gone, a folder, under a linked folder, or owned by no source is left out, as
+    the walk leaves it out."""
+    base = str(root)
+    found: dict[str, Signature] = {}
+    real: dict[str, bool] = {}  # folder -> not a link, nor under one (the walk enters no link)
+
+    def is_real(folder: str) -> bool:
+        if folder not in real:
+            parent, _, _ = folder.rpartition("/")
+            real[folder] = (not parent or is_real(parent)) and not os.path.islink(f"{base}/{folder}")
+        return real[folder]
+
+    for relpath in paths:
+        if registry.source_for(relpath) is None or not is_real(relpath.rpartition("/")[0]):
+            continue
+        path = f"{base}/{relpath}"
+        try:
+            st = os.lstat(path)
+        except OSError:  # gone, or a folder on its way gone or replaced
+            continue
+        if stat_module.S_ISDIR(st.st_mode) or (stat_module.S_ISLNK(st.st_mode) and os.path.isdir(path) and registry.descend(relpath)):
+            continue  # a folder, or a link the walk reports as a linked folder
+        found[relpath] = st.st_ctime_ns  # == signature(stat); a link is listed, to be refused
+    return found
 
 
 def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import errno
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 SOCKET_PATH = Path(".moss") / "run" / "index.sock"
 SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
 REQUEST_TIMEOUT = 2.0  # a client that connects and says nothing holds the watcher no longer
+SETTLE_SECONDS = 0.02  # events are applied once none came for this long (a burst is one refresh)
+MAX_DELAY_SECONDS = 0.25  # ... or once the first of them waited this long; a query's sync never waits
+RETRY_SECONDS = 1.0  # after a refresh failed (the cache locked, a full disk), before trying again unasked
 _SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
 
 # <sys/inotify.h>
@@ -68,6 +71,7 @@ _EVENT = struct.Struct("iIII")
 # --------------------------------------------------------------------------- what an event means
 
 IGNORE, FILE, TREE, GONE = "ignore", "file", "tree", "gone"
+_WALK = "walk"  # pending: the folders are watched anew, every file is still to be walked
 
 
 def classify(folder: str | None, mask: int, name: str, registry: Registry, *, tops: tuple[str, ...]) -> str:
@@ -214,11 +218,23 @@ class WatchStats:
 class Watcher:
     """Keeps one workspace's index fresh from file events and answers `sync` on its socket.
 
-    `refresh()` brings the index in step with the files by a full walk (the watcher's own
-    refreshes are the only ones that walk while it runs); `registry` names what is indexed.
+    `refresh(paths)` brings the index in step with the files: with None by a full walk (the
+    watcher's own refreshes are the only ones that walk while it runs), else by looking at
+    those files alone (relative to the root), the ones the events named. `registry` names
+    what is indexed. Events are applied once they settle (SETTLE_SECONDS without another, at
+    most MAX_DELAY_SECONDS after the first), so a burst of writes costs one refresh; a query's
+    `sync` applies everything queued at once.
     """
 
-    def __init__(self, root: Path, registry: Registry, refresh: Callable[[], RefreshReport], *, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        registry: Registry,
+        refresh: Callable[[Collection[str] | None], RefreshReport],
+        *,
+        log: Callable[[str], None] | None = None,
+        quiet: bool = False,
+    ) -> None:
         self.root = Path(root)
         self.registry = registry
         self.refresh = refresh
@@ -229,6 +245,11 @@ class Watcher:
         self.files = 0  # what the index held after the last refresh
         self.gone = False  # the workspace itself was moved or removed: stop, answer nothing
         self._pending = IGNORE  # what events seen so far ask, until a refresh succeeds
+        self._paths: set[str] = set()  # the files events named, while `_pending` is FILE
+        self._first_event = 0.0  # when the oldest event not yet applied was read
+        self._last_event = 0.0
+        self._hold_until = 0.0  # after a failed refresh, the next try waits (a sync does not)
+        self.quiet = quiet  # log problems only, not each refresh (a daemon's helper)
         self._inotify: _Inotify | None = None
         self._server: socket.socket | None = None
 
@@ -251,7 +272,7 @@ class Watcher:
             # Watches first, then the walk: whatever changes after a watch exists queues an
             # event, and whatever changed before is found by the walk.
             self._rewatch()
-            self.files = self.refresh().files
+            self.files = self.refresh(None).files
             self.stats.refreshes += 1
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._server = server
@@ -260,14 +281,18 @@ class Watcher:
             if ready is not None:
                 ready(self.stats)
             while not stop() and not self.gone:
-                readable, _, _ = select.select([self._inotify.fd, server], [], [], tick)
+                wait = tick if self._pending == IGNORE else max(0.0, min(tick, self._due() - time.monotonic()))
+                readable, _, _ = select.select([self._inotify.fd, server], [], [], wait)
                 if self._inotify.fd in readable:
-                    try:
-                        self._catch_up()
-                    except MossError as err:  # kept pending: the next sync tries again
-                        self.log(f"cannot refresh the index: {err.message}")
+                    self._take_events()
                 if server in readable:
                     self._answer(server)
+                elif self._pending != IGNORE and time.monotonic() >= self._due():
+                    try:
+                        self._catch_up()
+                    except MossError as err:  # kept pending: the next sync, or a second from now, tries again
+                        self._hold_until = time.monotonic() + RETRY_SECONDS
+                        self.log(f"cannot refresh the index: {err.message}")
         finally:
             if self._server is not None:
                 self._server.close()
@@ -308,33 +333,54 @@ class Watcher:
         self.stats.folders = len(folders) - (root_wd is not None)
         self.stats.rewatches += 1
 
-    def _catch_up(self) -> None:
-        """Apply every queued event: re-read the watched folders if the tree changed, and
-        refresh the index if any indexed file or folder did."""
+    def _take_events(self) -> None:
+        """Read every queued event and note what it asks: the files it names, or a new look
+        at the set of watched folders (TREE) and a full walk."""
         assert self._inotify is not None
-        needed = self._pending
-        for wd, mask, name in self._inotify.events():
-            verdict = classify(self._folders.get(wd), mask, name, self.registry, tops=self._tops)
+        events = self._inotify.events()
+        if not events:
+            return
+        now = time.monotonic()
+        if self._pending == IGNORE:
+            self._first_event = now
+        for wd, mask, name in events:
+            folder = self._folders.get(wd)
+            verdict = classify(folder, mask, name, self.registry, tops=self._tops)
             if verdict == GONE:
                 # Its paths name nothing now, or another folder: refreshing would be wrong.
                 self.gone = True
                 self.log("the workspace was moved or removed; the watcher stops")
                 return
             if verdict == TREE:
-                needed = TREE
-            elif verdict == FILE and needed == IGNORE:
-                needed = FILE
-        self._pending = needed
-        if needed == IGNORE:
+                self._pending = TREE
+                self._paths.clear()
+            elif verdict == FILE and self._pending in (IGNORE, FILE):
+                self._pending = FILE
+                self._paths.add(f"{folder}/{name}")
+            if verdict != IGNORE:
+                self._last_event = now
+
+    def _due(self) -> float:
+        """When the pending events are to be applied (monotonic time)."""
+        return max(self._hold_until, min(self._last_event + SETTLE_SECONDS, self._first_event + MAX_DELAY_SECONDS))
+
+    def _catch_up(self) -> None:
+        """Apply every queued event: re-read the watched folders and walk everything if the
+        tree changed, else refresh the files the events named."""
+        self._take_events()
+        if self.gone or self._pending == IGNORE:
             return
-        if needed == TREE:
-            self._rewatch()
-            self._pending = FILE
         started = time.perf_counter()
-        self.files = self.refresh().files
-        self._pending = IGNORE
+        if self._pending == TREE:
+            self._rewatch()
+            self._pending, self._paths = _WALK, set()  # a failed walk below is tried again
+        paths = None if self._pending == _WALK else self._paths
+        self.files = self.refresh(paths).files
+        self._pending, self._paths = IGNORE, set()
         self.stats.refreshes += 1
-        self.log(f"refreshed the index after file events ({(time.perf_counter() - started) * 1000:.0f} ms)")
+        if not self.quiet:
+            what = "every file" if paths is None else f"{len(paths)} files"
+            self.log(f"refreshed the index after file events: {what} ({(time.perf_counter() - started) * 1000:.0f} ms)")
 
     def _answer(self, server: socket.socket) -> None:
         try:
