@@ -32,6 +32,7 @@ from moss_files.index.model import RefreshReport, Registry
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
 
 SOCKET_PATH = Path(".moss") / "run" / "index.sock"
 SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
@@ -413,3 +414,47 @@ class Watcher:
                 client.sendall(f"fresh {self.files}\n".encode())
             except OSError:
                 pass  # the query gave up waiting; it walks by itself
+
+
+# --------------------------------------------------------------------------- beside a daemon
+
+STOP_TIMEOUT = 10.0  # a helper watcher not gone this long after SIGTERM is killed
+
+
+def start_beside(root: Path, *, log: Callable[[str], None]) -> subprocess.Popen[bytes] | None:
+    """Start `moss index watch --with-parent` for the workspace at `root` as a child of this
+    process (a daemon's), so queries skip the walk while the daemon runs. The child stops when
+    `stop_beside` asks, and by itself when this process dies. None (said through `log`) where
+    it cannot run: a system without inotify, or no process could be started."""
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        log("search index watcher: not started (it needs Linux inotify); searches walk the files")
+        return None
+    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "index", "watch", "--with-parent", "--root", str(root)]
+    try:
+        # stderr is the daemon's: the watcher tells only problems there.
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    except OSError as exc:
+        log(f"search index watcher: cannot start it ({exc.strerror}); searches walk the files")
+        return None
+    log(f"search index watcher: keeping the index warm (pid {child.pid})")
+    return child
+
+
+def stop_beside(child: subprocess.Popen[bytes], *, log: Callable[[str], None]) -> None:
+    """Stop a watcher `start_beside` started (SIGTERM, then a kill after STOP_TIMEOUT), and
+    say how it ended when that was not by this request."""
+    import subprocess
+
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        return
+    if child.returncode != 0:  # it had stopped on its own: another watcher serves, or it failed
+        log(f"search index watcher: it had stopped (exit {child.returncode}); searches walked the files")
