@@ -40,7 +40,7 @@ from moss_files.index.model import (
     plan_refresh,
     stored_signature,
 )
-from moss_files.index.scan import FileRead, read_file, stat_paths, walk
+from moss_files.index.scan import FileRead, Tree, read_file, stat_paths, walk
 
 if TYPE_CHECKING:
     from moss_files.index.query import Filter, ParsedQuery
@@ -569,9 +569,10 @@ class SearchIndex:
         """Create the tables in an empty database and index every file into them."""
         started = time.perf_counter()
         conn.executescript(TABLES)
-        tree = walk(self.root, self.registry)
-        disk = tree.signatures()
-        paths = sorted(disk)
+        # Listed without a stat each: every file's stat is taken when it is read, and that is
+        # the signature stored with what was read.
+        tree = walk(self.root, self.registry, stat=False)
+        paths = sorted(tree.paths)
         batch = _Batch(self.registry, 0)
         conn.execute("BEGIN")
         workers = self.build_workers if self.build_workers is not None else build_workers(len(paths))
@@ -586,16 +587,17 @@ class SearchIndex:
             if statement.strip():
                 conn.execute(statement)
         meta = [("registry", self.registry.fingerprint), ("schema", str(SCHEMA_VERSION))]
-        if {row[0]: row[2] for row in batch.stored} == disk:
-            meta.append(("tree", tree.fingerprint()))  # the index holds exactly this tree
+        definite = {path: sig for path, _source, sig in batch.stored if sig is not None}
+        if len(definite) == len(batch.stored):  # no racy signature: the index holds exactly this tree
+            held = [path for path in tree.paths if path in definite]  # in walk order
+            meta.append(("tree", Tree(held, [definite[path] for path in held]).fingerprint()))
         conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
         conn.execute("COMMIT")
-        conn.execute("INSERT INTO items_fts(items_fts) VALUES ('optimize')")
         if self.progress is not None:
             self.progress(len(paths), len(paths))
         return RefreshReport(
-            files=len(paths),
-            added=len(paths),
+            files=len(batch.stored),
+            added=len(batch.stored),
             problems=batch.problem_files,
             rebuilt=True,
             reason=reason,

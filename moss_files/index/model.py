@@ -206,6 +206,7 @@ class Registry:
         self._places = [(place, source) for source in sources for place in source.places]
         self._routes: dict[str, _Route | None] = {}
         self._descend: dict[str, bool] = {}
+        self._owners: dict[str, _Route | None] = {}  # folder -> its route, if a walk enters it
 
     @property
     def fingerprint(self) -> str:
@@ -266,10 +267,12 @@ class Registry:
         folder, _, name = relpath.rpartition("/")
         if not name.endswith(SUFFIX) or name.startswith(".") or not folder:
             return None
-        parts = folder.split("/")
-        if any(part.startswith(".") for part in parts[1:]) or not all(self.descend("/".join(parts[: i + 1])) for i in range(len(parts))):
-            return None
-        route = self.route(folder)
+        if folder in self._owners:
+            route = self._owners[folder]
+        else:
+            parts = folder.split("/")
+            walked = not any(part.startswith(".") for part in parts[1:]) and all(self.descend("/".join(parts[: i + 1])) for i in range(len(parts)))
+            route = self._owners[folder] = self.route(folder) if walked else None
         return route.source_for(name) if route else None
 
     def _is_excluded(self, folder: str) -> bool:

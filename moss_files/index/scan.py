@@ -45,8 +45,9 @@ _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BY_DESCRIPTOR = os.scandir in os.supports_fd
 
 
-def walk(root: Path, registry: Registry) -> Tree:
-    """Every file some source owns, with its signature (see `model.signature`)."""
+def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
+    """Every file some source owns, with its signature (see `model.signature`); with `stat`
+    false, the files alone (`sigs` empty), for a caller that takes each one's stat itself."""
     base = str(root)
     paths: list[str] = []
     sigs: list[int] = []
@@ -85,7 +86,8 @@ def walk(root: Path, registry: Registry) -> Tree:
                     if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
                         if takes_all or (route is not None and route.source_for(name) is not None):
                             add_path(prefix + name)
-                            add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+                            if stat:
+                                add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
                         continue
                     if name[0] == ".":
                         continue  # temp and lock files, .gitkeep, per-machine state folders
@@ -96,7 +98,8 @@ def walk(root: Path, registry: Registry) -> Tree:
                         links.append(prefix + name)
                     elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
                         add_path(prefix + name)
-                        add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+                        if stat:
+                            add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
         finally:
             if fd >= 0:
                 os.close(fd)
