@@ -1,13 +1,15 @@
 """A warm search index: a watcher process that follows the artifact folders' file events
 (Linux inotify) and keeps the cache fresh, and the `sync` handshake that lets a query skip the
 walk while it runs. Edge layer: owns one inotify descriptor and one Unix socket
-(`.moss/run/index.sock`, per machine, git-ignored); the index itself is refreshed through
-`database.SearchIndex`, as any query would.
+(`.moss/run/index.sock`, per machine, git-ignored), and (`start_beside`) the watcher process a
+daemon runs beside itself; the index itself is refreshed through `database.SearchIndex`, as
+any query would, for the files the events named (a walk of everything only when folders
+changed).
 
 Why a query may trust the watcher: the kernel queues a file's inotify event inside the very
 system call that changed it, before the call returns. A query connects and asks `sync`; the
-watcher then drains every queued event, refreshes the index if any of them touched an indexed
-file or folder, commits, and only then answers `fresh`. So every change completed before the
+watcher then drains every queued event, refreshes the files any of them named (or walks, when
+one touched a folder), commits, and only then answers `fresh`. So every change completed before the
 query asked is in the index it reads; a file edited one millisecond earlier included. A folder
 created, removed or renamed (and a queue overflow) makes the watcher re-read its set of watched
 folders and refresh by a full walk, so files written into a new folder before its watch existed
