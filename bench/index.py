@@ -1,6 +1,6 @@
 """Search index figures on a generated workspace, each printed next to the same run's floor.
 
-Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense] [--baseline MOSS]
+Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense] [--baseline MOSS] [--repeat 5]
 
 For each size, in a temporary folder, `corpus.generate_workspace` lays out insights, sessions,
 capsules, messages, board tasks and cstack files; then it measures (best of several runs, as
@@ -10,12 +10,14 @@ the machine may be busy; the floors likewise):
 - refresh after one file changed, next to the no-change refresh;
 - the search query mix in process (query only, and `search.scan` with its refresh), p50/p95;
 - `moss search` as a whole process, next to `python -c pass` and `rg -l` for the same term;
-- tokens (characters / 4) of scan's 20 results against expand of the same 20 ids.
-- as whole processes, the issue 18 table: `moss search`, `moss index refresh` (no change) and
-  `moss index rebuild`, each by a baseline build of moss-files (`--baseline`, by default
-  /work/main's) and by this one, walking and (Linux) with `moss index watch` running, beside
-  the floors `python -c "import sqlite3, yaml"`, a bare scandir+stat walk process and a bare
-  build process (walk + read + C YAML + FTS5).
+- tokens (characters / 4) of scan's 20 results against expand of the same 20 ids;
+- issue 18's table, as whole processes with a bytecode cache, wall time and CPU time (user +
+  system, from wait4): `moss search`, `moss index refresh` (no change) and `moss index
+  rebuild` of a baseline build of moss-files (`--baseline`: its `moss`, by default
+  /work/main's) and of this one, walking and (Linux) with each build's own `moss index watch`
+  running, beside the floors `python -c "import sqlite3, yaml"`, a bare scandir+stat walk
+  process and a bare build process (walk + read + C YAML + FTS5, loading nothing else); the
+  commands take turns, `--repeat` runs each, the best counts.
 `--dense` uses the 40-word bodies of `corpus.generate` (every word in most documents), the
 worst case for ranking; by default bodies have a Zipf vocabulary, as real text does.
 """
@@ -128,83 +130,154 @@ while stack:
                 entry.stat(follow_symlinks=False)
 """
 
+# `bare_build` as a process of its own that loads nothing else (as the walk's floor does): the
+# floor of a rebuild process, without this script's own imports.
+BARE_BUILD_SCRIPT = """
+import os, sqlite3, sys
+import yaml
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+root, db = sys.argv[1], sys.argv[2]
+if os.path.exists(db):
+    os.unlink(db)
+conn = sqlite3.connect(db, isolation_level=None)
+conn.execute("PRAGMA journal_mode = OFF")
+conn.execute("PRAGMA synchronous = OFF")
+conn.execute("CREATE VIRTUAL TABLE docs USING fts5(path, title, body)")
+conn.execute("BEGIN")
+for folder, dirs, files in os.walk(root):
+    dirs[:] = [d for d in dirs if d != "cache"]
+    for name in files:
+        if not name.endswith(".md"):
+            continue
+        path = os.path.join(folder, name)
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        meta = {}
+        body = text
+        if text.startswith("---\\n"):
+            end = text.find("\\n---\\n", 3)
+            if end > 0:
+                meta = yaml.load(text[4:end], Loader=LOADER) or {}
+                body = text[end + 5 :]
+        title = meta.get("title") if isinstance(meta, dict) else None
+        conn.execute("INSERT INTO docs VALUES (?, ?, ?)", (path, str(title or ""), body))
+conn.execute("COMMIT")
+conn.close()
+"""
+
 
 Cost = tuple[float, float]  # (wall ms, CPU ms: user + system of the process)
 
 
-def process_cost(command: list[str], cwd: Path, env: dict[str, str], repeats: int) -> Cost:
-    """Best wall time and best CPU time of `repeats` runs of a process. On a shared machine the
-    wall time also measures the wait for a core; the CPU time is the process's own work."""
+def run_process(command: list[str], cwd: Path, env: dict[str, str]) -> Cost:
+    """One run of a whole process: its wall time and its CPU time (user + system, from wait4;
+    a process that starts helpers counts theirs as it waits for them)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode})")
+    return (time.perf_counter() - started) * 1000, (usage.ru_utime + usage.ru_stime) * 1000
 
-    def run() -> Cost:
-        started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} failed ({process.returncode})")
-        return (time.perf_counter() - started) * 1000, (usage.ru_utime + usage.ru_stime) * 1000
 
-    run()  # warm the bytecode cache and the page cache
-    runs = [run() for _ in range(repeats)]
-    return min(r[0] for r in runs), min(r[1] for r in runs)
+def process_costs(commands: dict[str, list[str]], cwd: Path, env: dict[str, str], repeats: int) -> dict[str, Cost]:
+    """Best wall time and best CPU time of `repeats` runs of each process, the commands taking
+    turns (so a change in the machine's load hits all alike), after one warming run each (the
+    bytecode cache, the page cache). On a shared machine the wall time also measures the wait
+    for a core; the CPU time is the process's own work."""
+    runs: dict[str, list[Cost]] = {name: [] for name in commands}
+    for command in commands.values():
+        run_process(command, cwd, env)
+    for _ in range(repeats):
+        for name, command in commands.items():
+            runs[name].append(run_process(command, cwd, env))
+    return {name: (min(r[0] for r in done), min(r[1] for r in done)) for name, done in runs.items()}
+
+
+class Watching:
+    """`moss index watch` of one build, running for the workspace until `stop`."""
+
+    def __init__(self, moss: str, root: Path, env: dict[str, str]) -> None:
+        from moss_files.index import sources, watch
+
+        self.process = subprocess.Popen([moss, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while watch.synced(root, sources.default_registry().fingerprint) is None:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"{moss} index watch did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(timeout=60)
 
 
 def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) -> None:
-    """The issue's table: whole processes, baseline and this build, beside their floors."""
+    """Issue 18's table: whole processes of the baseline build and of this one, walking and
+    with each build's own watcher running, beside the floors, all from this run."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    ours = str(BIN / "moss")
-    startup = process_cost([sys.executable, "-c", "import sqlite3, yaml"], root, env, repeats)
-    walk = process_cost([sys.executable, "-c", WALK_SCRIPT, str(root)], root, env, repeats)
-    build = process_cost([sys.executable, str(Path(__file__).resolve()), "--bare-build", str(root), str(tmp / "bare.db")], root, env, 2)
-
-    def both(*args: str, count: int = repeats) -> tuple[Cost | None, Cost]:
-        before = process_cost([str(baseline), *args], root, env, count) if baseline else None
-        return before, process_cost([ours, *args], root, env, count)
-
-    rebuild_before, rebuild_after = both("index", "rebuild", count=2)
-    search_before, search_after = both("search", "deploy")
-    refresh_before, refresh_after = both("index", "refresh")
-    search_warm = refresh_warm = None
+    builds = {"this": str(BIN / "moss"), **({"baseline": str(baseline)} if baseline else {})}
+    floors = {
+        "startup": [sys.executable, "-c", "import sqlite3, yaml"],
+        "walk": [sys.executable, "-c", WALK_SCRIPT, str(root)],
+    }
+    build_floor = [sys.executable, "-c", BARE_BUILD_SCRIPT, str(root), str(tmp / "bare.db")]
+    rebuilds = process_costs({"floor": build_floor, **{name: [moss, "index", "rebuild"] for name, moss in builds.items()}}, root, env, 2)
+    walking = process_costs(
+        {
+            **floors,
+            **{f"{name} search": [moss, "search", "deploy"] for name, moss in builds.items()},
+            **{f"{name} refresh": [moss, "index", "refresh"] for name, moss in builds.items()},
+        },
+        root,
+        env,
+        repeats,
+    )
+    warm: dict[str, Cost] = {}
     if sys.platform.startswith("linux"):
-        watcher = subprocess.Popen([ours, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            from moss_files.index import sources, watch
-
-            deadline = time.monotonic() + 60
-            while watch.synced(root, sources.default_registry().fingerprint) is None:
-                if watcher.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("moss index watch did not start")
-                time.sleep(0.05)
-            search_warm = process_cost([ours, "search", "deploy"], root, env, repeats)
-            refresh_warm = process_cost([ours, "index", "refresh"], root, env, repeats)
-        finally:
-            watcher.terminate()
-            watcher.wait(timeout=30)
+        for name, moss in builds.items():
+            watcher = Watching(moss, root, env)
+            try:
+                found = process_costs({"search": [moss, "search", "deploy"], "refresh": [moss, "index", "refresh"], **floors}, root, env, repeats)
+            finally:
+                watcher.stop()
+            warm[f"{name} search"], warm[f"{name} refresh"] = found["search"], found["refresh"]
+            # The floors again, measured beside these runs: the least of both rounds.
+            for floor in floors:
+                walking[floor] = (min(walking[floor][0], found[floor][0]), min(walking[floor][1], found[floor][1]))
 
     def cell(value: Cost | None) -> str:
         return "-" if value is None else f"{value[0]:.0f} / {value[1]:.0f}"
 
-    def ratio(value: Cost, floor: Cost) -> str:
-        return f"{value[0] / floor[0]:.2f} / {value[1] / floor[1]:.2f}"
-
-    print("  whole processes, ms wall / ms CPU   baseline      this (walk)   this (watcher)  floor")
+    startup, walk, build = walking["startup"], walking["walk"], rebuilds["floor"]
+    print("  whole processes, ms wall / ms CPU (best of runs)   baseline     baseline+watch   this         this+watch    floor")
     rows = (
-        ("moss search deploy", search_before, search_after, search_warm, f"import sqlite3, yaml {cell(startup)}; target floor + 60"),
-        ("moss index refresh, no change", refresh_before, refresh_after, refresh_warm, f"walk+stat process {cell(walk)}; target 1.5x"),
-        ("moss index rebuild", rebuild_before, rebuild_after, None, f"bare build process {cell(build)}; target 1.3x"),
+        ("moss search deploy", "search", walking, f"import sqlite3, yaml {cell(startup)}; target floor + 60"),
+        ("moss index refresh, no change", "refresh", walking, f"walk+stat process {cell(walk)}; target 1.5x"),
     )
-    for name, before, after, warm, floor in rows:
-        print(f"  {name:<34} {cell(before):>13} {cell(after):>13} {cell(warm):>13}   {floor}")
+    for label, what, table, floor in rows:
+        cells = [table.get(f"baseline {what}"), warm.get(f"baseline {what}"), table.get(f"this {what}"), warm.get(f"this {what}")]
+        print(f"  {label:<46} " + " ".join(f"{cell(value):>13}" for value in cells) + f"   {floor}")
     print(
-        f"  over the floor: search +{search_after[0] - startup[0]:.0f} / +{search_after[1] - startup[1]:.0f} ms"
-        + (f" (watcher +{search_warm[0] - startup[0]:.0f} / +{search_warm[1] - startup[1]:.0f})" if search_warm else "")
-        + f"; refresh {ratio(refresh_after, walk)}x"
-        + (f" (watcher {ratio(refresh_warm, walk)}x)" if refresh_warm else "")
-        + f"; rebuild {ratio(rebuild_after, build)}x"
-        + (f" (baseline {ratio(rebuild_before, build)}x)" if rebuild_before else "")
+        f"  {'moss index rebuild':<46} {cell(rebuilds.get('baseline')):>13} {'-':>13} {cell(rebuilds['this']):>13} {'-':>13}   bare build process {cell(build)}; target 1.3x"
     )
+
+    def over(value: Cost | None) -> str:
+        return "-" if value is None else f"+{value[0] - startup[0]:.0f} / +{value[1] - startup[1]:.0f} ms"
+
+    def ratio(value: Cost | None, floor: Cost) -> str:
+        return "-" if value is None else f"{value[0] / floor[0]:.2f} / {value[1] / floor[1]:.2f}x"
+
+    for name in builds:
+        print(
+            f"  {name:<8} search {over(walking[f'{name} search'])} (watcher {over(warm.get(f'{name} search'))}) over the floor;"
+            f" refresh {ratio(walking[f'{name} refresh'], walk)} (watcher {ratio(warm.get(f'{name} refresh'), walk)}) the walk;"
+            f" rebuild {ratio(rebuilds[name], build)} the bare build   (wall / CPU)"
+        )
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -238,7 +311,7 @@ def pick_words(root: Path) -> tuple[str, str]:
     return (rare[len(rare) // 2] if rare else "zzzz"), phrase
 
 
-def measure(size: int, seed: int, dense: bool, baseline: Path | None) -> None:
+def measure(size: int, seed: int, dense: bool, baseline: Path | None, process_repeats: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="moss-index-bench-"))
     try:
         root = tmp / "ws"
@@ -299,7 +372,6 @@ def measure(size: int, seed: int, dense: bool, baseline: Path | None) -> None:
         # writing .pyc files, which would make every start-up recompile every module).
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(root.parent / "pycache")
-        process_repeats = 5
         python_floor = process_ms([sys.executable, "-c", "pass"], root, env, process_repeats)
         typer_ms = process_ms([str(BIN / "moss"), "search", "deploy"], root, env, process_repeats)
         rg = shutil.which("rg")
@@ -337,15 +409,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--dense", action="store_true", help="40-word bodies: every word in most documents")
     parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE, help="the `moss` of the build to compare with (none: skip)")
-    parser.add_argument("--bare-build", nargs=2, type=Path, metavar=("ROOT", "DB"), help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each whole process in the table (the best counts)")
     args = parser.parse_args()
-    if args.bare_build:
-        bare_build(*args.bare_build)  # the floor of a rebuild, as a process of its own
-        return
     baseline = args.baseline if args.baseline and args.baseline.exists() else None
     print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
     for size in args.sizes:
-        measure(size, args.seed, args.dense, baseline)
+        measure(size, args.seed, args.dense, baseline, args.repeat)
 
 
 if __name__ == "__main__":

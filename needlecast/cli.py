@@ -285,6 +285,14 @@ def sidecar(
         str | None,
         typer.Option("--git-sync-branch", envvar="NEEDLECAST_GIT_SYNC_BRANCH", help="The branch to sync (default: the one checked out).", show_default=False),
     ] = None,
+    index_watch: Annotated[
+        bool,
+        typer.Option(
+            "--index-watch/--no-index-watch",
+            envvar="NEEDLECAST_INDEX_WATCH",
+            help="Keep the workspace's search index warm with `moss index watch` while the sidecar runs (Linux; a workspace with .moss/).",
+        ),
+    ] = True,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -309,6 +317,7 @@ def sidecar(
             peers=peers,
             host_name=peer_name,
             git_sync=settings,
+            index_watch=index_watch,
         )
     raise typer.Exit(code)
 

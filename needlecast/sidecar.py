@@ -14,6 +14,12 @@ Events are hints, never trusted for content: each names a sleeve whose outbox ma
 changed; names are gathered until the burst goes quiet (QUIET_SECONDS, at most
 MAX_BATCH_SECONDS), then those sleeves are routed. A full sweep of every outbox runs every
 `sweep_seconds` regardless, and re-reads the sleeve directory.
+
+The search index: with `index_watch`, in a workspace that has one (a `.moss/` folder), the
+sidecar runs moss-files' `moss index watch --with-parent` beside itself, a child process that
+keeps the index fresh from file events so that every search skips the walk of the files.
+needlecast never imports moss-files' index: it runs the installed `moss` command (the one
+beside this Python, else the one on PATH) and stops it when the sidecar stops.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import math
 import os
 import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -61,6 +69,8 @@ WorkspaceStats = Callable[[Path], Any]
 # never imports cstack, so the function comes through this entry point group, which
 # moss-files' pyproject.toml fills with `cstack = "cstack:stats"`.
 STATS_ENTRY_POINTS = "needlecast.workspace_stats"
+INDEX_WATCH_COMMAND = ("index", "watch", "--with-parent")  # `moss …`: stops by itself if the sidecar dies
+INDEX_WATCH_STOP_SECONDS = 10.0
 
 
 def find_workspace_stats() -> WorkspaceStats | None:
@@ -74,6 +84,16 @@ def find_workspace_stats() -> WorkspaceStats | None:
             continue
         return loaded
     return None
+
+
+def _moss_command() -> str | None:
+    """The `moss` command installed with this Python (a virtualenv's), else the one on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).with_name("moss")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("moss")
 
 
 def read_runtime(root: Path) -> dict[str, Any] | None:
@@ -146,6 +166,7 @@ class Sidecar:
         peers: Mapping[str, Peer] | None = None,
         host_name: str | None = None,
         git_sync: GitSyncSettings | None = None,
+        index_watch: bool = False,
     ) -> None:
         if serve_http and not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -193,6 +214,7 @@ class Sidecar:
         self.routing = False
         self.problems: list[dict[str, Any]] = []
         self.url: str | None = None
+        self.index_watch = index_watch
 
     # ----------------------------------------------------------------- events
 
@@ -603,6 +625,41 @@ class Sidecar:
         known = directory.sleeves.get(sender)
         return sender if known is not None and known.peer == peer else f"{sender}@{peer}"
 
+    # ----------------------------------------------------------------- the search index
+
+    def _start_index_watcher(self) -> subprocess.Popen[bytes] | None:
+        """`moss index watch --with-parent` for this workspace, when it has a search index to
+        keep (`.moss/`), runs on Linux and has the `moss` command; else None (said in the log
+        when it was wanted but cannot run)."""
+        if not (self.root / ".moss").is_dir():
+            return None
+        if not sys.platform.startswith("linux"):
+            self.log("needlecast: the search index watcher needs Linux inotify; searches walk the files")
+            return None
+        moss = _moss_command()
+        if moss is None:
+            self.log("needlecast: no `moss` command found, so no search index watcher; searches walk the files")
+            return None
+        try:
+            # stderr is the sidecar's: the watcher tells only problems there.
+            child = subprocess.Popen([moss, *INDEX_WATCH_COMMAND, "--root", str(self.root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        except OSError as exc:
+            self.log(f"needlecast: cannot start the search index watcher ({exc.strerror}); searches walk the files")
+            return None
+        self.log(f"needlecast: keeping the search index warm (moss index watch, pid {child.pid})")
+        return child
+
+    def _stop_index_watcher(self, child: subprocess.Popen[bytes]) -> None:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=INDEX_WATCH_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        elif child.returncode != 0:  # it had stopped on its own: another watcher serves, or it failed
+            self.log(f"needlecast: the search index watcher had stopped (exit {child.returncode}); searches walked the files")
+
     # ----------------------------------------------------------------- lifecycle
 
     def run(self) -> int:
@@ -643,6 +700,9 @@ class Sidecar:
                 self._next_sync = time.monotonic()
             self._start_watching()
             stack.callback(self._stop_observer)
+            index_watcher = self._start_index_watcher() if self.index_watch else None
+            if index_watcher is not None:
+                stack.callback(self._stop_index_watcher, index_watcher)
             runtime = self.box.state_dir / RUNTIME_FILE
             fs.write_atomic(
                 runtime,

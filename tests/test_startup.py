@@ -6,16 +6,17 @@ import subprocess
 import sys
 from typing import Any
 
+import typer.main
 from typer.testing import CliRunner
 
-from moss_files.cli import main as cli
+from moss_files.cli import app as cli
 from tests.conftest import run_cli
 
 
 def every_command_path() -> list[list[str]]:
     """Every command and subcommand of `moss`, as the words that name it."""
     found: list[list[str]] = []
-    group = cli.typer.main.get_command(cli.app)
+    group = typer.main.get_command(cli.app)
 
     def walk(words: list[str], command: Any) -> None:
         found.append(words)
@@ -44,7 +45,7 @@ def test_moss_help_lists_every_command_and_runs_build_one() -> None:
     assert all(f"\n  {name} " in listed for name in names), listed
     # A process that runs one command builds that command alone (the others stay registrations).
     probe = (
-        "from moss_files.cli import main as m\n"
+        "from moss_files.cli import app as m\n"
         "import sys\n"
         "for words in (['version', '--json'], ['fetch', '--help']):\n"
         "    try:\n"

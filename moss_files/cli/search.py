@@ -4,20 +4,21 @@ Entry layer: parse options, call the index's use cases (`index.service`), render
 prints the use case's dict as is (the shape the MCP tools return); errors go to stderr with
 their class's exit code (2 bad request, 3 not found, 4 unreadable file, 5 conflict, 7 cache).
 This module loads only for its own commands (the lazy table in `cli.main`), and SQLite only
-when a use case opens the index. The insight and session commands are in `cli.loopflow`.
+when a use case opens the index; the common forms of `search` and `index refresh|rebuild` run
+without typer, in `cli.quick`, which renders for both. The insight and session commands are
+in `cli.loopflow`.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from moss_files.cli import quick
+from moss_files.cli.quick import scan_line, split_values
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
-from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
 from moss_files.index import service as search
 
@@ -27,53 +28,10 @@ KindOpt = Annotated[
 ]
 
 
-PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
-
-
-def split_values(values: Sequence[str] | None) -> list[str]:
-    """Repeatable, comma-separated option values as one list."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
-
-
-def _line(item: dict[str, Any]) -> str:
-    """One human line for a scan result: id, kind, day, handle (a capsule's workspace/name),
-    summary, [status]."""
-    date = (item.get("date") or "")[:10] or "-" * 10
-    handle = f"{item['handle']}  " if item.get("handle") else ""
-    status = f" [{item['status']}]" if item.get("status") else ""
-    return f"{item['id']}  {item['kind']:<8} {date}  {handle}{item['summary']}{status}"
-
-
-def _scan_notes(result: dict[str, Any]) -> list[str]:
-    """The stderr lines under a human scan listing."""
-    if result["matches"]:
-        notes = [f"{len(result['matches'])} matches" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
-    else:
-        notes = [result["hint"]]
-    if result.get("unindexed"):
-        notes.append(f"{result['unindexed']} files could not be indexed: see `moss index status`")
-    return notes
-
-
-def _progress_printer(write: Callable[[str], None]) -> Callable[[int, int], None]:
-    """A `progress(done, total)` that reports big builds on stderr, at most twice a second."""
-    last = [0.0]
-
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
-        if total < PROGRESS_MIN_FILES or (done < total and now - last[0] < 0.5):
-            return
-        last[0] = now
-        write(f"indexing: {done}/{total} files")
-
-    return show
-
-
 def workspace_context(root: Path | None) -> Context:
     """The Context of the workspace at (or around) `root`: index notes and the progress of
     big builds go to stderr."""
-    top = workspace.find_workspace(explicit=root)
-    return Context(top, notify=note, progress=_progress_printer(note))
+    return quick.workspace_context(root, note)
 
 
 # --------------------------------------------------------------------------- rendering records
@@ -134,9 +92,9 @@ def register(app: typer.Typer) -> None:
                 workspace_context(root), " ".join(query), kinds=split_values(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw
             )
         if not as_json:
-            for line in _scan_notes(result):
+            for line in quick.scan_notes(result):
                 note(line)
-        emit(result, as_json, text="\n".join(_line(item) for item in result["matches"]))
+        emit(result, as_json, text="\n".join(scan_line(item) for item in result["matches"]))
 
     @app.command("expand")
     def expand_cmd(
@@ -160,7 +118,12 @@ def register(app: typer.Typer) -> None:
                     block.append("missing links: " + ", ".join(item["links"]["missing"]))
             if "timeline" in item:
                 block.extend(
-                    ["timeline:", *("  " + _line(i) for i in item["timeline"]["before"]), "  -> this", *("  " + _line(i) for i in item["timeline"]["after"])]
+                    [
+                        "timeline:",
+                        *("  " + scan_line(i) for i in item["timeline"]["before"]),
+                        "  -> this",
+                        *("  " + scan_line(i) for i in item["timeline"]["after"]),
+                    ]
                 )
             blocks.append("\n".join(block))
         if not as_json:
@@ -187,7 +150,7 @@ def register(app: typer.Typer) -> None:
         center = result["anchor"]
         handle = f"{center['handle']}  " if center.get("handle") else ""
         middle = f"-> {center['id']} {center['kind']} {center['date'][:10]}  {handle}{center['summary']}" if "id" in center else f"-> {center['date']}"
-        lines = [_line(i) for i in result["before"]] + [middle] + [_line(i) for i in result["after"]]
+        lines = [scan_line(i) for i in result["before"]] + [middle] + [scan_line(i) for i in result["after"]]
         emit(result, as_json, text="\n".join(lines))
 
     # ----------------------------------------------------------------- index
@@ -197,14 +160,14 @@ def register(app: typer.Typer) -> None:
         """Bring the index in step with the files (every search does this first)."""
         with reporting(as_json):
             result = search.index_refresh(workspace_context(root))
-        emit(result, as_json, text=_report_line(result))
+        emit(result, as_json, text=quick.report_line(result))
 
     @index_app.command("rebuild")
     def index_rebuild_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         """Build the index anew from every file (searches keep using the old one meanwhile)."""
         with reporting(as_json):
             result = search.index_rebuild(workspace_context(root))
-        emit(result, as_json, text=_report_line(result))
+        emit(result, as_json, text=quick.report_line(result))
 
     @index_app.command("status")
     def index_status_cmd(
@@ -227,30 +190,36 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(4)
 
     @index_app.command("watch")
-    def index_watch_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def index_watch_cmd(
+        with_parent: Annotated[
+            bool,
+            typer.Option(
+                "--with-parent",
+                help="Run as the helper of the process that started this one (moss serve, the sidecar): stop when it ends, and log only problems.",
+            ),
+        ] = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Keep the index warm until stopped (Ctrl-C, SIGTERM): queries skip the walk meanwhile."""
+        import os
         import signal
 
         stopping: list[int] = []
         signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))
+        parent = os.getppid()
+
+        def stop() -> bool:
+            # A helper whose parent died is adopted by another process: its parent id changes.
+            return bool(stopping) or (with_parent and os.getppid() != parent)
 
         def ready(info: dict[str, Any]) -> None:
-            note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
+            if not with_parent:
+                note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
 
         with reporting(as_json):
             try:
-                result = search.index_watch(workspace_context(root), stop=lambda: bool(stopping), ready=ready)
+                result = search.index_watch(workspace_context(root), stop=stop, ready=ready, quiet=with_parent)
             except KeyboardInterrupt:
                 raise typer.Exit(0) from None
         emit(result, as_json, text=f"stopped: {result['syncs']} syncs answered, {result['refreshes']} refreshes")
-
-
-def _report_line(result: dict[str, Any]) -> str:
-    verb = "rebuilt" if result["rebuilt"] else "refreshed"
-    parts = [f"{verb}: {result['files']} files"]
-    if not result["rebuilt"]:
-        parts.append(f"{result['added']} added, {result['changed']} changed, {result['removed']} removed")
-    if result["problems"]:
-        parts.append(f"{result['problems']} with problems (see `moss index status`)")
-    parts.append(f"{result['seconds']:.3f}s")
-    return ", ".join(parts)

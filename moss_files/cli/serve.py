@@ -18,6 +18,7 @@ from moss_files.cli.support import RootOpt, reporting
 TOOLS_ENV = "MOSS_MCP_TOOLS"
 NAMES_ENV = "MOSS_MCP_NAMES"
 TOKEN_ENV = "MOSS_MCP_TOKEN"
+INDEX_WATCH_ENV = "MOSS_INDEX_WATCH"
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"  # needlecast.cli.SLEEVE_ENV: this sleeve's name for messages
 
 
@@ -65,6 +66,14 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        index_watch: Annotated[
+            bool,
+            typer.Option(
+                "--index-watch/--no-index-watch",
+                envvar=INDEX_WATCH_ENV,
+                help="With --http: keep the search index warm with `moss index watch` while the daemon runs (Linux), so searches skip the walk.",
+            ),
+        ] = True,
         root: RootOpt = None,
     ) -> None:
         """Serve the MCP tools: over stdio for one agent (the default), or with --http as one shared
@@ -106,7 +115,7 @@ def register(app: typer.Typer) -> None:
             from moss_files.mcp import daemon as mcp_http
 
             host, port = mcp_http.parse_address(http)
-            code = mcp_http.Daemon(server, top, host, port, token=token, log=note).run()
+            code = mcp_http.Daemon(server, top, host, port, token=token, log=note, index_watch=index_watch).run()
         raise typer.Exit(code)
 
 

@@ -19,9 +19,11 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.foundation import gitsettings, workspace
+from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
+
+__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -87,23 +89,6 @@ def emit(data: Any, as_json: bool, text: str | None = None) -> None:
 def note(message: str) -> None:
     """A human message on stderr (progress, what was done)."""
     typer.echo(message, err=True)
-
-
-def warn_if_clone_lacks_merge_driver(argv: list[str], *, setup_commands: tuple[str, ...] = ("init",)) -> None:
-    """Say once, on stderr, when the workspace around the current directory (or $MOSS_ROOT)
-    has a `.gitattributes` naming the moss merge driver that this clone does not define. Every
-    CLI calls this with its arguments before the command runs. Silent for help, for the
-    commands that set the driver up, and with --json (stderr then carries only JSON; `moss
-    merge check --json` reports the same as `driver_configured`)."""
-    first = next((arg for arg in argv if not arg.startswith("-")), None)
-    if first is None or first in setup_commands or "--json" in argv or "--help" in argv:
-        return
-    try:
-        root = workspace.find_workspace(explicit=os.environ.get(ROOT_ENV) or None)
-    except MossError:
-        return
-    if gitsettings.missing_merge_driver(root):
-        note(gitsettings.WARNING)
 
 
 def read_stdin_if(value: str | None) -> str:

@@ -10,13 +10,11 @@ are kept in `Config.data` for features that add settings later.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
 from moss_files.foundation.errors import InvalidDocument
 
 WORKSPACE_CONFIG = Path(".moss") / "config.toml"
@@ -66,6 +64,8 @@ def _union(first: list[Any], second: list[Any]) -> list[Any]:
 
 def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
     """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line."""
+    import tomllib  # here: every Context holds a Config, and most commands never read a file
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -134,6 +134,8 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
 
     Raises InvalidDocument when a file is not valid TOML or a setting has the wrong type.
     """
+    from moss_files.foundation import fs  # here, as tomllib: a Context's default Config reads nothing
+
     home = home or Path.home()
     layers: list[tuple[Path, dict[str, Any], Path]] = []
     candidates = ((user_config_path(home), home, True), ((root / WORKSPACE_CONFIG) if root else None, root, False))

@@ -19,13 +19,9 @@ folders (an export file the user names, say) are opened as given.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
-import hashlib
 import os
-import secrets
 import stat
 import threading
 import time
@@ -33,11 +29,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from moss_files.foundation import document
-from moss_files.foundation.document import Document
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError
+
+if TYPE_CHECKING:
+    from moss_files.foundation.document import Document
 
 LOCK_SUFFIX = ".lock"
 TEMP_MARKER = ".tmp-"
@@ -74,7 +71,11 @@ def identity_of(info: os.stat_result) -> Identity:
 
 def digest_of(data: bytes | None) -> str:
     """Content fingerprint; the empty string stands for a missing file."""
-    return "" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+    if data is None:
+        return ""
+    import hashlib  # here: loading OpenSSL's hashes costs every command's start-up 2 ms
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 # --------------------------------------------------------------------------- walking without links
@@ -281,8 +282,13 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     return Snapshot(path, data, digest_of(data), identity)
 
 
-def read_document(path: Path, *, max_bytes: int = document.DEFAULT_MAX_BYTES) -> Document:
-    """Read and parse one document. Raises NotFound, or InvalidDocument with file and line."""
+def read_document(path: Path, *, max_bytes: int | None = None) -> Document:
+    """Read and parse one document (of at most `max_bytes`, by default the document layer's
+    limit). Raises NotFound, or InvalidDocument with file and line."""
+    # The document layer (and its YAML) is loaded here: most users of this module never parse.
+    from moss_files.foundation import document
+
+    max_bytes = document.DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     snapshot = read_snapshot(path, max_bytes=max_bytes)
     if snapshot.data is None:
         raise NotFound("no such file", path=path)
@@ -291,7 +297,7 @@ def read_document(path: Path, *, max_bytes: int = document.DEFAULT_MAX_BYTES) ->
 
 def temp_path_for(path: Path) -> Path:
     """A fresh temporary name next to `path`, matching the pattern watchers and git ignore."""
-    return path.with_name(f".{path.name}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}")
+    return path.with_name(f".{path.name}{TEMP_MARKER}{os.getpid()}-{os.urandom(4).hex()}")
 
 
 def is_temporary(path: Path) -> bool:
@@ -654,7 +660,7 @@ def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity) -> None:
 
 def _keep(dir_fd: int, name: str, path: Path) -> Path:
     """Give the file `name` a second, lasting name next to `path`; return that name."""
-    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{secrets.token_hex(4)}")
+    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{os.urandom(4).hex()}")
     os.link(name, kept.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     return kept
 
@@ -702,6 +708,9 @@ def exchange(first: Path | str, second: Path | str, *, dir_fd: int | None = None
     """
     if _exchange_state.get("unsupported"):
         return False
+    import ctypes  # here: only an exchange needs the C library
+    import ctypes.util
+
     renameat2 = _exchange_state.get("renameat2")
     if renameat2 is None:
         try:
@@ -764,24 +773,27 @@ def modify_document(
     *,
     retries: int = DEFAULT_RETRIES,
     timeout: float = DEFAULT_LOCK_TIMEOUT,
-    max_bytes: int = document.DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> Document:
     """Like `modify`, for a markdown document: `transform(doc)` returns new text or None.
 
     Keeps the file's BOM. Raises NotFound for a missing file and InvalidDocument for a
     malformed one (untouched).
     """
+    from moss_files.foundation import document
+
+    limit = document.DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
 
     def step(snapshot: Snapshot) -> bytes | None:
         if snapshot.data is None:
             raise NotFound("no such file", path=path)
-        doc = document.parse_bytes(snapshot.data, path, max_bytes=max_bytes)
+        doc = document.parse_bytes(snapshot.data, path, max_bytes=limit)
         new_text = transform(doc)
         return None if new_text is None else document.encode(new_text, doc.bom)
 
-    written = modify(path, step, retries=retries, timeout=timeout, max_bytes=max_bytes)
+    written = modify(path, step, retries=retries, timeout=timeout, max_bytes=limit)
     assert written.data is not None
-    return document.parse_bytes(written.data, path, max_bytes=max_bytes)
+    return document.parse_bytes(written.data, path, max_bytes=limit)
 
 
 def iter_files(root: Path, suffix: str = ".md") -> Iterator[Path]:

@@ -27,6 +27,11 @@ _EMPHASIS = re.compile(r"(\*\*|__|`)")
 _SPACE = re.compile(r"\s+")
 # A sentence ends at . ! ? (or their CJK forms) followed by a blank or the end of the text.
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？]")
+# The characters a line must start with (after up to three spaces, for the first three) for
+# each pattern above to match it; \d of _ITEM is any decimal digit.
+_FENCE_START = frozenset("`~")
+_RULE_START = frozenset("-*_")
+_ITEM_START = frozenset(" \t>-*+[")
 # Characters that attach to the one before them: never end a cut right before one.
 _JOINERS = frozenset({"\u200d", "\ufe0e", "\ufe0f"})
 
@@ -58,25 +63,30 @@ def paragraphs(markdown: str, enough: int | None = None) -> list[str]:
             size += len(text) + 1
             current.clear()
 
+    # Each pattern is tried only on a line whose first characters could begin a match (the
+    # index summarizes every file it reads; most lines are plain text). tests/index/
+    # test_search_summaries.py checks the result against the patterns tried on every line.
     for line in markdown.splitlines():
         if enough is not None and size > enough:
             break
-        if _FENCE.match(line):
+        first = line.lstrip(" ")[:1]
+        if first in _FENCE_START and _FENCE.match(line):
             in_fence = not in_fence
             close()
             continue
         if in_fence:
             continue
-        heading = _HEADING.match(line)
+        heading = _HEADING.match(line) if first == "#" else None
         if heading:
             close()
             if heading.group("text"):
                 headings.append(_clean(heading.group("text")))
             continue
-        if not line.strip() or _RULE.match(line):
+        if not line.strip() or (first in _RULE_START and _RULE.match(line)):
             close()
             continue
-        stripped = _ITEM.sub("", line, count=1)
+        start = line[:1]
+        stripped = _ITEM.sub("", line, count=1) if start in _ITEM_START or start.isdecimal() else line
         if stripped != line.lstrip() and current:
             close()  # each list item reads as its own paragraph
         current.append(stripped)
@@ -92,9 +102,11 @@ def plain_text(markdown: str, enough: int | None = None) -> str:
 
 
 def _clean(text: str) -> str:
-    text = _LINK.sub(lambda match: match.group("text"), text)
-    text = _EMPHASIS.sub("", text)
-    return _SPACE.sub(" ", text).strip()
+    if "](" in text:
+        text = _LINK.sub(lambda match: match.group("text"), text)
+    if "`" in text or "**" in text or "__" in text:
+        text = _EMPHASIS.sub("", text)
+    return " ".join(text.split())  # == _SPACE.sub(" ", text).strip(): both split at str.isspace()
 
 
 def extract_first_sentence(text: str) -> str | None:

@@ -1,6 +1,6 @@
 """How `moss search` reads the board: one index row per epic and per task. Core layer (pure).
 
-`SOURCE` is registered in `sources.SOURCES`; it owns the files directly in
+`extract` and `record` are registered in `sources.SOURCES` (as the `board` source); it owns the files directly in
 `.moss/board/epics/` and `.moss/board/tasks/` (the board's other files stay with the catch-all
 document source). Filters a query can use on a task: `kind:task`, `status:working`,
 `priority:high`, `agent:<worker holding it>`, `link:<epic, dependency or parent id>`. A file
@@ -15,7 +15,7 @@ from typing import Any
 
 from moss_files.foundation import summaries
 from moss_files.foundation.errors import MossError
-from moss_files.index.model import Entry, Extracted, FileInput, Place, Problem, Source
+from moss_files.index.model import Entry, Extracted, FileInput, Problem
 from moss_files.index.readers import document_extract, document_record
 
 BOARD = ".moss/board"
@@ -88,6 +88,3 @@ def record(file: FileInput, anchor: str) -> dict[str, Any] | None:
     except MossError:
         return document_record(file, anchor)
     return shapes.epic_to_dict(item, path=file.relpath) if kind == "epic" else shapes.task_to_dict(item, path=file.relpath)
-
-
-SOURCE = Source("board", ("epic", "task"), (Place(f"{BOARD}/epics", recursive=False), Place(f"{BOARD}/tasks", recursive=False)), extract, record)

@@ -15,17 +15,15 @@ write lock a file that changed again is re-read, so the cache never goes back in
 from __future__ import annotations
 
 import errno
-import json
 import os
-import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
@@ -42,19 +40,13 @@ from moss_files.index.model import (
     plan_refresh,
     stored_signature,
 )
-from moss_files.index.query import (
-    DATE_FIELDS,
-    FIELD_WEIGHTS,
-    RECENCY_DAYS,
-    RECENCY_MAX_BOOST,
-    Filter,
-    ParsedQuery,
-    date_bounds,
-    exclusion_expression,
-    fts_expression,
-    timestamp_of,
-)
-from moss_files.index.scan import FileRead, read_file, walk
+from moss_files.index.scan import FileRead, Tree, read_file, stat_paths, walk
+
+if TYPE_CHECKING:
+    from moss_files.index.query import Filter, ParsedQuery
+
+# The query language (`index.query`) is loaded by the methods that use it: a refresh alone,
+# which every `moss index refresh` and every watcher's event is, never does.
 
 T = TypeVar("T")
 
@@ -198,13 +190,16 @@ class _Batch:
         self.fts: list[tuple[Any, ...]] = []
         self.problem_files = 0
         self.stored: list[tuple[str, str, Signature]] = []
+        from moss_files.index.query import timestamp_of
+
+        self.timestamp_of = timestamp_of
 
     def add(self, read: FileRead, source: Source, now_ns: int) -> None:
         self.add_extracted(_extract_read(self.registry, read, source, now_ns))
 
     def add_extracted(self, done: _Done) -> None:
         relpath, source_name, stat, file_digest, now_ns, extracted = done
-        problems = json.dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
+        problems = _json().dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
         self.problem_files += bool(extracted.problems)
         sig = stored_signature(stat, now_ns)
         self.files.append((relpath, source_name, sig, stat[0], file_digest, problems))
@@ -214,7 +209,7 @@ class _Batch:
             self._add_entry(self.rowid, relpath, entry)
 
     def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
-        when = timestamp_of(entry.updated or entry.date)
+        when = self.timestamp_of(entry.updated or entry.date)
         self.items.append(
             (
                 rowid,
@@ -340,6 +335,13 @@ def build_workers(files: int) -> int:
     return max(1, min(MAX_BUILD_WORKERS, int(idle) + 1))
 
 
+def _json() -> Any:
+    """The json module, loaded on first use: a query of an index without problems never needs it."""
+    import json
+
+    return json
+
+
 def _problem_dict(problem: Problem) -> dict[str, Any]:
     return {"code": problem.code, "message": problem.message, "line": problem.line, "severity": problem.severity}
 
@@ -387,31 +389,33 @@ class SearchIndex:
 
     # ----------------------------------------------------------------- use
 
-    def run(self, work: Callable[[View], T], *, refresh: bool = True) -> T:
+    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None) -> T:
         """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
-        Where the cache folder cannot be written (a read-only checkout), the index is built
-        in memory for this one call instead, and `notify` says so.
+        With `paths` (relative to the root), the refresh looks at those files alone, as a
+        watcher does with the files its events name; it never asks a watcher. Where the cache
+        folder cannot be written (a read-only checkout), the index is built in memory for this
+        one call instead, and `notify` says so.
 
         Raises CacheError when the cache cannot be built or read even after a rebuild, and
         InvalidDocument SYMLINK_REFUSED when a folder on the cache's path is a link.
         """
         fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
         try:
-            return self._run_cached(work, refresh)
+            return self._run_cached(work, refresh, paths)
         except CacheError as err:
             if err.code != "NOT_WRITABLE":
                 raise
             self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
             return self._run_in_memory(work)
 
-    def _run_cached(self, work: Callable[[View], T], refresh: bool) -> T:
+    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None) -> T:
         # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
-        warm = self._watcher_synced() if refresh else None
+        warm = self._watcher_synced() if refresh and paths is None else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh()
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths)
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
@@ -507,7 +511,7 @@ class SearchIndex:
         with _flock(self.dir / BUILD_LOCK_NAME, exclusive=True):
             if only_if_unusable and self._usable():
                 return None  # another process rebuilt it while this one waited
-            temp = self.dir / f"{DB_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+            temp = self.dir / f"{DB_NAME}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
             try:
                 report = self._build(temp, reason)
                 with _flock(self.dir / LOCK_NAME, exclusive=True):
@@ -565,9 +569,10 @@ class SearchIndex:
         """Create the tables in an empty database and index every file into them."""
         started = time.perf_counter()
         conn.executescript(TABLES)
-        tree = walk(self.root, self.registry)
-        disk = tree.signatures()
-        paths = sorted(disk)
+        # Listed without a stat each: every file's stat is taken when it is read, and that is
+        # the signature stored with what was read.
+        tree = walk(self.root, self.registry, stat=False)
+        paths = sorted(tree.paths)
         batch = _Batch(self.registry, 0)
         conn.execute("BEGIN")
         workers = self.build_workers if self.build_workers is not None else build_workers(len(paths))
@@ -582,16 +587,17 @@ class SearchIndex:
             if statement.strip():
                 conn.execute(statement)
         meta = [("registry", self.registry.fingerprint), ("schema", str(SCHEMA_VERSION))]
-        if {row[0]: row[2] for row in batch.stored} == disk:
-            meta.append(("tree", tree.fingerprint()))  # the index holds exactly this tree
+        definite = {path: sig for path, _source, sig in batch.stored if sig is not None}
+        if len(definite) == len(batch.stored):  # no racy signature: the index holds exactly this tree
+            held = [path for path in tree.paths if path in definite]  # in walk order
+            meta.append(("tree", Tree(held, [definite[path] for path in held]).fingerprint()))
         conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
         conn.execute("COMMIT")
-        conn.execute("INSERT INTO items_fts(items_fts) VALUES ('optimize')")
         if self.progress is not None:
             self.progress(len(paths), len(paths))
         return RefreshReport(
-            files=len(paths),
-            added=len(paths),
+            files=len(batch.stored),
+            added=len(batch.stored),
             problems=batch.problem_files,
             rebuilt=True,
             reason=reason,
@@ -618,20 +624,28 @@ class View:
 
     # ----------------------------------------------------------------- refresh
 
-    def refresh(self) -> RefreshReport:
-        """Bring the index in step with the files; cheap when nothing changed."""
+    def refresh(self, paths: Collection[str] | None = None) -> RefreshReport:
+        """Bring the index in step with the files; cheap when nothing changed. With `paths`,
+        only those files (relative to the root) are looked at: each one's rows are made to
+        match the file, or removed when it is gone or no source owns it any more."""
         started = time.perf_counter()
         root = self.index.root
-        tree = walk(root, self.registry)
-        fingerprint = tree.fingerprint()
-        if fingerprint == self.index.meta.get("tree"):
-            return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
-        disk = tree.signatures()
-        cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+        if paths is None:
+            tree = walk(root, self.registry)
+            fingerprint = tree.fingerprint()
+            if fingerprint == self.index.meta.get("tree"):
+                return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
+            disk = tree.signatures()
+            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+        else:
+            fingerprint = None
+            disk = stat_paths(root, self.registry, paths)
+            cached = self._cached_signatures(paths)
         plan = plan_refresh(disk, cached)
         if plan.empty:
-            self._remember_tree(fingerprint)
-            return RefreshReport(files=len(disk), seconds=time.perf_counter() - started)
+            if fingerprint is not None:
+                self._remember_tree(fingerprint)
+            return RefreshReport(files=len(disk) if paths is None else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
@@ -642,8 +656,22 @@ class View:
         work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
         gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
         if not work and not gone:
-            return RefreshReport(files=len(disk), touched=len(plan.changed), seconds=time.perf_counter() - started)
-        return self._apply(work, gone, reads, len(disk), started)
+            files = len(disk) if paths is None else self._file_count()
+            return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
+        report = self._apply(work, gone, reads, len(disk), started)
+        return report if paths is None else replace(report, files=self._file_count())
+
+    def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
+        """The stored signatures of those of `paths` the index holds."""
+        out: dict[str, Signature] = {}
+        wanted = list(paths)
+        for start in range(0, len(wanted), 500):  # SQLite's bound-parameter limit, with room
+            chunk = wanted[start : start + 500]
+            out.update(self.conn.execute(f"SELECT path, sig FROM files WHERE path IN ({','.join('?' * len(chunk))})", chunk))
+        return out
+
+    def _file_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
     def _remember_tree(self, fingerprint: str) -> None:
         """Store the fingerprint of the tree the index now matches exactly, if no other writer
@@ -759,6 +787,8 @@ class View:
         raw: str | None = None,
     ) -> Found:
         """Items matching the query, best first (newest first when it has no text)."""
+        from moss_files.index.query import FIELD_WEIGHTS, RECENCY_DAYS, RECENCY_MAX_BOOST, exclusion_expression, fts_expression
+
         where, params = self._where(query, kinds, now)
         expression = raw if raw is not None else fts_expression(query, match_all=match_all)
         weights = ", ".join(str(FIELD_WEIGHTS[name]) for name in COLUMNS)
@@ -793,6 +823,8 @@ class View:
         return Found(tuple(_hit(row) for row in rows[:limit]), len(rows) > limit)
 
     def _where(self, query: ParsedQuery, kinds: Sequence[str], now: datetime) -> tuple[str, list[Any]]:
+        from moss_files.index.query import DATE_FIELDS, Filter
+
         clauses: list[str] = []
         params: list[Any] = []
         filters = list(query.filters)
@@ -807,6 +839,8 @@ class View:
         return "".join(f" AND {clause}" for clause in clauses), params
 
     def _clause(self, flt: Filter, now: datetime) -> tuple[str, list[Any]]:
+        from moss_files.index.query import DATE_FIELDS, date_bounds
+
         values = list(flt.values)
         if flt.field in DATE_FIELDS:
             parts: list[str] = []
@@ -898,7 +932,7 @@ class View:
         """Every file with problems: `{path, source, code, message, line, severity}` per problem."""
         out: list[dict[str, Any]] = []
         for path, source, problems in self.conn.execute("SELECT path, source, problems FROM files WHERE problems IS NOT NULL ORDER BY path"):
-            for problem in json.loads(problems):
+            for problem in _json().loads(problems):
                 out.append({"path": path, "source": source, **problem})
         return out
 

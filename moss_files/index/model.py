@@ -14,15 +14,20 @@ then confirms changes by content hash before re-reading a file's rows.
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
-from moss_files.foundation import summaries
 from moss_files.foundation.errors import MossError
+
+try:  # the blake2b hashlib gives, without hashlib loading OpenSSL's hashes first (2 ms of every
+    # search's start-up: each query hashes its walk)
+    from _blake2 import blake2b
+except ImportError:  # a Python built without its bundled hashes
+    from hashlib import blake2b
 
 # A file's stat as (mtime_ns, ctime_ns, size, inode), and its signature: the ctime, which
 # every change of the file moves (a write, a replacing rename, a restore that resets the
@@ -36,6 +41,7 @@ RACY_WINDOW_NS = 2_000_000_000
 EXCLUDED = (".moss/cache", ".moss/run")
 SUFFIX = ".md"
 MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_SUMMARY = 100  # == summaries.MAX_SUMMARY (a test checks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,38 @@ class Place:
     names: frozenset[str] | None = None
 
 
+class Deferred:
+    """A function named by its module and name, imported on its first call. A source
+    registered with these costs no import until a file of its kind is read (a search that
+    re-reads nothing loads no reader), and a registry of them pickles by name, as functions do.
+    """
+
+    __slots__ = ("_function", "module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        self._function: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        function = self._function
+        if function is None:
+            function = self._function = getattr(importlib.import_module(self.module), self.name)
+        return function(*args)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deferred) and (other.module, other.name) == (self.module, self.name)
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.name))
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.module!r}, {self.name!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Deferred, (self.module, self.name))
+
+
 Extractor = Callable[[FileInput], Extracted]
 Recorder = Callable[[FileInput, str], "dict[str, Any] | None"]
 
@@ -168,6 +206,7 @@ class Registry:
         self._places = [(place, source) for source in sources for place in source.places]
         self._routes: dict[str, _Route | None] = {}
         self._descend: dict[str, bool] = {}
+        self._owners: dict[str, _Route | None] = {}  # folder -> its route, if a walk enters it
 
     @property
     def fingerprint(self) -> str:
@@ -228,10 +267,12 @@ class Registry:
         folder, _, name = relpath.rpartition("/")
         if not name.endswith(SUFFIX) or name.startswith(".") or not folder:
             return None
-        parts = folder.split("/")
-        if any(part.startswith(".") for part in parts[1:]) or not all(self.descend("/".join(parts[: i + 1])) for i in range(len(parts))):
-            return None
-        route = self.route(folder)
+        if folder in self._owners:
+            route = self._owners[folder]
+        else:
+            parts = folder.split("/")
+            walked = not any(part.startswith(".") for part in parts[1:]) and all(self.descend("/".join(parts[: i + 1])) for i in range(len(parts)))
+            route = self._owners[folder] = self.route(folder) if walked else None
         return route.source_for(name) if route else None
 
     def _is_excluded(self, folder: str) -> bool:
@@ -279,8 +320,10 @@ def tidy_entries(entries: Iterable[Entry]) -> tuple[Entry, ...]:
         seen.add(anchor)
         title = " ".join(entry.title.split())
         summary = entry.summary
-        if len(summary) > summaries.MAX_SUMMARY or "\n" in summary:
-            summary = summaries.truncate_at_word(summary, summaries.MAX_SUMMARY)
+        if len(summary) > MAX_SUMMARY or "\n" in summary:
+            from moss_files.foundation import summaries  # here: only a file being read needs it
+
+            summary = summaries.truncate_at_word(summary, MAX_SUMMARY)
         facets = tuple(dict.fromkeys((name, value.casefold()) for name, value in entry.facets if value))
         status = entry.status.casefold() if entry.status else None
         if (anchor, title, summary, status, facets) != (entry.anchor, entry.title, entry.summary, entry.status, entry.facets):
@@ -341,7 +384,7 @@ def stored_signature(stat: Stat, now_ns: int, window_ns: int = RACY_WINDOW_NS) -
 
 def digest(data: bytes) -> str:
     """The content hash that confirms a change (the same as `fs.digest_of`)."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return blake2b(data, digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,15 +9,15 @@ a `Tree`, is what a refresh compares with the cache (by one fingerprint, then fi
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat as stat_module
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, digest, signature
+from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, blake2b, digest, signature
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +36,18 @@ class Tree:
         tree it matches exactly; an equal digest later means nothing changed, and a different
         one (a change, or only another walk order) means comparing file by file."""
         data = "\n".join(self.paths).encode("utf-8", "surrogateescape") + array("q", self.sigs).tobytes()
-        return hashlib.blake2b(data, digest_size=16).hexdigest()
+        return blake2b(data, digest_size=16).hexdigest()
 
 
-def walk(root: Path, registry: Registry) -> Tree:
-    """Every file some source owns, with its signature (see `model.signature`)."""
+# Each folder is listed through a descriptor of its own, so each file's stat resolves one name
+# in it rather than the whole path from the root again (about a tenth of a walk's time).
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_BY_DESCRIPTOR = os.scandir in os.supports_fd
+
+
+def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
+    """Every file some source owns, with its signature (see `model.signature`); with `stat`
+    false, the files alone (`sigs` empty), for a caller that takes each one's stat itself."""
     base = str(root)
     paths: list[str] = []
     sigs: list[int] = []
@@ -59,30 +66,73 @@ def walk(root: Path, registry: Registry) -> Tree:
         takes_all = route is not None and route.default is not None and not route.by_name
         prefix = folder + "/"
         try:
-            iterator = os.scandir(f"{base}/{folder}")
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            # Opened without following a link: a folder replaced by one since it was listed
+            # is not entered (the next walk lists it as a link).
+            fd = os.open(f"{base}/{folder}", _LIST_FLAGS) if _BY_DESCRIPTOR else -1
+        except OSError:  # gone, not a folder (any more), a link, not readable
             continue
-        with iterator:
-            for entry in iterator:
-                name = entry.name
-                # The common case first, in as few calls as can be: an artifact file. The
-                # checks are those of the general branch below, in another order.
-                if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
-                    if takes_all or (route is not None and route.source_for(name) is not None):
+        try:
+            iterator = os.scandir(fd if fd >= 0 else f"{base}/{folder}")
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            continue
+        try:
+            with iterator:
+                for entry in iterator:
+                    name = entry.name
+                    # The common case first, in as few calls as can be: an artifact file. The
+                    # checks are those of the general branch below, in another order.
+                    if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
+                        if takes_all or (route is not None and route.source_for(name) is not None):
+                            add_path(prefix + name)
+                            if stat:
+                                add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+                        continue
+                    if name[0] == ".":
+                        continue  # temp and lock files, .gitkeep, per-machine state folders
+                    if entry.is_dir(follow_symlinks=False):
+                        if registry.descend(prefix + name):
+                            stack.append(prefix + name)
+                    elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
+                        links.append(prefix + name)
+                    elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
                         add_path(prefix + name)
-                        add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
-                    continue
-                if name[0] == ".":
-                    continue  # temp and lock files, .gitkeep, per-machine state folders
-                if entry.is_dir(follow_symlinks=False):
-                    if registry.descend(prefix + name):
-                        stack.append(prefix + name)
-                elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
-                    links.append(prefix + name)
-                elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
-                    add_path(prefix + name)
-                    add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+                        if stat:
+                            add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+        finally:
+            if fd >= 0:
+                os.close(fd)
     return Tree(paths, sigs, sorted(links))
+
+
+def stat_paths(root: Path, registry: Registry, paths: Iterable[str]) -> dict[str, Signature]:
+    """The signatures of those of `paths` (relative to `root`) that `walk` would list, as they
+    are now: files some source owns (a link among them too, which reading then refuses). A
+    path that is gone, a folder, under a linked folder, or owned by no source is left out, as
+    the walk leaves it out."""
+    base = str(root)
+    found: dict[str, Signature] = {}
+    real: dict[str, bool] = {}  # folder -> not a link, nor under one (the walk enters no link)
+
+    def is_real(folder: str) -> bool:
+        if folder not in real:
+            parent, _, _ = folder.rpartition("/")
+            real[folder] = (not parent or is_real(parent)) and not os.path.islink(f"{base}/{folder}")
+        return real[folder]
+
+    for relpath in paths:
+        if registry.source_for(relpath) is None or not is_real(relpath.rpartition("/")[0]):
+            continue
+        path = f"{base}/{relpath}"
+        try:
+            st = os.lstat(path)
+        except OSError:  # gone, or a folder on its way gone or replaced
+            continue
+        if stat_module.S_ISDIR(st.st_mode) or (stat_module.S_ISLNK(st.st_mode) and os.path.isdir(path) and registry.descend(relpath)):
+            continue  # a folder, or a link the walk reports as a linked folder
+        found[relpath] = st.st_ctime_ns  # == signature(stat); a link is listed, to be refused
+    return found
 
 
 def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:

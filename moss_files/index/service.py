@@ -11,7 +11,7 @@ that only names these use cases never pays for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -299,10 +299,17 @@ def capsule_rows(ctx: Context, *, only_if_built: bool = False) -> dict[str, dict
     return index.run(work)
 
 
-def index_watch(ctx: Context, *, stop: Callable[[], bool] = lambda: False, ready: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Keep the index warm until `stop()` (or an interrupt): follow file events, refresh on
-    change, and answer queries' `sync` so they skip the walk (see `watch`). `ready` hears
-    `{root, socket, folders}` once the watcher serves. Returns `{root, socket, folders, syncs,
+def index_watch(
+    ctx: Context,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+    ready: Callable[[dict[str, Any]], None] | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Keep the index warm until `stop()` (or an interrupt): follow file events, refresh the
+    files they name, and answer queries' `sync` so they skip the walk (see `watch`). `ready`
+    hears `{root, socket, folders}` once the watcher serves; `quiet` keeps routine refreshes
+    out of `ctx.notify` (problems are still told). Returns `{root, socket, folders, syncs,
     refreshes, rewatches}`. Raises CacheError when another watcher serves the workspace or the
     system has no inotify."""
     from moss_files.index import watch
@@ -310,12 +317,13 @@ def index_watch(ctx: Context, *, stop: Callable[[], bool] = lambda: False, ready
     index = open_index(ctx)
     index.ask_watcher = False  # it is the watcher: asking itself would wait for itself
 
-    def refresh() -> Any:
-        # A walk, never the watcher's own sync; the first one builds a missing cache.
-        index.run(lambda view: None)
+    def refresh(paths: Collection[str] | None) -> Any:
+        # A walk (or a look at the named files), never the watcher's own sync; the first one
+        # builds a missing cache.
+        index.run(lambda view: None, paths=paths)
         return index.last_refresh
 
-    watcher = watch.Watcher(ctx.root, index.registry, refresh, log=ctx.notify)
+    watcher = watch.Watcher(ctx.root, index.registry, refresh, log=ctx.notify, quiet=quiet)
     socket = str(watch.socket_path(ctx.root))
 
     def announce(stats: watch.WatchStats) -> None:

@@ -1,13 +1,15 @@
 """A warm search index: a watcher process that follows the artifact folders' file events
 (Linux inotify) and keeps the cache fresh, and the `sync` handshake that lets a query skip the
 walk while it runs. Edge layer: owns one inotify descriptor and one Unix socket
-(`.moss/run/index.sock`, per machine, git-ignored); the index itself is refreshed through
-`database.SearchIndex`, as any query would.
+(`.moss/run/index.sock`, per machine, git-ignored), and (`start_beside`) the watcher process a
+daemon runs beside itself; the index itself is refreshed through `database.SearchIndex`, as
+any query would, for the files the events named (a walk of everything only when folders
+changed).
 
 Why a query may trust the watcher: the kernel queues a file's inotify event inside the very
 system call that changed it, before the call returns. A query connects and asks `sync`; the
-watcher then drains every queued event, refreshes the index if any of them touched an indexed
-file or folder, commits, and only then answers `fresh`. So every change completed before the
+watcher then drains every queued event, refreshes the files any of them named (or walks, when
+one touched a folder), commits, and only then answers `fresh`. So every change completed before the
 query asked is in the index it reads; a file edited one millisecond earlier included. A folder
 created, removed or renamed (and a queue overflow) makes the watcher re-read its set of watched
 folders and refresh by a full walk, so files written into a new folder before its watch existed
@@ -22,7 +24,7 @@ import errno
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,10 +34,14 @@ from moss_files.index.model import RefreshReport, Registry
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
 
 SOCKET_PATH = Path(".moss") / "run" / "index.sock"
 SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
 REQUEST_TIMEOUT = 2.0  # a client that connects and says nothing holds the watcher no longer
+SETTLE_SECONDS = 0.02  # events are applied once none came for this long (a burst is one refresh)
+MAX_DELAY_SECONDS = 0.25  # ... or once the first of them waited this long; a query's sync never waits
+RETRY_SECONDS = 1.0  # after a refresh failed (the cache locked, a full disk), before trying again unasked
 _SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
 
 # <sys/inotify.h>
@@ -68,6 +74,7 @@ _EVENT = struct.Struct("iIII")
 # --------------------------------------------------------------------------- what an event means
 
 IGNORE, FILE, TREE, GONE = "ignore", "file", "tree", "gone"
+_WALK = "walk"  # pending: the folders are watched anew, every file is still to be walked
 
 
 def classify(folder: str | None, mask: int, name: str, registry: Registry, *, tops: tuple[str, ...]) -> str:
@@ -214,11 +221,23 @@ class WatchStats:
 class Watcher:
     """Keeps one workspace's index fresh from file events and answers `sync` on its socket.
 
-    `refresh()` brings the index in step with the files by a full walk (the watcher's own
-    refreshes are the only ones that walk while it runs); `registry` names what is indexed.
+    `refresh(paths)` brings the index in step with the files: with None by a full walk (the
+    watcher's own refreshes are the only ones that walk while it runs), else by looking at
+    those files alone (relative to the root), the ones the events named. `registry` names
+    what is indexed. Events are applied once they settle (SETTLE_SECONDS without another, at
+    most MAX_DELAY_SECONDS after the first), so a burst of writes costs one refresh; a query's
+    `sync` applies everything queued at once.
     """
 
-    def __init__(self, root: Path, registry: Registry, refresh: Callable[[], RefreshReport], *, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        registry: Registry,
+        refresh: Callable[[Collection[str] | None], RefreshReport],
+        *,
+        log: Callable[[str], None] | None = None,
+        quiet: bool = False,
+    ) -> None:
         self.root = Path(root)
         self.registry = registry
         self.refresh = refresh
@@ -229,6 +248,11 @@ class Watcher:
         self.files = 0  # what the index held after the last refresh
         self.gone = False  # the workspace itself was moved or removed: stop, answer nothing
         self._pending = IGNORE  # what events seen so far ask, until a refresh succeeds
+        self._paths: set[str] = set()  # the files events named, while `_pending` is FILE
+        self._first_event = 0.0  # when the oldest event not yet applied was read
+        self._last_event = 0.0
+        self._hold_until = 0.0  # after a failed refresh, the next try waits (a sync does not)
+        self.quiet = quiet  # log problems only, not each refresh (a daemon's helper)
         self._inotify: _Inotify | None = None
         self._server: socket.socket | None = None
 
@@ -251,7 +275,7 @@ class Watcher:
             # Watches first, then the walk: whatever changes after a watch exists queues an
             # event, and whatever changed before is found by the walk.
             self._rewatch()
-            self.files = self.refresh().files
+            self.files = self.refresh(None).files
             self.stats.refreshes += 1
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self._server = server
@@ -260,14 +284,18 @@ class Watcher:
             if ready is not None:
                 ready(self.stats)
             while not stop() and not self.gone:
-                readable, _, _ = select.select([self._inotify.fd, server], [], [], tick)
+                wait = tick if self._pending == IGNORE else max(0.0, min(tick, self._due() - time.monotonic()))
+                readable, _, _ = select.select([self._inotify.fd, server], [], [], wait)
                 if self._inotify.fd in readable:
-                    try:
-                        self._catch_up()
-                    except MossError as err:  # kept pending: the next sync tries again
-                        self.log(f"cannot refresh the index: {err.message}")
+                    self._take_events()
                 if server in readable:
                     self._answer(server)
+                elif self._pending != IGNORE and time.monotonic() >= self._due():
+                    try:
+                        self._catch_up()
+                    except MossError as err:  # kept pending: the next sync, or a second from now, tries again
+                        self._hold_until = time.monotonic() + RETRY_SECONDS
+                        self.log(f"cannot refresh the index: {err.message}")
         finally:
             if self._server is not None:
                 self._server.close()
@@ -308,33 +336,54 @@ class Watcher:
         self.stats.folders = len(folders) - (root_wd is not None)
         self.stats.rewatches += 1
 
-    def _catch_up(self) -> None:
-        """Apply every queued event: re-read the watched folders if the tree changed, and
-        refresh the index if any indexed file or folder did."""
+    def _take_events(self) -> None:
+        """Read every queued event and note what it asks: the files it names, or a new look
+        at the set of watched folders (TREE) and a full walk."""
         assert self._inotify is not None
-        needed = self._pending
-        for wd, mask, name in self._inotify.events():
-            verdict = classify(self._folders.get(wd), mask, name, self.registry, tops=self._tops)
+        events = self._inotify.events()
+        if not events:
+            return
+        now = time.monotonic()
+        if self._pending == IGNORE:
+            self._first_event = now
+        for wd, mask, name in events:
+            folder = self._folders.get(wd)
+            verdict = classify(folder, mask, name, self.registry, tops=self._tops)
             if verdict == GONE:
                 # Its paths name nothing now, or another folder: refreshing would be wrong.
                 self.gone = True
                 self.log("the workspace was moved or removed; the watcher stops")
                 return
             if verdict == TREE:
-                needed = TREE
-            elif verdict == FILE and needed == IGNORE:
-                needed = FILE
-        self._pending = needed
-        if needed == IGNORE:
+                self._pending = TREE
+                self._paths.clear()
+            elif verdict == FILE and self._pending in (IGNORE, FILE):
+                self._pending = FILE
+                self._paths.add(f"{folder}/{name}")
+            if verdict != IGNORE:
+                self._last_event = now
+
+    def _due(self) -> float:
+        """When the pending events are to be applied (monotonic time)."""
+        return max(self._hold_until, min(self._last_event + SETTLE_SECONDS, self._first_event + MAX_DELAY_SECONDS))
+
+    def _catch_up(self) -> None:
+        """Apply every queued event: re-read the watched folders and walk everything if the
+        tree changed, else refresh the files the events named."""
+        self._take_events()
+        if self.gone or self._pending == IGNORE:
             return
-        if needed == TREE:
-            self._rewatch()
-            self._pending = FILE
         started = time.perf_counter()
-        self.files = self.refresh().files
-        self._pending = IGNORE
+        if self._pending == TREE:
+            self._rewatch()
+            self._pending, self._paths = _WALK, set()  # a failed walk below is tried again
+        paths = None if self._pending == _WALK else self._paths
+        self.files = self.refresh(paths).files
+        self._pending, self._paths = IGNORE, set()
         self.stats.refreshes += 1
-        self.log(f"refreshed the index after file events ({(time.perf_counter() - started) * 1000:.0f} ms)")
+        if not self.quiet:
+            what = "every file" if paths is None else f"{len(paths)} files"
+            self.log(f"refreshed the index after file events: {what} ({(time.perf_counter() - started) * 1000:.0f} ms)")
 
     def _answer(self, server: socket.socket) -> None:
         try:
@@ -367,3 +416,47 @@ class Watcher:
                 client.sendall(f"fresh {self.files}\n".encode())
             except OSError:
                 pass  # the query gave up waiting; it walks by itself
+
+
+# --------------------------------------------------------------------------- beside a daemon
+
+STOP_TIMEOUT = 10.0  # a helper watcher not gone this long after SIGTERM is killed
+
+
+def start_beside(root: Path, *, log: Callable[[str], None]) -> subprocess.Popen[bytes] | None:
+    """Start `moss index watch --with-parent` for the workspace at `root` as a child of this
+    process (a daemon's), so queries skip the walk while the daemon runs. The child stops when
+    `stop_beside` asks, and by itself when this process dies. None (said through `log`) where
+    it cannot run: a system without inotify, or no process could be started."""
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        log("search index watcher: not started (it needs Linux inotify); searches walk the files")
+        return None
+    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "index", "watch", "--with-parent", "--root", str(root)]
+    try:
+        # stderr is the daemon's: the watcher tells only problems there.
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    except OSError as exc:
+        log(f"search index watcher: cannot start it ({exc.strerror}); searches walk the files")
+        return None
+    log(f"search index watcher: keeping the index warm (pid {child.pid})")
+    return child
+
+
+def stop_beside(child: subprocess.Popen[bytes], *, log: Callable[[str], None]) -> None:
+    """Stop a watcher `start_beside` started (SIGTERM, then a kill after STOP_TIMEOUT), and
+    say how it ended when that was not by this request."""
+    import subprocess
+
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        return
+    if child.returncode != 0:  # it had stopped on its own: another watcher serves, or it failed
+        log(f"search index watcher: it had stopped (exit {child.returncode}); searches walked the files")

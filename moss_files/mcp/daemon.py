@@ -11,7 +11,9 @@ is refused with ALREADY_RUNNING) and keeps the record `.moss/run/mcp.json`:
 `{port, pid, startedAt, projectPath, host, url, web}` (`url` the MCP endpoint, `web` the
 pages). A record whose lock is free was left by a daemon that died; it is replaced. SIGTERM or
 SIGINT stops it cleanly: the pages' event streams end, open requests finish (within
-GRACE_SECONDS), the file watcher stops, the record is removed, and the exit status is 0.
+GRACE_SECONDS), the file watcher stops, the search index's watcher (`moss index watch`, which
+the daemon runs beside itself so that searches skip the walk) stops, the record is removed,
+and the exit status is 0.
 `.moss/run/` is per machine and git-ignored by construction (it holds its own `.gitignore`).
 """
 
@@ -175,7 +177,9 @@ class Daemon:
 
     `web` false serves the MCP endpoint alone; `web_context` is the context the pages act in
     (by default a person's, actor HUMAN, over `root` with its settings and NEEDLECAST_SLEEVE's
-    name); `poll` makes the pages' file watcher poll instead of using inotify.
+    name); `poll` makes the pages' file watcher poll instead of using inotify. `index_watch`
+    runs `moss index watch` beside the daemon while it serves, so searches (the daemon's and
+    every `moss search` in the workspace) skip the walk of the files.
     """
 
     def __init__(
@@ -191,6 +195,7 @@ class Daemon:
         web: bool = True,
         web_context: Context | None = None,
         poll: bool = False,
+        index_watch: bool = False,
     ) -> None:
         if not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -210,6 +215,7 @@ class Daemon:
         self.web = web
         self.web_context = web_context
         self.poll = poll
+        self.index_watch = index_watch
         self._web_app: Any = None
 
     def stop(self) -> None:
@@ -246,6 +252,12 @@ class Daemon:
                 record_path(self.root).unlink(missing_ok=True)
             sock = stack.enter_context(self._bind())
             self.port = sock.getsockname()[1]
+            if self.index_watch:
+                from moss_files.index import watch
+
+                watcher = watch.start_beside(self.root, log=self.log)
+                if watcher is not None:
+                    stack.callback(watch.stop_beside, watcher, log=self.log)
             shown = f"[{self.host}]" if ":" in self.host else self.host
             self.url = f"http://{shown}:{self.port}{MCP_PATH}"
             if self.web:

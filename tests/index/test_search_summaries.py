@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moss_files.foundation.summaries import (
     ELLIPSIS,
     extract_context,
     extract_first_sentence,
+    paragraphs,
     plain_text,
     summarize,
     summarize_heuristic,
@@ -120,3 +122,86 @@ def test_summarize_heuristic_shape() -> None:
     assert result.method == "heuristic"
     assert result.summary and result.context and len(result.context) <= 300
     assert summarize_heuristic(LONG, include_context=False).context is None
+
+
+# The heuristic as it was before its patterns were tried only on lines that could match them:
+# the reference the faster one must agree with.
+_REF_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_REF_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(?P<text>.*?))?[ \t#]*$")
+_REF_ITEM = re.compile(r"^[ \t]*(?:>[ \t]?)*(?:[-*+][ \t]+|\d{1,9}[.)][ \t]+)?(?:\[[ xX>!~]\][ \t]+)?")
+_REF_RULE = re.compile(r"^ {0,3}(?:[-*_][ \t]*){3,}$")
+_REF_LINK = re.compile(r"!?\[(?P<text>[^\]]*)\]\([^)]*\)")
+_REF_EMPHASIS = re.compile(r"(\*\*|__|`)")
+_REF_SPACE = re.compile(r"\s+")
+
+
+def _reference_clean(text: str) -> str:
+    text = _REF_LINK.sub(lambda match: match.group("text"), text)
+    text = _REF_EMPHASIS.sub("", text)
+    return _REF_SPACE.sub(" ", text).strip()
+
+
+def reference_paragraphs(markdown: str, enough: int | None = None) -> list[str]:
+    result: list[str] = []
+    headings: list[str] = []
+    current: list[str] = []
+    in_fence = False
+    size = 0
+
+    def close() -> None:
+        nonlocal size
+        if current:
+            text = _reference_clean(" ".join(current))
+            result.append(text)
+            size += len(text) + 1
+            current.clear()
+
+    for line in markdown.splitlines():
+        if enough is not None and size > enough:
+            break
+        if _REF_FENCE.match(line):
+            in_fence = not in_fence
+            close()
+            continue
+        if in_fence:
+            continue
+        heading = _REF_HEADING.match(line)
+        if heading:
+            close()
+            if heading.group("text"):
+                headings.append(_reference_clean(heading.group("text")))
+            continue
+        if not line.strip() or _REF_RULE.match(line):
+            close()
+            continue
+        stripped = _REF_ITEM.sub("", line, count=1)
+        if stripped != line.lstrip() and current:
+            close()
+        current.append(stripped)
+    close()
+    result = [text for text in result if text]
+    return result or [text for text in headings if text]
+
+
+# Markdown's markup characters, digits of two scripts, every kind of white space and line
+# break str.splitlines and \s know, letters, a combining mark.
+MARKDOWN_ALPHABET = st.sampled_from(
+    list("#`~-*_+>[]()!.?:xX 9٣") + ["\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u00a0", "\u2028", "\u3000", "a", "Z", "é", "\u0301", "。"]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(text=st.text(MARKDOWN_ALPHABET, max_size=80), enough=st.one_of(st.none(), st.integers(0, 60)))
+def test_paragraphs_agree_with_the_patterns_tried_on_every_line(text: str, enough: int | None) -> None:
+    assert paragraphs(text, enough) == reference_paragraphs(text, enough)
+    assert summarize(text) == reference_summary(text)
+
+
+def reference_summary(content: str) -> str:
+    text = " ".join(reference_paragraphs(content, enough=101))
+    if len(text) <= 100:
+        return text
+    first = extract_first_sentence(text)
+    if first is not None and len(first) <= 100:
+        return first
+    return truncate_at_word(text, 100)

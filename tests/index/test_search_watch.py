@@ -193,3 +193,58 @@ def test_no_watcher_and_a_stale_socket_mean_a_walk(ws: Path) -> None:
     watch.socket_path(ws).write_text("not a socket")
     assert watch.synced(ws, FINGERPRINT) is None
     assert ids(ws, "alpha") == ["INS-1"] and not served_warm(ws)
+
+
+def test_a_burst_of_writes_is_seen_whole_by_the_next_query(ws: Path, watching: Watching) -> None:
+    # Writes, rewrites and removals faster than the watcher settles: the query right after the
+    # last one sees all of them, and what the watcher kept by refreshing only the files its
+    # events named equals a build from scratch.
+    folder = ws / ".moss" / "insights"
+    for number in range(60):
+        insight(ws, f"INS-b{number}", f"burst q{number}z of writes")
+    for number in range(0, 60, 3):
+        (folder / f"INS-b{number}.md").unlink()
+    for number in range(1, 60, 3):
+        insight(ws, f"INS-b{number}", f"burst r{number}z rewritten")
+    assert ids(ws, "q2z") == ["INS-b2"] and ids(ws, "q3z") == [] and ids(ws, "q4z") == [] and ids(ws, "r4z") == ["INS-b4"]
+    assert served_warm(ws)
+    kept = service.open_index(service.Context(ws)).run(lambda view: view.snapshot(), refresh=False)
+    service.index_rebuild(service.Context(ws))
+    assert service.open_index(service.Context(ws)).run(lambda view: view.snapshot(), refresh=False) == kept
+
+
+def test_a_watcher_started_with_its_parent_stops_when_the_parent_dies(ws: Path) -> None:
+    # The way the daemons start it: a parent process whose death (even by SIGKILL) ends it.
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            f"child = subprocess.Popen([{str(BIN / 'moss')!r}, 'index', 'watch', '--with-parent'], stdout=subprocess.DEVNULL)\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        cwd=ws,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        wait_for(lambda: watch.synced(ws, FINGERPRINT) is not None, timeout=30, message="the watcher to answer")
+        assert served_warm(ws)
+    finally:
+        parent.kill()
+        parent.communicate(timeout=20)
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        # Adopted by whatever reaps orphans here; a zombie not yet reaped has stopped too.
+        with open(f"/proc/{child}/stat", encoding="utf-8") as handle:
+            return handle.read().split(") ", 1)[1].startswith("Z")
+
+    wait_for(gone, timeout=20, message="the orphaned watcher to stop")
+    assert watch.synced(ws, FINGERPRINT) is None and not watch.socket_path(ws).exists()

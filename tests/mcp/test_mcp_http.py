@@ -112,3 +112,45 @@ def test_addresses_and_loopback() -> None:
         assert getattr(caught.value, "code", None) == "INVALID_REQUEST"
     assert httpguard.is_loopback("127.0.0.2") and httpguard.is_loopback("::1") and httpguard.is_loopback("localhost")
     assert not httpguard.is_loopback("0.0.0.0") and not httpguard.is_loopback("192.168.1.2") and not httpguard.is_loopback("example.org")
+
+
+def test_the_daemon_keeps_the_search_index_warm_while_it_runs(repo: Path, tmp_path: Path) -> None:
+    from moss_files.index import sources, watch
+
+    root = make_workspace(repo)
+    fingerprint = sources.default_registry().fingerprint
+    with (tmp_path / "daemon.log").open("wb") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+        )
+    try:
+        wait_for(lambda: watch.synced(root, fingerprint) is not None, timeout=60, message="the daemon's index watcher")
+        note = root / ".moss" / "notes" / "idea.md"
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text("# Idea\n\nplatypus migration\n", encoding="utf-8")
+        found = json.loads(run_cli("moss", "search", "platypus", "--json", cwd=root).stdout)
+        assert [match["kind"] for match in found["matches"]] == ["note"]
+        assert json.loads(run_cli("moss", "index", "refresh", "--json", cwd=root).stdout)["watched"] is True
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+        assert watch.synced(root, fingerprint) is None and not watch.socket_path(root).exists()  # stopped with it
+        assert json.loads(run_cli("moss", "index", "refresh", "--json", cwd=root).stdout)["watched"] is False
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=10)
+    assert "keeping the index warm" in (tmp_path / "daemon.log").read_text()
+    # Asked not to, it runs none.
+    with (tmp_path / "daemon2.log").open("wb") as log:
+        quiet = subprocess.Popen(
+            [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0", "--no-index-watch"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+        )
+    try:
+        wait_for(lambda: live_record(root, quiet.pid), timeout=30, message="the daemon's record")
+        assert watch.synced(root, fingerprint) is None
+        quiet.send_signal(signal.SIGTERM)
+        assert quiet.wait(timeout=30) == 0
+    finally:
+        if quiet.poll() is None:
+            quiet.kill()
+            quiet.wait(timeout=10)

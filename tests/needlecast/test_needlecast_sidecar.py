@@ -450,3 +450,30 @@ def test_a_broken_registry_is_reported_and_routing_resumes_when_fixed(team: Path
         wait_for(lambda: inbox_ids(team / "bob") == ["f1"], timeout=10, message="routing resumed")
     finally:
         assert running.stop() == 0
+
+
+def test_the_sidecar_keeps_a_workspace_search_index_warm(team: Path) -> None:
+    from moss_files.index import sources, watch
+
+    fingerprint = sources.default_registry().fingerprint
+    # Without .moss/ there is no search index to keep: nothing runs, nothing is made.
+    bare = start(team)
+    try:
+        assert bare.get("/health")[0] == 200
+        assert watch.synced(team, fingerprint) is None and not (team / ".moss").exists()
+    finally:
+        assert bare.stop() == 0
+    (team / ".moss").mkdir()
+    running = start(team)
+    try:
+        wait_for(lambda: watch.synced(team, fingerprint) is not None, timeout=60, message="the sidecar's index watcher")
+        assert "keeping the search index warm" in running.log.read_text()
+        send(team, "alice", "bob", "a walrus in the inbox", "m-walrus")
+        wait_for(lambda: "m-walrus" in inbox_ids(team / "bob"), timeout=20, message="the delivery")
+        mailbox.deliver(Mailbox(team), [Message(id="m-own", sender="alice", to=("team",), type="task", body="an emu for the envoy")], NOW)
+        found = json.loads(run_cli("moss", "search", "emu", "--json", cwd=team).stdout)
+        assert [match["id"] for match in found["matches"]] == ["m-own"]
+        assert json.loads(run_cli("moss", "index", "refresh", "--json", cwd=team).stdout)["watched"] is True
+    finally:
+        assert running.stop() == 0
+    assert watch.synced(team, fingerprint) is None and not watch.socket_path(team).exists()

@@ -1,0 +1,275 @@
+"""`moss search` and `moss index refresh|rebuild` run without typer, in their common forms.
+
+Entry layer. A search is a few milliseconds of work; building typer's machinery and the
+command costs a process more than that, so `cli.main` hands its arguments here first. An
+invocation this module parses with certainty (only the options the command has, values that
+convert as click converts them) runs here and prints what the typer command prints, byte for
+byte, with the same exit status. Anything else (`--help`, an option that needs a value and has
+none, a flag given a value, no query words, a command or option of another shape, an output
+stream click would re-encode) returns None and goes to typer, which runs or reports it.
+tests/index/test_quick_cli.py compares the two on generated command lines and on real runs.
+
+The rendering of these commands lives here, and `cli.search` (their typer twins) uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from moss_files.cli import streams
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from moss_files.foundation.context import Context
+
+ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV (a test checks), read as --root's default
+PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
+SEARCH_DEFAULTS: dict[str, Any] = {"query": (), "kind": (), "limit": 20, "offset": 0, "match_all": False, "raw": False, "root": None, "as_json": False}
+_SEARCH_VALUES = {"--kind": "kind", "--limit": "limit", "--offset": "offset", "--root": "root"}
+_SEARCH_FLAGS = {"--all": "match_all", "--raw": "raw", "--json": "as_json"}
+_INTEGERS = ("limit", "offset")
+_INDEX_COMMANDS = ("refresh", "rebuild")
+SETUP_COMMANDS = ("init", "merge", "version", "codes")  # moss commands run without the merge-driver warning
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
+    """The parameters typer would give `moss search` for `args` (the words after `search`), as
+    `{query, kind, limit, offset, match_all, raw, root, as_json}` in click's types (tuples, ints,
+    the root as a string); None when this parser is not certain, or click would refuse them.
+
+    Unknown options are query words (`-legacy`, `--x=y`), as the command's
+    `ignore_unknown_options` makes them; `--` makes every later word a query word."""
+    params = dict(SEARCH_DEFAULTS)
+    words: list[str] = []
+    kinds: list[str] = []
+    position = 0
+    only_words = False
+    while position < len(args):
+        token = args[position]
+        position += 1
+        if only_words or token == "-" or not token.startswith("-"):
+            words.append(token)
+            continue
+        if token == "--":
+            only_words = True
+            continue
+        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        if name == "--help":
+            return None
+        if name in _SEARCH_FLAGS:
+            if equals:
+                return None  # click: "Option '--all' does not take a value."
+            params[_SEARCH_FLAGS[name]] = True
+            continue
+        if name not in _SEARCH_VALUES:
+            words.append(token)  # an unknown option: a query word
+            continue
+        if not equals:
+            if position >= len(args):
+                return None  # click: "Option '--limit' requires an argument."
+            value = args[position]
+            position += 1
+        key = _SEARCH_VALUES[name]
+        if key == "kind":
+            kinds.append(value)
+        elif key in _INTEGERS:
+            try:
+                params[key] = int(value)  # click's INT converts with int() too
+            except ValueError:
+                return None
+        else:
+            if not value:
+                return None  # an empty path: left to click
+            params[key] = value
+    if not words:
+        return None  # click: "Missing argument 'QUERY...'."
+    params["query"] = tuple(words)
+    params["kind"] = tuple(kinds)
+    if params["root"] is None:
+        params["root"] = os.environ.get(ROOT_ENV) or None
+    return params
+
+
+def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
+    """The parameters of `moss index refresh|rebuild` for `args` (the words after the
+    subcommand): `{root, as_json}`; None when not certain (help, anything else)."""
+    root: str | None = None
+    as_json = False
+    position = 0
+    while position < len(args):
+        token = args[position]
+        position += 1
+        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        if name == "--json" and not equals:
+            as_json = True
+        elif name == "--root":
+            if not equals:
+                if position >= len(args):
+                    return None
+                value = args[position]
+                position += 1
+            if not value:
+                return None
+            root = value
+        else:
+            return None
+    return {"root": root if root is not None else os.environ.get(ROOT_ENV) or None, "as_json": as_json}
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def split_values(values: Sequence[str] | None) -> list[str]:
+    """Repeatable, comma-separated option values as one list."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def scan_line(item: dict[str, Any]) -> str:
+    """One human line for a scan result: id, kind, day, handle (a capsule's workspace/name),
+    summary, [status]."""
+    date = (item.get("date") or "")[:10] or "-" * 10
+    handle = f"{item['handle']}  " if item.get("handle") else ""
+    status = f" [{item['status']}]" if item.get("status") else ""
+    return f"{item['id']}  {item['kind']:<8} {date}  {handle}{item['summary']}{status}"
+
+
+def scan_notes(result: dict[str, Any]) -> list[str]:
+    """The stderr lines under a human scan listing."""
+    if result["matches"]:
+        notes = [f"{len(result['matches'])} matches" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
+    else:
+        notes = [result["hint"]]
+    if result.get("unindexed"):
+        notes.append(f"{result['unindexed']} files could not be indexed: see `moss index status`")
+    return notes
+
+
+def report_line(result: dict[str, Any]) -> str:
+    """The human line of `moss index refresh|rebuild`."""
+    verb = "rebuilt" if result["rebuilt"] else "refreshed"
+    parts = [f"{verb}: {result['files']} files"]
+    if not result["rebuilt"]:
+        parts.append(f"{result['added']} added, {result['changed']} changed, {result['removed']} removed")
+    if result["problems"]:
+        parts.append(f"{result['problems']} with problems (see `moss index status`)")
+    parts.append(f"{result['seconds']:.3f}s")
+    return ", ".join(parts)
+
+
+def progress_printer(write: Callable[[str], None]) -> Callable[[int, int], None]:
+    """A `progress(done, total)` that reports big builds on stderr, at most twice a second."""
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if total < PROGRESS_MIN_FILES or (done < total and now - last[0] < 0.5):
+            return
+        last[0] = now
+        write(f"indexing: {done}/{total} files")
+
+    return show
+
+
+def workspace_context(root: Path | str | None, note: Callable[[str], None] = streams.note) -> Context:
+    """The Context of the workspace at (or around) `root`: index notes and the progress of
+    big builds go to stderr through `note`."""
+    from moss_files.foundation import workspace
+    from moss_files.foundation.context import Context
+
+    top = workspace.find_workspace(explicit=root)
+    return Context(top, notify=note, progress=progress_printer(note))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run(argv: Sequence[str]) -> int | None:
+    """Run `argv` (the words after `moss`) here when it is a common search or index refresh
+    or rebuild: the exit status. None when typer must run it."""
+    if argv[:1] == ["search"]:
+        params = parse_search(argv[1:])
+        command: Callable[..., int] = _search
+    elif len(argv) >= 2 and argv[0] == "index" and argv[1] in _INDEX_COMMANDS:
+        params = parse_index(argv[2:])
+        command = _index_refresh if argv[1] == "refresh" else _index_rebuild
+    else:
+        return None
+    if params is None or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
+        return None
+    try:
+        streams.warn_if_clone_lacks_merge_driver(list(argv), setup_commands=SETUP_COMMANDS)
+        return command(**params)
+    except BrokenPipeError:
+        # As click: the reader went away (`moss search x | head -1`); exit 1 without a trace,
+        # and keep the interpreter's final flush from failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        streams.echo("Aborted!", err=True)  # as click, outside the command's own reporting
+        return 1
+
+
+def _reported(as_json: bool, work: Callable[[], Any]) -> tuple[int, Any]:
+    """(0, work()), or an error's exit status after reporting it as cli.support.reporting does."""
+    from moss_files.foundation.errors import MossError
+
+    try:
+        return 0, work()
+    except MossError as err:
+        streams.report(err, as_json)
+        return err.exit_code, None
+    except KeyboardInterrupt:
+        streams.echo("interrupted", err=True)
+        return 130, None
+    except Exception as exc:  # a bug: report it without hiding that it is one
+        if os.environ.get("MOSS_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
+        streams.report(bug, as_json)
+        return 1, None
+
+
+def _search(query: tuple[str, ...], kind: tuple[str, ...], limit: int, offset: int, match_all: bool, raw: bool, root: str | None, as_json: bool) -> int:
+    from moss_files.index import service
+
+    def work() -> dict[str, Any]:
+        ctx = workspace_context(root)
+        return service.scan(ctx, " ".join(query), kinds=split_values(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw)
+
+    status, result = _reported(as_json, work)
+    if status:
+        return status
+    if not as_json:
+        for line in scan_notes(result):
+            streams.note(line)
+    streams.emit(result, as_json, text="\n".join(scan_line(item) for item in result["matches"]))
+    return 0
+
+
+def _index_refresh(root: str | None, as_json: bool) -> int:
+    from moss_files.index import service
+
+    status, result = _reported(as_json, lambda: service.index_refresh(workspace_context(root)))
+    if not status:
+        streams.emit(result, as_json, text=report_line(result))
+    return status
+
+
+def _index_rebuild(root: str | None, as_json: bool) -> int:
+    from moss_files.index import service
+
+    status, result = _reported(as_json, lambda: service.index_rebuild(workspace_context(root)))
+    if not status:
+        streams.emit(result, as_json, text=report_line(result))
+    return status
