@@ -127,9 +127,12 @@ CAPSULES = ".moss/capsules"
 
 def _capsule(file: FileInput) -> Any:
     from moss_files.capsules import model as core
+    from moss_files.foundation import document
 
     relpath = PurePosixPath(file.relpath).relative_to(CAPSULES)
-    return core.parse_capsule(_doc(file), relpath, mtime_ms=file.mtime_ns // 1_000_000, path=file.relpath)
+    # The store's size limit, so the index reads no capsule file the store refuses.
+    doc = document.parse_bytes(file.data, file.relpath, max_bytes=core.MAX_FILE_BYTES)
+    return core.parse_capsule(doc, relpath, mtime_ms=file.mtime_ns // 1_000_000, path=file.relpath)
 
 
 def capsule_extract(file: FileInput) -> Extracted:
