@@ -533,8 +533,8 @@ def _through_index(
     files (a listing of the folders, no file opened), a file it could not read, a file count
     that differs from the listing's (a change in between), two capsules tied in the order at
     the page (the file scan's order of equals is its own), and a page file that changed since
-    the refresh. The index holds run, phase, role, tags and names casefolded, so with such a
-    filter it names candidates and their files decide."""
+    the refresh. The index holds run, phase, role, tags and names casefolded, and marks the
+    capsules whose values are not: with such a filter, those capsules' files decide."""
     if through_index is False:
         return None
     store_ = _store_of(ctx)
@@ -562,25 +562,24 @@ def _through_index(
         return None
     if found is None or found.unreadable or found.undated or not found.files == found.items == len(listing.files):
         return None
-    window: list[tuple[int | None, str, str, bool, Capsule | None]] = [
-        (core.parse_time(updated), capsule_id, path, status == "deleted", None) for path, capsule_id, updated, status in found.rows
-    ]
-    if found.total is None:
-        # Candidates: each file decides whether it matches.
-        chosen: list[tuple[int | None, str, str, bool, Capsule | None]] = []
-        for updated_ms, capsule_id, path, deleted, _ in window:
+    window: list[tuple[int | None, str, str, bool, Capsule | None]] = []
+    for path, capsule_id, updated, status, to_check in found.rows:
+        updated_ms, deleted, capsule = core.parse_time(updated), status == "deleted", None
+        if to_check:
+            # A capsule whose filtered values differ from their casefolded form: its file decides.
             capsule = _read_as_indexed(store_, path, updated_ms, capsule_id, deleted)
             if capsule is None:
                 return None
-            if (
-                (include_deleted or not capsule.deleted)
-                and _orchestration_match(capsule, *filters)
+            if not (
+                _orchestration_match(capsule, *filters)
                 and (tag is None or tag in (capsule.tags or ()))
                 and (prefix is None or (capsule.name_norm is not None and capsule.name_norm.startswith(prefix)))
             ):
-                chosen.append((updated_ms, capsule_id, path, deleted, capsule))
-        total = len(chosen)
-        window = chosen[first : offset + limit + 1]
+                continue
+        window.append((updated_ms, capsule_id, path, deleted, capsule))
+    if found.total is None:
+        total = len(window)
+        window = window[first : offset + limit + 1]
     else:
         total = found.total
     keys = [(updated_ms, capsule_id) for updated_ms, capsule_id, _path, _deleted, _capsule in window]

@@ -142,6 +142,10 @@ def capsule_extract(file: FileInput) -> Extracted:
     facets = [("workspace", found.workspace_norm), ("name", found.name_norm or "")]
     facets.extend((name, getattr(found, name) or "") for name in ("role", "phase", "source"))
     facets.append(("run", found.run_id or ""))
+    # Facets are stored casefolded; `cased` names the fields whose value is not, so a listing
+    # that filters on them knows which capsules' own values it must read (a few, mostly none).
+    values = {"name": [found.name_norm or ""], "run": [found.run_id or ""], "phase": [found.phase or ""], "role": [found.role or ""], "tag": found.tags or ()}
+    facets.extend(("cased", field) for field, texts in values.items() if any(text != text.casefold() for text in texts))
     entry = Entry(
         kind="capsule",
         id=found.id,

@@ -278,8 +278,8 @@ class CapsuleItems:
     unreadable: int  # of them, files the index could not (fully) read
     items: int  # capsule items in the scope (one per readable file)
     undated: int  # of them, items without a usable `updated` time
-    total: int | None  # items that pass the filters (None when `filters` or `name_prefix` ask for rows)
-    rows: list[tuple[str, str, str, str]]  # (path, id, updated, status), newest first
+    total: int | None  # items that pass the filters (None with `filters` or `name_prefix`: every row is given)
+    rows: list[tuple[str, str, str, str, int]]  # (path, id, updated, status, to check), newest first
 
 
 def capsule_items(
@@ -299,12 +299,14 @@ def capsule_items(
 
     The scope is the capsule files directly in the workspace folders, and with
     `include_deleted` those in their `deleted/` folders; soft-deleted items count only with
-    `include_deleted`. `filters` (`{"run": …, "phase": …, "role": …, "tag": …}`) and
-    `name_prefix` match the index's casefolded values, so they give candidates (a superset):
-    every candidate row is returned, for the caller to check against the files. Otherwise
-    `rows` is `count` rows (all without `count`) from `start` in the order `updated` then `id`,
-    both descending, and `total` how many there are. With `only_if_built`, None when there is
-    no cache file yet (building one costs more than reading the capsules once)."""
+    `include_deleted`. `rows` are in the order `updated` then `id`, both descending: `count`
+    of them (all without `count`) from `start`, and `total` says how many there are. With
+    `filters` (`{"run": …, "phase": …, "role": …, "tag": …}`, matched exactly) or
+    `name_prefix` (a prefix of the normalized name), every row that may match is given, and
+    those marked "to check" match only if their file says so: the index holds these values
+    casefolded, and knows which capsules hold values that are not. With `only_if_built`,
+    None when there is no cache file yet (building one costs more than reading the capsules
+    once)."""
     from moss_files.index.readers import CAPSULES
 
     base = f"{CAPSULES}/" if folder is None else f"{CAPSULES}/{folder}/"
@@ -319,23 +321,32 @@ def capsule_items(
     scope = "kind = 'capsule' AND +path > :base AND +path < :end" + not_deleted
     chosen = scope if include_deleted else scope + " AND status IS NOT 'deleted'"
     params: dict[str, Any] = {"base": base, "end": base[:-1] + "0", "rest": len(base) + 1}
-    for number, (field, value) in enumerate(sorted((filters or {}).items())):
-        chosen += f" AND rowid IN (SELECT item FROM facets WHERE field = :field{number} AND value = :value{number})"
-        params.update({f"field{number}": field, f"value{number}": value.casefold()})
+    # A filter matches the casefolded facet; where the wanted value is not casefolded itself,
+    # only capsules whose own value is not casefolded (`cased`) can hold it. Those with a
+    # `cased` filtered field are the rows the caller must check against their files.
+    checks: list[str] = []
+    wanted = [(field, value, "value = :value{n}") for field, value in sorted((filters or {}).items())]
     if name_prefix:
-        # Names that start with the prefix sort from it on (the range an index search takes).
-        chosen += " AND rowid IN (SELECT item FROM facets WHERE field = 'name' AND value >= :low AND substr(value, 1, length(:low)) = :low)"
-        params["low"] = name_prefix.casefold()
-    candidates = bool(filters) or bool(name_prefix)
+        wanted.append(("name", name_prefix, "value >= :value{n} AND substr(value, 1, length(:value{n})) = :value{n}"))
+    for number, (field, value, match) in enumerate(wanted):
+        folded = value.casefold()
+        params.update({f"field{number}": field, f"value{number}": folded})
+        chosen += f" AND rowid IN (SELECT item FROM facets WHERE field = :field{number} AND {match.format(n=number)})"
+        cased = f"rowid IN (SELECT item FROM facets WHERE field = 'cased' AND value = :field{number})"
+        if folded != value:
+            chosen += f" AND {cased}"
+        checks.append(cased)
+    check = " OR ".join(checks) or "0"
 
     def work(view: Any) -> CapsuleItems:
         conn = view.conn
         files, unreadable = conn.execute(f"SELECT count(*), count(problems) FROM files WHERE source = 'capsule' AND {within}", params).fetchone()
         query = f"SELECT count(*), count(ts), coalesce(sum(status IS NOT 'deleted'), 0) FROM items NOT INDEXED WHERE {scope}"
         items, dated, live = conn.execute(query, params).fetchone()
-        total = None if candidates else (items if include_deleted else live)
-        page = "" if candidates or count is None else f" LIMIT {int(count)} OFFSET {int(start)}"
-        rows = conn.execute(f"SELECT path, id, updated, status FROM items NOT INDEXED WHERE {chosen} ORDER BY ts DESC, id DESC{page}", params).fetchall()
+        total = None if checks else (items if include_deleted else live)
+        page = "" if checks or count is None else f" LIMIT {int(count)} OFFSET {int(start)}"
+        query = f"SELECT path, id, updated, status, {check} FROM items NOT INDEXED WHERE {chosen} ORDER BY ts DESC, id DESC{page}"
+        rows = conn.execute(query, params).fetchall()
         return CapsuleItems(files, unreadable, items, items - dated, total, rows)
 
     index = open_index(ctx)

@@ -32,7 +32,8 @@ from moss_files.index.readers import (
 SOURCES: tuple[Source, ...] = (
     Source("insight", ("insight",), (Place(".moss/insights"),), insight_extract, insight_record),
     Source("session", ("session",), (Place(".moss/sessions"),), session_extract, session_record),
-    # version 2: capsule files over the store's 4 MB are unreadable, as the store finds them
+    # version 2: capsule files over the store's 4 MB are unreadable, as the store finds them;
+    # `cased` facets name the fields whose values are not casefolded
     Source("capsule", ("capsule",), (Place(CAPSULES),), capsule_extract, capsule_record, version=2, uses_mtime=True),
     Source(
         "cstack",
