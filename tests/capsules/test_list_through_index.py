@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +21,9 @@ from moss_files.capsules.store import CapsuleStore
 from moss_files.foundation.config import Config
 from moss_files.foundation.ids import IdSource, seeded_random
 from moss_files.index import service as index_service
+from moss_files.index import sources, watch
+from tests.conftest import BIN
+from tests.helpers import wait_for
 
 FULL = "## Objective\nShip login.\n\n## Status\nHalf.\n\n## Decisions\n- JWT\n\n## Next steps\n(none)\n\n## Files\n- a.py\n\n## Risks\n- none yet\n"
 
@@ -234,10 +240,39 @@ def edit_in_place(path: Path, old: str, new: str) -> None:
     os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-def test_a_hand_edit_made_a_moment_before_the_listing_is_seen_every_time(tmp_path: Path) -> None:
+@contextmanager
+def index_watcher(root: Path) -> Iterator[None]:
+    """A `moss index watch` process keeping the index of `root` warm, for as long as it runs."""
+    process = subprocess.Popen([str(BIN / "moss"), "index", "watch"], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        fingerprint = sources.default_registry().fingerprint
+        wait_for(lambda: process.poll() is not None or watch.synced(root, fingerprint) is not None, message="the watcher to answer")
+        assert process.poll() is None, process.communicate()
+        yield
+    finally:
+        process.kill()
+        process.communicate(timeout=20)
+
+
+def served_by_the_watcher(ctx: ops.Context) -> bool:
+    index = index_service.open_index(ctx)
+    index.run(lambda view: None)
+    return index.last_refresh is not None and index.last_refresh.watched
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["walking", "watcher"])
+def test_a_hand_edit_made_a_moment_before_the_listing_is_seen_every_time(tmp_path: Path, warm: bool) -> None:
     root = tmp_path / "project"
     ctx = write_capsules(root, 330, seed=9)
     index_service.index_rebuild(ctx)
+    with index_watcher(root) if warm else nullcontext():
+        assert served_by_the_watcher(ctx) == warm
+        hand_edits(root, ctx)
+        assert served_by_the_watcher(ctx) == warm
+
+
+def hand_edits(root: Path, ctx: ops.Context) -> None:
+    """Rounds of hand edits, each followed at once by listings that must see it."""
     base = root / ".moss" / "capsules"
     rng = random.Random(9)
     new_ids = IdSource(random_bytes=seeded_random(99))
