@@ -440,11 +440,12 @@ def list_capsules(
     """Summaries of one workspace's capsules, newest first, never their text.
 
     Returns `{items, pagination: {limit, offset, has_more, total}, sort: "updated_at_desc"}`.
-    With many capsules (`through_index` None: INDEX_FROM files or more, and a search index
-    built already) the order and count come from the index and only the page's files are
-    read (with a run, phase or role filter, the candidates' files); wherever the index cannot
-    answer exactly as the files would (see `_through_index`), the files are read instead.
-    True or False forces one way (True still reads the files where the index cannot answer).
+    With many capsules (`through_index` None: INDEX_FROM files or more, a search index built
+    already, and a page smaller than the scope) the order and count come from the index and
+    only the page's files are read (and those of capsules whose filtered values the index
+    holds casefolded but the file does not); wherever the index cannot answer exactly as the
+    files would (see `_through_index`), the files are read instead. True or False forces one
+    way (True still reads the files where the index cannot answer).
     """
     ws = core.normalize(_workspace(workspace))
     page_limit, page_offset = _page(limit, offset, core.LIST_DEFAULT_LIMIT, core.LIST_MAX_LIMIT)
@@ -539,11 +540,15 @@ def _through_index(
         return None
     store_ = _store_of(ctx)
     listing = store_.listing(ws, include_deleted=include_deleted, ordered=False)
-    if listing.strays or (through_index is None and len(listing.files) < INDEX_FROM):
+    if listing.strays:
+        return None
+    run_id, phase, role = filters
+    unfiltered = run_id is None and phase is None and role is None and tag is None and prefix is None
+    # Few files, or a page that holds every file anyway: reading them all costs no more.
+    if through_index is None and (len(listing.files) < INDEX_FROM or (unfiltered and offset == 0 and limit >= len(listing.files))):
         return None
     from moss_files.index import service as index_service
 
-    run_id, phase, role = filters
     wanted = {field: value for field, value in (("run", run_id), ("phase", phase), ("role", role), ("tag", tag)) if value is not None}
     # One row before the page and one after it: a tie across the page's edge shows.
     first = max(offset - 1, 0)
