@@ -4,7 +4,14 @@ present, and `moss fetch <name>` as a whole process; then Moss's later operation
 bulk operations on a tenth of the capsules (beside `inventory`, which reads every file as they
 must).
 
-Run: .venv/bin/python bench/capsules.py [--sizes 10,10000] [--repeat 20]
+Then `list`, `inventory` and `latest` in process at each size, in 10 workspaces, through the
+index: each installation (this checkout's, and `--baseline`'s when given) measures its own copy
+of the corpus in a child process with its own Python, walking (the index checks its freshness
+by a walk) and with `moss index watch` running; beside the floor of the same run, the index's
+own freshness check (a no-change `index refresh`), and the same calls reading every file.
+Medians of wall and CPU time (`time.process_time`: the caller's own, not the watcher's).
+
+Run: .venv/bin/python bench/capsules.py [--sizes 10,10000] [--repeat 20] [--baseline /work/main/.venv/bin/moss]
 Builds its corpus in a temporary folder (files written directly, as a git checkout would) and
 prints medians in milliseconds with the corpus size. Whole-process timings use a bytecode cache
 in the temp folder (PYTHONPYCACHEPREFIX), as an installed package has; nothing outside the temp
@@ -15,6 +22,7 @@ are printed as floors.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -56,23 +64,25 @@ Token refresh works; logout still clears only the local cookie.
 """
 
 
-def build_corpus(root: Path, count: int) -> None:
-    """Write `count` capsule files in the workspace `default` (the worst case for `list`)."""
+def build_corpus(root: Path, count: int, workspaces: int = 1) -> None:
+    """Write `count` capsule files in the workspace `default` (the worst case for `list`), or
+    spread over `workspaces` workspaces `w0`, `w1`, ... (as an import of a Moss export is)."""
     ids = IdSource(random_bytes=seeded_random(count))
-    folder = root / ".moss" / "capsules" / "default"
-    folder.mkdir(parents=True, exist_ok=True)
     base_ms = 1_768_816_800_000
     for index in range(count):
         capsule = Capsule(
             id=ids.ulid(),
-            workspace="default",
+            workspace="default" if workspaces == 1 else f"w{index % workspaces}",
             name=f"capsule-{index:05d}",
             text=TEXT,
             created_ms=base_ms + index * 1000,
             updated_ms=base_ms + index * 1000,
             tags=("bench", f"group{index % 10}"),
             source="bench",
+            phase=("plan", "build", "review")[index % 3],
         )
+        folder = root / ".moss" / "capsules" / core.workspace_dir(capsule.workspace_norm)
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / core.slot_filename(core.normalize(capsule.name or ""))).write_text(core.render_capsule(capsule), encoding="utf-8")
 
 
@@ -103,7 +113,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,10000", help="Corpus sizes, comma-separated.")
     parser.add_argument("--repeat", type=int, default=20, help="Runs per measurement (median reported).")
+    parser.add_argument("--baseline", default=None, help="another installation's moss (the 'before'): its in-process list figures too")
+    parser.add_argument("--only-listing", action="store_true", help="only the in-process list/inventory/latest table")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # a corpus to measure in this process
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure_listing(Path(args.child), args.repeat)))
+        return
+    if args.only_listing:
+        listing_table([int(part) for part in args.sizes.split(",")], args.repeat, args.baseline)
+        return
     bin_dir = Path(sys.executable).parent
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of {args.repeat} runs, milliseconds")
     # list and inventory go through the search index from 300 capsules on; "(files)" is the
@@ -142,6 +161,7 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
     print(f"for reference: `moss version` {version:.0f} ms, bare `python -c pass` {bare:.0f} ms")
     later_operations([int(part) for part in args.sizes.split(",")], args.repeat)
+    listing_table([int(part) for part in args.sizes.split(",")], args.repeat, args.baseline)
 
 
 def later_operations(sizes: list[int], repeat: int) -> None:
@@ -171,6 +191,88 @@ def later_operations(sizes: list[int], repeat: int) -> None:
             print(
                 f"{size:>9} {hit:>13.1f} {hit_floor:>11.1f} {wide:>11.1f} {wide_floor:>11.1f} {dry:>9.1f} {real:>12.1f} {size / 10 / (real / 1000):>10.0f} {delete_dry:>11.1f} {inventory:>10.1f}"
             )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# The calls of the listing table: (label, use case, keyword arguments); the same for every
+# installation measured, so only parameters every version of them takes.
+LISTING_CALLS: list[tuple[str, str, dict[str, object]]] = [
+    ("list --workspace w3", "list_capsules", {"workspace": "w3"}),
+    ("inventory", "inventory", {}),
+    ("inventory --include-deleted", "inventory", {"include_deleted": True, "limit": 500}),
+    ("inventory --phase plan", "inventory", {"phase": "plan"}),
+    ("latest --workspace w3", "latest", {"workspace": "w3"}),
+]
+
+
+def timed_ms(action: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU milliseconds of `action` (this process's CPU)."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        action()
+        walls.append((time.perf_counter() - wall) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def measure_listing(root: Path, repeat: int) -> dict[str, object]:
+    """In this process (with whichever moss_files this Python imports): the listing calls
+    through the index and reading the files, and the index's no-change refresh, walking and
+    then with `moss index watch` running."""
+    ctx = Context(root)
+    index_service.index_rebuild(ctx)
+    results: dict[str, object] = {}
+    for label, name, kwargs in LISTING_CALLS:
+        call = getattr(ops, name)
+        if call(ctx, **kwargs) != call(ctx, through_index=False, **kwargs):
+            raise SystemExit(f"{label}: the index's answer differs from the file scan's")
+        results[f"{label} (files)"] = timed_ms(lambda call=call, kwargs=kwargs: call(ctx, through_index=False, **kwargs), max(3, repeat // 4))
+        results[label] = timed_ms(lambda call=call, kwargs=kwargs: call(ctx, **kwargs), repeat)
+    results["floor: index refresh, no change"] = timed_ms(lambda: index_service.index_refresh(ctx), repeat)
+    moss = str(Path(sys.executable).with_name("moss"))
+    watcher = subprocess.Popen([moss, "index", "watch", "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert watcher.stdout is not None
+        if not watcher.stdout.readline().startswith("watching"):  # it says so once it serves
+            raise SystemExit("moss index watch did not start")
+        for label, name, kwargs in LISTING_CALLS:
+            call = getattr(ops, name)
+            results[f"{label} [watcher]"] = timed_ms(lambda call=call, kwargs=kwargs: call(ctx, **kwargs), repeat)
+        results["floor: index refresh, no change [watcher]"] = timed_ms(lambda: index_service.index_refresh(ctx), repeat)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=30)
+    return results
+
+
+def listing_table(sizes: list[int], repeat: int, baseline: str | None) -> None:
+    """Each installation measures its own copy of one corpus per size, in a child process."""
+    pythons = {"after": sys.executable}
+    if baseline:
+        pythons["before"] = str(Path(baseline).with_name("python"))
+    print(f"\nlist, inventory, latest in process, 10 workspaces; medians of {repeat} calls, ms wall / ms CPU")
+    for size in sizes:
+        if size < 300:
+            continue  # the index answers from 300 capsules on
+        folder = Path(tempfile.mkdtemp(prefix="moss-bench-"))
+        try:
+            measured: dict[str, dict[str, list[float]]] = {}
+            for label, python in pythons.items():
+                root = folder / label
+                build_corpus(root, size, workspaces=10)
+                done = subprocess.run([python, __file__, "--child", str(root), "--repeat", str(repeat)], capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"{label}: {done.stderr[-800:]}")
+                measured[label] = json.loads(done.stdout)
+            labels = list(measured)
+            print(f"corpus: {size} capsules" + "".join(f"   {label:>22}" for label in labels))
+            for row in measured["after"]:
+                cells = "".join(
+                    f"   {measured[label][row][0]:>9.1f} / {measured[label][row][1]:>8.1f}" if row in measured[label] else f"   {'-':>22}" for label in labels
+                )
+                print(f"  {row:<44}{cells}")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

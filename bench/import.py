@@ -7,8 +7,12 @@ folder, then imports it into fresh git projects with this checkout's `moss` and,
 `--baseline` names another installation's `moss`, with that one too, alternating the two.
 Floors measured in the same run: a process that writes the same number of files of the same
 size with one fsync each (what a durable write per file costs), and one that writes them and
-makes them durable with one syncfs. Whole processes use a bytecode cache in the temp folder
-(PYTHONPYCACHEPREFIX), warmed once. Prints the best of `--repeat` runs per figure.
+makes them durable with one syncfs; and `moss version`, the start-up every `moss` command pays.
+Every round runs each command and each floor once, in turn, so the machine's load hits all
+alike. Whole processes use a bytecode cache in the temp folder (PYTHONPYCACHEPREFIX), warmed
+once. Prints the median (and best) of `--repeat` rounds: wall time, and the process's own CPU
+time (user and system, from `os.wait4`); creating files costs system time, which is most of
+an import and all of its floor.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -93,8 +100,43 @@ for folder in folders:
     fd = os.open(folder, os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
-print(time.perf_counter() - start)
 """
+
+
+@dataclass
+class Runs:
+    """Whole-process runs of one command: wall seconds, and user and system CPU seconds."""
+
+    wall: list[float] = field(default_factory=list)
+    user: list[float] = field(default_factory=list)
+    system: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, usage: resource.struct_rusage) -> None:
+        self.wall.append(wall)
+        self.user.append(usage.ru_utime)
+        self.system.append(usage.ru_stime)
+
+    def line(self, label: str, count: int) -> str:
+        wall = statistics.median(self.wall)
+        return (
+            f"  {label:<34} {wall:7.2f} s (best {min(self.wall):5.2f})  {count / wall:6.0f}/s   "
+            f"cpu user {statistics.median(self.user):5.2f} + sys {statistics.median(self.system):5.2f} s"
+        )
+
+
+def timed(command: list[str], cwd: Path | None, env: dict[str, str]) -> tuple[float, resource.struct_rusage, bytes]:
+    """Run a process; its wall time, its own rusage (reaped with os.wait4), and its stdout."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(f"{command[0]} failed ({process.returncode}): {out.read()[-500:]!r} {err.read()[-500:]!r}")
+        return elapsed, usage, out.read()
 
 
 def fresh_project(tmp: Path, label: str, moss: str, env: dict[str, str]) -> Path:
@@ -104,29 +146,28 @@ def fresh_project(tmp: Path, label: str, moss: str, env: dict[str, str]) -> Path
     return project
 
 
-def import_seconds(tmp: Path, label: str, moss: str, export: Path, env: dict[str, str], count: int) -> float:
+def run_import(tmp: Path, label: str, moss: str, export: Path, env: dict[str, str], count: int) -> tuple[float, resource.struct_rusage]:
     project = fresh_project(tmp, label, moss, env)
-    start = time.perf_counter()
-    done = subprocess.run([moss, "import", "--path", str(export), "--json"], cwd=project, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0 or json.loads(done.stdout)["imported"] != count:
-        raise SystemExit(f"{label}: import failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
+    elapsed, usage, out = timed([moss, "import", "--path", str(export), "--json"], project, env)
+    if json.loads(out)["imported"] != count:
+        raise SystemExit(f"{label}: imported {json.loads(out)['imported']} of {count}")
     shutil.rmtree(project)
-    return elapsed
+    return elapsed, usage
 
 
-def floor_seconds(tmp: Path, count: int, size: int, sync: str) -> float:
+def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resource.struct_rusage]:
     folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
-    done = subprocess.run([sys.executable, "-c", FLOOR, str(folder / "w"), str(count), str(size), sync], check=True, capture_output=True, text=True)
+    elapsed, usage, _out = timed([sys.executable, "-c", FLOOR, str(folder / "w"), str(count), str(size), sync], None, dict(os.environ))
     shutil.rmtree(folder)
-    return float(done.stdout)
+    return elapsed, usage
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", default=None, help="another installation's moss, measured alternately (the 'before')")
+    parser.add_argument("--no-fsync-floor", action="store_true", help="leave out the slow floor of one fsync per file")
     args = parser.parse_args()
     ours = str(Path(sys.executable).with_name("moss"))
     commands = {"after": ours, **({"before": args.baseline} if args.baseline else {})}
@@ -141,18 +182,22 @@ def main() -> None:
             export.parent.mkdir(parents=True, exist_ok=True)
             total = write_export(export, size)
             for label, moss in commands.items():  # warm the bytecode cache once
-                import_seconds(tmp, label, moss, export, env, size)
-            best: dict[str, float] = {}
+                run_import(tmp, label, moss, export, env, size)
+            runs: dict[str, Runs] = {}
+            floors = {"once": "floor: write + one syncfs", **({} if args.no_fsync_floor else {"each": "floor: write + fsync each file"})}
             for _ in range(args.repeat):
+                # Alternate every command with the floors, so the machine's load hits all alike.
                 for label, moss in commands.items():
-                    best[label] = min(best.get(label, float("inf")), import_seconds(tmp, label, moss, export, env, size))
-            each = min(floor_seconds(tmp, size, total // size, "each") for _ in range(args.repeat))
-            once = min(floor_seconds(tmp, size, total // size, "once") for _ in range(args.repeat))
-            print(f"corpus: {size} capsules, export {total / 1e6:.1f} MB ({total // size} bytes a record)")
-            for label, seconds in best.items():
-                print(f"  moss import ({label:<6})       {seconds:7.2f} s  {size / seconds:8.0f} capsules/s")
-            print(f"  floor: write + fsync each file {each:7.2f} s  {size / each:8.0f} files/s")
-            print(f"  floor: write + one syncfs      {once:7.2f} s  {size / once:8.0f} files/s")
+                    runs.setdefault(f"moss import ({label})", Runs()).add(*run_import(tmp, label, moss, export, env, size))
+                for sync, label in floors.items():
+                    runs.setdefault(label, Runs()).add(*run_floor(tmp, size, total // size, sync))
+                elapsed, usage, _out = timed([ours, "version"], tmp, env)
+                runs.setdefault("start-up: moss version", Runs()).add(elapsed, usage)
+            print(f"corpus: {size} capsules, export {total / 1e6:.1f} MB ({total // size} bytes a record); median of {args.repeat} (best)")
+            for label, measured in runs.items():
+                print(measured.line(label, size))
+            after, floor = statistics.median(runs["moss import (after)"].wall), statistics.median(runs["floor: write + one syncfs"].wall)
+            print(f"  moss import / syncfs floor: {after / floor:.2f}x wall")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ INVENTORY_DEFAULT_LIMIT, INVENTORY_MAX_LIMIT = 100, 500
 EXPORT_SCHEMA_VERSION = "1.0"
 
 SUFFIX = ".md"
+# A capsule is at most capsule_max_chars characters of UTF-8 plus frontmatter; files far past
+# that are not capsules and are refused before they are parsed (by the store and the index).
+MAX_FILE_BYTES = 4 * 1024 * 1024
 UNNAMED_PREFIX = "@"
 DELETED_DIR = "deleted"
 # Longest file stem we write; longer encoded names end in a hash of the whole name instead.

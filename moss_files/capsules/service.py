@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from moss_files.capsules import model as core
@@ -441,10 +440,12 @@ def list_capsules(
     """Summaries of one workspace's capsules, newest first, never their text.
 
     Returns `{items, pagination: {limit, offset, has_more, total}, sort: "updated_at_desc"}`.
-    With many capsules (`through_index` None: INDEX_FROM files or more, and a search index
-    built already) the order and count come from the index and only the page's files are read; wherever the index cannot
-    answer exactly as the files would (a file it could not read, a stray entry, a page file
-    that changed since), the files are read instead. True or False forces one way.
+    With many capsules (`through_index` None: INDEX_FROM files or more, a search index built
+    already, and a page smaller than the scope) the order and count come from the index and
+    only the page's files are read (and those of capsules whose filtered values the index
+    holds casefolded but the file does not); wherever the index cannot answer exactly as the
+    files would (see `_through_index`), the files are read instead. True or False forces one
+    way (True still reads the files where the index cannot answer).
     """
     ws = core.normalize(_workspace(workspace))
     page_limit, page_offset = _page(limit, offset, core.LIST_DEFAULT_LIMIT, core.LIST_MAX_LIMIT)
@@ -472,7 +473,7 @@ def inventory(
     through_index: bool | None = None,
 ) -> dict[str, Any]:
     """Summaries across all workspaces, filtered, newest first, never their text (shape and
-    `through_index` as list; a tag filter always reads the files)."""
+    `through_index` as list)."""
     ws_filter = optional(workspace)
     ws = core.normalize(ws_filter) if ws_filter else None
     tag_filter = optional(tag)
@@ -481,10 +482,9 @@ def inventory(
     prefix = re.sub(r"\s+", " ", name_prefix.lower()).lstrip() if name_prefix and name_prefix.strip() else None
     page_limit, page_offset = _page(limit, offset, core.INVENTORY_DEFAULT_LIMIT, core.INVENTORY_MAX_LIMIT)
     filters = (optional(run_id), optional(phase), optional(role))
-    if tag_filter is None:
-        indexed = _through_index(ctx, ws, include_deleted, filters, prefix, page_limit, page_offset, through_index)
-        if indexed is not None:
-            return _page_dict(*indexed, page_limit, page_offset)
+    indexed = _through_index(ctx, ws, include_deleted, filters, prefix, page_limit, page_offset, through_index, tag_filter)
+    if indexed is not None:
+        return _page_dict(*indexed, page_limit, page_offset)
     scan = _store_of(ctx).scan(ws, include_deleted=include_deleted)
     chosen = [
         s.capsule
@@ -524,55 +524,91 @@ def _through_index(
     limit: int,
     offset: int,
     through_index: bool | None,
+    tag: str | None = None,
 ) -> tuple[list[Capsule], int] | None:
     """One page of capsules, newest first, and how many match, with the order and count taken
-    from the search index; None where the files must be read instead (see `list_capsules`)."""
+    from the search index; None where the files must be read instead (see `list_capsules`).
+
+    The index is refreshed first (or vouched for by its watcher), so it holds every capsule
+    file as it is now; what it cannot show is checked here: a stray entry beside the capsule
+    files (a listing of the folders, no file opened), a file it could not read, a file count
+    that differs from the listing's (a change in between), two capsules tied in the order at
+    the page (the file scan's order of equals is its own), and a page file that changed since
+    the refresh. The index holds run, phase, role, tags and names casefolded, and marks the
+    capsules whose values are not: with such a filter, those capsules' files decide."""
     if through_index is False:
         return None
     store_ = _store_of(ctx)
-    paths, strays = store_.files(ws, include_deleted=include_deleted)
-    if strays or (through_index is None and len(paths) < INDEX_FROM):
+    listing = store_.listing(ws, include_deleted=include_deleted, ordered=False)
+    if listing.strays:
+        return None
+    run_id, phase, role = filters
+    unfiltered = run_id is None and phase is None and role is None and tag is None and prefix is None
+    # Few files, or a page that holds every file anyway: reading them all costs no more.
+    if through_index is None and (len(listing.files) < INDEX_FROM or (unfiltered and offset == 0 and limit >= len(listing.files))):
         return None
     from moss_files.index import service as index_service
 
+    wanted = {field: value for field, value in (("run", run_id), ("phase", phase), ("role", role), ("tag", tag)) if value is not None}
+    # One row before the page and one after it: a tie across the page's edge shows.
+    first = max(offset - 1, 0)
     try:
-        rows = index_service.capsule_rows(ctx, only_if_built=through_index is None)
+        found = index_service.capsule_items(
+            ctx,
+            folder=None if ws is None else core.workspace_dir(ws),
+            include_deleted=include_deleted,
+            filters=wanted,
+            name_prefix=prefix,
+            start=first,
+            count=offset - first + limit + 1,
+            only_if_built=through_index is None,
+        )
     except MossError:
         return None
-    if rows is None:
+    if found is None or found.unreadable or found.undated or not found.files == found.items == len(listing.files):
         return None
-    run_id, phase, role = filters
-    chosen: list[tuple[int, str, Path, bool]] = []
-    for path in paths:
-        row = rows.get(path.relative_to(ctx.root).as_posix())
-        if row is None or row["problems"] or row["id"] is None:
-            return None
-        facets = row["facets"]
-        updated_ms = core.parse_time(row["updated"])
-        if updated_ms is None or len(facets.get("name", ())) > 1 or (ws is not None and facets.get("workspace") != [ws]):
-            return None
-        deleted = row["status"] == "deleted"
-        if deleted and not include_deleted:
-            continue
-        if any(wanted is not None and facets.get(field) != [wanted] for field, wanted in (("run", run_id), ("phase", phase), ("role", role))):
-            continue
-        # Empty facets are not stored: a capsule without a name has no name facet.
-        if prefix is not None and not any(name.startswith(prefix) for name in facets.get("name", ())):
-            continue
-        chosen.append((updated_ms, row["id"], path, deleted))
-    if len({item[1] for item in chosen}) != len(chosen):
-        return None  # two files claim one id: the file scan's order is the reference
-    chosen.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    window: list[tuple[int | None, str, str, bool, Capsule | None]] = []
+    for path, capsule_id, updated, status, to_check in found.rows:
+        updated_ms, deleted, capsule = core.parse_time(updated), status == "deleted", None
+        if to_check:
+            # A capsule whose filtered values differ from their casefolded form: its file decides.
+            capsule = _read_as_indexed(store_, path, updated_ms, capsule_id, deleted)
+            if capsule is None:
+                return None
+            if not (
+                _orchestration_match(capsule, *filters)
+                and (tag is None or tag in (capsule.tags or ()))
+                and (prefix is None or (capsule.name_norm is not None and capsule.name_norm.startswith(prefix)))
+            ):
+                continue
+        window.append((updated_ms, capsule_id, path, deleted, capsule))
+    if found.total is None:
+        total = len(window)
+        window = window[first : offset + limit + 1]
+    else:
+        total = found.total
+    keys = [(updated_ms, capsule_id) for updated_ms, capsule_id, _path, _deleted, _capsule in window]
+    if any(key == following for key, following in zip(keys, keys[1:], strict=False)):
+        return None
     page: list[Capsule] = []
-    for updated_ms, capsule_id, path, deleted in chosen[offset : offset + limit]:
-        try:
-            stored = store_.read(path)
-        except MossError:
+    for updated_ms, capsule_id, path, deleted, capsule in window[offset - first : offset - first + limit]:
+        capsule = capsule or _read_as_indexed(store_, path, updated_ms, capsule_id, deleted)
+        if capsule is None:
             return None
-        if stored is None or (stored.capsule.updated_ms, stored.capsule.id, stored.capsule.deleted) != (updated_ms, capsule_id, deleted):
-            return None  # changed since the index was refreshed
-        page.append(stored.capsule)
-    return page, len(chosen)
+        page.append(capsule)
+    return page, total
+
+
+def _read_as_indexed(store_: CapsuleStore, relpath: str, updated_ms: int | None, capsule_id: str, deleted: bool) -> Capsule | None:
+    """The capsule in a file the index names, or None when the file no longer holds what the
+    index says (changed since the refresh) or cannot be read."""
+    try:
+        stored = store_.read(store_.root / relpath)
+    except MossError:
+        return None
+    if stored is None or (stored.capsule.updated_ms, stored.capsule.id, stored.capsule.deleted) != (updated_ms, capsule_id, deleted):
+        return None
+    return stored.capsule
 
 
 # --------------------------------------------------------------------------- compose

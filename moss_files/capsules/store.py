@@ -29,9 +29,7 @@ from moss_files.foundation import batch, document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
 
 CAPSULES_DIR = PurePosixPath(".moss/capsules")
-# A capsule is at most capsule_max_chars characters of UTF-8 plus frontmatter; files far past
-# that are not capsules and are refused before they are parsed.
-MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = core.MAX_FILE_BYTES
 STORE_LOCK_TIMEOUT = 30.0
 _ID_LINE = re.compile(rb"(?mi)^['\"]?id['\"]?[ \t]*:")
 
@@ -52,6 +50,15 @@ class Scan:
 
     capsules: tuple[StoredCapsule, ...]
     problems: tuple[MossError, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A folder listing: capsule files and stray entries, relative to the capsules folder
+    (`<workspace>/<file>`, `<workspace>/deleted/<file>`, or a stray's own place)."""
+
+    files: list[str]
+    strays: list[str]
 
 
 class CapsuleStore:
@@ -124,29 +131,55 @@ class CapsuleStore:
 
     def files(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> tuple[list[Path], list[MossError]]:
         """Candidate capsule files (sorted), and entries that have no business in the folder."""
-        found: list[Path] = []
-        strays: list[MossError] = []
+        found = self.listing(workspace_norm, include_deleted=include_deleted)
+        base = self.base
+        return [base / relpath for relpath in found.files], [_stray(self, base / relpath) for relpath in found.strays]
+
+    def listing(self, workspace_norm: str | None = None, *, include_deleted: bool = True, ordered: bool = True) -> Listing:
+        """The capsule files of one workspace (or all) and the stray entries beside them, as
+        names relative to the capsules folder, in the order `files` gives them (unless not
+        `ordered`: then as the folders list them). Reads folder entries only (their types come
+        with the listing): no file is opened or stat'ed."""
         self.settle()
+        entries = _sorted_entries if ordered else _entries
         if workspace_norm is not None:
-            folders = [self.base / core.workspace_dir(workspace_norm)]
-            fs.check_confined(folders[0])
+            folder = core.workspace_dir(workspace_norm)
+            fs.check_confined(self.base / folder)
+            folders = [folder]
+            strays: list[str] = []
         else:
             fs.check_confined(self.base)
-            folders = sorted(entry for entry in _entries(self.base) if _is_folder(entry) and not fs.is_temporary(entry))
-            strays.extend(_stray(self, entry) for entry in _entries(self.base) if not _is_folder(entry) and not _ignored(entry))
+            folders, strays = [], []
+            for entry in entries(str(self.base)):
+                name = entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    # A dot-folder that is not ours is listed as a workspace: its files are
+                    # then strays or capsules nobody put there, either way reported.
+                    if not fs.is_temporary(Path(name)):
+                        folders.append(name)
+                elif not _ignored(name):
+                    strays.append(name)
+        files: list[str] = []
+        add_file, add_stray = files.append, strays.append
         for folder in folders:
-            for entry in sorted(_entries(folder)):
-                if _ignored(entry):
+            prefix = folder + "/"
+            for entry in entries(f"{self.base}/{folder}"):
+                name = entry.name
+                # The common case first: a capsule file (the checks of the branches below).
+                if name.endswith(core.SUFFIX) and not name.startswith(".") and entry.is_file(follow_symlinks=False):
+                    add_file(prefix + name)
+                elif _ignored(name):
                     continue
-                if _is_folder(entry) and entry.name == core.DELETED_DIR:
+                elif name == core.DELETED_DIR and entry.is_dir(follow_symlinks=False):
                     if include_deleted:
-                        for inner in sorted(_entries(entry)):
-                            if _ignored(inner):
+                        inner_prefix = prefix + name + "/"
+                        for inner in entries(f"{self.base}/{folder}/{name}"):
+                            if _ignored(inner.name):
                                 continue
-                            (found.append(inner) if _is_capsule_file(inner) else strays.append(_stray(self, inner)))
-                    continue
-                (found.append(entry) if _is_capsule_file(entry) else strays.append(_stray(self, entry)))
-        return found, strays
+                            (add_file if _is_capsule_entry(inner) else add_stray)(inner_prefix + inner.name)
+                else:
+                    add_stray(prefix + name)
+        return Listing(files, strays)
 
     def scan(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> Scan:
         """Read every capsule of one workspace (or all), reporting files that fail to parse."""
@@ -337,27 +370,32 @@ def raise_first(problems: tuple[MossError, ...] | list[MossError]) -> None:
         raise problems[0]
 
 
-def _entries(folder: Path) -> list[Path]:
+def _entries(folder: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as iterator:
-            return [Path(entry.path) for entry in iterator]
+            return list(iterator)
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
-def _ignored(path: Path) -> bool:
-    # Our own lock and temp files, and dot-files such as .gitkeep or an editor's swap file.
-    return fs.is_temporary(path) or path.name.startswith(".")
+def _sorted_entries(folder: str) -> list[os.DirEntry[str]]:
+    # By name: the order of sorted paths of one folder, so answers keep their order.
+    return sorted(_entries(folder), key=_entry_name)
 
 
-def _is_folder(path: Path) -> bool:
-    # A link to a folder is not entered: its files are not the workspace's, and listing them
-    # would show names from elsewhere on the machine.
-    return not path.is_symlink() and path.is_dir()
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
-def _is_capsule_file(path: Path) -> bool:
-    return path.name.endswith(core.SUFFIX) and not path.is_symlink() and path.is_file()
+def _ignored(name: str) -> bool:
+    # Our own lock and temp files (all dot-names), and dot-files such as .gitkeep or an
+    # editor's swap file.
+    return name.startswith(".")
+
+
+def _is_capsule_entry(entry: os.DirEntry[str]) -> bool:
+    # A link is never a capsule file, even to one: its bytes are not the workspace's.
+    return entry.name.endswith(core.SUFFIX) and entry.is_file(follow_symlinks=False)
 
 
 def _stray(store: CapsuleStore, path: Path) -> MossError:

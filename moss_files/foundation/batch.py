@@ -118,25 +118,27 @@ class FileBatch:
     def _check(self) -> None:
         # Under the caller's lock only hand edits can still change a target; most land while
         # the caller planned and are caught here, before anything is visible.
-        removed: set[PurePosixPath] = set()
+        removed: set[str] = set()
         with ExitStack() as stack:
-            folders: dict[PurePosixPath, int | None] = {}
+            folders: dict[str, int | None] = {}
             for change in self.changes:
-                path = self.folder.joinpath(*change.target.parts)
+                target = str(change.target)
                 if change.op != _CREATE:
+                    path = self.folder.joinpath(*change.target.parts)
                     if fs.read_snapshot(path).digest != change.expected:
                         raise Conflict("file changed since it was read; nothing was written", code="STALE_WRITE", path=str(path))
                     if change.op == _REMOVE:
-                        removed.add(change.target)
+                        removed.add(target)
                     continue
-                parent = change.target.parent
+                parent, _, name = target.rpartition("/")
                 if parent not in folders:
                     try:
-                        folders[parent] = stack.enter_context(fs.folder_fd(path.parent))
+                        folders[parent] = stack.enter_context(fs.folder_fd(self.folder.joinpath(*change.target.parent.parts)))
                     except FileNotFoundError:
                         folders[parent] = None  # made when the batch is applied
                 dir_fd = folders[parent]
-                if dir_fd is not None and change.target not in removed and _exists(dir_fd, change.target.name):
+                if dir_fd is not None and target not in removed and _exists(dir_fd, name):
+                    path = self.folder.joinpath(*change.target.parts)
                     raise Conflict(f"{change.target} exists already; nothing was written", code="ALREADY_EXISTS", path=str(path))
 
 
@@ -185,39 +187,46 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
         folders: dict[str, int] = {}
         clashes: list[str] = []
 
-        def folder_of(target: PurePosixPath) -> int:
-            key = str(target.parent)
-            if key not in folders:
-                folders[key] = stack.enter_context(fs.folder_fd(folder.joinpath(*target.parent.parts), create=True))
-            return folders[key]
+        def folder_of(parent: str) -> int:
+            if parent not in folders:
+                where = folder.joinpath(*parent.split("/")) if parent else folder
+                folders[parent] = stack.enter_context(fs.folder_fd(where, create=True))
+            return folders[parent]
 
         for entry in entries:
-            target = PurePosixPath(str(entry["target"]))
-            if target.is_absolute() or ".." in target.parts or not target.parts:
+            target = str(entry["target"])
+            parent, _, name = target.rpartition("/")
+            if target.startswith("/") or any(part in ("", ".", "..") for part in target.split("/")):
                 raise InvalidDocument(
                     f"the batch journal names a place outside its folder: {target}", code="SCHEMA_ERROR", path=str(folder / (token + JOURNAL_SUFFIX))
                 )
-            dir_fd = folder_of(target)
-            staged = entry.get("staged")
+            dir_fd = folder_of(parent)
+            staged = str(entry.get("staged"))
             if entry["op"] == _REMOVE:
-                current = fs.read_snapshot(folder.joinpath(*target.parts))
+                current = fs.read_snapshot(folder.joinpath(*target.split("/")))
                 if current.exists and current.digest == entry.get("expected"):
-                    os.unlink(target.name, dir_fd=dir_fd)
+                    os.unlink(name, dir_fd=dir_fd)
                 continue
-            if staging_fd is None or not _exists(staging_fd, str(staged)):
+            if staging_fd is None:
                 continue  # done before a crash
-            if entry["op"] == _REPLACE:
-                os.rename(str(staged), target.name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
-                continue
+            # A staged file that is gone was moved into place before a crash: done. (Asked
+            # only when the move fails, not of every file.)
             try:
-                os.link(str(staged), target.name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-            except FileExistsError:
-                mine = os.stat(str(staged), dir_fd=staging_fd, follow_symlinks=False)
-                theirs = os.stat(target.name, dir_fd=dir_fd, follow_symlinks=False)
-                if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
-                    clashes.append(str(target))  # a hand-made file took the place: it stays
+                if entry["op"] == _REPLACE:
+                    os.rename(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
                     continue
-            os.unlink(str(staged), dir_fd=staging_fd)
+                os.link(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if _exists(staging_fd, staged):
+                    raise
+                continue
+            except FileExistsError:
+                mine = os.stat(staged, dir_fd=staging_fd, follow_symlinks=False)
+                theirs = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+                    clashes.append(target)  # a hand-made file took the place: it stays
+                    continue
+            os.unlink(staged, dir_fd=staging_fd)
         for dir_fd in folders.values():
             os.fsync(dir_fd)
         kept = None

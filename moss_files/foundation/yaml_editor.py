@@ -7,6 +7,7 @@ so values read here equal those `yamlio.load_fast` returns (a property test chec
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from typing import Any
@@ -98,6 +99,12 @@ def _plain_safe(text: str) -> bool:
     return not any(regexp.match(text) for _tag, regexp in _DumpResolver._table.get(text[0], ()))
 
 
+@functools.lru_cache(maxsize=256)
+def _simple_key(key: str) -> bool:
+    # Cached: a bulk write renders the same dozen keys for every file.
+    return bool(_KEY_SIMPLE.fullmatch(key)) and _plain_safe(key)
+
+
 def dump_simple(data: Any) -> str | None:
     """The text `dump_roundtrip` gives for a fresh, plain mapping of simple keys to plain
     strings, integers, booleans and non-empty lists of such strings; None for anything else.
@@ -109,7 +116,7 @@ def dump_simple(data: Any) -> str | None:
         return None
     lines: list[str] = []
     for key, value in data.items():
-        if type(key) is not str or not _KEY_SIMPLE.fullmatch(key) or _plain_safe(key) is False:
+        if type(key) is not str or not _simple_key(key):
             return None
         kind = type(value)
         if kind is str:

@@ -127,9 +127,12 @@ CAPSULES = ".moss/capsules"
 
 def _capsule(file: FileInput) -> Any:
     from moss_files.capsules import model as core
+    from moss_files.foundation import document
 
     relpath = PurePosixPath(file.relpath).relative_to(CAPSULES)
-    return core.parse_capsule(_doc(file), relpath, mtime_ms=file.mtime_ns // 1_000_000, path=file.relpath)
+    # The store's size limit, so the index reads no capsule file the store refuses.
+    doc = document.parse_bytes(file.data, file.relpath, max_bytes=core.MAX_FILE_BYTES)
+    return core.parse_capsule(doc, relpath, mtime_ms=file.mtime_ns // 1_000_000, path=file.relpath)
 
 
 def capsule_extract(file: FileInput) -> Extracted:
@@ -139,6 +142,10 @@ def capsule_extract(file: FileInput) -> Extracted:
     facets = [("workspace", found.workspace_norm), ("name", found.name_norm or "")]
     facets.extend((name, getattr(found, name) or "") for name in ("role", "phase", "source"))
     facets.append(("run", found.run_id or ""))
+    # Facets are stored casefolded; `cased` names the fields whose value is not, so a listing
+    # that filters on them knows which capsules' own values it must read (a few, mostly none).
+    values = {"name": [found.name_norm or ""], "run": [found.run_id or ""], "phase": [found.phase or ""], "role": [found.role or ""], "tag": found.tags or ()}
+    facets.extend(("cased", field) for field, texts in values.items() if any(text != text.casefold() for text in texts))
     entry = Entry(
         kind="capsule",
         id=found.id,

@@ -12,7 +12,7 @@ that only names these use cases never pays for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation.context import Context
@@ -270,28 +270,84 @@ def index_status(ctx: Context) -> dict[str, Any]:
     }
 
 
-def capsule_rows(ctx: Context, *, only_if_built: bool = False) -> dict[str, dict[str, Any]] | None:
-    """Every capsule the index holds (refreshed first), by file path relative to the workspace:
-    `{id, status, updated, facets: {field: [values]}, problems}`. For `moss list`/`inventory`,
-    which read through the index and fall back to the files wherever it cannot answer.
-    With `only_if_built`, None when there is no cache file yet (building one costs more than
-    reading the capsules once)."""
+@dataclass(frozen=True, slots=True)
+class CapsuleItems:
+    """What the index holds about the capsule files of one scope (see `capsule_items`)."""
 
-    def work(view: Any) -> dict[str, dict[str, Any]]:
-        rows: dict[str, dict[str, Any]] = {}
-        by_item: dict[int, dict[str, Any]] = {}
-        for path, problems in view.conn.execute("SELECT path, problems FROM files WHERE source = 'capsule'"):
-            rows[path] = {"id": None, "status": None, "updated": None, "facets": {}, "problems": problems is not None}
-        for rowid, path, item_id, status, updated in view.conn.execute("SELECT rowid, path, id, status, updated FROM items WHERE kind = 'capsule'"):
-            row = rows.setdefault(path, {"facets": {}, "problems": False})
-            if row.get("id") is not None:
-                row["problems"] = True  # one file, two items: not a capsule file as list reads it
-            row.update(id=item_id, status=status, updated=updated)
-            by_item[rowid] = row
-        for item, field, value in view.conn.execute("SELECT f.item, f.field, f.value FROM facets f JOIN items i ON i.rowid = f.item WHERE i.kind = 'capsule'"):
-            if item in by_item:
-                by_item[item]["facets"].setdefault(field, []).append(value)
-        return rows
+    files: int  # capsule files in the scope
+    unreadable: int  # of them, files the index could not (fully) read
+    items: int  # capsule items in the scope (one per readable file)
+    undated: int  # of them, items without a usable `updated` time
+    total: int | None  # items that pass the filters (None with `filters` or `name_prefix`: every row is given)
+    rows: list[tuple[str, str, str, str, int]]  # (path, id, updated, status, to check), newest first
+
+
+def capsule_items(
+    ctx: Context,
+    *,
+    folder: str | None,
+    include_deleted: bool,
+    filters: Mapping[str, str] | None = None,
+    name_prefix: str | None = None,
+    start: int = 0,
+    count: int | None = None,
+    only_if_built: bool = False,
+) -> CapsuleItems | None:
+    """The capsule items the index holds (refreshed first) below `.moss/capsules/` (or one
+    workspace `folder` of it), for `moss list`, `inventory` and `latest`, which read through
+    the index and fall back to the files wherever it cannot answer as they would.
+
+    The scope is the capsule files directly in the workspace folders, and with
+    `include_deleted` those in their `deleted/` folders; soft-deleted items count only with
+    `include_deleted`. `rows` are in the order `updated` then `id`, both descending: `count`
+    of them (all without `count`) from `start`, and `total` says how many there are. With
+    `filters` (`{"run": …, "phase": …, "role": …, "tag": …}`, matched exactly) or
+    `name_prefix` (a prefix of the normalized name), every row that may match is given, and
+    those marked "to check" match only if their file says so: the index holds these values
+    casefolded, and knows which capsules hold values that are not. With `only_if_built`,
+    None when there is no cache file yet (building one costs more than reading the capsules
+    once)."""
+    from moss_files.index.readers import CAPSULES
+
+    base = f"{CAPSULES}/" if folder is None else f"{CAPSULES}/{folder}/"
+    # A path in the scope: below `base`, and unless deleted ones count, not in a deleted/
+    # folder (below a workspace folder for the whole store, right below `base` for one).
+    not_deleted = ""
+    if not include_deleted:
+        not_deleted = " AND instr(substr(path, :rest), '/deleted/') = 0" if folder is None else " AND substr(path, :rest, 8) != 'deleted/'"
+    within = "path > :base AND path < :end" + not_deleted
+    # Items are read in table order (as many as the capsules, mostly): cheaper than looking
+    # each up through an index on path or kind.
+    scope = "kind = 'capsule' AND +path > :base AND +path < :end" + not_deleted
+    chosen = scope if include_deleted else scope + " AND status IS NOT 'deleted'"
+    params: dict[str, Any] = {"base": base, "end": base[:-1] + "0", "rest": len(base) + 1}
+    # A filter matches the casefolded facet; where the wanted value is not casefolded itself,
+    # only capsules whose own value is not casefolded (`cased`) can hold it. Those with a
+    # `cased` filtered field are the rows the caller must check against their files.
+    checks: list[str] = []
+    wanted = [(field, value, "value = :value{n}") for field, value in sorted((filters or {}).items())]
+    if name_prefix:
+        wanted.append(("name", name_prefix, "value >= :value{n} AND substr(value, 1, length(:value{n})) = :value{n}"))
+    for number, (field, value, match) in enumerate(wanted):
+        folded = value.casefold()
+        params.update({f"field{number}": field, f"value{number}": folded})
+        chosen += f" AND rowid IN (SELECT item FROM facets WHERE field = :field{number} AND {match.format(n=number)})"
+        cased = f"rowid IN (SELECT item FROM facets WHERE field = 'cased' AND value = :field{number})"
+        if folded != value:
+            chosen += f" AND {cased}"
+        checks.append(cased)
+    check = " OR ".join(checks) or "0"
+
+    def work(view: Any) -> CapsuleItems:
+        conn = view.conn
+        files, unreadable = conn.execute(f"SELECT count(*), count(problems) FROM files WHERE source = 'capsule' AND {within}", params).fetchone()
+        query = f"SELECT count(*), count(ts), coalesce(sum(status IS NOT 'deleted'), 0) FROM items NOT INDEXED WHERE {scope}"
+        items, dated, live = conn.execute(query, params).fetchone()
+        total = None if checks else (items if include_deleted else live)
+        page = "" if checks or count is None else f" LIMIT {int(count)} OFFSET {int(start)}"
+        query = f"SELECT path, id, updated, status, {check} FROM items NOT INDEXED WHERE {chosen} ORDER BY ts DESC, id DESC{page}"
+        rows = conn.execute(query, params).fetchall()
+        return CapsuleItems(files, unreadable, items, items - dated, total, rows)
 
     index = open_index(ctx)
     if only_if_built and not index.path.exists():

@@ -30,7 +30,9 @@ def _reader(module: str, kind: str) -> tuple[Deferred, Deferred]:
 SOURCES: tuple[Source, ...] = (
     Source("insight", ("insight",), (Place(".moss/insights"),), *_reader(READERS, "insight")),
     Source("session", ("session",), (Place(".moss/sessions"),), *_reader(READERS, "session")),
-    Source("capsule", ("capsule",), (Place(CAPSULES),), *_reader(READERS, "capsule"), uses_mtime=True),
+    # version 2: capsule files over the store's 4 MB are unreadable, as the store finds them;
+    # `cased` facets name the fields whose values are not casefolded
+    Source("capsule", ("capsule",), (Place(CAPSULES),), *_reader(READERS, "capsule"), version=2, uses_mtime=True),
     Source(
         "cstack",
         ("current", "task", "memory"),

@@ -173,14 +173,15 @@ def test_kill_9_during_an_import_leaves_every_capsule_or_none(repo: Path, tmp_pa
     expected = files_of(reference)
     rng = random.Random(13)
     outcomes = set()
-    for attempt in range(6):
+    for attempt in range(9):
         project = tmp_path / f"crash-{attempt}"
         subprocess.run(["git", "init", "-q", str(project)], check=True)
         assert run_cli("moss", "init", str(project), "--json").returncode == 0
         process = subprocess.Popen(
             [str(BIN / "moss"), "import", "--path", str(export), "--json"], cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        delay = whole * rng.uniform(0.2, 1.1)
+        # The last three aim at the end, where the journal is written and the files move in.
+        delay = whole * (rng.uniform(0.2, 1.1) if attempt < 6 else rng.uniform(0.8, 1.0))
         try:
             process.wait(timeout=delay)
         except subprocess.TimeoutExpired:
@@ -226,3 +227,72 @@ def test_a_file_made_by_hand_during_the_replay_is_kept_and_so_is_the_batchs_copy
     assert (base / "w" / "taken.md").read_bytes() == b"by hand\n" and (base / "w" / "free.md").read_bytes() == b"other\n"
     assert (base / ".batch-kept-3-dd" / "000000").read_bytes() == b"batch\n"
     assert not batch.pending(base) and batch.recover(base) == 0
+
+
+def test_a_replay_cut_short_at_any_change_is_finished_by_the_next_recovery(tmp_path: Path) -> None:
+    """A batch of creates, replaces and removes, committed (its journal written), then applied
+    by hand up to each point a crash could stop the replay at (the link of a create done but
+    not the removal of its staged name, a rename done, a remove done), and recovered: the
+    folder ends as one uninterrupted commit leaves it."""
+
+    def prepared(root: Path) -> batch.FileBatch:
+        base = root / "capsules"
+        (base / "w").mkdir(parents=True)
+        for name in ("old-1.md", "old-2.md", "gone-1.md", "gone-2.md"):
+            (base / "w" / name).write_bytes(f"{name} before\n".encode())
+        changes = batch.FileBatch(base)
+        for index in range(4):
+            changes.create(PurePosixPath(f"w/new-{index}.md"), f"new {index}\n".encode())
+            changes.create(PurePosixPath(f"v/new-{index}.md"), f"v {index}\n".encode())
+        for name in ("old-1.md", "old-2.md"):
+            changes.replace(PurePosixPath(f"w/{name}"), f"{name} after\n".encode(), batch.fs.digest_of(f"{name} before\n".encode()))
+        for name in ("gone-1.md", "gone-2.md"):
+            changes.remove(PurePosixPath(f"w/{name}"), batch.fs.digest_of(f"{name} before\n".encode()))
+        return changes
+
+    def tree(base: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+    whole = tmp_path / "whole"
+    prepared(whole).commit()
+    expected = tree(whole / "capsules")
+    assert len(expected) == 10 and not batch.pending(whole / "capsules")
+    steps = len(prepared(tmp_path / "count").changes)
+    for stop in range(steps + 1):
+        for half in (False, True):
+            root = tmp_path / f"cut-{stop}-{half}"
+            changes = prepared(root)
+            base = root / "capsules"
+            # Commit up to the journal, as `commit` does, then apply `stop` changes by hand.
+            token = f"{batch.BATCH_PREFIX}.tmp-1-{stop:04x}{int(half)}"
+            (base / token).mkdir()
+            entries = []
+            for number, change in enumerate(changes.changes):
+                entry: dict[str, object] = {"op": change.op, "target": str(change.target)}
+                if change.expected is not None:
+                    entry["expected"] = change.expected
+                if change.data is not None:
+                    (base / token / f"{number:06d}").write_bytes(change.data)
+                    entry["staged"] = f"{number:06d}"
+                entries.append(entry)
+            (base / (token + batch.JOURNAL_SUFFIX)).write_bytes(batch._render_journal(entries))
+            for entry in entries[:stop]:
+                target = base / str(entry["target"])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                staged = base / token / str(entry.get("staged"))
+                if entry["op"] == "remove":
+                    target.unlink()
+                elif entry["op"] == "replace":
+                    staged.rename(target)
+                else:
+                    os.link(staged, target)
+                    staged.unlink()
+            if half and stop < steps and entries[stop]["op"] == "create":
+                # The crash fell between the link and the removal of the staged name.
+                target = base / str(entries[stop]["target"])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(base / token / str(entries[stop]["staged"]), target)
+            assert batch.pending(base)
+            assert batch.recover(base) == 1
+            assert tree(base) == expected, (stop, half)
+            assert not batch.pending(base)
