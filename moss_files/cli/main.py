@@ -47,6 +47,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.merge": ("merge",),
     "moss_files.cli.agent": ("agent",),
     "moss_files.cli.migrate": ("migrate",),
+    "moss_files.cli.upgrade": ("upgrade",),
     "moss_files.cli.ui": ("ui",),
 }
 

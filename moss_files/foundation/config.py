@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
+from moss_files.foundation import formats, fs
 from moss_files.foundation.errors import InvalidDocument
 
 WORKSPACE_CONFIG = Path(".moss") / "config.toml"
@@ -65,7 +65,9 @@ def _union(first: list[Any], second: list[Any]) -> list[Any]:
 
 
 def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
-    """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line."""
+    """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line,
+    FORMAT_TOO_NEW for a file of a newer format."""
+    formats.check_text("config", text, path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
