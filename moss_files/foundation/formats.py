@@ -69,7 +69,10 @@ class Step:
 class Kind:
     """A file kind: its name (`moss upgrade --kind`), what it is, its current version, where
     the version is recorded, the places its files live (patterns relative to the workspace
-    root, `*` within one folder), and its upgrade steps (version 2 onwards, in order)."""
+    root, `*` within one folder), and its upgrade steps (version 2 onwards, in order).
+    `in_flight` names places among them whose files are about to be consumed (a v2 outbox:
+    the router moves each message to the archive, written at the current version), which
+    `moss upgrade` leaves alone."""
 
     name: str
     title: str
@@ -78,6 +81,7 @@ class Kind:
     places: tuple[str, ...] = ()
     steps: tuple[Step, ...] = ()
     note: str = ""
+    in_flight: tuple[str, ...] = ()
 
     @property
     def rewritable(self) -> bool:
@@ -348,6 +352,11 @@ def register_steps(kind: str, steps: tuple[Step, ...]) -> None:
     KINDS[kind] = replace(KINDS[kind], steps=steps)
 
 
+def in_flight(spec: Kind, relpath: str) -> bool:
+    """True when the file at `relpath` lies in one of the kind's in-flight places."""
+    return any(fnmatchcase(relpath, pattern) and relpath.count("/") == pattern.count("/") for pattern in spec.in_flight)
+
+
 def kind_of(relpath: str) -> Kind | None:
     """The kind of the file at `relpath` (relative to the workspace root), or None."""
     for spec in KINDS.values():
@@ -357,12 +366,27 @@ def kind_of(relpath: str) -> Kind | None:
     return None
 
 
+def locate(path: Path | str) -> tuple[Kind, str] | None:
+    """The kind of the file at `path` and its path from the workspace root, found from the
+    outermost toolkit folder (`.moss`, `.cstack`, `.needlecast`) on the path; None for a file
+    that is not one of the kinds."""
+    parts = Path(path).parts
+    for index, part in enumerate(parts):
+        if part in (".moss", ".cstack", ".needlecast"):
+            relpath = "/".join(parts[index:])
+            spec = kind_of(relpath)
+            return None if spec is None else (spec, relpath)
+    return None
+
+
 # --------------------------------------------------------------------------- the table
 
 
-def _kind(name: str, title: str, marker: str, places: tuple[str, ...], *, current: int = 2, owned: bool = False, note: str = "") -> Kind:
+def _kind(
+    name: str, title: str, marker: str, places: tuple[str, ...], *, current: int = 2, owned: bool = False, note: str = "", in_flight: tuple[str, ...] = ()
+) -> Kind:
     steps = () if owned or current == 1 or marker not in (FRONTMATTER, COMMENT, HEAD_COMMENT, TOML) else (record_marker(marker, 2),)
-    return Kind(name, title, current, marker, places, steps, note)
+    return Kind(name, title, current, marker, places + in_flight, steps, note, in_flight)
 
 
 _DOCS = (
@@ -385,6 +409,7 @@ _DOCS = (
         (".needlecast/inbox/*.md", ".needlecast/archive/*.md"),
         owned=True,
         note="outbox files are in flight and left alone: the router archives each at the current version",
+        in_flight=(".needlecast/outbox/*.md",),
     ),
     _kind("dead-letter", "dead letter", FRONTMATTER, (".needlecast/dead-letters/*.md",)),
     _kind("mailbox", "mailbox file (layout v1)", HEAD_COMMENT, (".needlecast/inbox.md", ".needlecast/outbox.md", ".needlecast/archive.md")),

@@ -161,7 +161,7 @@ def _scan(root: Path, wanted: tuple[formats.Kind, ...]) -> tuple[list[tuple[str,
                     continue  # lock and temporary files, .gitkeep
                 relpath = f"{base}/{name}"
                 spec = formats.kind_of(relpath)
-                if spec is None or spec.name not in names:
+                if spec is None or spec.name not in names or formats.in_flight(spec, relpath):
                     continue
                 if Path(dirpath, name).is_symlink():
                     problems.append(Problem(relpath, spec.name, fs.symlink_refused(relpath)))
@@ -405,7 +405,6 @@ def _write(root: Path, item: Planned) -> Undo:
         if not fs.create_exclusive(target, item.data):
             raise Conflict(f"{item.upgrade.new_relpath} appeared while the upgrade ran", code="ALREADY_EXISTS", path=item.upgrade.new_relpath)
         fs.remove(path)
-    _remove_empty_folders(path.parent, root)
     return lambda: _move_back(target, item.data, path, original)
 
 
@@ -421,18 +420,6 @@ def _move_back(target: Path, written: bytes, path: Path, original: bytes) -> Non
         return
     if fs.create_exclusive(path, original):
         fs.remove(target)
-
-
-def _remove_empty_folders(folder: Path, root: Path) -> None:
-    """Remove `folder` and the folders above it that a move left empty (a workspace folder
-    named before the Windows escape), up to the capsules folder."""
-    stop = root / ".moss" / "capsules"
-    while folder != stop and stop in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
-        folder = folder.parent
 
 
 def _rewrite_mailbox(item: Planned) -> Undo:
