@@ -79,6 +79,7 @@ def register(app: typer.Typer) -> None:
 
         with reporting(as_json):
             top: Path = workspace.find_workspace(explicit=root)
-            ctx = Context(top, notify=note, progress=None if as_json else _progress_printer())
+            # With --json, stderr carries only a JSON error: no notes, no progress.
+            ctx = Context(top, notify=None if as_json else note, progress=None if as_json else _progress_printer())
             result = service.upgrade(ctx, dry_run=dry_run, kinds=kinds or ())
         emit(result, as_json, text=_text(result))

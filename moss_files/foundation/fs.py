@@ -750,7 +750,8 @@ def _upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int
     if snapshot.data is None:
         return snapshot
     mtime_ms = snapshot.identity[3] // 1_000_000 if snapshot.identity is not None else 0
-    facts = formats.Facts(relpath or snapshot.path.as_posix(), mtime_ms)
+    found = formats.locate(snapshot.path) if relpath is None else None
+    facts = formats.Facts(relpath or (found[1] if found is not None else snapshot.path.as_posix()), mtime_ms)
     try:
         data = formats.upgrade_bytes(kind, snapshot.data, facts, max_bytes=max_bytes or document.DEFAULT_MAX_BYTES)
     except InvalidDocument as err:

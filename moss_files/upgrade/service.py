@@ -34,6 +34,7 @@ TOOLKIT_FOLDERS = (".cstack", ".moss", ".needlecast")
 # Per-machine and derived folders: nothing in them is a tracked artifact.
 PER_MACHINE = frozenset({".moss/cache", ".moss/run", ".moss/exports", ".moss/migrations", ".needlecast/.state"})
 MAILBOX_MAX_BYTES = 64 * 1024 * 1024
+NOTE_FROM = 200  # files: from this many on, a run says on stderr what it is doing
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,8 @@ def upgrade(ctx: Context, *, dry_run: bool = False, kinds: Sequence[str] = ()) -
         if not dry_run:
             _hold_writer_locks(stack, root, wanted)
         found, problems = _scan(root, wanted)
+        if ctx.notify is not None and len(found) >= NOTE_FROM:
+            ctx.notify(f"upgrade: reading {len(found)} files")
         planned: list[Planned] = []
         at_current: dict[str, int] = {}
         for relpath, spec in found:

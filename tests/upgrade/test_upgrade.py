@@ -290,6 +290,13 @@ def test_log_lines_of_a_newer_format_are_reported_and_the_others_read(tmp_path: 
     shown = moss(root, "board", "log")
     assert [p["code"] for p in shown["problems"]] == ["FORMAT_TOO_NEW"]
     assert shown["events"] and all(event["id"] != "EVT-NEWER" for event in shown["events"])
+    chat = root / ".moss/board/chat/general.jsonl"
+    with chat.open("a") as handle:
+        handle.write('{"moss_format":2,"id":"MSG-NEWER","channel":"general","sender":"x","content":"?","timestamp":"2026-12-01T00:00:00Z"}\n')
+    from moss_files.board.store import BoardStore
+
+    posts, problems = BoardStore(root, persist=False).read_channel("general")
+    assert [p.code for p in problems] == ["FORMAT_TOO_NEW"] and [post.id for post in posts if post.id == "MSG-NEWER"] == [] and posts
     events = one(root, ".moss/agent/sessions/*.jsonl")
     with events.open("a") as handle:
         handle.write('{"moss_format":5,"id":"01NEWER","ts":"2026-12-01T00:00:00.000Z","kind":"run.started","session":null,"run":null,"data":{}}\n')
@@ -413,3 +420,22 @@ def test_unknown_kinds_are_refused_before_anything_is_read(tmp_path: Path) -> No
     with pytest.raises(InvalidRequest):
         service.upgrade(Context(tmp_path), kinds=["bundle"])
     assert not (tmp_path / ".moss").exists()
+
+
+def test_a_newer_inbox_is_never_delivered_into_and_the_message_waits(tmp_path: Path) -> None:
+    envoy = tmp_path / "envoy"
+    alice = workspace(envoy, "alice")
+    bob = envoy / "bob"
+    bob.mkdir()
+    assert run_cli("needlecast", "init", "--json", cwd=bob).returncode == 0
+    (envoy / ".needlecast").mkdir()
+    (envoy / ".needlecast" / "sleeves.toml").write_text('alice = "alice"\nbob = "bob"\n')
+    shutil.rmtree(alice / ".needlecast" / "outbox")
+    inbox = bob / ".needlecast/inbox.md"
+    inbox.write_text(inbox.read_text().replace("<!-- moss_format: 2 -->", "<!-- moss_format: 3 -->"))
+    before = inbox.read_bytes()
+    done = run_cli("needlecast", "route", "--once", "--json", cwd=envoy)
+    report = json.loads(done.stdout)
+    assert [(held["recipient"], held["code"], held["line"]) for held in report["held"]] == [("bob", "FORMAT_TOO_NEW", 1)] and report["delivered"] == 0
+    assert inbox.read_bytes() == before
+    assert b"Still waiting to be routed." in (alice / ".needlecast/outbox.md").read_bytes()  # it waits for a newer moss-files
