@@ -43,8 +43,8 @@ def _text(result: dict[str, Any]) -> str:
     lines = []
     verb = "would upgrade" if result["dry_run"] else "upgraded"
     for name, entry in result["kinds"].items():
-        steps = ", ".join(f"{count} from {step}" for step, count in entry["upgraded"].items())
-        parts = [f"{verb} {steps}" if steps else "", f"{entry['at_current']} at {entry['current']}" if entry["at_current"] else ""]
+        steps = ", ".join(f"{count} from format {step.replace(' -> ', ' to ')}" for step, count in entry["upgraded"].items())
+        parts = [f"{verb} {steps}" if steps else "", f"{entry['at_current']} at format {entry['current']} already" if entry["at_current"] else ""]
         if entry["problems"]:
             parts.append(f"{entry['problems']} left as they are")
         lines.append(f"{name:<14} {'; '.join(part for part in parts if part)}")

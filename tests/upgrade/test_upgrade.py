@@ -119,7 +119,7 @@ def test_the_human_report_names_each_kind_and_the_totals(tmp_path: Path) -> None
     done = run_cli("moss", "upgrade", "--dry-run", cwd=root)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "capsule        would upgrade 6 from 1 -> 2" in lines
+    assert "capsule        would upgrade 6 from format 1 to 2" in lines
     assert lines[-1] == "Would upgrade 30 files; 0 at the current version"
 
 
