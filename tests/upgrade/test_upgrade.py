@@ -191,6 +191,8 @@ def test_reading_commands_leave_every_older_file_as_it_is(tmp_path: Path) -> Non
         ("moss", "inventory", "--include-deleted"),
         ("moss", "fetch", "auth"),
         ("moss", "fetch", "con"),
+        ("moss", "fetch", "plans", "--workspace", "nul"),  # a workspace folder named before the escape
+        ("moss", "list", "--workspace", "nul"),
         ("moss", "latest"),
         ("moss", "search", "login"),
         ("moss", "index", "rebuild"),
@@ -439,3 +441,15 @@ def test_a_newer_inbox_is_never_delivered_into_and_the_message_waits(tmp_path: P
     assert [(held["recipient"], held["code"], held["line"]) for held in report["held"]] == [("bob", "FORMAT_TOO_NEW", 1)] and report["delivered"] == 0
     assert inbox.read_bytes() == before
     assert b"Still waiting to be routed." in (alice / ".needlecast/outbox.md").read_bytes()  # it waits for a newer moss-files
+
+
+def test_any_rewrite_of_a_capsule_named_before_the_windows_escape_moves_it(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    moss(root, "append", "con", "--section", "Open questions", "--content", "- is the console ready?")
+    moss(
+        root, "store", "--name", "plans", "--workspace", "nul", "--mode", "replace", input=(V1 / ".moss/capsules/nul/plans.md").read_text().split("---\n", 2)[2]
+    )
+    folder = root / ".moss" / "capsules"
+    assert not (folder / "default/con.md").exists() and not (folder / "nul/plans.md").exists()
+    assert b"moss_format: 2" in (folder / "default/%63on.md").read_bytes() and b"moss_format: 2" in (folder / "%6Eul/plans.md").read_bytes()
+    assert moss(root, "upgrade", "--kind", "capsule")["kinds"]["capsule"]["at_current"] == 2  # the two rewritten
