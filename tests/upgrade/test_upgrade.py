@@ -8,14 +8,18 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import BIN, run_cli
+from helpers import wait_for
 
+from moss_files.foundation import formats
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError
 from moss_files.upgrade import service
@@ -453,3 +457,35 @@ def test_any_rewrite_of_a_capsule_named_before_the_windows_escape_moves_it(tmp_p
     assert not (folder / "default/con.md").exists() and not (folder / "nul/plans.md").exists()
     assert b"moss_format: 2" in (folder / "default/%63on.md").read_bytes() and b"moss_format: 2" in (folder / "%6Eul/plans.md").read_bytes()
     assert moss(root, "upgrade", "--kind", "capsule")["kinds"]["capsule"]["at_current"] == 2  # the two rewritten
+
+
+@pytest.mark.slow
+def test_a_kill_in_the_middle_leaves_every_file_whole_and_the_next_run_finishes(tmp_path: Path) -> None:
+    """kill -9 while files are written: each file holds its old bytes or its new ones, never a
+    mix, every file reads, and a second run upgrades what is left."""
+    root = tmp_path / "big"
+    tasks = root / ".moss" / "board" / "tasks"
+    tasks.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    old: dict[str, bytes] = {}
+    for number in range(1500):
+        ident = f"TASK-20260101-{number:08d}"
+        text = f"---\nid: {ident}\ntitle: Task {number}\nstatus: BACKLOG\ncreated: 2026-01-01T00:00:00Z\n---\nNumber {number}.\n"
+        (tasks / f"{ident}.md").write_text(text)
+        old[f".moss/board/tasks/{ident}.md"] = text.encode()
+    new = {relpath: formats.plan("task", data.decode(), formats.Facts(relpath)).text.encode() for relpath, data in old.items()}
+    sample = list(old)[::50]
+    wanted = random.Random(7).randint(3, 20)  # of the 30 sampled files: some written, most not yet
+    process = subprocess.Popen([str(BIN / "moss"), "upgrade"], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: process.poll() is not None or sum((root / relpath).read_bytes() == new[relpath] for relpath in sample) >= wanted, timeout=60)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    found = {relpath: data for relpath, data in artifacts(root).items() if relpath in old}
+    assert found.keys() == old.keys()
+    assert all(data in (old[relpath], new[relpath]) for relpath, data in found.items())
+    written = sum(1 for relpath, data in found.items() if data == new[relpath])
+    assert 0 < written < len(old), written  # killed in the middle
+    listed = moss(root, "task", "list")
+    assert len(listed["tasks"]) == 1500 and listed.get("problems", []) == []
+    assert moss(root, "upgrade")["upgraded"] == len(old) - written
+    assert artifacts(root) == new
