@@ -432,16 +432,3 @@ _LOGS = (
 
 KINDS: dict[str, Kind] = {spec.name: spec for spec in (*_DOCS, *_LOGS)}
 """Every file kind the toolkit writes, by name."""
-
-
-def kind_to_dict(spec: Kind) -> dict[str, Any]:
-    """The JSON shape of a kind (`moss upgrade --json`'s `kinds`)."""
-    return {
-        "kind": spec.name,
-        "title": spec.title,
-        "current": spec.current,
-        "marker": spec.marker,
-        "places": list(spec.places),
-        "steps": [{"version": step.version, "description": step.description} for step in spec.steps],
-        "rewritable": spec.rewritable,
-    }
