@@ -5,7 +5,7 @@
 set -euo pipefail
 
 readonly EXIT_USAGE=2 EXIT_PREREQ=3
-readonly SOURCES=(moss moe loopflow backlog beads cortical needlecast)
+readonly SOURCES=(moss moe loopflow backlog beads cortical needlecast upgrade)
 
 usage() {
     cat <<'EOF'
@@ -23,6 +23,8 @@ the moss that install.sh installed. Sources:
   beads       Beads' .beads/issues.jsonl -> board epics and tasks
   cortical    cortical-stack's .cstack/INBOX.md, OUTBOX.md -> needlecast (--move removes them)
   needlecast  switch the mailbox layout: --to v1 | --to v2
+  upgrade     this toolkit's own files of older format versions -> the current ones
+              (`moss upgrade`: --dry-run, --kind K, --json)
 
 Every source takes --dry-run (print what would be created, changed and skipped; write
 nothing), --json and --from PATH; `moss migrate SOURCE --help` lists the rest.
@@ -132,4 +134,7 @@ done
 ((known)) || die "$EXIT_USAGE" "unknown source '$source_name': one of ${SOURCES[*]}"
 
 cd "$project_dir"
+if [[ $source_name == upgrade ]]; then
+    exec "$moss_cmd" "${args[@]}"
+fi
 exec "$moss_cmd" migrate "${args[@]}"

@@ -25,7 +25,7 @@ from typing import Any
 
 from cstack import markdown
 from cstack.markdown import Outline, Section
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.errors import InvalidDocument
 
 _ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+(?P<text>.*?)[ \t]*$")
@@ -83,6 +83,7 @@ def parse_current(text: str, path: Path | str | None = None) -> Current:
     read here has a type that cannot be used (a mapping where a string is expected).
     """
     doc = document.parse(text, path)
+    formats.check_text("current", text, path)  # FORMAT_TOO_NEW: a newer toolkit wrote it
     shape = markdown.outline(text, doc.body_line)
     sections = {section.path[-1].casefold(): section for section in reversed(shape.sections)}
     top = {s.title.casefold(): s for s in reversed(shape.sections) if s.level == 2}

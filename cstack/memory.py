@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cstack import markdown
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.errors import InvalidRequest
 
 CATEGORIES = ("decisions", "gotchas", "preferences", "facts")
@@ -90,6 +90,7 @@ def categorize(text: str) -> str:
 def parse_memory(text: str, path: Path | str | None = None) -> Memory:
     """Read MEMORY.md text (empty text has no entries). Raises InvalidDocument for bad frontmatter."""
     doc = document.parse(text, path)
+    formats.check_text("memory", text, path)  # FORMAT_TOO_NEW: a newer toolkit wrote it
     shape = markdown.outline(text, doc.body_line)
     entries: list[MemoryEntry] = []
     for section in shape.sections:

@@ -41,7 +41,7 @@ from typing import Any
 
 from cstack import markdown
 from cstack.markdown import Outline
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
 
 MARKER_STATUS = {" ": "pending", ">": "in_progress", "x": "done", "X": "done", "!": "blocked", "~": "closed"}
@@ -289,6 +289,7 @@ def parse_plan(text: str, path: Path | str | None = None) -> Plan:
     Raises InvalidDocument when the optional frontmatter is malformed.
     """
     doc = document.parse(text, path)
+    formats.check_text("plan", text, path)  # FORMAT_TOO_NEW: a newer toolkit wrote it
     shape = markdown.outline(text, doc.body_line)
     tasks: list[Task] = []
     warnings: list[str] = []

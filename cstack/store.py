@@ -26,6 +26,7 @@ CURRENT = "CURRENT.md"
 PLAN = "PLAN.md"
 MEMORY = "MEMORY.md"
 FILES = (CURRENT, PLAN, MEMORY)
+FORMAT_KINDS = {CURRENT: "current", PLAN: "plan", MEMORY: "memory"}  # their kinds in foundation.formats
 
 R = TypeVar("R")
 
@@ -118,5 +119,6 @@ def update(root: Path, name: str, change: Callable[[str], tuple[str | None, R]],
         # A missing file is created even when the template needed no change.
         return data if snapshot.data is None or data != snapshot.data else None
 
-    fs.modify(path, step)
+    # kind: an edit of a file of an older format writes it at the current version.
+    fs.modify(path, step, kind=FORMAT_KINDS[name], relpath=f"{STACK_DIR}/{name}")
     return outcome[0]

@@ -10,6 +10,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
     a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
                  list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
                  list_outbox(ctx)                list_dead_letters(ctx)
+                 rewrite_mailbox_file(path, transform) -> bool
     the envoy's: list_sleeves(ctx)               route_once(ctx, environ=)
                  watch(ctx, poll=, sweep_seconds=, environ=) -> exit code (runs until stopped)
                  run_sidecar(ctx, host=, port=, token=, ...) -> exit code (runs until stopped)
@@ -42,6 +43,8 @@ _EXPORTS = {
     "read_message": "needlecast.service",
     "list_outbox": "needlecast.service",
     "list_dead_letters": "needlecast.service",
+    # a v1 mailbox file rewritten without losing an agent's append (moss upgrade)
+    "rewrite_mailbox_file": "needlecast.mailbox",
     # the envoy's use cases
     "list_sleeves": "needlecast.envoy",
     "route_once": "needlecast.envoy",

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
+from moss_files.foundation import formats, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
 from needlecast import mailbox as boxes
 from needlecast import message as msg
@@ -304,6 +304,7 @@ def _empty(box: Mailbox, path: Path, entries: list[Entry], sender: str) -> None:
         if len(kept) == len(found):
             return None
         bom = data.startswith(b"\xef\xbb\xbf")
+        preamble = formats.upgrade_text("mailbox", preamble, formats.Facts(str(path)))  # a rewrite writes the current format
         return boxes.encode_mail(preamble, bom) + b"".join(entry.raw for entry in kept)
 
     rewrite(path, transform, merge)
@@ -315,7 +316,7 @@ def _append_blocks(path: Path, blocks: list[str]) -> None:
     with fs.locked(path):
         head = read_if_any(path)
         if head is None:
-            template = boxes.template(path.name) if path.name in ("inbox.md", "outbox.md") else "# Archive\n\n"
+            template = boxes.template(path.name) if path.name in ("inbox.md", "outbox.md") else formats.stamp_text("mailbox", "# Archive\n\n")
             fs.create_exclusive(path, template.encode("utf-8"))
             head = read_if_any(path) or b""
         prefix = "" if head.endswith(b"\n\n") or not head else ("\n" if head.endswith(b"\n") else "\n\n")

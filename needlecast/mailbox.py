@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicts, document, fs
+from moss_files.foundation import conflicts, document, formats, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from needlecast import message as msg
 from needlecast.message import Message
@@ -222,6 +222,12 @@ def scan_mailfile(data: bytes | None, path: Path, sender: str, *, max_message_by
         # Half of a git merge: which blocks are messages is for a person to settle. The file
         # is one entry with the problem, so readers list it and the router leaves it alone.
         return [_entry(None, sender, data, "file", None, conflicts.conflict_error(path, marker), path, marker)], ""
+    try:
+        formats.check_text("mailbox", text, path)
+    except InvalidDocument as err:
+        # A file a newer moss-files wrote (or a malformed marker): like a conflicted file, one
+        # entry with the problem, which readers list and the router leaves alone.
+        return [_entry(None, sender, data, "file", None, err, path, err.line or 1)], ""
     mailfile = msg.split_blocks(text)
     entries: list[Entry] = []
     seen: dict[str, int] = {}
@@ -518,6 +524,7 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
     def transform(data: bytes | None) -> bytes | None:
         results.clear()
         text, bom = (template("inbox.md"), False) if data is None else mail_text(data)
+        formats.check_text("mailbox", text, box.inbox_file)  # never write into a newer format
         have = _identities(text, box.inbox_file) if data is not None else {}
         mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8", "surrogateescape"))
         newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
@@ -533,7 +540,8 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
             blocks.append(msg.render_block(message, capitalised=mailfile_dialect, newline=newline))
         if not blocks:
             return None
-        new = encode_mail(msg.join_blocks(text, blocks, newline), bom)
+        # A delivery rewrites the file: an older one is written at the current format version.
+        new = encode_mail(msg.join_blocks(formats.upgrade_text("mailbox", text, formats.Facts(str(box.inbox_file))), blocks, newline), bom)
         if len(new) > MAX_MAILBOX_BYTES:
             # Past this its reader would refuse the whole file: hold the messages instead (they
             # wait in the senders' outboxes) until the inbox is emptied or moved to layout v2.
@@ -648,6 +656,7 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
         if head is None:
             fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
             head, tail = read_ends(box.outbox_file)
+        formats.check_text("mailbox", (head or b"").decode("utf-8", "replace"), box.outbox_file)  # never append to a newer format
         block = msg.render_block(message, capitalised=_dialect_hint(head or b""))
         prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
         fs.append_line(box.outbox_file, (prefix + block).encode("utf-8"))  # one write; a block ends in a line break
@@ -678,8 +687,9 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
     with fs.locked(box.archive_file):
         head, _tail = read_ends(box.archive_file)
         if head is None:
-            fs.create_exclusive(box.archive_file, b"# Archive\n\n")
-            head = b"# Archive\n\n"
+            head = formats.stamp_text("mailbox", "# Archive\n\n").encode("utf-8")
+            fs.create_exclusive(box.archive_file, head)
+        formats.check_text("mailbox", head.decode("utf-8", "replace"), box.archive_file)  # never append to a newer format
         capitalised = _dialect_hint(head)
         blocks = [msg.render_block(m, capitalised=capitalised) for m in messages]
         # Only a crash between this append and the journal's `archived` record can make the
@@ -723,11 +733,23 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
             kept = [entry for entry in entries if (entry.key, entry.digest) not in wanted]
             if len(kept) == len(entries):
                 return None
+            # A rewrite of an older file writes it at the current format version (the preamble
+            # holds the marker; the blocks, and so the ids derived from them, stay as they are).
+            preamble = formats.upgrade_text("mailbox", preamble, formats.Facts(str(box.outbox_file)))
             return encode_mail(preamble, data.startswith(_BOM)) + b"".join(_stamped(entry) for entry in kept)
 
         rewrite(box.outbox_file, transform, outbox_merge(done, sender))
     if folder_entries:
         _remove_files(box, folder_entries)
+
+
+def rewrite_mailbox_file(path: Path, transform: Callable[[bytes | None], bytes | None]) -> bool:
+    """Rewrite a v1 mailbox file (`inbox.md`, `outbox.md`, `archive.md`) with `transform`
+    (current bytes in, new bytes or None out) under its lock, losing neither a block an agent
+    appends meanwhile nor an editor's save: the rewrite every router pass uses. `moss upgrade`
+    writes the format version this way. Returns True when the file changed."""
+    merge = outbox_merge(lambda _entry: False, "") if path.name == "outbox.md" else inbox_merge
+    return rewrite(path, transform, merge)
 
 
 def _stamped(entry: Entry) -> bytes:
@@ -831,6 +853,7 @@ def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipient
     names = list(recipients)
     if names:
         meta["recipients"] = names
+    meta[formats.MARKER] = formats.KINDS["dead-letter"].current
     header = msg.render_header(msg.Message(extra=meta))
     path = box.dead_dir / f"{now.astimezone(UTC).strftime('%Y-%m-%dT%H-%M-%SZ')}{suffix}"
     fs.create_exclusive(path, f"---\n{header}---\n".encode() + entry.raw)
@@ -839,11 +862,13 @@ def dead_letter(box: Mailbox, entry: Entry, *, code: str, reason: str, recipient
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
-    """A dead letter as listed: its metadata and the exact bytes it keeps."""
+    """A dead letter as listed: its metadata and the exact bytes it keeps; `problem` when the
+    file cannot be read as one (written by a newer moss-files: FORMAT_TOO_NEW)."""
 
     path: Path
     meta: dict[str, Any]
     raw: bytes
+    problem: MossError | None = None
 
 
 def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
@@ -860,6 +885,12 @@ def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
                 raw = data[end + 5 :]
             except (InvalidDocument, UnicodeDecodeError):
                 meta = {}
+        try:
+            formats.check_record("dead-letter", meta, path)
+        except InvalidDocument as err:
+            letters.append(DeadLetter(path, {}, data, err))
+            continue
+        meta.pop(formats.MARKER, None)  # the file's format version, not the letter's metadata
         letters.append(DeadLetter(path, meta, raw))
     return letters
 
@@ -868,14 +899,16 @@ def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
 
 
 def read_marks(box: Mailbox) -> set[tuple[str, str]]:
-    """(from, id) pairs marked read. Unreadable lines (a torn write) are ignored, never fatal."""
+    """(from, id) pairs marked read. Unreadable lines (a torn write) and marks of a newer
+    format (`moss_format` above 1) are ignored, never fatal."""
     marks: set[tuple[str, str]] = set()
     data = read_if_any(box.read_log) or b""
     for line in data.splitlines():
         try:
             record = json.loads(line)
+            formats.check_record("read-log", record)  # a mark of a newer format is not understood
             marks.add((str(record.get("from") or ""), str(record["id"])))
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, InvalidDocument):
             continue
     return marks
 

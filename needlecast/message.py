@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation import yaml_reader as yamlio
 from moss_files.foundation import yaml_scalars as yaml12
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
@@ -232,7 +232,8 @@ def message_from_meta(meta: Mapping[str, Any], body: str, *, path: Path | str | 
         type=_text_value(meta, "type", where),
         time=_text_value(meta, "time", where),
         body=body,
-        extra={key: value for key, value in meta.items() if key not in known},
+        # The format version is the file's, not the message's: it is not carried along.
+        extra={key: value for key, value in meta.items() if key not in known and key != formats.MARKER},
         capitalised=capital_votes * 2 > len(known),
     )
 
@@ -260,11 +261,13 @@ def parse_block(block: Block, *, path: Path | str | None = None, line_offset: in
 def parse_message_document(text: str, *, path: Path | str | None = None) -> Message:
     """Parse a file-per-message document (frontmatter + body, body kept verbatim).
 
-    Raises InvalidDocument for malformed frontmatter and MESSAGE_INVALID for a file without one.
+    Raises InvalidDocument for malformed frontmatter, MESSAGE_INVALID for a file without one,
+    FORMAT_TOO_NEW for a file of a newer format.
     """
     doc = document.parse(text, path)
     if not doc.has_frontmatter:
         raise InvalidDocument("a message file must start with a `---` header", code="MESSAGE_INVALID", path=path, line=1)
+    formats.check_document("message", doc, path)
     return message_from_meta(doc.meta, doc.body, path=path, line=1)
 
 
@@ -424,9 +427,11 @@ def join_blocks(existing: str, blocks: Iterable[str], newline: str = "\n") -> st
 
 
 def render_message_document(message: Message, *, capitalised: bool | None = None) -> str:
-    """A file-per-message document; the body is kept verbatim (no escaping is needed there)."""
+    """A file-per-message document, at the current format version (its last header line);
+    the body is kept verbatim (no escaping is needed there)."""
     check_writable(message)
-    return f"{FENCE}\n{render_header(message, capitalised=capitalised)}{FENCE}\n{message.body}"
+    version = f"{formats.MARKER}: {formats.KINDS['message'].current}\n"
+    return f"{FENCE}\n{render_header(message, capitalised=capitalised)}{version}{FENCE}\n{message.body}"
 
 
 # --------------------------------------------------------------------------- identity
@@ -495,3 +500,27 @@ def with_changes(message: Message, **changes: Any) -> Message:
     if "extra" in changes:
         changes["extra"] = {**message.extra, **changes["extra"]}
     return replace(message, **changes)
+
+
+# --------------------------------------------------------------------------- format versions
+
+
+def _message_file_to_2(text: str, facts: formats.Facts) -> str:
+    """Format 1 to 2 of a message file: a file without an id is known by one derived from its
+    bytes, which any rewrite would change (and with it the read marks that name it), so that
+    id is stored first; then the version is recorded."""
+    doc = document.parse(text, facts.relpath)
+    changes: dict[str, Any] = {}
+    if not _text_value(doc.meta, "id", {"path": facts.relpath, "line": 1}):
+        message = message_from_meta(doc.meta, doc.body, path=facts.relpath, line=1)
+        name = facts.relpath.rsplit("/", 1)[-1]
+        key = document.find_key(doc.meta, "id") or ("ID" if message.capitalised else "id")
+        changes[key] = derive_id(message.sender or "", text.encode("utf-8", "surrogatepass"), name)
+    changes[formats.MARKER] = 2
+    return document.edit_frontmatter(text, changes, facts.relpath)
+
+
+formats.register_steps(
+    "message",
+    (formats.Step(2, "stores the id a file without one was known by (derived from its bytes), records the version", _message_file_to_2),),
+)

@@ -159,9 +159,10 @@ def plan_entry(entry: Entry, sender: str, directory: Directory, record: Record |
     if record is not None and record.digest == entry.digest and record.settled():
         return EntryPlan(entry.key, None, remove_only=True)
     done_dead = record.dead if record is not None and record.digest == entry.digest else set()
-    if entry.problem is not None and entry.problem.code == "MERGE_CONFLICT":
-        # Half of a git merge: neither delivered nor dead-lettered nor removed until resolved.
-        return EntryPlan(entry.key, None, held="MERGE_CONFLICT")
+    if entry.problem is not None and entry.problem.code in ("MERGE_CONFLICT", "FORMAT_TOO_NEW"):
+        # Half of a git merge, or a file a newer moss-files wrote: neither delivered nor
+        # dead-lettered nor removed until a person resolves it (or upgrades moss-files).
+        return EntryPlan(entry.key, None, held=entry.problem.code)
     if entry.message is None:
         problem = entry.problem
         code = problem.code if problem is not None else "MESSAGE_INVALID"

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moss_files.foundation.errors import InvalidRequest, NotFound
+from moss_files.foundation.errors import InvalidRequest, NotFound, error_body
 from moss_files.foundation.ids import format_time
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
@@ -144,7 +144,12 @@ def list_dead_letters(ctx: Context) -> dict[str, Any]:
     """`needlecast dead-letters`: `{workspace, dead_letters: [{path, id, code, reason, ...,
     bytes}]}`, oldest first."""
     letters = mailbox.read_dead_letters(Mailbox(ctx.root))
-    return {"workspace": str(ctx.root), "dead_letters": [{"path": str(d.path), **d.meta, "bytes": len(d.raw)} for d in letters]}
+    return {
+        "workspace": str(ctx.root),
+        "dead_letters": [
+            {"path": str(d.path), **d.meta, "bytes": len(d.raw), **({"problem": error_body(d.problem)["error"]} if d.problem else {})} for d in letters
+        ],
+    }
 
 
 # --------------------------------------------------------------------------- readers

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
+from moss_files.foundation import formats, fs
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -64,8 +64,10 @@ def _line_of(text: str, name: str) -> int | None:
 def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
     """Return ({name: {path|url, token_env}}, discover_children) from the registry's text.
 
-    Raises InvalidDocument REGISTRY_INVALID naming the file and line.
+    Raises InvalidDocument REGISTRY_INVALID naming the file and line, FORMAT_TOO_NEW for a
+    registry of a newer format.
     """
+    formats.check_text("sleeves", text, path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, summaries
+from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidRequest, NotFound
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest, NotFound
 from moss_files.foundation.fields import FieldReader
 
 # The spec's kinds (Bosun M0/M1 §5.2), then ours: what the runtime read to orient the model,
@@ -109,6 +109,7 @@ def parse_event(text: str) -> Event:
     raw = json.loads(text)
     if not isinstance(raw, dict):
         raise ValueError("not a JSON object")
+    formats.check_record("agent-events", raw)  # InvalidDocument FORMAT_TOO_NEW for a newer line
     ident, ts, kind = raw.get("id"), raw.get("ts"), raw.get("kind")
     if not (isinstance(ident, str) and ident and isinstance(ts, str) and isinstance(kind, str) and kind):
         raise ValueError("an event needs the texts id, ts and kind")
@@ -136,6 +137,9 @@ def parse_events(data: bytes) -> EventLog:
         except (ValueError, UnicodeDecodeError) as exc:
             why = "the last line is incomplete (a write was cut off); it is skipped" if last and torn else f"not an event: {exc}"
             problems.append(LogProblem(number, "EVENT_LINE_INVALID", why))
+            continue
+        except InvalidDocument as err:  # a line of a newer format (or a malformed marker)
+            problems.append(LogProblem(number, err.code, err.message))
             continue
         # A whole object without its newline (cut off just before it) counts: the event is
         # complete, and the store ends the line before its next append.
@@ -368,7 +372,7 @@ class Session:
 
 def new_session_text(session: Session) -> str:
     """The text of a new session file."""
-    meta = session_meta(session)
+    meta = formats.stamp("agent-session", session_meta(session))
     body = (
         f"# {session.title}\n\n"
         f"Agent session. Its events are in `{session.id}.jsonl` beside this file "
@@ -398,7 +402,9 @@ def session_meta(session: Session) -> dict[str, Any]:
 
 
 def parse_session(doc: Document, path: Path | str | None, *, fallback_id: str) -> Session:
-    """A session from its file. Raises InvalidDocument SCHEMA_ERROR for a mistyped field."""
+    """A session from its file. Raises InvalidDocument SCHEMA_ERROR for a mistyped field,
+    FORMAT_TOO_NEW for a file of a newer format."""
+    formats.check_document("agent-session", doc, path)
     fields = FieldReader(doc, path)
     usage = Usage(
         int(fields.number("input_tokens", minimum=0, integer=True)),

@@ -16,6 +16,7 @@ from typing import Any
 
 from moss_files.agent import costs
 from moss_files.agent.costs import Price
+from moss_files.foundation import formats
 from moss_files.foundation.errors import InvalidDocument
 
 AGENT_TOML = ".moss/agent.toml"
@@ -81,6 +82,7 @@ class AgentSettings:
 
 
 AGENT_TOML_TEMPLATE = """\
+# moss_format: 2
 # Settings of the agent runtime (`moss agent`). Restrictive by default: an agent may read and
 # write files inside this workspace only, run no command, reach no network, and read no secret
 # but the model's API key. A deny always wins over an allow. Paths are relative to the
@@ -172,7 +174,8 @@ tool_map = "moss"                      # the built-in capability map of moss ser
 
 def parse_settings(text: str, path: str) -> AgentSettings:
     """Read `.moss/agent.toml`. Raises InvalidDocument (INVALID_DOCUMENT with the line for bad
-    TOML, SCHEMA_ERROR naming the key for a bad value)."""
+    TOML, SCHEMA_ERROR naming the key for a bad value, FORMAT_TOO_NEW for a newer format)."""
+    formats.check_text("agent-policy", text, path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

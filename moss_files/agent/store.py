@@ -124,7 +124,8 @@ class SessionStore:
                 text = model.append_section(text, self.redactor.text(section))
             return text
 
-        fs.modify_document(path, transform)
+        # kind: an edit of an older file writes it at the current format version.
+        fs.modify_document(path, transform, kind="agent-session", relpath=self.relpath(path))
         return self.read_session(session_id)
 
     # ----------------------------------------------------------------- events

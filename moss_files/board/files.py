@@ -52,7 +52,7 @@ from moss_files.board.model import (
     normalize_priority,
     normalize_status,
 )
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.docmerge import CONFLICT, MISSING, merge_value
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument
@@ -183,6 +183,7 @@ def parse_task(doc: Document, path: Path | str | None = None, *, fallback_id: st
 
     Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong shape or value.
     """
+    formats.check_document("task", doc, path)
     fields = FieldReader(doc, path, TASK_ALIASES)
     task_id = _check_id(fields, fallback_id, "task")
     description = _body_text(doc) or (_text(fields, "description") or "").strip()
@@ -283,6 +284,7 @@ EPIC_ALIASES: Mapping[str, tuple[str, ...]] = {
 
 def parse_epic(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Epic:
     """An Epic from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    formats.check_document("epic", doc, path)
     fields = FieldReader(doc, path, EPIC_ALIASES)
     epic_id = _check_id(fields, fallback_id, "epic")
     title = _text(fields, "title")
@@ -335,6 +337,7 @@ PROJECT_ALIASES: Mapping[str, tuple[str, ...]] = {
 
 def parse_project(doc: Document, path: Path | str | None = None, *, default_name: str) -> Project:
     """The Project from `project.md`. Raises InvalidDocument SCHEMA_ERROR."""
+    formats.check_document("project", doc, path)
     fields = FieldReader(doc, path, PROJECT_ALIASES)
     rails_key, rails_map = fields.mapping("global_rails")
     rails_fields = FieldReader(Document(meta=dict(rails_map), body="", text=""), path, _RAIL_KEYS)
@@ -410,6 +413,7 @@ WORKER_ALIASES: Mapping[str, tuple[str, ...]] = {
 
 def parse_worker(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Worker:
     """A Worker from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    formats.check_document("worker", doc, path)
     fields = FieldReader(doc, path, WORKER_ALIASES)
     worker_id = _check_id(fields, fallback_id, "worker")
     status = fields.choice("status", WORKER_STATUSES, "IDLE", _upper_in(WORKER_STATUSES))
@@ -446,6 +450,7 @@ def _role(value: str) -> str | None:
 
 def parse_team(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Team:
     """A Team from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    formats.check_document("team", doc, path)
     fields = FieldReader(doc, path, TEAM_ALIASES)
     team_id = _check_id(fields, fallback_id, "team")
     name = _text(fields, "name")
@@ -484,6 +489,7 @@ PROPOSAL_ALIASES: Mapping[str, tuple[str, ...]] = {
 
 def parse_proposal(doc: Document, path: Path | str | None = None, *, fallback_id: str) -> Proposal:
     """A Proposal from a parsed document. Raises InvalidDocument SCHEMA_ERROR."""
+    formats.check_document("proposal", doc, path)
     fields = FieldReader(doc, path, PROPOSAL_ALIASES)
     return Proposal(
         id=_check_id(fields, fallback_id, "proposal"),
@@ -649,27 +655,27 @@ def _body(description: str) -> str:
 
 def render_task(task: Task) -> str:
     """The text of a new task file: keys in declared order, empty optional keys left out."""
-    return document.render(_meta(task, TASK_KEYS), _body(task.description))
+    return document.render(formats.stamp("task", _meta(task, TASK_KEYS)), _body(task.description))
 
 
 def render_epic(epic: Epic) -> str:
     """The text of a new epic file."""
-    return document.render(_meta(epic, EPIC_KEYS), _body(epic.description))
+    return document.render(formats.stamp("epic", _meta(epic, EPIC_KEYS)), _body(epic.description))
 
 
 def render_worker(worker: Worker) -> str:
     """The text of a new worker file."""
-    return document.render(_meta(worker, WORKER_KEYS), _body(worker.notes))
+    return document.render(formats.stamp("worker", _meta(worker, WORKER_KEYS)), _body(worker.notes))
 
 
 def render_team(team: Team) -> str:
     """The text of a new team file."""
-    return document.render(_meta(team, TEAM_KEYS), "")
+    return document.render(formats.stamp("team", _meta(team, TEAM_KEYS)), "")
 
 
 def render_proposal(proposal: Proposal) -> str:
     """The text of a new rail proposal file (the reason is the body)."""
-    return document.render(_meta(proposal, PROPOSAL_KEYS), _body(proposal.reason))
+    return document.render(formats.stamp("proposal", _meta(proposal, PROPOSAL_KEYS)), _body(proposal.reason))
 
 
 def render_project(project: Project) -> str:
@@ -705,7 +711,7 @@ def render_project(project: Project) -> str:
         "created": project.created,
         "updated": project.updated,
     }
-    return document.render(meta, _body(project.description))
+    return document.render(formats.stamp("project", meta), _body(project.description))
 
 
 def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | None = None) -> str | None:
@@ -787,6 +793,7 @@ def parse_event(record: Any, path: Path | str | None = None, line: int | None = 
 
     if not isinstance(record, dict):
         raise fail("an activity record must be a JSON object")
+    formats.check_record("activity", record, path, line)
     texts: dict[str, str | None] = {}
     for key in ("id", "timestamp", "event", "projectId", "epicId", "taskId", "workerId"):
         value = record.get(key)

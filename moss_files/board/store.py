@@ -330,7 +330,8 @@ class BoardStore:
             text = files.edit_text(doc, old, new, kind, relpath)
             return None if text is None else document.encode(text, doc.bom)
 
-        fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        # kind: an edit of an older file writes it at the current format version.
+        fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind=kind, relpath=relpath)
         return result[0]
 
     def delete(self, kind: str, item_id: str) -> None:
@@ -352,7 +353,7 @@ class BoardStore:
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
             return document.encode(files.edit_project_rails(doc, list_name, values, relpath), doc.bom)
 
-        fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind="project", relpath=relpath)
         return self.read_project()
 
     def create_project(self, project: Project) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.board.model import is_valid_name
+from moss_files.foundation import formats
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 HUMAN = "human"
@@ -141,6 +142,7 @@ def parse_post(record: Any, channel: str, path: Path | str | None = None, line: 
     SCHEMA_ERROR for a record that is not one."""
     if not isinstance(record, dict):
         raise _fail("a chat line must be a JSON object", path, line)
+    formats.check_record("chat", record, path, line)
     texts = _texts(record, ("kind", "id", "sender", "content", "timestamp", "replyTo", "target", "status", "decisionId"), path, line)
     kind = texts["kind"] or "message"
     if kind not in POST_KINDS:
@@ -354,6 +356,7 @@ def parse_comment(record: Any, task_id: str, path: Path | str | None = None, lin
     """A Comment from one decoded JSONL record. Raises InvalidDocument SCHEMA_ERROR."""
     if not isinstance(record, dict):
         raise _fail("a comment line must be a JSON object", path, line)
+    formats.check_record("comments", record, path, line)
     texts = _texts(record, ("id", "author", "content", "timestamp", "replyTo"), path, line)
     if not texts["id"] or not texts["author"] or not texts["timestamp"] or texts["content"] is None:
         raise _fail("a comment needs id, author, content and timestamp", path, line)

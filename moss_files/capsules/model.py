@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 DEFAULT_WORKSPACE = "default"
@@ -30,6 +30,8 @@ MAX_FETCH_MANY = 50
 LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT = 20, 100
 INVENTORY_DEFAULT_LIMIT, INVENTORY_MAX_LIMIT = 100, 500
 EXPORT_SCHEMA_VERSION = "1.0"
+CURRENT_FORMAT = formats.KINDS["capsule"].current  # the file format version (foundation.formats)
+CAPSULES_FOLDER = PurePosixPath(".moss/capsules")  # relative to the workspace root
 
 SUFFIX = ".md"
 # A capsule is at most capsule_max_chars characters of UTF-8 plus frontmatter; files far past
@@ -550,6 +552,7 @@ def parse_capsule(doc: document.Document, relpath: PurePosixPath, *, mtime_ms: i
     in another folder).
     """
     where = path if path is not None else str(relpath)
+    formats.check_document("capsule", doc, where)
     parts = relpath.parts
     in_deleted = len(parts) == 3 and parts[1] == DELETED_DIR
     if len(parts) != 2 and not in_deleted:
@@ -715,17 +718,23 @@ def capsule_meta(capsule: Capsule) -> dict[str, Any]:
 
 
 def render_capsule(capsule: Capsule) -> str:
-    """A new capsule file: frontmatter, then the text byte for byte."""
-    return document.render(capsule_meta(capsule), capsule.text)
+    """A new capsule file: frontmatter (at the current format version), then the text byte
+    for byte."""
+    return document.render(formats.stamp("capsule", capsule_meta(capsule)), capsule.text)
 
 
 def edit_capsule(old_text: str, capsule: Capsule, path: Any = None) -> str:
     """Rewrite an existing capsule file to hold `capsule`, changing only what differs.
 
     Unknown keys, comments, quoting and key spelling survive; a missing id or time is added
-    (one line each); the body is replaced only when the text changed.
+    (one line each); the body is replaced only when the text changed. An edit of a file of an
+    older format records the current version: with the id and times stored, that is the whole
+    upgrade (`upgrade_step`). An edit that changes nothing changes nothing.
+
+    Raises InvalidDocument FORMAT_TOO_NEW for a file of a newer format (never written over).
     """
     doc = document.parse(old_text, path)
+    version = formats.check_document("capsule", doc, path)
     wanted = capsule_meta(capsule)
     changes: dict[str, Any] = {}
     for field in FIELDS:
@@ -742,11 +751,49 @@ def edit_capsule(old_text: str, capsule: Capsule, path: Any = None) -> str:
             changes[key] = wanted[field]
         elif key in doc.meta and doc.meta[key] not in (None, "", []):
             changes[key] = document.DELETE
+    if version < CURRENT_FORMAT and (changes or doc.body != capsule.text):
+        changes[formats.MARKER] = CURRENT_FORMAT
     new_text = document.edit_frontmatter(old_text, changes, path) if changes else old_text
     head, fm_text, tail, body = document.split(new_text, path)
     if body == capsule.text:
         return new_text
     return head + fm_text + tail + capsule.text
+
+
+def _upgrade_to_2(text: str, facts: formats.Facts) -> str:
+    """Format 1 to 2: store the id and times the file is known by (derived from its path and
+    modification time while they are missing, and so changed by any rewrite), then record
+    the version."""
+    relpath = PurePosixPath(facts.relpath).relative_to(CAPSULES_FOLDER)
+    doc = document.parse(text, facts.relpath)
+    stored = edit_capsule(text, parse_capsule(doc, relpath, mtime_ms=facts.mtime_ms, path=facts.relpath), facts.relpath)
+    return formats.set_marker(formats.FRONTMATTER, stored, 2, facts.relpath)
+
+
+def escaped_place(relpath: str) -> str:
+    """Where a capsule file named before the Windows escape belongs (relative to the
+    workspace root): a workspace folder or name slot called `con`, `nul`, `com1`, … gets its
+    first letter escaped (`%63on`). Any other path is returned as it is."""
+    parts = relpath.split("/")
+    base = len(CAPSULES_FOLDER.parts)
+    if len(parts) > base + 1 and parts[base] in WINDOWS_RESERVED:
+        parts[base] = workspace_dir(parts[base])
+    stem = parts[-1].removesuffix(SUFFIX)
+    if len(parts) == base + 2 and stem in WINDOWS_RESERVED:
+        parts[-1] = slot_filename(stem)
+    return "/".join(parts)
+
+
+UPGRADE_STEPS = (
+    formats.Step(
+        2,
+        "stores the id and times a hand-written file was known by, records the version; a workspace or name Windows "
+        "reserves (con, nul, com1, ...) moves to its escaped file name (%63on)",
+        _upgrade_to_2,
+        escaped_place,
+    ),
+)
+formats.register_steps("capsule", UPGRADE_STEPS)
 
 
 def _derivable(field: str, capsule: Capsule) -> bool:

@@ -122,12 +122,22 @@ class CapsuleStore:
 
     def read_slot(self, workspace_norm: str, name_norm: str) -> StoredCapsule | None:
         """The capsule in a name's slot file (live or hand-marked deleted), if any."""
-        folder = self.base / core.workspace_dir(workspace_norm)
         self.settle()
-        found = self.read(folder / core.slot_filename(name_norm))
-        if found is None and name_norm in core.WINDOWS_RESERVED:
-            found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
-        return found
+        for folder in self._workspace_folders(workspace_norm):
+            found = self.read(folder / core.slot_filename(name_norm))
+            if found is None and name_norm in core.WINDOWS_RESERVED:
+                found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
+            if found is not None:
+                return found
+        return None
+
+    def _workspace_folders(self, workspace_norm: str) -> list[Path]:
+        """A workspace's folder, and the one it had before the Windows escape (`nul/` for
+        `%6Eul/`) when that name is reserved: files there are found until they move."""
+        folders = [self.base / core.workspace_dir(workspace_norm)]
+        if workspace_norm in core.WINDOWS_RESERVED:
+            folders.append(self.base / workspace_norm)
+        return folders
 
     def files(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> tuple[list[Path], list[MossError]]:
         """Candidate capsule files (sorted), and entries that have no business in the folder."""
@@ -143,9 +153,9 @@ class CapsuleStore:
         self.settle()
         entries = _sorted_entries if ordered else _entries
         if workspace_norm is not None:
-            folder = core.workspace_dir(workspace_norm)
-            fs.check_confined(self.base / folder)
-            folders = [folder]
+            folders = [folder.relative_to(self.base).as_posix() for folder in self._workspace_folders(workspace_norm)]
+            for folder in folders:
+                fs.check_confined(self.base / folder)
             strays: list[str] = []
         else:
             fs.check_confined(self.base)
@@ -313,6 +323,9 @@ class CapsuleStore:
         result = self.read(path)
         if result is None:
             raise NotFound(f"capsule file {shown} went away", path=shown)
+        where = (CAPSULES_DIR / relpath).as_posix()
+        if core.escaped_place(where) != where:
+            result = self.relocate(result)  # named before the Windows escape: the upgrade's move
         return result
 
     def relocate(self, stored: StoredCapsule) -> StoredCapsule:

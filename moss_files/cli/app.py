@@ -52,6 +52,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.merge": ("merge",),
     "moss_files.cli.agent": ("agent",),
     "moss_files.cli.migrate": ("migrate",),
+    "moss_files.cli.upgrade": ("upgrade",),
     "moss_files.cli.ui": ("ui",),
 }
 
@@ -202,12 +203,15 @@ def doc_set(
     ],
     as_json: JsonOpt = False,
 ) -> None:
-    """Set or delete frontmatter keys, changing only those keys' lines."""
-    from moss_files.foundation import document, fs
+    """Set or delete frontmatter keys, changing only those keys' lines (a toolkit file of an
+    older format is written at its current one; one of a newer format is refused)."""
+    from moss_files.foundation import document, formats, fs
 
     with reporting(as_json):
         changes = dict(_parse_assignment(item) for item in assignments)
-        written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path))
+        found = formats.locate(path.absolute())
+        kind, relpath = (found[0].name, found[1]) if found is not None and found[0].marker == formats.FRONTMATTER else (None, None)
+        written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path), kind=kind, relpath=relpath)
     emit({"path": str(path), "meta": written.meta}, as_json, text="")
 
 

@@ -63,9 +63,13 @@ def _union(first: list[Any], second: list[Any]) -> list[Any]:
 
 
 def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
-    """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line."""
+    """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line,
+    FORMAT_TOO_NEW for a file of a newer format."""
     import tomllib  # here: every Context holds a Config, and most commands never read a file
 
+    from moss_files.foundation import formats
+
+    formats.check_text("config", text, path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -3,7 +3,8 @@
 Core layer (pure). Used by the merge driver for every one-file-per-item kind (capsules,
 insights, sessions, board items). For each top-level key: a value changed on one side wins;
 both sides making the same change is that change; a modification time (`updated_at` and its
-spellings) takes the later value; a kind may add rules for its own keys (the board's status,
+spellings) takes the later value; the format version (`moss_format`) takes the highest any
+side records, so a file one clone upgraded and the other edited merges into the upgraded form; a kind may add rules for its own keys (the board's status,
 say); anything else changed on both sides is a conflict on that key, shown with git's markers
 around the key's lines. The result starts from our text, so our comments, key order and
 quoting survive, and only keys the other side changed are edited in.
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.textmerge import Labels, merge_text
 
 MISSING: Any = document.DELETE  # a key absent from a version (and, in changes, a key to remove)
@@ -77,7 +78,11 @@ def merge_value(base: Any, ours: Any, theirs: Any, *, rule: FieldRule | None = N
 def _merge_mappings(base: Mapping[str, Any], ours: Mapping[str, Any], theirs: Mapping[str, Any], rules: Mapping[str, FieldRule]) -> dict[str, Any]:
     """Key by key, in our order then the keys only theirs has."""
     keys = list(ours) + [key for key in theirs if key not in ours] + [key for key in base if key not in ours and key not in theirs]
-    return {key: merge_value(base.get(key, MISSING), ours.get(key, MISSING), theirs.get(key, MISSING), rule=rules.get(key), key=key) for key in keys}
+    merged = {key: merge_value(base.get(key, MISSING), ours.get(key, MISSING), theirs.get(key, MISSING), rule=rules.get(key), key=key) for key in keys}
+    if formats.MARKER in merged:
+        version = formats.merge_versions(ours.get(formats.MARKER), theirs.get(formats.MARKER))
+        merged[formats.MARKER] = MISSING if version is None else version
+    return merged
 
 
 def merge_document(

@@ -48,6 +48,7 @@ ERROR_CODES: dict[str, str] = {
     "INVALID_RECORD": "an import line is JSON but not a valid capsule record (per-line import error)",
     "MERGE_CONFLICT": "a file holds git conflict markers from an unfinished merge; it is neither read nor written until resolved",
     "SYMLINK_REFUSED": "a file or folder inside the toolkit's folders is a symbolic link, which is never followed",
+    "FORMAT_TOO_NEW": "a file (or a log line) is in a newer format than this moss-files knows, written by a newer one; it is neither read nor written: upgrade moss-files",
     "SOURCE_INVALID": "a migration source file is not what its system writes (file and line, or JSON path); nothing of that source was written",
     "CONFLICT": "the operation collides with the current state",
     "STALE_WRITE": "the file changed since it was read; nothing was written",

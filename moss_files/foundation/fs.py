@@ -738,6 +738,8 @@ def modify(
     retries: int = DEFAULT_RETRIES,
     timeout: float = DEFAULT_LOCK_TIMEOUT,
     max_bytes: int | None = None,
+    kind: str | None = None,
+    relpath: str | None = None,
 ) -> Snapshot:
     """Read-modify-write `path` under its lock; return the snapshot of what was written.
 
@@ -745,13 +747,20 @@ def modify(
     alone. If the file changes between the read and the write (a hand edit, which takes no
     lock), the transform runs again on the new content, up to `retries` times.
 
-    Raises Conflict STALE_WRITE when the file keeps changing, LOCK_TIMEOUT when the lock is held.
+    With `kind` (a `formats` kind; `relpath` is the file's path from the workspace root), the
+    transform receives the file upgraded to its kind's current version, so an edit of an older
+    file writes it at the current version; an edit that changes nothing writes nothing, the
+    upgrade included.
+
+    Raises Conflict STALE_WRITE when the file keeps changing, LOCK_TIMEOUT when the lock is
+    held, InvalidDocument FORMAT_TOO_NEW for a file of a newer version (never written).
     """
     with locked(path, timeout=timeout):
         for _attempt in range(retries):
             snapshot = read_snapshot(path, max_bytes=max_bytes)
-            new = transform(snapshot)
-            if new is None or new == snapshot.data:
+            work = snapshot if kind is None else _upgraded(snapshot, kind, relpath, max_bytes)
+            new = transform(work)
+            if new is None or new == work.data:
                 return snapshot
             try:
                 write_if_unchanged(snapshot, new)
@@ -767,6 +776,24 @@ def modify(
     )
 
 
+def _upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:
+    """The snapshot a tool edit works on: the file's bytes at its kind's current version."""
+    if snapshot.data is None:
+        return snapshot
+    from moss_files.foundation import document, formats  # here: a search process never edits
+
+    mtime_ms = snapshot.identity[3] // 1_000_000 if snapshot.identity is not None else 0
+    found = formats.locate(snapshot.path) if relpath is None else None
+    facts = formats.Facts(relpath or (found[1] if found is not None else snapshot.path.as_posix()), mtime_ms)
+    try:
+        data = formats.upgrade_bytes(kind, snapshot.data, facts, max_bytes=max_bytes or document.DEFAULT_MAX_BYTES)
+    except InvalidDocument as err:
+        if err.code == "FORMAT_TOO_NEW":
+            raise
+        return snapshot  # a file that does not read: the transform reports it, as it always has
+    return snapshot if data == snapshot.data else Snapshot(snapshot.path, data, digest_of(data), snapshot.identity)
+
+
 def modify_document(
     path: Path,
     transform: Callable[[Document], str | None],
@@ -774,11 +801,14 @@ def modify_document(
     retries: int = DEFAULT_RETRIES,
     timeout: float = DEFAULT_LOCK_TIMEOUT,
     max_bytes: int | None = None,
+    kind: str | None = None,
+    relpath: str | None = None,
 ) -> Document:
     """Like `modify`, for a markdown document: `transform(doc)` returns new text or None.
 
-    Keeps the file's BOM. Raises NotFound for a missing file and InvalidDocument for a
-    malformed one (untouched).
+    Keeps the file's BOM. With `kind`, the transform edits the document upgraded to the
+    kind's current version (see `modify`). Raises NotFound for a missing file and
+    InvalidDocument for a malformed one or one of a newer version (untouched).
     """
     from moss_files.foundation import document
 
@@ -791,7 +821,7 @@ def modify_document(
         new_text = transform(doc)
         return None if new_text is None else document.encode(new_text, doc.bom)
 
-    written = modify(path, step, retries=retries, timeout=timeout, max_bytes=limit)
+    written = modify(path, step, retries=retries, timeout=timeout, max_bytes=limit, kind=kind, relpath=relpath)
     assert written.data is not None
     return document.parse_bytes(written.data, path, max_bytes=limit)
 

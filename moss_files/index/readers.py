@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import cstack
 import needlecast
-from moss_files.foundation import summaries
+from moss_files.foundation import formats, summaries
 from moss_files.foundation.errors import MossError
 from moss_files.index.model import Entry, Extracted, FileInput, Problem, problem_from
 from moss_files.index.query import normalize_date
@@ -192,7 +192,7 @@ def _current_entries(text: str, file: FileInput) -> Extracted:
         id=file.name,
         title=headline,
         summary=summaries.summarize(current.focus or current.task or " ".join(current.next_steps)) or headline,
-        body=text,
+        body=formats.without_marker(formats.COMMENT, text)[0],  # the version marker is not content
         line=1,
         status=current.state,
         date=normalize_date(current.last_updated) or normalize_date(current.started),

@@ -94,7 +94,7 @@ def _edit(ctx: Context, task_id: str, line_changes: dict[str, Any], details: Det
         changed[0] = True
         return document.encode(new_text, bom)
 
-    fs.modify(path, step)
+    fs.modify(path, step, kind="plan", relpath=PLAN_PATH)  # an older PLAN.md is written at the current version
     return changed[0]
 
 

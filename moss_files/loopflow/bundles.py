@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import moss_files.loopflow.insights as insight_core
+from moss_files.foundation import formats
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 from moss_files.loopflow.insights import Insight
 
@@ -192,6 +193,7 @@ def parse_bundle(data: Any, path: str | None = None) -> Bundle:
         raise InvalidDocument("not an insight bundle: a JSON object with an 'insights' list is expected", code="SCHEMA_ERROR", path=path)
     if "version" in data:
         if str(data.get("version")) != BUNDLE_VERSION:
+            formats.check_bundle_version(data.get("version"), path)  # FORMAT_TOO_NEW for "2.0"
             raise InvalidDocument(
                 f"bundle version {data.get('version')!r} is not supported (expected {BUNDLE_VERSION})",
                 code="SCHEMA_ERROR",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 from moss_files.foundation.fields import FieldReader
@@ -61,6 +61,7 @@ def _choice(value: str, allowed: Sequence[str], what: str) -> str:
 
 def parse_feedback(doc: Document, path: Path | str | None = None, *, fallback_id: str | None = None) -> Feedback:
     """The feedback a document holds. Raises InvalidDocument SCHEMA_ERROR with the key's line."""
+    formats.check_document("feedback", doc, path)
     reader = FieldReader(doc, path)
     item_id = (reader.text("id") or "").strip() or (fallback_id or "")
     if not item_id or not is_safe_id(item_id, max_length=128):
@@ -125,7 +126,7 @@ def render_feedback(item: Feedback) -> str:
         meta["warnings"] = list(item.warnings)
     meta["created"] = item.created
     meta["updated"] = item.updated
-    return document.render(meta, item.description)
+    return document.render(formats.stamp("feedback", meta), item.description)
 
 
 def feedback_to_dict(item: Feedback, *, path: str | None = None) -> dict[str, Any]:

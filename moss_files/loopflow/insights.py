@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, summaries
+from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 from moss_files.foundation.fields import FieldReader
@@ -87,6 +87,7 @@ def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id:
 
     Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong shape or value.
     """
+    formats.check_document("insight", doc, path)
     reader = FieldReader(doc, path)
     insight_id = (reader.text("id") or "").strip() or (fallback_id or "")
     if not insight_id:
@@ -225,7 +226,7 @@ def insight_meta(insight: Insight) -> dict[str, Any]:
 
 def render_insight(insight: Insight) -> str:
     """The text of a new insight file."""
-    return document.render(insight_meta(insight), insight.content)
+    return document.render(formats.stamp("insight", insight_meta(insight)), insight.content)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, fs
+from moss_files.foundation import document, formats, fs
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 from moss_files.index.service import open_index
@@ -399,7 +399,7 @@ def handoff(ctx: Context, request: Handoff, *, session_id: str | None = None, ag
             meta = {**session_core.session_meta(draft), **plan.next_actions, **plan.rest}
             ordered = {key: meta[key] for key in session_core.FIELDS if key in meta}
             body = session_core.set_sections("", plan.sections)
-            return document.render(ordered, body)
+            return document.render(formats.stamp("session", ordered), body)
 
         new_id, path = files.create(_new_id(ctx, session_core.ID_PREFIX), make)
         return _handoff_result(files, path, files.read(path), created=True, saved=bool(request.next_actions), changed=True)
@@ -498,7 +498,7 @@ def update_summary(
         doc = document.parse_bytes(snapshot.data, shown)
         return document.encode(summary_core.edited_text(doc.text, values, now=now, session=session, path=shown), doc.bom)
 
-    fs.modify(path, step)
+    fs.modify(path, step, kind="summary", relpath=shown)
     return {
         "success": True,
         "updated": list(values),

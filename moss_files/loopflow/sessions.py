@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, summaries
+from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 from moss_files.foundation.fields import FieldReader
@@ -166,6 +166,7 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
 
     Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong shape or value.
     """
+    formats.check_document("session", doc, path)
     reader = FieldReader(doc, path)
     session_id = (reader.text("id") or "").strip() or (fallback_id or "")
     if not session_id:
@@ -244,7 +245,7 @@ def session_meta(session: Session) -> dict[str, Any]:
 def render_session(session: Session) -> str:
     """The text of a new session file."""
     body = set_sections(session.body, {"Summary": session.summary, "Learnings": session.learnings, "Hot context": session.hot_context})
-    return document.render(session_meta(session), body)
+    return document.render(formats.stamp("session", session_meta(session)), body)
 
 
 @dataclass(frozen=True, slots=True)

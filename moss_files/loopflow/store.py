@@ -117,7 +117,8 @@ class ItemStore(Generic[T]):
     def edit(self, path: Path, transform: Callable[[Document], str | None]) -> Document:
         """Apply `transform` (new text, or None for no change) to the file as it is at write
         time; returns the document written (or read). Raises Conflict when it keeps changing."""
-        return fs.modify_document(path, transform)
+        # kind: an edit of an older file writes it at the current format version.
+        return fs.modify_document(path, transform, kind=self.kind.name, relpath=self.relpath(path))
 
     def digest(self, path: Path) -> str:
         """The content hash of a file now (to tell whether an edit changed anything)."""

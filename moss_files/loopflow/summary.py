@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import moss_files.loopflow.sessions as sessions
-from moss_files.foundation import document
+from moss_files.foundation import document, formats
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidRequest
 from moss_files.foundation.fields import FieldReader
@@ -54,6 +54,7 @@ class RepoSummary:
 
 def parse_summary(doc: Document, path: Path | str | None = None) -> RepoSummary:
     """The summary a document holds. Raises InvalidDocument SCHEMA_ERROR for a wrong shape."""
+    formats.check_document("summary", doc, path)
     reader = FieldReader(doc, path)
     found = sessions.read_sections(doc.body, SECTIONS.values())
     values = {name: found.get(title) for name, title in SECTIONS.items()}
@@ -78,7 +79,7 @@ def new_text(values: Mapping[str, str], *, now: str, session: str | None) -> str
     if session:
         meta["updated_by_session"] = session
     body = sessions.set_sections("", {SECTIONS[name]: values[name] for name in SECTIONS if name in values})
-    return document.render(meta, body.lstrip("\n"))
+    return document.render(formats.stamp("summary", meta), body.lstrip("\n"))
 
 
 def edited_text(text: str, values: Mapping[str, str], *, now: str, session: str | None, path: Path | str | None = None) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from moss_files.foundation import conflicts, document, fs
+from moss_files.foundation import conflicts, document, formats, fs
 from moss_files.foundation.docmerge import CONFLICT, merge_document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 from moss_files.foundation.textmerge import Labels, merge_text
@@ -58,13 +58,19 @@ def _plain(base: str, ours: str, theirs: str, labels: Labels) -> tuple[str, int]
 
 
 def _items(name: str) -> Merge:
+    marker = formats.HEAD_COMMENT if name == "mailbox" else formats.COMMENT
+
     def merge(base: str, ours: str, theirs: str, labels: Labels) -> tuple[str, int]:
         import cstack
         import needlecast
 
         merge_function = {"plan": cstack.merge_plan, "current": cstack.merge_current, "memory": cstack.merge_memory, "mailbox": needlecast.merge_mailbox}[name]
+        # The format version line is merged apart: the highest any side records is kept, so a
+        # file one clone upgraded and the other edited merges without a conflict on that line.
+        (base, _), (ours, mine), (theirs, other) = (formats.without_marker(marker, text) for text in (base, ours, theirs))
         result = merge_function(base, ours, theirs, labels)
-        return result.text, result.conflicts
+        version = formats.merge_versions(mine, other)
+        return (result.text if version is None else formats.set_marker(marker, result.text, version)), result.conflicts
 
     return merge
 

@@ -357,13 +357,15 @@ def test_hand_written_values_are_read_leniently() -> None:
     assert parsed.created_ms == core.parse_time("2026-01-19T00:00:00Z")
 
 
-def test_edit_keeps_unknown_keys_comments_and_adds_only_the_missing_id() -> None:
+def test_edit_keeps_unknown_keys_comments_and_adds_only_the_missing_id_and_the_version() -> None:
     text = "---\n# hand-made\nname: auth   # the handle\npriority: high\ncreated_at: 2026-01-19T10:00:00Z\nupdated_at: 2026-01-19T10:00:00Z\n---\nbody\n"
     parsed = parse_at(text, "default/auth.md")
     edited = core.edit_capsule(text, parsed)
-    assert edited == text.replace("---\nbody", f"id: {parsed.id}\n---\nbody")
+    # The edit of a format-1 file writes it at format 2: the id it lacked, then the marker.
+    assert edited == text.replace("---\nbody", f"id: {parsed.id}\nmoss_format: 2\n---\nbody")
     old_lines, new_lines = text.splitlines(), edited.splitlines()
-    assert [line for line in new_lines if line not in old_lines] == [f"id: {parsed.id}"]
+    assert [line for line in new_lines if line not in old_lines] == [f"id: {parsed.id}", "moss_format: 2"]
+    assert core.edit_capsule(edited, parse_at(edited, "default/auth.md")) == edited  # nothing to change: nothing changes
 
 
 def test_edit_changes_only_changed_lines_and_the_body() -> None:

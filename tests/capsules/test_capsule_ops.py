@@ -630,7 +630,7 @@ def test_allowed_paths_and_unsafe_escape_hatch(ctx: ops.Context, tmp_path: Path)
 # --------------------------------------------------------------------------- hand-written files
 
 
-def test_hand_written_capsule_is_valid_and_gains_only_an_id(ctx: ops.Context, ws: Path) -> None:
+def test_hand_written_capsule_is_valid_and_gains_only_an_id_times_and_version(ctx: ops.Context, ws: Path) -> None:
     folder = ws / ".moss/capsules/default"
     folder.mkdir(parents=True)
     path = folder / "notes.md"
@@ -643,7 +643,8 @@ def test_hand_written_capsule_is_valid_and_gains_only_an_id(ctx: ops.Context, ws
     after = path.read_text().splitlines()
     added = [line for line in after if line not in before]
     assert added[0] == f"id: {fetched['id']}"
-    assert {line.split(":")[0] for line in added[1:]} <= {"created_at", "updated_at", "- a new one"}
+    assert {line.split(":")[0] for line in added[1:]} <= {"created_at", "updated_at", "moss_format", "- a new one"}
+    assert "moss_format: 2" in added  # the edit wrote the file at the current format
     assert "# written in an editor" in after and "status-color: green" in after
 
 

@@ -28,7 +28,7 @@ def test_remember_writes_one_file_with_a_dated_random_id(ctx: loopflow.Context) 
     path = ctx.root / made["path"]
     assert path.read_text() == (
         f"---\nid: {made['id']}\ntype: architecture\nstatus: unprocessed\ntags:\n  - lock\nsource:\n  task: LF-3\n"
-        "created: 2026-01-21T10:00:00Z\nupdated: 2026-01-21T10:00:00Z\n---\nLocks are per file. The lock file stays.\n"
+        "created: 2026-01-21T10:00:00Z\nupdated: 2026-01-21T10:00:00Z\nmoss_format: 2\n---\nLocks are per file. The lock file stays.\n"
     )
     assert made["summary"] == "Locks are per file. The lock file stays."
     other = loopflow.remember(ctx, "Another.")
@@ -67,7 +67,11 @@ def test_hand_written_content_survives_an_update(ctx: loopflow.Context) -> None:
     text = "---\nid: INS-001   # LoopFlow id\nstatus: unprocessed\nowner: me\n---\nBody with trailing spaces   \n\n\n"
     path.write_text(text)
     loopflow.update_insight(ctx, "INS-001", Update(status="discussed"))
-    assert path.read_text() == text.replace("status: unprocessed", "status: discussed").replace("owner: me\n", "owner: me\nupdated: 2026-01-21T10:00:00Z\n")
+    # A hand-written file is format 1: the edit writes it at format 2 (the marker goes first,
+    # as the upgrade adds it, then the key the edit adds).
+    assert path.read_text() == text.replace("status: unprocessed", "status: discussed").replace(
+        "owner: me\n", "owner: me\nmoss_format: 2\nupdated: 2026-01-21T10:00:00Z\n"
+    )
 
 
 def test_errors(ctx: loopflow.Context) -> None:

@@ -60,7 +60,7 @@ def test_outcome_rule(mode: str, blocked: tuple, in_progress: tuple, explicit: s
 def test_new_session_round_trips() -> None:
     made = new_session("SES-20260121-abcdefgh", now=NOW, task="LF-049 search", agent="claude")
     text = render_session(made)
-    assert text == "---\nid: SES-20260121-abcdefgh\ntask: LF-049 search\nagent: claude\nstarted: 2026-01-21T10:00:00Z\n---\n"
+    assert text == "---\nid: SES-20260121-abcdefgh\ntask: LF-049 search\nagent: claude\nstarted: 2026-01-21T10:00:00Z\nmoss_format: 2\n---\n"
     again = parse(text)
     assert again.active and again.status == "active" and again.date == "2026-01-21"
 

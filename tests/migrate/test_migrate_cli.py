@@ -71,6 +71,19 @@ def test_migrate_sh_runs_the_installed_moss(root: Path, tmp_path: Path) -> None:
     assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["created"] == 9
 
 
+def test_migrate_sh_upgrade_runs_moss_upgrade(root: Path) -> None:
+    env = {"PATH": f"{BIN}:{os.environ['PATH']}"}
+    plan = root / ".cstack" / "PLAN.md"
+    plan.parent.mkdir(exist_ok=True)
+    plan.write_text("# Plan\n\n## Tasks\n")  # as the release before format markers wrote it
+    dry = _script("upgrade", "--dry-run", "--json", cwd=root, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["kinds"]["plan"]["upgraded"] == {"1 -> 2": 1} and plan.read_text() == "# Plan\n\n## Tasks\n"
+    done = _script("upgrade", "--kind", "plan", cwd=root, env=env)
+    assert done.returncode == 0, done.stderr
+    assert plan.read_text() == "<!-- moss_format: 2 -->\n# Plan\n\n## Tasks\n"
+
+
 def test_migrate_sh_all_runs_each_source_the_project_holds(root: Path) -> None:
     copy_fixture("beads", root)
     copy_fixture("cortical", root)
