@@ -63,31 +63,53 @@ def search(
     if not parsed.has_text:
         raise InvalidRequest("the query has no word to search for", details={"query": text, "ignored": list(parsed.ignored)})
     # Filters are built as values, not query text: a workspace or run id may hold commas or
-    # spaces, and role, phase and run ids compare exactly (the query syntax folds case).
+    # spaces. The index holds these values casefolded, so its filters find a superset; the
+    # exact comparisons (workspace by folder, run, phase and role as written, tags ignoring
+    # case) are made below.
     filters = []
     ws = optional(workspace)
-    if ws:
-        filters.append(search_query.Filter("workspace", (core.normalize(ws),)))
+    workspace_norm = core.normalize(ws) if ws else None
+    if workspace_norm is not None:
+        filters.append(search_query.Filter("workspace", (workspace_norm.casefold(),)))
+    exact: dict[str, str] = {}
     for field, value in (("tag", tag), ("run", run_id), ("phase", phase), ("role", role)):
         cleaned = optional(value)
         if cleaned:
-            filters.append(search_query.Filter(field, (cleaned.casefold() if field == "tag" else cleaned,)))
+            filters.append(search_query.Filter(field, (cleaned.casefold(),)))
+            if field != "tag":
+                exact[field] = cleaned
     if include_deleted:
         filters.append(search_query.Filter("status", ("live", "deleted")))
     parsed = replace(parsed, filters=parsed.filters + tuple(filters))
     now = ctx.now()
 
-    def work(view: Any) -> list[Any]:
+    def work(view: Any) -> tuple[list[Any], dict[str, set[str]]]:
         # One ranked query for every match (up to MAX_MATCHES), to count them: paging through
         # them instead re-ranks all of them once per page (50 times at 10,000 matches).
-        return list(view.search(parsed, now=now, kinds=("capsule",), limit=MAX_MATCHES, offset=0, match_all=mode == "all").hits)
+        found = list(view.search(parsed, now=now, kinds=("capsule",), limit=MAX_MATCHES, offset=0, match_all=mode == "all").hits)
+        cased: dict[str, set[str]] = {field: set() for field in exact}
+        if exact:
+            marks = ",".join("?" * len(exact))
+            query = (
+                f"SELECT f.value, i.path FROM facets f JOIN items i ON i.rowid = f.item WHERE f.field = 'cased' AND f.value IN ({marks}) AND i.kind = 'capsule'"
+            )
+            for field, path in view.conn.execute(query, list(exact)):
+                cased[field].add(path)
+        return found, cased
 
-    hits = open_index(ctx).run(work)
-    terms = [*parsed.terms, *parsed.phrases, *parsed.title_terms]
+    hits, cased = open_index(ctx).run(work)
     store_ = CapsuleStore(ctx.root)
+    if workspace_norm is not None:
+        # The folder decides the workspace: two names that fold alike (Straße, strasse) are two.
+        prefixes = tuple(f"{folder.relative_to(ctx.root).as_posix()}/" for folder in store_.workspace_folders(workspace_norm))
+        hits = [hit for hit in hits if hit.path.startswith(prefixes)]
+    read: dict[str, Any] = {}
+    if exact:
+        hits = [hit for hit in hits if _matches_exactly(hit.path, exact, cased, store_, ctx, read)]
+    terms = [*parsed.terms, *parsed.phrases, *parsed.title_terms]
     items: list[dict[str, Any]] = []
     for hit in hits[page_offset : page_offset + page_limit]:
-        stored = store_.read(ctx.root / hit.path)
+        stored = read[hit.path] if hit.path in read else store_.read(ctx.root / hit.path)
         if stored is None:  # removed since the index was refreshed a moment ago
             continue
         capsule = stored.capsule
@@ -97,3 +119,20 @@ def search(
         "pagination": {"limit": page_limit, "offset": page_offset, "has_more": page_offset + page_limit < len(hits), "total": len(hits)},
         "sort": "relevance",
     }
+
+
+def _matches_exactly(path: str, exact: dict[str, str], cased: dict[str, set[str]], store_: CapsuleStore, ctx: Context, read: dict[str, Any]) -> bool:
+    """Whether the capsule at `path`, whose casefolded run/phase/role matched, holds exactly
+    the wanted values. A capsule whose own value is casefolded (no `cased` facet) holds the
+    folded value, so only a wanted value that is itself casefolded can be it; one with a
+    `cased` facet is read (and kept in `read`) to compare what its file says."""
+    if not any(path in cased[field] for field in exact):
+        return all(wanted == wanted.casefold() for wanted in exact.values())
+    if path not in read:
+        read[path] = store_.read(ctx.root / path)
+    stored = read[path]
+    if stored is None:
+        return False
+    capsule = stored.capsule
+    values = {"run": capsule.run_id, "phase": capsule.phase, "role": capsule.role}
+    return all(values[field] == wanted for field, wanted in exact.items())

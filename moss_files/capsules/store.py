@@ -123,7 +123,7 @@ class CapsuleStore:
     def read_slot(self, workspace_norm: str, name_norm: str) -> StoredCapsule | None:
         """The capsule in a name's slot file (live or hand-marked deleted), if any."""
         self.settle()
-        for folder in self._workspace_folders(workspace_norm):
+        for folder in self.workspace_folders(workspace_norm):
             found = self.read(folder / core.slot_filename(name_norm))
             if found is None and name_norm in core.WINDOWS_RESERVED:
                 found = self.read(folder / f"{name_norm}{core.SUFFIX}")  # named before the escape
@@ -131,7 +131,7 @@ class CapsuleStore:
                 return found
         return None
 
-    def _workspace_folders(self, workspace_norm: str) -> list[Path]:
+    def workspace_folders(self, workspace_norm: str) -> list[Path]:
         """A workspace's folder, and the one it had before the Windows escape (`nul/` for
         `%6Eul/`) when that name is reserved: files there are found until they move."""
         folders = [self.base / core.workspace_dir(workspace_norm)]
@@ -153,7 +153,7 @@ class CapsuleStore:
         self.settle()
         entries = _sorted_entries if ordered else _entries
         if workspace_norm is not None:
-            folders = [folder.relative_to(self.base).as_posix() for folder in self._workspace_folders(workspace_norm)]
+            folders = [folder.relative_to(self.base).as_posix() for folder in self.workspace_folders(workspace_norm)]
             for folder in folders:
                 fs.check_confined(self.base / folder)
             strays: list[str] = []

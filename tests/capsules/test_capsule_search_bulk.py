@@ -92,6 +92,31 @@ def test_search_ranks_filters_pages_and_snips(ws: Path) -> None:
     assert {i["name"] for i in with_deleted} == {"auth", "ui"} and any("deleted_at" in i for i in with_deleted)
 
 
+def test_search_filters_compare_as_written_though_the_index_folds_case(ws: Path) -> None:
+    """The index keeps run, phase, role and workspace casefolded; the filters still compare
+    exactly: `Plan` is not `plan`, and the workspaces `Straße` and `strasse` are two."""
+    ctx = Context(ws)
+    upper = store(ctx, "a", "deploy the thing", phase="Plan", run_id="Run-1", role="Dev")
+    lower = store(ctx, "b", "deploy the other", phase="plan", run_id="run-1", role="dev")
+    german = store(ctx, "c", "deploy in Köln", workspace="Straße")
+    english = store(ctx, "d", "deploy in York", workspace="strasse")
+
+    def ids(**filters: object) -> list[str]:
+        found = search.search(ctx, query="deploy", **filters)  # type: ignore[arg-type]
+        assert found["pagination"]["total"] == len(found["items"])
+        return sorted(item["id"] for item in found["items"])
+
+    assert ids(phase="Plan") == [upper]
+    assert ids(phase="plan") == [lower]
+    assert ids(run_id="Run-1", role="Dev") == [upper]
+    assert ids(run_id="run-1", role="Dev") == []
+    assert ids(role="dev") == [lower]
+    assert ids(phase="PLAN") == []
+    assert ids(workspace="Straße") == [german]
+    assert ids(workspace="strasse") == [english]
+    assert ids(workspace="STRASSE") == [english]
+
+
 def test_search_refuses_bad_queries(ws: Path) -> None:
     ctx = Context(ws)
     for query in ("", "   ", "x" * 1001, '"" ***'):
