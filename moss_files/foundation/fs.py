@@ -281,6 +281,22 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     return Snapshot(path, data, digest_of(data), identity)
 
 
+def read_in(dir_fd: int, path: Path | str, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of the file named `path` (its last component) in the folder `dir_fd` (from
+    `open_folder`, so no link on the way), never following a link, with the stat of the file
+    read, taken before its bytes: for a reader that scans one folder's many files.
+
+    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED or
+    FILE_TOO_LARGE (checked before reading), InvalidRequest for a folder or special file.
+    """
+    fd = _open_file(dir_fd, Path(path), os.O_RDONLY, inside=True)
+    try:
+        info = os.fstat(fd)
+        return _read_fd(fd, Path(path), max_bytes)[0], info
+    finally:
+        os.close(fd)
+
+
 def read_document(path: Path, *, max_bytes: int = document.DEFAULT_MAX_BYTES) -> Document:
     """Read and parse one document. Raises NotFound, or InvalidDocument with file and line."""
     snapshot = read_snapshot(path, max_bytes=max_bytes)
@@ -339,8 +355,9 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     return True
 
 
-def append_line(path: Path, line: bytes) -> None:
-    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync."""
+def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
+    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync (unless
+    not `durable`: a derived cache that may lose its last lines in a power cut)."""
     if not line.endswith(b"\n"):
         line += b"\n"
     with folder_fd(path.parent, create=True) as dir_fd:
@@ -349,7 +366,8 @@ def append_line(path: Path, line: bytes) -> None:
             written = os.write(fd, line)
             if written != len(line):
                 raise MossError(f"short append ({written} of {len(line)} bytes)", path=path)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
