@@ -168,7 +168,7 @@ class _Saved:
     it uses). Names, keys and spans are plain columns (text lines, machine integers): a fresh
     process reads thousands of them before every claim."""
 
-    __slots__ = ("kind", "names", "index", "keys", "spans", "data", "offset", "values", "status", "holder", "groups", "rows", "outlines")
+    __slots__ = ("kind", "names", "ids", "index", "keys", "spans", "data", "offset", "values", "status", "holder", "groups", "rows", "outlines")
 
     def __init__(self, kind: str, section: dict[str, Any], data: bytes, offset: int) -> None:
         self.kind = kind
@@ -176,11 +176,12 @@ class _Saved:
         self.offset = offset  # where the spans count from
         count = section["count"]
         self.names: list[str] = self._text(section["names"]).split("\n") if count else []
-        self.keys = self._numbers(section["keys"])
+        self.keys = self._numbers(section["keys"]).tolist()  # a list's items are ready objects: quicker to compare
         self.spans = self._numbers(section["spans"])
         if not isinstance(count, int) or len(self.names) != count or len(self.keys) != 4 * count or len(self.spans) != 2 * count:
             raise _CacheDamaged
         self.index = dict(zip(self.names, range(count), strict=True))
+        self.ids = [name[:-3] for name in self.names]
         self.values: dict[int, Any] = {}
         self.status: list[str] = []
         self.holder: list[str | None] = []
@@ -581,7 +582,8 @@ class BoardStore:
         reads = self._reads[kind]
         saved = self._saved.get(kind)
         index = saved.index if saved is not None else {}
-        keys = saved.keys if saved is not None else array("q")
+        keys = saved.keys if saved is not None else []
+        ids = saved.ids if saved is not None else []
         prefix = f"{BOARD_DIR}/{folder}/"
         # One stat per file and as little else as can be: on a board of thousands of files,
         # anything more per file (pathlib, tuples, calls) costs more than the stat itself.
@@ -599,7 +601,7 @@ class BoardStore:
                         continue  # removed since the listing
                     at = 4 * position
                     if keys[at] == info.st_ino and keys[at + 1] == info.st_size and keys[at + 2] == info.st_mtime_ns and keys[at + 3] == info.st_ctime_ns:
-                        append((name[:-3], position))
+                        append((ids[position], position))
                         if watch is not None:
                             listed.append((name, position))
                         continue
