@@ -159,6 +159,12 @@ class _Read:
     digest: bytes
     racy: bool
     outline: Task | None = None
+    record: bytes | None = None  # the value as the cache file holds it, once written there
+
+    def saved_form(self) -> bytes:
+        if self.record is None:
+            self.record = json.dumps(_to_record(self.value), separators=(",", ":")).encode("utf-8")
+        return self.record
 
 
 class _Saved:
@@ -168,7 +174,24 @@ class _Saved:
     it uses). Names, keys and spans are plain columns (text lines, machine integers): a fresh
     process reads thousands of them before every claim."""
 
-    __slots__ = ("kind", "names", "ids", "index", "keys", "spans", "data", "offset", "values", "status", "holder", "groups", "rows", "outlines")
+    __slots__ = (
+        "kind",
+        "names",
+        "ids",
+        "index",
+        "keys",
+        "spans",
+        "data",
+        "offset",
+        "values",
+        "status",
+        "holder",
+        "groups",
+        "rows",
+        "outlines",
+        "by_status",
+        "held",
+    )
 
     def __init__(self, kind: str, section: dict[str, Any], data: bytes, offset: int) -> None:
         self.kind = kind
@@ -194,6 +217,8 @@ class _Saved:
                 raise _CacheDamaged
         self.rows: dict[int, list[Any]] = {}
         self.outlines: dict[int, Task] = {}
+        self.by_status: dict[str, list[int]] | None = None
+        self.held: list[int] | None = None
 
     def _part(self, span: list[int]) -> bytes:
         start, end = span
@@ -208,6 +233,21 @@ class _Saved:
         numbers = array("q")
         numbers.frombytes(self._part(span))  # ValueError for a length that is no multiple of 8
         return numbers
+
+    def places(self, status: str) -> list[int]:
+        """The places of the tasks the cache file holds in `status`."""
+        if self.by_status is None:
+            grouped: dict[str, list[int]] = {}
+            for position, each in enumerate(self.status):
+                grouped.setdefault(each, []).append(position)
+            self.by_status = grouped
+        return self.by_status.get(status, [])
+
+    def held_places(self) -> list[int]:
+        """The places of the tasks the cache file holds as held in flight."""
+        if self.held is None:
+            self.held = [position for position, holder in enumerate(self.holder) if holder is not None and self.status[position] in ACTIVE]
+        return self.held
 
     def key(self, position: int) -> StatKey:
         at = 4 * position
@@ -257,6 +297,79 @@ class _Saved:
         return row
 
 
+class _Folder:
+    """One board folder as a load found it: each item file by name, in name order, with its
+    source (its place in the cache file, or how the store read it), and each file that cannot
+    be read with its problem. For tasks, the ones read (not from the cache file) are indexed
+    by status and holder as they come and go; with the cache file's own grouping of its
+    places, `select` costs what it selects. A watched folder's is kept from load to load and
+    changed where events name files."""
+
+    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered")
+
+    def __init__(self, saved: _Saved | None, *, tasks: bool) -> None:
+        self.saved = saved  # what the places in `entries` refer to
+        self.tasks = tasks
+        self.entries: dict[str, int | _Read] = {}
+        self.problems: dict[str, MossError] = {}
+        self.read_status: dict[str, set[str]] = {}
+        self.read_held: set[str] = set()
+        self.ordered = True
+
+    def put(self, name: str, source: int | _Read) -> None:
+        old = self.entries.get(name)
+        self.problems.pop(name, None)
+        if old is None:
+            self.ordered = False
+        elif isinstance(old, _Read) and self.tasks:
+            self._unindex(name, old)
+        self.entries[name] = source
+        if isinstance(source, _Read) and self.tasks:
+            task = source.value
+            self.read_status.setdefault(task.status, set()).add(name)
+            if task.assigned_worker is not None and task.status in ACTIVE:
+                self.read_held.add(name)
+
+    def fail(self, name: str, problem: MossError) -> None:
+        self.drop(name)
+        self.problems[name] = problem
+
+    def drop(self, name: str) -> None:
+        old = self.entries.pop(name, None)
+        self.problems.pop(name, None)
+        if isinstance(old, _Read) and self.tasks:
+            self._unindex(name, old)
+
+    def _unindex(self, name: str, read: _Read) -> None:
+        self.read_status.get(read.value.status, set()).discard(name)
+        self.read_held.discard(name)
+
+    def items(self) -> Iterator[tuple[str, int | _Read]]:
+        """(name, source) of every readable item file, in name order."""
+        if not self.ordered:
+            self.entries = dict(sorted(self.entries.items()))
+            self.ordered = True
+        return iter(self.entries.items())
+
+    def problem_list(self) -> list[MossError]:
+        return [self.problems[name] for name in sorted(self.problems)]
+
+    def select(self, statuses: Collection[str]) -> set[str]:
+        """The names of the tasks in `statuses`, and of those held in flight."""
+        chosen = set(self.read_held)
+        for status in statuses:
+            chosen.update(self.read_status.get(status, ()))
+        saved = self.saved
+        if saved is not None:
+            names, entries = saved.names, self.entries
+            for group in (saved.held_places(), *(saved.places(status) for status in statuses)):
+                for position in group:
+                    name = names[position]
+                    if entries.get(name) == position:  # still the file the cache file holds
+                        chosen.add(name)
+        return chosen
+
+
 class _Watch:
     """The file events of a long-lived store's board folders (Linux inotify, local file
     systems only): a watch on each folder (its names) and on each board file (its bytes, also
@@ -273,7 +386,7 @@ class _Watch:
         self.folders: dict[int, str] = {}  # a folder's watch -> its kind
         self.identity: dict[str, tuple[int, int]] = {}  # kind -> (st_dev, st_ino) of the folder watched
         self.files: dict[int, set[tuple[str, str]]] = {}  # a file's watch -> its (kind, name)s
-        self.listing: dict[str, dict[str, Any]] = {}  # kind -> name -> source or problem, in name order
+        self.listing: dict[str, _Folder] = {}  # kind -> its files as the last load left them
         self.dirty: dict[str, set[str]] = {}  # kind -> names changed since the last load
 
     def close(self) -> None:
@@ -348,11 +461,12 @@ class BoardStore:
         self._appended = 0  # records appended to it since its body was written
         self._pending: list[tuple[str, str]] = []  # (kind, name) read since, not yet in it
         self._parsed = 0  # files parsed by this store (not taken from the cache file)
+        self._wrote = False  # whether this store wrote the cache file
         self._writers = 0  # this store's operations under the board lock now
         self._loads = 0
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
-        self._unsaved: dict[str, list[tuple[str, int | _Read]]] | None = None  # a load's, to save once they end
+        self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
 
     # ----------------------------------------------------------------- locations
 
@@ -413,14 +527,19 @@ class BoardStore:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
         problems: list[MossError] = []
         with self._mutex:
-            try:
-                self._open_cache()
-                self._look()
-                return self._entities(kind, self._sync(kind, problems, time.time_ns())), problems
-            except _CacheDamaged:
-                self._drop_cache()
-                problems.clear()
-                return self._entities(kind, self._sync(kind, problems, time.time_ns())), problems
+            for attempt in (1, 2):
+                try:
+                    self._open_cache()
+                    self._look()
+                    found = self._sync(kind, problems, time.time_ns())
+                    problems.extend(found.problem_list())
+                    return self._entities(found), problems
+                except _CacheDamaged:
+                    if attempt == 2:
+                        raise
+                    self._drop_cache()
+                    problems.clear()
+            raise AssertionError("unreachable")
 
     def _board(self, statuses: Collection[str] | None, *, outline: bool) -> Board:
         with self._mutex:
@@ -470,14 +589,17 @@ class BoardStore:
         problems: list[MossError] = []
         now_ns = time.time_ns()
         project = self._load_project(problems, now_ns)
-        synced = {kind: self._sync(kind, problems, now_ns) for kind in _BOARD_KINDS}
-        tasks = self._outlines(synced["task"], statuses) if outline else self._entities("task", synced["task"])
+        synced: dict[str, _Folder] = {}
+        for kind in _BOARD_KINDS:
+            synced[kind] = self._sync(kind, problems, now_ns)
+            problems.extend(synced[kind].problem_list())
+        tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
-            epics=self._entities("epic", synced["epic"]),
+            epics=self._entities(synced["epic"]),
             tasks=tasks,
-            workers=self._entities("worker", synced["worker"]),
-            teams=self._entities("team", synced["team"]),
+            workers=self._entities(synced["worker"]),
+            teams=self._entities(synced["team"]),
             problems=tuple(problems),
         )
         if self.persist:
@@ -523,10 +645,10 @@ class BoardStore:
         project: Project = read.value
         return project
 
-    def _sync(self, kind: str, problems: list[MossError], now_ns: int) -> list[tuple[str, int | _Read]]:
-        """Each item file of one kind, in name order, as (id, source): the file's place in the
+    def _sync(self, kind: str, problems: list[MossError], now_ns: int) -> _Folder:
+        """The item files of one kind as they are now (see `_Folder`): each file's place in the
         cache file when its stat key still matches there, else how this store read it (now,
-        when it changed). Unreadable files and names that cannot be ids go to `problems`.
+        when it changed). A folder that cannot be read goes to `problems`.
 
         Every file is checked: by its stat (and, within the racy window, its bytes), or, while
         this store watches the folder, by the events of the files that changed since the
@@ -539,52 +661,40 @@ class BoardStore:
         except FileNotFoundError:
             if watch is not None:
                 watch.forget(kind)
-            return []
+            return _Folder(None, tasks=kind == "task")
         except InvalidRequest:
             problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
-            return []
+            return _Folder(None, tasks=kind == "task")
         except MossError as err:  # a link on the way
             problems.append(err)
-            return []
-        problems_before = len(problems)
+            return _Folder(None, tasks=kind == "task")
         try:
             if watch is not None:
                 try:
                     if watch.current(kind, dir_fd):
-                        return self._sync_changed(kind, dir_fd, watch, problems, now_ns)
+                        return self._sync_changed(kind, dir_fd, watch, now_ns)
                     watch.begin(kind, dir_fd)
-                except Unavailable:
+                    found = self._sync_all(kind, dir_fd, watch, now_ns)
+                    watch.listing[kind] = found
+                    return found
+                except Unavailable:  # no watch to be had here, or the watch limit reached
                     self._stop_watching()
-                    watch = None
-            found, listed = self._sync_all(kind, dir_fd, watch, problems, now_ns)
-            if watch is not None:
-                watch.listing[kind] = dict(listed)
-            return found
-        except Unavailable:  # the watch limit, reached while watching the files
-            self._stop_watching()
-            del problems[problems_before:]
-            return self._sync_all(kind, dir_fd, None, problems, now_ns)[0]
+            return self._sync_all(kind, dir_fd, None, now_ns)
         finally:
             os.close(dir_fd)
 
-    def _sync_all(
-        self, kind: str, dir_fd: int, watch: _Watch | None, problems: list[MossError], now_ns: int
-    ) -> tuple[list[tuple[str, int | _Read]], list[tuple[str, Any]]]:
+    def _sync_all(self, kind: str, dir_fd: int, watch: _Watch | None, now_ns: int) -> _Folder:
         """`_sync` by listing the folder and taking the stat of every file in it (watching each
-        first, when `watch` is given); also every name's outcome, when watching (for the next
-        load's `_sync_changed`)."""
-        folder = FOLDERS[kind]
-        found: list[tuple[str, int | _Read]] = []
-        listed: list[tuple[str, Any]] = []
-        append = found.append
+        first, when `watch` is given)."""
+        saved = self._saved.get(kind)
+        found = _Folder(saved, tasks=kind == "task")
+        entries, failed = found.entries, found.problems
         names = os.listdir(dir_fd)
         names.sort()
         reads = self._reads[kind]
-        saved = self._saved.get(kind)
         index = saved.index if saved is not None else {}
         keys = saved.keys if saved is not None else []
-        ids = saved.ids if saved is not None else []
-        prefix = f"{BOARD_DIR}/{folder}/"
+        prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
         # One stat per file and as little else as can be: on a board of thousands of files,
         # anything more per file (pathlib, tuples, calls) costs more than the stat itself.
         stat_at = os.stat
@@ -601,17 +711,13 @@ class BoardStore:
                         continue  # removed since the listing
                     at = 4 * position
                     if keys[at] == info.st_ino and keys[at + 1] == info.st_size and keys[at + 2] == info.st_mtime_ns and keys[at + 3] == info.st_ctime_ns:
-                        append((ids[position], position))
-                        if watch is not None:
-                            listed.append((name, position))
+                        entries[name] = position
                         continue
                     read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
                 elif name[:1] == "." or not name.endswith(".md"):
                     continue  # temp and lock files, notes in other formats
                 elif not is_valid_name(name[:-3]):
-                    problem = _bad_name(prefix, name)
-                    problems.append(problem)
-                    listed.append((name, problem))
+                    failed[name] = _bad_name(prefix, name)
                     continue
                 else:
                     try:
@@ -629,21 +735,20 @@ class BoardStore:
                     read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
             if read is None:
                 continue
-            listed.append((name, read))
             if isinstance(read.value, MossError):
-                problems.append(read.value)
-                continue
-            append((name[:-3], read))
-        return found, listed
+                failed[name] = read.value
+            else:
+                found.put(name, read)
+        found.ordered = True  # every name came in name order
+        return found
 
-    def _sync_changed(self, kind: str, dir_fd: int, watch: _Watch, problems: list[MossError], now_ns: int) -> list[tuple[str, int | _Read]]:
+    def _sync_changed(self, kind: str, dir_fd: int, watch: _Watch, now_ns: int) -> _Folder:
         """`_sync` of a watched folder: the names its events named are checked again (watched
         first), every other file is as the last load left it."""
-        listing = watch.listing[kind]
+        found = watch.listing[kind]
         prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
         reads = self._reads[kind]
-        saved = self._saved.get(kind)
-        added = False
+        saved = found.saved
         for name in sorted(watch.dirty.pop(kind, ())):
             if name[:1] == "." or not name.endswith(".md"):
                 continue
@@ -653,33 +758,24 @@ class BoardStore:
             try:
                 info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
-                listing.pop(name, None)
+                found.drop(name)
                 reads.pop(name, None)
                 continue
-            added = added or name not in listing
             if not valid:
-                listing[name] = _bad_name(prefix, name)
+                found.fail(name, _bad_name(prefix, name))
                 continue
-            source = listing.get(name)
+            source = found.entries.get(name)
             if isinstance(source, _Read) and self._still_valid(source, info, dir_fd, name, now_ns):
                 continue
             if type(source) is int and saved is not None and saved.key(source) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
                 continue
             read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
             if read is None:
-                listing.pop(name, None)
+                found.drop(name)
+            elif isinstance(read.value, MossError):
+                found.fail(name, read.value)
             else:
-                listing[name] = read
-        if added:
-            watch.listing[kind] = listing = dict(sorted(listing.items()))
-        found: list[tuple[str, int | _Read]] = []
-        for name, source in listing.items():
-            if type(source) is int:
-                found.append((name[:-3], source))
-            elif isinstance(source, _Read) and not isinstance(source.value, MossError):
-                found.append((name[:-3], source))
-            else:
-                problems.append(source.value if isinstance(source, _Read) else source)
+                found.put(name, read)
         return found
 
     def _still_valid(self, read: _Read, info: os.stat_result, dir_fd: int, name: str, now_ns: int) -> bool:
@@ -730,48 +826,28 @@ class BoardStore:
                 self._pending.append((kind, name))
         return read
 
-    def _entities(self, kind: str, sources: list[tuple[str, int | _Read]]) -> dict[str, Any]:
-        saved = self._saved.get(kind)
-        items: dict[str, Any] = {}
-        for item_id, source in sources:
-            items[item_id] = source.value if isinstance(source, _Read) else saved.value(source)  # type: ignore[union-attr]
-        return items
-
-    def _outlines(self, sources: list[tuple[str, int | _Read]], statuses: Collection[str] | None) -> dict[str, Task]:
-        """The outlines `outline` gives: the tasks in `statuses` (all when None), those held in
-        flight, and their dependencies; in name order, as `load` orders its tasks."""
-        saved = self._saved.get("task")
-        status_of = saved.status if saved is not None else []
-        holder_of = saved.holder if saved is not None else []
-        chosen: dict[str, Task] = {}
-        needed: set[str] = set()
-        for item_id, source in sources:
-            if type(source) is int:
-                status, holder = status_of[source], holder_of[source]
-            else:
-                task = source.value  # type: ignore[union-attr]
-                status, holder = task.status, task.assigned_worker
-            if statuses is None or status in statuses or (holder is not None and status in ACTIVE):
-                outline = self._outline(saved, source)
-                chosen[item_id] = outline
-                if outline.depends_on:
-                    needed.update(outline.depends_on)
-        needed.difference_update(chosen)
-        if needed:
-            for item_id, source in sources:
-                if item_id in needed:
-                    chosen[item_id] = self._outline(saved, source)
-            order = {item_id: n for n, (item_id, _source) in enumerate(sources)}
-            chosen = dict(sorted(chosen.items(), key=lambda item: order[item[0]]))
-        return chosen
+    @staticmethod
+    def _entities(found: _Folder) -> dict[str, Any]:
+        saved = found.saved
+        return {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
 
     @staticmethod
-    def _outline(saved: _Saved | None, source: int | _Read) -> Task:
-        if isinstance(source, _Read):
-            if source.outline is None:
-                source.outline = _outline_task(_outline_row(source.value))
-            return source.outline
-        return saved.outline(source)  # type: ignore[union-attr]
+    def _outlines(found: _Folder, statuses: Collection[str] | None) -> dict[str, Task]:
+        """The outlines `outline` gives: the tasks in `statuses` (all when None), those held in
+        flight, and their dependencies; in name order, as `load` orders its tasks."""
+        saved = found.saved
+        entries = found.entries
+        if statuses is None:
+            return {name[:-3]: _outline_of(saved, source) for name, source in found.items()}
+        chosen: dict[str, Task] = {}
+        for name in found.select(statuses):
+            chosen[name] = _outline_of(saved, entries[name])
+        needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
+        for name in needed:
+            source = entries.get(name)
+            if source is not None:
+                chosen[name] = _outline_of(saved, source)
+        return {name[:-3]: chosen[name] for name in sorted(chosen)}
 
     def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
         doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
@@ -833,7 +909,7 @@ class BoardStore:
         self._appended = 0
         self._pending.clear()
 
-    def _save(self, synced: dict[str, list[tuple[str, int | _Read]]]) -> None:
+    def _save(self, synced: dict[str, _Folder]) -> None:
         """Bring the cache file up to date with what this store read: append the new reads, or
         write it anew when there is none yet (and enough to keep) or the appended ones grew
         many. Under the board lock this waits until the lock is let go."""
@@ -843,20 +919,25 @@ class BoardStore:
         pending = list(dict.fromkeys((kind, name) for kind, name in self._pending if (read := self._reads[kind].get(name)) is not None and not read.racy))
         if not pending:
             return
-        if not self._saved:
-            if self._parsed < CACHE_REWRITE_AFTER:
-                return
+        if not self._saved and not self._wrote:  # no cache file this store can use
+            if self._parsed >= CACHE_REWRITE_AFTER:
+                self._rewrite(synced)
+        elif self._watch is not None:
+            # A server's store: the files it reads again are mostly what other servers wrote,
+            # which they read again too; the commands that start after them bring the cache
+            # file up to date, once.
+            self._pending.clear()
         elif self._appended + len(pending) <= CACHE_REWRITE_AFTER:
             self._append(pending)
-            return
-        self._rewrite(synced)
+        else:
+            self._rewrite(synced)
 
     def _append(self, pending: list[tuple[str, str]]) -> None:
         rows = []
         for kind, name in pending:
             read = self._reads[kind][name]
-            rows.append([kind, name, *read.key, _to_record(read.value)])
-        line = json.dumps({"delta": rows}, separators=(",", ":")).encode("utf-8")
+            rows.append(b"[%s,%s,%d,%d,%d,%d,%s]" % (json.dumps(kind).encode(), json.dumps(name).encode(), *read.key, read.saved_form()))
+        line = b'{"delta":[' + b",".join(rows) + b"]}"
         try:
             fs.append_line(self.root / CACHE_FILE, line, durable=False)
         except (OSError, MossError):
@@ -864,7 +945,7 @@ class BoardStore:
         self._pending.clear()
         self._appended += len(rows)
 
-    def _rewrite(self, synced: dict[str, list[tuple[str, int | _Read]]]) -> None:
+    def _rewrite(self, synced: dict[str, _Folder]) -> None:
         body: list[bytes] = []
         size = 0
 
@@ -880,7 +961,9 @@ class BoardStore:
         for kind in FOLDERS:
             saved = self._saved.get(kind)
             if kind in synced:
-                sources = synced[kind]
+                found = synced[kind]
+                saved = found.saved
+                sources: list[tuple[str, int | _Read]] = [(name[:-3], source) for name, source in found.items()]
             elif saved is not None or self._reads[kind]:
                 # Not read by this load: what the cache file held, and what was read since.
                 reads = self._reads[kind]
@@ -900,7 +983,7 @@ class BoardStore:
                     if source.racy or type(source.value) is not _CLASS_OF_KIND[kind]:
                         continue  # too recent to trust its key next time: read it again then
                     key = source.key
-                    raw = json.dumps(_to_record(source.value), separators=(",", ":")).encode("utf-8")
+                    raw = source.saved_form()
                 else:
                     assert saved is not None
                     key = saved.key(source)
@@ -933,6 +1016,7 @@ class BoardStore:
             return  # a read-only checkout still reads its board, only more slowly
         self._pending.clear()
         self._appended = 0
+        self._wrote = True
 
     def get(self, kind: str, item_id: str) -> Any:
         """One item, read from its file now.
@@ -1154,6 +1238,16 @@ class BoardStore:
                     cursors[channel] = cursor
             fs.write_atomic(path, json.dumps(cursors, sort_keys=True, indent=1).encode("utf-8"))
         return cursors
+
+
+def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:
+    """The outline of a task file's source."""
+    if isinstance(source, _Read):
+        if source.outline is None:
+            source.outline = _outline_task(_outline_row(source.value))
+        return source.outline
+    assert saved is not None
+    return saved.outline(source)
 
 
 def racy_window(mtime_ns: int, ctime_ns: int) -> int:

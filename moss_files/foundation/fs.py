@@ -529,7 +529,7 @@ def flocked(
                 if time.monotonic() >= deadline:
                     raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
                 time.sleep(delay)  # polling a held lock; bounded by the deadline above
-                delay = min(delay * 2, 0.05)
+                delay = min(delay * 2, 0.005)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
