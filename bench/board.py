@@ -43,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
@@ -224,17 +225,26 @@ for n in range(count):
     if not result["hasNext"]:
         break
     claimed.append(result["task"]["id"])
-print(json.dumps({"claimed": claimed, "done": time.time(), "cpu": time.process_time() - cpu}))
+import moss_files
+print(json.dumps({"claimed": claimed, "done": time.time(), "cpu": time.process_time() - cpu, "code": moss_files.__file__}))
 """
 
 
-def concurrent_claims(python: str, root: Path, claimers: int, per_claimer: int, mode: str) -> dict[str, float]:
-    """Claims per second with `claimers` processes started together; checks one owner per task."""
+def concurrent_claims(python: str, root: Path, claimers: int, per_claimer: int, mode: str, env: dict[str, str]) -> dict[str, float]:
+    """Claims per second with `claimers` processes started together; checks one owner per task.
+    They run in the board's parent folder: `python -c` puts its working folder first on the
+    import path, and a checkout there would shadow the installation being measured."""
     ready = root.parent / f"{root.name}-ready"
     ready.mkdir()
     go = root.parent / f"{root.name}-go"
     procs = [
-        subprocess.Popen([python, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p)), mode], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [python, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p)), mode],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root.parent,
+            env=env,
+        )
         for p in range(claimers)
     ]
     deadline = time.monotonic() + 300
@@ -245,6 +255,8 @@ def concurrent_claims(python: str, root: Path, claimers: int, per_claimer: int, 
     started = time.time()
     go.touch()
     results = [json.loads(proc.communicate(timeout=900)[0]) for proc in procs]
+    for result in results:
+        check_code(python, result["code"])
     elapsed = max(r["done"] for r in results) - started
     claimed = [task for r in results for task in r["claimed"]]
     if len(claimed) != len(set(claimed)):
@@ -259,12 +271,22 @@ def concurrent_claims(python: str, root: Path, claimers: int, per_claimer: int, 
 
 
 def child(args: argparse.Namespace) -> None:
-    print(json.dumps(latency(Path(args.root), args.repeat)))
+    import moss_files
+
+    print(json.dumps({"code": moss_files.__file__, **latency(Path(args.root), args.repeat)}))
 
 
-def measure_install(python: str, moss: str, root: Path, repeat: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
+def check_code(python: str, code: str) -> None:
+    """Refuse figures measured with another installation's code than `python`'s own."""
+    expected = subprocess.run([python, "-c", "import moss_files; print(moss_files.__file__)"], cwd="/", capture_output=True, text=True, check=True).stdout
+    if code.strip() != expected.strip():
+        raise SystemExit(f"{python} measured {code}, not its own {expected.strip()}")
+
+
+def measure_install(python: str, moss: str, root: Path, repeat: int, env: dict[str, str]) -> dict[str, Any]:
     command = [python, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", str(repeat)]
-    figures: dict[str, dict[str, float]] = json.loads(run_process(command, root, env)[2])
+    figures = json.loads(run_process(command, root, env)[2])
+    check_code(python, figures.pop("code"))
     figures["moss task list"] = process_figure([moss, "task", "list", "--json"], root, env, 3)
     figures["moss task claim"] = process_figure([moss, "task", "claim", "-w", "cli0", "--json"], root, env, 1)
     return figures
@@ -335,7 +357,7 @@ def main() -> None:
                     root = temp / f"concurrent-{label}-{mode}-{claimers}"
                     copy_board(source, root)
                     register_team(root, [f"c{p}-{n:04d}" for p in range(claimers) for n in range(per_claimer)])
-                    got = concurrent_claims(installs[label], root, claimers, per_claimer, mode)
+                    got = concurrent_claims(installs[label], root, claimers, per_claimer, mode, env)
                     cells.append(f"{label} {got['rate']:6.1f} claims/s [{got['cpu_per_claim']:5.1f}]")
                     shutil.rmtree(root, ignore_errors=True)
                 what = f"{claimers} process{'es' if claimers > 1 else ''}, {'one context each' if mode == 'long-lived' else 'a new context per claim'}"

@@ -23,17 +23,20 @@ operation (read the board, decide, write), which serializes them across threads 
 
 Reading thousands of frontmatters costs seconds, so what each file parsed to is kept by the
 file's stat key (inode, size, mtime, ctime): in memory for the store's life (a server's), and
-in `.moss/cache/board.json` for the next process (a CLI command). Every load lists each folder
-and takes the stat of every file in it, because a hand edit in place changes nothing but the
-file itself; a file whose key differs is read again, and one changed too recently for its key
-to reveal the next change (the racy window) has its bytes read and compared with those it was
-parsed from. So a load's answer is always the files' answer, and costs a stat per file plus a
-read of what changed. The cache file holds each file's key and record, and for tasks an
-*outline* (the fields in OUTLINE_FIELDS) grouped by status, so that `outline()`, which claims
-and listings use, builds only the tasks it needs and never decodes a whole record; records are
-decoded on first need. Files read since the cache file was written are appended to it as
-delta lines (it is rewritten only when they grow many), so a claim never rewrites it. The
-cache file is always safe to delete, and one that cannot be read or written is not used.
+in `.moss/cache/board.json` for the next process (a CLI command). A load checks every file:
+it lists each folder and takes the stat of every file in it, because a hand edit in place
+changes nothing but the file itself; a file whose key differs is read again, and one changed
+too recently for its key to reveal the next change (the racy window) has its bytes compared
+with those it was parsed from. A long-lived store instead watches its folders and files
+(`_Watch`, Linux inotify on local file systems): the kernel names every file changed since the
+last load, and only those are checked. Either way a load's answer is the files' answer.
+
+The cache file holds each folder's names and stat keys as columns, each file's record (decoded
+on first need), and for tasks an *outline* (every field but OUTLINE_OMITS) grouped by status,
+so that `outline()`, which claims and listings use, builds only the tasks it weighs. Files
+read since it was written are appended to it as delta lines (it is written anew only when they
+grow many, and never under the board lock), so a claim does not rewrite it. It is always
+safe to delete, and one that cannot be read or written is not used.
 """
 
 from __future__ import annotations
