@@ -395,10 +395,11 @@ class _Watch:
     def close(self) -> None:
         self.inotify.close()
 
-    def drain(self) -> None:
+    def drain(self) -> bool:
         """Take in every queued event: the names they touched are dirty; a folder that went
-        away, or an overflowed queue, is read whole at its next load."""
-        for wd, mask, name in self.inotify.events():
+        away, or an overflowed queue, is read whole at its next load. Whether any came."""
+        events = self.inotify.events()
+        for wd, mask, name in events:
             if mask & inotify.IN_Q_OVERFLOW:
                 self.listing.clear()
                 continue
@@ -415,6 +416,7 @@ class _Watch:
                     self.dirty.setdefault(kind, set()).add(name)
                 if mask & inotify.IN_IGNORED:
                     del self.files[wd]
+        return bool(events)
 
     def current(self, kind: str, dir_fd: int) -> bool:
         """Whether the folder open as `dir_fd` is the one watched, with its files' events."""
@@ -465,6 +467,8 @@ class BoardStore:
         self._pending: list[tuple[str, str]] = []  # (kind, name) read since, not yet in it
         self._parsed = 0  # files parsed by this store (not taken from the cache file)
         self._wrote = False  # whether this store wrote the cache file
+        self._cache_fd: int | None = None
+        self._cache_at: tuple[int, int] | None = None  # (inode, bytes taken in) of the cache file
         self._writers = 0  # this store's operations under the board lock now
         self._loads = 0
         self._watch: _Watch | None = None
@@ -497,7 +501,7 @@ class BoardStore:
 
         Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
         """
-        with fs.locked(self.root / LOCK_TARGET, timeout=timeout):
+        with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
             with self._mutex:
                 self._writers += 1
             try:
@@ -558,14 +562,52 @@ class BoardStore:
         with self._mutex:
             self._stop_watching()
 
+    def _catch_up(self) -> None:
+        """While waiting for the board lock: take in the file events so far and check the
+        files they name, so that the load under the lock has only the holder's changes left to
+        check (a watching store; the others must take every stat under the lock anyway)."""
+        if self._watch is None or not self._mutex.acquire(blocking=False):
+            return
+        try:
+            if self._watch is None:
+                return
+            if not self._watch.drain():
+                return
+            self._take_tail()
+            now_ns = time.time_ns()
+            for kind in _BOARD_KINDS:
+                if self._watch is not None and self._watch.dirty.get(kind) and self._watch.listing.get(kind) is not None:
+                    self._catch_up_folder(kind, now_ns)
+        except _CacheDamaged:
+            self._drop_cache()
+        finally:
+            self._mutex.release()
+
+    def _catch_up_folder(self, kind: str, now_ns: int) -> None:
+        """`_sync_changed` without parsing: the names whose writer's record (or the source the
+        folder has) holds for them are settled now; the rest stay for the load under the lock,
+        by which time the writer has recorded what it wrote."""
+        watch = self._watch
+        assert watch is not None
+        try:
+            dir_fd = fs.open_folder(self.base / FOLDERS[kind])
+        except (OSError, MossError):
+            return
+        try:
+            if not watch.current(kind, dir_fd):
+                return
+            self._sync_changed(kind, dir_fd, watch, now_ns, parse=False)
+        finally:
+            os.close(dir_fd)
+
     def _look(self) -> None:
         """Take in the file events since the last load; from its WATCH_AFTER-th load on (a
         long-lived store: a server's), a store watches its folders where it can."""
         self._loads += 1
         if self._watch is None and self._watching and self._loads >= WATCH_AFTER:
             self._start_watching()
-        if self._watch is not None:
-            self._watch.drain()
+        if self._watch is not None and self._watch.drain():
+            self._take_tail()
 
     def _start_watching(self) -> None:
         if not inotify.local_file_system(str(self.base)):
@@ -745,13 +787,15 @@ class BoardStore:
         found.ordered = True  # every name came in name order
         return found
 
-    def _sync_changed(self, kind: str, dir_fd: int, watch: _Watch, now_ns: int) -> _Folder:
+    def _sync_changed(self, kind: str, dir_fd: int, watch: _Watch, now_ns: int, *, parse: bool = True) -> _Folder:
         """`_sync` of a watched folder: the names its events named are checked again (watched
-        first), every other file is as the last load left it."""
+        first), every other file is as the last load left it. Without `parse`, a name that
+        would need parsing stays named for the next load."""
         found = watch.listing[kind]
         prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
         reads = self._reads[kind]
         saved = found.saved
+        later: set[str] = set()
         for name in sorted(watch.dirty.pop(kind, ())):
             if name[:1] == "." or not name.endswith(".md"):
                 continue
@@ -772,6 +816,13 @@ class BoardStore:
                 continue
             if type(source) is int and saved is not None and saved.key(source) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
                 continue
+            offered = reads.get(name)  # what its writer recorded, or a read since
+            if offered is not None and offered is not source and self._still_valid(offered, info, dir_fd, name, now_ns):
+                found.put(name, offered)
+                continue
+            if not parse:
+                later.add(name)
+                continue
             read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
             if read is None:
                 found.drop(name)
@@ -779,6 +830,8 @@ class BoardStore:
                 found.fail(name, read.value)
             else:
                 found.put(name, read)
+        if later:
+            watch.dirty.setdefault(kind, set()).update(later)
         return found
 
     def _still_valid(self, read: _Read, info: os.stat_result, dir_fd: int, name: str, now_ns: int) -> bool:
@@ -865,13 +918,17 @@ class BoardStore:
             return
         self._cache_read = True
         try:
-            data = fs.read_bytes(self.root / CACHE_FILE)
+            with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
+                self._cache_fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            with os.fdopen(self._cache_fd, "rb") as handle:
+                data = handle.read()
+                self._take_cache(data)
         except (OSError, MossError):
             return  # no cache: read the files
-        try:
-            self._take_cache(data)
         except (_CacheDamaged, ValueError, TypeError, KeyError, AttributeError, IndexError):
             self._drop_cache()
+        finally:
+            self._cache_fd = None
 
     def _take_cache(self, data: bytes) -> None:
         end = data.find(b"\n")
@@ -885,21 +942,57 @@ class BoardStore:
         for part in saved.values():
             if part.names and not _cached_names_valid(part.names):
                 raise _CacheDamaged  # not a cache this code wrote
-        deltas = 0
-        for line in data[offset + header["body"] :].split(b"\n"):
+        self._appended = self._take_deltas(data[offset + header["body"] :])
+        self._saved = saved
+        self._cache_at = (os.fstat(self._cache_fd).st_ino if self._cache_fd is not None else 0, len(data))
+
+    def _take_deltas(self, data: bytes) -> int:
+        """Take in delta lines: the records of files read (or written, with a digest of the
+        bytes written) since the cache file was; each is trusted only while the file keeps that
+        stat key, and one with a digest only while its bytes match too. Returns how many."""
+        taken = 0
+        for line in data.split(b"\n"):
             if not line:
                 continue
             try:
-                for kind, name, ino, size, mtime_ns, ctime_ns, record in json.loads(line)["delta"]:
+                for kind, name, ino, size, mtime_ns, ctime_ns, record, *digest in json.loads(line)["delta"]:
                     if not (name.endswith(".md") and is_valid_name(name[:-3])):
                         raise _CacheDamaged
                     value = _from_record(_CLASSES[kind], record)
-                    self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, b"", False)
-                    deltas += 1
+                    written = bytes.fromhex(digest[0]) if digest else b""
+                    self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
+                    taken += 1
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
                 continue  # a line cut short by a crash (the cache is not fsynced)
-        self._saved = saved
-        self._appended = deltas
+        return taken
+
+    def _take_tail(self) -> None:
+        """A watching store: take in the delta lines other processes appended since it read the
+        cache file (the records of what they wrote), so the files its events name need not be
+        parsed again when their stat keys and bytes are the ones written."""
+        if not self.persist or self._cache_at is None:
+            return
+        inode, offset = self._cache_at
+        try:
+            with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
+                fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            try:
+                info = os.fstat(fd)
+                if info.st_ino != inode:  # written anew: its deltas start after its body
+                    head = os.pread(fd, 1 << 20, 0)
+                    end = head.find(b"\n")
+                    header = json.loads(head[:end]) if end > 0 else {}
+                    inode, offset = info.st_ino, end + 1 + int(header.get("body", info.st_size))
+                if info.st_size > offset:
+                    tail = os.pread(fd, info.st_size - offset, offset)
+                    cut = tail.rfind(b"\n") + 1  # a line still being appended waits
+                    self._take_deltas(tail[:cut])
+                    offset += cut
+            finally:
+                os.close(fd)
+        except (OSError, MossError, ValueError, TypeError):
+            return
+        self._cache_at = (inode, offset)
 
     def _drop_cache(self) -> None:
         """Forget the cache file: from now on this store reads the files (and writes a new one)."""
@@ -1015,6 +1108,7 @@ class BoardStore:
         data = json.dumps(header, separators=(",", ":")).encode("utf-8")
         try:
             fs.write_atomic(self.root / CACHE_FILE, b"".join([data, b"\n", *body]))
+            self._cache_at = (os.stat(self.root / CACHE_FILE).st_ino, len(data) + 1 + size)
         except (OSError, MossError):
             return  # a read-only checkout still reads its board, only more slowly
         self._pending.clear()
@@ -1042,9 +1136,10 @@ class BoardStore:
         Raises Conflict ALREADY_EXISTS when a file with that id exists.
         """
         path = self.path(kind, entity.id)
-        text = _RENDERERS[kind](entity)
-        if not fs.create_exclusive(path, text.encode("utf-8")):
+        data = _RENDERERS[kind](entity).encode("utf-8")
+        if not fs.create_exclusive(path, data):
             raise Conflict(f"{_LABEL[kind]} {entity.id} exists already", code="ALREADY_EXISTS", path=self.display(path))
+        self._wrote_file(kind, entity.id, data)
         return path
 
     def update(self, kind: str, item_id: str, change: Callable[[Any], Any]) -> Any:
@@ -1060,9 +1155,11 @@ class BoardStore:
         path = self.path(kind, item_id)
         relpath = self.display(path)
         result: list[Any] = []
+        produced: list[bytes] = []
 
         def step(snapshot: fs.Snapshot) -> bytes | None:
             result.clear()
+            produced.clear()
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
@@ -1070,16 +1167,53 @@ class BoardStore:
             new = change(old)
             result.append(new)
             text = files.edit_text(doc, old, new, kind, relpath)
-            return None if text is None else document.encode(text, doc.bom)
+            if text is None:
+                return None
+            produced.append(document.encode(text, doc.bom))
+            return produced[0]
 
-        fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        if produced and written.data is produced[0]:
+            self._wrote_file(kind, item_id, produced[0])
         return result[0]
+
+    def _wrote_file(self, kind: str, item_id: str, data: bytes) -> None:
+        """What this store just wrote, parsed: kept as if read (its own file events then need no
+        parse), and, where a cache file is kept, offered to other processes' stores as a delta
+        line with the new file's stat key and the digest of the bytes written; a store takes it
+        only while the file has that key and those bytes."""
+        name = f"{item_id}.md"
+        path = self.path(kind, item_id)
+        try:
+            info = os.lstat(path)
+            value = self._parse(kind, item_id, data, self.display(path))
+        except (OSError, MossError):
+            return
+        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True)
+        with self._mutex:
+            self._reads[kind][name] = read
+            if not self.persist or not (self._saved or self._wrote):
+                return
+            row = b"[%s,%s,%d,%d,%d,%d,%s,%s]" % (
+                json.dumps(kind).encode(),
+                json.dumps(name).encode(),
+                *read.key,
+                read.saved_form(),
+                json.dumps(read.digest.hex()).encode(),
+            )
+            try:
+                fs.append_line(self.root / CACHE_FILE, b'{"delta":[' + row + b"]}", durable=False)
+            except (OSError, MossError):
+                return
+            self._appended += 1
 
     def delete(self, kind: str, item_id: str) -> None:
         """Remove an item's file. Raises NotFound."""
         path = self.path(kind, item_id)
         if not fs.remove(path):
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
+        with self._mutex:
+            self._reads[kind].pop(f"{item_id}.md", None)
 
     def set_global_rails(self, list_name: str, values: tuple[str, ...]) -> Project:
         """Set one list of `project.md`'s global rails (the file must exist); only that key's
@@ -1335,6 +1469,13 @@ def _outline_row(task: Task) -> list[Any]:
     return [list(value) if isinstance(value, tuple) else value for value in (getattr(task, name) for name in OUTLINE_FIELDS)]
 
 
+# A claim builds a thousand outlines, and a frozen dataclass's generated __init__ spends most
+# of its time finding `object.__setattr__` again for every field: setting the slots directly
+# takes half as long. Only while Task has no __post_init__ that this would skip.
+_TASK_SLOTS = tuple(getattr(Task, name).__set__ for name in _NAMES[Task])
+_DIRECT = not hasattr(Task, "__post_init__")
+
+
 def _outline_task(row: list[Any]) -> Task:
     """The task an outline row stands for: OUTLINE_FIELDS from the row, every other field its default."""
     values = _TASK_DEFAULTS.copy()
@@ -1344,4 +1485,9 @@ def _outline_task(row: list[Any]) -> Task:
         values[at] = tuple(values[at])
     for at, factory in _TASK_FACTORIES:
         values[at] = factory()
-    return Task(*values)
+    if not _DIRECT:
+        return Task(*values)
+    task = object.__new__(Task)
+    for put, value in zip(_TASK_SLOTS, values, strict=True):
+        put(task, value)
+    return task

@@ -477,12 +477,13 @@ def lock_path_for(path: Path) -> Path:
 
 
 @contextmanager
-def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], object] | None = None) -> Iterator[None]:
     """Hold the cross-process (and cross-thread) writer lock for `path` (`.<name>.lock`).
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
     """
-    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint="another moss-files process is writing this file; retry when it is done"):
+    hint = "another moss-files process is writing this file; retry when it is done"
+    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint=hint, while_waiting=while_waiting):
         yield
 
 
@@ -495,12 +496,15 @@ def flocked(
     error: type[MossError] = Conflict,
     shown: Path | None = None,
     hint: str | None = None,
+    while_waiting: Callable[[], object] | None = None,
 ) -> Iterator[None]:
     """Hold a flock(2) on `lock_file` (made if missing, never deleted), exclusive or `shared`.
 
     This is the one lock of the toolkit. Each acquisition opens its own descriptor, and flock
     locks belong to the open file, so two threads of one process exclude each other just as
-    two processes do; the kernel releases the lock of a process that dies.
+    two processes do; the kernel releases the lock of a process that dies. A held lock is
+    polled (every 5 ms at most, so a released one is not left idle for long); between polls
+    `while_waiting` may do work the holder's critical section would otherwise do later.
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
     within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
@@ -528,6 +532,8 @@ def flocked(
                     raise
                 if time.monotonic() >= deadline:
                     raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
+                if while_waiting is not None:
+                    while_waiting()
                 time.sleep(delay)  # polling a held lock; bounded by the deadline above
                 delay = min(delay * 2, 0.005)
         yield

@@ -431,6 +431,20 @@ def test_within_the_racy_window_a_change_its_stat_does_not_show_is_found_by_its_
     assert store.load().tasks["TASK-a"].status == "BACKLOG"
 
 
+def test_a_store_checks_the_bytes_of_its_own_write_while_its_stat_may_not_show_an_edit(repo: Path) -> None:
+    # As above, for the record a store keeps of what it wrote itself (a claim's task file).
+    first, _second = two_tasks(repo)
+    settle(repo)
+    ctx = Context(repo, actor=AGENT)
+    assert claim_result(ctx, "w1") == "TASK-a"
+    store = board_store(ctx)
+    written = store._reads["task"]["TASK-a.md"]
+    same_size_edit(first, "assigned_worker: w1", "assigned_worker: w2")
+    info = first.stat()
+    written.key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    assert store.outline(("WORKING",)).tasks["TASK-a"].assigned_worker == "w2"
+
+
 def test_files_changed_within_the_racy_window_never_enter_the_cache_file(repo: Path) -> None:
     first, second = two_tasks(repo)
     settle(repo)
@@ -446,6 +460,31 @@ def test_files_changed_within_the_racy_window_never_enter_the_cache_file(repo: P
     queries.list_tasks(Context(repo))  # past the window now: appended
     appended = [row[1] for line in cache.read_bytes()[len(written) :].splitlines() for row in json.loads(line)["delta"]]
     assert sorted(appended) == ["TASK-a.md", "TASK-b.md"]
+
+
+def test_a_record_its_writer_offers_is_taken_only_while_the_file_holds_the_bytes_written(repo: Path) -> None:
+    first, _second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    parsed = board_store(server)._parsed
+    assert claim_result(Context(repo, actor=AGENT), "elsewhere") == "TASK-a"  # another store writes, and offers its records
+    assert queries.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
+    if board_store(server)._watch is not None:
+        assert board_store(server)._parsed == parsed  # the writer's records were taken, not parsed again
+    # An edit in place right after the write, which on a coarse file system keeps the stat key
+    # the writer recorded: the record is offered again with the key the file has now.
+    cache = repo / CACHE_FILE
+    offer = next(line for line in reversed(cache.read_bytes().splitlines()) if b'"TASK-a.md"' in line and line.startswith(b'{"delta"'))
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    row = json.loads(offer)["delta"][0]
+    info = first.stat()
+    row[2:6] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    with cache.open("ab") as handle:
+        handle.write(json.dumps({"delta": [row]}).encode() + b"\n")
+    for ctx in (server, Context(repo, actor=AGENT)):
+        assert {t["id"]: t["status"] for t in queries.list_tasks(ctx)["tasks"]}["TASK-a"] == "BACKLOG"
 
 
 def test_a_watching_store_sees_an_edit_through_a_hard_link_made_after_it_read_the_file(repo: Path, tmp_path: Path) -> None:
