@@ -214,9 +214,9 @@ class _Saved:
         self.groups: dict[str, list[int]] = {}
         if kind == "task":
             self.status = self._text(section["status"]).split("\n") if count else []
-            self.holder = [name or None for name in self._text(section["holder"]).split("\n")] if count else []
+            self.holder = json.loads(self._part(section["holder"]))  # JSON: a holder written by hand may hold any character
             self.groups = section["groups"]
-            if len(self.status) != count or len(self.holder) != count or not isinstance(self.groups, dict):
+            if len(self.status) != count or not isinstance(self.holder, list) or len(self.holder) != count or not isinstance(self.groups, dict):
                 raise _CacheDamaged
         self.rows: dict[int, list[Any]] = {}
         self.outlines: dict[int, Task] = {}
@@ -288,11 +288,12 @@ class _Saved:
         row = self.rows.get(position)
         if row is None:
             span = self.groups.get(self.status[position])
+            if not isinstance(span, list):
+                raise _CacheDamaged
             try:
-                assert isinstance(span, list)
                 for at, *values in json.loads(self._part(span)):
                     self.rows[at] = values
-            except (AssertionError, ValueError, TypeError, IndexError):
+            except (ValueError, TypeError, IndexError):
                 raise _CacheDamaged from None
             row = self.rows.get(position)
             if row is None:
@@ -745,7 +746,7 @@ class BoardStore:
         stat_at = os.stat
         for name in names:
             read = reads.get(name) if reads else None
-            if watch is not None and name[:1] != ".":
+            if watch is not None and name[:1] != "." and name.endswith(".md"):
                 watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
             if read is None:
                 position = index.get(name)
@@ -1072,7 +1073,7 @@ class BoardStore:
             keys = array("q")
             spans = array("q")
             status: list[str] = []
-            holder: list[str] = []
+            holder: list[str | None] = []
             groups: dict[str, list[list[Any]]] = {}
             for item_id, source in sources:
                 if isinstance(source, _Read):
@@ -1091,7 +1092,7 @@ class BoardStore:
                 if kind == "task":
                     row = _outline_row(source.value) if isinstance(source, _Read) else saved.outline_row(source)  # type: ignore[union-attr]
                     status.append(row[_OUTLINE_STATUS])
-                    holder.append(row[_OUTLINE_HOLDER] or "")
+                    holder.append(row[_OUTLINE_HOLDER])
                     groups.setdefault(row[_OUTLINE_STATUS], []).append([position, *row])
             section: dict[str, Any] = {
                 "count": len(names),
@@ -1101,7 +1102,7 @@ class BoardStore:
             }
             if kind == "task":
                 section["status"] = put("\n".join(status).encode("utf-8"))
-                section["holder"] = put("\n".join(holder).encode("utf-8"))
+                section["holder"] = put(json.dumps(holder, separators=(",", ":")).encode("utf-8"))
                 section["groups"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in groups.items()}
             folders[kind] = section
         header = {"version": CACHE_VERSION, "layout": _LAYOUT, "byteorder": sys.byteorder, "folders": folders, "body": size}
