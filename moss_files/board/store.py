@@ -212,16 +212,19 @@ class _Saved:
         self.status: list[str] = []
         self.holder: list[str | None] = []
         self.groups: dict[str, list[int]] = {}
+        self.held: list[int] = []
         if kind == "task":
             self.status = self._text(section["status"]).split("\n") if count else []
             self.holder = json.loads(self._part(section["holder"]))  # JSON: a holder written by hand may hold any character
             self.groups = section["groups"]
+            self.held = section["held"]
             if len(self.status) != count or not isinstance(self.holder, list) or len(self.holder) != count or not isinstance(self.groups, dict):
+                raise _CacheDamaged
+            if not isinstance(self.held, list) or any(not isinstance(at, int) or not 0 <= at < count for at in self.held):
                 raise _CacheDamaged
         self.rows: dict[int, list[Any]] = {}
         self.outlines: dict[int, Task] = {}
         self.by_status: dict[str, list[int]] | None = None
-        self.held: list[int] | None = None
 
     def _part(self, span: list[int]) -> bytes:
         start, end = span
@@ -238,18 +241,16 @@ class _Saved:
         return numbers
 
     def places(self, status: str) -> list[int]:
-        """The places of the tasks the cache file holds in `status`."""
+        """The places of the tasks the cache file holds in `status` (its group, decoded)."""
         if self.by_status is None:
-            grouped: dict[str, list[int]] = {}
-            for position, each in enumerate(self.status):
-                grouped.setdefault(each, []).append(position)
-            self.by_status = grouped
-        return self.by_status.get(status, [])
+            self.by_status = {}
+        found = self.by_status.get(status)
+        if found is None:
+            found = self.by_status[status] = self._decode_group(status) if status in self.groups else []
+        return found
 
     def held_places(self) -> list[int]:
         """The places of the tasks the cache file holds as held in flight."""
-        if self.held is None:
-            self.held = [position for position, holder in enumerate(self.holder) if holder is not None and self.status[position] in ACTIVE]
         return self.held
 
     def key(self, position: int) -> StatKey:
@@ -287,18 +288,27 @@ class _Saved:
         """The outline row of the task at `position`, as saved (its group decoded on first need)."""
         row = self.rows.get(position)
         if row is None:
-            span = self.groups.get(self.status[position])
-            if not isinstance(span, list):
-                raise _CacheDamaged
-            try:
-                for at, *values in json.loads(self._part(span)):
-                    self.rows[at] = values
-            except (ValueError, TypeError, IndexError):
-                raise _CacheDamaged from None
+            self.places(self.status[position])
             row = self.rows.get(position)
             if row is None:
                 raise _CacheDamaged
         return row
+
+    def _decode_group(self, status: str) -> list[int]:
+        """Decode the outline rows of one status's group; their places."""
+        span = self.groups.get(status)
+        if not isinstance(span, list):
+            raise _CacheDamaged
+        places = []
+        try:
+            for at, *values in json.loads(self._part(span)):
+                self.rows[at] = values
+                places.append(at)
+        except (ValueError, TypeError, IndexError):
+            raise _CacheDamaged from None
+        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != status for at in places):
+            raise _CacheDamaged
+        return places
 
 
 class _Folder:
@@ -1103,6 +1113,7 @@ class BoardStore:
             if kind == "task":
                 section["status"] = put("\n".join(status).encode("utf-8"))
                 section["holder"] = put(json.dumps(holder, separators=(",", ":")).encode("utf-8"))
+                section["held"] = [at for at, (each, who) in enumerate(zip(status, holder, strict=True)) if who is not None and each in ACTIVE]
                 section["groups"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in groups.items()}
             folders[kind] = section
         header = {"version": CACHE_VERSION, "layout": _LAYOUT, "byteorder": sys.byteorder, "folders": folders, "body": size}
