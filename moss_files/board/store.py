@@ -402,9 +402,17 @@ class _Watch:
         self.files: dict[int, set[tuple[str, str]]] = {}  # a file's watch -> its (kind, name)s
         self.listing: dict[str, _Folder] = {}  # kind -> its files as the last load left them
         self.dirty: dict[str, set[str]] = {}  # kind -> names changed since the last load
+        # Open descriptors of the watched folders and of the cache file, for the looks between
+        # loads (`_catch_up`); a load opens each folder from the workspace down, and checks it.
+        self.fds: dict[str, int] = {}
+        self.cache_fd: int | None = None
 
     def close(self) -> None:
         self.inotify.close()
+        for fd in [*self.fds.values(), *([self.cache_fd] if self.cache_fd is not None else [])]:
+            os.close(fd)
+        self.fds.clear()
+        self.cache_fd = None
 
     def drain(self) -> bool:
         """Take in every queued event: the names they touched are dirty; a folder that went
@@ -445,6 +453,7 @@ class _Watch:
         info = os.fstat(dir_fd)
         self.folders[wd] = kind
         self.identity[kind] = (info.st_dev, info.st_ino)
+        self.fds[kind] = os.dup(dir_fd)
         self.dirty.pop(kind, None)
 
     def forget(self, kind: str) -> None:
@@ -453,6 +462,9 @@ class _Watch:
         self.identity.pop(kind, None)
         for wd in [wd for wd, each in self.folders.items() if each == kind]:
             del self.folders[wd]
+        fd = self.fds.pop(kind, None)
+        if fd is not None:
+            os.close(fd)
 
     def add_file(self, kind: str, dir_fd: int, name: str) -> None:
         """Watch one file of a watched folder, under this name (a link, not its target)."""
@@ -600,16 +612,11 @@ class BoardStore:
         by which time the writer has recorded what it wrote."""
         watch = self._watch
         assert watch is not None
-        try:
-            dir_fd = fs.open_folder(self.base / FOLDERS[kind])
-        except (OSError, MossError):
-            return
-        try:
-            if not watch.current(kind, dir_fd):
-                return
+        dir_fd = watch.fds.get(kind)
+        if dir_fd is not None:
+            # The folder as watched: had it been replaced since, the load under the lock finds
+            # out and reads the new one whole, whatever this settled.
             self._sync_changed(kind, dir_fd, watch, now_ns, parse=False)
-        finally:
-            os.close(dir_fd)
 
     def _look(self) -> None:
         """Take in the file events since the last load; from its WATCH_AFTER-th load on (a
@@ -984,9 +991,18 @@ class BoardStore:
         if not self.persist or self._cache_at is None:
             return
         inode, offset = self._cache_at
+        watch = self._watch
+        path = self.root / CACHE_FILE
         try:
-            with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
-                fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            fd = watch.cache_fd if watch is not None else None
+            if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
+                with fs.folder_fd(path.parent) as dir_fd:
+                    opened = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                if fd is not None:
+                    os.close(fd)
+                fd = opened
+                if watch is not None:
+                    watch.cache_fd = fd
             try:
                 info = os.fstat(fd)
                 if info.st_ino != inode:  # written anew: its deltas start after its body
@@ -1000,7 +1016,8 @@ class BoardStore:
                     self._take_deltas(tail[:cut])
                     offset += cut
             finally:
-                os.close(fd)
+                if watch is None:
+                    os.close(fd)
         except (OSError, MossError, ValueError, TypeError):
             return
         self._cache_at = (inode, offset)

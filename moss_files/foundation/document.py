@@ -210,16 +210,19 @@ def edit_frontmatter(
     text: str,
     changes: Mapping[str, Any],
     path: Path | str | None = None,
+    *,
+    parsed: Document | None = None,
 ) -> str:
     """Return `text` with top-level frontmatter keys set (or removed, with DELETE).
 
     Only the lines of changed keys differ in the result: other keys, comments, quoting, blank
     lines and the body keep their bytes. New keys go at the end of the frontmatter; a document
     without frontmatter gains one. The result is re-read and checked before it is returned.
+    `parsed` is `text` parsed already, when the caller has it.
 
     Raises InvalidDocument when the existing frontmatter cannot be read.
     """
-    doc = parse(text, path)
+    doc = parsed if parsed is not None and parsed.text == text else parse(text, path)
     changes = {
         key: value for key, value in changes.items() if ((key in doc.meta) if value is DELETE else (key not in doc.meta or not _same(doc.meta[key], value)))
     }
