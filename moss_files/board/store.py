@@ -761,12 +761,15 @@ class BoardStore:
         # One stat per file and as little else as can be: on a board of thousands of files,
         # anything more per file (pathlib, tuples, calls) costs more than the stat itself.
         stat_at = os.stat
+        nothing: dict[str, _Read] = {}
+        read_of = reads.get if reads else nothing.get
+        place_of = index.get
         for name in names:
-            read = reads.get(name) if reads else None
+            read = read_of(name)
             if watch is not None and name[:1] != "." and name.endswith(".md"):
                 watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
             if read is None:
-                position = index.get(name)
+                position = place_of(name)
                 if position is not None:
                     try:
                         info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
