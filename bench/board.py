@@ -1,19 +1,33 @@
 """Board latency and claim throughput: claim_next_task and list_tasks with 10 and 5,000 tasks,
-and claims per second with 8 claimer processes at once.
+and claims per second from claimer processes at once; wall and CPU time, beside floors
+measured in the same run.
 
 Run: .venv/bin/python bench/board.py [--sizes 10,5000] [--repeat 20] [--claimers 8]
+     [--baseline /work/wt/baseline/.venv/bin/python]
+
 Builds each board in a temporary folder (files written directly, as a git checkout would:
-epics of 100 tasks, a mix of statuses, three-step plans, definitions of done). Prints medians
-in milliseconds with the board size:
-- warm: one long-lived context, as `moss serve` keeps (parsed files cached in memory by stat);
-- cold: a fresh context per call, as each `moss` command starts (parsed items read from
-  .moss/cache/board.json, files stat'ed);
-- first read: a fresh context with no cache file (every frontmatter parsed), as after a clone;
-- process: the whole `moss task ...` command, interpreter start-up included.
-A claim is timed alone; the task is released (untimed) so every claim sees the same board.
-The concurrent run starts N processes that each claim with fresh worker ids (pre-registered,
-all in one team, so the solo-worker rule does not serialize them by epic) until nothing is
-left; it checks afterwards that no task has two owners.
+epics of 100 tasks, a mix of statuses, three-step plans, definitions of done; a fifth of the
+tasks WORKING and free). Prints medians in milliseconds, wall / CPU, with the board size:
+- warm: one long-lived context, as `moss serve` keeps (the store's memory, and its file
+  watches where it has them);
+- fresh: a new context per call, as each `moss` command starts (the cache file under
+  .moss/cache/, every board file's stat taken);
+- first read: a new context with no cache file (every frontmatter parsed), as after a clone;
+- process: the whole `moss task ...` command, interpreter start-up included (CPU from the
+  child's rusage).
+Floors, same run: `moss version` as a process, and one pass of os.stat over every board file
+in process (what any answer that must see a hand edit made just before it costs at least,
+without file watches). A claim is timed alone; the task is released (untimed) so every claim
+sees the same board.
+
+Claims/s: N processes start together (pre-registered worker ids, all in one team so the
+solo-worker rule does not serialize them by epic) and claim with fresh worker ids until
+nothing is left, each on one long-lived context (as agents' `moss serve`), or on a new
+context per claim (as `moss task claim` calls); afterwards no task may have two owners.
+
+With `--baseline PYTHON`, another installation's Python runs the same measurements (this
+script, in a child process, through that installation's code) on its own copy of each board,
+alternating with this checkout's, so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -29,13 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from moss_files.board import claims, files, queries
-from moss_files.board.model import PRIORITIES, Epic, Step, Task, Team, Worker
-from moss_files.board.store import BoardStore
-from moss_files.board.usecase import STORE_KEY, board_store
-from moss_files.foundation.context import AGENT, Context
-from moss_files.foundation.ids import IdSource, seeded_random
+from typing import Any
 
 EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
@@ -43,6 +51,10 @@ STAMP = "2026-01-21T10:00:00Z"
 
 def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> list[str]:
     """Write `count` tasks (the first `claimable` WORKING and free); return the task ids."""
+    from moss_files.board import files
+    from moss_files.board.model import PRIORITIES, Epic, Step, Task
+    from moss_files.foundation.ids import IdSource, seeded_random
+
     ids = IdSource(random_bytes=seeded_random(seed))
     base = root / ".moss" / "board"
     for folder in ("epics", "tasks", "workers", "teams"):
@@ -93,6 +105,9 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
 
 
 def register_team(root: Path, workers: list[str]) -> None:
+    from moss_files.board import files
+    from moss_files.board.model import Team, Worker
+
     base = root / ".moss" / "board"
     for worker in workers:
         (base / "workers" / f"{worker}.md").write_text(files.render_worker(Worker(id=worker, type="worker", created=STAMP, updated=STAMP)))
@@ -100,79 +115,184 @@ def register_team(root: Path, workers: list[str]) -> None:
     (base / "teams" / f"{team.id}.md").write_text(files.render_team(team))
 
 
-def without_cache_file(root: Path) -> Context:
-    """A fresh context whose board store neither reads nor writes .moss/cache/board.json."""
-    ctx = Context(root)
-    ctx.resource(STORE_KEY, lambda: BoardStore(root, persist=False))
-    return ctx
+def copy_board(source: Path, target: Path) -> None:
+    """A copy of a generated workspace without its cache (each installation writes its own)."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("cache"))
+    # Files as old as the original's, past the racy window, as after a checkout.
+    for path in (target / ".moss" / "board").rglob("*.md"):
+        info = (source / path.relative_to(target)).stat()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    time.sleep(0.06)  # let the copies' change times age past the racy window too
 
 
-def median_ms(action: Callable[[int], object], repeat: int, *, after: Callable[[int], object] | None = None) -> float:
-    times = []
+# --------------------------------------------------------------------------- measuring
+
+
+def timed(action: Callable[[int], object], repeat: int, *, after: Callable[[int], object] | None = None) -> dict[str, float]:
+    """Median wall and CPU milliseconds of `action` (its process's CPU: every thread's)."""
+    walls, cpus = [], []
     for index in range(repeat):
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         action(index)
-        times.append((time.perf_counter() - started) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+        walls.append((time.perf_counter() - wall) * 1000)
         if after is not None:
             after(index)
-    return statistics.median(times)
+    return {"wall": statistics.median(walls), "cpu": statistics.median(cpus)}
 
 
-def process_ms(command: list[str], cwd: Path, repeat: int, env: dict[str, str]) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+def run_process(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """One whole process: wall ms, CPU ms (its rusage), stdout."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode})")
+    return (time.perf_counter() - started) * 1000, (usage.ru_utime + usage.ru_stime) * 1000, out
+
+
+def process_figure(command: list[str], cwd: Path, env: dict[str, str], repeat: int) -> dict[str, float]:
+    runs = [run_process(command, cwd, env) for _ in range(repeat)]
+    return {"wall": statistics.median(r[0] for r in runs), "cpu": statistics.median(r[1] for r in runs)}
+
+
+def stat_floor(root: Path, repeat: int) -> dict[str, float]:
+    """One pass of os.stat over every board file, by name in its folder's descriptor."""
+    folders = [root / ".moss" / "board" / name for name in ("epics", "tasks", "workers", "teams")]
+
+    def one(_: int) -> None:
+        for folder in folders:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                for name in os.listdir(fd):
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
+
+    return timed(one, repeat)
+
+
+def latency(root: Path, repeat: int) -> dict[str, dict[str, float]]:
+    """The in-process figures on one board (run inside the installation being measured)."""
+    from moss_files.board import claims, queries
+    from moss_files.board.store import BoardStore
+    from moss_files.board.usecase import STORE_KEY, board_store
+    from moss_files.foundation.context import AGENT, Context
+
+    def without_cache_file() -> Context:
+        ctx = Context(root)
+        ctx.resource(STORE_KEY, lambda: BoardStore(root, persist=False))
+        return ctx
+
+    figures: dict[str, dict[str, float]] = {}
+    figures["first read"] = timed(lambda _: queries.list_tasks(without_cache_file()), 3)
+    queries.list_tasks(Context(root))  # the cache file, as the first command after a clone leaves it
+    warm = Context(root, actor=AGENT)
+    board_store(warm).load()
+
+    def release(_: int) -> None:
+        for task in queries.list_tasks(warm, statuses=["WORKING"])["tasks"]:
+            if task["assignedWorkerId"]:
+                claims.release_task(warm, task_id=task["id"])
+
+    figures["list warm"] = timed(lambda _: queries.list_tasks(warm), repeat)
+    figures["list fresh"] = timed(lambda _: queries.list_tasks(Context(root)), max(3, repeat // 2))
+    figures["claim warm"] = timed(lambda n: claims.claim_next_task(warm, statuses=["WORKING"], worker_id=f"solo{n % 2}"), repeat, after=release)
+    figures["claim fresh"] = timed(lambda _: claims.claim_next_task(Context(root, actor=AGENT), statuses=["WORKING"], worker_id="solo0"), repeat, after=release)
+    figures["stat floor"] = stat_floor(root, repeat)
+    return figures
 
 
 CLAIMER = r"""
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
-from moss_files.board import claims
-from moss_files.board.usecase import board_store
+from moss_files.board import claims, queries
 from moss_files.foundation.context import Context
-root, prefix, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+root, prefix, count, go, mode = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), sys.argv[6]
 ctx = Context(root, actor="agent")
-board_store(ctx).load()
+queries.list_tasks(ctx)
+queries.list_tasks(ctx)
 Path(sys.argv[5]).touch()
 while not go.exists():
     time.sleep(0.0005)
 claimed = []
+cpu = time.process_time()
 for n in range(count):
-    result = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=f"{prefix}{n:04d}")
+    result = claims.claim_next_task(ctx if mode == "long-lived" else Context(root, actor="agent"), statuses=["WORKING"], worker_id=f"{prefix}{n:04d}")
     if not result["hasNext"]:
         break
     claimed.append(result["task"]["id"])
-print(json.dumps({"claimed": claimed, "done": time.time()}))
+import moss_files
+print(json.dumps({"claimed": claimed, "done": time.time(), "cpu": time.process_time() - cpu, "code": moss_files.__file__}))
 """
 
 
-def concurrent_claims(root: Path, claimers: int, per_claimer: int) -> tuple[float, int]:
-    """Claims per second with `claimers` processes started together; checks one owner per task."""
+def concurrent_claims(python: str, root: Path, claimers: int, per_claimer: int, mode: str, env: dict[str, str]) -> dict[str, float]:
+    """Claims per second with `claimers` processes started together; checks one owner per task.
+    They run in the board's parent folder: `python -c` puts its working folder first on the
+    import path, and a checkout there would shadow the installation being measured."""
     ready = root.parent / f"{root.name}-ready"
     ready.mkdir()
     go = root.parent / f"{root.name}-go"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p))], stdout=subprocess.PIPE, text=True
+            [python, "-c", CLAIMER, str(root), f"c{p}-", str(per_claimer), str(go), str(ready / str(p)), mode],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=root.parent,
+            env=env,
         )
         for p in range(claimers)
     ]
+    deadline = time.monotonic() + 300
     while len(list(ready.iterdir())) < claimers:
+        if time.monotonic() > deadline:
+            raise SystemExit("claimers did not start")
         time.sleep(0.01)
     started = time.time()
     go.touch()
-    results = [json.loads(proc.communicate(timeout=600)[0]) for proc in procs]
+    results = [json.loads(proc.communicate(timeout=900)[0]) for proc in procs]
+    for result in results:
+        check_code(python, result["code"])
     elapsed = max(r["done"] for r in results) - started
     claimed = [task for r in results for task in r["claimed"]]
     if len(claimed) != len(set(claimed)):
         raise SystemExit("a task was claimed twice")
-    owners = [t["assignedWorkerId"] for t in queries.list_tasks(Context(root), statuses=["WORKING"])["tasks"] if t["assignedWorkerId"]]
-    if len(owners) != len(claimed) or len(set(owners)) != len(owners):
+    owners = [path for path in (root / ".moss" / "board" / "tasks").glob("*.md") if "\nassigned_worker: " in path.read_text()]
+    if len(owners) != len(claimed):
         raise SystemExit("the files disagree with the claims")
-    return len(claimed) / elapsed, len(claimed)
+    return {"rate": len(claimed) / elapsed, "claims": len(claimed), "cpu_per_claim": sum(r["cpu"] for r in results) * 1000 / max(1, len(claimed))}
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def child(args: argparse.Namespace) -> None:
+    import moss_files
+
+    print(json.dumps({"code": moss_files.__file__, **latency(Path(args.root), args.repeat)}))
+
+
+def check_code(python: str, code: str) -> None:
+    """Refuse figures measured with another installation's code than `python`'s own."""
+    expected = subprocess.run([python, "-c", "import moss_files; print(moss_files.__file__)"], cwd="/", capture_output=True, text=True, check=True).stdout
+    if code.strip() != expected.strip():
+        raise SystemExit(f"{python} measured {code}, not its own {expected.strip()}")
+
+
+def measure_install(python: str, moss: str, root: Path, repeat: int, env: dict[str, str]) -> dict[str, Any]:
+    command = [python, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", str(repeat)]
+    figures = json.loads(run_process(command, root, env)[2])
+    check_code(python, figures.pop("code"))
+    figures["moss task list"] = process_figure([moss, "task", "list", "--json"], root, env, 3)
+    figures["moss task claim"] = process_figure([moss, "task", "claim", "-w", "cli0", "--json"], root, env, 1)
+    return figures
+
+
+ROWS = ("list warm", "list fresh", "first read", "claim warm", "claim fresh", "moss task list", "moss task claim", "stat floor")
 
 
 def main() -> None:
@@ -181,62 +301,67 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per figure")
     parser.add_argument("--claimers", type=int, default=8, help="concurrent claimer processes")
     parser.add_argument("--per-claimer", type=int, default=60, help="claims each claimer process makes at most")
+    parser.add_argument("--baseline", default=None, help="another installation's python (the 'before'), measured alternately")
+    parser.add_argument("--skip-throughput", action="store_true", help="latency only")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    installs = {"after": sys.executable, **({"before": args.baseline} if args.baseline else {})}
+    moss = {label: str(Path(python).parent / "moss") for label, python in installs.items()}
     sizes = [int(part) for part in args.sizes.split(",")]
-    moss = str(Path(sys.executable).parent / "moss")
     temp = Path(tempfile.mkdtemp(prefix="moss-bench-board-"))
     # As an installed tool runs: with a bytecode cache (this environment may disable writing
     # .pyc files, which would make every process recompile every module).
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     env["PYTHONPYCACHEPREFIX"] = str(temp / "pycache")
     try:
-        floor = process_ms([moss, "version"], temp, 5, env)
-        print(f"board latency, median of {args.repeat} (ms); `moss version` takes {floor:.0f} ms as a process")
-        print(
-            f"{'tasks':>6}  {'list warm':>9}  {'list cold':>9}  {'first read':>10}  {'claim warm':>10}  {'claim cold':>10}"
-            f"  {'moss task list':>14}  {'moss task claim':>15}"
-        )
-        for size in sizes:
-            root = temp / f"board-{size}"
-            root.mkdir()
-            subprocess.run(["git", "init", "-q", str(root)], check=True)
-            build_board(root, size, claimable=max(1, size // 5))
-            time.sleep(0.1)  # let the files age past the racy window, as a checkout has
-            first = median_ms(lambda _: queries.list_tasks(without_cache_file(root)), 3)
-            warm = Context(root, actor=AGENT)
-            board_store(warm).load()
-
-            def release(_: int) -> None:
-                for task in queries.list_tasks(warm, statuses=["WORKING"])["tasks"]:
-                    if task["assignedWorkerId"]:
-                        claims.release_task(warm, task_id=task["id"])
-
-            list_warm = median_ms(lambda _: queries.list_tasks(warm), args.repeat)
-            list_cold = median_ms(lambda _: queries.list_tasks(Context(root)), max(3, args.repeat // 2))
-            claim_warm = median_ms(lambda n: claims.claim_next_task(warm, statuses=["WORKING"], worker_id=f"solo{n % 2}"), args.repeat, after=release)
-            claim_cold = median_ms(
-                lambda n: claims.claim_next_task(Context(root, actor=AGENT), statuses=["WORKING"], worker_id="solo0"), max(3, args.repeat // 2), after=release
-            )
-            cli_list = process_ms([moss, "task", "list", "--json"], root, 3, env)
-            cli_claim = process_ms([moss, "task", "claim", "-w", "solo0", "--json"], root, 1, env)
-            print(
-                f"{size:>6}  {list_warm:>9.1f}  {list_cold:>9.1f}  {first:>10.1f}  {claim_warm:>10.1f}  {claim_cold:>10.1f}"
-                f"  {cli_list:>14.0f}  {cli_claim:>15.0f}"
-            )
-
+        for label in installs:
+            run_process([moss[label], "version"], temp, env)  # warm the bytecode cache
+        floor = {label: process_figure([moss[label], "version"], temp, env, 5) for label in installs}
+        print(f"board bench; medians of {args.repeat} calls; wall / CPU in ms; {', '.join(installs)} measured alternately")
+        print("  floors, same run: `moss version` as a process " + "; ".join(f"{label} {f['wall']:.0f} / {f['cpu']:.0f}" for label, f in floor.items()))
+        for number, size in enumerate(sizes):
+            source = temp / f"board-{size}"
+            source.mkdir()
+            subprocess.run(["git", "init", "-q", str(source)], check=True)
+            build_board(source, size, claimable=max(1, size // 5))
+            files = sum(1 for _ in (source / ".moss" / "board").rglob("*.md"))
+            figures: dict[str, dict[str, dict[str, float]]] = {}
+            for label in list(installs)[:: -1 if number % 2 else 1]:  # who goes first alternates
+                root = temp / f"{label}-{size}"
+                copy_board(source, root)
+                figures[label] = measure_install(installs[label], moss[label], root, args.repeat, env)
+            print(f"\n{size} tasks ({files} board files, {max(1, size // 5)} WORKING and free)")
+            print(f"  {'':<18}" + "".join(f"{label:>18}" for label in installs))
+            for row in ROWS:
+                cells = "".join(f"{figures[label][row]['wall']:>10.1f} /{figures[label][row]['cpu']:>6.1f}" for label in installs)
+                print(f"  {row:<18}{cells}")
+        if args.skip_throughput:
+            return
         size = max(sizes)
         claimable = args.claimers * args.per_claimer
         tasks = max(size, claimable)
-        print(f"\nclaims/s, {tasks} tasks ({claimable} WORKING and free), each claimer process claiming with fresh worker ids")
-        for claimers in (1, args.claimers):
-            root = temp / f"concurrent-{claimers}"
-            root.mkdir()
-            subprocess.run(["git", "init", "-q", str(root)], check=True)
-            per_claimer = claimable // claimers
-            build_board(root, tasks, claimable=claimable, seed=11)
-            register_team(root, [f"c{p}-{n:04d}" for p in range(claimers) for n in range(per_claimer)])
-            rate, made = concurrent_claims(root, claimers, per_claimer)
-            print(f"{claimers:>2} claimer process{'es' if claimers > 1 else '  '}: {rate:6.1f} claims/s ({made} claims, each task one owner)")
+        print(f"\nclaims/s, {tasks} tasks ({claimable} WORKING and free), fresh worker ids; CPU ms per claim in brackets")
+        source = temp / "concurrent"
+        source.mkdir()
+        subprocess.run(["git", "init", "-q", str(source)], check=True)
+        build_board(source, tasks, claimable=claimable, seed=11)
+        for mode in ("long-lived", "fresh"):
+            for claimers in (1, args.claimers):
+                per_claimer = claimable // claimers
+                cells = []
+                for label in installs:
+                    root = temp / f"concurrent-{label}-{mode}-{claimers}"
+                    copy_board(source, root)
+                    register_team(root, [f"c{p}-{n:04d}" for p in range(claimers) for n in range(per_claimer)])
+                    got = concurrent_claims(installs[label], root, claimers, per_claimer, mode, env)
+                    cells.append(f"{label} {got['rate']:6.1f} claims/s [{got['cpu_per_claim']:5.1f}]")
+                    shutil.rmtree(root, ignore_errors=True)
+                what = f"{claimers} process{'es' if claimers > 1 else ''}, {'one context each' if mode == 'long-lived' else 'a new context per claim'}"
+                print(f"  {what:<42} " + "   ".join(cells) + "   (each task one owner)")
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

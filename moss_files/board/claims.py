@@ -68,14 +68,18 @@ def claim_next_task(
     if not wanted:
         raise InvalidRequest("statuses must list at least one of " + ", ".join(CLAIMABLE), details={"field": "statuses"})
     store = board_store(ctx)
+    # The tasks a claim can weigh: the asked columns, plans waiting for an approval the mode
+    # may give by itself, and (outline's own) every task held in flight and their dependencies.
+    # In outline: the chosen task is read in full when it is written (or shown).
+    weighed = (*wanted, "AWAITING_APPROVAL")
     with store.writing():
-        board = settle_leases(ctx, store.load())
+        board = settle_leases(ctx, store.outline(weighed))
         if epic_id:
             find_epic(board, epic_id.strip())
         board = settle_approvals(ctx, board)
         if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
             revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
-            board = store.load()
+            board = store.outline(weighed)
         plan = rules.plan_claim(
             board,
             wanted,
@@ -93,7 +97,9 @@ def claim_next_task(
             touch(ctx, board, worker)
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
-        if worker is not None:
+        if worker is None:
+            task = store.get("task", task.id)  # shown, not claimed: read in full
+        else:
             ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
             board = touch(ctx, board, worker, force=True, epic=task.epic or None)  # the claim starts the lease
             now = ctx.stamp()

@@ -738,7 +738,7 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
     assert body_field is not None or not body_changed
     if not changes and not body_changed:
         return None
-    text = document.edit_frontmatter(doc.text, changes, path) if changes else doc.text
+    text = document.edit_frontmatter(doc.text, changes, path, parsed=doc) if changes else doc.text
     if body_changed:
         edited = document.parse(text, path)
         stale = document.find_key(edited.meta, "description")

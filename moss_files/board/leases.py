@@ -37,7 +37,8 @@ def heartbeat(ctx: Context, *, worker_id: str | None = None, task_id: str | None
     wanted = arguments.optional(task_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
+        # Outlines of the held tasks are all a heartbeat weighs (the task it names, if held).
+        board = settle_leases(ctx, store.outline(()))
         guard_live(board, worker)
         if wanted is not None:
             task = board.tasks.get(wanted)
@@ -67,7 +68,7 @@ def sweep(ctx: Context) -> dict[str, Any]:
     anyway): `{released [{taskId, workerId, status}], count}`."""
     store = board_store(ctx)
     with store.writing():
-        before = store.load()
+        before = store.outline(())
         after = settle_leases(ctx, before)
     released = [
         {"taskId": task_id, "workerId": before.tasks[task_id].assigned_worker, "status": task.status}
@@ -87,7 +88,7 @@ def deregister_worker(ctx: Context, *, worker_id: str, reason: str | None = None
     why = (arguments.optional(reason) or "deregistered")[:200]
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = store.outline(())
         worker = board.workers.get(worker_id)
         if worker is None:
             raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
@@ -124,7 +125,7 @@ def revive(ctx: Context, worker_id: str) -> None:
 
 def worker_row(ctx: Context, worker_id: str) -> dict[str, Any]:
     """One worker as list_workers shows it (for answers that name a worker)."""
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline(())
     worker = board.workers.get(worker_id)
     if worker is None:
         raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})

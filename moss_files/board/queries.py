@@ -27,7 +27,7 @@ def list_tasks(ctx: Context, *, epic_id: str | None = None, statuses: Sequence[s
     """Moe's list_tasks: an epic's tasks (or all) in board order, with column counts over the
     epic's tasks. ARCHIVED tasks are listed only when asked for by status."""
     wanted = check_statuses(statuses, "status")
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline()
     epic = find_epic(board, epic_id.strip()) if epic_id else None
     scope = [t for t in board.tasks.values() if epic is None or t.epic == epic.id]
     shown = [t for t in scope if t.status in wanted] if wanted else [t for t in scope if t.status != "ARCHIVED"]
@@ -68,14 +68,15 @@ def search_tasks(
 
 def get_next_task(ctx: Context, *, epic_id: str | None = None) -> dict[str, Any]:
     """Moe's get_next_task: the next BACKLOG task in queue order (priority, then order)."""
-    board = board_store(ctx).load()
+    store = board_store(ctx)
+    board = store.outline(("BACKLOG",))
     epic = arguments.optional(epic_id)
     if epic:
         find_epic(board, epic)
     backlog = [t for t in board.tasks.values() if t.status == "BACKLOG" and (not epic or t.epic == epic)]
     if not backlog:
         return with_problems({"hasNext": False}, board.problems)
-    task = min(backlog, key=lambda t: rank_key(t, board.epics))
+    task = store.get("task", min(backlog, key=lambda t: rank_key(t, board.epics)).id)  # the one shown, in full
     result = {
         "hasNext": True,
         "task": {
@@ -92,7 +93,7 @@ def get_next_task(ctx: Context, *, epic_id: str | None = None) -> dict[str, Any]
 
 def ready_tasks(ctx: Context, *, epic_id: str | None = None) -> dict[str, Any]:
     """Open tasks whose dependencies are all DONE (`ready`), and the rest with what they wait on."""
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline()
     epic = arguments.optional(epic_id)
     if epic:
         find_epic(board, epic)
@@ -118,7 +119,7 @@ def show_task(ctx: Context, *, task_id: str) -> dict[str, Any]:
 def list_epics(ctx: Context, *, status: str | None = None) -> dict[str, Any]:
     """Every epic in board order, with its column counts."""
     wanted = check_choice(status, EPIC_STATUSES, "status") if status is not None else None
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline()
     rows = []
     for epic in sorted(board.epics.values(), key=lambda e: (e.order, e.created or "", e.id)):
         if wanted is None or epic.status == wanted:
@@ -131,7 +132,7 @@ def show_epic(ctx: Context, *, epic_id: str) -> dict[str, Any]:
     """One epic's full record with its tasks (brief) and counts."""
     epic_id = arguments.required(epic_id, "epicId")
     store = board_store(ctx)
-    board = store.load()
+    board = store.outline()
     epic = find_epic(board, epic_id)
     tasks = sorted((t for t in board.tasks.values() if t.epic == epic_id), key=lambda t: board_key(t, board.epics))
     return {
@@ -169,7 +170,7 @@ def get_activity_log(
 def board_status(ctx: Context) -> dict[str, Any]:
     """The project, counts over every task, epics, workers and any unreadable files."""
     store = board_store(ctx)
-    board = store.load()
+    board = store.outline()
     return with_problems(
         {
             "project": shapes.project_to_dict(board.project),

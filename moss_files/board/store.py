@@ -21,38 +21,73 @@ A file's stem is its id. Readers take no lock: every file is replaced by rename,
 sees the old or the new bytes, never a mix. Writers hold the board lock for the whole of one
 operation (read the board, decide, write), which serializes them across threads and processes.
 
-Reading thousands of frontmatters costs seconds, so parsed items are kept by each file's
-(inode, size, mtime, ctime): in memory for the store's life (a server's), and in
-`.moss/cache/board.json` for the next process (a CLI command). A file whose stat differs is
-read again; one changed too recently for its stat to be trusted is never cached. The cache
-file is rewritten only after a load that had to re-read many files, is always safe to delete,
-and a cache that cannot be read or written is simply not used.
+Reading thousands of frontmatters costs seconds, so what each file parsed to is kept by the
+file's stat key (inode, size, mtime, ctime): in memory for the store's life (a server's), and
+in `.moss/cache/board.json` for the next process (a CLI command). A load checks every file:
+it lists each folder and takes the stat of every file in it, because a hand edit in place
+changes nothing but the file itself; a file whose key differs is read again, and one changed
+too recently for its key to reveal the next change (the racy window) has its bytes compared
+with those it was parsed from. A long-lived store instead watches its folders and files
+(`_Watch`, Linux inotify on local file systems): the kernel names every file changed since the
+last load, and only those are checked. Either way a load's answer is the files' answer.
+
+The cache file holds each folder's names and stat keys as columns, each file's record (decoded
+on first need), and for tasks an *outline* (every field but OUTLINE_OMITS) grouped by status,
+so that `outline()`, which claims and listings use, builds only the tasks it weighs. Files
+read since it was written are appended to it as delta lines (it is written anew only when they
+grow many, and never under the board lock), so a claim does not rewrite it. It is always
+safe to delete, and one that cannot be read or written is not used.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from array import array
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from moss_files.board import files, threads
-from moss_files.board.model import Board, Epic, Event, Project, Proposal, Step, Task, Team, Worker, default_project, is_valid_name
-from moss_files.foundation import document, fs
-from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
+from moss_files.board.model import (
+    ACTIVE,
+    Board,
+    Epic,
+    Event,
+    Project,
+    Proposal,
+    Step,
+    Task,
+    Team,
+    Worker,
+    default_project,
+    is_valid_name,
+)
+from moss_files.foundation import document, fs, inotify
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
+from moss_files.foundation.inotify import Unavailable
 
 BOARD_DIR = PurePosixPath(".moss/board")
 LOCK_TARGET = PurePosixPath(".moss/run/board")
 CACHE_FILE = PurePosixPath(".moss/cache/board.json")
 # Bump when parsing changes what an item holds, so caches written by older code are dropped.
-CACHE_VERSION = 1
-# A load that re-reads at least this many files rewrites the cache file; fewer cost less to
-# re-read next time than the rewrite would.
+CACHE_VERSION = 2
+# A store that has read at least this many files without a cache file writes one (fewer cost
+# less to read again next time than the writing would); with one, the files read since are
+# appended to it, and it is written anew once the appended ones pass this many (every process
+# decodes them all).
 CACHE_REWRITE_AFTER = 64
+# A store loaded this many times lives long (a server's): it watches its folders' file events
+# (`_Watch`) rather than take the stat of every file at every load.
+WATCH_AFTER = 2
 PROJECT_FILE = "project.md"
 LOG_FILE = "activity.jsonl"
 THREAD_FOLDERS = {"chat": "chat", "comments": "comments"}
@@ -63,12 +98,34 @@ MAX_LOG_LINE_BYTES = 256 * 1024
 LOCK_TIMEOUT = 30.0
 # A file changed this recently may change again within the same timestamp tick without its
 # stat changing (an edit in place of the same size, or a replace that reuses the freed inode),
-# so its parse is not cached. File systems that keep whole seconds (FAT keeps two) need the
-# long window; a timestamp with a fraction of a second shows finer ones, whose tick is the
-# kernel's coarse clock (at most 10 ms), so a short window suffices and a burst of writes
-# does not make every load re-read every file written in the last two seconds.
+# so its stat alone is not trusted: its bytes are compared. File systems that keep whole
+# seconds (FAT keeps two) need the long window; a timestamp with a fraction of a second shows
+# finer ones, whose tick is the kernel's coarse clock (at most 10 ms), so a short window
+# suffices and a burst of writes does not make every load re-read every file written in the
+# last two seconds.
 COARSE_RACY_NS = 2_000_000_000
 FINE_RACY_NS = 50_000_000
+# The task fields an outline leaves out: the long texts and the lists of records (the
+# description, the plan and its steps, rails, evidence, notes). An outline carries every other
+# field, so a field added to Task is in outlines unless named here: a rule that weighs tasks
+# (claims, leases, approvals, listings) must read none of these from an outline; the task it
+# picks is read in full from its file.
+OUTLINE_OMITS = (
+    "description",
+    "definition_of_done",
+    "task_rails",
+    "plan",
+    "reopen_reason",
+    "pr_link",
+    "test_file",
+    "work_summary",
+    "review_summary",
+    "verification",
+    "handoffs",
+    "prior_attempt",
+    "critique",
+)
+OUTLINE_FIELDS = tuple(f.name for f in fields(Task) if f.name not in OUTLINE_OMITS)
 
 _PARSERS: dict[str, Callable[..., Any]] = {
     "epic": files.parse_epic,
@@ -85,14 +142,335 @@ _RENDERERS: dict[str, Callable[[Any], str]] = {
     "proposal": files.render_proposal,
 }
 _LABEL = {"epic": "Epic", "task": "Task", "worker": "Worker", "team": "Team", "proposal": "Proposal"}
+_BOARD_KINDS = ("epic", "task", "worker", "team")
 
 StatKey = tuple[int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class _Cached:
+class _CacheDamaged(Exception):
+    """The cache file held something it should not: it is dropped and the files read."""
+
+
+@dataclass(slots=True)
+class _Read:
+    """One file as this store last read it: its stat key, what it parsed to (the entity, or
+    the MossError its file raised), the digest of its bytes, and whether it was changed too
+    recently for its key to be trusted alone."""
+
     key: StatKey
-    value: Any  # the parsed entity, or the MossError its file raised
+    value: Any
+    digest: bytes
+    racy: bool
+    outline: Task | None = None
+    record: bytes | None = None  # the value as the cache file holds it, once written there
+
+    def saved_form(self) -> bytes:
+        if self.record is None:
+            self.record = json.dumps(_to_record(self.value), separators=(",", ":")).encode("utf-8")
+        return self.record
+
+
+class _Saved:
+    """One board folder as the cache file holds it: the names of its files and their stat
+    keys, and their records, decoded on first need; for tasks also each one's status and
+    holder, and its outline row in the group of its status (`outline` decodes only the groups
+    it uses). Names, keys and spans are plain columns (text lines, machine integers): a fresh
+    process reads thousands of them before every claim."""
+
+    __slots__ = (
+        "kind",
+        "names",
+        "ids",
+        "index",
+        "keys",
+        "spans",
+        "data",
+        "offset",
+        "values",
+        "status",
+        "holder",
+        "groups",
+        "rows",
+        "outlines",
+        "by_status",
+        "held",
+    )
+
+    def __init__(self, kind: str, section: dict[str, Any], data: bytes, offset: int) -> None:
+        self.kind = kind
+        self.data = data
+        self.offset = offset  # where the spans count from
+        count = section["count"]
+        self.names: list[str] = self._text(section["names"]).split("\n") if count else []
+        self.keys = self._numbers(section["keys"]).tolist()  # a list's items are ready objects: quicker to compare
+        self.spans = self._numbers(section["spans"])
+        if not isinstance(count, int) or len(self.names) != count or len(self.keys) != 4 * count or len(self.spans) != 2 * count:
+            raise _CacheDamaged
+        self.index = dict(zip(self.names, range(count), strict=True))
+        self.ids = [name[:-3] for name in self.names]
+        self.values: dict[int, Any] = {}
+        self.status: list[str] = []
+        self.holder: list[str | None] = []
+        self.groups: dict[str, list[int]] = {}
+        self.held: list[int] = []
+        if kind == "task":
+            self.status = self._text(section["status"]).split("\n") if count else []
+            self.holder = json.loads(self._part(section["holder"]))  # JSON: a holder written by hand may hold any character
+            self.groups = section["groups"]
+            self.held = section["held"]
+            if len(self.status) != count or not isinstance(self.holder, list) or len(self.holder) != count or not isinstance(self.groups, dict):
+                raise _CacheDamaged
+            if not isinstance(self.held, list) or any(not isinstance(at, int) or not 0 <= at < count for at in self.held):
+                raise _CacheDamaged
+        self.rows: dict[int, list[Any]] = {}
+        self.outlines: dict[int, Task] = {}
+        self.by_status: dict[str, list[int]] | None = None
+
+    def _part(self, span: list[int]) -> bytes:
+        start, end = span
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
+            raise _CacheDamaged
+        return self.data[self.offset + start : self.offset + end]
+
+    def _text(self, span: list[int]) -> str:
+        return self._part(span).decode("utf-8")
+
+    def _numbers(self, span: list[int]) -> array[int]:
+        numbers = array("q")
+        numbers.frombytes(self._part(span))  # ValueError for a length that is no multiple of 8
+        return numbers
+
+    def places(self, status: str) -> list[int]:
+        """The places of the tasks the cache file holds in `status` (its group, decoded)."""
+        if self.by_status is None:
+            self.by_status = {}
+        found = self.by_status.get(status)
+        if found is None:
+            found = self.by_status[status] = self._decode_group(status) if status in self.groups else []
+        return found
+
+    def held_places(self) -> list[int]:
+        """The places of the tasks the cache file holds as held in flight."""
+        return self.held
+
+    def key(self, position: int) -> StatKey:
+        at = 4 * position
+        return (self.keys[at], self.keys[at + 1], self.keys[at + 2], self.keys[at + 3])
+
+    def raw(self, position: int) -> bytes:
+        """The record of the file at `position`, as the cache file's JSON bytes."""
+        return self.data[self.offset + self.spans[2 * position] : self.offset + self.spans[2 * position + 1]]
+
+    def value(self, position: int) -> Any:
+        """The entity of the file at `position`. Raises _CacheDamaged for a record that does not
+        decode into one."""
+        found = self.values.get(position)
+        if found is None:
+            try:
+                found = _from_record(_CLASSES[self.kind], json.loads(self.raw(position)))
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                raise _CacheDamaged from None
+            self.values[position] = found
+        return found
+
+    def outline(self, position: int) -> Task:
+        """The outline of the task at `position`."""
+        found = self.outlines.get(position)
+        if found is None:
+            try:
+                found = _outline_task(self.outline_row(position))
+            except (TypeError, IndexError, ValueError):
+                raise _CacheDamaged from None
+            self.outlines[position] = found
+        return found
+
+    def outline_row(self, position: int) -> list[Any]:
+        """The outline row of the task at `position`, as saved (its group decoded on first need)."""
+        row = self.rows.get(position)
+        if row is None:
+            self.places(self.status[position])
+            row = self.rows.get(position)
+            if row is None:
+                raise _CacheDamaged
+        return row
+
+    def _decode_group(self, status: str) -> list[int]:
+        """Decode the outline rows of one status's group; their places."""
+        span = self.groups.get(status)
+        if not isinstance(span, list):
+            raise _CacheDamaged
+        places = []
+        try:
+            for at, *values in json.loads(self._part(span)):
+                self.rows[at] = values
+                places.append(at)
+        except (ValueError, TypeError, IndexError):
+            raise _CacheDamaged from None
+        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != status for at in places):
+            raise _CacheDamaged
+        return places
+
+
+class _Folder:
+    """One board folder as a load found it: each item file by name, in name order, with its
+    source (its place in the cache file, or how the store read it), and each file that cannot
+    be read with its problem. For tasks, the ones read (not from the cache file) are indexed
+    by status and holder as they come and go; with the cache file's own grouping of its
+    places, `select` costs what it selects. A watched folder's is kept from load to load and
+    changed where events name files."""
+
+    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered")
+
+    def __init__(self, saved: _Saved | None, *, tasks: bool) -> None:
+        self.saved = saved  # what the places in `entries` refer to
+        self.tasks = tasks
+        self.entries: dict[str, int | _Read] = {}
+        self.problems: dict[str, MossError] = {}
+        self.read_status: dict[str, set[str]] = {}
+        self.read_held: set[str] = set()
+        self.ordered = True
+
+    def put(self, name: str, source: int | _Read) -> None:
+        old = self.entries.get(name)
+        self.problems.pop(name, None)
+        if old is None:
+            self.ordered = False
+        elif isinstance(old, _Read) and self.tasks:
+            self._unindex(name, old)
+        self.entries[name] = source
+        if isinstance(source, _Read) and self.tasks:
+            task = source.value
+            self.read_status.setdefault(task.status, set()).add(name)
+            if task.assigned_worker is not None and task.status in ACTIVE:
+                self.read_held.add(name)
+
+    def fail(self, name: str, problem: MossError) -> None:
+        self.drop(name)
+        self.problems[name] = problem
+
+    def drop(self, name: str) -> None:
+        old = self.entries.pop(name, None)
+        self.problems.pop(name, None)
+        if isinstance(old, _Read) and self.tasks:
+            self._unindex(name, old)
+
+    def _unindex(self, name: str, read: _Read) -> None:
+        self.read_status.get(read.value.status, set()).discard(name)
+        self.read_held.discard(name)
+
+    def items(self) -> Iterator[tuple[str, int | _Read]]:
+        """(name, source) of every readable item file, in name order."""
+        if not self.ordered:
+            self.entries = dict(sorted(self.entries.items()))
+            self.ordered = True
+        return iter(self.entries.items())
+
+    def problem_list(self) -> list[MossError]:
+        return [self.problems[name] for name in sorted(self.problems)]
+
+    def select(self, statuses: Collection[str]) -> set[str]:
+        """The names of the tasks in `statuses`, and of those held in flight."""
+        chosen = set(self.read_held)
+        for status in statuses:
+            chosen.update(self.read_status.get(status, ()))
+        saved = self.saved
+        if saved is not None:
+            names, entries = saved.names, self.entries
+            for group in (saved.held_places(), *(saved.places(status) for status in statuses)):
+                for position in group:
+                    name = names[position]
+                    if entries.get(name) == position:  # still the file the cache file holds
+                        chosen.add(name)
+        return chosen
+
+
+class _Watch:
+    """The file events of a long-lived store's board folders (Linux inotify, local file
+    systems only): a watch on each folder (its names) and on each board file (its bytes, also
+    when written through another hard link), so that a load checks again only the files named
+    since the last one. The kernel queues an event inside the call that made the change, so
+    what `drain` returns covers every change finished before it; a folder whose identity
+    changed, or a queue that overflowed, is read whole again."""
+
+    FOLDER_MASK = inotify.ENTRIES | inotify.CONTENT | inotify.SELF | inotify.IN_ONLYDIR | inotify.IN_EXCL_UNLINK
+    FILE_MASK = inotify.CONTENT | inotify.IN_DONT_FOLLOW
+
+    def __init__(self) -> None:
+        self.inotify = inotify.Inotify()
+        self.folders: dict[int, str] = {}  # a folder's watch -> its kind
+        self.identity: dict[str, tuple[int, int]] = {}  # kind -> (st_dev, st_ino) of the folder watched
+        self.files: dict[int, set[tuple[str, str]]] = {}  # a file's watch -> its (kind, name)s
+        self.listing: dict[str, _Folder] = {}  # kind -> its files as the last load left them
+        self.dirty: dict[str, set[str]] = {}  # kind -> names changed since the last load
+        # Open descriptors of the watched folders and of the cache file, for the looks between
+        # loads (`_catch_up`); a load opens each folder from the workspace down, and checks it.
+        self.fds: dict[str, int] = {}
+        self.cache_fd: int | None = None
+
+    def close(self) -> None:
+        self.inotify.close()
+        for fd in [*self.fds.values(), *([self.cache_fd] if self.cache_fd is not None else [])]:
+            os.close(fd)
+        self.fds.clear()
+        self.cache_fd = None
+
+    def drain(self) -> bool:
+        """Take in every queued event: the names they touched are dirty; a folder that went
+        away, or an overflowed queue, is read whole at its next load. Whether any came."""
+        events = self.inotify.events()
+        for wd, mask, name in events:
+            if mask & inotify.IN_Q_OVERFLOW:
+                self.listing.clear()
+                continue
+            kind = self.folders.get(wd)
+            if kind is not None:
+                if mask & (inotify.SELF | inotify.IN_IGNORED | inotify.IN_UNMOUNT):
+                    self.forget(kind)
+                elif name:
+                    self.dirty.setdefault(kind, set()).add(name)
+                continue
+            owners = self.files.get(wd)
+            if owners:
+                for kind, name in owners:
+                    self.dirty.setdefault(kind, set()).add(name)
+                if mask & inotify.IN_IGNORED:
+                    del self.files[wd]
+        return bool(events)
+
+    def current(self, kind: str, dir_fd: int) -> bool:
+        """Whether the folder open as `dir_fd` is the one watched, with its files' events."""
+        if kind not in self.listing:
+            return False
+        info = os.fstat(dir_fd)
+        return self.identity.get(kind) == (info.st_dev, info.st_ino)
+
+    def begin(self, kind: str, dir_fd: int) -> None:
+        """Watch the folder open as `dir_fd` (its files are watched as they are read)."""
+        self.forget(kind)
+        wd = self.inotify.add(f"/proc/self/fd/{dir_fd}", self.FOLDER_MASK)  # the descriptor's folder, reached without links
+        if wd is None:
+            raise inotify.Unavailable("the folder went away")
+        info = os.fstat(dir_fd)
+        self.folders[wd] = kind
+        self.identity[kind] = (info.st_dev, info.st_ino)
+        self.fds[kind] = os.dup(dir_fd)
+        self.dirty.pop(kind, None)
+
+    def forget(self, kind: str) -> None:
+        """Stop trusting a folder's events: its next load reads it whole."""
+        self.listing.pop(kind, None)
+        self.identity.pop(kind, None)
+        for wd in [wd for wd, each in self.folders.items() if each == kind]:
+            del self.folders[wd]
+        fd = self.fds.pop(kind, None)
+        if fd is not None:
+            os.close(fd)
+
+    def add_file(self, kind: str, dir_fd: int, name: str) -> None:
+        """Watch one file of a watched folder, under this name (a link, not its target)."""
+        wd = self.inotify.add(f"/proc/self/fd/{dir_fd}/{name}", self.FILE_MASK)
+        if wd is not None:
+            self.files.setdefault(wd, set()).add((kind, name))
 
 
 class BoardStore:
@@ -102,9 +480,23 @@ class BoardStore:
         self.root = root
         self.base = root / BOARD_DIR
         self.persist = persist
-        self._cache: dict[str, _Cached] = {}
+        # A server's threads share one store; loads take turns (each is a few milliseconds).
+        self._mutex = threading.RLock()
+        self._reads: dict[str, dict[str, _Read]] = {kind: {} for kind in FOLDERS}  # by kind, then file name
+        self._project: _Read | None = None
+        self._saved: dict[str, _Saved] = {}  # what the cache file held when this store read it
         self._cache_read = False
-        self._reparsed = 0
+        self._appended = 0  # records appended to it since its body was written
+        self._pending: list[tuple[str, str]] = []  # (kind, name) read since, not yet in it
+        self._parsed = 0  # files parsed by this store (not taken from the cache file)
+        self._wrote = False  # whether this store wrote the cache file
+        self._cache_fd: int | None = None
+        self._cache_at: tuple[int, int] | None = None  # (inode, bytes taken in) of the cache file
+        self._writers = 0  # this store's operations under the board lock now
+        self._loads = 0
+        self._watch: _Watch | None = None
+        self._watching = True  # until a watch cannot be had here
+        self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
 
     # ----------------------------------------------------------------- locations
 
@@ -132,41 +524,154 @@ class BoardStore:
 
         Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
         """
-        with fs.locked(self.root / LOCK_TARGET, timeout=timeout):
-            yield
+        with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
+            with self._mutex:
+                self._writers += 1
+            try:
+                yield
+            finally:
+                with self._mutex:
+                    self._writers -= 1
+        # The cache file is derived: it is brought up to date after the lock is let go, so
+        # that no claimer waits on it.
+        with self._mutex:
+            unsaved, self._unsaved = self._unsaved, None
+            if unsaved is not None and not self._writers:
+                self._save(unsaved)
 
     # ----------------------------------------------------------------- reading
 
     def load(self) -> Board:
         """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
-        if self.persist and not self._cache_read:
-            self._read_cache_file()
-        problems: list[MossError] = []
-        project = self._load_project(problems)
-        found: dict[str, dict[str, Any]] = {}
-        for kind in ("epic", "task", "worker", "team"):
-            found[kind], trouble = self.load_kind(kind)
-            problems.extend(trouble)
-        if self.persist and self._reparsed >= CACHE_REWRITE_AFTER:
-            self._write_cache_file()
-        return Board(project=project, epics=found["epic"], tasks=found["task"], workers=found["worker"], teams=found["team"], problems=tuple(problems))
+        return self._board(None, outline=False)
+
+    def outline(self, statuses: Collection[str] | None = None) -> Board:
+        """The board as claims and listings need it, without building every task: epics,
+        workers and teams in full, and in outline (OUTLINE_FIELDS; the other fields hold their
+        defaults) the tasks whose status is in `statuses` (every task when None), every task
+        somebody holds while it is in flight, and the tasks those depend on. Every file that
+        cannot be read is in `problems`, as `load` gives them; every file was checked now."""
+        return self._board(statuses, outline=True)
 
     def load_kind(self, kind: str) -> tuple[dict[str, Any], list[MossError]]:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
         problems: list[MossError] = []
-        items: dict[str, Any] = {}
-        now_ns = time.time_ns()
-        for item_id, path, relpath in self._listing(FOLDERS[kind], problems):
-            value = self._parse_cached(kind, item_id, path, relpath, now_ns)
-            if isinstance(value, MossError):
-                problems.append(value)
-            elif value is not None:
-                items[item_id] = value
-        return items, problems
+        with self._mutex:
+            for attempt in (1, 2):
+                try:
+                    self._open_cache()
+                    self._look()
+                    found = self._sync(kind, problems, time.time_ns())
+                    problems.extend(found.problem_list())
+                    return self._entities(found), problems
+                except _CacheDamaged:
+                    if attempt == 2:
+                        raise
+                    self._drop_cache()
+                    problems.clear()
+            raise AssertionError("unreachable")
 
-    def _load_project(self, problems: list[MossError]) -> Project:
+    def _board(self, statuses: Collection[str] | None, *, outline: bool) -> Board:
+        with self._mutex:
+            try:
+                return self._assemble(statuses, outline)
+            except _CacheDamaged:
+                self._drop_cache()
+                return self._assemble(statuses, outline)
+
+    def close(self) -> None:
+        """Stop watching the board's files (a server that shuts down; also done when the store
+        is garbage collected)."""
+        with self._mutex:
+            self._stop_watching()
+
+    def _catch_up(self) -> None:
+        """While waiting for the board lock: take in the file events so far and check the
+        files they name, so that the load under the lock has only the holder's changes left to
+        check (a watching store; the others must take every stat under the lock anyway)."""
+        if self._watch is None or not self._mutex.acquire(blocking=False):
+            return
         try:
-            return self.read_project()
+            if self._watch is None:
+                return
+            if not self._watch.drain():
+                return
+            self._take_tail()
+            now_ns = time.time_ns()
+            for kind in _BOARD_KINDS:
+                if self._watch is not None and self._watch.dirty.get(kind) and self._watch.listing.get(kind) is not None:
+                    self._catch_up_folder(kind, now_ns)
+        except _CacheDamaged:
+            self._drop_cache()
+        finally:
+            self._mutex.release()
+
+    def _catch_up_folder(self, kind: str, now_ns: int) -> None:
+        """`_sync_changed` without parsing: the names whose writer's record (or the source the
+        folder has) holds for them are settled now; the rest stay for the load under the lock,
+        by which time the writer has recorded what it wrote."""
+        watch = self._watch
+        assert watch is not None
+        dir_fd = watch.fds.get(kind)
+        if dir_fd is not None:
+            # The folder as watched: had it been replaced since, the load under the lock finds
+            # out and reads the new one whole, whatever this settled.
+            self._sync_changed(kind, dir_fd, watch, now_ns, parse=False)
+
+    def _look(self) -> None:
+        """Take in the file events since the last load; from its WATCH_AFTER-th load on (a
+        long-lived store: a server's), a store watches its folders where it can."""
+        self._loads += 1
+        if self._watch is None and self._watching and self._loads >= WATCH_AFTER:
+            self._start_watching()
+        if self._watch is not None and self._watch.drain():
+            self._take_tail()
+
+    def _start_watching(self) -> None:
+        if not inotify.local_file_system(str(self.base)):
+            if self.base.exists():
+                self._watching = False  # a network or FUSE mount: stat every file, always
+            return
+        try:
+            watch = _Watch()
+        except Unavailable:
+            self._watching = False
+            return
+        self._watch = watch
+        self._unwatch = weakref.finalize(self, watch.close)
+
+    def _stop_watching(self) -> None:
+        if self._watch is not None:
+            self._unwatch()
+            self._watch = None
+        self._watching = False
+
+    def _assemble(self, statuses: Collection[str] | None, outline: bool) -> Board:
+        self._open_cache()
+        self._look()
+        problems: list[MossError] = []
+        now_ns = time.time_ns()
+        project = self._load_project(problems, now_ns)
+        synced: dict[str, _Folder] = {}
+        for kind in _BOARD_KINDS:
+            synced[kind] = self._sync(kind, problems, now_ns)
+            problems.extend(synced[kind].problem_list())
+        tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
+        board = Board(
+            project=project,
+            epics=self._entities(synced["epic"]),
+            tasks=tasks,
+            workers=self._entities(synced["worker"]),
+            teams=self._entities(synced["team"]),
+            problems=tuple(problems),
+        )
+        if self.persist:
+            self._save(synced)
+        return board
+
+    def _load_project(self, problems: list[MossError], now_ns: int) -> Project:
+        try:
+            return self._project_now(now_ns)
         except MossError as err:
             problems.append(err)
             return default_project(self.root.name)
@@ -176,108 +681,471 @@ class BoardStore:
 
         Raises InvalidDocument when the file exists but cannot be read.
         """
-        path = self.project_path
-        value = self._parse_cached("project", "project", str(path), self.display(path), time.time_ns())
-        if value is None:
+        with self._mutex:
+            return self._project_now(time.time_ns())
+
+    def _project_now(self, now_ns: int) -> Project:
+        try:
+            dir_fd = fs.open_folder(self.base)
+        except (FileNotFoundError, InvalidRequest):
+            return default_project(self.root.name)  # no board folder yet (or a file in its place: the folders say so)
+        try:
+            read = self._project
+            try:
+                info = os.stat(PROJECT_FILE, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                self._project = None
+                return default_project(self.root.name)
+            if read is None or not self._still_valid(read, info, dir_fd, PROJECT_FILE, now_ns):
+                read = self._read("project", dir_fd, PROJECT_FILE, self.display(self.project_path), info, now_ns)
+                self._project = read
+        finally:
+            os.close(dir_fd)
+        if read is None:
             return default_project(self.root.name)
-        if isinstance(value, MossError):
-            raise value
-        return value
+        if isinstance(read.value, MossError):
+            raise read.value
+        project: Project = read.value
+        return project
 
-    def _listing(self, folder: str, problems: list[MossError]) -> Iterator[tuple[str, str, str]]:
-        """(id, file path, path relative to the root) of each item file in a board folder."""
-        # Plain strings, not Path objects: on a board of thousands of files, pathlib's
-        # parsing cost more than the stat calls themselves.
+    def _sync(self, kind: str, problems: list[MossError], now_ns: int) -> _Folder:
+        """The item files of one kind as they are now (see `_Folder`): each file's place in the
+        cache file when its stat key still matches there, else how this store read it (now,
+        when it changed). A folder that cannot be read goes to `problems`.
+
+        Every file is checked: by its stat (and, within the racy window, its bytes), or, while
+        this store watches the folder, by the events of the files that changed since the
+        last load (the others cannot have)."""
+        folder = FOLDERS[kind]
         directory = self.base / folder
-        prefix = f"{BOARD_DIR}/{folder}/"
+        watch = self._watch
         try:
-            fs.check_confined(directory)
-            entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+            dir_fd = fs.open_folder(directory)
         except FileNotFoundError:
-            return
-        except MossError as err:
-            problems.append(err)
-            return
-        except NotADirectoryError:
+            if watch is not None:
+                watch.forget(kind)
+            return _Folder(None, tasks=kind == "task")
+        except InvalidRequest:
             problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
-            return
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") or not name.endswith(".md"):
-                continue  # temp and lock files, notes in other formats
-            stem = name[:-3]
-            if not is_valid_name(stem):
-                problems.append(
-                    InvalidDocument(
-                        f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
-                        code="SCHEMA_ERROR",
-                        path=prefix + name,
-                    )
-                )
+            return _Folder(None, tasks=kind == "task")
+        except MossError as err:  # a link on the way
+            problems.append(err)
+            return _Folder(None, tasks=kind == "task")
+        try:
+            if watch is not None:
+                try:
+                    if watch.current(kind, dir_fd):
+                        return self._sync_changed(kind, dir_fd, watch, now_ns)
+                    watch.begin(kind, dir_fd)
+                    found = self._sync_all(kind, dir_fd, watch, now_ns)
+                    watch.listing[kind] = found
+                    return found
+                except Unavailable:  # no watch to be had here, or the watch limit reached
+                    self._stop_watching()
+            return self._sync_all(kind, dir_fd, None, now_ns)
+        finally:
+            os.close(dir_fd)
+
+    def _sync_all(self, kind: str, dir_fd: int, watch: _Watch | None, now_ns: int) -> _Folder:
+        """`_sync` by listing the folder and taking the stat of every file in it (watching each
+        first, when `watch` is given)."""
+        saved = self._saved.get(kind)
+        found = _Folder(saved, tasks=kind == "task")
+        entries, failed = found.entries, found.problems
+        names = os.listdir(dir_fd)
+        names.sort()
+        reads = self._reads[kind]
+        index = saved.index if saved is not None else {}
+        keys = saved.keys if saved is not None else []
+        prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
+        # One stat per file and as little else as can be: on a board of thousands of files,
+        # anything more per file (pathlib, tuples, calls) costs more than the stat itself.
+        stat_at = os.stat
+        nothing: dict[str, _Read] = {}
+        read_of = reads.get if reads else nothing.get
+        place_of = index.get
+        for name in names:
+            read = read_of(name)
+            if watch is not None and name[:1] != "." and name.endswith(".md"):
+                watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
+            if read is None:
+                position = place_of(name)
+                if position is not None:
+                    try:
+                        info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed since the listing
+                    at = 4 * position
+                    if keys[at] == info.st_ino and keys[at + 1] == info.st_size and keys[at + 2] == info.st_mtime_ns and keys[at + 3] == info.st_ctime_ns:
+                        entries[name] = position
+                        continue
+                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+                elif name[:1] == "." or not name.endswith(".md"):
+                    continue  # temp and lock files, notes in other formats
+                elif not is_valid_name(name[:-3]):
+                    failed[name] = _bad_name(prefix, name)
+                    continue
+                else:
+                    try:
+                        info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+            else:
+                try:
+                    info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    reads.pop(name, None)
+                    continue
+                if not self._still_valid(read, info, dir_fd, name, now_ns):
+                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+            if read is None:
                 continue
-            yield stem, entry.path, prefix + name
+            if isinstance(read.value, MossError):
+                failed[name] = read.value
+            else:
+                found.put(name, read)
+        found.ordered = True  # every name came in name order
+        return found
 
-    def _parse_cached(self, kind: str, item_id: str, path: str, relpath: str, now_ns: int) -> Any:
-        """The entity in `path` (None when missing, a MossError when unreadable), re-parsed only
-        when the file's (inode, size, mtime, ctime) changed or is too recent to trust."""
-        try:
-            stat = os.lstat(path)  # a link's own stat: its target's must never key the cache
-        except FileNotFoundError:
-            self._cache.pop(relpath, None)
-            return None
-        key: StatKey = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        cached = self._cache.get(relpath)
-        if cached is not None and cached.key == key:
-            return cached.value
-        try:
-            snapshot = fs.read_snapshot(Path(path), max_bytes=MAX_FILE_BYTES)
-        except MossError as err:
-            self._cache.pop(relpath, None)
-            return err
-        if snapshot.data is None:
-            self._cache.pop(relpath, None)
-            return None
-        try:
-            value: Any = self._parse(kind, item_id, snapshot.data, relpath)
-        except MossError as err:
-            value = err
-        if now_ns - stat.st_ctime_ns >= racy_window(stat.st_mtime_ns, stat.st_ctime_ns):
-            self._cache[relpath] = _Cached(key, value)
-            self._reparsed += 1
-        else:
-            self._cache.pop(relpath, None)
-        return value
+    def _sync_changed(self, kind: str, dir_fd: int, watch: _Watch, now_ns: int, *, parse: bool = True) -> _Folder:
+        """`_sync` of a watched folder: the names its events named are checked again (watched
+        first), every other file is as the last load left it. Without `parse`, a name that
+        would need parsing stays named for the next load."""
+        found = watch.listing[kind]
+        prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
+        reads = self._reads[kind]
+        saved = found.saved
+        later: set[str] = set()
+        for name in sorted(watch.dirty.pop(kind, ())):
+            if name[:1] == "." or not name.endswith(".md"):
+                continue
+            valid = is_valid_name(name[:-3])
+            if valid:
+                watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                found.drop(name)
+                reads.pop(name, None)
+                continue
+            if not valid:
+                found.fail(name, _bad_name(prefix, name))
+                continue
+            source = found.entries.get(name)
+            if isinstance(source, _Read) and self._still_valid(source, info, dir_fd, name, now_ns):
+                continue
+            if type(source) is int and saved is not None and saved.key(source) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+                continue
+            offered = reads.get(name)  # what its writer recorded, or a read since
+            if offered is not None and offered is not source and self._still_valid(offered, info, dir_fd, name, now_ns):
+                found.put(name, offered)
+                continue
+            if not parse:
+                later.add(name)
+                continue
+            read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+            if read is None:
+                found.drop(name)
+            elif isinstance(read.value, MossError):
+                found.fail(name, read.value)
+            else:
+                found.put(name, read)
+        if later:
+            watch.dirty.setdefault(kind, set()).update(later)
+        return found
 
-    def _read_cache_file(self) -> None:
-        self._cache_read = True
+    def _still_valid(self, read: _Read, info: os.stat_result, dir_fd: int, name: str, now_ns: int) -> bool:
+        """Whether `read` still tells what the file holds: its stat key is the file's and, when
+        it was read within the racy window, its bytes are the same too."""
+        if read.key != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+            return False
+        if not read.racy:
+            return True
+        if not read.digest:
+            return False  # an error reading it: read it again
         try:
-            data = json.loads(fs.read_bytes(self.root / CACHE_FILE))
-            if data.get("version") != CACHE_VERSION or data.get("layout") != _LAYOUT:
-                return
-            for relpath, (kind, ino, size, mtime_ns, ctime_ns, record) in data["items"].items():
-                self._cache.setdefault(relpath, _Cached((ino, size, mtime_ns, ctime_ns), _from_record(_CLASSES[kind], record)))
-        except (OSError, MossError, ValueError, TypeError, KeyError, AttributeError):
-            return  # no cache, or one from other code: read the files
-
-    def _write_cache_file(self) -> None:
-        # A server's threads share this store and may add entries meanwhile: copy first (one
-        # C-level pass, which no other thread interrupts).
-        entries = tuple(self._cache.items())
-        items = {
-            relpath: [_KIND_OF[type(cached.value)], *cached.key, _to_record(cached.value)] for relpath, cached in entries if type(cached.value) in _KIND_OF
-        }
-        data = json.dumps({"version": CACHE_VERSION, "layout": _LAYOUT, "items": items}, separators=(",", ":"))
-        try:
-            fs.write_atomic(self.root / CACHE_FILE, data.encode("utf-8"))
+            data, _info = fs.read_in(dir_fd, name, max_bytes=MAX_FILE_BYTES)
         except (OSError, MossError):
-            return  # a read-only checkout still reads its board, only more slowly
-        self._reparsed = 0
+            return False
+        if _digest(data) != read.digest:
+            return False
+        if now_ns - info.st_ctime_ns >= racy_window(info.st_mtime_ns, info.st_ctime_ns):
+            read.racy = False  # past the window now: no later change can keep this key
+        return True
+
+    def _read(self, kind: str, dir_fd: int, name: str, shown: str, info: os.stat_result, now_ns: int) -> _Read | None:
+        """Read and parse one file (None when it is gone); keep what it parsed to by its key."""
+        reads = self._reads[kind] if kind != "project" else None
+        try:
+            data, info = fs.read_in(dir_fd, shown, max_bytes=MAX_FILE_BYTES)
+        except FileNotFoundError:
+            if reads is not None:
+                reads.pop(name, None)
+            return None
+        except (MossError, OSError) as exc:
+            err = exc if isinstance(exc, MossError) else MossError(f"cannot read file: {exc.strerror}", path=shown)
+            value: Any = err
+            digest = b""
+        else:
+            digest = _digest(data)
+            try:
+                value = self._parse(kind, name[:-3], data, shown)
+            except MossError as err:
+                value = err
+        key: StatKey = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        racy = now_ns - info.st_ctime_ns < racy_window(info.st_mtime_ns, info.st_ctime_ns)
+        read = _Read(key, value, digest, racy)
+        self._parsed += 1
+        if reads is not None:
+            reads[name] = read
+            if kind in _CLASS_OF_KIND and type(value) is _CLASS_OF_KIND[kind]:
+                self._pending.append((kind, name))
+        return read
+
+    @staticmethod
+    def _entities(found: _Folder) -> dict[str, Any]:
+        saved = found.saved
+        return {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
+
+    @staticmethod
+    def _outlines(found: _Folder, statuses: Collection[str] | None) -> dict[str, Task]:
+        """The outlines `outline` gives: the tasks in `statuses` (all when None), those held in
+        flight, and their dependencies; in name order, as `load` orders its tasks."""
+        saved = found.saved
+        entries = found.entries
+        if statuses is None:
+            return {name[:-3]: _outline_of(saved, source) for name, source in found.items()}
+        chosen: dict[str, Task] = {}
+        for name in found.select(statuses):
+            chosen[name] = _outline_of(saved, entries[name])
+        needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
+        for name in needed:
+            source = entries.get(name)
+            if source is not None:
+                chosen[name] = _outline_of(saved, source)
+        return {name[:-3]: chosen[name] for name in sorted(chosen)}
 
     def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
         doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
         if kind == "project":
             return files.parse_project(doc, relpath, default_name=self.root.name)
         return _PARSERS[kind](doc, relpath, fallback_id=item_id)
+
+    # ----------------------------------------------------------------- the cache file
+
+    def _open_cache(self) -> None:
+        if not self.persist or self._cache_read:
+            return
+        self._cache_read = True
+        try:
+            with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
+                self._cache_fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            with os.fdopen(self._cache_fd, "rb") as handle:
+                data = handle.read()
+                self._take_cache(data)
+        except (OSError, MossError):
+            return  # no cache: read the files
+        except (_CacheDamaged, ValueError, TypeError, KeyError, AttributeError, IndexError):
+            self._drop_cache()
+        finally:
+            self._cache_fd = None
+
+    def _take_cache(self, data: bytes) -> None:
+        end = data.find(b"\n")
+        if end < 0:
+            raise _CacheDamaged
+        header = json.loads(data[:end])
+        if header.get("version") != CACHE_VERSION or header.get("layout") != _LAYOUT or header.get("byteorder") != sys.byteorder:
+            raise _CacheDamaged
+        offset = end + 1
+        saved = {kind: _Saved(kind, section, data, offset) for kind, section in header["folders"].items() if kind in FOLDERS}
+        for part in saved.values():
+            if part.names and not _cached_names_valid(part.names):
+                raise _CacheDamaged  # not a cache this code wrote
+        self._appended = self._take_deltas(data[offset + header["body"] :])
+        self._saved = saved
+        self._cache_at = (os.fstat(self._cache_fd).st_ino if self._cache_fd is not None else 0, len(data))
+
+    def _take_deltas(self, data: bytes) -> int:
+        """Take in delta lines: the records of files read (or written, with a digest of the
+        bytes written) since the cache file was; each is trusted only while the file keeps that
+        stat key, and one with a digest only while its bytes match too. Returns how many."""
+        taken = 0
+        for line in data.split(b"\n"):
+            if not line:
+                continue
+            try:
+                for kind, name, ino, size, mtime_ns, ctime_ns, record, *digest in json.loads(line)["delta"]:
+                    if not (name.endswith(".md") and is_valid_name(name[:-3])):
+                        raise _CacheDamaged
+                    value = _from_record(_CLASSES[kind], record)
+                    written = bytes.fromhex(digest[0]) if digest else b""
+                    self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
+                    taken += 1
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+                continue  # a line cut short by a crash (the cache is not fsynced)
+        return taken
+
+    def _take_tail(self) -> None:
+        """A watching store: take in the delta lines other processes appended since it read the
+        cache file (the records of what they wrote), so the files its events name need not be
+        parsed again when their stat keys and bytes are the ones written."""
+        if not self.persist or self._cache_at is None:
+            return
+        inode, offset = self._cache_at
+        watch = self._watch
+        path = self.root / CACHE_FILE
+        try:
+            fd = watch.cache_fd if watch is not None else None
+            if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
+                with fs.folder_fd(path.parent) as dir_fd:
+                    opened = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                if fd is not None:
+                    os.close(fd)
+                fd = opened
+                if watch is not None:
+                    watch.cache_fd = fd
+            try:
+                info = os.fstat(fd)
+                if info.st_ino != inode:  # written anew: its deltas start after its body
+                    head = os.pread(fd, 1 << 20, 0)
+                    end = head.find(b"\n")
+                    header = json.loads(head[:end]) if end > 0 else {}
+                    inode, offset = info.st_ino, end + 1 + int(header.get("body", info.st_size))
+                if info.st_size > offset:
+                    tail = os.pread(fd, info.st_size - offset, offset)
+                    cut = tail.rfind(b"\n") + 1  # a line still being appended waits
+                    self._take_deltas(tail[:cut])
+                    offset += cut
+            finally:
+                if watch is None:
+                    os.close(fd)
+        except (OSError, MossError, ValueError, TypeError):
+            return
+        self._cache_at = (inode, offset)
+
+    def _drop_cache(self) -> None:
+        """Forget the cache file: from now on this store reads the files (and writes a new one)."""
+        self._saved = {}
+        if self._watch is not None:
+            self._watch.listing.clear()  # it names places in the cache file: read the folders whole
+        for reads in self._reads.values():
+            reads.clear()
+        self._project = None
+        self._appended = 0
+        self._pending.clear()
+
+    def _save(self, synced: dict[str, _Folder]) -> None:
+        """Bring the cache file up to date with what this store read: append the new reads, or
+        write it anew when there is none yet (and enough to keep) or the appended ones grew
+        many. Under the board lock this waits until the lock is let go."""
+        if self._writers:
+            self._unsaved = synced
+            return
+        pending = list(dict.fromkeys((kind, name) for kind, name in self._pending if (read := self._reads[kind].get(name)) is not None and not read.racy))
+        if not pending:
+            return
+        if not self._saved and not self._wrote:  # no cache file this store can use
+            if self._parsed >= CACHE_REWRITE_AFTER:
+                self._rewrite(synced)
+        elif self._watch is not None:
+            # A server's store: the files it reads again are mostly what other servers wrote,
+            # which they read again too; the commands that start after them bring the cache
+            # file up to date, once.
+            self._pending.clear()
+        elif self._appended + len(pending) <= CACHE_REWRITE_AFTER:
+            self._append(pending)
+        else:
+            self._rewrite(synced)
+
+    def _append(self, pending: list[tuple[str, str]]) -> None:
+        rows = []
+        for kind, name in pending:
+            read = self._reads[kind][name]
+            rows.append(b"[%s,%s,%d,%d,%d,%d,%s]" % (json.dumps(kind).encode(), json.dumps(name).encode(), *read.key, read.saved_form()))
+        line = b'{"delta":[' + b",".join(rows) + b"]}"
+        try:
+            fs.append_line(self.root / CACHE_FILE, line, durable=False)
+        except (OSError, MossError):
+            return  # a read-only checkout still reads its board, only more slowly
+        self._pending.clear()
+        self._appended += len(rows)
+
+    def _rewrite(self, synced: dict[str, _Folder]) -> None:
+        body: list[bytes] = []
+        size = 0
+
+        def put(chunk: bytes) -> list[int]:
+            nonlocal size
+            start = size
+            body.append(chunk)
+            body.append(b"\n")
+            size += len(chunk) + 1
+            return [start, start + len(chunk)]
+
+        folders: dict[str, Any] = {}
+        for kind in FOLDERS:
+            saved = self._saved.get(kind)
+            if kind in synced:
+                found = synced[kind]
+                saved = found.saved
+                sources: list[tuple[str, int | _Read]] = [(name[:-3], source) for name, source in found.items()]
+            elif saved is not None or self._reads[kind]:
+                # Not read by this load: what the cache file held, and what was read since.
+                reads = self._reads[kind]
+                kept: list[tuple[str, int | _Read]] = [(name[:-3], reads.get(name) or at) for at, name in enumerate(saved.names if saved else ())]
+                kept += [(name[:-3], read) for name, read in reads.items() if saved is None or name not in saved.index]
+                sources = sorted(kept, key=lambda pair: pair[0])
+            else:
+                continue
+            names: list[str] = []
+            keys = array("q")
+            spans = array("q")
+            status: list[str] = []
+            holder: list[str | None] = []
+            groups: dict[str, list[list[Any]]] = {}
+            for item_id, source in sources:
+                if isinstance(source, _Read):
+                    if source.racy or type(source.value) is not _CLASS_OF_KIND[kind]:
+                        continue  # too recent to trust its key next time: read it again then
+                    key = source.key
+                    raw = source.saved_form()
+                else:
+                    assert saved is not None
+                    key = saved.key(source)
+                    raw = saved.raw(source)
+                position = len(names)
+                names.append(item_id + ".md")
+                keys.extend(key)
+                spans.extend(put(raw))
+                if kind == "task":
+                    row = _outline_row(source.value) if isinstance(source, _Read) else saved.outline_row(source)  # type: ignore[union-attr]
+                    status.append(row[_OUTLINE_STATUS])
+                    holder.append(row[_OUTLINE_HOLDER])
+                    groups.setdefault(row[_OUTLINE_STATUS], []).append([position, *row])
+            section: dict[str, Any] = {
+                "count": len(names),
+                "names": put("\n".join(names).encode("utf-8")),
+                "keys": put(keys.tobytes()),
+                "spans": put(spans.tobytes()),
+            }
+            if kind == "task":
+                section["status"] = put("\n".join(status).encode("utf-8"))
+                section["holder"] = put(json.dumps(holder, separators=(",", ":")).encode("utf-8"))
+                section["held"] = [at for at, (each, who) in enumerate(zip(status, holder, strict=True)) if who is not None and each in ACTIVE]
+                section["groups"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in groups.items()}
+            folders[kind] = section
+        header = {"version": CACHE_VERSION, "layout": _LAYOUT, "byteorder": sys.byteorder, "folders": folders, "body": size}
+        data = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        try:
+            fs.write_atomic(self.root / CACHE_FILE, b"".join([data, b"\n", *body]))
+            self._cache_at = (os.stat(self.root / CACHE_FILE).st_ino, len(data) + 1 + size)
+        except (OSError, MossError):
+            return  # a read-only checkout still reads its board, only more slowly
+        self._pending.clear()
+        self._appended = 0
+        self._wrote = True
 
     def get(self, kind: str, item_id: str) -> Any:
         """One item, read from its file now.
@@ -300,9 +1168,10 @@ class BoardStore:
         Raises Conflict ALREADY_EXISTS when a file with that id exists.
         """
         path = self.path(kind, entity.id)
-        text = _RENDERERS[kind](entity)
-        if not fs.create_exclusive(path, text.encode("utf-8")):
+        data = _RENDERERS[kind](entity).encode("utf-8")
+        if not fs.create_exclusive(path, data):
             raise Conflict(f"{_LABEL[kind]} {entity.id} exists already", code="ALREADY_EXISTS", path=self.display(path))
+        self._wrote_file(kind, entity.id, data)
         return path
 
     def update(self, kind: str, item_id: str, change: Callable[[Any], Any]) -> Any:
@@ -318,9 +1187,11 @@ class BoardStore:
         path = self.path(kind, item_id)
         relpath = self.display(path)
         result: list[Any] = []
+        produced: list[bytes] = []
 
         def step(snapshot: fs.Snapshot) -> bytes | None:
             result.clear()
+            produced.clear()
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
@@ -328,18 +1199,54 @@ class BoardStore:
             new = change(old)
             result.append(new)
             text = files.edit_text(doc, old, new, kind, relpath)
-            return None if text is None else document.encode(text, doc.bom)
+            if text is None:
+                return None
+            produced.append(document.encode(text, doc.bom))
+            return produced[0]
 
         # kind: an edit of an older file writes it at the current format version.
-        fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind=kind, relpath=relpath)
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind=kind, relpath=relpath)
+        if produced and written.data is produced[0]:
+            self._wrote_file(kind, item_id, produced[0])
         return result[0]
+
+    def _wrote_file(self, kind: str, item_id: str, data: bytes) -> None:
+        """What this store just wrote, parsed: kept as if read (its own file events then need no
+        parse), and, where a cache file is kept, offered to other processes' stores as a delta
+        line with the new file's stat key and the digest of the bytes written; a store takes it
+        only while the file has that key and those bytes."""
+        name = f"{item_id}.md"
+        path = self.path(kind, item_id)
+        try:
+            info = os.lstat(path)
+            value = self._parse(kind, item_id, data, self.display(path))
+        except (OSError, MossError):
+            return
+        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True)
+        with self._mutex:
+            self._reads[kind][name] = read
+            if not self.persist or not (self._saved or self._wrote):
+                return
+            row = b"[%s,%s,%d,%d,%d,%d,%s,%s]" % (
+                json.dumps(kind).encode(),
+                json.dumps(name).encode(),
+                *read.key,
+                read.saved_form(),
+                json.dumps(read.digest.hex()).encode(),
+            )
+            try:
+                fs.append_line(self.root / CACHE_FILE, b'{"delta":[' + row + b"]}", durable=False)
+            except (OSError, MossError):
+                return
+            self._appended += 1
 
     def delete(self, kind: str, item_id: str) -> None:
         """Remove an item's file. Raises NotFound."""
         path = self.path(kind, item_id)
         if not fs.remove(path):
             raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
-        self._cache.pop(self.display(path), None)
+        with self._mutex:
+            self._reads[kind].pop(f"{item_id}.md", None)
 
     def set_global_rails(self, list_name: str, values: tuple[str, ...]) -> Project:
         """Set one list of `project.md`'s global rails (the file must exist); only that key's
@@ -503,18 +1410,53 @@ class BoardStore:
         return cursors
 
 
+def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:
+    """The outline of a task file's source."""
+    if isinstance(source, _Read):
+        if source.outline is None:
+            source.outline = _outline_task(_outline_row(source.value))
+        return source.outline
+    assert saved is not None
+    return saved.outline(source)
+
+
 def racy_window(mtime_ns: int, ctime_ns: int) -> int:
     """How long after its last change a file's stat cannot yet be trusted to reveal the next."""
     return FINE_RACY_NS if (mtime_ns % 1_000_000_000 or ctime_ns % 1_000_000_000) else COARSE_RACY_NS
 
 
+_CACHED_NAMES = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md(?:\n[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md)*")
+
+
+def _cached_names_valid(names: list[str]) -> bool:
+    """Whether every file name a cache file lists is one a board file may have (one pattern
+    over them all; names with '..' one by one)."""
+    text = "\n".join(names)
+    if _CACHED_NAMES.fullmatch(text) is None:
+        return False
+    return ".." not in text or all(name.endswith(".md") and is_valid_name(name[:-3]) for name in names)
+
+
+def _bad_name(prefix: str, name: str) -> InvalidDocument:
+    return InvalidDocument(
+        f"{name!r} is not a board file name: the stem is the item's id (letters, digits, '.', '_', '-')",
+        code="SCHEMA_ERROR",
+        path=prefix + name,
+    )
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 # --------------------------------------------------------------------------- cache records
 
 _CLASSES: dict[str, type] = {"epic": Epic, "task": Task, "worker": Worker, "team": Team, "proposal": Proposal, "step": Step}
-_KIND_OF = {cls: kind for kind, cls in _CLASSES.items() if kind != "step"}
+_CLASS_OF_KIND = {kind: cls for kind, cls in _CLASSES.items() if kind != "step"}
 _NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in _CLASSES.values()}
-# The field names of every cached class: a cache written for another layout is not used.
-_LAYOUT = {kind: list(_NAMES[cls]) for kind, cls in _CLASSES.items()}
+# The field names of every cached class and of an outline: a cache written for another
+# layout is not used.
+_LAYOUT = {**{kind: list(_NAMES[cls]) for kind, cls in _CLASSES.items()}, "outline": list(OUTLINE_FIELDS)}
 # Indexes of the fields that hold tuples (those whose default is one); JSON gives lists back.
 _TUPLES = {
     cls: tuple(i for i, name in enumerate(_NAMES[cls]) if isinstance(getattr(_sample, name, None), tuple))
@@ -528,6 +1470,13 @@ _TUPLES = {
     )
 }
 _PLAN = _NAMES[Task].index("plan")
+# An outline row is OUTLINE_FIELDS' values; a task is built from it over a copy of the defaults.
+_OUTLINE_AT = tuple(_NAMES[Task].index(name) for name in OUTLINE_FIELDS)
+_OUTLINE_TUPLE_AT = tuple(at for at in _OUTLINE_AT if at in _TUPLES[Task])
+_OUTLINE_STATUS = OUTLINE_FIELDS.index("status")
+_OUTLINE_HOLDER = OUTLINE_FIELDS.index("assigned_worker")
+_TASK_DEFAULTS: list[Any] = [None if f.default is MISSING else f.default for f in fields(Task)]
+_TASK_FACTORIES = tuple((at, f.default_factory) for at, f in enumerate(fields(Task)) if f.default_factory is not MISSING)
 
 
 def _to_record(item: Any) -> list[Any]:
@@ -546,3 +1495,32 @@ def _from_record(cls: Any, record: list[Any]) -> Any:
     if cls is Task:
         values[_PLAN] = tuple(_from_record(Step, step) for step in values[_PLAN])
     return cls(*values)
+
+
+def _outline_row(task: Task) -> list[Any]:
+    """A task's outline as a JSON list: the values of OUTLINE_FIELDS."""
+    return [list(value) if isinstance(value, tuple) else value for value in (getattr(task, name) for name in OUTLINE_FIELDS)]
+
+
+# A claim builds a thousand outlines, and a frozen dataclass's generated __init__ spends most
+# of its time finding `object.__setattr__` again for every field: setting the slots directly
+# takes half as long. Only while Task has no __post_init__ that this would skip.
+_TASK_SLOTS = tuple(getattr(Task, name).__set__ for name in _NAMES[Task])
+_DIRECT = not hasattr(Task, "__post_init__")
+
+
+def _outline_task(row: list[Any]) -> Task:
+    """The task an outline row stands for: OUTLINE_FIELDS from the row, every other field its default."""
+    values = _TASK_DEFAULTS.copy()
+    for at, value in zip(_OUTLINE_AT, row, strict=True):
+        values[at] = value
+    for at in _OUTLINE_TUPLE_AT:
+        values[at] = tuple(values[at])
+    for at, factory in _TASK_FACTORIES:
+        values[at] = factory()
+    if not _DIRECT:
+        return Task(*values)
+    task = object.__new__(Task)
+    for put, value in zip(_TASK_SLOTS, values, strict=True):
+        put(task, value)
+    return task

@@ -119,16 +119,16 @@ def _block(
         registry.leave(kind, worker, wait)
 
 
-def _settled(ctx: Context, board: Board) -> Board:
-    """The board with due leases released and due SPEED approvals made (both write, under the
-    lock, only when something is due)."""
+def _settled(ctx: Context, board: Board, weighed: Sequence[str]) -> Board:
+    """The board (an outline of the `weighed` statuses) with due leases released and due SPEED
+    approvals made (both write, under the lock, only when something is due)."""
     now = ctx.now()
     due_approval = any(rules.approval_due(task, board.project.settings, now) for task in board.tasks.values())
     if not rules.expired_holds(board, now) and not due_approval:
         return board
     store = board_store(ctx)
     with store.writing():
-        return settle_approvals(ctx, settle_leases(ctx, store.load()))
+        return settle_approvals(ctx, settle_leases(ctx, store.outline(weighed)))
 
 
 def _role(board: Board, worker: str) -> str | None:
@@ -259,7 +259,7 @@ def wait_for_task(
     speaker(ctx, worker)
     timeout = _timeout(timeout_ms)
     store = board_store(ctx)
-    board = store.load()
+    board = store.outline(())
     epic = arguments.optional(epic_id)
     if epic:
         find_epic(board, epic)
@@ -285,8 +285,11 @@ def wait_for_task(
     chat = _ChatWatch(ctx)
     latest: list[Board] = [board]
 
+    # What a claim weighs (see claims.claim_next_task): the answer mirrors the claim's.
+    weighed = (*wanted, "AWAITING_APPROVAL")
+
     def check() -> dict[str, Any] | None:
-        current = _settled(ctx, store.load())
+        current = _settled(ctx, store.outline(weighed), weighed)
         latest[0] = current
         task = rules.wait_answer(current, wanted, worker, epic_id=epic, blocked=question_blocked(ctx))
         if task is not None:
@@ -321,7 +324,7 @@ def _sign_of_life(ctx: Context, worker: str) -> None:
     wait lasts at most ten minutes). A STALE or DEAD worker is left so: it claims again."""
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
+        board = settle_leases(ctx, store.outline(()))
         record = board.workers.get(worker)
         if record is None or record.status not in GONE_WORKER_STATUSES:
             touch(ctx, board, worker)

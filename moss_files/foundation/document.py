@@ -210,16 +210,19 @@ def edit_frontmatter(
     text: str,
     changes: Mapping[str, Any],
     path: Path | str | None = None,
+    *,
+    parsed: Document | None = None,
 ) -> str:
     """Return `text` with top-level frontmatter keys set (or removed, with DELETE).
 
     Only the lines of changed keys differ in the result: other keys, comments, quoting, blank
     lines and the body keep their bytes. New keys go at the end of the frontmatter; a document
     without frontmatter gains one. The result is re-read and checked before it is returned.
+    `parsed` is `text` parsed already, when the caller has it.
 
     Raises InvalidDocument when the existing frontmatter cannot be read.
     """
-    doc = parse(text, path)
+    doc = parsed if parsed is not None and parsed.text == text else parse(text, path)
     changes = {
         key: value for key, value in changes.items() if ((key in doc.meta) if value is DELETE else (key not in doc.meta or not _same(doc.meta[key], value)))
     }
@@ -237,6 +240,8 @@ def edit_frontmatter(
     head = text[: text.index("\n") + 1]
     tail = text[len(head) + len(doc.frontmatter_text) : len(text) - len(doc.body)]
     quick = _splice_simple(doc.frontmatter_text, changes, nl)
+    if quick is None:
+        quick = _splice_scalars(doc.frontmatter_text, doc.meta, changes, nl)
     if quick is not None and _reads_as(quick, expected):
         return head + quick + tail + doc.body
     from moss_files.foundation import yaml_editor as yamlrt  # ruamel loads only for edits the quick splice cannot do
@@ -306,7 +311,8 @@ def _splice(fm_text: str, roundtrip: Any, changes: Mapping[str, Any], nl: str) -
     return _splice_lines(fm_text.splitlines(keepends=True), starts, changes, entry, nl)
 
 
-_PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./~(][A-Za-z0-9 _.,/~+@()=%-]*")
+# A colon is safe inside (timestamps), never before a space or at the end: checked below.
+_PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./~(][A-Za-z0-9 _.,/~+@()=%:-]*")
 
 
 def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | None:
@@ -318,6 +324,30 @@ def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | N
     lines = fm_text.splitlines(keepends=True)
     # In what the plain scanner accepts, every line starting in column 0 with a key is an entry.
     starts = {line.split(":", 1)[0]: index for index, line in enumerate(lines) if line[:1] not in ("", " ", "-", "#", "\r", "\n")}
+    return _splice_lines(lines, starts, changes, lambda key, value, old_lines: _quick_entry(key, value, old_lines, nl), nl)
+
+
+def _splice_scalars(fm_text: str, meta: Mapping[str, Any], changes: Mapping[str, Any], nl: str) -> str | None:
+    """The common edit of a frontmatter the plain scanner declines only for its depth (a list
+    of mappings, as a task's plan): top-level keys set to plain scalars (or removed), without
+    ruamel. Only where every line is plain (`yamlio.plain_lines`), every top-level key starts a
+    line in column 0 in the parser's order and no other line does, and for keys whose old
+    value is no list or mapping. Returns None for anything else."""
+    if any(value is not DELETE and isinstance(value, list | dict) for value in changes.values()):
+        return None
+    if any(isinstance(meta.get(key), list | dict) for key in changes) or not yamlio.plain_lines(fm_text):
+        return None
+    lines = fm_text.splitlines(keepends=True)
+    starts: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        if line[:1] in ("", " ", "\t", "-", "#", "\r", "\n"):
+            continue
+        key = line.split(":", 1)[0]
+        if key in starts:
+            return None
+        starts[key] = index
+    if list(starts) != list(meta):
+        return None
     return _splice_lines(lines, starts, changes, lambda key, value, old_lines: _quick_entry(key, value, old_lines, nl), nl)
 
 

@@ -282,6 +282,22 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     return Snapshot(path, data, digest_of(data), identity)
 
 
+def read_in(dir_fd: int, path: Path | str, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of the file named `path` (its last component) in the folder `dir_fd` (from
+    `open_folder`, so no link on the way), never following a link, with the stat of the file
+    read, taken before its bytes: for a reader that scans one folder's many files.
+
+    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED or
+    FILE_TOO_LARGE (checked before reading), InvalidRequest for a folder or special file.
+    """
+    fd = _open_file(dir_fd, Path(path), os.O_RDONLY, inside=True)
+    try:
+        info = os.fstat(fd)
+        return _read_fd(fd, Path(path), max_bytes)[0], info
+    finally:
+        os.close(fd)
+
+
 def read_document(path: Path, *, max_bytes: int | None = None) -> Document:
     """Read and parse one document (of at most `max_bytes`, by default the document layer's
     limit). Raises NotFound, or InvalidDocument with file and line."""
@@ -345,8 +361,9 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     return True
 
 
-def append_line(path: Path, line: bytes) -> None:
-    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync."""
+def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
+    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync (unless
+    not `durable`: a derived cache that may lose its last lines in a power cut)."""
     if not line.endswith(b"\n"):
         line += b"\n"
     with folder_fd(path.parent, create=True) as dir_fd:
@@ -355,7 +372,8 @@ def append_line(path: Path, line: bytes) -> None:
             written = os.write(fd, line)
             if written != len(line):
                 raise MossError(f"short append ({written} of {len(line)} bytes)", path=path)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
@@ -487,12 +505,13 @@ def lock_path_for(path: Path) -> Path:
 
 
 @contextmanager
-def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT) -> Iterator[None]:
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], object] | None = None) -> Iterator[None]:
     """Hold the cross-process (and cross-thread) writer lock for `path` (`.<name>.lock`).
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
     """
-    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint="another moss-files process is writing this file; retry when it is done"):
+    hint = "another moss-files process is writing this file; retry when it is done"
+    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint=hint, while_waiting=while_waiting):
         yield
 
 
@@ -505,12 +524,15 @@ def flocked(
     error: type[MossError] = Conflict,
     shown: Path | None = None,
     hint: str | None = None,
+    while_waiting: Callable[[], object] | None = None,
 ) -> Iterator[None]:
     """Hold a flock(2) on `lock_file` (made if missing, never deleted), exclusive or `shared`.
 
     This is the one lock of the toolkit. Each acquisition opens its own descriptor, and flock
     locks belong to the open file, so two threads of one process exclude each other just as
-    two processes do; the kernel releases the lock of a process that dies.
+    two processes do; the kernel releases the lock of a process that dies. A held lock is
+    polled (every 5 ms at most, so a released one is not left idle for long); between polls
+    `while_waiting` may do work the holder's critical section would otherwise do later.
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
     within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
@@ -538,8 +560,10 @@ def flocked(
                     raise
                 if time.monotonic() >= deadline:
                     raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
+                if while_waiting is not None:
+                    while_waiting()
                 time.sleep(delay)  # polling a held lock; bounded by the deadline above
-                delay = min(delay * 2, 0.05)
+                delay = min(delay * 2, 0.005)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock

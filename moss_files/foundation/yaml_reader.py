@@ -123,6 +123,35 @@ def scan_simple(yaml_text: str) -> dict[str, Any] | None:
     return result
 
 
+def plain_lines(yaml_text: str) -> bool:
+    """Whether every line is blank, a comment, or, past its indentation and list dashes, a
+    `key: value` or a lone value that the plain scanner reads (or a `key:` that opens a
+    block): block structure nested to any depth over simple scalars, which libyaml and ruamel
+    read alike line by line (no tabs, block scalars, flow mappings, or quotes that run on or
+    escape). What `scan_simple` declines only for its depth."""
+    if "\t" in yaml_text:
+        return False
+    for line in yaml_text.split("\n"):
+        rest = line.rstrip("\r").lstrip(" ")
+        if not rest or rest[0] == "#":
+            continue
+        while rest[:2] == "- ":
+            rest = rest[2:].lstrip(" ")
+        entry = _ENTRY.fullmatch(rest)
+        if entry is not None:
+            raw = entry.group(2)
+            if not raw:
+                continue
+            value = _inline_value(raw.rstrip(" "))
+            if value is _NOT_SIMPLE or (value is None and raw.lstrip(" ")[:1] not in ("", "#")):
+                return False
+            continue
+        value = _inline_value(rest.rstrip(" "))
+        if value is _NOT_SIMPLE or value is None:
+            return False
+    return True
+
+
 @functools.lru_cache(maxsize=8192)
 def resolve_plain_cached(text: str) -> Any:
     """`yaml12.resolve_plain`, cached: scalars repeat a lot across a workspace (statuses,

@@ -65,8 +65,8 @@ def board_root(repo: Path) -> tuple[Path, list[Path]]:
 def test_a_fresh_store_reads_the_same_board_from_the_cache_file(board_root: tuple[Path, list[Path]]) -> None:
     root, _ = board_root
     from_files = BoardStore(root).load()
-    assert (root / CACHE_FILE).exists()
-    assert json.loads((root / CACHE_FILE).read_text())["items"]  # written after a load that read every file
+    header = json.loads((root / CACHE_FILE).read_bytes().split(b"\n", 1)[0])  # written after a load that read every file
+    assert header["folders"]["task"]["count"] == len(from_files.tasks)
     from_cache = BoardStore(root).load()
     assert from_cache.tasks == from_files.tasks and from_cache.epics == from_files.epics
     assert from_cache.tasks["TASK-0001"].plan[0].affected_files == ("x.py",)  # tuples come back as tuples
@@ -95,18 +95,37 @@ def test_changes_after_the_cache_was_written_are_seen(board_root: tuple[Path, li
 
 def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -> None:
     root, _ = board_root
-    expected = BoardStore(root, persist=False).load().tasks
+    expected = BoardStore(root, persist=False).load()
     cache = root / CACHE_FILE
+    BoardStore(root).load()
+    good = cache.read_bytes()
+    header, body = good.split(b"\n", 1)
+    meta = json.loads(header)
+
+    def with_header(**changes: object) -> bytes:
+        return json.dumps({**meta, **changes}).encode() + b"\n" + body
+
+    tasks = meta["folders"]["task"]
     for junk in (
         b"{not json",
-        b"[]",
-        json.dumps({"version": 0, "items": {}}).encode(),
-        json.dumps({"version": 1, "layout": {"task": ["id"]}, "items": {}}).encode(),
-        json.dumps({"version": CACHE_VERSION, "layout": LAYOUT, "items": {".moss/board/tasks/TASK-0001.md": ["task", 1, 2]}}).encode(),
+        b"[]\n",
+        json.dumps({"version": 1, "items": {}}).encode(),
+        with_header(version=CACHE_VERSION - 1),
+        with_header(layout={**LAYOUT, "task": ["id"]}),
+        with_header(byteorder="middle"),
+        with_header(folders={"task": {**tasks, "count": tasks["count"] + 1}}),
+        with_header(folders={"task": {**tasks, "keys": [0, 7]}}),  # keys of no whole file
+        with_header(folders={"task": {**tasks, "names": [0, 3]}}),  # names that are no file names
+        good[: len(good) // 2],  # cut short
+        header + b"\n" + body.replace(b'"TASK-0003"', b'"TASK-0003", "x"', 1),  # a record that decodes to no task
+        good + b"garbage that is no delta\n",
     ):
-        cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(junk)
-        assert BoardStore(root).load().tasks == expected
+        for kind in ("load", "outline"):
+            got = getattr(BoardStore(root), kind)()
+            assert got.problems == () and got.tasks.keys() == expected.tasks.keys()
+            if kind == "load":
+                assert got.tasks == expected.tasks and got.epics == expected.epics
 
 
 def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:

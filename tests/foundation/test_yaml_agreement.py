@@ -254,6 +254,8 @@ SIMPLE_VALUES = st.one_of(
     st.from_regex(r"[A-Za-z0-9_./~][A-Za-z0-9 _.,/~+@=%-]{0,12}", fullmatch=True),
     st.lists(st.from_regex(r"[a-z0-9][a-z0-9_-]{0,6}", fullmatch=True), max_size=3),
     st.sampled_from(["no", "yes", "017", "2026-01-21", "1.10", "null", "a #b", "x: y", "-", "~x"]),
+    st.sampled_from(["2026-01-21T10:00:00Z", "2026-01-21T10:00:00.123Z", "1:20", "12:30:45", "a:b", "http://x.y/z", "x:", "a::b", "0:1"]),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9:._-]{0,10}", fullmatch=True),
 )
 
 
@@ -275,3 +277,48 @@ def test_quick_splice_writes_what_the_round_trip_path_writes(pairs: list[tuple[s
         return  # not a quick edit: the round-trip path takes it
     slow = document._splice(fm_text, roundtrip, {key: value}, "\n")
     assert quick == slow, (fm_text, key, value)
+
+
+# A task file's plan: a list of mappings, deeper than the plain scanner goes.
+NESTED_BLOCKS = st.sampled_from(
+    [
+        "plan:\n  - id: step-1\n    description: Change it\n    affected_files:\n      - src/a.py\n",
+        "plan:\n- id: step-1\n  status: PENDING\n- id: step-2\n  status: 'DONE'\n",
+        "steps:\n  - id: s\n    files: [a.py, b.py]  # two\n\n  # between\n  - id: t\n",
+        "plan:\n  - id: s\n    note: |\n      kept\n",
+        "plan:\n  - {id: s, status: x}\n",
+        "plan:\n  - id: s\n    note: 'run\n      on'\n",
+        "plan:\n  - id: s\n    note: a:\tb\n",
+    ]
+)
+
+
+@given(st.lists(st.tuples(KEYS, TOKENS), min_size=1, max_size=4, unique_by=lambda pair: pair[0]), NESTED_BLOCKS, st.integers(0, 4), KEYS, SIMPLE_VALUES)
+def test_scalar_splice_in_nested_frontmatter_writes_what_the_round_trip_path_writes(
+    pairs: list[tuple[str, str]], block: str, at: int, key: str, value: Any
+) -> None:
+    """The ruamel-free edit of a top-level scalar in a frontmatter with a list of mappings (a
+    task's plan) gives the round-trip path's bytes, and takes no document ruamel refuses."""
+    lines = [f"{k}: {token}\n" for k, token in pairs]
+    fm_text = "".join(lines[:at]) + block + "".join(lines[at:])
+    try:
+        before = yamlio.load_fast(fm_text)
+    except YamlProblem:
+        return
+    if key in before and same(before[key], value):
+        return
+    if isinstance(value, list) or isinstance(before.get(key), list | dict):
+        return  # lists are the round-trip path's
+    expected = {**before, key: value}
+    quick = document._splice_scalars(fm_text, before, {key: value}, "\n")
+    if quick is None or not document._reads_as(quick, expected):
+        return  # not a quick edit: the round-trip path takes it
+    roundtrip = yamlrt.load_roundtrip(fm_text)  # ruamel reads every document the splice takes
+    slow = document._splice(fm_text, roundtrip, {key: value}, "\n")
+    assert quick == slow, (fm_text, key, value)
+
+
+def test_scalar_splice_declines_what_only_the_lenient_reader_reads() -> None:
+    for fm_text in ("a:\t\nplan:\n  - id: s\n", "plan:\n  - id: s\n    note: |#\n      x\n"):
+        meta = yamlio.load_fast(fm_text)
+        assert document._splice_scalars(fm_text, meta, {"b": "2"}, "\n") is None

@@ -1,0 +1,617 @@
+"""The board's fast paths give the files' answer. Outlines, listings and claim decisions read
+through the cache file (a fresh store, as each command starts) and through a long-lived
+store's file watches (a server's) equal those of a full scan of the files, on generated boards
+and after random hand edits (in place, keeping size and mtime), adds, deletes, renames,
+conflict markers and links; an edit made just before a claim is always seen; a claim appends
+to the cache file and never rewrites it; one owner per task under processes claiming at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_for
+
+from moss_files.board import claims, files, queries, rules, shapes
+from moss_files.board.model import (
+    ACTIVE,
+    CREATORS,
+    GONE_WORKER_STATUSES,
+    PRIORITIES,
+    STATUSES,
+    Board,
+    Epic,
+    Step,
+    Task,
+    Team,
+    Worker,
+    board_key,
+    default_project,
+    is_valid_name,
+)
+from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, OUTLINE_FIELDS, BoardStore, racy_window
+from moss_files.board.usecase import STORE_KEY, board_store
+from moss_files.foundation import document, fs, inotify
+from moss_files.foundation.context import AGENT, Context
+from moss_files.foundation.errors import Conflict, MossError
+
+NOW = datetime(2026, 1, 21, 12, 0, tzinfo=UTC)
+STAMP = "2026-01-21T10:00:00Z"
+CLAIMS = (("WORKING",), ("PLANNING",), ("REVIEW",), ("PLANNING", "WORKING", "REVIEW"))
+WORDS = ("alpha", "beta", "gamma", "delta", "omega", "rho")
+
+
+def fixed_clock() -> datetime:
+    return NOW
+
+
+def stamp(minutes: int) -> str:
+    return (NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- the reference: a full scan
+
+
+PARSERS: dict[str, Callable[..., Any]] = {"epics": files.parse_epic, "tasks": files.parse_task, "workers": files.parse_worker, "teams": files.parse_team}
+
+
+def scan(root: Path) -> Board:
+    """Every board file read and parsed, with none of the store's machinery."""
+    base = root / ".moss" / "board"
+    problems: list[MossError] = []
+    try:
+        project = files.parse_project(fs.read_document(base / "project.md"), ".moss/board/project.md", default_name=root.name)
+    except MossError as err:
+        problems.append(err)
+        project = None
+    found: dict[str, dict[str, Any]] = {}
+    for folder, parse in PARSERS.items():
+        found[folder] = {}
+        directory = base / folder
+        for name in sorted(os.listdir(directory)) if directory.is_dir() else ():
+            shown = f".moss/board/{folder}/{name}"
+            if name.startswith(".") or not name.endswith(".md"):
+                continue
+            stem = name[:-3]
+            try:
+                if not is_valid_name(stem):
+                    raise MossError("not a board file name", path=shown, code="SCHEMA_ERROR")
+                doc = document.parse_bytes(fs.read_bytes(directory / name), shown)
+                found[folder][stem] = parse(doc, shown, fallback_id=stem)
+            except MossError as err:
+                problems.append(err)
+    assert project is not None
+    return Board(project, found["epics"], found["tasks"], found["workers"], found["teams"], tuple(problems))
+
+
+def problem_set(board: Board) -> set[tuple[str, str]]:
+    """Each unreadable file (folder and name) with its code."""
+    return {("/".join(Path(str(err.path)).parts[-2:]), err.code) for err in board.problems}
+
+
+def outline_of(task: Task) -> dict[str, Any]:
+    return {name: getattr(task, name) for name in OUTLINE_FIELDS}
+
+
+def expected_outline_ids(full: Board, statuses: tuple[str, ...] | None) -> set[str]:
+    chosen = {i for i, t in full.tasks.items() if statuses is None or t.status in statuses or (t.assigned_worker and t.status in ACTIVE)}
+    return chosen | {dep for i in chosen for dep in full.tasks[i].depends_on if dep in full.tasks}
+
+
+def outcome(action: Callable[[], rules.ClaimPlan]) -> tuple[Any, ...]:
+    try:
+        plan = action()
+    except Conflict as err:
+        return ("error", err.code, err.details.get("taskId"))
+    return ("plan", plan.task.id if plan.task else None, plan.takeover_from, plan.already.id if plan.already else None)
+
+
+def assert_same(board: Board, full: Board, statuses: tuple[str, ...] | None, *, workers: list[str | None], epics: list[str | None]) -> None:
+    """`board` (an outline of `statuses`) holds what the full scan says, and every claim decision
+    over it is the full scan's."""
+    assert problem_set(board) == problem_set(full)
+    assert board.epics == full.epics and board.workers == full.workers and board.teams == full.teams and board.project == full.project
+    assert set(board.tasks) == expected_outline_ids(full, statuses)
+    for task_id, task in board.tasks.items():
+        assert outline_of(task) == outline_of(full.tasks[task_id]), task_id
+    for wanted in CLAIMS:
+        if statuses is not None and not set(wanted) <= set(statuses):
+            continue
+        for worker in workers:
+            for epic in epics:
+                for take_over in (False, True):
+
+                    def decide(
+                        on: Board, wanted: tuple[str, ...] = wanted, worker: str | None = worker, epic: str | None = epic, take: bool = take_over
+                    ) -> rules.ClaimPlan:
+                        return rules.plan_claim(on, wanted, worker, epic_id=epic, replace_existing=take)
+
+                    assert outcome(lambda: decide(board)) == outcome(lambda: decide(full)), (wanted, worker, epic, take_over)
+
+
+def expected_list(full: Board) -> dict[str, Any]:
+    shown = sorted((t for t in full.tasks.values() if t.status != "ARCHIVED"), key=lambda t: board_key(t, full.epics))
+    return {"epicId": None, "epicTitle": None, "tasks": [shapes.task_brief(t) for t in shown], "counts": shapes.list_counts(full.tasks.values())}
+
+
+# --------------------------------------------------------------------------- generated boards
+
+
+def random_value(rng: random.Random, hint: Any) -> Any:
+    """A value of a task field's type, for the fields outlines leave out (and any field added
+    later): a rule that reads one of them from an outline then decides differently."""
+    if hint is bool:
+        return rng.random() < 0.5
+    if hint is int or hint == int | float:
+        return rng.randrange(0, 5)
+    if hint is str:
+        return rng.choice(WORDS)
+    args = typing.get_args(hint)
+    if type(None) in args:
+        return None if rng.random() < 0.5 else random_value(rng, next(a for a in args if a is not type(None)))
+    origin = typing.get_origin(hint)
+    if origin is tuple and args and args[0] is str:
+        return tuple(rng.sample(WORDS, rng.randrange(0, 3)))
+    if origin is tuple and args and args[0] is Step:
+        return tuple(
+            Step(f"step-{n}", f"{rng.choice(WORDS)} step", rng.choice(("PENDING", "COMPLETED")), (f"src/{rng.choice(WORDS)}.py",))
+            for n in range(1, rng.randrange(1, 4))
+        )
+    if origin is tuple:
+        return tuple({"note": rng.choice(WORDS)} for _ in range(rng.randrange(0, 2)))
+    if typing.get_origin(hint) is not None or hint is typing.Any or "Mapping" in str(hint):
+        return {"by": rng.choice(WORDS)}
+    return None
+
+
+def random_task(rng: random.Random, task_id: str, epics: list[str], workers: list[str], ids: list[str]) -> Task:
+    hints = typing.get_type_hints(Task)
+    values: dict[str, Any] = {f.name: random_value(rng, hints[f.name]) for f in fields(Task) if f.name not in ("id", "epic", "title")}
+    status = rng.choice(STATUSES)
+    values.update(
+        status=status,
+        priority=rng.choice(PRIORITIES),
+        order=rng.randrange(0, 6),
+        assigned_worker=rng.choice([*workers, "ghost", None, None]) if status in ACTIVE else None,
+        depends_on=tuple(rng.sample(ids, min(len(ids), rng.choice((0, 0, 0, 1, 2))))) + (("TASK-missing",) if rng.random() < 0.05 else ()),
+        parent=rng.choice([None, *ids[:3]]),
+        created_by=rng.choice(CREATORS),
+        reopen_count=rng.randrange(0, 3),
+        budget_ms=rng.choice([None, 60000]),
+        **{
+            name: rng.choice([None, stamp(rng.randrange(0, 600))]) for name in ("first_claimed", "plan_approved", "work_started", "review_started", "completed")
+        },
+        created=stamp(rng.randrange(0, 6000)),
+        updated=stamp(rng.randrange(0, 60)),
+        plan_submitted=stamp(rng.randrange(0, 90)) if status == "AWAITING_APPROVAL" else None,
+        description=f"{rng.choice(WORDS)} description",
+    )
+    return Task(id=task_id, epic=rng.choice([*epics, "EPIC-gone"]), title=f"task {task_id} {rng.choice(WORDS)}", **values)
+
+
+class Generated:
+    """A generated board in a workspace, and the random hand edits made to it."""
+
+    def __init__(self, root: Path, seed: int, *, tasks: int) -> None:
+        self.root = root
+        self.rng = random.Random(seed)
+        self.base = root / ".moss" / "board"
+        for folder in ("epics", "tasks", "workers", "teams"):
+            (self.base / folder).mkdir(parents=True, exist_ok=True)
+        (self.base / "project.md").write_text(files.render_project(default_project("Generated")))
+        self.epics = [f"EPIC-{n}" for n in range(6)]
+        self.workers = [f"w{n:02d}" for n in range(10)]
+        for n, epic_id in enumerate(self.epics):
+            self.write(
+                "epics", epic_id, files.render_epic(Epic(epic_id, f"Epic {n}", status="ARCHIVED" if n == 5 else "ACTIVE", order=self.rng.randrange(0, 4)))
+            )
+        for n, worker in enumerate(self.workers):
+            status = "DEAD" if n == 8 else ("STALE" if n == 9 else None)
+            self.write("workers", worker, files.render_worker(Worker(worker, type="worker", status=status, heartbeat=stamp(1), created=STAMP, updated=STAMP)))
+        self.write("teams", "TEAM-a", files.render_team(Team("TEAM-a", "A", role="worker", members=tuple(self.workers[:3]))))
+        self.write("teams", "TEAM-b", files.render_team(Team("TEAM-b", "B", members=tuple(self.workers[3:5]))))
+        self.ids: list[str] = []
+        for n in range(tasks):
+            self.add_task(f"TASK-{n:04d}")
+
+    def write(self, folder: str, item_id: str, text: str) -> Path:
+        path = self.base / folder / f"{item_id}.md"
+        path.write_text(text)
+        return path
+
+    def add_task(self, task_id: str) -> None:
+        self.write("tasks", task_id, files.render_task(random_task(self.rng, task_id, self.epics, self.workers, self.ids)))
+        self.ids.append(task_id)
+
+    def task_paths(self) -> list[Path]:
+        return sorted(p for p in (self.base / "tasks").iterdir() if p.suffix == ".md" and not p.name.startswith(".") and not p.is_symlink())
+
+    def edit_in_place(self, path: Path) -> None:
+        """Rewrite a task in place as another random task of the same id, keeping the file's
+        inode, its size (padding the description) where the new text is not longer, and its
+        mtime to the nanosecond: only the bytes and the ctime differ."""
+        info = path.stat()
+        text = files.render_task(random_task(self.rng, path.stem, self.epics, self.workers, self.ids))
+        data = text.encode()
+        if len(data) < info.st_size:
+            data = data[:-1] + b" " * (info.st_size - len(data)) + b"\n"
+        with path.open("r+b") as handle:
+            handle.write(data)
+            handle.truncate()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    def mutate(self) -> None:
+        """A round of hand edits of every sort a person or git makes."""
+        rng = self.rng
+        paths = self.task_paths()
+        for path in rng.sample(paths, 6):
+            self.edit_in_place(path)
+        for path in rng.sample(paths, 3):  # replaced by rename, as editors and git do
+            temp = path.with_name(f".{path.name}.swp")
+            temp.write_text(files.render_task(random_task(rng, path.stem, self.epics, self.workers, self.ids)))
+            os.replace(temp, path)
+        victim = rng.choice(paths)
+        victim.unlink()
+        self.add_task(f"TASK-{len(self.ids):04d}")
+        moved = rng.choice(self.task_paths())
+        moved.rename(moved.with_name(f"TASK-r{len(self.ids):04d}.md"))  # its `id:` no longer matches: a problem
+        if rng.random() < 0.5:
+            epic = self.base / "epics" / f"{rng.choice(self.epics)}.md"
+            epic.write_text(epic.read_text().replace("status: ACTIVE", "status: ARCHIVED"))
+        worker = self.base / "workers" / f"{rng.choice(self.workers[:8])}.md"
+        worker.write_text(files.render_worker(Worker(worker.stem, status=rng.choice([None, "DEAD", "STALE", "BLOCKED"]), heartbeat=stamp(2))))
+        team = self.base / "teams" / "TEAM-b.md"
+        team.write_text(files.render_team(Team("TEAM-b", "B", members=tuple(rng.sample(self.workers, 2)))))
+        broken = rng.choice(self.task_paths())
+        broken.write_text(broken.read_text().replace("title:", "<<<<<<< ours\ntitle:", 1))
+        linked = rng.choice(self.task_paths())
+        linked.unlink()
+        linked.symlink_to(rng.choice(self.task_paths()))
+        (self.base / "tasks" / "no good.md").write_text("---\ntitle: x\n---\n")
+        (self.base / "tasks" / "notes.txt").write_text("not a task\n")
+
+
+def workers_to_ask(gen: Generated, full: Board) -> list[str | None]:
+    holders = sorted({t.assigned_worker for t in full.tasks.values() if t.assigned_worker})
+    return [None, gen.workers[0], gen.workers[3], gen.workers[8], "newcomer", *holders[:2]]
+
+
+def fresh(root: Path) -> Context:
+    return Context(root, actor=AGENT, clock=fixed_clock)
+
+
+# --------------------------------------------------------------------------- equivalence
+
+
+def test_outlines_and_claim_decisions_equal_the_full_scan_through_the_cache_file_and_the_watches(tmp_path: Path) -> None:
+    gen = Generated(tmp_path / "project", seed=18, tasks=160)
+    long_lived = BoardStore(gen.root)
+    for round_number in range(10):
+        full = scan(gen.root)
+        asked_workers = workers_to_ask(gen, full)
+        asked_epics: list[str | None] = [None, gen.epics[0], gen.epics[5]]
+        for statuses in (None, ("WORKING", "AWAITING_APPROVAL"), ("PLANNING", "WORKING", "REVIEW", "AWAITING_APPROVAL"), ()):
+            for store in (BoardStore(gen.root), long_lived):  # a command's, and a server's
+                assert_same(store.outline(statuses), full, statuses, workers=asked_workers, epics=asked_epics)
+        for store in (BoardStore(gen.root), long_lived, BoardStore(gen.root, persist=False)):
+            loaded = store.load()
+            assert loaded.tasks == full.tasks and problem_set(loaded) == problem_set(full)
+        assert (gen.root / CACHE_FILE).exists()
+        if round_number == 1 and inotify.local_file_system(str(tmp_path)):
+            assert long_lived._watch is not None  # the server's store answers from file events now
+        for ctx in (fresh(gen.root), Context(gen.root, actor=AGENT, clock=fixed_clock)):
+            assert queries.list_tasks(ctx) | {"problems": None} == expected_list(full) | {"problems": None}
+        # A claim through the use case (fresh context, cache file) gives what the scan decides.
+        worker = gen.rng.choice([w for w in gen.workers if w in full.workers and full.workers[w].status not in GONE_WORKER_STATUSES])
+        statuses = gen.rng.choice(CLAIMS)
+        expected = outcome(lambda: rules.plan_claim(full, statuses, worker))
+        try:
+            result = claims.claim_next_task(fresh(gen.root), statuses=list(statuses), worker_id=worker)
+            got = (
+                "plan",
+                result["task"]["id"] if result["hasNext"] else None,
+                result.get("takenOverFrom"),
+                (result.get("alreadyAssigned") or {}).get("taskId"),
+            )
+        except Conflict as err:
+            got = ("error", err.code, err.details.get("taskId"))
+        assert got == expected
+        gen.mutate()
+    long_lived.close()
+
+
+def test_a_fresh_store_takes_unchanged_files_from_the_cache_file(tmp_path: Path) -> None:
+    gen = Generated(tmp_path / "project", seed=5, tasks=120)
+    settle(gen.root)
+    BoardStore(gen.root).load()
+    store = BoardStore(gen.root)
+    store.outline(("WORKING",))
+    assert store._parsed <= 1  # project.md only: every other file's stat matched the cache file
+    path = gen.task_paths()[7]
+    gen.edit_in_place(path)
+    again = BoardStore(gen.root)
+    assert again.load().tasks[path.stem] == scan(gen.root).tasks[path.stem]
+    assert again._parsed <= 2
+
+
+def settle(root: Path) -> None:
+    """Wait until no board file is too recent for its stat to be trusted, as after a checkout."""
+    paths = [p for p in (root / ".moss" / "board").rglob("*.md") if not p.is_symlink()]
+
+    def aged() -> bool:
+        now = time.time_ns()
+        return all(now - (st := p.stat()).st_ctime_ns >= racy_window(st.st_mtime_ns, st.st_ctime_ns) for p in paths)
+
+    wait_for(aged, timeout=5, message="files older than the racy window")
+
+
+def claim_result(ctx: Context, worker: str) -> str | None:
+    result = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=worker)
+    return result["task"]["id"] if result["hasNext"] else None
+
+
+def two_tasks(root: Path) -> tuple[Path, Path]:
+    gen_root = root / ".moss" / "board"
+    (gen_root / "epics").mkdir(parents=True)
+    (gen_root / "tasks").mkdir()
+    (gen_root / "epics" / "EPIC-1.md").write_text(files.render_epic(Epic("EPIC-1", "E", order=1)))
+    first = gen_root / "tasks" / "TASK-a.md"
+    second = gen_root / "tasks" / "TASK-b.md"
+    first.write_text(files.render_task(Task("TASK-a", "EPIC-1", "first", status="WORKING", priority="CRITICAL", created=STAMP)))
+    second.write_text(files.render_task(Task("TASK-b", "EPIC-1", "second", status="WORKING", priority="LOW", created=STAMP)))
+    for n in range(CACHE_REWRITE_AFTER):  # enough for a cache file
+        (gen_root / "tasks" / f"TASK-x{n:03d}.md").write_text(files.render_task(Task(f"TASK-x{n:03d}", "EPIC-1", "done", status="DONE", created=STAMP)))
+    return first, second
+
+
+def same_size_edit(path: Path, old: str, new: str) -> None:
+    """Edit in place keeping size and mtime (to the nanosecond): only bytes and ctime change."""
+    assert len(old) == len(new)
+    info = path.stat()
+    data = path.read_bytes()
+    with path.open("r+b") as handle:
+        handle.write(data.replace(old.encode(), new.encode(), 1))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+@pytest.mark.parametrize("store_kind", ["fresh", "long-lived", "no cache file"])
+def test_an_edit_keeping_size_and_mtime_just_before_a_claim_is_seen(repo: Path, store_kind: str) -> None:
+    first, _second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    if store_kind == "no cache file":
+        server.resource(STORE_KEY, lambda: BoardStore(repo, persist=False))
+    for _ in range(3):  # the cache file is written; a server's store watches by now
+        board_store_load(server)
+    assert (repo / CACHE_FILE).exists() == (store_kind != "no cache file")
+    for round_number in range(20):
+        ctx = server if store_kind != "fresh" else Context(repo, actor=AGENT)
+        if store_kind == "fresh":
+            board_store_load(ctx)  # read just now: the file may still be in the racy window
+        same_size_edit(first, "status: WORKING", "status: BACKLOG")
+        assert claim_result(ctx, f"w{round_number}") == "TASK-b"
+        claims.release_task(Context(repo), task_id="TASK-b")
+        same_size_edit(first, "status: BACKLOG", "status: WORKING")
+        assert claim_result(Context(repo, actor=AGENT) if store_kind == "fresh" else ctx, f"v{round_number}") == "TASK-a"
+        claims.release_task(Context(repo), task_id="TASK-a")
+
+
+def board_store_load(ctx: Context) -> None:
+    queries.list_tasks(ctx)
+
+
+def test_within_the_racy_window_a_change_its_stat_does_not_show_is_found_by_its_bytes(repo: Path) -> None:
+    # Where timestamps are coarse (whole seconds on some file systems, a clock tick on others),
+    # an edit in place of the same size within one tick leaves the stat key as it was. This
+    # kernel's fine timestamps always show it, so the test leaves the key as such a file system
+    # would: it gives the store's record of the file the key the edited file has.
+    first, _second = two_tasks(repo)
+    store = BoardStore(repo, persist=False)
+    first.write_bytes(first.read_bytes())  # written just now
+    assert "TASK-a" in store.outline(("WORKING",)).tasks  # read within its racy window
+    read = store._reads["task"]["TASK-a.md"]
+    assert read.racy
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    info = first.stat()
+    read.key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    assert store.outline(("WORKING",)).tasks.keys() == {"TASK-b"}
+    assert store.load().tasks["TASK-a"].status == "BACKLOG"
+
+
+def test_a_store_checks_the_bytes_of_its_own_write_while_its_stat_may_not_show_an_edit(repo: Path) -> None:
+    # As above, for the record a store keeps of what it wrote itself (a claim's task file).
+    first, _second = two_tasks(repo)
+    settle(repo)
+    ctx = Context(repo, actor=AGENT)
+    assert claim_result(ctx, "w1") == "TASK-a"
+    store = board_store(ctx)
+    written = store._reads["task"]["TASK-a.md"]
+    same_size_edit(first, "assigned_worker: w1", "assigned_worker: w2")
+    info = first.stat()
+    written.key = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    assert store.outline(("WORKING",)).tasks["TASK-a"].assigned_worker == "w2"
+
+
+def test_files_changed_within_the_racy_window_never_enter_the_cache_file(repo: Path) -> None:
+    first, second = two_tasks(repo)
+    settle(repo)
+    queries.list_tasks(Context(repo))
+    cache = repo / CACHE_FILE
+    written = cache.read_bytes()
+    first.write_text(first.read_text().replace("title: first", "title: FIRST"))
+    second.write_text(second.read_text().replace("title: second", "title: SECOND"))
+    listed = queries.list_tasks(Context(repo))  # reads both, too recent for their keys to be kept
+    assert {t["title"] for t in listed["tasks"]} >= {"FIRST", "SECOND"}
+    assert cache.read_bytes() == written
+    settle(repo)
+    queries.list_tasks(Context(repo))  # past the window now: appended
+    appended = [row[1] for line in cache.read_bytes()[len(written) :].splitlines() for row in json.loads(line)["delta"]]
+    assert sorted(appended) == ["TASK-a.md", "TASK-b.md"]
+
+
+def test_a_record_its_writer_offers_is_taken_only_while_the_file_holds_the_bytes_written(repo: Path) -> None:
+    first, _second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    parsed = board_store(server)._parsed
+    assert claim_result(Context(repo, actor=AGENT), "elsewhere") == "TASK-a"  # another store writes, and offers its records
+    assert queries.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
+    if board_store(server)._watch is not None:
+        assert board_store(server)._parsed == parsed  # the writer's records were taken, not parsed again
+    # An edit in place right after the write, which on a coarse file system keeps the stat key
+    # the writer recorded: the record is offered again with the key the file has now.
+    cache = repo / CACHE_FILE
+    offer = next(line for line in reversed(cache.read_bytes().splitlines()) if b'"TASK-a.md"' in line and line.startswith(b'{"delta"'))
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    row = json.loads(offer)["delta"][0]
+    info = first.stat()
+    row[2:6] = [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+    with cache.open("ab") as handle:
+        handle.write(json.dumps({"delta": [row]}).encode() + b"\n")
+    for ctx in (server, Context(repo, actor=AGENT)):
+        assert {t["id"]: t["status"] for t in queries.list_tasks(ctx)["tasks"]}["TASK-a"] == "BACKLOG"
+
+
+def test_a_watching_store_sees_an_edit_through_a_hard_link_made_after_it_read_the_file(repo: Path, tmp_path: Path) -> None:
+    first, _second = two_tasks(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    if inotify.local_file_system(str(repo)):
+        assert board_store(server)._watch is not None  # only the file's own watch can tell now
+    elsewhere = tmp_path / "elsewhere.md"
+    os.link(first, elsewhere)  # a link from outside the board, made after the store read the file
+    same_size_edit(elsewhere, "status: WORKING", "status: BACKLOG")
+    assert claim_result(server, "w1") == "TASK-b"
+
+
+def test_a_watching_store_sees_a_folder_replaced_and_files_added_to_it(repo: Path) -> None:
+    first, _second = two_tasks(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    tasks = first.parent
+    tasks.rename(tasks.with_name("tasks-old"))
+    tasks.mkdir()
+    (tasks / "TASK-c.md").write_text(files.render_task(Task("TASK-c", "EPIC-1", "third", status="WORKING", created=STAMP)))
+    assert [t["id"] for t in queries.list_tasks(server)["tasks"]] == ["TASK-c"]
+    assert claim_result(server, "w1") == "TASK-c"
+
+
+@pytest.mark.parametrize("store_kind", ["fresh", "long-lived"])
+def test_conflict_markers_and_links_are_reported_never_read_through(repo: Path, store_kind: str) -> None:
+    first, second = two_tasks(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)  # both files cached while they were good
+    first.write_text(first.read_text().replace("title: first", "<<<<<<< HEAD\ntitle: first\n=======\ntitle: mine\n>>>>>>> theirs"))
+    second.unlink()
+    second.symlink_to(first.with_name("TASK-x000.md"))  # a DONE task: its bytes must not be read as TASK-b's
+    ctx = server if store_kind == "long-lived" else Context(repo, actor=AGENT)
+    result = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="w1")
+    assert result["hasNext"] is False
+    codes = {p["path"]: p["code"] for p in result["problems"]}
+    assert codes == {".moss/board/tasks/TASK-a.md": "MERGE_CONFLICT", ".moss/board/tasks/TASK-b.md": "SYMLINK_REFUSED"}
+    assert next(p for p in result["problems"] if p["code"] == "MERGE_CONFLICT")["line"]
+    listed = queries.list_tasks(ctx)
+    assert "TASK-a" not in {t["id"] for t in listed["tasks"]} and "TASK-b" not in {t["id"] for t in listed["tasks"]}
+
+
+def test_claims_append_to_the_cache_file_and_never_rewrite_it(repo: Path) -> None:
+    two_tasks(repo)
+    settle(repo)
+    queries.list_tasks(Context(repo))
+    cache = repo / CACHE_FILE
+    before = cache.stat()
+    header = cache.read_bytes().split(b"\n", 1)[0]
+    for n in range(6):
+        claimed = claim_result(Context(repo, actor=AGENT), f"w{n}")
+        assert claimed is not None
+        claims.release_task(Context(repo), task_id=claimed)
+    settle(repo)
+    queries.list_tasks(Context(repo))  # reads (and appends) what the last claims wrote
+    after = cache.stat()
+    assert after.st_ino == before.st_ino and after.st_size > before.st_size  # appended to, not replaced
+    assert cache.read_bytes().split(b"\n", 1)[0] == header
+    deltas = [json.loads(line) for line in cache.read_bytes().split(b"\n")[1:] if line.startswith(b'{"delta"')]
+    assert deltas and all(row[0] in ("task", "worker") for line in deltas for row in line["delta"])
+
+
+# --------------------------------------------------------------------------- one owner, at scale
+
+CLAIMER = r"""
+import json, sys, time
+from pathlib import Path
+from moss_files.board import claims, queries
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import MossError
+
+root, prefix, go, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+ctx = Context(root, actor="agent")
+queries.list_tasks(ctx)
+queries.list_tasks(ctx)  # a long-lived context: it watches the board's files from now on
+ready.joinpath(prefix).touch()
+deadline = time.monotonic() + 60
+while not go.exists():
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.0002)
+results = []
+for n in range(4):
+    try:
+        results.append(claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=f"{prefix}-{n}"))
+    except MossError as err:
+        results.append({"error": err.code})
+print(json.dumps(results))
+"""
+
+
+def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task_one_owner(repo: Path, tmp_path: Path) -> None:
+    base = repo / ".moss" / "board"
+    for folder in ("epics", "tasks", "workers", "teams"):
+        (base / folder).mkdir(parents=True)
+    (base / "epics" / "EPIC-1.md").write_text(files.render_epic(Epic("EPIC-1", "E", order=1)))
+    prefixes = [f"p{n:02d}" for n in range(10)]
+    members = tuple(f"{prefix}-{n}" for prefix in prefixes for n in range(4))
+    (base / "teams" / "TEAM-all.md").write_text(files.render_team(Team("TEAM-all", "All", role="worker", max_size=len(members), members=members)))
+    free = {f"TASK-f{n:03d}" for n in range(25)}
+    for n in range(150):
+        task_id = f"TASK-f{n:03d}" if n < 25 else f"TASK-d{n:03d}"
+        (base / "tasks" / f"{task_id}.md").write_text(
+            files.render_task(Task(task_id, "EPIC-1", f"t{n}", status="WORKING" if n < 25 else "DONE", created=STAMP))
+        )
+    queries.list_tasks(Context(repo))
+    assert (repo / CACHE_FILE).exists()
+    go, ready = tmp_path / "go", tmp_path / "ready"
+    ready.mkdir()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CLAIMER, str(repo), prefix, str(go), str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for prefix in prefixes
+    ]
+    wait_for(lambda: len(list(ready.iterdir())) == len(prefixes), timeout=60, message="claimers ready")
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.extend(json.loads(out))
+    won = [r["task"]["id"] for r in results if r.get("hasNext")]
+    assert sorted(won) == sorted(free)  # every free task claimed, none twice
+    assert all(r.get("hasNext") or r == {"hasNext": False} for r in results)
+    owners = {t["id"]: t["assignedWorkerId"] for t in queries.list_tasks(Context(repo))["tasks"] if t["assignedWorkerId"]}
+    assert set(owners) == free and len(set(owners.values())) == len(free)  # on disk too: one worker per task
