@@ -715,6 +715,15 @@ def outbox_merge(done: Callable[[Entry], bool], sender: str) -> Merge:
     return lambda current, leftover: _missing_blocks(current, leftover, sender, lambda e: (e.key, e.digest), done)
 
 
+def outbox_settled(done: Callable[[Entry], bool], sender: str) -> Callable[[bytes], bool]:
+    """When a displaced outbox version may go: once every message it holds is routed (`done`).
+    Until then a block folded back from it can still be saved away by an editor that read the
+    outbox just before the fold, and the version is the block's only other copy."""
+    return lambda leftover: all(
+        entry.message is None or entry.problem is not None or done(entry) for entry in scan_mailfile(leftover, Path("leftover"), sender)[0]
+    )
+
+
 def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool]) -> None:
     """Take routed entries out of the outbox; blocks that changed or were added meanwhile stay."""
     file_entries = [entry for entry in routed if entry.source == box.outbox_file]
@@ -738,7 +747,7 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
             preamble = formats.upgrade_text("mailbox", preamble, formats.Facts(str(box.outbox_file)))
             return encode_mail(preamble, data.startswith(_BOM)) + b"".join(_stamped(entry) for entry in kept)
 
-        rewrite(box.outbox_file, transform, outbox_merge(done, sender))
+        rewrite(box.outbox_file, transform, outbox_merge(done, sender), settled=outbox_settled(done, sender))
     if folder_entries:
         _remove_files(box, folder_entries)
 
@@ -805,10 +814,11 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
     back v2 outbox files set aside but not yet checked, and (when `thorough`) clear dead
     writers' temporaries from the file-per-message folders, which can be long to list."""
     names = list_names(box.dir)
-    for path, merge in ((box.outbox_file, outbox_merge(done, sender)), (box.inbox_file, inbox_merge)):
+    folds = ((box.outbox_file, outbox_merge(done, sender), outbox_settled(done, sender)), (box.inbox_file, inbox_merge, None))
+    for path, merge, settled in folds:
         if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
             with fs.locked(path):
-                fold_leftovers(path, merge)
+                fold_leftovers(path, merge, settled)
     for name in list_names(box.outbox_dir):
         match = LEFTOVER.match(name)
         if not match or match.group("kind") != "aside":

@@ -20,6 +20,7 @@ import os
 import re
 import secrets
 import stat
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -142,9 +143,22 @@ def refuse_conflicted(path: Path, data: bytes | None) -> None:
         conflicts.check_no_conflict(data.decode("utf-8", "surrogateescape"), path)
 
 
-def fold_leftovers(path: Path, merge: Merge) -> None:
+# How long a displaced version is kept after its blocks are back in the file, when the caller
+# says they are not yet settled (see `fold_leftovers`): long enough for any editor save that
+# raced the fold to be followed by a routing pass, short enough that a block a person deletes
+# by hand later is not brought back.
+KEEP_UNSETTLED_SECONDS = 600.0
+
+
+def fold_leftovers(path: Path, merge: Merge, settled: Callable[[bytes], bool] | None = None) -> None:
     """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock).
-    Raises MERGE_CONFLICT, leaving the leftovers, when the file holds conflict markers."""
+    Raises MERGE_CONFLICT, leaving the leftovers, when the file holds conflict markers.
+
+    A leftover is deleted once the file holds what it held, unless `settled(leftover bytes)`
+    says its content still needs it: an editor that read the file before our append and saves
+    after it writes our append away, and only the leftover still has those blocks, which the
+    next fold puts back. Such a leftover is kept until settled, or for KEEP_UNSETTLED_SECONDS
+    after it was set aside."""
     if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in list_names(path.parent)):
         refuse_conflicted(path, read_if_any(path))
     for name in list_names(path.parent):
@@ -165,8 +179,18 @@ def fold_leftovers(path: Path, merge: Merge) -> None:
             fs.append_line(path, missing)  # whole blocks, each ending in a line break
         else:
             raise Conflict("could not fold an interrupted rewrite back into the file", code="STALE_WRITE", path=path)
+        if settled is not None and not settled(content) and not _older_than(leftover, KEEP_UNSETTLED_SECONDS):
+            continue
         leftover.unlink(missing_ok=True)
         fs.fsync_dir(path.parent)
+
+
+def _older_than(path: Path, seconds: float) -> bool:
+    """True when `path` was last renamed or written more than `seconds` ago (or is gone)."""
+    try:
+        return time.time() - os.lstat(path).st_ctime > seconds
+    except FileNotFoundError:
+        return True
 
 
 def rewrite(
@@ -176,6 +200,7 @@ def rewrite(
     *,
     timeout: float = fs.DEFAULT_LOCK_TIMEOUT,
     exchange: bool = True,
+    settled: Callable[[bytes], bool] | None = None,
 ) -> bool:
     """Replace `path` with `transform(current bytes)` without losing concurrent writes.
 
@@ -188,12 +213,13 @@ def rewrite(
     Where the exchange is unsupported (or `exchange` is False) the file is compared just before
     an ordinary rename and bytes appended to the replaced file afterwards are carried over;
     only an editor's save landing between that comparison and the rename could then be lost.
+    `settled` decides when a displaced version may go (`fold_leftovers`).
     Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE, and
     InvalidDocument MERGE_CONFLICT for a file git left with conflict markers (never written).
     """
     fs.check_confined(path)
     with fs.locked(path, timeout=timeout):
-        fold_leftovers(path, merge)
+        fold_leftovers(path, merge, settled)
         for _attempt in range(20):
             try:
                 fd: int | None = open_read(path)
@@ -221,7 +247,7 @@ def rewrite(
                             displaced.unlink()
                             fs.fsync_dir(path.parent)
                             return True
-                    fold_leftovers(path, merge)
+                    fold_leftovers(path, merge, settled)
                     fs.fsync_dir(path.parent)
                     return True
                 current = read_if_any(path)

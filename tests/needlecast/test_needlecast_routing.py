@@ -395,6 +395,76 @@ def test_editor_rewrites_racing_the_router_lose_and_duplicate_nothing(tmp_path: 
     assert not [p for p in outbox.parent.iterdir() if ".tmp-" in p.name]
 
 
+def _editor_save(path: Path, data: bytes) -> None:
+    """Save `data` the way an editor does: a temporary, then a rename over the file."""
+    temp = path.with_name(path.name + ".swp")
+    temp.write_bytes(data)
+    os.replace(temp, path)
+
+
+def _outbox_block(ident: str) -> bytes:
+    return f"\n---\nid: {ident}\nto: bob\ntype: task\n---\n{ident}\n".encode()
+
+
+def _side_files(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+def test_a_block_folded_back_survives_an_editor_save_that_raced_the_fold(tmp_path: Path) -> None:
+    # The interleaving behind a rare loss in the editor race above: an editor saves while the
+    # router rewrites the outbox (its version is displaced, and its new block folded back in),
+    # and then saves again from a read made before that fold, writing the folded block away.
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
+    box = Mailbox(root / "alice")
+    outbox = box.outbox_file
+    base = outbox.read_bytes() + _outbox_block("a")
+    outbox.write_bytes(base)
+    read_before_fold: list[bytes] = []
+
+    def transform(data: bytes | None) -> bytes | None:
+        assert data is not None
+        read_before_fold.append(data)
+        _editor_save(outbox, data + _outbox_block("b"))  # lands between our read and our swap
+        return data + b"\n"
+
+    never_done = lambda entry: False  # noqa: E731 - nothing was routed yet
+    merge, settled = mailbox.outbox_merge(never_done, "alice"), mailbox.outbox_settled(never_done, "alice")
+    assert shared_file.rewrite(outbox, transform, merge, settled=settled)
+    assert b"id: b" in outbox.read_bytes()  # folded back in
+    assert len(_side_files(outbox.parent)) == 1  # and kept aside: b is not routed yet
+
+    _editor_save(outbox, read_before_fold[0] + _outbox_block("c"))  # made from a read without b
+    assert b"id: b" not in outbox.read_bytes()
+    for _ in range(3):
+        route(root)
+    assert sorted(m.id for m in inbox_of(root, "bob")) == ["a", "b", "c"]  # each exactly once
+    assert mailbox.read_outbox(box, "alice").entries == ()
+    assert _side_files(outbox.parent) == []  # routed, so the displaced version went
+
+
+def test_an_unsettled_displaced_outbox_goes_after_its_grace_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = envoy(tmp_path, {"alice": "v1"})
+    outbox = Mailbox(root / "alice").outbox_file
+    outbox.write_bytes(outbox.read_bytes() + _outbox_block("held"))  # to bob, who is not a sleeve
+    merge, settled = mailbox.outbox_merge(lambda entry: False, "alice"), mailbox.outbox_settled(lambda entry: False, "alice")
+
+    def transform(data: bytes | None) -> bytes | None:
+        assert data is not None
+        if not _side_files(outbox.parent):
+            _editor_save(outbox, data + _outbox_block("late"))
+        return data + b"\n"
+
+    shared_file.rewrite(outbox, transform, merge, settled=settled)
+    assert len(_side_files(outbox.parent)) == 1
+    shared_file.fold_leftovers(outbox, merge, settled)
+    assert len(_side_files(outbox.parent)) == 1  # its messages are not routed
+    monkeypatch.setattr(shared_file, "KEEP_UNSETTLED_SECONDS", 0.0)
+    shared_file.fold_leftovers(outbox, merge, settled)
+    assert _side_files(outbox.parent) == []
+    text = outbox.read_bytes()
+    assert text.count(b"id: held") == 1 and text.count(b"id: late") == 1  # nothing lost, nothing doubled
+
+
 @pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "fallback"])
 def test_rewrite_keeps_an_append_made_between_read_and_swap(tmp_path: Path, exchange: bool) -> None:
     path = tmp_path / "outbox.md"
