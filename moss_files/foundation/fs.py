@@ -30,7 +30,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,13 +321,15 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
         os.fsync(dir_fd)
 
 
-def create_exclusive(path: Path, data: bytes) -> bool:
+def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> bool:
     """Create `path` with `data` unless it exists; True when this call created it.
 
     Durable like write_atomic, and never replaces an existing file (link(2) fails on EEXIST,
-    also for a dangling link).
+    also for a dangling link). `dir_fd`: `path`'s folder, already opened by `folder_fd`.
     """
-    with folder_fd(path.parent, create=True) as dir_fd:
+    with ExitStack() as stack:
+        if dir_fd is None:
+            dir_fd = stack.enter_context(folder_fd(path.parent, create=True))
         temp, _ = _durable_temp(dir_fd, path, data, None)
         try:
             os.link(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
@@ -339,8 +341,9 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     return True
 
 
-def append_line(path: Path, line: bytes) -> None:
-    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync."""
+def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
+    """Append one record with a single write(2) on an O_APPEND descriptor, then fsync (unless
+    `durable` is False: a caller that makes many files durable together fsyncs it later)."""
     if not line.endswith(b"\n"):
         line += b"\n"
     with folder_fd(path.parent, create=True) as dir_fd:
@@ -349,7 +352,8 @@ def append_line(path: Path, line: bytes) -> None:
             written = os.write(fd, line)
             if written != len(line):
                 raise MossError(f"short append ({written} of {len(line)} bytes)", path=path)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
 
