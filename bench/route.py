@@ -49,7 +49,8 @@ SIZES = (2, 10, 50)
 GAP_SECONDS = 0.02  # pause between latency samples, so each one starts from an idle sidecar
 
 
-# The burst's writer: argv root, count, seed, sleeve names; prints its start, end and CPU.
+# A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
+# (it writes the messages whose number it is modulo that); prints its start, end and CPU.
 WRITER = """
 import json, random, sys, time
 from datetime import UTC, datetime
@@ -59,9 +60,10 @@ from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 root, count, rng, names = Path(sys.argv[1]), int(sys.argv[2]), random.Random(int(sys.argv[3])), sys.argv[4].split(",")
-plan = [rng.sample(names, 2) for _ in range(count)]
+mine, writers = int(sys.argv[5]), int(sys.argv[6])
+plan = [(number, rng.sample(names, 2)) for number in range(count)]
 start, cpu = time.monotonic(), time.process_time()
-for number, (sender, recipient) in enumerate(plan):
+for number, (sender, recipient) in plan[mine::writers]:
     message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n")
     mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
 print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}))
@@ -178,13 +180,22 @@ def latency(root: Path, names: list[str], samples: int, rng: random.Random, pref
     return results
 
 
-def write_burst(root: Path, names: list[str], count: int, seed: int, code: Path | None) -> tuple[dict[str, int], float, float, float]:
-    """Write `count` messages as fast as possible from all sleeves, in a writer process of this
-    checkout or `code`'s; return ({recipient: count}, its start and end on the monotonic clock,
-    its CPU seconds)."""
+def write_burst(root: Path, names: list[str], count: int, seed: int, code: Path | None, writers: int = 1) -> tuple[dict[str, int], float, float, float]:
+    """Write `count` messages as fast as possible from all sleeves, in `writers` processes of
+    this checkout or `code`'s at once; return ({recipient: count}, the first start and the last
+    end on the monotonic clock, the writers' CPU seconds)."""
     python, env = python_of(code)
-    done = subprocess.run([*python, "-c", WRITER, str(root), str(count), str(seed), ",".join(names)], env=env, capture_output=True, check=True)
-    times = json.loads(done.stdout)
+    processes = [
+        subprocess.Popen([*python, "-c", WRITER, str(root), str(count), str(seed), ",".join(names), str(mine), str(writers)], env=env, stdout=subprocess.PIPE)
+        for mine in range(writers)
+    ]
+    reports = []
+    for process in processes:
+        out, _err = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"a writer failed with {process.returncode}")
+        reports.append(json.loads(out))
+    times = {"start": min(r["start"] for r in reports), "end": max(r["end"] for r in reports), "cpu": sum(r["cpu"] for r in reports)}
     rng = random.Random(seed)
     expected: dict[str, int] = {}
     for _number in range(count):
@@ -250,7 +261,7 @@ def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
-        _expected, start, end, alone_cpu = write_burst(root, names, args.burst, args.seed, code)
+        _expected, start, end, alone_cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
         alone = end - start
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
@@ -258,7 +269,7 @@ def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
         sidecar = start_sidecar(root, code)
         try:
             before = process_cpu(sidecar.pid)
-            expected, start, end, written_cpu = write_burst(root, names, args.burst, args.seed, code)
+            expected, start, end, written_cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
             running, _ = wait_burst(root, expected, start)
             after = process_cpu(sidecar.pid)
         finally:
@@ -267,7 +278,7 @@ def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
-        expected, _start, _end, _cpu = write_burst(root, names, args.burst, args.seed, code)
+        expected, _start, _end, _cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
         sidecar = start_sidecar(root, code)
         ready = time.monotonic()
         try:
@@ -319,6 +330,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout whose sidecar runs the burst too, for comparison")
     parser.add_argument("--skip-latency", action="store_true", help="measure the burst only")
+    parser.add_argument("--writers", type=int, default=1, help="writer processes sharing the burst, writing at once")
     parser.add_argument("--sends", type=int, default=30, help="`needlecast send` processes timed (0: none)")
     args = parser.parse_args()
     layouts = ("v1", "v2") if args.layout == "both" else (args.layout,)
@@ -343,7 +355,9 @@ def main() -> None:
                     stop_sidecar(sidecar)
             print(f"{layout:<7}{size:>8}{statistics.median(values):>9.1f}{percentile(values, 0.95):>9.1f}{max(values):>9.1f}")
     print(f"burst: {args.burst} messages from {args.burst_sleeves} sleeves, one recipient each, in messages/s; CPU in ms per message")
-    print("  writer: one process writing every message (one durable file or append each), alone (the floor of end to end) and while the sidecar runs")
+    print(
+        f"  writer: {args.writers} process(es) writing every message (one durable file or append each), alone (the floor of end to end) and while the sidecar runs"
+    )
     print(
         "  end to end: from the writer's start to the last delivery; backlog: routed by a starting sidecar, delivered / drained (archived, gone from every outbox)"
     )

@@ -211,10 +211,10 @@ class Router:
 
         The senders' route locks are taken in path order and held for the pass. The pass is
         made durable in three steps for all its senders together, not a few per message: the
-        new inbox and archive files (one syncfs, or an fsync each for a few), their names (one
-        syncfs, or an fsync of each folder), then, after every removal from the outboxes, the
-        journals and the outbox folders. A removal is only ever made after the files it routed
-        are durable under their names.
+        new inbox and archive files, their names (the folders), then, after every removal from
+        the outboxes, the journals and the outbox folders; each step's fsyncs are issued
+        together (`shared_file.fsync_all`). A removal is only ever made after the files it
+        routed are durable under their names.
         """
         total = RouteReport()
         directory = self.directory or self.refresh()

@@ -270,14 +270,13 @@ def read_ends(path: Path, head_size: int = 8192, tail_size: int = 2) -> tuple[by
 # Several files are made durable by fsyncs issued together from a few threads: the file system
 # commits the fsyncs that wait at the same moment in one journal transaction (ext4 and xfs group
 # them), so N files cost a few commits instead of N. Not syncfs(2), which also waits for every
-# other process's dirty data on the file system: on a shared disk one syncfs took 20-500 ms
-# where 100 grouped fsyncs took 15-30 ms.
+# other process's dirty data on the file system: on the shared development VM one syncfs took
+# 20-500 ms where 200 fsyncs from 16 threads took 50 ms, and one at a time 950 ms.
 FSYNC_THREADS = 8
-# Files written before their fsyncs, at most: each keeps a descriptor open until then.
+# Files written before their fsyncs, at most: each keeps a descriptor open until then. A batch
+# of more files is made durable by one syncfs(2) where the C library has it: at that size one
+# flush of the whole file system costs less than the many grouped fsyncs.
 FSYNC_CHUNK = 256
-# From this many files on, syncfs(2) is used where the file system has it (USE_SYNCFS).
-SYNCFS_FROM = 8
-USE_SYNCFS = os.environ.get("NEEDLECAST_SYNCFS") == "1"
 _syncfs_state: dict[str, Any] = {}
 
 
@@ -293,12 +292,19 @@ def _syncfs() -> Callable[[int], int] | None:
     return _syncfs_state["call"]
 
 
+def _syncfs_or_raise(any_fd: int) -> None:
+    """One syncfs of the file system holding `any_fd`. Raises OSError when it fails (what it
+    was to make durable may not have reached the disk)."""
+    call = _syncfs()
+    assert call is not None
+    if call(any_fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs failed: {os.strerror(code)}")
+
+
 def fsync_all(fds: list[int]) -> None:
     """fsync every descriptor of `fds`: several at once, from FSYNC_THREADS threads, so that
     the file system commits them together. Raises the first failure (OSError)."""
-    if len(fds) >= SYNCFS_FROM and USE_SYNCFS and _syncfs() is not None and len({os.fstat(fd).st_dev for fd in fds}) == 1:
-        _syncfs_or_raise(fds[0])
-        return
     if len(fds) <= 1:
         for fd in fds:
             os.fsync(fd)
@@ -341,9 +347,9 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
 
     The same promise as `fs.create_exclusive` for each file (durable before it has its name,
     never replacing a file), at the cost of two durable steps for the whole batch instead of
-    two per file: the temporaries are written and made durable together (`fsync_all`, by
-    chunks of FSYNC_CHUNK), then each is linked to its name, and the names are made durable
-    together (the folders' fsyncs). A kill in between leaves temporaries that
+    two per file: the temporaries are written and made durable together (`fsync_all`; one
+    syncfs for more than FSYNC_CHUNK files), then each is linked to its name, and the names
+    are made durable together (the folders' fsyncs). A kill in between leaves temporaries that
     `clear_dead_temporaries` removes, and names that either hold their whole content or do
     not exist; the callers' journals make a repeated batch skip what is there.
 
@@ -359,6 +365,8 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
         # One temporary name pattern for the batch (`fs.temp_path_for`'s, with a counter in
         # place of fresh random bytes for each file).
         marker = f"{fs.TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
+        total = sum(len(files) for _folder, files in groups)
+        by_syncfs = total > FSYNC_CHUNK and _syncfs() is not None and len({os.fstat(fd).st_dev for fd in folder_fds}) == 1
         try:
             open_fds: list[int] = []
             try:
@@ -371,9 +379,13 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
                         view = memoryview(data)
                         while view:
                             view = view[os.write(fd, view) :]
-                        if len(open_fds) >= FSYNC_CHUNK:
+                        if by_syncfs:
+                            _close_all(open_fds)
+                        elif len(open_fds) >= FSYNC_CHUNK:
                             fsync_all(open_fds)
                             _close_all(open_fds)
+                if by_syncfs:
+                    _syncfs_or_raise(folder_fds[0])
                 fsync_all(open_fds)
             finally:
                 _close_all(open_fds)
@@ -412,16 +424,6 @@ def make_durable(paths: list[Path]) -> None:
         fsync_all(fds)
     finally:
         _close_all(fds)
-
-
-def _syncfs_or_raise(any_fd: int) -> None:
-    """One syncfs of the file system holding `any_fd`. Raises OSError when it fails (what it
-    was to make durable may not have reached the disk)."""
-    call = _syncfs()
-    assert call is not None
-    if call(any_fd) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"syncfs failed: {os.strerror(code)}")
 
 
 def list_names(folder: Path) -> list[str]:
