@@ -446,15 +446,7 @@ def deliver_many(batches: list[tuple[Mailbox, list[Message]]], now: datetime) ->
     """`deliver` for several inboxes; the file-per-message ones among them share one durable
     step (`shared_file.create_in_folders`) instead of taking two each. Raises as `deliver`, for
     the whole batch."""
-    for box, messages in batches:
-        for message in messages:
-            if not message.id or not message.sender:
-                raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
-            msg.check_writable(message)
-            msg.check_size(message)
-        box.check_links()
-        if not box.dir.is_dir():
-            raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
+    _check_deliverable(batches)
     results: list[list[str]] = [[] for _ in batches]
     folders: list[int] = []
     for number, (box, messages) in enumerate(batches):
@@ -466,6 +458,20 @@ def deliver_many(batches: list[tuple[Mailbox, list[Message]]], now: datetime) ->
         for number, found in zip(folders, _deliver_files([batches[number] for number in folders], now), strict=True):
             results[number] = found
     return results
+
+
+def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
+    """Raise, before anything is written, when a message cannot be delivered as it is
+    (MESSAGE_INVALID, MESSAGE_TOO_LARGE) or an inbox cannot take it (SLEEVE_UNAVAILABLE)."""
+    for box, messages in batches:
+        for message in messages:
+            if not message.id or not message.sender:
+                raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
+            msg.check_writable(message)
+            msg.check_size(message)
+        box.check_links()
+        if not box.dir.is_dir():
+            raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
 
 
 @dataclass(slots=True)
@@ -584,7 +590,9 @@ class FolderDelivery:
 def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: datetime, stack: ExitStack) -> FolderDelivery:
     """Take the lock of every file-per-message inbox of `batches` into `stack` (in path order,
     so two routers never wait on each other) and decide each message's result and file: a
-    message whose (from, id) the folder holds is `present` (same content) or `conflict`."""
+    message whose (from, id) the folder holds is `present` (same content) or `conflict`.
+    Raises as `deliver`, for the whole batch, before anything is written."""
+    _check_deliverable(batches)
     for folder in sorted({box.inbox_dir for box, _messages in batches}):
         stack.enter_context(fs.locked(folder))
     results: list[list[str]] = []

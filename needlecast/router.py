@@ -4,13 +4,17 @@ Shell layer: gathers (sleeve directory, outbox entries, journal), asks `routing.
 what is left to do, and applies it through `mailbox` (local sleeves) or `remote` (sidecars on
 other hosts). Each step is idempotent and the order makes every crash point safe:
 
-1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op;
+1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op; a file-per-message
+   entry that needs nothing else is archived in the same batch (the archive takes an id once);
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
-4. archive in the sender's workspace (by id, once), then journal `archived`;
+4. archive the rest in the sender's workspace (by id, once), then journal `archived`;
 5. remove from the outbox through `shared_file.rewrite`, which never drops what was written
    meanwhile; a block that comes back (an editor's stale save) is recognised by the journal
    and removed without a second delivery.
+
+One pass routes every sender whose outbox changed, and is made durable in three steps for all
+of them (`route_senders`).
 """
 
 from __future__ import annotations
