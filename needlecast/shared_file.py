@@ -267,15 +267,17 @@ def read_ends(path: Path, head_size: int = 8192, tail_size: int = 2) -> tuple[by
         os.close(fd)
 
 
-# Several files are made durable by fsyncs issued together from a few threads: the file system
+# A few files are made durable by fsyncs issued together from a few threads: the file system
 # commits the fsyncs that wait at the same moment in one journal transaction (ext4 and xfs group
-# them), so N files cost a few commits instead of N. Not syncfs(2), which also waits for every
-# other process's dirty data on the file system: on the shared development VM one syncfs took
-# 20-500 ms where 200 fsyncs from 16 threads took 50 ms, and one at a time 950 ms.
+# them), so they cost about one commit. From SYNCFS_FROM files (or folders) on, one syncfs(2) of
+# the file system replaces them where the C library has it: a single flush of the disk's cache,
+# where each fsync ends in one (measured on the development VM in an end-to-end burst: 515-570
+# messages/s with syncfs from 8 files, 410-490 with grouped fsyncs up to 256). syncfs also waits
+# for other processes' unwritten data, which is why a pass of one or two messages, whose
+# delivery time is what a person notices, does not use it.
 FSYNC_THREADS = 8
-# Files written before their fsyncs, at most: each keeps a descriptor open until then. A batch
-# of more files is made durable by one syncfs(2) where the C library has it: at that size one
-# flush of the whole file system costs less than the many grouped fsyncs.
+SYNCFS_FROM = 8
+# Files written before their fsyncs, at most: each keeps a descriptor open until then.
 FSYNC_CHUNK = 256
 _syncfs_state: dict[str, Any] = {}
 
@@ -303,8 +305,12 @@ def _syncfs_or_raise(any_fd: int) -> None:
 
 
 def fsync_all(fds: list[int]) -> None:
-    """fsync every descriptor of `fds`: several at once, from FSYNC_THREADS threads, so that
-    the file system commits them together. Raises the first failure (OSError)."""
+    """Make every descriptor of `fds` durable: one syncfs from SYNCFS_FROM of them on (all on
+    one file system), else their fsyncs at once, from FSYNC_THREADS threads, so that the file
+    system commits them together. Raises the first failure (OSError)."""
+    if len(fds) >= SYNCFS_FROM and _syncfs() is not None and len({os.fstat(fd).st_dev for fd in fds}) == 1:
+        _syncfs_or_raise(fds[0])
+        return
     if len(fds) <= 1:
         for fd in fds:
             os.fsync(fd)
@@ -347,9 +353,9 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
 
     The same promise as `fs.create_exclusive` for each file (durable before it has its name,
     never replacing a file), at the cost of two durable steps for the whole batch instead of
-    two per file: the temporaries are written and made durable together (`fsync_all`; one
-    syncfs for more than FSYNC_CHUNK files), then each is linked to its name, and the names
-    are made durable together (the folders' fsyncs). A kill in between leaves temporaries that
+    two per file: the temporaries are written and made durable together (one syncfs from
+    SYNCFS_FROM files on, else `fsync_all`), then each is linked to its name, and the names
+    are made durable together (`fsync_all` of the folders). A kill in between leaves temporaries that
     `clear_dead_temporaries` removes, and names that either hold their whole content or do
     not exist; the callers' journals make a repeated batch skip what is there.
 
@@ -366,7 +372,7 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
         # place of fresh random bytes for each file).
         marker = f"{fs.TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
         total = sum(len(files) for _folder, files in groups)
-        by_syncfs = total > FSYNC_CHUNK and _syncfs() is not None and len({os.fstat(fd).st_dev for fd in folder_fds}) == 1
+        by_syncfs = total >= SYNCFS_FROM and _syncfs() is not None and len({os.fstat(fd).st_dev for fd in folder_fds}) == 1
         try:
             open_fds: list[int] = []
             try:
