@@ -46,7 +46,8 @@ from needlecast.message import Message
 
 BIN = Path(sys.executable).parent
 SIZES = (2, 10, 50)
-GAP_SECONDS = 0.02  # pause between latency samples, so each one starts from an idle sidecar
+GAP_SECONDS = 0.02
+SETTLE_SECONDS = 1.0  # quiet time before each burst measurement  # pause between latency samples, so each one starts from an idle sidecar
 
 
 # A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
@@ -256,13 +257,24 @@ class Burst:
     backlog_sidecar_cpu: float | None
 
 
+def settle() -> None:
+    """Let the disk catch up with the previous measurement before the next one starts: the
+    thousands of files a burst leaves are written back and, once its folder is deleted, freed
+    (and discarded, on a mount with `discard`) in the background, which would otherwise slow
+    whatever runs next."""
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
 def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
     """The burst of one layout with this checkout's sidecar and writer, or `code`'s."""
+    settle()
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
         _expected, start, end, alone_cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
         alone = end - start
+    settle()
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
@@ -279,6 +291,7 @@ def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
         expected, _start, _end, _cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
+        settle()
         sidecar = start_sidecar(root, code)
         ready = time.monotonic()
         try:
@@ -366,7 +379,8 @@ def main() -> None:
     codes.append(("this", None))
     n = args.burst
     for layout in layouts:
-        for label, code in codes:
+        # Baseline and this checkout take turns going first, layout by layout.
+        for label, code in codes if layout == layouts[0] else reversed(codes):
             b = burst(layout, args, code)
             print(
                 f"{label:<10}{layout:<8}{n / b.alone:>7.0f}{n / b.written:>8.0f}{per_message_ms(b.written_cpu, n):>7}{n / b.running:>12.0f}"

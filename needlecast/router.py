@@ -371,7 +371,8 @@ class Router:
             if planned is not None:
                 for (name, items, _box), results in zip(together, planned.results, strict=True):
                     record(name, items, results)
-            groups = list(planned.groups) if planned is not None else []
+            inbox_groups = list(planned.groups) if planned is not None else []
+            groups = list(inbox_groups)
             archiving: list[tuple[_Pass, list[tuple[Entry, Message]]]] = []
             for work in works:
                 # An entry with a dead letter to write, or a clash in an inbox, is archived after
@@ -386,7 +387,13 @@ class Router:
             if not groups:
                 return
             try:
-                shared_file.create_in_folders(groups, settle=False)
+                if sum(len(files) for _folder, files in groups) < shared_file.SYNCFS_FROM:
+                    # A few messages (a lone one, say): their inbox files are made durable and
+                    # linked first, so they arrive as soon as before the archive came along.
+                    shared_file.create_in_folders(inbox_groups, settle=False)
+                    shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
+                else:
+                    shared_file.create_in_folders(groups, settle=False)
                 shared_file.make_durable([folder for folder, _files in groups])
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
