@@ -1,7 +1,8 @@
 """Sidecar routing bench: write-to-inbox latency and burst throughput.
 
     .venv/bin/python bench/route.py [--layout v1|v2|both] [--messages 100] [--burst 1000]
-                                    [--baseline DIR] [--skip-latency]
+                                    [--baseline DIR] [--skip-latency] [--repeat 1]
+                                    [--writers 1] [--sends 30]
 
 For each directory size (2, 10 and 50 sleeves) it builds an envoy root in a temporary folder,
 starts `needlecast sidecar` as a real process, and measures the time from a message written
@@ -20,7 +21,9 @@ message, as a person's or an agent's loop of sends would run it.
 
 `--baseline DIR` runs the burst a second time, in the same run, with the sidecar and writer of
 another checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
-measured against what it replaces on the same machine at the same moment.
+measured against what it replaces on the same machine at the same moment. The two take turns
+going first, and the disk is left to settle before each measurement; on a shared machine the
+figures still vary from run to run, so `--repeat N` prints each figure's median of N runs.
 """
 
 from __future__ import annotations
@@ -325,6 +328,17 @@ def send_processes(layout: str, count: int, code: Path | None) -> tuple[float, f
         return (time.monotonic() - start) / count, cpu / count
 
 
+def median_burst(runs: list[Burst]) -> Burst:
+    """Each figure's median over several runs (the figures of one row may come from different runs)."""
+
+    def middle(values: list[float | None]) -> float | None:
+        known = [value for value in values if value is not None]
+        return statistics.median(known) if known else None
+
+    fields = Burst.__dataclass_fields__
+    return Burst(**{name: middle([getattr(run, name) for run in runs]) for name in fields})  # type: ignore[arg-type]
+
+
 def per_message_ms(seconds: float | None, count: int) -> str:
     return "-" if seconds is None else f"{seconds * 1000 / count:.2f}"
 
@@ -343,6 +357,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout whose sidecar runs the burst too, for comparison")
     parser.add_argument("--skip-latency", action="store_true", help="measure the burst only")
+    parser.add_argument("--repeat", type=int, default=1, help="burst runs per checkout and layout; the medians are printed")
     parser.add_argument("--writers", type=int, default=1, help="writer processes sharing the burst, writing at once")
     parser.add_argument("--sends", type=int, default=30, help="`needlecast send` processes timed (0: none)")
     args = parser.parse_args()
@@ -378,10 +393,16 @@ def main() -> None:
     codes: list[tuple[str, Path | None]] = [("baseline", args.baseline)] if args.baseline else []
     codes.append(("this", None))
     n = args.burst
+    if args.repeat > 1:
+        print(f"  each figure the median of {args.repeat} runs; the checkouts take turns going first")
     for layout in layouts:
-        # Baseline and this checkout take turns going first, layout by layout.
-        for label, code in codes if layout == layouts[0] else reversed(codes):
-            b = burst(layout, args, code)
+        runs: dict[str, list[Burst]] = {label: [] for label, _code in codes}
+        for number in range(args.repeat):
+            # Whichever goes second pays for the files the first one left: take turns.
+            for label, code in codes if number % 2 == 0 else reversed(codes):
+                runs[label].append(burst(layout, args, code))
+        for label, _code in codes:
+            b = median_burst(runs[label])
             print(
                 f"{label:<10}{layout:<8}{n / b.alone:>7.0f}{n / b.written:>8.0f}{per_message_ms(b.written_cpu, n):>7}{n / b.running:>12.0f}"
                 f"{per_message_ms(b.running_sidecar_cpu, n):>13}{n / b.delivered:>9.0f}{n / b.drained:>9.0f}{per_message_ms(b.backlog_sidecar_cpu, n):>13}"

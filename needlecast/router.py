@@ -214,11 +214,12 @@ class Router:
         """Route the outboxes of local senders in one pass; failures become problems.
 
         The senders' route locks are taken in path order and held for the pass. The pass is
-        made durable in three steps for all its senders together, not a few per message: the
-        new inbox and archive files, their names (the folders), then, after every removal from
-        the outboxes, the journals and the outbox folders; each step's fsyncs are issued
-        together (`shared_file.fsync_all`). A removal is only ever made after the files it
-        routed are durable under their names.
+        made durable in four steps for all its senders together, not a few per message: the new
+        inbox files (then linked to their names), the new archive files (then linked), all
+        their names (the folders), then, after every removal from the outboxes, the journals
+        and the outbox folders; each step is one syncfs or fsyncs issued together
+        (`shared_file.fsync_all`). A removal is only ever made after the files it routed are
+        durable under their names.
         """
         total = RouteReport()
         directory = self.directory or self.refresh()
@@ -305,10 +306,10 @@ class Router:
 
     def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
         """Step 1 for every sender of the pass: one inbox write per file-layout recipient (each
-        durable on its own) and remote post; the new files of file-per-message inboxes, and the
-        archive files of every entry that needs nothing else (no dead letter, nobody held), go
-        into one batch with one durable step for the files and one for their names. Each sender
-        journals its part later (`_finish`)."""
+        durable on its own) and remote post; the new files of file-per-message inboxes, then the
+        archive files of every entry that needs nothing else (no dead letter, nobody held), each
+        made durable together and linked, and then all their names. Each sender journals its
+        part later (`_finish`)."""
         by_recipient: dict[str, list[tuple[_Pass, Entry, EntryPlan]]] = {}
         for work in works:
             for entry, plan in work.plans:
@@ -387,13 +388,10 @@ class Router:
             if not groups:
                 return
             try:
-                if sum(len(files) for _folder, files in groups) < shared_file.SYNCFS_FROM:
-                    # A few messages (a lone one, say): their inbox files are made durable and
-                    # linked first, so they arrive as soon as before the archive came along.
-                    shared_file.create_in_folders(inbox_groups, settle=False)
-                    shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
-                else:
-                    shared_file.create_in_folders(groups, settle=False)
+                # The inbox files first: a message reaches its inbox without waiting for its
+                # archive copy, which follows in the same pass.
+                shared_file.create_in_folders(inbox_groups, settle=False)
+                shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
                 shared_file.make_durable([folder for folder, _files in groups])
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
