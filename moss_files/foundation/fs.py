@@ -330,8 +330,10 @@ def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> b
     also for a dangling link). `dir_fd`: `path`'s folder, already opened by `folder_fd`.
 
     Where the file system allows it (Linux's O_TMPFILE), the file is written without a name
-    and linked to its own once durable: no temporary name appears in the folder, so a watcher
-    of the folder hears one event (its creation) instead of five, and a kill leaves nothing.
+    and linked to its own once durable: no temporary name appears in the folder, a kill leaves
+    nothing, and a watcher of the folder hears three events instead of five (the creation, and
+    the write and close of the unnamed file under inotify's `#<inode>`, which `is_temporary`
+    recognises).
     """
     with ExitStack() as stack:
         if dir_fd is None:
