@@ -1,7 +1,8 @@
 """Sidecar routing bench: write-to-inbox latency and burst throughput.
 
     .venv/bin/python bench/route.py [--layout v1|v2|both] [--messages 100] [--burst 1000]
-                                    [--baseline DIR] [--skip-latency]
+                                    [--baseline DIR] [--skip-latency] [--repeat 1]
+                                    [--writers 1] [--sends 30]
 
 For each directory size (2, 10 and 50 sleeves) it builds an envoy root in a temporary folder,
 starts `needlecast sidecar` as a real process, and measures the time from a message written
@@ -11,9 +12,18 @@ sleeve at once and measures how long the sidecar takes to deliver them all (into
 inbox) and to drain them (archived and gone from every outbox). Figures are printed with the
 setup they were measured on.
 
-`--baseline DIR` runs the burst a second time, in the same run, with the sidecar of another
-checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
-measured against what it replaces on the same machine at the same moment.
+The burst's writer is a separate process running the same checkout as the sidecar: it writes
+every message the way `needlecast send` does (one durable file, or one durable append, per
+message), one after the other. Each row gives its rate and CPU, the sidecar's CPU (user+sys of
+the whole process, all threads) per message, and, as the floor of the end-to-end figure, the
+same writer with no sidecar running. Then `needlecast send` itself is timed, one process per
+message, as a person's or an agent's loop of sends would run it.
+
+`--baseline DIR` runs the burst a second time, in the same run, with the sidecar and writer of
+another checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
+measured against what it replaces on the same machine at the same moment. The two take turns
+going first, and the disk is left to settle before each measurement; on a shared machine the
+figures still vary from run to run, so `--repeat N` prints each figure's median of N runs.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +49,49 @@ from needlecast.message import Message
 
 BIN = Path(sys.executable).parent
 SIZES = (2, 10, 50)
-GAP_SECONDS = 0.02  # pause between latency samples, so each one starts from an idle sidecar
+GAP_SECONDS = 0.02
+SETTLE_SECONDS = 1.0  # quiet time before each burst measurement  # pause between latency samples, so each one starts from an idle sidecar
+
+
+# A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
+# (it writes the messages whose number it is modulo that); prints its start, end and CPU.
+WRITER = """
+import json, random, sys, time
+from datetime import UTC, datetime
+from dataclasses import dataclass
+from pathlib import Path
+from needlecast import mailbox
+from needlecast.mailbox import Mailbox
+from needlecast.message import Message
+root, count, rng, names = Path(sys.argv[1]), int(sys.argv[2]), random.Random(int(sys.argv[3])), sys.argv[4].split(",")
+mine, writers = int(sys.argv[5]), int(sys.argv[6])
+plan = [(number, rng.sample(names, 2)) for number in range(count)]
+start, cpu = time.monotonic(), time.process_time()
+for number, (sender, recipient) in plan[mine::writers]:
+    message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n")
+    mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
+print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}))
+"""
+
+
+def python_of(code: Path | None) -> tuple[list[str], dict[str, str]]:
+    """The command that runs Python code against this checkout or (`code`) another one."""
+    env = dict(os.environ)
+    if code is None:
+        return [sys.executable], env
+    # -P: not the current folder first on sys.path (a checkout of this code, usually), but the
+    # other checkout's, through PYTHONPATH, ahead of the editable install.
+    env["PYTHONPATH"] = str(code)
+    return [sys.executable, "-P"], env
+
+
+def process_cpu(pid: int) -> float | None:
+    """User+sys seconds of a running process, all its threads (Linux); None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_sidecar(root: Path, code: Path | None = None) -> subprocess.Popen[bytes]:
@@ -46,10 +99,8 @@ def start_sidecar(root: Path, code: Path | None = None) -> subprocess.Popen[byte
     command = [str(BIN / "needlecast")]
     env = dict(os.environ)
     if code is not None:
-        # -P: not the current folder first on sys.path (a checkout of this code, usually), but
-        # the baseline's, through PYTHONPATH, ahead of the editable install.
-        command = [sys.executable, "-P", "-c", "from needlecast.cli import main; main()"]
-        env["PYTHONPATH"] = str(code)
+        python, env = python_of(code)
+        command = [*python, "-c", "from needlecast.cli import main; main()"]
     process = subprocess.Popen(
         [*command, "sidecar", "--root", str(root), "--port", "0", "--sweep", "60"],
         stdout=subprocess.DEVNULL,
@@ -133,15 +184,28 @@ def latency(root: Path, names: list[str], samples: int, rng: random.Random, pref
     return results
 
 
-def write_burst(root: Path, names: list[str], count: int, rng: random.Random) -> dict[str, int]:
-    """Write `count` messages as fast as possible from all sleeves; return {recipient: count}."""
+def write_burst(root: Path, names: list[str], count: int, seed: int, code: Path | None, writers: int = 1) -> tuple[dict[str, int], float, float, float]:
+    """Write `count` messages as fast as possible from all sleeves, in `writers` processes of
+    this checkout or `code`'s at once; return ({recipient: count}, the first start and the last
+    end on the monotonic clock, the writers' CPU seconds)."""
+    python, env = python_of(code)
+    processes = [
+        subprocess.Popen([*python, "-c", WRITER, str(root), str(count), str(seed), ",".join(names), str(mine), str(writers)], env=env, stdout=subprocess.PIPE)
+        for mine in range(writers)
+    ]
+    reports = []
+    for process in processes:
+        out, _err = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"a writer failed with {process.returncode}")
+        reports.append(json.loads(out))
+    times = {"start": min(r["start"] for r in reports), "end": max(r["end"] for r in reports), "cpu": sum(r["cpu"] for r in reports)}
+    rng = random.Random(seed)
     expected: dict[str, int] = {}
-    for number in range(count):
-        sender, recipient = rng.sample(names, 2)
-        message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\n")
-        mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
+    for _number in range(count):
+        _sender, recipient = rng.sample(names, 2)
         expected[recipient] = expected.get(recipient, 0) + 1
-    return expected
+    return expected, times["start"], times["end"], times["cpu"]
 
 
 def delivered_count(box: Mailbox) -> int:
@@ -162,50 +226,121 @@ def pending_in_outbox(box: Mailbox) -> bool:
 def wait_burst(root: Path, expected: dict[str, int], start: float, senders: list[str] | None = None) -> tuple[float, float]:
     """Wait until every recipient holds its burst messages, then (with `senders`) until every
     sender's outbox is empty; return (seconds to delivered, seconds to drained) since `start`."""
-    deadline = time.perf_counter() + 120
+    deadline = time.monotonic() + 120
     pending = dict(expected)
     while pending:
         for recipient in list(pending):
             if delivered_count(Mailbox(root / recipient)) >= expected[recipient]:
                 del pending[recipient]
-        if time.perf_counter() > deadline:
+        if time.monotonic() > deadline:
             raise SystemExit(f"burst not delivered within 120 s; waiting on {sorted(pending)}")
         time.sleep(0.002)
-    delivered = time.perf_counter() - start
+    delivered = time.monotonic() - start
     waiting = list(senders or [])
     while waiting:
         waiting = [name for name in waiting if pending_in_outbox(Mailbox(root / name))]
-        if time.perf_counter() > deadline:
+        if time.monotonic() > deadline:
             raise SystemExit(f"outboxes not drained within 120 s: {waiting}")
         time.sleep(0.002)
-    return delivered, time.perf_counter() - start
+    return delivered, time.monotonic() - start
 
 
-def burst(layout: str, args: argparse.Namespace, code: Path | None) -> tuple[float, float, float, float]:
-    """(written while running: write seconds, delivered seconds; backlog: delivered seconds,
-    drained seconds) for one layout, with this checkout's sidecar or `code`'s."""
+@dataclass
+class Burst:
+    """One layout's burst figures for one checkout (seconds; CPU in seconds, None off Linux)."""
+
+    alone: float  # the writer with no sidecar running: the floor of `running`
+    alone_cpu: float
+    written: float  # the writer while the sidecar runs
+    written_cpu: float
+    running: float  # from the writer's start to the last delivery
+    running_sidecar_cpu: float | None
+    delivered: float  # backlog, from the sidecar's start
+    drained: float
+    backlog_sidecar_cpu: float | None
+
+
+def settle() -> None:
+    """Let the disk catch up with the previous measurement before the next one starts: the
+    thousands of files a burst leaves are written back and, once its folder is deleted, freed
+    (and discarded, on a mount with `discard`) in the background, which would otherwise slow
+    whatever runs next."""
+    os.sync()
+    time.sleep(SETTLE_SECONDS)
+
+
+def burst(layout: str, args: argparse.Namespace, code: Path | None) -> Burst:
+    """The burst of one layout with this checkout's sidecar and writer, or `code`'s."""
+    settle()
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = Path(folder)
+        names = build(root, args.burst_sleeves, layout)
+        _expected, start, end, alone_cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
+        alone = end - start
+    settle()
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
         sidecar = start_sidecar(root, code)
         try:
-            start = time.perf_counter()
-            expected = write_burst(root, names, args.burst, random.Random(args.seed))
-            written = time.perf_counter() - start
+            before = process_cpu(sidecar.pid)
+            expected, start, end, written_cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
             running, _ = wait_burst(root, expected, start)
+            after = process_cpu(sidecar.pid)
         finally:
             stop_sidecar(sidecar)
+    running_cpu = after - before if after is not None and before is not None else None
     with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
         root = Path(folder)
         names = build(root, args.burst_sleeves, layout)
-        expected = write_burst(root, names, args.burst, random.Random(args.seed))
+        expected, _start, _end, _cpu = write_burst(root, names, args.burst, args.seed, code, args.writers)
+        settle()
         sidecar = start_sidecar(root, code)
-        ready = time.perf_counter()
+        ready = time.monotonic()
         try:
+            before = process_cpu(sidecar.pid)
             delivered, drained = wait_burst(root, expected, ready, names)
+            after = process_cpu(sidecar.pid)
         finally:
             stop_sidecar(sidecar)
-    return written, running, delivered, drained
+    backlog_cpu = after - before if after is not None and before is not None else None
+    return Burst(alone, alone_cpu, end - start, written_cpu, running, running_cpu, delivered, drained, backlog_cpu)
+
+
+def send_processes(layout: str, count: int, code: Path | None) -> tuple[float, float]:
+    """`needlecast send` run `count` times, one process each, into one sleeve's outbox (no
+    sidecar); return (seconds per send, CPU seconds per send process)."""
+    python, env = python_of(code)
+    command = [*python, "-c", "from needlecast.cli import main; main()"] if code is not None else [str(BIN / "needlecast")]
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = Path(folder)
+        build(root, 2, layout)
+        start = time.monotonic()
+        cpu = 0.0
+        for number in range(count):
+            process = subprocess.Popen(
+                [*command, "send", "--root", str(root / "s00"), "--to", "s01", f"send {number}"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            _pid, status, usage = os.wait4(process.pid, 0)
+            if status != 0:
+                raise SystemExit(f"needlecast send failed: {process.stderr.read().decode() if process.stderr else status}")
+            cpu += usage.ru_utime + usage.ru_stime
+        return (time.monotonic() - start) / count, cpu / count
+
+
+def median_burst(runs: list[Burst]) -> Burst:
+    """Each figure's median over several runs (the figures of one row may come from different runs)."""
+
+    def middle(values: list[float | None]) -> float | None:
+        known = [value for value in values if value is not None]
+        return statistics.median(known) if known else None
+
+    fields = Burst.__dataclass_fields__
+    return Burst(**{name: middle([getattr(run, name) for run in runs]) for name in fields})  # type: ignore[arg-type]
+
+
+def per_message_ms(seconds: float | None, count: int) -> str:
+    return "-" if seconds is None else f"{seconds * 1000 / count:.2f}"
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -222,6 +357,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="another checkout whose sidecar runs the burst too, for comparison")
     parser.add_argument("--skip-latency", action="store_true", help="measure the burst only")
+    parser.add_argument("--repeat", type=int, default=1, help="burst runs per checkout and layout; the medians are printed")
+    parser.add_argument("--writers", type=int, default=1, help="writer processes sharing the burst, writing at once")
+    parser.add_argument("--sends", type=int, default=30, help="`needlecast send` processes timed (0: none)")
     args = parser.parse_args()
     layouts = ("v1", "v2") if args.layout == "both" else (args.layout,)
     print(
@@ -244,17 +382,37 @@ def main() -> None:
                 finally:
                     stop_sidecar(sidecar)
             print(f"{layout:<7}{size:>8}{statistics.median(values):>9.1f}{percentile(values, 0.95):>9.1f}{max(values):>9.1f}")
-    print(f"burst: {args.burst} messages from {args.burst_sleeves} sleeves, one recipient each, in messages/s")
-    print("  written while the sidecar runs: delivered end to end (the writer, one durable file or append per message, shares the CPUs)")
-    print("  backlog routed by a starting sidecar: delivered into every inbox / drained (archived, gone from every outbox)")
-    print(f"{'code':<10}{'layout':<8}{'writer':>9}{'end to end':>12}{'backlog delivered':>19}{'drained':>9}")
+    print(f"burst: {args.burst} messages from {args.burst_sleeves} sleeves, one recipient each, in messages/s; CPU in ms per message")
+    print(
+        f"  writer: {args.writers} process(es) writing every message (one durable file or append each), alone (the floor of end to end) and while the sidecar runs"
+    )
+    print(
+        "  end to end: from the writer's start to the last delivery; backlog: routed by a starting sidecar, delivered / drained (archived, gone from every outbox)"
+    )
+    print(f"{'code':<10}{'layout':<8}{'alone':>7}{'writer':>8}{'w cpu':>7}{'end to end':>12}{'sidecar cpu':>13}{'backlog':>9}{'drained':>9}{'sidecar cpu':>13}")
     codes: list[tuple[str, Path | None]] = [("baseline", args.baseline)] if args.baseline else []
     codes.append(("this", None))
+    n = args.burst
+    if args.repeat > 1:
+        print(f"  each figure the median of {args.repeat} runs; the checkouts take turns going first")
     for layout in layouts:
-        for label, code in codes:
-            written, running, delivered, drained = burst(layout, args, code)
-            n = args.burst
-            print(f"{label:<10}{layout:<8}{n / written:>9.0f}{n / running:>12.0f}{n / delivered:>19.0f}{n / drained:>9.0f}")
+        runs: dict[str, list[Burst]] = {label: [] for label, _code in codes}
+        for number in range(args.repeat):
+            # Whichever goes second pays for the files the first one left: take turns.
+            for label, code in codes if number % 2 == 0 else reversed(codes):
+                runs[label].append(burst(layout, args, code))
+        for label, _code in codes:
+            b = median_burst(runs[label])
+            print(
+                f"{label:<10}{layout:<8}{n / b.alone:>7.0f}{n / b.written:>8.0f}{per_message_ms(b.written_cpu, n):>7}{n / b.running:>12.0f}"
+                f"{per_message_ms(b.running_sidecar_cpu, n):>13}{n / b.delivered:>9.0f}{n / b.drained:>9.0f}{per_message_ms(b.backlog_sidecar_cpu, n):>13}"
+            )
+    if args.sends:
+        print(f"`needlecast send`, {args.sends} processes one after another (no sidecar): ms per send, wall / CPU")
+        for layout in layouts:
+            for label, code in codes:
+                wall, cpu = send_processes(layout, args.sends, code)
+                print(f"{label:<10}{layout:<8}{wall * 1000:>9.0f}{cpu * 1000:>7.0f}")
 
 
 if __name__ == "__main__":

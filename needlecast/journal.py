@@ -111,8 +111,9 @@ class Journal:
         """What the journal knows about entry `key`."""
         return self.records.get(key)
 
-    def write(self, events: list[Event]) -> None:
-        """Append events as one write, then apply them."""
+    def write(self, events: list[Event], *, durable: bool = True) -> None:
+        """Append events as one write, then apply them. With `durable` False the append is not
+        fsynced: the caller makes the journal durable later, with the rest of its pass."""
         if not events:
             return
         payload = _encode(events)
@@ -120,7 +121,7 @@ class Journal:
         if self._torn:
             payload = b"\n" + payload  # end the torn line, or it would swallow our first record
             self._torn = False
-        fs.append_line(self.path, payload)
+        fs.append_line(self.path, payload, durable=durable)
         for event in events:
             self._apply(event)
         self._size += len(payload)

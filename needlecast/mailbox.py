@@ -24,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
@@ -125,24 +126,28 @@ class Mailbox:
     def check_links(self) -> None:
         """Raise InvalidDocument SYMLINK_REFUSED when `.needlecast/`, or a file or folder the
         toolkit reads or writes in it, is a symbolic link (a cloned repository can plant one;
-        the raw reads and writes below never follow one because of this check and O_NOFOLLOW)."""
-        for path in (
-            self.dir,
-            self.inbox_file,
-            self.outbox_file,
-            self.archive_file,
-            self.read_log,
-            self.inbox_dir,
-            self.outbox_dir,
-            self.archive_dir,
-            self.dead_dir,
-            self.state_dir,
-        ):
-            fs.check_confined(path)
+        the raw reads and writes below never follow one because of this check and O_NOFOLLOW).
+        `.needlecast/` is reached once (`fs.folder_fd` refuses it if it is a link) and each name
+        in it looked at from there."""
+        try:
+            with fs.folder_fd(self.dir) as dir_fd:
+                for name in _CHECKED_NAMES:
+                    try:
+                        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISLNK(mode):
+                        raise fs.symlink_refused(self.dir / name)
+        except FileNotFoundError:
+            return
 
     def layout(self) -> str:
         """`v2` when the workspace keeps one file per message, else `v1`."""
         return "v2" if self.inbox_dir.is_dir() or self.outbox_dir.is_dir() else "v1"
+
+
+# The files and folders of `.needlecast/` that the toolkit reads or writes.
+_CHECKED_NAMES = ("inbox.md", "outbox.md", "archive.md", "read.log", "inbox", "outbox", "archive", "dead-letters", STATE_DIR)
 
 
 def init_mailbox(root: Path, layout: str = "v1") -> Mailbox:
@@ -267,13 +272,18 @@ def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | N
     return None
 
 
-def _message_files(folder: Path) -> list[Path]:
+def _message_names(folder: Path) -> list[str]:
+    """The message file names of a file-per-message folder, sorted (so oldest first)."""
     try:
-        names = sorted(os.listdir(folder))
+        names = os.listdir(folder)
     except FileNotFoundError:
         return []
     # Dot files are our temporary and lock files, or an editor's swap files.
-    return [folder / name for name in names if name.endswith(".md") and not name.startswith(".")]
+    return sorted(name for name in names if name.endswith(".md") and not name[:1] == ".")
+
+
+def _message_files(folder: Path) -> list[Path]:
+    return [folder / name for name in _message_names(folder)]
 
 
 def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes: int | None = None) -> Entry:
@@ -442,15 +452,7 @@ def deliver_many(batches: list[tuple[Mailbox, list[Message]]], now: datetime) ->
     """`deliver` for several inboxes; the file-per-message ones among them share one durable
     step (`shared_file.create_in_folders`) instead of taking two each. Raises as `deliver`, for
     the whole batch."""
-    for box, messages in batches:
-        for message in messages:
-            if not message.id or not message.sender:
-                raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
-            msg.check_writable(message)
-            msg.check_size(message)
-        box.check_links()
-        if not box.dir.is_dir():
-            raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
+    _check_deliverable(batches)
     results: list[list[str]] = [[] for _ in batches]
     folders: list[int] = []
     for number, (box, messages) in enumerate(batches):
@@ -462,6 +464,20 @@ def deliver_many(batches: list[tuple[Mailbox, list[Message]]], now: datetime) ->
         for number, found in zip(folders, _deliver_files([batches[number] for number in folders], now), strict=True):
             results[number] = found
     return results
+
+
+def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
+    """Raise, before anything is written, when a message cannot be delivered as it is
+    (MESSAGE_INVALID, MESSAGE_TOO_LARGE) or an inbox cannot take it (SLEEVE_UNAVAILABLE)."""
+    for box, messages in batches:
+        for message in messages:
+            if not message.id or not message.sender:
+                raise InvalidRequest("a delivered message needs an id and a sender", code="MESSAGE_INVALID")
+            msg.check_writable(message)
+            msg.check_size(message)
+        box.check_links()
+        if not box.dir.is_dir():
+            raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
 
 
 @dataclass(slots=True)
@@ -559,51 +575,73 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
     return list(results)
 
 
-def _folder_index(files: list[Path]) -> dict[str, str]:
-    """Map of `_<from>_<id>.md` suffix to file name for a file-per-message folder's files."""
+def _folder_index(names: list[str]) -> dict[str, str]:
+    """Map of `_<from>_<id>.md` suffix to file name for a file-per-message folder's names."""
     index: dict[str, str] = {}
-    for path in files:
-        parts = path.name.split("_", 1)
-        if len(parts) == 2:
-            index["_" + parts[1]] = path.name
+    for name in names:
+        _time, separator, rest = name.partition("_")
+        if separator:
+            index["_" + rest] = name
     return index
 
 
-def _deliver_files(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
-    """Deliver into file-per-message inboxes, holding every one's lock (taken in path order, so
-    two routers never wait on each other) until all the new files are durable."""
+@dataclass(slots=True)
+class FolderDelivery:
+    """Deliveries into file-per-message inboxes, decided under the inboxes' locks (which the
+    caller holds until the files are in place): per batch the results, and per folder the
+    files to create."""
+
+    results: list[list[str]]
+    groups: list[tuple[Path, list[tuple[str, bytes]]]]
+
+
+def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: datetime, stack: ExitStack) -> FolderDelivery:
+    """Take the lock of every file-per-message inbox of `batches` into `stack` (in path order,
+    so two routers never wait on each other) and decide each message's result and file: a
+    message whose (from, id) the folder holds is `present` (same content) or `conflict`.
+    Raises as `deliver`, for the whole batch, before anything is written."""
+    _check_deliverable(batches)
+    for folder in sorted({box.inbox_dir for box, _messages in batches}):
+        stack.enter_context(fs.locked(folder))
     results: list[list[str]] = []
     groups: list[tuple[Path, list[tuple[str, bytes]]]] = []
-    with ExitStack() as stack:
-        for folder in sorted({box.inbox_dir for box, _messages in batches}):
-            stack.enter_context(fs.locked(folder))
-        planned: dict[Path, dict[str, str]] = {}
-        written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
-        for box, messages in batches:
-            files = _message_files(box.inbox_dir)
-            capitalised = _folder_dialect(files)
-            index = planned.setdefault(box.inbox_dir, _folder_index(files))
-            ours = written.setdefault(box.inbox_dir, {})
-            found: list[str] = []
-            new: list[tuple[str, bytes]] = []
-            for message in messages:
-                suffix = _suffix(message)
-                if suffix in index:
+    planned: dict[Path, tuple[dict[str, str], bool]] = {}  # folder -> (suffix index, dialect)
+    written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
+    for box, messages in batches:
+        if box.inbox_dir not in planned:
+            names = _message_names(box.inbox_dir)
+            planned[box.inbox_dir] = (_folder_index(names), _folder_dialect(box.inbox_dir, names))
+        index, capitalised = planned[box.inbox_dir]
+        ours = written.setdefault(box.inbox_dir, {})
+        found: list[str] = []
+        new: list[tuple[str, bytes]] = []
+        for message in messages:
+            suffix = _suffix(message)
+            if suffix in index:
+                if index[suffix] in ours:  # planned earlier in this batch (two names for one inbox)
+                    same = ours[index[suffix]] == _render_for(message, capitalised)
+                else:
                     existing = read_if_any(box.inbox_dir / index[suffix])
                     same = existing is not None and scan_message_file(existing, box.inbox_dir / index[suffix], "").digest == msg.content_digest(message)
-                    if index[suffix] in ours:  # planned earlier in this batch (two names for one inbox)
-                        same = ours[index[suffix]] == _render_for(message, capitalised)
-                    found.append(PRESENT if same else CONFLICT)
-                    continue
-                name = message_file_name(message, now)
-                new.append((name, _render_for(message, capitalised)))
-                ours[name] = new[-1][1]
-                index[suffix] = name
-                found.append(DELIVERED)
-            results.append(found)
-            groups.append((box.inbox_dir, new))
-        create_in_folders(groups)
-    return results
+                found.append(PRESENT if same else CONFLICT)
+                continue
+            name = message_file_name(message, now)
+            new.append((name, _render_for(message, capitalised)))
+            ours[name] = new[-1][1]
+            index[suffix] = name
+            found.append(DELIVERED)
+        results.append(found)
+        groups.append((box.inbox_dir, new))
+    return FolderDelivery(results, groups)
+
+
+def _deliver_files(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
+    """Deliver into file-per-message inboxes, holding every one's lock until all the new
+    files are durable."""
+    with ExitStack() as stack:
+        planned = plan_folder_deliveries(batches, now, stack)
+        create_in_folders(planned.groups)
+    return planned.results
 
 
 def _render_for(message: Message, capitalised: bool) -> bytes:
@@ -617,14 +655,18 @@ def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
     return create_many(folder, files)
 
 
-def _folder_dialect(files: list[Path]) -> bool:
-    """True when the newest message file of a folder uses capitalised keys."""
-    if files:
-        data = read_if_any(files[-1]) or b""
-        head = data[:400].decode("utf-8", "replace")
-        for line in head.split("\n")[1:]:
-            if re.match(r"(?i:id|from|to|thread|type|time)\s*:", line):
-                return line[:1].isupper()
+def _folder_dialect(folder: Path, names: list[str]) -> bool:
+    """True when the newest message file of a folder (of its sorted `names`) uses capitalised
+    keys."""
+    return _dialect_of_file(read_if_any(folder / names[-1])) if names else False
+
+
+def _dialect_of_file(data: bytes | None) -> bool:
+    """True when a message file's header uses capitalised keys."""
+    head = (data or b"")[:400].decode("utf-8", "replace")
+    for line in head.split("\n")[1:]:
+        if re.match(r"(?i:id|from|to|thread|type|time)\s*:", line):
+            return line[:1].isupper()
     return False
 
 
@@ -640,16 +682,20 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
     msg.check_writable(message)
     msg.check_size(message)
     box.check_links()
-    box.dir.mkdir(parents=True, exist_ok=True)
     # End with a line break: the router leaves a file without one alone for a moment, taking
     # it for a write still in progress.
     message = msg.with_changes(message, body=msg.normalize_body(message.body))
     if box.outbox_dir.is_dir():
-        name = f"{time_stamp(message.time, now)}_{safe_part(message.id or 'x')}.md"
-        data = msg.render_message_document(message, capitalised=_folder_dialect(_message_files(box.outbox_dir))).encode("utf-8")
-        if not fs.create_exclusive(box.outbox_dir / name, data):
-            raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
-        return box.outbox_dir / name
+        path = box.outbox_dir / f"{time_stamp(message.time, now)}_{safe_part(message.id or 'x')}.md"
+        # The folder is opened once for the listing, the newest file (its key case) and the write.
+        with fs.folder_fd(box.outbox_dir) as dir_fd:
+            names = [name for name in os.listdir(dir_fd) if name.endswith(".md") and name[:1] != "."]
+            newest = read_in(dir_fd, box.outbox_dir, max(names)) if names else None
+            data = msg.render_message_document(message, capitalised=_dialect_of_file(newest)).encode("utf-8")
+            if not fs.create_exclusive(path, data, dir_fd=dir_fd):
+                raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=path)
+        return path
+    box.dir.mkdir(parents=True, exist_ok=True)
     with fs.locked(box.outbox_file):
         refuse_conflicted(box.outbox_file, read_if_any(box.outbox_file))
         head, tail = read_ends(box.outbox_file)
@@ -678,11 +724,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         return
     if files:
         box.archive_dir.mkdir(parents=True, exist_ok=True)
-        index = _folder_index(_message_files(box.archive_dir))
-        create_files(
-            box.archive_dir,
-            [(message_file_name(m, now), msg.render_message_document(m).encode("utf-8")) for m in messages if _suffix(m) not in index],
-        )
+        create_files(box.archive_dir, archive_files(box, messages, now))
         return
     with fs.locked(box.archive_file):
         head, _tail = read_ends(box.archive_file)
@@ -702,6 +744,13 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         tail = recent[-2:]
         prefix = "" if tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
         fs.append_line(box.archive_file, (prefix + "".join(todo)).encode("utf-8"))  # whole blocks: one write
+
+
+def archive_files(box: Mailbox, messages: list[Message], now: datetime) -> list[tuple[str, bytes]]:
+    """The (name, bytes) of the file-per-message archive files to create for `messages`: those
+    whose id the archive does not hold yet (a repeat after a crash finds its copy there)."""
+    index = _folder_index(_message_names(box.archive_dir))
+    return [(message_file_name(m, now), msg.render_message_document(m).encode("utf-8")) for m in messages if _suffix(m) not in index]
 
 
 def _opening(block: str) -> bytes:
@@ -724,8 +773,11 @@ def outbox_settled(done: Callable[[Entry], bool], sender: str) -> Callable[[byte
     )
 
 
-def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool]) -> None:
-    """Take routed entries out of the outbox; blocks that changed or were added meanwhile stay."""
+def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool], *, settle: bool = True) -> None:
+    """Take routed entries out of the outbox; blocks that changed or were added meanwhile stay.
+
+    With `settle` False the removal of file-per-message entries is not made durable here: the
+    caller makes `box.outbox_dir` durable later (with the other outboxes of its pass)."""
     file_entries = [entry for entry in routed if entry.source == box.outbox_file]
     folder_entries = [entry for entry in routed if entry.source != box.outbox_file]
     if file_entries:
@@ -749,7 +801,7 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
 
         rewrite(box.outbox_file, transform, outbox_merge(done, sender), settled=outbox_settled(done, sender))
     if folder_entries:
-        _remove_files(box, folder_entries)
+        _remove_files(box, folder_entries, settle=settle)
 
 
 def rewrite_mailbox_file(path: Path, transform: Callable[[bytes | None], bytes | None]) -> bool:
@@ -775,14 +827,14 @@ def _stamped(entry: Entry) -> bytes:
     return entry.raw[: first_break + 1] + key + b": " + entry.key.encode() + newline + entry.raw[first_break + 1 :]
 
 
-def _remove_files(box: Mailbox, entries: list[Entry]) -> None:
+def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True) -> None:
     """Remove routed v2 outbox files, each unless it changed since it was routed.
 
     Each file is first renamed aside inside its own folder (so nobody can rewrite it while it
     is compared), then deleted or put back. Staying in the folder matters: a rename out of a
     watched folder is an unpaired inotify move, which watchdog holds back for half a second,
     delaying every event after it. The folder is opened once for the batch and made durable
-    once at the end.
+    once at the end (by the caller instead, with `settle` False).
     """
     restore: list[tuple[Path, str]] = []
     with fs.folder_fd(box.outbox_dir) as dir_fd:
@@ -796,7 +848,8 @@ def _remove_files(box: Mailbox, entries: list[Entry]) -> None:
                 os.unlink(moved.name, dir_fd=dir_fd)
             else:
                 restore.append((moved, entry.source.name))
-        os.fsync(dir_fd)
+        if settle:
+            os.fsync(dir_fd)
     for moved, name in restore:
         _restore(moved, name)
 
@@ -819,7 +872,8 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
         if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
             with fs.locked(path):
                 fold_leftovers(path, merge, settled)
-    for name in list_names(box.outbox_dir):
+    outbox_names = list_names(box.outbox_dir)
+    for name in outbox_names:
         match = LEFTOVER.match(name)
         if not match or match.group("kind") != "aside":
             continue
@@ -832,8 +886,8 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
             moved.unlink()
         else:
             _restore(moved, match.group("name"))
-    clear_dead_temporaries(box.dir)
-    clear_dead_temporaries(box.outbox_dir)
+    clear_dead_temporaries(box.dir, names)
+    clear_dead_temporaries(box.outbox_dir, outbox_names)
     if not thorough:
         return
     if box.inbox_dir.is_dir():

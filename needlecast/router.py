@@ -4,13 +4,17 @@ Shell layer: gathers (sleeve directory, outbox entries, journal), asks `routing.
 what is left to do, and applies it through `mailbox` (local sleeves) or `remote` (sidecars on
 other hosts). Each step is idempotent and the order makes every crash point safe:
 
-1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op;
+1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op; a file-per-message
+   entry that needs nothing else is archived in the same batch (the archive takes an id once);
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
-4. archive in the sender's workspace (by id, once), then journal `archived`;
+4. archive the rest in the sender's workspace (by id, once), then journal `archived`;
 5. remove from the outbox through `shared_file.rewrite`, which never drops what was written
    meanwhile; a block that comes back (an editor's stale save) is recognised by the journal
    and removed without a second delivery.
+
+One pass routes every sender whose outbox changed, and is made durable in three steps for all
+of them (`route_senders`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
-from needlecast import mailbox, remote, signing
+from needlecast import mailbox, remote, shared_file, signing
 from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message, message_to_dict
@@ -93,6 +97,31 @@ class _Pass:
     held: dict[str, list[str]] = field(default_factory=dict)  # key -> recipients not reachable now
     conflicts: dict[str, list[str]] = field(default_factory=dict)  # key -> inboxes with another message under that id
     events: list[dict[str, Any]] = field(default_factory=list)  # `delivered` facts not yet journaled
+    archived: list[dict[str, Any]] = field(default_factory=list)  # `archived` facts of the pass's batch, not yet journaled
+    batched: set[str] = field(default_factory=set)  # keys archived in the pass's batch
+    unarchived: set[str] = field(default_factory=set)  # keys whose archive file the batch failed to write
+
+
+@dataclass(slots=True)
+class _Saved:
+    """What a sender's pass knew before the file-per-message deliveries were recorded, to go
+    back to when their batch fails."""
+
+    work: _Pass
+    delivered: dict[str, set[str]]
+    conflicts: dict[str, list[str]]
+    events: int
+    count: int
+
+    @classmethod
+    def of(cls, work: _Pass) -> _Saved:
+        delivered = {key: set(names) for key, names in work.delivered.items()}
+        return cls(work, delivered, {key: list(names) for key, names in work.conflicts.items()}, len(work.events), work.report.delivered)
+
+    def restore(self) -> None:
+        self.work.delivered, self.work.conflicts = self.delivered, self.conflicts
+        del self.work.events[self.events :]
+        self.work.report.delivered = self.count
 
 
 def _done_by(journal: Journal) -> Callable[[Entry], bool]:
@@ -184,9 +213,13 @@ class Router:
     def route_senders(self, sleeves: list[Sleeve]) -> RouteReport:
         """Route the outboxes of local senders in one pass; failures become problems.
 
-        The senders' route locks are taken in path order and held for the pass, so their
-        deliveries share one write per inbox (and one durable step for every file-per-message
-        inbox) before each sender archives and removes what was delivered.
+        The senders' route locks are taken in path order and held for the pass. The pass is
+        made durable in four steps for all its senders together, not a few per message: the new
+        inbox files (then linked to their names), the new archive files (then linked), all
+        their names (the folders), then, after every removal from the outboxes, the journals
+        and the outbox folders; each step is one syncfs or fsyncs issued together
+        (`shared_file.fsync_all`). A removal is only ever made after the files it routed are
+        durable under their names.
         """
         total = RouteReport()
         directory = self.directory or self.refresh()
@@ -201,8 +234,16 @@ class Router:
                     works.append(work)
             if works:
                 self._deliver_all(works, directory)
+            settle: list[Path] = []
             for work in works:
-                self._guarded(work.sender, work.report, partial(self._finish, work))
+                self._guarded(work.sender, work.report, partial(self._finish, work, settle))
+            if settle:
+                try:
+                    shared_file.make_durable(settle)
+                except OSError as exc:
+                    for work in works:
+                        work.report.problems.append({"sleeve": work.sender, **error_body(_unwritable(exc))["error"]})
+            for work in works:
                 total.add(work.report)
         return total
 
@@ -247,19 +288,28 @@ class Router:
         work.delivered = {entry.key: set(plan.delivered) for entry, plan in work.plans}
         return work
 
-    def _finish(self, work: _Pass) -> None:
-        """Steps 2-5 for one sender: journal the deliveries, dead letters, archive, removal."""
-        work.journal.write(merge_deliveries(work.events))
+    def _finish(self, work: _Pass, settle: list[Path]) -> None:
+        """Steps 2-5 for one sender: journal the deliveries (and the archiving done with them),
+        dead letters, archive the rest, removal. Adds to `settle` what is left to make durable."""
+        events = merge_deliveries(work.events) + work.archived
+        if events:
+            work.journal.write(events, durable=False)
+            settle.append(work.journal.path)
         self._dead_letters(work)
         finished = self._archive(work)
         if finished:
-            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal))
+            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal), settle=False)
+            if any(entry.source != work.box.outbox_file for entry in finished):
+                settle.append(work.box.outbox_dir)
             work.report.removed += len(finished)
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
 
     def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
-        """Step 1: deliver what every sender's plans ask, one inbox write per recipient (and one
-        durable step for all file-per-message inboxes); each sender journals its own later."""
+        """Step 1 for every sender of the pass: one inbox write per file-layout recipient (each
+        durable on its own) and remote post; the new files of file-per-message inboxes, then the
+        archive files of every entry that needs nothing else (no dead letter, nobody held), each
+        made durable together and linked, and then all their names. Each sender journals its
+        part later (`_finish`)."""
         by_recipient: dict[str, list[tuple[_Pass, Entry, EntryPlan]]] = {}
         for work in works:
             for entry, plan in work.plans:
@@ -286,7 +336,7 @@ class Router:
                 work.events.append(delivered_event(entry.key, entry.digest, [name], work.stamp))
 
         now = works[0].now
-        # File-per-message inboxes are written together: one durable step for all of them.
+        # File-per-message inboxes are written together, in one batch with the archive files.
         together: list[tuple[str, list[tuple[_Pass, Entry, EntryPlan]], Mailbox]] = []
         for name, items in by_recipient.items():
             target = directory.get(name)
@@ -306,19 +356,58 @@ class Router:
                 hold(name, items, _unwritable(exc))
                 continue
             record(name, items, results)
-        if together:
-            batches = [(box, [plan.copy for _, _, plan in items if plan.copy is not None]) for _, items, box in together]
-            try:
-                found = mailbox.deliver_many(batches, now)
-            except MossError as err:
-                for name, items, _box in together:
-                    hold(name, items, err)
-            except OSError as exc:
-                for name, items, _box in together:
-                    hold(name, items, _unwritable(exc))
-            else:
-                for (name, items, _box), results in zip(together, found, strict=True):
+        with ExitStack() as inboxes:  # the inboxes' locks, held until their files are in place
+            planned: mailbox.FolderDelivery | None = None
+            if together:
+                batches = [(box, [plan.copy for _, _, plan in items if plan.copy is not None]) for _, items, box in together]
+                try:
+                    planned = mailbox.plan_folder_deliveries(batches, now, inboxes)
+                except MossError as err:
+                    for name, items, _box in together:
+                        hold(name, items, err)
+                except OSError as exc:
+                    for name, items, _box in together:
+                        hold(name, items, _unwritable(exc))
+            saved = [_Saved.of(work) for work in works] if planned is not None else []
+            if planned is not None:
+                for (name, items, _box), results in zip(together, planned.results, strict=True):
                     record(name, items, results)
+            inbox_groups = list(planned.groups) if planned is not None else []
+            groups = list(inbox_groups)
+            archiving: list[tuple[_Pass, list[tuple[Entry, Message]]]] = []
+            for work in works:
+                # An entry with a dead letter to write, or a clash in an inbox, is archived after
+                # its dead letter, by `_finish`.
+                later = {entry.key for entry, plan in work.plans if plan.dead} | set(work.conflicts)
+                ready = [(entry, copy) for entry, copy in self._to_archive(work)[True] if entry.key not in later]
+                if ready:
+                    files = self._guarded(work.sender, work.report, partial(mailbox.archive_files, work.box, [copy for _, copy in ready], now))
+                    if files is not None:
+                        archiving.append((work, ready))
+                        groups.append((work.box.archive_dir, files))
+            if not groups:
+                return
+            try:
+                # The inbox files first: a message reaches its inbox without waiting for its
+                # archive copy, which follows in the same pass.
+                shared_file.create_in_folders(inbox_groups, settle=False)
+                shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
+                shared_file.make_durable([folder for folder, _files in groups])
+            except (MossError, OSError) as exc:
+                # Nothing was journaled: the next pass finds what is in place and does the rest.
+                failure = exc if isinstance(exc, MossError) else _unwritable(exc)
+                for state in saved:
+                    state.restore()
+                for name, items, _box in together if planned is not None else ():
+                    hold(name, items, failure)
+                for work, ready in archiving:
+                    work.unarchived.update(entry.key for entry, _copy in ready)
+                    work.report.problems.append({"sleeve": work.sender, **error_body(failure)["error"]})
+                return
+        for work, ready in archiving:
+            work.report.archived += len(ready)
+            work.archived.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _copy in ready)
+            work.batched.update(entry.key for entry, _copy in ready)
 
     def _dead_letters(self, work: _Pass) -> None:
         """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""
@@ -340,32 +429,41 @@ class Router:
             work.report.bounces += sum(1 for result in results if result == mailbox.DELIVERED)
         work.journal.write(events)
 
-    def _archive(self, work: _Pass) -> list[Entry]:
-        """Step 4: archive what reached everyone it could reach; return the entries to remove."""
-        finished: list[Entry] = []
+    def _to_archive(self, work: _Pass) -> dict[bool, list[tuple[Entry, Message]]]:
+        """The archive copies still to write: of every entry that reached everyone it could
+        reach and is not archived yet, by where it goes (True: a file each, False: archive.md)."""
         to_archive: dict[bool, list[tuple[Entry, Message]]] = {True: [], False: []}
         for entry, plan in work.plans:
-            if plan.remove_only:
-                finished.append(entry)
+            if plan.remove_only or plan.held is not None or plan.copy is None or work.held.get(entry.key):
                 continue
-            if plan.held is not None:
-                assert entry.problem is not None
-                work.report.problems.append({"sleeve": work.sender, **error_body(entry.problem)["error"]})
-                continue
-            if work.held.get(entry.key):
-                work.report.pending += 1
+            if entry.key in work.batched or entry.key in work.unarchived:
                 continue
             record = work.journal.get(entry.key)
             reached = work.delivered[entry.key]
             # A broadcast with nobody else to hear it is still archived; a message that went
             # nowhere at all lives on as its dead letter instead.
-            if plan.copy is not None and (reached or not plan.undeliverable) and not (record is not None and record.archived):
+            if (reached or not plan.undeliverable) and not (record is not None and record.archived):
                 missing = plan.undeliverable + tuple(work.conflicts.get(entry.key, ()))
                 copy = archived_copy(plan.copy, sorted(reached), missing, work.stamp)
                 to_archive[entry.source != work.box.outbox_file].append((entry, copy))
-            finished.append(entry)
+        return to_archive
+
+    def _archive(self, work: _Pass) -> list[Entry]:
+        """Step 4: archive what reached everyone it could reach (and was not archived with the
+        pass's deliveries); return the entries to remove."""
+        finished: list[Entry] = []
+        for entry, plan in work.plans:
+            if plan.remove_only:
+                finished.append(entry)
+            elif plan.held is not None:
+                assert entry.problem is not None
+                work.report.problems.append({"sleeve": work.sender, **error_body(entry.problem)["error"]})
+            elif work.held.get(entry.key) or entry.key in work.unarchived:
+                work.report.pending += 1
+            else:
+                finished.append(entry)
         events: list[dict[str, Any]] = []
-        for files, items in to_archive.items():
+        for files, items in self._to_archive(work).items():
             if items:
                 mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files)
                 work.report.archived += len(items)

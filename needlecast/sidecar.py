@@ -12,7 +12,8 @@ sidecar switches to watchdog's PollingObserver. `--poll` starts with polling.
 
 Events are hints, never trusted for content: each names a sleeve whose outbox may have
 changed; names are gathered until the burst goes quiet (QUIET_SECONDS, at most
-MAX_BATCH_SECONDS), then those sleeves are routed. A full sweep of every outbox runs every
+MAX_BATCH_SECONDS; while a burst goes on, BURST_QUIET_SECONDS, at most BURST_BATCH_SECONDS),
+then those sleeves are routed. A full sweep of every outbox runs every
 `sweep_seconds` regardless, and re-reads the sleeve directory.
 
 The search index: with `index_watch`, in a workspace that has one (a `.moss/` folder), the
@@ -60,6 +61,12 @@ from needlecast.status import PartCache, build_status, parse_vmrss
 
 QUIET_SECONDS = 0.002
 MAX_BATCH_SECONDS = 0.02
+# While a burst goes on (the last pass took BURST_MESSAGES or more out of the outboxes), a pass
+# gathers for longer: fewer, larger passes, each with the same few durable steps and the same
+# fixed cost for every sender. A lone message is still routed after QUIET_SECONDS.
+BURST_MESSAGES = 8
+BURST_QUIET_SECONDS = 0.01
+BURST_BATCH_SECONDS = 0.1
 PROBE_TIMEOUT = 2.0
 HELD_RETRY_FIRST = 0.2  # seconds before the first retry of messages held for an unreachable recipient
 RUNTIME_FILE = "sidecar.json"
@@ -421,6 +428,7 @@ class Sidecar:
         """Route until asked to stop (the first round is a full sweep)."""
         next_sweep = time.monotonic()
         retry_at: float | None = None
+        bursting = False
         while not self.stop_event.is_set():
             with self._cond:
                 while not (self._pending or self._directory_dirty or self.stop_event.is_set()):
@@ -430,10 +438,11 @@ class Sidecar:
                         break
                     self._cond.wait(min(remaining, 0.5))
                 # Let a burst finish: wait for a short quiet spell, bounded by a batch limit.
-                batch_end = time.monotonic() + MAX_BATCH_SECONDS
+                quiet, batch = (BURST_QUIET_SECONDS, BURST_BATCH_SECONDS) if bursting else (QUIET_SECONDS, MAX_BATCH_SECONDS)
+                batch_end = time.monotonic() + batch
                 seen = self._events_seen
                 while self._pending and not self.stop_event.is_set() and time.monotonic() < batch_end:
-                    self._cond.wait(QUIET_SECONDS)
+                    self._cond.wait(quiet)
                     if self._events_seen == seen:
                         break
                     seen = self._events_seen
@@ -446,6 +455,7 @@ class Sidecar:
                     self._refresh()
                 if names and self.routing:
                     report = self.router.route_names(names)
+                    bursting = report.removed >= BURST_MESSAGES
                     self._record(report)
                     if report.delivered or report.dead_letters:
                         self._missed_sweeps = 0  # events do arrive here

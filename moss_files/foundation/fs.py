@@ -26,7 +26,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -317,9 +317,11 @@ def temp_path_for(path: Path) -> Path:
 
 
 def is_temporary(path: Path) -> bool:
-    """True for our temporary and lock files, which scanners and watchers must skip."""
+    """True for our temporary and lock files, which scanners and watchers must skip, and for
+    the `#<inode>` name under which inotify reports writes to a file not yet linked into place
+    (`create_exclusive`'s O_TMPFILE)."""
     name = path.name
-    return name.startswith(".") and (TEMP_MARKER in name or name.endswith(LOCK_SUFFIX))
+    return (name.startswith(".") and (TEMP_MARKER in name or name.endswith(LOCK_SUFFIX))) or (name[:1] == "#" and name[1:].isdigit())
 
 
 # --------------------------------------------------------------------------- writes
@@ -343,13 +345,24 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
         os.fsync(dir_fd)
 
 
-def create_exclusive(path: Path, data: bytes) -> bool:
+def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> bool:
     """Create `path` with `data` unless it exists; True when this call created it.
 
     Durable like write_atomic, and never replaces an existing file (link(2) fails on EEXIST,
-    also for a dangling link).
+    also for a dangling link). `dir_fd`: `path`'s folder, already opened by `folder_fd`.
+
+    Where the file system allows it (Linux's O_TMPFILE), the file is written without a name
+    and linked to its own once durable: no temporary name appears in the folder, a kill leaves
+    nothing, and a watcher of the folder hears three events instead of five (the creation, and
+    the write and close of the unnamed file under inotify's `#<inode>`, which `is_temporary`
+    recognises).
     """
-    with folder_fd(path.parent, create=True) as dir_fd:
+    with ExitStack() as stack:
+        if dir_fd is None:
+            dir_fd = stack.enter_context(folder_fd(path.parent, create=True))
+        created = _create_unnamed(dir_fd, path, data)
+        if created is not None:
+            return created
         temp, _ = _durable_temp(dir_fd, path, data, None)
         try:
             os.link(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
@@ -361,9 +374,43 @@ def create_exclusive(path: Path, data: bytes) -> bool:
     return True
 
 
+_tmpfile_state: dict[str, bool] = {}  # "off": O_TMPFILE (or /proc) failed once here
+
+
+def _create_unnamed(dir_fd: int, path: Path, data: bytes) -> bool | None:
+    """`create_exclusive` through an O_TMPFILE file linked to its name through /proc: True when
+    created, False when the name exists; None where that cannot be done (then a named temporary
+    is used)."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or _tmpfile_state.get("off"):
+        return None
+    try:
+        fd = os.open(".", os.O_WRONLY | flag | os.O_CLOEXEC, 0o666 & ~_umask(), dir_fd=dir_fd)
+    except OSError:  # a file system without it (EOPNOTSUPP, EISDIR, EINVAL)
+        _tmpfile_state["off"] = True
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        try:
+            os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=dir_fd, follow_symlinks=True)
+        except FileExistsError:
+            return False
+        except (FileNotFoundError, PermissionError):  # no /proc here
+            _tmpfile_state["off"] = True
+            return None
+    finally:
+        os.close(fd)
+    os.fsync(dir_fd)
+    return True
+
+
 def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
     """Append one record with a single write(2) on an O_APPEND descriptor, then fsync (unless
-    not `durable`: a derived cache that may lose its last lines in a power cut)."""
+    not `durable`: a derived cache that may lose its last lines in a power cut, or a caller that
+    makes many files durable together and fsyncs this one later)."""
     if not line.endswith(b"\n"):
         line += b"\n"
     with folder_fd(path.parent, create=True) as dir_fd:
