@@ -51,17 +51,21 @@ def claim_next_task(
     worker_id: str | None = None,
     replace_existing: bool = False,
     prefer_adjacent_in_epic: bool = True,
+    task_id: str | None = None,
 ) -> dict[str, Any]:
     """Moe's claim_next_task: give the worker the next task in `statuses` (see
-    `rules.plan_claim` for the order, the adjacent-epic preference and the solo-worker rule).
-    Without a worker (none named, no MOE_WORKER_ID), shows the task it would give.
+    `rules.plan_claim` for the order, the adjacent-epic preference and the solo-worker rule),
+    or with `task_id` that task only, when it is one the claim would offer; if not, the answer
+    is `{hasNext: false, notClaimable: {taskId, reason}}`. Without a worker (none named, no
+    MOE_WORKER_ID), shows the task it would give.
 
     A task released with a handoff note comes with `handoffHint`; when the note recorded the
     working tree's signature and the tree has changed since, also `staleHandoffDiskState`
     (git runs only then, after the lock is released).
 
     Returns `{hasNext: false, alreadyAssigned}` when the worker holds a task already. Raises
-    InvalidRequest for bad statuses, Conflict WORKER_CONFLICT under the solo-worker rule.
+    InvalidRequest for bad statuses, NotFound for an unknown `task_id`, Conflict
+    WORKER_CONFLICT under the solo-worker rule.
     """
     wanted = check_statuses(statuses, "statuses")
     worker = caller(ctx, worker_id)
@@ -72,10 +76,17 @@ def claim_next_task(
     # may give by itself, and (outline's own) every task held in flight and their dependencies.
     # In outline: the chosen task is read in full when it is written (or shown).
     weighed = (*wanted, "AWAITING_APPROVAL")
+    task_id = task_id.strip() if task_id else None
     with store.writing():
         board = settle_leases(ctx, store.outline(weighed))
         if epic_id:
             find_epic(board, epic_id.strip())
+        if task_id is not None and task_id not in board.tasks:
+            # Not in the columns read: either unknown (NotFound) or in another column.
+            asked = store.get("task", task_id)
+            reason = rules.unclaimable(board, asked, wanted, worker)
+            touch(ctx, board, worker)
+            return with_problems({"hasNext": False, "notClaimable": {"taskId": task_id, "reason": reason}}, board.problems)
         board = settle_approvals(ctx, board)
         if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
             revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
@@ -88,6 +99,7 @@ def claim_next_task(
             replace_existing=replace_existing,
             blocked=question_blocked(ctx),
             prefer_adjacent=prefer_adjacent_in_epic,
+            task_id=task_id,
         )
         if plan.already is not None:
             held = plan.already
@@ -95,6 +107,12 @@ def claim_next_task(
             return with_problems({"hasNext": False, "alreadyAssigned": {"taskId": held.id, "title": held.title, "status": held.status}}, board.problems)
         if plan.task is None:
             touch(ctx, board, worker)
+            if task_id is not None:
+                asked = board.tasks.get(task_id) or store.get("task", task_id)
+                reason = rules.unclaimable(board, asked, wanted, worker, epic_id=epic_id.strip() if epic_id else None)
+                if not reason and question_blocked(ctx)(asked):
+                    reason = "it waits for a person's answer to a question"
+                return with_problems({"hasNext": False, "notClaimable": {"taskId": task_id, "reason": reason or "not offered"}}, board.problems)
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
         if worker is None:

@@ -132,9 +132,11 @@ def update_task(
     parent_task_id: str | None = None,
     test_file: str | None = None,
     epic_id: str | None = None,
+    max_reopens: int | None = None,
 ) -> dict[str, Any]:
     """Edit a task's fields (not its status or holder: those move through the workflow).
-    Only the changed keys' lines change in the file."""
+    Only the changed keys' lines change in the file. `max_reopens` 0 clears the task's own
+    reopen budget (the project's applies again)."""
     task_id = arguments.required(task_id, "taskId")
     changes: dict[str, Any] = {}
     if title is not None:
@@ -151,6 +153,10 @@ def update_task(
         changes["order"] = order
     if test_file is not None:
         changes["test_file"] = arguments.optional(test_file)
+    if max_reopens is not None:
+        if isinstance(max_reopens, bool) or not isinstance(max_reopens, int) or max_reopens < 0:
+            raise InvalidRequest("maxReopens is a whole number (0 clears it)", details={"field": "maxReopens"})
+        changes["max_reopens"] = max_reopens or None
     store = board_store(ctx)
     with store.writing():
         board = store.load()

@@ -178,6 +178,7 @@ class Task:
     plan: tuple[Step, ...] = ()
     reopen_count: int = 0
     reopen_reason: str | None = None
+    max_reopens: int | None = None  # Moe's task maxReopens: this task's own reopen budget, before the project's
     pr_link: str | None = None
     created_by: str = "HUMAN"
     test_file: str | None = None

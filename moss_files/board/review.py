@@ -132,9 +132,10 @@ def read_issues(values: Sequence[Any] | None) -> tuple[dict[str, Any], ...]:
 
 
 def decide(task: Task, settings: Settings, *, reason: str, failed: Sequence[str], issues: Sequence[Mapping[str, Any]], now: str) -> Rejection:
-    """Where a rejection of `task` (in REVIEW) sends it, and the history entry it adds."""
+    """Where a rejection of `task` (in REVIEW) sends it, and the history entry it adds. The
+    task's own `max_reopens`, when set, is its budget instead of the project's."""
     count = task.reopen_count + 1
-    cap = settings.max_reopens
+    cap = task.max_reopens or settings.max_reopens
     parked = count > cap
     soft = not parked and count >= cap
     seen = [str(entry.get("item")) for entry in task.failed_dod_items]

@@ -456,8 +456,10 @@ def plan_claim(
     replace_existing: bool = False,
     blocked: Callable[[Task], bool] | None = None,
     prefer_adjacent: bool = True,
+    task_id: str | None = None,
 ) -> ClaimPlan:
-    """Choose the task `worker_id` claims next: with `prefer_adjacent` (Moe's
+    """Choose the task `worker_id` claims next (only `task_id` when given, Moe's explicit
+    taskId; `unclaimable` says why it is not offered): with `prefer_adjacent` (Moe's
     preferAdjacentInEpic) first those in the epic of the worker's last claim
     (`Worker.last_epic`), then by priority, epic order and task order.
 
@@ -500,6 +502,8 @@ def plan_claim(
     def offered(task: Task) -> bool:
         if task.status not in statuses or (epic_id is not None and task.epic != epic_id):
             return False
+        if task_id is not None and task.id != task_id:
+            return False
         epic = board.epics.get(task.epic)
         if epic is not None and epic.status == "ARCHIVED":
             return False
@@ -536,6 +540,25 @@ def plan_claim(
             hint="join that worker's team, choose another epic, or pass replaceExisting to take over",
         )
     return ClaimPlan()
+
+
+def unclaimable(board: Board, task: Task, statuses: Sequence[str], worker_id: str | None, *, epic_id: str | None = None) -> str:
+    """Why `plan_claim` does not offer `task` to `worker_id` (an explicit taskId's answer), as
+    a sentence; "" when nothing in the board's task and epic files stands in the way."""
+    if task.status not in statuses:
+        return f"it is {task.status}, not {' or '.join(statuses)}"
+    if epic_id is not None and task.epic != epic_id:
+        return f"it belongs to epic {task.epic}, not {epic_id}"
+    epic = board.epics.get(task.epic)
+    if epic is not None and epic.status == "ARCHIVED":
+        return f"its epic {task.epic} is archived"
+    if task.needs_human_review and task.status == "REVIEW":
+        return "it waits for a person's review"
+    if task.status == "WORKING" and (waiting := waiting_on(task, board.tasks)):
+        return f"it waits on {', '.join(waiting)}"
+    if task.assigned_worker and task.assigned_worker != worker_id and _owner_alive(board, task.assigned_worker):
+        return f"{task.assigned_worker} holds it"
+    return ""
 
 
 def claim_order(board: Board, worker_id: str | None, prefer_adjacent: bool) -> Callable[[Task], tuple[Any, ...]]:

@@ -60,6 +60,7 @@ def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
         "implementationPlan": [step_to_dict(step) for step in task.plan],
         "reopenCount": task.reopen_count,
         "reopenReason": task.reopen_reason,
+        "maxReopens": task.max_reopens,
         "prLink": task.pr_link,
         "createdBy": task.created_by,
         "testFile": task.test_file,

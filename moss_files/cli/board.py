@@ -262,13 +262,22 @@ def register(app: typer.Typer) -> None:
         adjacent: Annotated[
             bool, typer.Option("--adjacent/--no-adjacent", help="Prefer tasks in the epic of the worker's last claim, before priority.")
         ] = True,
+        task: Annotated[
+            str | None, typer.Option("--task", "-t", help="Claim this task only, if the claim would offer it (else says why not).", show_default=False)
+        ] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Claim the next task for a worker (one task per worker, one worker per status per epic)."""
         with reporting(as_json):
             result = claims.claim_next_task(
-                _context(root), statuses=status or ["WORKING"], epic_id=epic, worker_id=worker, replace_existing=replace, prefer_adjacent_in_epic=adjacent
+                _context(root),
+                statuses=status or ["WORKING"],
+                epic_id=epic,
+                worker_id=worker,
+                replace_existing=replace,
+                prefer_adjacent_in_epic=adjacent,
+                task_id=task,
             )
         if result.get("handoffHint"):
             note(("warning: " if result.get("staleHandoffDiskState") else "") + result["handoffHint"])
@@ -276,6 +285,8 @@ def register(app: typer.Typer) -> None:
             text = f"{result['task']['id']}  {result['task']['title']}"
         elif "alreadyAssigned" in result:
             text = f"{worker} already holds {result['alreadyAssigned']['taskId']} ({result['alreadyAssigned']['status']})"
+        elif "notClaimable" in result:
+            text = f"cannot claim {result['notClaimable']['taskId']}: {result['notClaimable']['reason']}"
         else:
             text = "nothing to claim"
         _done(result, as_json, text)

@@ -319,6 +319,75 @@ def test_a_worker_keeps_to_the_epic_of_its_last_claim(tmp_path: Path) -> None:
     assert claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="dev2")["task"]["id"] == a3  # dev2 has no last epic
 
 
+# --------------------------------------------------------------------------- an explicit task, a task's own reopen budget
+
+
+def test_a_claim_may_name_its_task_and_is_told_why_not(tmp_path: Path) -> None:
+    root = board(tmp_path / "p")
+    human = Context(root)
+    epic = editing.create_epic(human, title="Checkout")["epic"]["id"]
+    urgent = editing.create_task(human, epic_id=epic, title="Urgent", status="WORKING", priority="CRITICAL")["task"]["id"]
+    low = editing.create_task(human, epic_id=epic, title="Low", status="WORKING", priority="LOW")["task"]["id"]
+    later = editing.create_task(human, epic_id=epic, title="Later", status="WORKING", depends_on=[low])["task"]["id"]
+    idea = editing.create_task(human, epic_id=epic, title="Idea")["task"]["id"]  # BACKLOG
+    ctx = agent(root)
+    # Named, the LOW task is claimed though a CRITICAL one is first in the queue.
+    assert claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="dev", task_id=low)["task"]["id"] == low
+    assert meta(root, low)["assigned_worker"] == "dev" and "assigned_worker" not in meta(root, urgent)
+    for task_id, reason in (
+        (low, "dev holds it"),
+        (later, f"it waits on {low}"),
+        (idea, "it is BACKLOG, not WORKING"),
+    ):
+        answer = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="dev2", task_id=task_id)
+        assert answer == {"hasNext": False, "notClaimable": {"taskId": task_id, "reason": reason}}
+    assert refused(lambda: claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="dev2", task_id="task-nope")).code == "NOT_FOUND"
+    # The CLI says the same; a worker that holds a task is told so first, as without a name.
+    said = run_cli("moss", "task", "claim", "-w", "dev2", "--task", idea, "--root", str(root))
+    assert said.returncode == 0 and f"cannot claim {idea}: it is BACKLOG, not WORKING" in said.stdout
+    assert moss(root, "task", "claim", "-w", "dev", "--task", urgent)["alreadyAssigned"]["taskId"] == low
+
+
+def test_a_tasks_own_reopen_budget_comes_before_the_projects(tmp_path: Path) -> None:
+    root = board(tmp_path / "p", approval="TURBO")
+    task = working_task(root)
+    human = Context(root)
+    assert editing.update_task(human, task_id=task, max_reopens=1)["task"]["maxReopens"] == 1
+    assert meta(root, task)["max_reopens"] == 1
+    finish(root, task)
+    first = qa_rejects(root, task)  # the project allows 3; this task 1: re-plan at once
+    assert (first["status"], first["maxReopens"]) == ("PLANNING", 1)
+    replan(root, task)
+    finish(root, task)
+    assert qa_rejects(root, task)["status"] == "REVIEW"  # past its budget: parked for a person
+    # Written by hand in Moe's spelling, the budget reads the same; 0 clears it.
+    text = task_file(root, task).read_text().replace("max_reopens: 1", "maxReopens: 2")
+    task_file(root, task).write_text(text)
+    assert queries.show_task(human, task_id=task)["maxReopens"] == 2
+    editing.update_task(human, task_id=task, max_reopens=0)
+    assert "maxReopens" not in meta(root, task) and "max_reopens" not in meta(root, task)
+    assert refused(lambda: editing.update_task(human, task_id=task, max_reopens=-1)).code == "INVALID_REQUEST"
+
+
+@pytest.mark.anyio
+async def test_a_named_claim_and_a_tasks_reopen_budget_through_a_real_mcp_client(tmp_path: Path) -> None:
+    root = board(tmp_path / "p")
+    human = Context(root)
+    epic = editing.create_epic(human, title="Checkout")["epic"]["id"]
+    first = editing.create_task(human, epic_id=epic, title="First", status="WORKING", priority="HIGH")["task"]["id"]
+    second = editing.create_task(human, epic_id=epic, title="Second", status="WORKING")["task"]["id"]
+    async with connect(root) as client:
+        calls = Calls(client)
+        claimed = await calls.ok("moe.claim_next_task", statuses=["WORKING"], workerId="dev", taskId=second)
+        assert claimed["task"]["id"] == second
+        refused_claim = await calls.ok("moe.claim_next_task", statuses=["REVIEW"], workerId="qa", taskId=first)
+        assert refused_claim == {"hasNext": False, "notClaimable": {"taskId": first, "reason": "it is WORKING, not REVIEW"}}
+        await calls.error("moe.claim_next_task", "NOT_FOUND", statuses=["WORKING"], workerId="qa", taskId="task-none")
+        updated = await calls.ok("moe.update_task", taskId=first, maxReopens=2)
+        assert updated["task"]["maxReopens"] == 2
+        await calls.error("moe.update_task", "INVALID_REQUEST", taskId=first, maxReopens=-2)
+
+
 # --------------------------------------------------------------------------- branch policy on a real checkout
 
 

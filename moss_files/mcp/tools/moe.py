@@ -323,7 +323,8 @@ def register(tools: ToolRegistry) -> None:
         "moe.claim_next_task",
         "Claim the next task in these statuses (PLANNING architect, WORKING worker, REVIEW qa). "
         "One task per worker; one worker per status per epic unless teammates (WORKER_CONFLICT; replaceExisting takes over). "
-        "Returns {hasNext, project, epic, task, allRails, nextAction, handoffHint?, staleHandoffDiskState?} or {hasNext: false, alreadyAssigned?}.",
+        "Returns {hasNext, project, epic, task, allRails, nextAction, handoffHint?, staleHandoffDiskState?} "
+        "or {hasNext: false, alreadyAssigned?, notClaimable?{taskId, reason}}.",
         destructive=True,
         idempotent=True,
     )
@@ -333,6 +334,7 @@ def register(tools: ToolRegistry) -> None:
         workerId: WorkerId = None,
         replaceExisting: Annotated[bool, Field(description="Take over the epic's current worker's task.")] = False,
         preferAdjacentInEpic: Annotated[bool, Field(description="Prefer tasks in the epic of your last claim, before priority and order.")] = True,
+        taskId: Annotated[str | None, Field(description="Claim this task only (when offered; else notClaimable says why).")] = None,
     ) -> dict[str, Any]:
         return call(
             "claim_next_task",
@@ -341,6 +343,7 @@ def register(tools: ToolRegistry) -> None:
             worker_id=workerId,
             replace_existing=replaceExisting,
             prefer_adjacent_in_epic=preferAdjacentInEpic,
+            task_id=taskId,
         )
 
     @tools.tool(
@@ -471,6 +474,7 @@ def register(tools: ToolRegistry) -> None:
         parentTaskId: OptionalTaskId = None,
         testFile: Annotated[str | None, Field(description="The test that proves it.")] = None,
         epicId: Annotated[str | None, Field(description="Move it to this epic.")] = None,
+        maxReopens: Annotated[int | None, Field(description="This task's own reopen budget before QA escalates (0: the project's).")] = None,
     ) -> dict[str, Any]:
         return call(
             "update_task",
@@ -485,6 +489,7 @@ def register(tools: ToolRegistry) -> None:
             parent_task_id=parentTaskId,
             test_file=testFile,
             epic_id=epicId,
+            max_reopens=maxReopens,
         )
 
     @tools.tool("moe.delete_task", "Delete a task: {success, task}.", destructive=True, idempotent=True)
