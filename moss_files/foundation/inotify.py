@@ -9,8 +9,6 @@ cache's proof that nothing else changed: what follows from it is the caller's to
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 import struct
@@ -51,7 +49,11 @@ _libc: list[Any] = []
 
 
 def _c() -> Any:
+    # ctypes is loaded on first use: a search process imports the watcher's module for its
+    # handshake and never watches anything.
     if not _libc:
+        import ctypes.util
+
         _libc.append(ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True))
     return _libc[0]
 
@@ -63,6 +65,8 @@ def local_file_system(path: str) -> bool:
         statfs = _c().statfs
     except (OSError, AttributeError):
         return False
+    import ctypes
+
     buffer = ctypes.create_string_buffer(512)  # struct statfs; f_type is its first word
     if statfs(os.fsencode(path), buffer) != 0:
         return False
@@ -78,6 +82,8 @@ class Inotify:
     """One non-blocking inotify descriptor. Raises Unavailable when it cannot be made."""
 
     def __init__(self) -> None:
+        import ctypes
+
         try:
             libc = _c()
             self._add = libc.inotify_add_watch
@@ -90,6 +96,7 @@ class Inotify:
         if fd < 0:
             raise Unavailable(os.strerror(ctypes.get_errno()))
         self.fd: int | None = fd
+        self._errno = ctypes.get_errno
 
     def add(self, path: str | bytes, mask: int) -> int | None:
         """The watch descriptor of `path` (the same one for a file or folder watched already,
@@ -98,7 +105,7 @@ class Inotify:
         wd = self._add(self.fd, os.fsencode(path), mask)
         if wd >= 0:
             return int(wd)
-        code = ctypes.get_errno()
+        code = self._errno()
         if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
             return None
         raise Unavailable(os.strerror(code))

@@ -20,9 +20,7 @@ a shared memory map and changes made by another machine on a network file system
 
 from __future__ import annotations
 
-import errno
 import os
-import struct
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -30,6 +28,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from moss_files.foundation.errors import CacheError, MossError
+from moss_files.foundation.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_DONT_FOLLOW,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    IN_UNMOUNT,
+    Inotify,
+    Unavailable,
+)
 from moss_files.index.model import RefreshReport, Registry
 
 if TYPE_CHECKING:
@@ -44,31 +62,11 @@ MAX_DELAY_SECONDS = 0.25  # ... or once the first of them waited this long; a qu
 RETRY_SECONDS = 1.0  # after a refresh failed (the cache locked, a full disk), before trying again unasked
 _SUN_PATH_MAX = 107  # sockaddr_un's path, less its terminating NUL
 
-# <sys/inotify.h>
-IN_MODIFY = 0x2
-IN_ATTRIB = 0x4
-IN_CLOSE_WRITE = 0x8
-IN_MOVED_FROM = 0x40
-IN_MOVED_TO = 0x80
-IN_CREATE = 0x100
-IN_DELETE = 0x200
-IN_DELETE_SELF = 0x400
-IN_MOVE_SELF = 0x800
-IN_UNMOUNT = 0x2000
-IN_Q_OVERFLOW = 0x4000
-IN_IGNORED = 0x8000
-IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
-IN_EXCL_UNLINK = 0x04000000
-IN_ISDIR = 0x40000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = 0o2000000
 
 _ENTRIES = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 _SELF = IN_DELETE_SELF | IN_MOVE_SELF
 FOLDER_MASK = _ENTRIES | _SELF | IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
 ROOT_MASK = _ENTRIES | _SELF | IN_ONLYDIR | IN_DONT_FOLLOW
-_EVENT = struct.Struct("iIII")
 
 
 # --------------------------------------------------------------------------- what an event means
@@ -158,56 +156,34 @@ def synced(root: Path, registry_fingerprint: str, *, timeout: float = SYNC_TIMEO
 
 
 class _Inotify:
-    """One inotify descriptor (Linux), through the C library."""
+    """The watcher's inotify descriptor (`foundation.inotify`), its failures as CacheError."""
 
     def __init__(self) -> None:
-        import ctypes
-        import ctypes.util
-
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            self._add = libc.inotify_add_watch
-        except (OSError, AttributeError):
-            raise CacheError("watching files needs Linux inotify, which this system lacks") from None
-        self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
-        self._ctypes = ctypes
-        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            raise CacheError(f"cannot start watching files: {os.strerror(ctypes.get_errno())}")
-        self.fd = fd
+            self._watches = Inotify()
+        except Unavailable as err:
+            raise CacheError(f"cannot start watching files: {err}", hint="on Linux, inotify; elsewhere queries walk the files") from None
+        fd = self._watches.fd
+        assert fd is not None
+        self.fd: int = fd
 
     def add(self, path: str, mask: int) -> int | None:
         """The watch descriptor of `path` (the same one when it is watched already); None
         when the folder is gone. Raises CacheError when the system's watch limit is reached."""
-        wd = self._add(self.fd, os.fsencode(path), mask)
-        if wd >= 0:
-            return int(wd)
-        code = self._ctypes.get_errno()
-        if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
-            return None
-        raise CacheError(
-            f"cannot watch {path}: {os.strerror(code)}",
-            hint="raise fs.inotify.max_user_watches, or stop the watcher (queries then walk the files)",
-        )
+        try:
+            return self._watches.add(path, mask)
+        except Unavailable as err:
+            raise CacheError(
+                f"cannot watch {path}: {err}",
+                hint="raise fs.inotify.max_user_watches, or stop the watcher (queries then walk the files)",
+            ) from None
 
     def events(self) -> list[tuple[int, int, str]]:
         """Every queued event as (watch, mask, name), without waiting."""
-        out: list[tuple[int, int, str]] = []
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return out
-            offset = 0
-            while offset < len(data):
-                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
-                offset += _EVENT.size
-                name = os.fsdecode(data[offset : offset + length].rstrip(b"\0"))
-                offset += length
-                out.append((wd, mask, name))
+        return self._watches.events()
 
     def close(self) -> None:
-        os.close(self.fd)
+        self._watches.close()
 
 
 @dataclass
@@ -285,10 +261,10 @@ class Watcher:
                 ready(self.stats)
             while not stop() and not self.gone:
                 wait = tick if self._pending == IGNORE else max(0.0, min(tick, self._due() - time.monotonic()))
-                readable, _, _ = select.select([self._inotify.fd, server], [], [], wait)
+                readable, _, _ = select.select([self._inotify.fd, server.fileno()], [], [], wait)
                 if self._inotify.fd in readable:
                     self._take_events()
-                if server in readable:
+                if server.fileno() in readable:
                     self._answer(server)
                 elif self._pending != IGNORE and time.monotonic() >= self._due():
                     try:
