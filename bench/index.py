@@ -199,11 +199,14 @@ class Watching:
     """`moss index watch` of one build, running for the workspace until `stop`."""
 
     def __init__(self, moss: str, root: Path, env: dict[str, str]) -> None:
-        from moss_files.index import sources, watch
+        from moss_files.index import watch
 
+        # The watcher answers a sync only for its own build's kinds: ask that build for them.
+        ask = "from moss_files.index import sources; print(sources.default_registry().fingerprint)"
+        fingerprint = subprocess.run([str(Path(moss).with_name("python")), "-c", ask], check=True, capture_output=True, text=True, env=env).stdout.strip()
         self.process = subprocess.Popen([moss, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
-        while watch.synced(root, sources.default_registry().fingerprint) is None:
+        while watch.synced(root, fingerprint) is None:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise SystemExit(f"{moss} index watch did not start")
