@@ -201,9 +201,11 @@ class Watching:
     def __init__(self, moss: str, root: Path, env: dict[str, str]) -> None:
         from moss_files.index import watch
 
-        # The watcher answers a sync only for its own build's kinds: ask that build for them.
+        # The watcher answers a sync only for its own build's kinds: ask that build for them
+        # (from the workspace, so no checkout in the current folder comes first on the path).
         ask = "from moss_files.index import sources; print(sources.default_registry().fingerprint)"
-        fingerprint = subprocess.run([str(Path(moss).with_name("python")), "-c", ask], check=True, capture_output=True, text=True, env=env).stdout.strip()
+        python = str(Path(moss).with_name("python"))
+        fingerprint = subprocess.run([python, "-c", ask], cwd=root, check=True, capture_output=True, text=True, env=env).stdout.strip()
         self.process = subprocess.Popen([moss, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while watch.synced(root, fingerprint) is None:
@@ -224,17 +226,25 @@ def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) ->
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     builds = {"this": str(BIN / "moss"), **({"baseline": str(baseline)} if baseline else {})}
+    # Each build keeps its own index, on its own copy of the workspace: two builds that know
+    # different kinds would otherwise rebuild the shared index on every alternate run.
+    roots = {"this": root}
+    if baseline:
+        roots["baseline"] = tmp / "ws-baseline"
+        shutil.copytree(root, roots["baseline"], symlinks=True)
     floors = {
         "startup": [sys.executable, "-c", "import sqlite3, yaml"],
         "walk": [sys.executable, "-c", WALK_SCRIPT, str(root)],
     }
     build_floor = [sys.executable, "-c", BARE_BUILD_SCRIPT, str(root), str(tmp / "bare.db")]
-    rebuilds = process_costs({"floor": build_floor, **{name: [moss, "index", "rebuild"] for name, moss in builds.items()}}, root, env, 2)
+    rebuilds = process_costs(
+        {"floor": build_floor, **{name: [moss, "index", "rebuild", "--root", str(roots[name])] for name, moss in builds.items()}}, root, env, 2
+    )
     walking = process_costs(
         {
             **floors,
-            **{f"{name} search": [moss, "search", "deploy"] for name, moss in builds.items()},
-            **{f"{name} refresh": [moss, "index", "refresh"] for name, moss in builds.items()},
+            **{f"{name} search": [moss, "search", "deploy", "--root", str(roots[name])] for name, moss in builds.items()},
+            **{f"{name} refresh": [moss, "index", "refresh", "--root", str(roots[name])] for name, moss in builds.items()},
         },
         root,
         env,
@@ -243,9 +253,11 @@ def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) ->
     warm: dict[str, Cost] = {}
     if sys.platform.startswith("linux"):
         for name, moss in builds.items():
-            watcher = Watching(moss, root, env)
+            where = roots[name]
+            watcher = Watching(moss, where, env)
             try:
-                found = process_costs({"search": [moss, "search", "deploy"], "refresh": [moss, "index", "refresh"], **floors}, root, env, repeats)
+                commands = {"search": [moss, "search", "deploy", "--root", str(where)], "refresh": [moss, "index", "refresh", "--root", str(where)]}
+                found = process_costs({**commands, **floors}, root, env, repeats)
             finally:
                 watcher.stop()
             warm[f"{name} search"], warm[f"{name} refresh"] = found["search"], found["refresh"]
