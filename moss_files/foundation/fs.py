@@ -360,6 +360,8 @@ def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> b
     with ExitStack() as stack:
         if dir_fd is None:
             dir_fd = stack.enter_context(folder_fd(path.parent, create=True))
+        if _name_taken(dir_fd, path.name):
+            return False  # known before writing and syncing a copy that link(2) would refuse
         created = _create_unnamed(dir_fd, path, data)
         if created is not None:
             return created
@@ -371,6 +373,15 @@ def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> b
         finally:
             _unlink_quietly(dir_fd, temp)
         os.fsync(dir_fd)
+    return True
+
+
+def _name_taken(dir_fd: int, name: str) -> bool:
+    """Whether `name` exists in the folder `dir_fd` (a dangling link counts)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
     return True
 
 
