@@ -272,6 +272,10 @@ def test_the_event_stream_follows_file_changes_and_ends_when_the_daemon_stops(re
             claimed = run_cli("moss", "task", "claim", "-w", "dev", "--json", cwd=repo)
             assert claimed.returncode == 0, claimed.stderr
             name, change = stream.next_event()
+            while name == "change" and change["kinds"] == ["memory"]:
+                # The cstack write's file events may reach the watcher in two bursts on a busy
+                # machine (seen once in a full run): a second memory change, then the claim's.
+                name, change = stream.next_event()
             assert name == "change" and "board" in change["kinds"] and change["version"] >= 2
         finally:
             stream_open = stream
