@@ -157,13 +157,31 @@ class GitSync:
         prefix = self.root.resolve().relative_to(self.top.resolve())
         return [str(prefix / folder) for folder in SYNCED if (self.root / folder).is_dir()]
 
+    def _per_machine(self) -> list[str]:
+        """Pathspecs that leave out what `install.sh` git-ignores (locks, temporaries, caches,
+        the router's state), also in a clone whose .gitignore lacks those lines: a displaced
+        outbox kept beside `outbox.md` until its messages are routed would be folded into
+        another clone's outbox, and routed there a second time. A folder .gitignore already
+        ignores is not named (git refuses a pathspec naming an ignored folder)."""
+        assert self.top is not None
+        prefix = self.root.resolve().relative_to(self.top.resolve()).as_posix()
+        place = "" if prefix == "." else prefix + "/"
+        lines = [place + line for part in scaffold.PARTS for line in scaffold.GITIGNORE_LINES[part]]
+        folders = [line.rstrip("/") for line in lines if line.endswith("/") and (self.top / line).is_dir()]
+        ignored = set(self._git("check-ignore", "--", *folders, check=False).stdout.splitlines()) if folders else set()
+        files = [f":(exclude,glob){line}" for line in lines if not line.endswith("/")]
+        return files + [f":(exclude){folder}" for folder in folders if folder not in ignored]
+
     def _commit(self) -> None:
         paths = self._paths()
         if not paths:
             return
-        self._git("add", "-A", "--", *paths)
-        staged = self._git("diff", "--cached", "--quiet", "--", *paths, check=False)
-        if staged.returncode == 0:
+        self._git("add", "-A", "--", *paths, *self._per_machine())
+        staged = self._git("diff", "--cached", "--name-only", "-z", "--", *paths).stdout.split("\0")
+        # Only the folders with staged changes are named to commit: a folder that holds nothing
+        # git tracks (only per-machine files) is a pathspec `git commit` refuses.
+        paths = [path for path in paths if any(name == path or name.startswith(path + "/") for name in staged)]
+        if not paths:
             return
         identity: list[str] = []
         if not self._git("config", "user.name", check=False).stdout.strip():

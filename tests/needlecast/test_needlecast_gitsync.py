@@ -164,3 +164,40 @@ def test_git_sync_outside_a_clone_refuses_to_start(tmp_path: Path) -> None:
     result = run_cli("needlecast", "sidecar", "--root", str(tmp_path / "plain"), "--port", "0", "--git-sync", "--json")
     assert result.returncode == 6
     assert json.loads(result.stderr.strip().splitlines()[-1])["error"]["code"] == "GIT_SYNC_FAILED"
+
+
+def test_a_round_commits_no_per_machine_file_even_where_gitignore_lacks_the_lines(clones: tuple[Path, Path]) -> None:
+    """A clone set up by hand (no install.sh lines in .gitignore): locks, temporaries, a
+    displaced outbox waiting for its messages to be routed, the router's state and the caches
+    stay out of the commit; the artifacts go."""
+    import os
+    from datetime import UTC, datetime
+
+    from needlecast.gitsync import GitSync, GitSyncSettings
+
+    first, second = clones
+    ignore = first / ".gitignore"
+    if ignore.exists():
+        ignore.write_text("")
+    per_machine = [
+        ".needlecast/.outbox.md.tmp-prev-4242-0a1b2c3d",
+        ".needlecast/.state/journal.jsonl",
+        ".cstack/.notes.md.lock",
+        ".cstack/.notes.md.tmp-4242-0a1b2c3d",
+        ".moss/run/index.sock.txt",
+        ".moss/cache/index.db",
+        ".moss/insights/.INS-1.md.lock",
+    ]
+    for name in per_machine:
+        (first / name).parent.mkdir(parents=True, exist_ok=True)
+        (first / name).write_text("this machine's\n")
+    (first / ".cstack" / "notes.md").write_text("shared line\nan artifact's change\n")
+    sync = GitSync(first, GitSyncSettings(), name="first", clock=lambda: datetime.now(UTC), environ=os.environ)
+    sync.sync()
+    assert sync.status()["state"] == "ok", sync.status()["error"]
+    committed = set(git(first, "ls-files").splitlines())
+    assert ".cstack/notes.md" in committed
+    assert committed.isdisjoint(per_machine)
+    git(second, "pull", "-q", "origin", "main")
+    assert (second / ".cstack" / "notes.md").read_text().endswith("an artifact's change\n")
+    assert not any((second / name).exists() for name in per_machine)
