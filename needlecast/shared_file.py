@@ -112,9 +112,7 @@ def carry_over(path: Path, data: bytes) -> None:
     with fs.folder_fd(path.parent) as dir_fd:
         fd = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        fs.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -408,9 +406,7 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
                         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
                         open_fds.append(fd)
                         temps.append((group, dir_fd, temp, name))
-                        view = memoryview(data)
-                        while view:
-                            view = view[os.write(fd, view) :]
+                        fs.write_all(fd, data)
                         if by_syncfs:
                             _close_all(open_fds)
                         elif len(open_fds) >= FSYNC_CHUNK:

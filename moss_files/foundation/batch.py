@@ -107,9 +107,7 @@ class FileBatch:
                 name = f"{number:06d}"
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, change.mode or 0o600, dir_fd=staging_fd)
                 try:
-                    view = memoryview(change.data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    fs.write_all(fd, change.data)
                 finally:
                     os.close(fd)
                 entry["staged"] = name

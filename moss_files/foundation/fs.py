@@ -376,6 +376,13 @@ def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> b
     return True
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to the descriptor `fd` (os.write may write less)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _name_taken(dir_fd: int, name: str) -> bool:
     """Whether `name` exists in the folder `dir_fd` (a dangling link counts)."""
     try:
@@ -401,9 +408,7 @@ def _create_unnamed(dir_fd: int, path: Path, data: bytes) -> bool | None:
         _tmpfile_state["off"] = True
         return None
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
         try:
             os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=dir_fd, follow_symlinks=True)

@@ -149,9 +149,7 @@ def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[Path, 
             for number, write in enumerate(creates):
                 fd = os.open(str(number), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=stage_fd)
                 try:
-                    view = memoryview(write.data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    fs.write_all(fd, write.data)
                 finally:
                     os.close(fd)
                 if progress is not None and (number + 1) % PROGRESS_EVERY == 0:
