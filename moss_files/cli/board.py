@@ -102,16 +102,23 @@ def _done(result: dict[str, Any], as_json: bool, text: str) -> None:
     emit(result, as_json, text=text)
 
 
+def _json_option(value: str, flag: str, kind: type, shape: str) -> Any:
+    """The JSON an option holds (`-`: read from standard input), which must be of `kind`.
+    Raises InvalidRequest naming the option."""
+    try:
+        data = json.loads(read_stdin_if(value) if value == "-" else value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{flag} is not JSON: {exc}") from None
+    if not isinstance(data, kind):
+        raise InvalidRequest(f"{flag} must be {shape}")
+    return data
+
+
 def _evidence(verification: str | None, ran: list[str] | None, touched: list[str] | None, tests: str | None, dod: list[str] | None) -> dict[str, Any] | None:
     """The verification argument from the evidence options (None when none was given)."""
     data: dict[str, Any] = {}
     if verification is not None:
-        try:
-            data = json.loads(read_stdin_if(verification) if verification == "-" else verification)
-        except ValueError as exc:
-            raise InvalidRequest(f"--verification is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise InvalidRequest("--verification must be a JSON object")
+        data = _json_option(verification, "--verification", dict, "a JSON object")
     if ran:
         data["commands"] = [*data.get("commands", []), *({"command": command, "exitCode": 0} for command in ran)]
     if touched:
@@ -354,10 +361,7 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             steps: Any = list(step or [])
             if steps_json is not None:
-                try:
-                    steps = json.loads(read_stdin_if(steps_json) if steps_json == "-" else steps_json)
-                except ValueError as exc:
-                    raise InvalidRequest(f"--steps-json is not JSON: {exc}") from None
+                steps = _json_option(steps_json, "--steps-json", object, "JSON")  # submit_plan checks its shape
             result = plans.submit_plan(_context(root), task_id=task_id, steps=steps, worker_id=worker)
         for warning in result.get("warnings", []):
             note(f"warning: {warning}")
@@ -487,14 +491,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """QA rejects a task in REVIEW: back to WORKING; PLANNING at the reopen cap or when an item fails twice; parked for a person past the cap."""
         with reporting(as_json):
-            issues: Any = None
-            if issues_json is not None:
-                try:
-                    issues = json.loads(read_stdin_if(issues_json) if issues_json == "-" else issues_json)
-                except ValueError as exc:
-                    raise InvalidRequest(f"--issues-json is not JSON: {exc}") from None
-                if not isinstance(issues, list):
-                    raise InvalidRequest("--issues-json must be a JSON list of issues")
+            issues = None if issues_json is None else _json_option(issues_json, "--issues-json", list, "a JSON list of issues")
             result = claims.qa_reject(_context(root), task_id=task_id, reason=reason, failed_dod_items=failed, issues=issues, worker_id=worker)
         emit(result, as_json, text=result["message"])
 
