@@ -80,6 +80,21 @@ def workspace(tmp_path: Path, name: str = "project") -> Path:
     return root
 
 
+def two_sleeves(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """An envoy of alice (the format-1 fixtures, her v2 outbox files removed: these tests are
+    about outbox.md) and bob (a new mailbox): the envoy, alice, bob."""
+    envoy = tmp_path / "envoy"
+    alice = workspace(envoy, "alice")
+    bob = envoy / "bob"
+    bob.mkdir()
+    done = run_cli("needlecast", "init", "--json", cwd=bob)
+    assert done.returncode == 0, done.stderr
+    (envoy / ".needlecast").mkdir()
+    (envoy / ".needlecast" / "sleeves.toml").write_text('alice = "alice"\nbob = "bob"\n')
+    shutil.rmtree(alice / ".needlecast" / "outbox")
+    return envoy, alice, bob
+
+
 def moss(root: Path, *args: str, code: int = 0, input: str | None = None) -> dict[str, Any]:
     done = run_cli("moss", *args, "--json", cwd=root, input=input)
     assert done.returncode == code, f"moss {' '.join(args)} exited {done.returncode}: {done.stderr}"
@@ -386,15 +401,7 @@ def test_a_tool_edit_writes_an_older_file_at_the_current_version_changing_only_w
 
 
 def test_a_routing_pass_writes_an_older_mailbox_at_the_current_version(tmp_path: Path) -> None:
-    envoy = tmp_path / "envoy"
-    alice = workspace(envoy, "alice")
-    bob = envoy / "bob"
-    bob.mkdir()
-    done = run_cli("needlecast", "init", "--json", cwd=bob)
-    assert done.returncode == 0, done.stderr
-    (envoy / ".needlecast").mkdir()
-    (envoy / ".needlecast" / "sleeves.toml").write_text('alice = "alice"\nbob = "bob"\n')
-    shutil.rmtree(alice / ".needlecast" / "outbox")  # alice's v2 outbox files would go first; this is about outbox.md
+    envoy, alice, bob = two_sleeves(tmp_path)
     done = run_cli("needlecast", "route", "--once", "--json", cwd=envoy)
     assert done.returncode == 0, done.stderr
     outbox = (alice / ".needlecast/outbox.md").read_bytes()
@@ -404,14 +411,7 @@ def test_a_routing_pass_writes_an_older_mailbox_at_the_current_version(tmp_path:
 
 
 def test_a_newer_outbox_is_held_by_the_router_never_dead_lettered(tmp_path: Path) -> None:
-    envoy = tmp_path / "envoy"
-    alice = workspace(envoy, "alice")
-    bob = envoy / "bob"
-    bob.mkdir()
-    assert run_cli("needlecast", "init", "--json", cwd=bob).returncode == 0
-    (envoy / ".needlecast").mkdir()
-    (envoy / ".needlecast" / "sleeves.toml").write_text('alice = "alice"\nbob = "bob"\n')
-    shutil.rmtree(alice / ".needlecast" / "outbox")
+    envoy, alice, bob = two_sleeves(tmp_path)
     outbox = alice / ".needlecast/outbox.md"
     outbox.write_text("<!-- moss_format: 3 -->\n" + outbox.read_text())
     before = outbox.read_bytes()
@@ -429,14 +429,7 @@ def test_unknown_kinds_are_refused_before_anything_is_read(tmp_path: Path) -> No
 
 
 def test_a_newer_inbox_is_never_delivered_into_and_the_message_waits(tmp_path: Path) -> None:
-    envoy = tmp_path / "envoy"
-    alice = workspace(envoy, "alice")
-    bob = envoy / "bob"
-    bob.mkdir()
-    assert run_cli("needlecast", "init", "--json", cwd=bob).returncode == 0
-    (envoy / ".needlecast").mkdir()
-    (envoy / ".needlecast" / "sleeves.toml").write_text('alice = "alice"\nbob = "bob"\n')
-    shutil.rmtree(alice / ".needlecast" / "outbox")
+    envoy, alice, bob = two_sleeves(tmp_path)
     inbox = bob / ".needlecast/inbox.md"
     inbox.write_text(inbox.read_text().replace("<!-- moss_format: 2 -->", "<!-- moss_format: 3 -->"))
     before = inbox.read_bytes()
