@@ -356,3 +356,18 @@ def test_the_serve_policy(ws: Path) -> None:
         with pytest.raises(InvalidDocument) as caught:
             serve_gate.serve_policy(bad, root=ws)
         assert caught.value.code == "SCHEMA_ERROR"
+
+
+# --------------------------------------------------------------------------- issue 24: spellings that slipped past a deny
+
+
+@pytest.mark.parametrize("kind", policy.FS)
+def test_a_uri_given_as_a_path_is_refused(ws: Path, kind: str) -> None:
+    """`file:/etc/passwd` was granted as <workspace>/file:/etc/passwd."""
+    gate = make_policy(ws)
+    for text in ("file:/etc/passwd", "file:///etc/passwd", "FILE:src/a", "https://example.com/a"):
+        decision = policy.check_scope(gate, kind, text, str(ws))
+        assert not decision.granted and decision.rule == "policy.fs" and "URI scheme" in decision.reason, text
+    assert policy.check_scope(gate, kind, "./file:name.txt", str(ws)).granted  # a file whose name holds a colon
+    with pytest.raises(ValueError):
+        make_policy(ws, {"fs": {"read_roots": ["file:///srv"]}})
