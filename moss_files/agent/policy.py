@@ -16,7 +16,9 @@ Matching, done right where the reference runtime did it with string prefixes:
   (userinfo, port and path dropped, so `https://github.com@evil.com/` is `evil.com`);
 - commands match word by word: `git` allows `git status`, never `gitk` or `/usr/bin/git`, and a
   command holding shell control characters (`;`, `|`, `&`, `$`, backquote, redirections,
-  newlines) is refused, since a tool may hand it to a shell.
+  newlines) is refused, since a tool may hand it to a shell;
+- tools match in every spelling of their name (`moss.moss.purge`, `moss.moss_purge`,
+  `moss.capsule_purge`), and a deny in any case too.
 
 A tool call is mapped to capabilities by a rule (`[[policy.tools]]`, else the built-in map of
 `moss serve`'s tools for a server configured with `tool_map = "moss"`): the capabilities it
@@ -111,7 +113,7 @@ class Policy:
 
 
 DEFAULT_DENY_WRITE = (".git", ".moss/agent.toml", ".moss/config.toml")
-DEFAULT_DENY_TOOLS = ("moss.moss.purge",)
+DEFAULT_DENY_TOOLS = ("*.moss.purge",)  # moss serve's purge, whatever its server entry is named
 
 
 def policy_from_table(
@@ -239,12 +241,61 @@ def within(path: str, root: str) -> bool:
     return path_parts[: len(root_parts)] == root_parts
 
 
-def tool_matches(name: str, pattern: str) -> bool:
-    """`server.tool` against a pattern where `*` stands for any run of characters."""
+# moss serve's tool sets whose tools are named SET.TOOL (`moss.purge`), served as SET_TOOL
+# under `--names underscore`; `loop_*` has one spelling. `capsule_X` (Moss's newest names, the
+# opt-in `capsule` set) is the same tool as `moss.X`.
+_DOTTED_SETS = ("moss", "cstack", "needlecast", "moe")
+_CAPSULE_PREFIX = "capsule_"
+_CAPSULE_WORD = re.compile(r"(?<![a-z0-9-])capsule_")
+
+
+def tool_key(tool: str) -> str:
+    """A tool's name (without its server) in the one spelling names are compared in: dots as
+    underscores, Moss's newest capsule names as the `moss` set's. `moss.fetch_many`,
+    `moss_fetch_many` and `capsule_fetch_many` are all `moss_fetch_many`."""
+    key = tool.replace(".", "_")
+    return "moss_" + key[len(_CAPSULE_PREFIX) :] if key.startswith(_CAPSULE_PREFIX) else key
+
+
+def canonical_tool(tool: str) -> str:
+    """The seeds' name of one of moss serve's tools, however it was served: `moss_purge`,
+    `capsule_purge` and `moss.purge` are `moss.purge`; `loop_scan` stays. A name of no known
+    set comes back as its tool_key."""
+    key = tool_key(tool)
+    prefix, sep, rest = key.partition("_")
+    return f"{prefix}.{rest}" if sep and rest and prefix in _DOTTED_SETS else key
+
+
+def _qualified_key(name: str) -> str:
+    server, dot, tool = name.partition(".")
+    return f"{server}.{tool_key(tool)}" if dot else tool_key(name)
+
+
+def _folded(name: str) -> str:
+    # Case, dots, runs of underscores (`moss__moss_purge`, the model's name) and capsule_ all alike.
+    return _CAPSULE_WORD.sub("moss_", re.sub(r"[._]+", "_", name.casefold()))
+
+
+def _glob(pattern: str, name: str) -> bool:
     if "*" not in pattern:
         return name == pattern
     regex = "^" + ".*".join(re.escape(piece) for piece in pattern.split("*")) + "$"
     return re.match(regex, name, re.DOTALL) is not None
+
+
+def tool_matches(name: str, pattern: str, *, qualified: bool = True) -> bool:
+    """Whether tool `name` matches `pattern` (`*` stands for any run of characters) as written
+    or in any other spelling of the same tool (tool_key). `qualified`: both are SERVER.TOOL (the
+    agent's gate); otherwise both are names as one server serves them (moss serve's gate)."""
+    key = _qualified_key if qualified else tool_key
+    return _glob(pattern, name) or _glob(key(pattern), key(name))
+
+
+def tool_denied(name: str, pattern: str, *, qualified: bool = True) -> bool:
+    """tool_matches, and blind to case and to which separator stands where, so that a deny
+    holds whatever spelling reaches the tool (`moss.MOSS_PURGE`, `moss__moss_purge`). Only
+    denies compare this loosely: a wider deny refuses more, a wider allow would grant more."""
+    return tool_matches(name, pattern, qualified=qualified) or _glob(_folded(pattern), _folded(name))
 
 
 def host_of(value: str) -> str | None:
@@ -430,7 +481,7 @@ def decide(
     ahead only when all are granted. `base` is the folder relative paths are taken from (the
     server's working folder); `builtin` is the built-in rule for the tool, when it has one."""
     for pattern in policy.deny_tools:
-        if tool_matches(name, pattern):
+        if tool_denied(name, pattern):
             return [Decision(False, None, name, "policy.deny_tools", f"{name} matches {pattern} in policy.deny_tools")]
     rule = next((rule for rule in policy.rules if tool_matches(name, rule.pattern)), None) or builtin
     if rule is None:
@@ -474,27 +525,38 @@ _WRITE_FOLDERS: Mapping[str, tuple[str, ...]] = {"loop": (".moss",)}
 
 
 def moss_rule(server: str, tool: str, *, read_only: bool) -> ToolRule | None:
-    """The built-in rule of one of `moss serve`'s tools: its set's folders, read or written as
-    its readOnly annotation says; export writes and import reads the file its `path` names
-    (export's default folder, ~/.moss/exports, lies outside the workspace). None for a tool of
-    no known set."""
-    canonical = tool.replace("_", ".", 1) if "." not in tool and not tool.startswith("loop_") else tool
+    """The built-in rule of one of `moss serve`'s tools, under any of its names (canonical_tool:
+    `moss_store` and `capsule_store` are `moss.store`): its set's folders, read or written as its
+    readOnly annotation says. The tools that take a file's path are checked on that path:
+    export writes and import reads the file its `path` names (export's default folder,
+    ~/.moss/exports, lies outside the workspace); `loop_export` writes its `output_path`
+    (default .moss/exports), `loop_import` and `loop_import_preview` read their
+    `bundle_path`. None for a tool of no known set."""
+    canonical = canonical_tool(tool)
     tool_set = re.split(r"[._]", canonical, maxsplit=1)[0]
     folders = _SET_FOLDERS.get(tool_set)
     if folders is None:
         return None
     pattern = f"{server}.{tool}"
+    source = "tool_map.moss"
     if canonical == "moss.export":
+        return ToolRule(
+            pattern, ("fs_read", "fs_write"), args={"fs_write": ("path",)}, scopes={"fs_read": folders}, arg_defaults={"path": "~/.moss/exports"}, source=source
+        )
+    if canonical == "moss.import":
+        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source=source)
+    if canonical == "loop_export":
         return ToolRule(
             pattern,
             ("fs_read", "fs_write"),
-            args={"fs_write": ("path",)},
+            args={"fs_write": ("output_path",)},
             scopes={"fs_read": folders},
-            arg_defaults={"path": "~/.moss/exports"},
-            source="tool_map.moss",
+            arg_defaults={"output_path": ".moss/exports"},
+            source=source,
         )
-    if canonical == "moss.import":
-        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source="tool_map.moss")
+    if canonical in ("loop_import", "loop_import_preview"):
+        writes = {} if canonical == "loop_import_preview" else {"fs_write": _WRITE_FOLDERS[tool_set]}
+        return ToolRule(pattern, ("fs_read", *writes), args={"fs_read": ("bundle_path",)}, scopes=writes, source=source)
     if read_only:
-        return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source="tool_map.moss")
-    return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source="tool_map.moss")
+        return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source=source)
+    return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source=source)

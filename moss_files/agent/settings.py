@@ -123,7 +123,7 @@ allow_exec = false                     # exec: run commands
 allow_network = false                  # net_http: reach other hosts (the model API itself is not a tool)
 deny = []                              # capabilities denied outright: fs_read fs_write net_http exec secrets_read
 allow_tools = []                       # tools allowed by name although no rule maps them (SERVER.TOOL, * wildcards)
-deny_tools = ["moss.moss.purge"]       # tools always denied
+deny_tools = ["*.moss.purge"]          # tools always denied (moss serve's purge, under any server name or spelling)
 
 [policy.fs]
 read_roots = ["."]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agent_support import DEMO_SERVER, agent_env, anyio_workers_finish, make_workspace, write_settings  # noqa: F401
-from conftest import run_cli
+from conftest import BIN, run_cli
 from helpers import wait_for
 
 from moss_files.agent import service
@@ -175,3 +175,28 @@ def test_bad_settings_exit_4(tmp_path: Path) -> None:
     (root / ".moss" / "agent.toml").write_text("[llm]\nmax_steps = 0\n")
     refused = run_cli("moss", "agent", "mcp", "list", "--json", cwd=root)
     assert refused.returncode == 4 and json.loads(refused.stderr)["error"]["code"] == "SCHEMA_ERROR"
+
+
+CAPSULE_TEXT = "## Objective\nA.\n\n## Current status\nB.\n\n## Decisions\n- C\n\n## Next actions\n- D\n\n## Key locations\n- E\n\n## Open questions\n- F\n"
+
+
+@pytest.mark.parametrize(("tools", "purge"), [("moss,loop,cstack,needlecast", "moss_purge"), ("capsule", "capsule_purge")])
+def test_the_default_deny_of_purge_holds_when_the_server_serves_other_names(repo: Path, tools: str, purge: str) -> None:
+    """Issue 24: with `moss serve --names underscore` (the spelling docs/mcp.md gives for
+    Codex), `moss agent mcp call moss.moss_purge` was granted and purged a capsule."""
+    root = make_workspace(repo)
+    server = f'[[mcp_servers]]\nname = "moss"\ncommand = "{BIN / "moss"}"\nargs = ["serve", "--names", "underscore", "--tools", "{tools}"]\ntool_map = "moss"\n'
+    write_settings(root, server, moss=False, demo=False)
+    prefix = purge.split("_")[0]
+    stored = agent(root, "mcp", "call", f"moss.{prefix}_store", "--arg", "name=keep-me", "--arg", f"capsule_text={CAPSULE_TEXT}", "--json")
+    assert stored.returncode == 0, stored.stderr
+    deleted = agent(root, "mcp", "call", f"moss.{prefix}_delete", "--arg", "name=keep-me", "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    capsules = sorted((root / ".moss" / "capsules").rglob("*.md"))
+    assert capsules  # soft-deleted: still a file, which purge would remove
+    refused = agent(root, "mcp", "call", f"moss.{purge}", "--json")
+    assert refused.returncode == 5, refused.stdout
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "CAPABILITY_DENIED" and [d["rule"] for d in error["details"]["decisions"]] == ["policy.deny_tools"]
+    assert sorted((root / ".moss" / "capsules").rglob("*.md")) == capsules
+

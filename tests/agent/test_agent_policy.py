@@ -361,6 +361,65 @@ def test_the_serve_policy(ws: Path) -> None:
 # --------------------------------------------------------------------------- issue 24: spellings that slipped past a deny
 
 
+def test_the_default_deny_of_purge_holds_for_every_name_of_the_tool(ws: Path) -> None:
+    """`moss serve --names underscore` serves `moss_purge` (Codex's spelling), `--tools
+    capsule` serves `capsule_purge`: the agent's gate granted both and the capsule was purged."""
+    for table in ({}, {"allow_tools": ["*"]}):
+        gate = make_policy(ws, table)
+        for server, tool in (("moss", "moss_purge"), ("moss", "capsule_purge"), ("moss", "moss.purge"), ("m", "moss_purge")):
+            decisions = policy.decide(gate, f"{server}.{tool}", {}, base=str(ws), builtin=policy.moss_rule(server, tool, read_only=False))
+            assert [d.rule for d in decisions] == ["policy.deny_tools"], (table, server, tool)
+
+
+def test_tool_patterns_match_every_spelling_of_a_tool_and_denies_any_case(ws: Path) -> None:
+    assert policy.canonical_tool("moss_fetch_many") == policy.canonical_tool("capsule_fetch_many") == "moss.fetch_many"
+    assert policy.canonical_tool("cstack_status") == "cstack.status" and policy.canonical_tool("loop_scan") == "loop_scan"
+    assert policy.tool_matches("moss.moss_store", "moss.moss.*") and policy.tool_matches("moss.moss.store", "moss.capsule_*")
+    assert policy.tool_matches("moss.moss.purge", "*moss.purge") and not policy.tool_matches("moss.moss.storex", "moss.moss.store")
+    assert not policy.tool_matches("moss.MOSS.STORE", "moss.moss.*")  # an allow is exact about case ...
+    assert policy.tool_denied("moss.MOSS.PURGE", "moss.moss.purge") and policy.tool_denied("moss.moss_purge", "moss__moss_purge")  # ... a deny is not
+    assert not policy.tool_denied("moss.moss.purged", "moss.moss.purge") and not policy.tool_denied("mossy.x", "moss.*")
+    assert policy.tool_matches("moss_purge", "moss.purge", qualified=False) and policy.tool_matches("capsule_store", "moss.*", qualified=False)
+    # An allow by any spelling reaches the tool under its other names; the rule stays the tool's own.
+    gate = make_policy(ws, {"allow_tools": ["demo.read.file"]})
+    assert granted(policy.decide(gate, "demo.read_file", {}, base=str(ws)))
+
+
+def test_the_capsule_names_and_the_bundle_paths_are_mapped_by_the_built_in_rules(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_tools": ["moss.*"]})
+    base = str(ws)
+
+    def check(tool: str, arguments: dict[str, Any], *, read_only: bool = False) -> list[policy.Decision]:
+        return policy.decide(gate, f"moss.{tool}", arguments, base=base, builtin=policy.moss_rule("moss", tool, read_only=read_only))
+
+    # capsule_export was unmapped, so `allow_tools = ["moss.*"]` granted it any path.
+    assert not granted(check("capsule_export", {"path": "/tmp/elsewhere.jsonl"}))
+    assert granted(check("capsule_export", {"path": ".moss/exports/a.jsonl"}))
+    assert [d.capability for d in check("capsule_fetch", {}, read_only=True)] == ["fs_read"]
+    # The sharing tools are checked on the file they read or write, not only on .moss.
+    assert not granted(check("loop_import", {"bundle_path": "/etc/passwd"}))
+    assert not granted(check("loop_import_preview", {"bundle_path": "../outside.json"}, read_only=True))
+    assert not granted(check("loop_export", {"output_path": "/tmp/bundle.json"}))
+    assert granted(check("loop_export", {}))  # the default, .moss/exports, is in the workspace
+    assert granted(check("loop_import", {"bundle_path": ".moss/exports/b.json"}))
+
+
+def test_moss_serve_gate_denies_every_name_and_limits_every_path_tool(ws: Path) -> None:
+    rules = serve_gate.serve_policy({"serve": {"deny_tools": ["moss.purge"], "path_roots": ["."]}}, root=ws)
+    base = str(ws)
+    for name in ("capsule_purge", "Moss.Purge", "MOSS_PURGE"):
+        assert serve_gate.decide(rules, name, {}, read_only=False, base=base)[0].rule == "serve.deny_tools", name
+    for name, arguments in (
+        ("capsule_export", {"path": "/tmp/x.jsonl"}),
+        ("capsule_import", {"path": "/tmp/x.jsonl"}),
+        ("loop_import", {"bundle_path": "/tmp/b.json"}),
+    ):
+        assert [d.rule for d in serve_gate.decide(rules, name, arguments, read_only=False, base=base)] == ["serve.path_roots"], name
+    allowed = serve_gate.serve_policy({"serve": {"allow_tools": ["moss.*"]}}, root=ws)
+    assert granted(serve_gate.decide(allowed, "capsule_fetch", {}, read_only=True, base=base))
+    assert not granted(serve_gate.decide(allowed, "cstack_status", {}, read_only=True, base=base))
+
+
 @pytest.mark.parametrize("kind", policy.FS)
 def test_a_uri_given_as_a_path_is_refused(ws: Path, kind: str) -> None:
     """`file:/etc/passwd` was granted as <workspace>/file:/etc/passwd."""
