@@ -14,9 +14,13 @@ Matching, done right where the reference runtime did it with string prefixes:
 - domains match exactly or on a label boundary: `github.com` allows `api.github.com`, never
   `evilgithub.com`; `*.github.com` allows subdomains only; a URL is reduced to its host first
   (userinfo, port and path dropped, so `https://github.com@evil.com/` is `evil.com`);
-- commands match word by word: `git` allows `git status`, never `gitk` or `/usr/bin/git`, and a
-  command holding shell control characters (`;`, `|`, `&`, `$`, backquote, redirections,
-  newlines) is refused, since a tool may hand it to a shell;
+- commands: an allow matches word by word from the start (`git` allows `git status`, never
+  `gitk` or `/usr/bin/git`); a deny matches wherever the program stands and however it is
+  named (`env git push`, `/usr/bin/git push`, `sh -c 'git push'`, `git-push`), git's global
+  options read as git reads them (`git -C . push`); what the gate cannot read (a git alias set
+  on the command line, an unknown git option) is refused. A command holding shell control
+  characters (`;`, `|`, `&`, `$`, backquote, redirections, newlines) is refused, since a tool
+  may hand it to a shell;
 - tools match in every spelling of their name (`moss.moss.purge`, `moss.moss_purge`,
   `moss.capsule_purge`), and a deny in any case too.
 
@@ -345,6 +349,10 @@ def domain_matches(host: str, pattern: str) -> bool:
     return host == pattern or host.endswith("." + pattern)
 
 
+class Undecidable(ValueError):
+    """A command of which the gate cannot tell whether it runs a denied one."""
+
+
 def command_tokens(value: Any) -> tuple[str, ...] | None:
     """A command's words (from a text, split as a shell would, or a list of texts); None for
     one that is empty, badly quoted, not text, or holds shell control characters."""
@@ -374,10 +382,137 @@ def _pattern_tokens(pattern: str, where: str) -> tuple[str, ...]:
 
 
 def command_matches(words: Sequence[str], pattern: Sequence[str]) -> bool:
-    """Whether the command `words` starts with the words of `pattern` (`*` allows any)."""
+    """Whether the command `words` starts with the words of `pattern` (`*` allows any): how an
+    allow matches, exactly as written."""
     if tuple(pattern) == ("*",):
         return True
     return tuple(words[: len(pattern)]) == tuple(pattern)
+
+
+# git's global options (git.c, handle_options): those that take the next word as their value,
+# those written NAME=VALUE, those that print something and exit, and the plain flags.
+_GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--attr-source", "--shallow-file"})
+_GIT_VALUED_EQUALS = ("--git-dir=", "--work-tree=", "--namespace=", "--config-env=", "--attr-source=", "--exec-path=")
+_GIT_QUERIES = ("--exec-path", "--html-path", "--man-path", "--info-path", "--list-cmds=")
+_GIT_FLAGS = frozenset(
+    {
+        "-p",
+        "--paginate",
+        "-P",
+        "--no-pager",
+        "--no-lazy-fetch",
+        "--no-replace-objects",
+        "--bare",
+        "--literal-pathspecs",
+        "--no-literal-pathspecs",
+        "--glob-pathspecs",
+        "--noglob-pathspecs",
+        "--icase-pathspecs",
+        "--no-optional-locks",
+        "--no-advice",
+    }
+)
+# Settings given on git's command line that make a word run another command than it names.
+_GIT_RENAMING_SETTINGS = ("alias.", "include.", "includeif.", "help.autocorrect")
+_MAX_NESTING = 8
+
+
+def _program(word: str) -> str:
+    # The program a word runs, as a deny compares it: no folder, any case (`/usr/bin/GIT`).
+    return word.rsplit("/", 1)[-1].casefold()
+
+
+def git_command(words: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(subcommand, its arguments) of `git WORDS`, the global options read as git reads them;
+    None when git runs no subcommand (`git --version`, `git --exec-path`). Raises Undecidable
+    for an option git does not know, one that lacks its value, and a `-c`/`--config-env`
+    setting that renames commands (aliases, includes, autocorrect)."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("-"):
+            return word, tuple(words[index + 1 :])
+        if word in ("--help", "-h", "--version", "-v"):
+            return ("help" if word in ("--help", "-h") else "version"), tuple(words[index + 1 :])
+        if word in _GIT_FLAGS:
+            index += 1
+            continue
+        if word in _GIT_VALUED or word.startswith(_GIT_VALUED_EQUALS):
+            if word in _GIT_VALUED:
+                if index + 1 >= len(words):
+                    raise Undecidable(f"git's {word} needs a value")
+                value, index = words[index + 1], index + 2
+            else:
+                value, index = word.partition("=")[2], index + 1
+            if word.startswith(("-c", "--config-env")) and value.casefold().startswith(_GIT_RENAMING_SETTINGS):
+                raise Undecidable(f"git {word} {value} can make another word run a denied command")
+            continue
+        if word.startswith(_GIT_QUERIES):
+            return None
+        raise Undecidable(f"git has no global option {word!r}")
+    return None
+
+
+def _commands_within(words: tuple[str, ...], depth: int = 0) -> list[tuple[str, ...]]:
+    """The command and every command held in one of its words, as `sh -c 'git push'`, `env -S
+    'git push'`, `--exec='git push'` and `core.pager=git push` hold one."""
+    found = [words]
+    for word in words:
+        texts = {word, word.partition("=")[2]}
+        if len(word) > 2 and word[0] == "-" and word[1].isalpha():
+            texts.add(word[2:])  # an option's value written against it: -S'git push'
+        for text in texts:
+            if " " not in text and "\t" not in text:
+                continue
+            if depth >= _MAX_NESTING:
+                raise Undecidable("commands nested too deep to read")
+            try:
+                inner = tuple(shlex.split(text))
+            except ValueError:
+                continue  # badly quoted: no shell would run it either
+            found.extend(_commands_within(inner, depth + 1))
+    return found
+
+
+def command_denied(words: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether running `words` may run the denied command `pattern`, wherever the program stands
+    (after `env`, `sudo`, `nice`, `xargs` ..., inside `sh -c '…'`) and however it is named
+    (`/usr/bin/git`, `git-push`). git's global options are read as git reads them, so the
+    subcommand is known exactly (`git -C . push`); for another program, the pattern's later
+    words need only appear after it, in order (`npm --prefix x publish` for `npm publish`).
+    Words after git's subcommand may stand anywhere among its arguments. Raises Undecidable when
+    it cannot tell."""
+    if tuple(pattern) == ("*",):
+        return True
+    program, *rest = pattern
+    program = _program(program)
+    for command in _commands_within(tuple(words)):
+        for index, word in enumerate(command):
+            name, after = _program(word), command[index + 1 :]
+            if program == "git" and name.startswith("git-") and len(name) > 4:
+                if not rest or _git_runs(name[4:], after, rest):  # git-push is git push
+                    return True
+            if name != program:
+                continue
+            if not rest:
+                return True
+            if program == "git":
+                parsed = git_command(after)
+                if parsed is not None and _git_runs(*parsed, rest):
+                    return True
+            elif _in_order(rest, after):
+                return True
+    return False
+
+
+def _git_runs(subcommand: str, arguments: Sequence[str], pattern: Sequence[str]) -> bool:
+    sub, *words = pattern
+    return subcommand.casefold() == sub.casefold() and all(word in arguments for word in words)
+
+
+def _in_order(wanted: Sequence[str], words: Sequence[str]) -> bool:
+    remaining = iter(words)
+    return all(any(word == item for item in remaining) for word in wanted)
 
 
 # --------------------------------------------------------------------------- decisions
@@ -435,8 +570,12 @@ def check_command(policy: Policy, raw: Any) -> Decision:
     if words is None:
         return Decision(False, "exec", shown, "policy.exec", "not a plain command: empty, badly quoted, or holding shell control characters")
     for pattern in policy.deny_commands:
-        if words == ("*",) or command_matches(words, pattern):
-            return Decision(False, "exec", shown, "policy.exec.deny_commands", f"matches denied command {' '.join(pattern)!r}")
+        try:
+            denied = words == ("*",) or command_denied(words, pattern)
+        except Undecidable as exc:
+            return Decision(False, "exec", shown, "policy.exec.undecidable", f"cannot tell whether it runs denied command {' '.join(pattern)!r}: {exc}")
+        if denied:
+            return Decision(False, "exec", shown, "policy.exec.deny_commands", f"runs denied command {' '.join(pattern)!r}")
     for pattern in policy.allow_commands:
         if (words == ("*",) and pattern == ("*",)) or (words != ("*",) and command_matches(words, pattern)):
             return Decision(True, "exec", shown, "policy.exec.allow_commands", f"starts with allowed command {' '.join(pattern)!r}")

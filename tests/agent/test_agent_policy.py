@@ -420,6 +420,71 @@ def test_moss_serve_gate_denies_every_name_and_limits_every_path_tool(ws: Path) 
     assert not granted(serve_gate.decide(allowed, "cstack_status", {}, read_only=True, base=base))
 
 
+REPORTED_COMMANDS = [
+    "git -C . push",
+    "git --git-dir=.git push",
+    "git -c a.b=c push",
+    "git --no-pager push origin main",
+    "git -C . config core.hooksPath /tmp/h",
+]
+
+
+@pytest.mark.parametrize("command", REPORTED_COMMANDS)
+def test_an_option_before_the_denied_word_does_not_hide_it(ws: Path, command: str) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["git"], "deny_commands": ["git push", "git config"]}})
+    decision = policy.check_scope(gate, "exec", command, str(ws))
+    assert not decision.granted and decision.rule == "policy.exec.deny_commands"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.p=push p",
+        "git --config-env=alias.p=MY_ALIAS p",
+        "git -c include.path=/tmp/more p",
+        "git -c help.autocorrect=immediate psuh",
+        "git --unknown-option push",
+        "git -C",
+    ],
+)
+def test_a_command_the_gate_cannot_read_is_refused_with_its_own_rule(ws: Path, command: str) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["*"], "deny_commands": ["git push"]}})
+    decision = policy.check_scope(gate, "exec", command, str(ws))
+    assert not decision.granted and decision.rule == "policy.exec.undecidable"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git status", True),
+        ("git -C . status --short", True),
+        ("git --no-pager log --oneline --grep push", True),  # push is log's argument, not the subcommand
+        ("git commit -m push", True),
+        ("git push-docs", True),  # another command
+        ("git -c alias.p=push status", False),  # undecidable, whatever it runs
+        ("env FOO=1 pytest -q", True),
+        ("npm --prefix web publish", False),  # another program: the denied words in order, wherever they stand
+        ("npm run publish-docs", True),
+        ("npm install", True),
+        ("sh -c 'npm publish'", False),
+        ("git -C . push", False),
+    ],
+)
+def test_denied_commands_refuse_what_runs_them_and_nothing_else(ws: Path, command: str, expected: bool) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["*"], "deny_commands": ["git push", "npm publish"]}})
+    assert policy.check_scope(gate, "exec", command, str(ws)).granted is expected
+
+
+def test_git_global_options_are_read_as_git_reads_them() -> None:
+    assert policy.git_command(["-C", ".", "-c", "a.b=c", "--no-pager", "push", "origin"]) == ("push", ("origin",))
+    assert policy.git_command(["--git-dir", ".git", "--work-tree=.", "log"]) == ("log", ())
+    assert policy.git_command(["--version"]) == ("version", ()) and policy.git_command(["-h", "push"]) == ("help", ("push",))
+    assert policy.git_command(["--exec-path"]) is None and policy.git_command([]) is None  # prints, runs nothing
+    for words in (["-C"], ["--frob", "push"], ["-c", "Alias.x=push", "x"]):
+        with pytest.raises(policy.Undecidable):
+            policy.git_command(words)
+
+
 @pytest.mark.parametrize("kind", policy.FS)
 def test_a_uri_given_as_a_path_is_refused(ws: Path, kind: str) -> None:
     """`file:/etc/passwd` was granted as <workspace>/file:/etc/passwd."""
