@@ -7,13 +7,18 @@ off, file access is the workspace, the only secret is the model's API key. A den
 over an allow. Every decision names the setting that made it (`rule`), so the event log says
 why, not only what.
 
-Matching, done right where the reference runtime did it with string prefixes:
+Matching, done right where the reference runtime did it with string prefixes, and so that a
+deny holds whatever spelling reaches the same thing (issue 24):
 - paths are resolved first (links followed, `..` applied, by the resolver) and then compared
   component by component: `/work` contains `/work/a`, never `/workshop`; `.` never contains
-  `../x`, which resolves outside it;
-- domains match exactly or on a label boundary: `github.com` allows `api.github.com`, never
-  `evilgithub.com`; `*.github.com` allows subdomains only; a URL is reduced to its host first
-  (userinfo, port and path dropped, so `https://github.com@evil.com/` is `evil.com`);
+  `../x`, which resolves outside it; a path that starts with a URI scheme (`file:/etc/passwd`)
+  is refused by the resolver;
+- hosts are read by the one parser of `foundation.hosts`: a URL with urlsplit, refused when
+  another parser would read it differently (a backslash, userinfo, a scheme without `//`);
+  addresses in every spelling the resolver accepts (`2852039166` is 169.254.169.254) and
+  compared as addresses, also inside IPv6 (`::ffff:169.254.169.254`); a loopback entry stands
+  for every way to this machine (`127.1`, `0`, `[::1]`, `localhost`). Names match exactly or on
+  a label boundary: `github.com` allows `api.github.com`, never `evilgithub.com`;
 - commands: an allow matches word by word from the start (`git` allows `git status`, never
   `gitk` or `/usr/bin/git`); a deny matches wherever the program stands and however it is
   named (`env git push`, `/usr/bin/git push`, `sh -c 'git push'`, `git-push`), git's global
@@ -32,11 +37,14 @@ needs and the arguments that carry each one's scope. A tool no rule maps is deni
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from moss_files.foundation import hosts
 
 CAPABILITIES = ("fs_read", "fs_write", "net_http", "exec", "secrets_read")
 FS = ("fs_read", "fs_write")
@@ -46,8 +54,6 @@ FS = ("fs_read", "fs_write")
 Resolver = Callable[[str, str], str]
 
 _SHELL_CONTROL = frozenset(";&|`$<>(){}\n\r\x00")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,48 +308,57 @@ def tool_denied(name: str, pattern: str, *, qualified: bool = True) -> bool:
     return tool_matches(name, pattern, qualified=qualified) or _glob(_folded(pattern), _folded(name))
 
 
-def host_of(value: str) -> str | None:
-    """The host a URL or `host[:port]` names, lower-case, without a trailing dot; None when it
-    names none. Backslashes count as slashes (as browsers read them)."""
-    text = value.strip().replace("\\", "/")
-    text = _SCHEME.sub("", text, count=1)
-    authority = re.split(r"[/?#]", text, maxsplit=1)[0]
-    authority = authority.rpartition("@")[2]  # userinfo is not the host
-    if authority.startswith("["):  # an IPv6 literal
-        end = authority.find("]")
-        return authority[1:end].lower() if end > 1 else None
-    host = authority.split(":", 1)[0].rstrip(".").lower()
-    return _ascii_host(host)
-
-
-def _ascii_host(host: str) -> str | None:
-    if not host:
-        return None
-    try:
-        host = host.encode("idna").decode("ascii") if not host.isascii() else host
-    except UnicodeError:
-        return None
-    labels = host.split(".")
-    return host if all(_LABEL.match(label) for label in labels) else None
-
-
 def normalize_domain_pattern(pattern: str, where: str) -> str:
-    """A domain pattern as matching uses it (`*`, `*.example.com` or `example.com`, lower-case).
-    Raises ValueError for one that names no host."""
-    text = pattern.strip().lower().rstrip(".")
+    """A domain pattern as matching uses it: `*`, `*.example.com`, `example.com` (lower-case,
+    IDNA), an IP address in any spelling (`[::1]`, `127.1`) written as `ipaddress` writes it,
+    or a network (`10.0.0.0/8`). Raises ValueError for one that names no host."""
+    text = pattern.strip()
     if text == "*":
         return text
-    body = text[2:] if text.startswith("*.") else text
-    host = _ascii_host(body)
-    if host is None or "/" in text or ":" in text:
-        raise ValueError(f"{where}: {pattern!r} is not a domain (write example.com, *.example.com or *)")
-    return ("*." if text.startswith("*.") else "") + host
+    if "/" in text:
+        network = hosts.ip_network_of(text)
+        if network is None:
+            raise ValueError(f"{where}: {pattern!r} is not a network (write 10.0.0.0/8 or fe80::/10)")
+        return str(network)
+    wildcard = text.startswith("*.")
+    try:
+        host = hosts.host_name(text[2:] if wildcard else text)
+    except hosts.AmbiguousURL:
+        raise ValueError(f"{where}: {pattern!r} is not a domain (write example.com, *.example.com, an IP address or *)") from None
+    if wildcard and hosts.ip_address_of(host) is not None:
+        raise ValueError(f"{where}: {pattern!r}: *. takes a domain, not an address")
+    return ("*." if wildcard else "") + host
+
+
+def _local_network(network: hosts.IPNetwork) -> bool:
+    """Whether `network` holds an address that reaches this machine (loopback, unspecified)."""
+    if network.version == 4:
+        return network.overlaps(_LOOPBACK_V4) or ipaddress.IPv4Address(0) in network
+    return any(network.overlaps(local) for local in _LOCAL_V6)
+
+
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+_LOCAL_V6 = (ipaddress.IPv6Network("::1/128"), ipaddress.IPv6Network("::/128"), ipaddress.IPv6Network("::ffff:127.0.0.0/104"))
 
 
 def domain_matches(host: str, pattern: str) -> bool:
-    """`host` against a normalized pattern: exact, a subdomain on a label boundary, or `*`."""
+    """`host` (as hosts.url_host gives it) against a normalized pattern. A name matches exactly
+    or as a subdomain on a label boundary; `*.` takes subdomains only; `*` takes any host. An
+    address or network matches the addresses it holds, in every spelling, also inside an IPv6
+    address that embeds one (`::ffff:169.254.169.254`). A pattern that reaches this machine
+    (a loopback address, `0.0.0.0`, `::`, `localhost`) matches every such destination: `127.1`,
+    `0`, `[::1]`, `localhost` all reach the same listeners."""
     if pattern == "*":
         return True
+    address = hosts.ip_address_of(host)
+    network = hosts.ip_network_of(pattern)
+    if pattern == "localhost" or (network is not None and _local_network(network)):
+        if hosts.is_local_destination(host):
+            return True
+    if network is not None:
+        return address is not None and any(found in network for found in hosts.reached_addresses(address) if found.version == network.version)
+    if address is not None:
+        return False  # a name never matches an address: what a name resolves to is not known here
     if pattern.startswith("*."):
         return host.endswith(pattern[1:])
     return host == pattern or host.endswith("." + pattern)
@@ -549,9 +564,14 @@ def check_path(policy: Policy, kind: str, raw: str, base: str) -> Decision:
 
 
 def check_domain(policy: Policy, raw: str) -> Decision:
-    host = "*" if raw == "*" else host_of(raw)
-    if host is None:
-        return Decision(False, "net_http", raw, "policy.net_http", f"{raw!r} names no host")
+    """net_http to the URL or host `raw`, read by the one parser of hosts (`hosts.url_host`)."""
+    if raw == "*":
+        host = raw
+    else:
+        try:
+            host = hosts.url_host(raw)
+        except hosts.AmbiguousURL as exc:
+            return Decision(False, "net_http", raw, "policy.net_http.ambiguous", f"{raw!r} is refused: {exc}")
     for pattern in policy.deny_domains:
         if host == "*" or domain_matches(host, pattern):
             return Decision(False, "net_http", host, "policy.net_http.deny_domains", f"{host} matches denied domain {pattern}")

@@ -485,6 +485,69 @@ def test_git_global_options_are_read_as_git_reads_them() -> None:
             policy.git_command(words)
 
 
+REPORTED_ADDRESSES = ["2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "169.254.43518", "[::ffff:169.254.169.254]"]
+
+
+@pytest.mark.parametrize("host", REPORTED_ADDRESSES)
+def test_a_denied_address_is_denied_in_every_spelling(ws: Path, host: str) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": ["169.254.169.254"]}})
+    decision = policy.check_scope(gate, "net_http", f"http://{host}/latest/meta-data/", str(ws))
+    assert not decision.granted and decision.rule == "policy.net_http.deny_domains"
+    assert decision.scope == str(policy.hosts.ip_address_of(host))  # the address, as ipaddress writes it
+
+
+@pytest.mark.parametrize("host", ["127.1", "0", "[::1]", "localhost", "0x7f000001", "[::ffff:127.0.0.1]"])
+def test_a_denied_loopback_address_denies_every_way_to_this_machine(ws: Path, host: str) -> None:
+    for denied in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.0/8"):
+        gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": [denied]}})
+        assert not policy.check_scope(gate, "net_http", f"http://{host}:8080/", str(ws)).granted, (denied, host)
+
+
+def test_addresses_and_networks_in_domain_lists(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": ["10.0.0.0/8", "fd00::/8", "169.254.169.254"]}})
+
+    def allowed(value: str) -> bool:
+        return policy.check_scope(gate, "net_http", value, str(ws)).granted
+
+    assert not allowed("http://167772161/") and not allowed("http://[::ffff:10.1.2.3]/") and not allowed("http://[fd12::1]/")
+    assert allowed("http://169.254.169.253/") and allowed("http://11.0.0.1/") and allowed("https://example.com/") and allowed("http://[2001:db8::1]/")
+    only = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["192.0.2.7", "example.com"]}})
+    assert policy.check_scope(only, "net_http", "http://3221225991/", str(ws)).granted  # 192.0.2.7, spelled as one number
+    assert not policy.check_scope(only, "net_http", "http://192.0.2.8/", str(ws)).granted
+    assert not policy.check_scope(only, "net_http", "http://93.184.216.34/", str(ws)).granted  # a name never matches an address
+    assert policy.normalize_domain_pattern("[::1]", "x") == "::1" and policy.normalize_domain_pattern("0x7f.1", "x") == "127.0.0.1"
+    for bad in ("10.0.0.1/8", "*.10.0.0.1", "1.2.3.4.5", "http://example.com"):
+        with pytest.raises(ValueError):
+            policy.normalize_domain_pattern(bad, "x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://allowed.com\\@evil.com/",
+        "http://allowed.com@evil.com/",
+        "http://evil.com@allowed.com/",
+        "http:allowed.com",
+        "http://allowed.com\t/",
+        "http://allowed%2ecom/",
+    ],
+)
+def test_a_url_parsers_read_differently_is_refused(ws: Path, url: str) -> None:
+    """`http://allowed.com\\@evil.com/` was granted as allowed.com while Python's urlsplit
+    connects to evil.com: the gate reads URLs with urlsplit and refuses the ambiguous ones."""
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["allowed.com"]}})
+    decision = policy.check_scope(gate, "net_http", url, str(ws))
+    assert not decision.granted and decision.rule == "policy.net_http.ambiguous"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://allowed.com/a?next=x@y", "https://ALLOWED.com.:8443/x#frag@z", "allowed.com", "allowed.com:80", "http://api.allowed.com/"]
+)
+def test_plain_urls_stay_allowed(ws: Path, url: str) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["allowed.com"]}})
+    assert policy.check_scope(gate, "net_http", url, str(ws)).granted
+
+
 @pytest.mark.parametrize("kind", policy.FS)
 def test_a_uri_given_as_a_path_is_refused(ws: Path, kind: str) -> None:
     """`file:/etc/passwd` was granted as <workspace>/file:/etc/passwd."""
