@@ -200,3 +200,49 @@ def test_the_default_deny_of_purge_holds_when_the_server_serves_other_names(repo
     assert error["code"] == "CAPABILITY_DENIED" and [d["rule"] for d in error["details"]["decisions"]] == ["policy.deny_tools"]
     assert sorted((root / ".moss" / "capsules").rglob("*.md")) == capsules
 
+
+def test_commands_urls_and_paths_that_hid_what_they_reach_are_refused_before_the_server(tmp_path: Path) -> None:
+    """Issue 24, items 7-10, through a real MCP server: each call is refused by the gate, so the
+    demo server (which answers every call it gets) never sees it."""
+    root = make_workspace(tmp_path / "project")
+    rules = """
+[policy]
+allow_exec = true
+allow_network = true
+
+[policy.exec]
+allow_commands = ["git"]
+deny_commands = ["git push", "git config"]
+
+[policy.net_http]
+allow_domains = ["allowed.com"]
+deny_domains = ["169.254.169.254"]
+
+[[policy.tools]]
+tool = "demo.run"
+needs = ["exec"]
+exec = ["command"]
+
+[[policy.tools]]
+tool = "demo.fetch"
+needs = ["net_http"]
+net_http = ["url"]
+
+[[policy.tools]]
+tool = "demo.read_file"
+needs = ["fs_read"]
+fs_read = ["path"]
+"""
+    write_settings(root, rules, moss=False)
+    for tool, argument, value, rule in (
+        ("demo.run", "command", "git -C . push", "policy.exec.deny_commands"),
+        ("demo.run", "command", "git -c alias.p=push p", "policy.exec.undecidable"),
+        ("demo.fetch", "url", "http://allowed.com\\@evil.com/", "policy.net_http.ambiguous"),
+        ("demo.fetch", "url", "http://2852039166/latest/meta-data/", "policy.net_http.deny_domains"),
+        ("demo.read_file", "path", "file:/etc/passwd", "policy.fs"),
+    ):
+        code, body = call(root, tool, arguments={argument: value})
+        assert (code, body["code"]) == (5, "CAPABILITY_DENIED"), (tool, value, body)
+        assert [d["rule"] for d in body["details"]["decisions"] if not d["granted"]] == [rule], (tool, value)
+    code, ran = call(root, "demo.run", arguments={"command": "git -C . status"})
+    assert code == 0 and ran["text"] == "would run git -C . status"
