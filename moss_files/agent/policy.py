@@ -7,16 +7,27 @@ off, file access is the workspace, the only secret is the model's API key. A den
 over an allow. Every decision names the setting that made it (`rule`), so the event log says
 why, not only what.
 
-Matching, done right where the reference runtime did it with string prefixes:
+Matching, done right where the reference runtime did it with string prefixes, and so that a
+deny holds whatever spelling reaches the same thing (issue 24):
 - paths are resolved first (links followed, `..` applied, by the resolver) and then compared
   component by component: `/work` contains `/work/a`, never `/workshop`; `.` never contains
-  `../x`, which resolves outside it;
-- domains match exactly or on a label boundary: `github.com` allows `api.github.com`, never
-  `evilgithub.com`; `*.github.com` allows subdomains only; a URL is reduced to its host first
-  (userinfo, port and path dropped, so `https://github.com@evil.com/` is `evil.com`);
-- commands match word by word: `git` allows `git status`, never `gitk` or `/usr/bin/git`, and a
-  command holding shell control characters (`;`, `|`, `&`, `$`, backquote, redirections,
-  newlines) is refused, since a tool may hand it to a shell.
+  `../x`, which resolves outside it; a path that starts with a URI scheme (`file:/etc/passwd`)
+  is refused by the resolver;
+- hosts are read by the one parser of `foundation.hosts`: a URL with urlsplit, refused when
+  another parser would read it differently (a backslash, userinfo, a scheme without `//`);
+  addresses in every spelling the resolver accepts (`2852039166` is 169.254.169.254) and
+  compared as addresses, also inside IPv6 (`::ffff:169.254.169.254`); a loopback entry stands
+  for every way to this machine (`127.1`, `0`, `[::1]`, `localhost`). Names match exactly or on
+  a label boundary: `github.com` allows `api.github.com`, never `evilgithub.com`;
+- commands: an allow matches word by word from the start (`git` allows `git status`, never
+  `gitk` or `/usr/bin/git`); a deny matches wherever the program stands and however it is
+  named (`env git push`, `/usr/bin/git push`, `sh -c 'git push'`, `git-push`), git's global
+  options read as git reads them (`git -C . push`); what the gate cannot read (a git alias set
+  on the command line, an unknown git option) is refused. A command holding shell control
+  characters (`;`, `|`, `&`, `$`, backquote, redirections, newlines) is refused, since a tool
+  may hand it to a shell;
+- tools match in every spelling of their name (`moss.moss.purge`, `moss.moss_purge`,
+  `moss.capsule_purge`), and a deny in any case too.
 
 A tool call is mapped to capabilities by a rule (`[[policy.tools]]`, else the built-in map of
 `moss serve`'s tools for a server configured with `tool_map = "moss"`): the capabilities it
@@ -26,11 +37,14 @@ needs and the arguments that carry each one's scope. A tool no rule maps is deni
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from moss_files.foundation import hosts
 
 CAPABILITIES = ("fs_read", "fs_write", "net_http", "exec", "secrets_read")
 FS = ("fs_read", "fs_write")
@@ -40,8 +54,6 @@ FS = ("fs_read", "fs_write")
 Resolver = Callable[[str, str], str]
 
 _SHELL_CONTROL = frozenset(";&|`$<>(){}\n\r\x00")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +123,7 @@ class Policy:
 
 
 DEFAULT_DENY_WRITE = (".git", ".moss/agent.toml", ".moss/config.toml")
-DEFAULT_DENY_TOOLS = ("moss.moss.purge",)
+DEFAULT_DENY_TOOLS = ("*.moss.purge",)  # moss serve's purge, whatever its server entry is named
 
 
 def policy_from_table(
@@ -239,59 +251,121 @@ def within(path: str, root: str) -> bool:
     return path_parts[: len(root_parts)] == root_parts
 
 
-def tool_matches(name: str, pattern: str) -> bool:
-    """`server.tool` against a pattern where `*` stands for any run of characters."""
+# moss serve's tool sets whose tools are named SET.TOOL (`moss.purge`), served as SET_TOOL
+# under `--names underscore`; `loop_*` has one spelling. `capsule_X` (Moss's newest names, the
+# opt-in `capsule` set) is the same tool as `moss.X`.
+_DOTTED_SETS = ("moss", "cstack", "needlecast", "moe")
+_CAPSULE_PREFIX = "capsule_"
+_CAPSULE_WORD = re.compile(r"(?<![a-z0-9-])capsule_")
+
+
+def tool_key(tool: str) -> str:
+    """A tool's name (without its server) in the one spelling names are compared in: dots as
+    underscores, Moss's newest capsule names as the `moss` set's. `moss.fetch_many`,
+    `moss_fetch_many` and `capsule_fetch_many` are all `moss_fetch_many`."""
+    key = tool.replace(".", "_")
+    return "moss_" + key[len(_CAPSULE_PREFIX) :] if key.startswith(_CAPSULE_PREFIX) else key
+
+
+def canonical_tool(tool: str) -> str:
+    """The seeds' name of one of moss serve's tools, however it was served: `moss_purge`,
+    `capsule_purge` and `moss.purge` are `moss.purge`; `loop_scan` stays. A name of no known
+    set comes back as its tool_key."""
+    key = tool_key(tool)
+    prefix, sep, rest = key.partition("_")
+    return f"{prefix}.{rest}" if sep and rest and prefix in _DOTTED_SETS else key
+
+
+def _qualified_key(name: str) -> str:
+    server, dot, tool = name.partition(".")
+    return f"{server}.{tool_key(tool)}" if dot else tool_key(name)
+
+
+def _folded(name: str) -> str:
+    # Case, dots, runs of underscores (`moss__moss_purge`, the model's name) and capsule_ all alike.
+    return _CAPSULE_WORD.sub("moss_", re.sub(r"[._]+", "_", name.casefold()))
+
+
+def _glob(pattern: str, name: str) -> bool:
     if "*" not in pattern:
         return name == pattern
     regex = "^" + ".*".join(re.escape(piece) for piece in pattern.split("*")) + "$"
     return re.match(regex, name, re.DOTALL) is not None
 
 
-def host_of(value: str) -> str | None:
-    """The host a URL or `host[:port]` names, lower-case, without a trailing dot; None when it
-    names none. Backslashes count as slashes (as browsers read them)."""
-    text = value.strip().replace("\\", "/")
-    text = _SCHEME.sub("", text, count=1)
-    authority = re.split(r"[/?#]", text, maxsplit=1)[0]
-    authority = authority.rpartition("@")[2]  # userinfo is not the host
-    if authority.startswith("["):  # an IPv6 literal
-        end = authority.find("]")
-        return authority[1:end].lower() if end > 1 else None
-    host = authority.split(":", 1)[0].rstrip(".").lower()
-    return _ascii_host(host)
+def tool_matches(name: str, pattern: str, *, qualified: bool = True) -> bool:
+    """Whether tool `name` matches `pattern` (`*` stands for any run of characters) as written
+    or in any other spelling of the same tool (tool_key). `qualified`: both are SERVER.TOOL (the
+    agent's gate); otherwise both are names as one server serves them (moss serve's gate)."""
+    key = _qualified_key if qualified else tool_key
+    return _glob(pattern, name) or _glob(key(pattern), key(name))
 
 
-def _ascii_host(host: str) -> str | None:
-    if not host:
-        return None
-    try:
-        host = host.encode("idna").decode("ascii") if not host.isascii() else host
-    except UnicodeError:
-        return None
-    labels = host.split(".")
-    return host if all(_LABEL.match(label) for label in labels) else None
+def tool_denied(name: str, pattern: str, *, qualified: bool = True) -> bool:
+    """tool_matches, and blind to case and to which separator stands where, so that a deny
+    holds whatever spelling reaches the tool (`moss.MOSS_PURGE`, `moss__moss_purge`). Only
+    denies compare this loosely: a wider deny refuses more, a wider allow would grant more."""
+    return tool_matches(name, pattern, qualified=qualified) or _glob(_folded(pattern), _folded(name))
 
 
 def normalize_domain_pattern(pattern: str, where: str) -> str:
-    """A domain pattern as matching uses it (`*`, `*.example.com` or `example.com`, lower-case).
-    Raises ValueError for one that names no host."""
-    text = pattern.strip().lower().rstrip(".")
+    """A domain pattern as matching uses it: `*`, `*.example.com`, `example.com` (lower-case,
+    IDNA), an IP address in any spelling (`[::1]`, `127.1`) written as `ipaddress` writes it,
+    or a network (`10.0.0.0/8`). Raises ValueError for one that names no host."""
+    text = pattern.strip()
     if text == "*":
         return text
-    body = text[2:] if text.startswith("*.") else text
-    host = _ascii_host(body)
-    if host is None or "/" in text or ":" in text:
-        raise ValueError(f"{where}: {pattern!r} is not a domain (write example.com, *.example.com or *)")
-    return ("*." if text.startswith("*.") else "") + host
+    if "/" in text:
+        network = hosts.ip_network_of(text)
+        if network is None:
+            raise ValueError(f"{where}: {pattern!r} is not a network (write 10.0.0.0/8 or fe80::/10)")
+        return str(network)
+    wildcard = text.startswith("*.")
+    try:
+        host = hosts.host_name(text[2:] if wildcard else text)
+    except hosts.AmbiguousURL:
+        raise ValueError(f"{where}: {pattern!r} is not a domain (write example.com, *.example.com, an IP address or *)") from None
+    if wildcard and hosts.ip_address_of(host) is not None:
+        raise ValueError(f"{where}: {pattern!r}: *. takes a domain, not an address")
+    return ("*." if wildcard else "") + host
+
+
+def _local_network(network: hosts.IPNetwork) -> bool:
+    """Whether `network` holds an address that reaches this machine (loopback, unspecified)."""
+    if network.version == 4:
+        return network.overlaps(_LOOPBACK_V4) or ipaddress.IPv4Address(0) in network
+    return any(network.overlaps(local) for local in _LOCAL_V6)
+
+
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+_LOCAL_V6 = (ipaddress.IPv6Network("::1/128"), ipaddress.IPv6Network("::/128"), ipaddress.IPv6Network("::ffff:127.0.0.0/104"))
 
 
 def domain_matches(host: str, pattern: str) -> bool:
-    """`host` against a normalized pattern: exact, a subdomain on a label boundary, or `*`."""
+    """`host` (as hosts.url_host gives it) against a normalized pattern. A name matches exactly
+    or as a subdomain on a label boundary; `*.` takes subdomains only; `*` takes any host. An
+    address or network matches the addresses it holds, in every spelling, also inside an IPv6
+    address that embeds one (`::ffff:169.254.169.254`). A pattern that reaches this machine
+    (a loopback address, `0.0.0.0`, `::`, `localhost`) matches every such destination: `127.1`,
+    `0`, `[::1]`, `localhost` all reach the same listeners."""
     if pattern == "*":
         return True
+    address = hosts.ip_address_of(host)
+    network = hosts.ip_network_of(pattern)
+    if pattern == "localhost" or (network is not None and _local_network(network)):
+        if hosts.is_local_destination(host):
+            return True
+    if network is not None:
+        return address is not None and any(found in network for found in hosts.reached_addresses(address) if found.version == network.version)
+    if address is not None:
+        return False  # a name never matches an address: what a name resolves to is not known here
     if pattern.startswith("*."):
         return host.endswith(pattern[1:])
     return host == pattern or host.endswith("." + pattern)
+
+
+class Undecidable(ValueError):
+    """A command of which the gate cannot tell whether it runs a denied one."""
 
 
 def command_tokens(value: Any) -> tuple[str, ...] | None:
@@ -323,10 +397,137 @@ def _pattern_tokens(pattern: str, where: str) -> tuple[str, ...]:
 
 
 def command_matches(words: Sequence[str], pattern: Sequence[str]) -> bool:
-    """Whether the command `words` starts with the words of `pattern` (`*` allows any)."""
+    """Whether the command `words` starts with the words of `pattern` (`*` allows any): how an
+    allow matches, exactly as written."""
     if tuple(pattern) == ("*",):
         return True
     return tuple(words[: len(pattern)]) == tuple(pattern)
+
+
+# git's global options (git.c, handle_options): those that take the next word as their value,
+# those written NAME=VALUE, those that print something and exit, and the plain flags.
+_GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--attr-source", "--shallow-file"})
+_GIT_VALUED_EQUALS = ("--git-dir=", "--work-tree=", "--namespace=", "--config-env=", "--attr-source=", "--exec-path=")
+_GIT_QUERIES = ("--exec-path", "--html-path", "--man-path", "--info-path", "--list-cmds=")
+_GIT_FLAGS = frozenset(
+    {
+        "-p",
+        "--paginate",
+        "-P",
+        "--no-pager",
+        "--no-lazy-fetch",
+        "--no-replace-objects",
+        "--bare",
+        "--literal-pathspecs",
+        "--no-literal-pathspecs",
+        "--glob-pathspecs",
+        "--noglob-pathspecs",
+        "--icase-pathspecs",
+        "--no-optional-locks",
+        "--no-advice",
+    }
+)
+# Settings given on git's command line that make a word run another command than it names.
+_GIT_RENAMING_SETTINGS = ("alias.", "include.", "includeif.", "help.autocorrect")
+_MAX_NESTING = 8
+
+
+def _program(word: str) -> str:
+    # The program a word runs, as a deny compares it: no folder, any case (`/usr/bin/GIT`).
+    return word.rsplit("/", 1)[-1].casefold()
+
+
+def git_command(words: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """(subcommand, its arguments) of `git WORDS`, the global options read as git reads them;
+    None when git runs no subcommand (`git --version`, `git --exec-path`). Raises Undecidable
+    for an option git does not know, one that lacks its value, and a `-c`/`--config-env`
+    setting that renames commands (aliases, includes, autocorrect)."""
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if not word.startswith("-"):
+            return word, tuple(words[index + 1 :])
+        if word in ("--help", "-h", "--version", "-v"):
+            return ("help" if word in ("--help", "-h") else "version"), tuple(words[index + 1 :])
+        if word in _GIT_FLAGS:
+            index += 1
+            continue
+        if word in _GIT_VALUED or word.startswith(_GIT_VALUED_EQUALS):
+            if word in _GIT_VALUED:
+                if index + 1 >= len(words):
+                    raise Undecidable(f"git's {word} needs a value")
+                value, index = words[index + 1], index + 2
+            else:
+                value, index = word.partition("=")[2], index + 1
+            if word.startswith(("-c", "--config-env")) and value.casefold().startswith(_GIT_RENAMING_SETTINGS):
+                raise Undecidable(f"git {word} {value} can make another word run a denied command")
+            continue
+        if word.startswith(_GIT_QUERIES):
+            return None
+        raise Undecidable(f"git has no global option {word!r}")
+    return None
+
+
+def _commands_within(words: tuple[str, ...], depth: int = 0) -> list[tuple[str, ...]]:
+    """The command and every command held in one of its words, as `sh -c 'git push'`, `env -S
+    'git push'`, `--exec='git push'` and `core.pager=git push` hold one."""
+    found = [words]
+    for word in words:
+        texts = {word, word.partition("=")[2]}
+        if len(word) > 2 and word[0] == "-" and word[1].isalpha():
+            texts.add(word[2:])  # an option's value written against it: -S'git push'
+        for text in texts:
+            if " " not in text and "\t" not in text:
+                continue
+            if depth >= _MAX_NESTING:
+                raise Undecidable("commands nested too deep to read")
+            try:
+                inner = tuple(shlex.split(text))
+            except ValueError:
+                continue  # badly quoted: no shell would run it either
+            found.extend(_commands_within(inner, depth + 1))
+    return found
+
+
+def command_denied(words: Sequence[str], pattern: Sequence[str]) -> bool:
+    """Whether running `words` may run the denied command `pattern`, wherever the program stands
+    (after `env`, `sudo`, `nice`, `xargs` ..., inside `sh -c '…'`) and however it is named
+    (`/usr/bin/git`, `git-push`). git's global options are read as git reads them, so the
+    subcommand is known exactly (`git -C . push`); for another program, the pattern's later
+    words need only appear after it, in order (`npm --prefix x publish` for `npm publish`).
+    Words after git's subcommand may stand anywhere among its arguments. Raises Undecidable when
+    it cannot tell."""
+    if tuple(pattern) == ("*",):
+        return True
+    program, *rest = pattern
+    program = _program(program)
+    for command in _commands_within(tuple(words)):
+        for index, word in enumerate(command):
+            name, after = _program(word), command[index + 1 :]
+            if program == "git" and name.startswith("git-") and len(name) > 4:
+                if not rest or _git_runs(name[4:], after, rest):  # git-push is git push
+                    return True
+            if name != program:
+                continue
+            if not rest:
+                return True
+            if program == "git":
+                parsed = git_command(after)
+                if parsed is not None and _git_runs(*parsed, rest):
+                    return True
+            elif _in_order(rest, after):
+                return True
+    return False
+
+
+def _git_runs(subcommand: str, arguments: Sequence[str], pattern: Sequence[str]) -> bool:
+    sub, *words = pattern
+    return subcommand.casefold() == sub.casefold() and all(word in arguments for word in words)
+
+
+def _in_order(wanted: Sequence[str], words: Sequence[str]) -> bool:
+    remaining = iter(words)
+    return all(any(word == item for item in remaining) for word in wanted)
 
 
 # --------------------------------------------------------------------------- decisions
@@ -363,9 +564,14 @@ def check_path(policy: Policy, kind: str, raw: str, base: str) -> Decision:
 
 
 def check_domain(policy: Policy, raw: str) -> Decision:
-    host = "*" if raw == "*" else host_of(raw)
-    if host is None:
-        return Decision(False, "net_http", raw, "policy.net_http", f"{raw!r} names no host")
+    """net_http to the URL or host `raw`, read by the one parser of hosts (`hosts.url_host`)."""
+    if raw == "*":
+        host = raw
+    else:
+        try:
+            host = hosts.url_host(raw)
+        except hosts.AmbiguousURL as exc:
+            return Decision(False, "net_http", raw, "policy.net_http.ambiguous", f"{raw!r} is refused: {exc}")
     for pattern in policy.deny_domains:
         if host == "*" or domain_matches(host, pattern):
             return Decision(False, "net_http", host, "policy.net_http.deny_domains", f"{host} matches denied domain {pattern}")
@@ -384,8 +590,12 @@ def check_command(policy: Policy, raw: Any) -> Decision:
     if words is None:
         return Decision(False, "exec", shown, "policy.exec", "not a plain command: empty, badly quoted, or holding shell control characters")
     for pattern in policy.deny_commands:
-        if words == ("*",) or command_matches(words, pattern):
-            return Decision(False, "exec", shown, "policy.exec.deny_commands", f"matches denied command {' '.join(pattern)!r}")
+        try:
+            denied = words == ("*",) or command_denied(words, pattern)
+        except Undecidable as exc:
+            return Decision(False, "exec", shown, "policy.exec.undecidable", f"cannot tell whether it runs denied command {' '.join(pattern)!r}: {exc}")
+        if denied:
+            return Decision(False, "exec", shown, "policy.exec.deny_commands", f"runs denied command {' '.join(pattern)!r}")
     for pattern in policy.allow_commands:
         if (words == ("*",) and pattern == ("*",)) or (words != ("*",) and command_matches(words, pattern)):
             return Decision(True, "exec", shown, "policy.exec.allow_commands", f"starts with allowed command {' '.join(pattern)!r}")
@@ -430,7 +640,7 @@ def decide(
     ahead only when all are granted. `base` is the folder relative paths are taken from (the
     server's working folder); `builtin` is the built-in rule for the tool, when it has one."""
     for pattern in policy.deny_tools:
-        if tool_matches(name, pattern):
+        if tool_denied(name, pattern):
             return [Decision(False, None, name, "policy.deny_tools", f"{name} matches {pattern} in policy.deny_tools")]
     rule = next((rule for rule in policy.rules if tool_matches(name, rule.pattern)), None) or builtin
     if rule is None:
@@ -474,27 +684,38 @@ _WRITE_FOLDERS: Mapping[str, tuple[str, ...]] = {"loop": (".moss",)}
 
 
 def moss_rule(server: str, tool: str, *, read_only: bool) -> ToolRule | None:
-    """The built-in rule of one of `moss serve`'s tools: its set's folders, read or written as
-    its readOnly annotation says; export writes and import reads the file its `path` names
-    (export's default folder, ~/.moss/exports, lies outside the workspace). None for a tool of
-    no known set."""
-    canonical = tool.replace("_", ".", 1) if "." not in tool and not tool.startswith("loop_") else tool
+    """The built-in rule of one of `moss serve`'s tools, under any of its names (canonical_tool:
+    `moss_store` and `capsule_store` are `moss.store`): its set's folders, read or written as its
+    readOnly annotation says. The tools that take a file's path are checked on that path:
+    export writes and import reads the file its `path` names (export's default folder,
+    ~/.moss/exports, lies outside the workspace); `loop_export` writes its `output_path`
+    (default .moss/exports), `loop_import` and `loop_import_preview` read their
+    `bundle_path`. None for a tool of no known set."""
+    canonical = canonical_tool(tool)
     tool_set = re.split(r"[._]", canonical, maxsplit=1)[0]
     folders = _SET_FOLDERS.get(tool_set)
     if folders is None:
         return None
     pattern = f"{server}.{tool}"
+    source = "tool_map.moss"
     if canonical == "moss.export":
+        return ToolRule(
+            pattern, ("fs_read", "fs_write"), args={"fs_write": ("path",)}, scopes={"fs_read": folders}, arg_defaults={"path": "~/.moss/exports"}, source=source
+        )
+    if canonical == "moss.import":
+        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source=source)
+    if canonical == "loop_export":
         return ToolRule(
             pattern,
             ("fs_read", "fs_write"),
-            args={"fs_write": ("path",)},
+            args={"fs_write": ("output_path",)},
             scopes={"fs_read": folders},
-            arg_defaults={"path": "~/.moss/exports"},
-            source="tool_map.moss",
+            arg_defaults={"output_path": ".moss/exports"},
+            source=source,
         )
-    if canonical == "moss.import":
-        return ToolRule(pattern, ("fs_read", "fs_write"), args={"fs_read": ("path",)}, scopes={"fs_write": folders}, source="tool_map.moss")
+    if canonical in ("loop_import", "loop_import_preview"):
+        writes = {} if canonical == "loop_import_preview" else {"fs_write": _WRITE_FOLDERS[tool_set]}
+        return ToolRule(pattern, ("fs_read", *writes), args={"fs_read": ("bundle_path",)}, scopes=writes, source=source)
     if read_only:
-        return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source="tool_map.moss")
-    return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source="tool_map.moss")
+        return ToolRule(pattern, ("fs_read",), scopes={"fs_read": folders}, source=source)
+    return ToolRule(pattern, ("fs_write",), scopes={"fs_write": _WRITE_FOLDERS.get(tool_set, folders)}, source=source)

@@ -10,7 +10,7 @@ lists join, and a `true` in either file wins, so neither file can loosen what th
     read_only = false         # answer only the tools that change no file
     allow_tools = []          # when not empty, only these tools (`moss.*`, `cstack.status`, ...)
     deny_tools = []           # never these, for example ["moss.purge", "moe.*"]
-    path_roots = []           # when not empty, moss.export / moss.import paths must resolve inside these
+    path_roots = []           # when not empty, the paths export and import tools take must resolve inside these
 
 The policy is off by default: `moss serve` is started by the agent's own host with its user's
 rights, and the tool sets already decide what is served, so the limits are what a workspace
@@ -39,7 +39,14 @@ log = logging.getLogger("moss_files.mcp")
 
 AUDIT_FOLDER = ".moss/audit"
 META_KEY = "moss-files/agent"
-PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {"moss.export": ("path",), "moss.import": ("path",)}
+# The tools that take a file's path, by canonical name (policy.canonical_tool), and its argument.
+PATH_ARGUMENTS: Mapping[str, tuple[str, ...]] = {
+    "moss.export": ("path",),
+    "moss.import": ("path",),
+    "loop_export": ("output_path",),
+    "loop_import": ("bundle_path",),
+    "loop_import_preview": ("bundle_path",),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,48 +93,37 @@ def serve_policy(data: Mapping[str, Any], *, root: Path, where: str = ".moss/con
     )
 
 
-def _spelled(name: str) -> str:
-    """Tool names compared with dots and underscores alike (`moss.purge` = `moss_purge`), so a
-    policy holds whichever spelling the server serves (`--names underscore`)."""
-    return name.replace(".", "_")
-
-
 def decide(
     rules: ServePolicy, name: str, arguments: Mapping[str, Any], *, read_only: bool, base: str, resolve: Callable[[str, str], str] = paths.resolve
 ) -> list[policy.Decision]:
     """The decisions for one call of tool `name` (as served); the call goes ahead only when all
-    are granted. No limits configured: one grant."""
-    spelled = _spelled(name)
+    are granted. No limits configured: one grant. Patterns match every name of a tool (dots or
+    underscores, `capsule_purge` for `moss.purge`; denies also in any case: policy.tool_denied)."""
     for pattern in rules.deny_tools:
-        if policy.tool_matches(spelled, _spelled(pattern)):
+        if policy.tool_denied(name, pattern, qualified=False):
             return [policy.Decision(False, None, name, "serve.deny_tools", f"{name} matches {pattern} in serve.deny_tools")]
-    if rules.allow_tools and not any(policy.tool_matches(spelled, _spelled(pattern)) for pattern in rules.allow_tools):
+    if rules.allow_tools and not any(policy.tool_matches(name, pattern, qualified=False) for pattern in rules.allow_tools):
         return [policy.Decision(False, None, name, "serve.allow_tools", f"{name} is not in serve.allow_tools")]
     if rules.read_only and not read_only:
         return [policy.Decision(False, "fs_write", name, "serve.read_only", f"{name} changes files, and serve.read_only is true")]
     decisions: list[policy.Decision] = []
     if rules.path_roots:
-        for canonical, argument_names in PATH_ARGUMENTS.items():
-            if _spelled(canonical) != spelled:
+        for argument in PATH_ARGUMENTS.get(policy.canonical_tool(name), ()):
+            value = arguments.get(argument)
+            if not isinstance(value, str):
                 continue
-            for argument in argument_names:
-                value = arguments.get(argument)
-                if not isinstance(value, str):
-                    continue
-                try:
-                    resolved = resolve(value, base)
-                except ValueError as exc:
-                    decisions.append(policy.Decision(False, "fs_write", value, "serve.path_roots", f"not a path: {exc}"))
-                    continue
-                inside = next((root for root in rules.path_roots if policy.within(resolved, root)), None)
-                if inside is None:
-                    decisions.append(
-                        policy.Decision(
-                            False, "fs_write", resolved, "serve.path_roots", f"{resolved} is outside serve.path_roots ({', '.join(rules.path_roots)})"
-                        )
-                    )
-                else:
-                    decisions.append(policy.Decision(True, "fs_write", resolved, "serve.path_roots", f"{resolved} is inside {inside}"))
+            try:
+                resolved = resolve(value, base)
+            except ValueError as exc:
+                decisions.append(policy.Decision(False, "fs_write", value, "serve.path_roots", f"not a path: {exc}"))
+                continue
+            inside = next((root for root in rules.path_roots if policy.within(resolved, root)), None)
+            if inside is None:
+                decisions.append(
+                    policy.Decision(False, "fs_write", resolved, "serve.path_roots", f"{resolved} is outside serve.path_roots ({', '.join(rules.path_roots)})")
+                )
+            else:
+                decisions.append(policy.Decision(True, "fs_write", resolved, "serve.path_roots", f"{resolved} is inside {inside}"))
     return decisions or [policy.Decision(True, None, name, "serve", "allowed")]
 
 

@@ -123,7 +123,7 @@ allow_exec = false                     # exec: run commands
 allow_network = false                  # net_http: reach other hosts (the model API itself is not a tool)
 deny = []                              # capabilities denied outright: fs_read fs_write net_http exec secrets_read
 allow_tools = []                       # tools allowed by name although no rule maps them (SERVER.TOOL, * wildcards)
-deny_tools = ["moss.moss.purge"]       # tools always denied
+deny_tools = ["*.moss.purge"]          # tools always denied (moss serve's purge, under any server name or spelling)
 
 [policy.fs]
 read_roots = ["."]
@@ -133,11 +133,11 @@ deny_write = [".git", ".moss/agent.toml", ".moss/config.toml"]
 
 [policy.net_http]
 allow_domains = []                     # for example ["api.github.com"]: that host and its subdomains
-deny_domains = []
+deny_domains = []                      # names, IP addresses (any spelling) or networks: ["169.254.169.254", "10.0.0.0/8"]
 
 [policy.exec]
 allow_commands = []                    # for example ["git status", "pytest"]: word by word, so "git" allows "git log"
-deny_commands = []
+deny_commands = []                     # for example ["git push"]: also as `git -C . push`, `env git push`, `sh -c 'git push'`
 
 # A rule per tool of another server: the capabilities it needs, and the arguments holding
 # each one's scope (paths, URLs or domains, commands, environment variable names).

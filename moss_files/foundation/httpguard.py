@@ -25,20 +25,21 @@ both refuse the same requests with the same codes and statuses:
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
+
+from moss_files.foundation import hosts
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 def is_loopback(host: str) -> bool:
-    """True for names and addresses only this machine can reach."""
+    """True for names and addresses only this machine can reach, in any spelling the resolver
+    reads (`127.1`, `[::ffff:127.0.0.1]`; the one parser of `hosts`). Not the unspecified
+    address: a server bound to `0.0.0.0` listens on every interface."""
     if host == "localhost":
         return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    address = hosts.ip_address_of(host)
+    return address is not None and hosts.is_loopback_address(address)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agent_support import DEMO_SERVER, agent_env, anyio_workers_finish, make_workspace, write_settings  # noqa: F401
-from conftest import run_cli
+from conftest import BIN, run_cli
 from helpers import wait_for
 
 from moss_files.agent import service
@@ -175,3 +175,74 @@ def test_bad_settings_exit_4(tmp_path: Path) -> None:
     (root / ".moss" / "agent.toml").write_text("[llm]\nmax_steps = 0\n")
     refused = run_cli("moss", "agent", "mcp", "list", "--json", cwd=root)
     assert refused.returncode == 4 and json.loads(refused.stderr)["error"]["code"] == "SCHEMA_ERROR"
+
+
+CAPSULE_TEXT = "## Objective\nA.\n\n## Current status\nB.\n\n## Decisions\n- C\n\n## Next actions\n- D\n\n## Key locations\n- E\n\n## Open questions\n- F\n"
+
+
+@pytest.mark.parametrize(("tools", "purge"), [("moss,loop,cstack,needlecast", "moss_purge"), ("capsule", "capsule_purge")])
+def test_the_default_deny_of_purge_holds_when_the_server_serves_other_names(repo: Path, tools: str, purge: str) -> None:
+    """Issue 24: with `moss serve --names underscore` (the spelling docs/mcp.md gives for
+    Codex), `moss agent mcp call moss.moss_purge` was granted and purged a capsule."""
+    root = make_workspace(repo)
+    server = f'[[mcp_servers]]\nname = "moss"\ncommand = "{BIN / "moss"}"\nargs = ["serve", "--names", "underscore", "--tools", "{tools}"]\ntool_map = "moss"\n'
+    write_settings(root, server, moss=False, demo=False)
+    prefix = purge.split("_")[0]
+    stored = agent(root, "mcp", "call", f"moss.{prefix}_store", "--arg", "name=keep-me", "--arg", f"capsule_text={CAPSULE_TEXT}", "--json")
+    assert stored.returncode == 0, stored.stderr
+    deleted = agent(root, "mcp", "call", f"moss.{prefix}_delete", "--arg", "name=keep-me", "--json")
+    assert deleted.returncode == 0, deleted.stderr
+    capsules = sorted((root / ".moss" / "capsules").rglob("*.md"))
+    assert capsules  # soft-deleted: still a file, which purge would remove
+    refused = agent(root, "mcp", "call", f"moss.{purge}", "--json")
+    assert refused.returncode == 5, refused.stdout
+    error = json.loads(refused.stderr)["error"]
+    assert error["code"] == "CAPABILITY_DENIED" and [d["rule"] for d in error["details"]["decisions"]] == ["policy.deny_tools"]
+    assert sorted((root / ".moss" / "capsules").rglob("*.md")) == capsules
+
+
+def test_commands_urls_and_paths_that_hid_what_they_reach_are_refused_before_the_server(tmp_path: Path) -> None:
+    """Issue 24, items 7-10, through a real MCP server: each call is refused by the gate, so the
+    demo server (which answers every call it gets) never sees it."""
+    root = make_workspace(tmp_path / "project")
+    rules = """
+[policy]
+allow_exec = true
+allow_network = true
+
+[policy.exec]
+allow_commands = ["git"]
+deny_commands = ["git push", "git config"]
+
+[policy.net_http]
+allow_domains = ["allowed.com"]
+deny_domains = ["169.254.169.254"]
+
+[[policy.tools]]
+tool = "demo.run"
+needs = ["exec"]
+exec = ["command"]
+
+[[policy.tools]]
+tool = "demo.fetch"
+needs = ["net_http"]
+net_http = ["url"]
+
+[[policy.tools]]
+tool = "demo.read_file"
+needs = ["fs_read"]
+fs_read = ["path"]
+"""
+    write_settings(root, rules, moss=False)
+    for tool, argument, value, rule in (
+        ("demo.run", "command", "git -C . push", "policy.exec.deny_commands"),
+        ("demo.run", "command", "git -c alias.p=push p", "policy.exec.undecidable"),
+        ("demo.fetch", "url", "http://allowed.com\\@evil.com/", "policy.net_http.ambiguous"),
+        ("demo.fetch", "url", "http://2852039166/latest/meta-data/", "policy.net_http.deny_domains"),
+        ("demo.read_file", "path", "file:/etc/passwd", "policy.fs"),
+    ):
+        code, body = call(root, tool, arguments={argument: value})
+        assert (code, body["code"]) == (5, "CAPABILITY_DENIED"), (tool, value, body)
+        assert [d["rule"] for d in body["details"]["decisions"] if not d["granted"]] == [rule], (tool, value)
+    code, ran = call(root, "demo.run", arguments={"command": "git -C . status"})
+    assert code == 0 and ran["text"] == "would run git -C . status"

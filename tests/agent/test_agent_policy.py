@@ -356,3 +356,205 @@ def test_the_serve_policy(ws: Path) -> None:
         with pytest.raises(InvalidDocument) as caught:
             serve_gate.serve_policy(bad, root=ws)
         assert caught.value.code == "SCHEMA_ERROR"
+
+
+# --------------------------------------------------------------------------- issue 24: spellings that slipped past a deny
+
+
+def test_the_default_deny_of_purge_holds_for_every_name_of_the_tool(ws: Path) -> None:
+    """`moss serve --names underscore` serves `moss_purge` (Codex's spelling), `--tools
+    capsule` serves `capsule_purge`: the agent's gate granted both and the capsule was purged."""
+    for table in ({}, {"allow_tools": ["*"]}):
+        gate = make_policy(ws, table)
+        for server, tool in (("moss", "moss_purge"), ("moss", "capsule_purge"), ("moss", "moss.purge"), ("m", "moss_purge")):
+            decisions = policy.decide(gate, f"{server}.{tool}", {}, base=str(ws), builtin=policy.moss_rule(server, tool, read_only=False))
+            assert [d.rule for d in decisions] == ["policy.deny_tools"], (table, server, tool)
+
+
+def test_tool_patterns_match_every_spelling_of_a_tool_and_denies_any_case(ws: Path) -> None:
+    assert policy.canonical_tool("moss_fetch_many") == policy.canonical_tool("capsule_fetch_many") == "moss.fetch_many"
+    assert policy.canonical_tool("cstack_status") == "cstack.status" and policy.canonical_tool("loop_scan") == "loop_scan"
+    assert policy.tool_matches("moss.moss_store", "moss.moss.*") and policy.tool_matches("moss.moss.store", "moss.capsule_*")
+    assert policy.tool_matches("moss.moss.purge", "*moss.purge") and not policy.tool_matches("moss.moss.storex", "moss.moss.store")
+    assert not policy.tool_matches("moss.MOSS.STORE", "moss.moss.*")  # an allow is exact about case ...
+    assert policy.tool_denied("moss.MOSS.PURGE", "moss.moss.purge") and policy.tool_denied("moss.moss_purge", "moss__moss_purge")  # ... a deny is not
+    assert not policy.tool_denied("moss.moss.purged", "moss.moss.purge") and not policy.tool_denied("mossy.x", "moss.*")
+    assert policy.tool_matches("moss_purge", "moss.purge", qualified=False) and policy.tool_matches("capsule_store", "moss.*", qualified=False)
+    # An allow by any spelling reaches the tool under its other names; the rule stays the tool's own.
+    gate = make_policy(ws, {"allow_tools": ["demo.read.file"]})
+    assert granted(policy.decide(gate, "demo.read_file", {}, base=str(ws)))
+
+
+def test_the_capsule_names_and_the_bundle_paths_are_mapped_by_the_built_in_rules(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_tools": ["moss.*"]})
+    base = str(ws)
+
+    def check(tool: str, arguments: dict[str, Any], *, read_only: bool = False) -> list[policy.Decision]:
+        return policy.decide(gate, f"moss.{tool}", arguments, base=base, builtin=policy.moss_rule("moss", tool, read_only=read_only))
+
+    # capsule_export was unmapped, so `allow_tools = ["moss.*"]` granted it any path.
+    assert not granted(check("capsule_export", {"path": "/tmp/elsewhere.jsonl"}))
+    assert granted(check("capsule_export", {"path": ".moss/exports/a.jsonl"}))
+    assert [d.capability for d in check("capsule_fetch", {}, read_only=True)] == ["fs_read"]
+    # The sharing tools are checked on the file they read or write, not only on .moss.
+    assert not granted(check("loop_import", {"bundle_path": "/etc/passwd"}))
+    assert not granted(check("loop_import_preview", {"bundle_path": "../outside.json"}, read_only=True))
+    assert not granted(check("loop_export", {"output_path": "/tmp/bundle.json"}))
+    assert granted(check("loop_export", {}))  # the default, .moss/exports, is in the workspace
+    assert granted(check("loop_import", {"bundle_path": ".moss/exports/b.json"}))
+
+
+def test_moss_serve_gate_denies_every_name_and_limits_every_path_tool(ws: Path) -> None:
+    rules = serve_gate.serve_policy({"serve": {"deny_tools": ["moss.purge"], "path_roots": ["."]}}, root=ws)
+    base = str(ws)
+    for name in ("capsule_purge", "Moss.Purge", "MOSS_PURGE"):
+        assert serve_gate.decide(rules, name, {}, read_only=False, base=base)[0].rule == "serve.deny_tools", name
+    for name, arguments in (
+        ("capsule_export", {"path": "/tmp/x.jsonl"}),
+        ("capsule_import", {"path": "/tmp/x.jsonl"}),
+        ("loop_import", {"bundle_path": "/tmp/b.json"}),
+    ):
+        assert [d.rule for d in serve_gate.decide(rules, name, arguments, read_only=False, base=base)] == ["serve.path_roots"], name
+    allowed = serve_gate.serve_policy({"serve": {"allow_tools": ["moss.*"]}}, root=ws)
+    assert granted(serve_gate.decide(allowed, "capsule_fetch", {}, read_only=True, base=base))
+    assert not granted(serve_gate.decide(allowed, "cstack_status", {}, read_only=True, base=base))
+
+
+REPORTED_COMMANDS = [
+    "git -C . push",
+    "git --git-dir=.git push",
+    "git -c a.b=c push",
+    "git --no-pager push origin main",
+    "git -C . config core.hooksPath /tmp/h",
+]
+
+
+@pytest.mark.parametrize("command", REPORTED_COMMANDS)
+def test_an_option_before_the_denied_word_does_not_hide_it(ws: Path, command: str) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["git"], "deny_commands": ["git push", "git config"]}})
+    decision = policy.check_scope(gate, "exec", command, str(ws))
+    assert not decision.granted and decision.rule == "policy.exec.deny_commands"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.p=push p",
+        "git --config-env=alias.p=MY_ALIAS p",
+        "git -c include.path=/tmp/more p",
+        "git -c help.autocorrect=immediate psuh",
+        "git --unknown-option push",
+        "git -C",
+    ],
+)
+def test_a_command_the_gate_cannot_read_is_refused_with_its_own_rule(ws: Path, command: str) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["*"], "deny_commands": ["git push"]}})
+    decision = policy.check_scope(gate, "exec", command, str(ws))
+    assert not decision.granted and decision.rule == "policy.exec.undecidable"
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("git status", True),
+        ("git -C . status --short", True),
+        ("git --no-pager log --oneline --grep push", True),  # push is log's argument, not the subcommand
+        ("git commit -m push", True),
+        ("git push-docs", True),  # another command
+        ("git -c alias.p=push status", False),  # undecidable, whatever it runs
+        ("env FOO=1 pytest -q", True),
+        ("npm --prefix web publish", False),  # another program: the denied words in order, wherever they stand
+        ("npm run publish-docs", True),
+        ("npm install", True),
+        ("sh -c 'npm publish'", False),
+        ("git -C . push", False),
+    ],
+)
+def test_denied_commands_refuse_what_runs_them_and_nothing_else(ws: Path, command: str, expected: bool) -> None:
+    gate = make_policy(ws, {"allow_exec": True, "exec": {"allow_commands": ["*"], "deny_commands": ["git push", "npm publish"]}})
+    assert policy.check_scope(gate, "exec", command, str(ws)).granted is expected
+
+
+def test_git_global_options_are_read_as_git_reads_them() -> None:
+    assert policy.git_command(["-C", ".", "-c", "a.b=c", "--no-pager", "push", "origin"]) == ("push", ("origin",))
+    assert policy.git_command(["--git-dir", ".git", "--work-tree=.", "log"]) == ("log", ())
+    assert policy.git_command(["--version"]) == ("version", ()) and policy.git_command(["-h", "push"]) == ("help", ("push",))
+    assert policy.git_command(["--exec-path"]) is None and policy.git_command([]) is None  # prints, runs nothing
+    for words in (["-C"], ["--frob", "push"], ["-c", "Alias.x=push", "x"]):
+        with pytest.raises(policy.Undecidable):
+            policy.git_command(words)
+
+
+REPORTED_ADDRESSES = ["2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "169.254.43518", "[::ffff:169.254.169.254]"]
+
+
+@pytest.mark.parametrize("host", REPORTED_ADDRESSES)
+def test_a_denied_address_is_denied_in_every_spelling(ws: Path, host: str) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": ["169.254.169.254"]}})
+    decision = policy.check_scope(gate, "net_http", f"http://{host}/latest/meta-data/", str(ws))
+    assert not decision.granted and decision.rule == "policy.net_http.deny_domains"
+    assert decision.scope == str(policy.hosts.ip_address_of(host))  # the address, as ipaddress writes it
+
+
+@pytest.mark.parametrize("host", ["127.1", "0", "[::1]", "localhost", "0x7f000001", "[::ffff:127.0.0.1]"])
+def test_a_denied_loopback_address_denies_every_way_to_this_machine(ws: Path, host: str) -> None:
+    for denied in ("127.0.0.1", "::1", "[::1]", "localhost", "127.0.0.0/8"):
+        gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": [denied]}})
+        assert not policy.check_scope(gate, "net_http", f"http://{host}:8080/", str(ws)).granted, (denied, host)
+
+
+def test_addresses_and_networks_in_domain_lists(ws: Path) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["*"], "deny_domains": ["10.0.0.0/8", "fd00::/8", "169.254.169.254"]}})
+
+    def allowed(value: str) -> bool:
+        return policy.check_scope(gate, "net_http", value, str(ws)).granted
+
+    assert not allowed("http://167772161/") and not allowed("http://[::ffff:10.1.2.3]/") and not allowed("http://[fd12::1]/")
+    assert allowed("http://169.254.169.253/") and allowed("http://11.0.0.1/") and allowed("https://example.com/") and allowed("http://[2001:db8::1]/")
+    only = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["192.0.2.7", "example.com"]}})
+    assert policy.check_scope(only, "net_http", "http://3221225991/", str(ws)).granted  # 192.0.2.7, spelled as one number
+    assert not policy.check_scope(only, "net_http", "http://192.0.2.8/", str(ws)).granted
+    assert not policy.check_scope(only, "net_http", "http://93.184.216.34/", str(ws)).granted  # a name never matches an address
+    assert policy.normalize_domain_pattern("[::1]", "x") == "::1" and policy.normalize_domain_pattern("0x7f.1", "x") == "127.0.0.1"
+    for bad in ("10.0.0.1/8", "*.10.0.0.1", "1.2.3.4.5", "http://example.com"):
+        with pytest.raises(ValueError):
+            policy.normalize_domain_pattern(bad, "x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://allowed.com\\@evil.com/",
+        "http://allowed.com@evil.com/",
+        "http://evil.com@allowed.com/",
+        "http:allowed.com",
+        "http://allowed.com\t/",
+        "http://allowed%2ecom/",
+    ],
+)
+def test_a_url_parsers_read_differently_is_refused(ws: Path, url: str) -> None:
+    """`http://allowed.com\\@evil.com/` was granted as allowed.com while Python's urlsplit
+    connects to evil.com: the gate reads URLs with urlsplit and refuses the ambiguous ones."""
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["allowed.com"]}})
+    decision = policy.check_scope(gate, "net_http", url, str(ws))
+    assert not decision.granted and decision.rule == "policy.net_http.ambiguous"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://allowed.com/a?next=x@y", "https://ALLOWED.com.:8443/x#frag@z", "allowed.com", "allowed.com:80", "http://api.allowed.com/"]
+)
+def test_plain_urls_stay_allowed(ws: Path, url: str) -> None:
+    gate = make_policy(ws, {"allow_network": True, "net_http": {"allow_domains": ["allowed.com"]}})
+    assert policy.check_scope(gate, "net_http", url, str(ws)).granted
+
+
+@pytest.mark.parametrize("kind", policy.FS)
+def test_a_uri_given_as_a_path_is_refused(ws: Path, kind: str) -> None:
+    """`file:/etc/passwd` was granted as <workspace>/file:/etc/passwd."""
+    gate = make_policy(ws)
+    for text in ("file:/etc/passwd", "file:///etc/passwd", "FILE:src/a", "https://example.com/a"):
+        decision = policy.check_scope(gate, kind, text, str(ws))
+        assert not decision.granted and decision.rule == "policy.fs" and "URI scheme" in decision.reason, text
+    assert policy.check_scope(gate, kind, "./file:name.txt", str(ws)).granted  # a file whose name holds a colon
+    with pytest.raises(ValueError):
+        make_policy(ws, {"fs": {"read_roots": ["file:///srv"]}})

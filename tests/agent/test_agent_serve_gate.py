@@ -88,3 +88,22 @@ def test_a_bad_serve_table_stops_the_server_with_exit_4(repo: Path) -> None:
     config.write_text(config.read_text() + '\n[serve]\nread_only = "yes"\n')
     refused = run_cli("moss", "serve", cwd=root, input="")
     assert refused.returncode == 4 and "SCHEMA_ERROR" in refused.stderr
+
+
+@pytest.mark.anyio
+async def test_a_denied_tool_stays_denied_under_its_other_names(repo: Path) -> None:
+    """Issue 24: `deny_tools = ["moss.purge"]` did not hold for `capsule_purge` (the capsule
+    set's name of the same tool), nor `path_roots` for `capsule_export`."""
+    root = make_workspace(repo)
+    config = root / ".moss" / "config.toml"
+    config.write_text(config.read_text() + '\n[serve]\ndeny_tools = ["moss.purge"]\npath_roots = ["."]\n')
+    params = StdioServerParameters(command=str(BIN / "moss"), args=["serve", "--tools", "capsule", "--names", "underscore"], cwd=root)
+    async with Client(params, mode="legacy") as client:
+        assert not (await client.call_tool("capsule_store", {"capsule_text": CAPSULE, "name": "auth"})).is_error
+        assert not (await client.call_tool("capsule_delete", {"name": "auth"})).is_error
+        purge = await client.call_tool("capsule_purge", {})
+        assert purge.is_error and purge.structured_content["error"]["details"]["decisions"][0]["rule"] == "serve.deny_tools"
+        outside = await client.call_tool("capsule_export", {"path": str(repo.parent / "elsewhere.jsonl")})
+        assert outside.is_error and outside.structured_content["error"]["details"]["decisions"][0]["rule"] == "serve.path_roots"
+    assert list((root / ".moss" / "capsules").rglob("*.md"))  # the soft-deleted capsule is still there
+    assert not (repo.parent / "elsewhere.jsonl").exists()

@@ -74,3 +74,12 @@ def test_statuses_and_helpers() -> None:
     assert statuses == {421, 403, 415}
     assert split_host("[::1]:80") == ("::1", 80) and split_host("Example.ORG") == ("example.org", None)
     assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
+
+
+def test_loopback_is_read_in_every_spelling_the_resolver_reads() -> None:
+    """One parser of addresses (foundation.hosts) for the guard and the agent's gate."""
+    for host in ("127.1", "2130706433", "0x7f000001", "[::ffff:127.0.0.1]", "::ffff:7f00:1", "127.0.0.1."):
+        assert is_loopback(host), host
+    for host in ("0", "0.0.0.0", "::", "10.0.0.7", "127.0.0.1.5", "localhost.evil.example"):
+        assert not is_loopback(host), host  # the unspecified address binds every interface
+    assert code("127.0.0.1", "127.1:7471") is None and code("127.0.0.1", "2130706434:80") is None
