@@ -857,9 +857,7 @@ class View:
             return "(i.date IS NOT NULL AND (" + " OR ".join(parts) + "))", params
         marks = ",".join("?" * len(values))
         if flt.field == "kind":
-            kinds = set(self.registry.kinds)
-            values = [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in values]
-            return (f"i.kind {'NOT ' if flt.negated else ''}IN ({marks})", values)
+            return (f"i.kind {'NOT ' if flt.negated else ''}IN ({marks})", self._kind_names(values))
         if flt.field == "status":
             if flt.negated:
                 return (f"(i.status IS NULL OR i.status NOT IN ({marks}))", values)
@@ -868,6 +866,13 @@ class View:
             return (f"i.id COLLATE NOCASE {'NOT ' if flt.negated else ''}IN ({marks})", values)
         exists = f"EXISTS (SELECT 1 FROM facets f WHERE f.item = i.rowid AND f.field = ? AND f.value IN ({marks}))"
         return (f"NOT {exists}" if flt.negated else exists, [flt.field, *values])
+
+    def _kind_names(self, values: Sequence[str]) -> list[str]:
+        """Kind names as the index stores them: casefolded, a plural (`insights`, as LoopFlow
+        and its spec write scopes) made singular when the singular is a kind."""
+        kinds = set(self.registry.kinds)
+        folded = [value.casefold() for value in values]
+        return [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in folded]
 
     def lookup(self, ids: Sequence[str]) -> dict[str, list[Hit]]:
         """The items carrying each id (an exact match preferred over one ignoring case)."""
@@ -892,7 +897,7 @@ class View:
         kind_clause, kind_params = "", []
         if kinds:
             kind_clause = f" AND i.kind IN ({','.join('?' * len(kinds))})"
-            kind_params = [k.casefold() for k in kinds]
+            kind_params = self._kind_names(kinds)
         base = f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.date IS NOT NULL AND (i.status IS NULL OR i.status != 'deleted'){kind_clause}"
         if anchor is not None:
             key = (anchor.date, anchor.kind, anchor.id, anchor.path, anchor.anchor)
