@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
 from moss_files.index.model import (
+    SOURCE_ID_FACET,
     Entry,
     Extracted,
     FileInput,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2  # 2: items.handle (a capsule's workspace/name)
+SCHEMA_VERSION = 3  # 2: items.handle (a capsule's workspace/name); 3: source_id facets (old ids of migrated items)
 CACHE_DIR = Path(".moss") / "cache"
 DB_NAME = "index.db"
 LOCK_NAME = "index.lock"
@@ -875,10 +876,17 @@ class View:
         return [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in folded]
 
     def lookup(self, ids: Sequence[str]) -> dict[str, list[Hit]]:
-        """The items carrying each id (an exact match preferred over one ignoring case)."""
+        """The items carrying each id (an exact match preferred over one ignoring case); for an
+        id no item carries, the items `moss migrate` brought over from an item of that id (their
+        `source_id`)."""
         out: dict[str, list[Hit]] = {}
         for wanted in ids:
             rows = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.id = ? COLLATE NOCASE ORDER BY i.path, i.anchor", (wanted,)).fetchall()
+            if not rows:
+                rows = self.conn.execute(
+                    f"SELECT {_ITEM_COLUMNS} FROM facets f JOIN items i ON i.rowid = f.item WHERE f.field = ? AND f.value = ? ORDER BY i.path, i.anchor",
+                    (SOURCE_ID_FACET, wanted.casefold()),
+                ).fetchall()
             hits = [_hit(row) for row in rows]
             exact = [hit for hit in hits if hit.id == wanted]
             out[wanted] = exact or hits
