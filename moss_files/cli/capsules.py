@@ -23,7 +23,7 @@ from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
 from moss_files.capsules.model import ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
-from moss_files.foundation import config
+from moss_files.foundation import config, document
 from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest
@@ -51,14 +51,14 @@ def _context(root: Path | None) -> Context:
 
 
 def _read_text(value: str | None, what: str) -> str | None:
-    """`value`, or stdin for '-'."""
+    """`value`, or stdin for '-' (without the BOM of the file piped in)."""
     if value != "-":
         return value
     if sys.stdin is None or sys.stdin.isatty():
         raise InvalidRequest(f"no {what} given: pipe it on stdin (or pass it as an option)")
     data = sys.stdin.buffer.read()
     try:
-        return data.decode("utf-8")
+        return document.strip_bom(data.decode("utf-8"))[0]
     except UnicodeDecodeError:
         raise InvalidRequest(f"{what} on stdin is not valid UTF-8") from None
 
