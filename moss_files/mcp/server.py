@@ -34,7 +34,9 @@ changes nothing more). `openWorldHint` is always false: every tool works on loca
 Names. Tools are declared with the seeds' dotted names (`moss.store`); `names="underscore"`
 serves them as `moss_store` for hosts whose model API refuses dots in function names (Codex,
 Claude Desktop). Either spelling is accepted on a call. A workspace's `disabled_tools` setting
-(`.moss/config.toml`) leaves the listed tools out.
+(`.moss/config.toml`) leaves the listed tools out. Arguments may be spelled as LoopFlow and its
+spec spell them (`includeLinks`, `filters`, `next_session_should`): `spellings` brings them to
+ours before they are checked, in one table for every tool.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from pydantic import ValidationError
 from moss_files import __version__
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.mcp import spellings
 
 if TYPE_CHECKING:
     from moss_files.agent.serve_gate import ServeGate
@@ -290,6 +293,11 @@ class MossMCPServer(MCPServer):
                 )
             )
         known = self.schemas[served].get("properties", {})
+        try:
+            spelled = spellings.normalize(served, arguments, known)
+        except InvalidRequest as err:
+            return error_result(err)
+        arguments = spelled.arguments
         unknown = sorted(set(arguments) - set(known))
         if unknown:
             return error_result(
@@ -299,7 +307,7 @@ class MossMCPServer(MCPServer):
                 )
             )
         try:
-            return await super().call_tool(served, arguments, context)
+            result = await super().call_tool(served, arguments, context)
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
@@ -308,6 +316,10 @@ class MossMCPServer(MCPServer):
             ]
             listed = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
             return error_result(InvalidRequest(f"invalid arguments for {served}: {listed}", details={"errors": problems}))
+        if spelled.ignored and isinstance(result, CallToolResult) and not result.is_error and isinstance(result.structured_content, dict):
+            # Another tool's argument with nothing to do here: the answer says so rather than drop it unseen.
+            return ok_result({**result.structured_content, "ignored_arguments": spelled.ignored})
+        return result
 
     def _served_name(self, name: str) -> str | None:
         if name in self.schemas:
@@ -379,6 +391,11 @@ def _instructions(sets: Sequence[str]) -> str:
     lines = [
         "moss-files: this project's shared memory as markdown files in git (a human reads the same files).",
         *(f"- {name}: {TOOL_SETS[name].summary}" for name in sets),
+        *(
+            ["loop_* tools also take LoopFlow's and its spec's argument names: camelCase, filters{types,statuses,tags,dateRange}, next_session_should."]
+            if "loop" in sets
+            else []
+        ),
         "Errors are results with isError and a stable code (NOT_FOUND, CAPSULE_TOO_THIN, ...) in structuredContent.error.",
     ]
     return "\n".join(lines)
