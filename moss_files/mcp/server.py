@@ -256,22 +256,25 @@ class MossMCPServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Run a tool through the gate: a call its policy denies is a CAPABILITY_DENIED result,
-        and every call answered gets its audit line."""
+        and every call answered gets its audit line. The policy sees the arguments in the
+        tool's own spelling (a path given as `outputPath` is checked as `output_path`)."""
+        served = self._served_name(name)
+        spelled = self._spelled(served, arguments)
         if self.gate is None:
-            return await self._answer(name, arguments, context)
+            return await self._answer(name, served, spelled, context)
         started = time.monotonic()
-        served = self._served_name(name) or name
-        refusal, decisions = self.gate.refusal(served, arguments, read_only=self.read_only.get(served, False))
+        checked = spelled.arguments if isinstance(spelled, spellings.Normalized) else arguments
+        refusal, decisions = self.gate.refusal(served or name, checked, read_only=self.read_only.get(served or name, False))
         code = "INTERNAL"
         try:
-            result = error_result(refusal) if refusal is not None else await self._answer(name, arguments, context)
+            result = error_result(refusal) if refusal is not None else await self._answer(name, served, spelled, context)
             code = _result_code(result)
             return result
         finally:
             record = functools.partial(
                 self.gate.record,
                 client=_client_of(context),
-                name=served,
+                name=served or name,
                 arguments=arguments,
                 meta=_meta_of(context),
                 code=code,
@@ -281,10 +284,19 @@ class MossMCPServer(MCPServer):
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(record)
 
-    async def _answer(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
-        served = self._served_name(name)
+    def _spelled(self, served: str | None, arguments: dict[str, Any]) -> spellings.Normalized | InvalidRequest | None:
+        """The call's arguments in the tool's own spelling (None for an unknown tool), or why
+        they cannot be (two spellings of one argument that disagree)."""
         if served is None:
+            return None
+        try:
+            return spellings.normalize(served, arguments, self.schemas[served].get("properties", {}))
+        except InvalidRequest as err:
+            return err
+
+    async def _answer(self, name: str, served: str | None, spelled: spellings.Normalized | InvalidRequest | None, context: Any = None) -> Any:
+        """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
+        if served is None or spelled is None:
             return error_result(
                 NotFound(
                     f"no tool named {name!r}",
@@ -292,11 +304,9 @@ class MossMCPServer(MCPServer):
                     hint="tools/list shows what is served; `moss serve --help` tells how to choose tool sets",
                 )
             )
+        if isinstance(spelled, InvalidRequest):
+            return error_result(spelled)
         known = self.schemas[served].get("properties", {})
-        try:
-            spelled = spellings.normalize(served, arguments, known)
-        except InvalidRequest as err:
-            return error_result(err)
         arguments = spelled.arguments
         unknown = sorted(set(arguments) - set(known))
         if unknown:

@@ -114,7 +114,17 @@ async def test_the_loopflow_specs_argument_names_are_accepted(migrated: dict[str
     async with served(root) as client:
         filters = {"types": ["edge_case"], "statuses": ["discussed"], "tags": ["fts5"], "dateRange": {"from": "2026-01-21", "to": "2026-01-21"}}
         scanned = await ok(client, "loop_scan", query="triggers", scope=["insights"], filters=filters)
-        flat = await ok(client, "loop_scan", query="triggers", scope=["insight"], types=["edge_case"], statuses=["discussed"], tags=["fts5"], after="2026-01-21", through="2026-01-21")
+        flat = await ok(
+            client,
+            "loop_scan",
+            query="triggers",
+            scope=["insight"],
+            types=["edge_case"],
+            statuses=["discussed"],
+            tags=["fts5"],
+            after="2026-01-21",
+            through="2026-01-21",
+        )
         later = await ok(client, "loop_scan", query="", scope=["insights"], filters={"dateRange": {"from": "2026-01-22"}})
         expanded = await ok(client, "loop_expand", ids=[ids["INS-061"]], includeLinks=True, includeTimeline=True, depth=1)
         timeline = await ok(client, "loop_timeline", anchor="2026-01-21", depthBefore=0, depthAfter=2, scope=["insights"])
