@@ -18,6 +18,7 @@ from typing import Any
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Address, Capsule
 from moss_files.capsules.store import CapsuleStore, Scan
+from moss_files.foundation import document
 from moss_files.foundation.arguments import choice, count, optional, refuse, required, texts
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound, error_body
@@ -100,6 +101,12 @@ def _orchestration_match(capsule: Capsule, run_id: str | None, phase: str | None
     return (run_id is None or capsule.run_id == run_id) and (phase is None or capsule.phase == phase) and (role is None or capsule.role == role)
 
 
+def _without_bom(text: str | None) -> str | None:
+    """A capsule text without the BOM of the file it was read from (`moss store < capsule.md`
+    saved by Notepad): with it, the first section's header would not be a header."""
+    return None if text is None else document.strip_bom(text)[0]
+
+
 def _check_text(ctx: Context, capsule_text: str, *, allow_thin: bool) -> None:
     core.check_text(capsule_text, max_chars=ctx.config.capsule_max_chars, allow_thin=allow_thin)
 
@@ -159,7 +166,9 @@ def _store_locked(
     phase: str | None = None,
     role: str | None = None,
 ) -> dict[str, Any]:
-    # The text is kept byte for byte: only an empty one is refused here, the lint judges the rest.
+    # The text is kept byte for byte (a BOM from the file it was read from aside): only an empty
+    # one is refused here, the lint judges the rest.
+    capsule_text = _without_bom(capsule_text)
     if not capsule_text:
         raise refuse("capsule_text", "is required")
     store_mode = choice(optional(mode) or "error", STORE_MODES, "mode", upper=False)
@@ -292,6 +301,7 @@ def update(
     """
     where = core.address(id, workspace, name)
     changes: dict[str, Any] = {}
+    capsule_text = _without_bom(capsule_text)
     if capsule_text is not None:
         if not capsule_text:
             raise refuse("capsule_text", "must not be empty")

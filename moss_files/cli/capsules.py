@@ -11,9 +11,11 @@ The git history module loads only in the commands that read history (`history`,
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,16 +23,19 @@ import typer
 
 from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
-from moss_files.capsules.model import ms_to_rfc3339
+from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
-from moss_files.foundation import config
+from moss_files.foundation import config, document
 from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest
+from moss_files.foundation.errors import InvalidRequest, NotFound
 
 WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace (default: 'default').")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Address the capsule by id instead of name.", show_default=False)]
-NameArg = Annotated[str | None, typer.Argument(help="Capsule name (in --workspace).", show_default=False)]
+NameArg = Annotated[
+    str | None, typer.Argument(help="Capsule name (in --workspace); an id, as Moss's CLI takes it, when no capsule has that name.", show_default=False)
+]
+NameOpt = Annotated[str | None, typer.Option("--name", "-n", help="Capsule name, as Moss's CLI spells it (the same as the argument).", show_default=False)]
 RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="Only capsules of this orchestration run.", show_default=False)]
 PhaseOpt = Annotated[str | None, typer.Option("--phase", help="Only capsules of this workflow phase.", show_default=False)]
 RoleOpt = Annotated[str | None, typer.Option("--role", help="Only capsules of this agent role.", show_default=False)]
@@ -51,14 +56,14 @@ def _context(root: Path | None) -> Context:
 
 
 def _read_text(value: str | None, what: str) -> str | None:
-    """`value`, or stdin for '-'."""
+    """`value`, or stdin for '-' (without the BOM of the file piped in)."""
     if value != "-":
         return value
     if sys.stdin is None or sys.stdin.isatty():
         raise InvalidRequest(f"no {what} given: pipe it on stdin (or pass it as an option)")
     data = sys.stdin.buffer.read()
     try:
-        return data.decode("utf-8")
+        return document.strip_bom(data.decode("utf-8"))[0]
     except UnicodeDecodeError:
         raise InvalidRequest(f"{what} on stdin is not valid UTF-8") from None
 
@@ -125,6 +130,7 @@ def register(app: typer.Typer) -> None:
     def fetch_cmd(
         name: NameArg = None,
         capsule_id: IdOpt = None,
+        name_option: NameOpt = None,
         workspace: WorkspaceOpt = "default",
         include_deleted: DeletedOpt = False,
         no_text: Annotated[bool, typer.Option("--no-text", help="Metadata only (a peek without the text).")] = False,
@@ -139,9 +145,17 @@ def register(app: typer.Typer) -> None:
                 # Loaded here only: history reads git, which plain fetches never pay for.
                 from moss_files.capsules import history
 
-                result = history.fetch_at(ctx, rev=at, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted)
+                result = _addressed(
+                    functools.partial(history.fetch_at, ctx, rev=at, include_text=not no_text, include_deleted=include_deleted),
+                    name,
+                    name_option,
+                    capsule_id,
+                    workspace,
+                )
             else:
-                result = capsules.fetch(ctx, id=capsule_id, workspace=workspace, name=name, include_text=not no_text, include_deleted=include_deleted)
+                result = _addressed(
+                    functools.partial(capsules.fetch, ctx, include_text=not no_text, include_deleted=include_deleted), name, name_option, capsule_id, workspace
+                )
         if as_json:
             emit(result, True)
         elif no_text:
@@ -185,6 +199,7 @@ def register(app: typer.Typer) -> None:
     def update_cmd(
         name: NameArg = None,
         capsule_id: IdOpt = None,
+        name_option: NameOpt = None,
         workspace: WorkspaceOpt = "default",
         text: Annotated[str | None, typer.Option("--text", help="New capsule text; '-' reads stdin.", show_default=False)] = None,
         title: Annotated[str | None, typer.Option("--title", "-t", help="New title ('' clears).", show_default=False)] = None,
@@ -200,11 +215,9 @@ def register(app: typer.Typer) -> None:
         """Change a capsule's text or metadata (name and workspace are fixed)."""
         with reporting(as_json):
             body = _read_text(text, "capsule text")
-            result = capsules.update(
+            update = functools.partial(
+                capsules.update,
                 _context(root),
-                id=capsule_id,
-                workspace=workspace,
-                name=name,
                 capsule_text=body,
                 title=title,
                 tags=_split_tags(tags),
@@ -214,6 +227,7 @@ def register(app: typer.Typer) -> None:
                 role=role,
                 allow_thin=allow_thin,
             )
+            result = _addressed(update, name, name_option, capsule_id, workspace)
         emit(result, as_json, text=result["id"])
 
     @app.command("append")
@@ -222,13 +236,15 @@ def register(app: typer.Typer) -> None:
         section: Annotated[str, typer.Option("--section", "-s", help="Header of the section to add to (exact, any case).", show_default=False)] = "",
         content: Annotated[str, typer.Option("--content", "-c", help="Text to add; '-' reads stdin.", show_default=False)] = "",
         capsule_id: IdOpt = None,
+        name_option: NameOpt = None,
         workspace: WorkspaceOpt = "default",
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Add text to one section; a placeholder such as '(none)' is replaced."""
         with reporting(as_json):
-            result = capsules.append(_context(root), section=section, content=_read_text(content, "content"), id=capsule_id, workspace=workspace, name=name)
+            append = functools.partial(capsules.append, _context(root), section=section, content=_read_text(content, "content"))
+            result = _addressed(append, name, name_option, capsule_id, workspace)
         verb = "replaced placeholder in" if result["replaced"] else "appended to"
         emit(result, as_json, text=f"{verb} {result['section_hit']}")
 
@@ -236,13 +252,14 @@ def register(app: typer.Typer) -> None:
     def delete_cmd(
         name: NameArg = None,
         capsule_id: IdOpt = None,
+        name_option: NameOpt = None,
         workspace: WorkspaceOpt = "default",
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Soft-delete a capsule (recoverable until purged); its name becomes free."""
         with reporting(as_json):
-            result = capsules.delete(_context(root), id=capsule_id, workspace=workspace, name=name)
+            result = _addressed(functools.partial(capsules.delete, _context(root)), name, name_option, capsule_id, workspace)
         emit(result, as_json, text=f"deleted {result['id']}")
 
     @app.command("latest")
@@ -502,6 +519,7 @@ def register(app: typer.Typer) -> None:
     def history_cmd(
         name: NameArg = None,
         capsule_id: IdOpt = None,
+        name_option: NameOpt = None,
         workspace: WorkspaceOpt = "default",
         limit: Annotated[int | None, typer.Option("--limit", "-l", help="At most this many versions.", show_default=False)] = None,
         root: RootOpt = None,
@@ -512,7 +530,7 @@ def register(app: typer.Typer) -> None:
             # Loaded here only: history reads git (GitPython), which no other command needs.
             from moss_files.capsules import history
 
-            result = history.history(_context(root), id=capsule_id, workspace=workspace, name=name, limit=limit)
+            result = _addressed(functools.partial(history.history, _context(root), limit=limit), name, name_option, capsule_id, workspace)
         lines = [
             f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}"
             for v in result["versions"]
@@ -522,6 +540,31 @@ def register(app: typer.Typer) -> None:
         if not result["versions"]:
             lines.append(f"no committed versions of {result['path']}")
         emit(result, as_json, text="\n".join(lines))
+
+
+def _addressed(call: Callable[..., dict[str, Any]], argument: str | None, option: str | None, capsule_id: str | None, workspace: str) -> dict[str, Any]:
+    """`call(id=, workspace=, name=)` for the capsule the command line names: by the name
+    argument or Moss's `--name` (given both, they must agree), or by `--id`. Moss's CLI takes an
+    id as its argument (`moss fetch 01J…`), so an argument of an id's form that names no capsule
+    is tried as an id.
+
+    Raises InvalidRequest when the argument and `--name` disagree; what `call` raises.
+    """
+    if argument is not None and option is not None and argument != option:
+        raise InvalidRequest(
+            f"the name argument {argument!r} and --name {option!r} disagree; give one",
+            details={"field": "name", "spellings": ["name", "--name"], "name": argument, "--name": option},
+        )
+    name = option if option is not None else argument
+    try:
+        return call(id=capsule_id, workspace=workspace, name=name)
+    except NotFound as err:
+        if capsule_id is not None or option is not None or argument is None or not is_capsule_id(argument):
+            raise
+        try:
+            return call(id=argument, workspace=workspace, name=None)
+        except NotFound:
+            raise err from None
 
 
 def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, workspace: str) -> list[Any]:

@@ -92,9 +92,11 @@ def note(message: str) -> None:
 
 
 def read_stdin_if(value: str | None) -> str:
-    """Return `value`, or all of stdin when it is None or '-'."""
+    """Return `value`, or all of stdin when it is None or '-' (without the BOM of the file piped in)."""
     if value is None or value == "-":
         if sys.stdin is None or sys.stdin.isatty():
             raise InvalidRequest("no text given: pass it as an argument or pipe it on stdin")
-        return sys.stdin.read()
+        from moss_files.foundation import document  # here: the commands that never read stdin do not load it
+
+        return document.strip_bom(sys.stdin.read())[0]
     return value

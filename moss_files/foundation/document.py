@@ -79,6 +79,12 @@ def decode(data: bytes, path: Path | str | None = None, *, max_bytes: int = DEFA
             line=data.count(b"\n", 0, exc.start) + 1,
             details={"byte_offset": exc.start},
         ) from None
+    return strip_bom(text)
+
+
+def strip_bom(text: str) -> tuple[str, bool]:
+    """Return `(text, had_bom)` with a leading BOM removed: it marks the encoding of the file the
+    text was read from (Notepad writes one), and is no part of the text."""
     if text.startswith(BOM):
         return text[1:], True
     return text, False

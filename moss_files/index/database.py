@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
 from moss_files.index.model import (
+    SOURCE_ID_FACET,
     Entry,
     Extracted,
     FileInput,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2  # 2: items.handle (a capsule's workspace/name)
+SCHEMA_VERSION = 3  # 2: items.handle (a capsule's workspace/name); 3: source_id facets (old ids of migrated items)
 CACHE_DIR = Path(".moss") / "cache"
 DB_NAME = "index.db"
 LOCK_NAME = "index.lock"
@@ -857,9 +858,7 @@ class View:
             return "(i.date IS NOT NULL AND (" + " OR ".join(parts) + "))", params
         marks = ",".join("?" * len(values))
         if flt.field == "kind":
-            kinds = set(self.registry.kinds)
-            values = [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in values]
-            return (f"i.kind {'NOT ' if flt.negated else ''}IN ({marks})", values)
+            return (f"i.kind {'NOT ' if flt.negated else ''}IN ({marks})", self._kind_names(values))
         if flt.field == "status":
             if flt.negated:
                 return (f"(i.status IS NULL OR i.status NOT IN ({marks}))", values)
@@ -869,11 +868,25 @@ class View:
         exists = f"EXISTS (SELECT 1 FROM facets f WHERE f.item = i.rowid AND f.field = ? AND f.value IN ({marks}))"
         return (f"NOT {exists}" if flt.negated else exists, [flt.field, *values])
 
+    def _kind_names(self, values: Sequence[str]) -> list[str]:
+        """Kind names as the index stores them: casefolded, a plural (`insights`, as LoopFlow
+        and its spec write scopes) made singular when the singular is a kind."""
+        kinds = set(self.registry.kinds)
+        folded = [value.casefold() for value in values]
+        return [v if v in kinds or not v.endswith("s") or v[:-1] not in kinds else v[:-1] for v in folded]
+
     def lookup(self, ids: Sequence[str]) -> dict[str, list[Hit]]:
-        """The items carrying each id (an exact match preferred over one ignoring case)."""
+        """The items carrying each id (an exact match preferred over one ignoring case); for an
+        id no item carries, the items `moss migrate` brought over from an item of that id (their
+        `source_id`)."""
         out: dict[str, list[Hit]] = {}
         for wanted in ids:
             rows = self.conn.execute(f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.id = ? COLLATE NOCASE ORDER BY i.path, i.anchor", (wanted,)).fetchall()
+            if not rows:
+                rows = self.conn.execute(
+                    f"SELECT {_ITEM_COLUMNS} FROM facets f JOIN items i ON i.rowid = f.item WHERE f.field = ? AND f.value = ? ORDER BY i.path, i.anchor",
+                    (SOURCE_ID_FACET, wanted.casefold()),
+                ).fetchall()
             hits = [_hit(row) for row in rows]
             exact = [hit for hit in hits if hit.id == wanted]
             out[wanted] = exact or hits
@@ -892,7 +905,7 @@ class View:
         kind_clause, kind_params = "", []
         if kinds:
             kind_clause = f" AND i.kind IN ({','.join('?' * len(kinds))})"
-            kind_params = [k.casefold() for k in kinds]
+            kind_params = self._kind_names(kinds)
         base = f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.date IS NOT NULL AND (i.status IS NULL OR i.status != 'deleted'){kind_clause}"
         if anchor is not None:
             key = (anchor.date, anchor.kind, anchor.id, anchor.path, anchor.anchor)

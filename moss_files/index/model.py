@@ -292,18 +292,26 @@ class Registry:
         return Extracted(tidy_entries(with_provenance(extracted.entries, file.data)), extracted.problems)
 
 
-_PROVENANCE = re.compile(rb"^(?:imported_from|source_id)[ \t]*:[ \t]*['\"]?([^'\"\r\n#]*)", re.MULTILINE)
+_PROVENANCE = re.compile(rb"^(imported_from|source_id)[ \t]*:[ \t]*['\"]?([^'\"\r\n#]*)", re.MULTILINE)
+_BOM = b"\xef\xbb\xbf"
+SOURCE_ID_FACET = "source_id"
 
 
 def with_provenance(entries: Iterable[Entry], data: bytes) -> Iterable[Entry]:
-    """Entries of a file `moss migrate` wrote, searchable by the id the item had in the system
-    it came from: the frontmatter's `imported_from` and `source_id` join each entry's extra text."""
-    if b"source_id" not in data[:65536] or not data.startswith(b"---"):
+    """Entries of a file `moss migrate` wrote, searchable and addressable by the id the item had
+    in the system it came from: the frontmatter's `imported_from` and `source_id` join each
+    entry's extra text, and `source_id` is a facet, which `lookup` falls back to (`moss expand
+    INS-002` finds the insight LoopFlow called INS-002)."""
+    head = data[len(_BOM) :] if data.startswith(_BOM) else data
+    if b"source_id" not in head[:65536] or not head.startswith(b"---"):
         return entries
-    end = data.find(b"\n---", 3)
-    found = [match.group(1).decode("utf-8", "replace").strip() for match in _PROVENANCE.finditer(data[: end if end > 0 else 0])]
-    text = " ".join(value for value in found if value)
-    return [replace(entry, extra=f"{entry.extra} {text}".strip()) for entry in entries] if text else entries
+    end = head.find(b"\n---", 3)
+    found = [(match.group(1), match.group(2).decode("utf-8", "replace").strip()) for match in _PROVENANCE.finditer(head[: end if end > 0 else 0])]
+    text = " ".join(value for _key, value in found if value)
+    if not text:
+        return entries
+    facets = tuple((SOURCE_ID_FACET, value) for key, value in found if key == b"source_id" and value)
+    return [replace(entry, extra=f"{entry.extra} {text}".strip(), facets=entry.facets + facets) for entry in entries]
 
 
 def tidy_entries(entries: Iterable[Entry]) -> tuple[Entry, ...]:

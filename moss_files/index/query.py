@@ -35,10 +35,10 @@ T = TypeVar("T")
 FIELDS = (
     "kind", "status", "tag", "type", "workspace", "from", "to", "thread", "id", "priority",
     "name", "task", "session", "agent", "box", "outcome", "role", "phase", "section", "link",
-    "title", "after", "before", "date",
+    "title", "after", "before", "through", "date",
 )  # fmt: skip
 ALIASES = {"tags": "tag", "since": "after", "until": "before", "on": "date", "in": "kind"}
-DATE_FIELDS = frozenset({"after", "before", "date"})
+DATE_FIELDS = frozenset({"after", "before", "through", "date"})
 TEXT_FIELDS = frozenset({"title"})
 
 RECENCY_DAYS = 30
@@ -336,7 +336,8 @@ def period(value: str, now: datetime) -> tuple[str, str] | None:
 def date_bounds(flt: Filter, now: datetime) -> list[tuple[str | None, str | None]]:
     """For a date filter, one `(lowest, below)` range per value: an item's date `d` passes when
     `lowest <= d` and `d < below` (None: unbounded). `after:X` starts at X, `before:X` ends at X,
-    `date:X` spans X's day, month or year."""
+    `through:X` ends after X (its whole day, month or year; a moment itself included: the
+    `to` of LoopFlow's `dateRange`), `date:X` spans X's day, month or year."""
     ranges: list[tuple[str | None, str | None]] = []
     for value in flt.values:
         span = period(value, now)
@@ -347,6 +348,9 @@ def date_bounds(flt: Filter, now: datetime) -> list[tuple[str | None, str | None
             ranges.append((start, None))
         elif flt.field == "before":
             ranges.append((None, start))
+        elif flt.field == "through":
+            moment = datetime.fromisoformat(start.replace("Z", "+00:00")) if end == start else None
+            ranges.append((None, normalize_date(moment + timedelta(seconds=1)) if moment else end))
         else:
             ranges.append((start, end if end != start else None))
     return ranges

@@ -120,9 +120,11 @@ def scan(
 def expand(ctx: Context, ids: Sequence[str], *, include_links: bool = False, include_timeline: bool = False, depth: int = 3) -> dict[str, Any]:
     """Full records of items by id (`loop_expand`, `moss expand`), read from their files now.
 
-    Returns `{items: [{id, kind, path, line, record, links?, timeline?}], not_found: [ids],
-    errors?: [...]}`; every id asked for is in `items` or `not_found` (or `errors`, when its
-    file can no longer be read). Raises InvalidRequest for no ids or too many.
+    Returns `{items: [{id, kind, path, line, record, source_id?, links?, timeline?}], not_found:
+    [ids], errors?: [...]}`; every id asked for is in `items` or `not_found` (or `errors`, when
+    its file can no longer be read). An id no item carries finds the items `moss migrate`
+    brought over from an item of that id; they say so with `source_id`. Raises InvalidRequest
+    for no ids or too many.
     """
     wanted = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
     if not wanted:
@@ -150,6 +152,8 @@ def expand(ctx: Context, ids: Sequence[str], *, include_links: bool = False, inc
                     not_found.append(wanted_id)
                     continue
                 item: dict[str, Any] = {"id": hit.id, "kind": hit.kind, "path": hit.path, "line": hit.line, "record": record}
+                if hit.id.casefold() != wanted_id.casefold():
+                    item["source_id"] = wanted_id  # found by the id it had before `moss migrate`
                 if include_links:
                     item["links"] = _linked(view, hit)
                 if include_timeline and hit.date:

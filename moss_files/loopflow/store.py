@@ -25,6 +25,7 @@ from moss_files.loopflow.sessions import Session
 T = TypeVar("T", Insight, Session, Feedback)
 
 CREATE_ATTEMPTS = 5
+SOURCE_ID = "source_id"  # == migrate.model.SOURCE_ID: the key `moss migrate` keeps an old id under
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,9 @@ class ItemStore(Generic[T]):
         return items, problems
 
     def find(self, wanted: str) -> tuple[Path, T]:
-        """The file and item with id `wanted` (exact, else ignoring case). Raises NotFound."""
+        """The file and item with id `wanted` (exact, else ignoring case), else the one `moss
+        migrate` brought over from an item of that id (its `source_id`: LoopFlow's INS-002).
+        Raises NotFound."""
         what = self.kind.name
         if not insights.is_valid_id(wanted):
             raise NotFound(f"no {what} {wanted!r}", details={"id": wanted})
@@ -102,7 +105,18 @@ class ItemStore(Generic[T]):
         loose = [(path, item) for path, item in items if item.id.casefold() == wanted.casefold()]
         if exact or loose:
             return (exact or loose)[0]
+        for path, item in items:
+            if self._source_id(path).casefold() == wanted.casefold():
+                return path, item
         raise NotFound(f"no {what} {wanted!r}", details={"id": wanted}, hint=f"list them with `moss {what} list`")
+
+    def _source_id(self, path: Path) -> str:
+        """The id the item in `path` had before `moss migrate` brought it over ("" when none)."""
+        try:
+            value = fs.read_document(path).meta.get(SOURCE_ID)
+        except MossError:
+            return ""
+        return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
 
     def create(self, new_id: Callable[[], str], render: Callable[[str], str]) -> tuple[str, Path]:
         """A new file named after a fresh id, holding `render(id)`; never replaces a file (a

@@ -34,7 +34,9 @@ changes nothing more). `openWorldHint` is always false: every tool works on loca
 Names. Tools are declared with the seeds' dotted names (`moss.store`); `names="underscore"`
 serves them as `moss_store` for hosts whose model API refuses dots in function names (Codex,
 Claude Desktop). Either spelling is accepted on a call. A workspace's `disabled_tools` setting
-(`.moss/config.toml`) leaves the listed tools out.
+(`.moss/config.toml`) leaves the listed tools out. Arguments may be spelled as LoopFlow and its
+spec spell them (`includeLinks`, `filters`, `next_session_should`): `spellings` brings them to
+ours before they are checked, in one table for every tool.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from pydantic import ValidationError
 from moss_files import __version__
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.mcp import spellings
 
 if TYPE_CHECKING:
     from moss_files.agent.serve_gate import ServeGate
@@ -253,22 +256,25 @@ class MossMCPServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Run a tool through the gate: a call its policy denies is a CAPABILITY_DENIED result,
-        and every call answered gets its audit line."""
+        and every call answered gets its audit line. The policy sees the arguments in the
+        tool's own spelling (a path given as `outputPath` is checked as `output_path`)."""
+        served = self._served_name(name)
+        spelled = self._spelled(served, arguments)
         if self.gate is None:
-            return await self._answer(name, arguments, context)
+            return await self._answer(name, served, spelled, context)
         started = time.monotonic()
-        served = self._served_name(name) or name
-        refusal, decisions = self.gate.refusal(served, arguments, read_only=self.read_only.get(served, False))
+        checked = spelled.arguments if isinstance(spelled, spellings.Normalized) else arguments
+        refusal, decisions = self.gate.refusal(served or name, checked, read_only=self.read_only.get(served or name, False))
         code = "INTERNAL"
         try:
-            result = error_result(refusal) if refusal is not None else await self._answer(name, arguments, context)
+            result = error_result(refusal) if refusal is not None else await self._answer(name, served, spelled, context)
             code = _result_code(result)
             return result
         finally:
             record = functools.partial(
                 self.gate.record,
                 client=_client_of(context),
-                name=served,
+                name=served or name,
                 arguments=arguments,
                 meta=_meta_of(context),
                 code=code,
@@ -278,10 +284,19 @@ class MossMCPServer(MCPServer):
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(record)
 
-    async def _answer(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
-        served = self._served_name(name)
+    def _spelled(self, served: str | None, arguments: dict[str, Any]) -> spellings.Normalized | InvalidRequest | None:
+        """The call's arguments in the tool's own spelling (None for an unknown tool), or why
+        they cannot be (two spellings of one argument that disagree)."""
         if served is None:
+            return None
+        try:
+            return spellings.normalize(served, arguments, self.schemas[served].get("properties", {}))
+        except InvalidRequest as err:
+            return err
+
+    async def _answer(self, name: str, served: str | None, spelled: spellings.Normalized | InvalidRequest | None, context: Any = None) -> Any:
+        """Run a tool; bad arguments are INVALID_REQUEST and an unknown name NOT_FOUND results."""
+        if served is None or spelled is None:
             return error_result(
                 NotFound(
                     f"no tool named {name!r}",
@@ -289,7 +304,10 @@ class MossMCPServer(MCPServer):
                     hint="tools/list shows what is served; `moss serve --help` tells how to choose tool sets",
                 )
             )
+        if isinstance(spelled, InvalidRequest):
+            return error_result(spelled)
         known = self.schemas[served].get("properties", {})
+        arguments = spelled.arguments
         unknown = sorted(set(arguments) - set(known))
         if unknown:
             return error_result(
@@ -299,7 +317,7 @@ class MossMCPServer(MCPServer):
                 )
             )
         try:
-            return await super().call_tool(served, arguments, context)
+            result = await super().call_tool(served, arguments, context)
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
@@ -308,6 +326,10 @@ class MossMCPServer(MCPServer):
             ]
             listed = "; ".join(f"{p['field']}: {p['message']}" for p in problems)
             return error_result(InvalidRequest(f"invalid arguments for {served}: {listed}", details={"errors": problems}))
+        if spelled.ignored and isinstance(result, CallToolResult) and not result.is_error and isinstance(result.structured_content, dict):
+            # Another tool's argument with nothing to do here: the answer says so rather than drop it unseen.
+            return ok_result({**result.structured_content, "ignored_arguments": spelled.ignored})
+        return result
 
     def _served_name(self, name: str) -> str | None:
         if name in self.schemas:
@@ -379,6 +401,11 @@ def _instructions(sets: Sequence[str]) -> str:
     lines = [
         "moss-files: this project's shared memory as markdown files in git (a human reads the same files).",
         *(f"- {name}: {TOOL_SETS[name].summary}" for name in sets),
+        *(
+            ["loop_* tools also take LoopFlow's and its spec's argument names: camelCase, filters{types,statuses,tags,dateRange}, next_session_should."]
+            if "loop" in sets
+            else []
+        ),
         "Errors are results with isError and a stable code (NOT_FOUND, CAPSULE_TOO_THIN, ...) in structuredContent.error.",
     ]
     return "\n".join(lines)

@@ -174,6 +174,11 @@ def test_normalize_date(value: object, expected: str | None) -> None:
         (Filter("after", ("7d",)), [("2026-03-08T12:00:00Z", None)]),
         (Filter("after", ("12h", "2w")), [("2026-03-15T00:00:00Z", None), ("2026-03-01T12:00:00Z", None)]),
         (Filter("before", ("2026-03-01T08:00:00Z",)), [(None, "2026-03-01T08:00:00Z")]),
+        # through: the end of LoopFlow's dateRange, inclusive: the whole day or month, the moment itself.
+        (Filter("through", ("2026-01-21",)), [(None, "2026-01-22")]),
+        (Filter("through", ("2026-12",)), [(None, "2027-01-01")]),
+        (Filter("through", ("2026-03-01T08:00:00Z",)), [(None, "2026-03-01T08:00:01Z")]),
+        (Filter("through", ("7d",)), [(None, "2026-03-08T12:00:01Z")]),
     ],
 )
 def test_date_bounds(flt: Filter, expected: list[tuple[str | None, str | None]]) -> None:

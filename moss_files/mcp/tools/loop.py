@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from moss_files.foundation import config
 from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest
 from moss_files.mcp.server import ToolRegistry
 
 Scope = Annotated[
@@ -37,7 +39,7 @@ def register(tools: ToolRegistry) -> None:
         "Search every artifact; returns ids with one-line summaries, best first ({query, matches: [{id, kind, summary, "
         "score, date, status?, handle?}], truncated, hint}; handle: a capsule's workspace/name); then loop_expand the "
         'ids you need. Query: terms, "phrases", -exclusions, field:value filters (kind: status: tag: type: after: '
-        "before: date:).",
+        "before: through: date:).",
         read_only=True,
     )
     def scan(
@@ -50,6 +52,9 @@ def register(tools: ToolRegistry) -> None:
             list[str] | None, Field(description="Only items of these types (insights: domain, architecture, edge_case, technical, process).")
         ] = None,
         statuses: Annotated[list[str] | None, Field(description="Only items with these statuses (unprocessed, discussed, open, done, ...).")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only items with one of these tags.")] = None,
+        after: Annotated[str | None, Field(description="Dated from this on (2026-01-21, 2026-01, 7d).")] = None,
+        through: Annotated[str | None, Field(description="Dated up to this, its whole day or month included.")] = None,
         limit: Annotated[int, Field(description="At most this many matches (1-200).")] = 20,
         offset: Annotated[int, Field(description="Skip this many (paging).")] = 0,
         match: Annotated[str, Field(description='"any" term (default) or "all" terms.')] = "any",
@@ -57,7 +62,7 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         # LoopFlow sends scope as one word ("all", "insights"); the seeds' spec as a list.
         kinds = [scope] if isinstance(scope, str) else list(scope or ())
-        filters = {"type": types or (), "status": statuses or ()}
+        filters = {"type": types or (), "status": statuses or (), "tag": tags or (), "after": after or (), "through": through or ()}
         from moss_files.index import service as search
 
         return search.scan(ctx, query, kinds=[k for k in kinds if k != "all"], limit=limit, offset=offset, match=match, raw=raw, filters=filters)
@@ -90,7 +95,7 @@ def register(tools: ToolRegistry) -> None:
     ) -> dict[str, Any]:
         from moss_files.index import service as search
 
-        return search.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=scope or ())
+        return search.timeline(ctx, anchor, before=depth_before, after=depth_after, kinds=[kind for kind in scope or () if kind != "all"])
 
     @tools.tool(
         "loop_orient",
@@ -102,9 +107,12 @@ def register(tools: ToolRegistry) -> None:
         agent: Annotated[str | None, Field(description="Who works in it (sessions are resumed per agent).")] = None,
         new: Annotated[bool, Field(description="Start a new session even if one is active.")] = False,
         insight_limit: Annotated[int, Field(description="At most this many insight summaries.")] = 20,
+        repo_path: Annotated[str | None, Field(description="LoopFlow's: must be this workspace or in it.")] = None,
     ) -> dict[str, Any]:
         from moss_files.loopflow import service as loopflow
 
+        if repo_path is not None:
+            _check_repo_path(ctx.root, repo_path)
         return loopflow.orient(ctx, task=task, agent=agent, new=new, insight_limit=insight_limit)
 
     @tools.tool(
@@ -346,6 +354,23 @@ def register(tools: ToolRegistry) -> None:
         from moss_files.loopflow import service as loopflow
 
         return loopflow.probe(ctx, question=question, why=why, options=options, default_option=default_option)
+
+
+def _check_repo_path(root: Path, repo_path: str) -> None:
+    """LoopFlow's `loop_orient` names the repository it means; this server serves one workspace,
+    so a path outside it is refused rather than answered for another repository.
+
+    Raises InvalidRequest.
+    """
+    wanted = Path(repo_path).expanduser()
+    resolved = (wanted if wanted.is_absolute() else root / wanted).resolve()
+    served = root.resolve()
+    if resolved != served and served not in resolved.parents:
+        raise InvalidRequest(
+            f"this server serves the workspace {served}, not {repo_path}",
+            details={"field": "repo_path", "repo_path": repo_path, "workspace": str(served)},
+            hint="start `moss serve` in that repository (or leave repo_path out)",
+        )
 
 
 def register_sharing(tools: ToolRegistry) -> None:
