@@ -16,6 +16,9 @@ both refuse the same requests with the same codes and statuses:
 - **Content type**: every POST must declare `application/json` (parameters such as
   `charset` allowed), or it gets 415 UNSUPPORTED_MEDIA_TYPE. A page can send a "simple"
   cross-site POST as `text/plain` without asking first; it cannot send JSON that way.
+- **Credentials**: `Authorization: <scheme> <credentials>` is read with the scheme in any
+  case (`Bearer`, `bearer`, `BEARER`: RFC 9110 makes schemes case-insensitive), by every
+  server that takes a token and by the peers' signatures.
 - **Forms** (the web view's pages, `forms=True`): a POST may also be an HTML form
   (`application/x-www-form-urlencoded`). Any page can post a form to any site, so a form POST
   must carry an `Origin` naming this very server (scheme and the request's `Host`; another
@@ -25,6 +28,7 @@ both refuse the same requests with the same codes and statuses:
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 from dataclasses import dataclass
 
@@ -126,3 +130,21 @@ def is_json(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def credentials(header: str | None, scheme: str) -> str | None:
+    """The credentials of an Authorization header value whose scheme is `scheme`, compared
+    without regard to case (RFC 9110, section 11.1); None for another scheme or none."""
+    if not header:
+        return None
+    given, _, rest = header.strip().partition(" ")
+    if given.lower() != scheme.lower():
+        return None
+    return rest.strip() or None
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """True when the Authorization header value carries `token` as a bearer token (compared in
+    constant time)."""
+    given = credentials(header, "Bearer")
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moss_files.foundation.httpguard import check_request, is_json, is_loopback, split_host
+from moss_files.foundation.httpguard import bearer_matches, check_request, credentials, is_json, is_loopback, split_host
 
 
 def code(bind: str, host: str | None, origin: str | None = None, method: str = "GET", content_type: str | None = None) -> str | None:
@@ -74,3 +74,20 @@ def test_statuses_and_helpers() -> None:
     assert statuses == {421, 403, 415}
     assert split_host("[::1]:80") == ("::1", 80) and split_host("Example.ORG") == ("example.org", None)
     assert is_loopback("::1") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
+
+
+@pytest.mark.parametrize("header", ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "BeArEr   s3cret ", " Bearer s3cret"])
+def test_the_bearer_scheme_is_read_in_any_case(header: str) -> None:
+    """RFC 9110, section 11.1: an authentication scheme is case-insensitive."""
+    assert credentials(header, "Bearer") == "s3cret"
+    assert bearer_matches(header, "s3cret")
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Basic s3cret", "Bearers3cret", "Bearer s3cre", "Bearer s3cret2", "Token s3cret"])
+def test_anything_but_the_bearer_token_does_not_match(header: str | None) -> None:
+    assert not bearer_matches(header, "s3cret")
+
+
+def test_credentials_of_another_scheme() -> None:
+    assert credentials("needlecast-hmac-sha256 abc", "Needlecast-HMAC-SHA256") == "abc"
+    assert credentials("Bearer abc", "Needlecast-HMAC-SHA256") is None
