@@ -2,8 +2,8 @@
 
 Daemon entry layer. Threads: the caller's thread runs the routing loop; watchdog runs its
 observer threads; the HTTP server runs one thread with the event loop that holds every
-connection, and a fixed pool of worker threads for complete requests (`needlecast.httpapi`). `run` returns only after every one of them has stopped, so nothing is
-orphaned.
+connection, and a fixed pool of worker threads for complete requests (`needlecast.httpapi`).
+`run` returns only after every one of them has stopped, so nothing is orphaned.
 
 Watching: inotify through watchdog's Observer. If the observer cannot start, or a probe file
 written at start-up produces no event within PROBE_TIMEOUT (network and some container mounts

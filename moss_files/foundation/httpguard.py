@@ -1,8 +1,8 @@
 """Who may talk to our HTTP servers: the one check every HTTP surface runs before routing.
 
 Core layer: pure functions over header values (standard library only). Used by the sidecar
-(`needlecast sidecar`, stdlib http.server) and the MCP daemon (`moss serve --http`, ASGI), so
-both refuse the same requests with the same codes and statuses:
+(`needlecast sidecar`) and the MCP daemon (`moss serve --http`, with the web view), both on
+`foundation.httpserver`, so both refuse the same requests with the same codes and statuses:
 
 - **Host** (DNS rebinding): a server bound to a loopback address answers only requests whose
   `Host` names this machine (`127.0.0.1`, `localhost`, `[::1]`, any port or none); otherwise

@@ -264,7 +264,8 @@ class WebApp:
     # ----------------------------------------------------------------- requests
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (on a worker thread: the page functions read files)."""
+        """Answer one request (on a worker thread: the page functions read files; the sign-in
+        page, which reads none, on the event loop)."""
         nonce = request.cookies.get(CSRF_COOKIE, "")
         if len(nonce) < 16 or len(nonce) > 64 or not nonce.replace("-", "").replace("_", "").isalnum():
             nonce = secrets.token_urlsafe(24)
