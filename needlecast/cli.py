@@ -260,7 +260,10 @@ def sidecar(
     name: Annotated[
         str | None,
         typer.Option(
-            "--name", envvar=SLEEVE_ENV, help=f"Sleeve name reported by /status (default: env {SLEEVE_ENV}, else the folder name).", show_default=False
+            "--name",
+            envvar=SLEEVE_ENV,
+            help=f"This sleeve's name, reported by /status (default: env {SLEEVE_ENV}, else the folder name; an envoy root is reported as envoy, as routing names it).",
+            show_default=False,
         ),
     ] = None,
     route_mode: Annotated[

@@ -1,4 +1,5 @@
-"""The sidecar's HTTP API. Edge layer: owns the listening socket (stdlib http.server).
+"""The sidecar's HTTP API. Edge layer: the routes, who may call them, and the application the
+shared HTTP server (`moss_files.foundation.httpserver`) runs.
 
     GET  /health   {"status": "ok"}                    (no token needed; 405 for other methods)
     GET  /status   sleeve, workspace + cstack stats, needlecast counts, router, process
@@ -12,45 +13,40 @@
 Errors use the shared body `{"ok": false, "error": {code, message, status, ...}}`. Every
 request first passes `moss_files.foundation.httpguard` (the Host, Origin and content-type rules the MCP
 daemon applies too). When the server has a token, every route but /health requires
-`Authorization: Bearer <token>`; peers (other hosts' sidecars) instead sign their requests
-with a token of their own (`needlecast.signing`) and may only deliver.
+`Authorization: Bearer <token>` (the scheme in any case); peers (other hosts' sidecars) instead
+sign their requests with a token of their own (`needlecast.signing`) and may only deliver.
 
-Load: requests are served by a fixed pool of WORKERS threads; up to QUEUED more wait for one,
-and the kernel holds up to BACKLOG connections not yet accepted. Past that, a request is
-answered at once with 503 SERVER_BUSY and `Retry-After`, never with a reset connection.
-Request bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before the body is
-read, which is then drained so the client can read the answer) and sockets time out, so no
-client can hold a worker for ever.
+Load: the shared server holds every connection on one event loop and hands on a request only
+once it has arrived whole, within its deadlines (the head within 10 s, the body without a pause
+of 2 s: 408 REQUEST_TIMEOUT otherwise), so slow or silent clients hold no thread. Complete
+requests run on a fixed pool of WORKERS threads; up to QUEUED more wait for one; past that a
+request is answered at once with 503 SERVER_BUSY and `Retry-After`. /health is answered on the
+event loop. Request bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before
+the body is read, which is then drained so the client can read the answer).
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import json
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
-from moss_files.foundation.httpguard import check_request
+from moss_files.foundation.httpguard import bearer_matches, check_request
+from moss_files.foundation.httpserver import HttpServer, Limits, listen
 from needlecast.signing import NONCE_HEADER, PEER_HEADER, TIME_HEADER, WINDOW_SECONDS, Peer, ReplayGuard, verify
 
 MAX_BODY = 1024 * 1024
-SOCKET_TIMEOUT = 10.0
 WORKERS = 16
 QUEUED = 256
-BACKLOG = 512
 RETRY_AFTER_SECONDS = 1
-BUSY_WAIT_SECONDS = 0.2  # how long a 503 waits for the client to finish sending and close
-# How much of a refused oversized body is read and dropped so the client sees the 413.
-DRAIN_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,11 +110,8 @@ class Api:
         return path, {}
 
     def authorized(self, header: str | None) -> bool:
-        if self.token is None:
-            return True
-        if not header or not header.startswith("Bearer "):
-            return False
-        return hmac.compare_digest(header[7:].strip().encode(), self.token.encode())
+        """True when no token is needed, or the Authorization header carries it."""
+        return self.token is None or bearer_matches(header, self.token)
 
     def verify_peer(self, headers: Mapping[str, str], method: str, target: str, body: bytes) -> str:
         """The peer that signed the request (see `signing.verify`, which raises the refusals)."""
@@ -136,215 +129,145 @@ def _body_of(err: MossError, status: int | None = None) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
-    server_version = "needlecast-sidecar"
-    # HTTP/1.0 (http.server's default): one request per connection, so an idle client never
-    # holds one of the few workers between requests.
-    timeout = SOCKET_TIMEOUT
-    api: Api  # set on the subclass made by `make_server`
-    server: _Server
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One complete request as the server read it: the target exactly as sent (a peer's
+    signature covers it), its path, the headers by lower-case name, the body."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        self.api.log(f"http: {self.address_string()} {format % args}")
+    method: str
+    target: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: bytes
+    client: str
 
-    def _send(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if status == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="needlecast"')
-        for name, value in (extra or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
 
-    def _error(self, err: MossError, status: int | None = None) -> None:
-        self._send(status or err.status, _body_of(err, status))
+Answer = tuple[int, bytes, dict[str, str]]
 
-    def _handle(self, method: str) -> None:
-        parts = urlsplit(self.path)
-        path = parts.path.rstrip("/") or "/"
-        refusal = check_request(
-            self.server.bind_host,
-            host=self.headers.get("Host"),
-            origin=self.headers.get("Origin"),
-            method=method,
-            content_type=self.headers.get("Content-Type"),
-        )
-        if refusal is not None:
-            self.close_connection = True
-            self._error(InvalidRequest(refusal.message, code=refusal.code), refusal.status)
-            self._drain()
-            return
-        pattern, params = self.api.match(path)
-        known_methods = [m for (m, p) in self.api.routes if p == pattern]
-        if not known_methods:
-            self._error(NotFound(f"no endpoint {path}"))
-            return
-        peer: str | None = None
-        raw: bytes | None = None
+
+def answer(api: Api, request: Request, bind_host: str) -> Answer:
+    """The status, JSON body and extra headers for `request` (runs the handler: a worker thread
+    calls it, or the event loop for /health, which reads nothing)."""
+    path = request.path.rstrip("/") or "/"
+    headers = request.headers
+    refusal = check_request(bind_host, host=headers.get("host"), origin=headers.get("origin"), method=request.method, content_type=headers.get("content-type"))
+    if refusal is not None:
+        return _error(InvalidRequest(refusal.message, code=refusal.code), refusal.status)
+    pattern, params = api.match(path)
+    known_methods = [m for (m, p) in api.routes if p == pattern]
+    if not known_methods:
+        return _error(NotFound(f"no endpoint {path}"))
+    peer: str | None = None
+    try:
         if pattern != "/health":
-            try:
-                if self.headers.get(PEER_HEADER) is not None:
-                    # A peer's signature covers the body: read it (within the limit) first.
-                    raw = self._read_body() if method in ("POST", "PUT") else b""
-                    signed = {name: self.headers.get(name) or "" for name in (PEER_HEADER, TIME_HEADER, NONCE_HEADER, "Authorization")}
-                    peer = self.api.verify_peer(signed, method, self.path, raw)
-                    if (method, pattern) not in self.api.peer_routes:
-                        raise InvalidRequest(f"peers may not use {method} {pattern}", code="PEER_NOT_ALLOWED", status=403)
-                elif not self.api.authorized(self.headers.get("Authorization")):
-                    raise InvalidRequest("a bearer token is required", code="UNAUTHORIZED", status=401)
-            except MossError as err:
-                self.close_connection = True
-                self._error(err, 413 if err.code == "FILE_TOO_LARGE" else None)
-                self._drain()
-                return
-        handler = self.api.routes.get((method, pattern))
+            if headers.get(PEER_HEADER.lower()) is not None:
+                # A peer's signature covers the body and the target as sent.
+                signed = {name: headers.get(name.lower()) or "" for name in (PEER_HEADER, TIME_HEADER, NONCE_HEADER, "Authorization")}
+                peer = api.verify_peer(signed, request.method, request.target, request.body if request.method in ("POST", "PUT") else b"")
+                if (request.method, pattern) not in api.peer_routes:
+                    raise InvalidRequest(f"peers may not use {request.method} {pattern}", code="PEER_NOT_ALLOWED", status=403)
+            elif not api.authorized(headers.get("authorization")):
+                raise InvalidRequest("a bearer token is required", code="UNAUTHORIZED", status=401)
+        handler = api.routes.get((request.method, pattern))
         if handler is None:
-            self.close_connection = True
-            self._error(InvalidRequest(f"{method} is not allowed on {path}; use {', '.join(sorted(known_methods))}"), 405)
-            self._drain()
-            return
-        try:
-            if method == "POST":
-                payload = self._parse_json(raw if raw is not None else self._read_body())
-            else:
-                payload = None
-            status, body = handler(Call(parse_qs(parts.query), payload, params, peer))
-        except MossError as err:
-            self._error(err, 413 if err.code == "FILE_TOO_LARGE" else None)
-            self._drain()
-            return
-        except Exception as exc:  # a bug must not kill the worker or leak a traceback to clients
-            self.api.log(f"http: internal error on {method} {path}: {type(exc).__name__}: {exc}")
-            self._error(MossError("internal error"))
-            return
-        self._send(status, body)
-
-    def _read_body(self) -> bytes:
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
-            self.close_connection = True
-            raise InvalidRequest("a JSON body with Content-Length is required")
-        length = int(length_text)
-        if length > MAX_BODY:
-            self.close_connection = True
-            raise InvalidRequest(f"body is {length} bytes; the limit is {MAX_BODY}", code="FILE_TOO_LARGE", details={"max_bytes": MAX_BODY})
-        data = self.rfile.read(length)
-        self._body_read = True
-        return data
-
-    @staticmethod
-    def _parse_json(data: bytes) -> Any:
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise InvalidRequest("the body is not valid JSON") from None
-
-    def _drain(self) -> None:
-        """Read and drop an unread request body before the connection closes: closing a socket
-        with unread data makes the kernel reset it, and the client would lose our answer."""
-        if getattr(self, "_body_read", False) or not self.close_connection:
-            return
-        length_text = self.headers.get("Content-Length") or "0"
-        remaining = min(int(length_text), DRAIN_LIMIT) if length_text.isdigit() else 0
-        self.wfile.flush()
-        try:
-            while remaining > 0:
-                chunk = self.rfile.read1(min(remaining, 65536))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-        except OSError:
-            pass  # the client gave up; nothing left to protect
-
-    def handle_expect_100(self) -> bool:
-        # A client that asks before sending a large body (curl does) is refused before it sends.
-        length_text = self.headers.get("Content-Length") or "0"
-        if length_text.isdigit() and int(length_text) > MAX_BODY:
-            self.close_connection = True
-            err = InvalidRequest(f"body is {length_text} bytes; the limit is {MAX_BODY}", code="FILE_TOO_LARGE", details={"max_bytes": MAX_BODY})
-            self._body_read = True  # nothing was sent, nothing to drain
-            self._error(err, 413)
-            return False
-        return super().handle_expect_100()
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
+            return _error(InvalidRequest(f"{request.method} is not allowed on {path}; use {', '.join(sorted(known_methods))}"), 405)
+        payload = _parse_json(request.body) if request.method == "POST" else None
+        status, body = handler(Call(parse_qs(request.query), payload, params, peer))
+    except MossError as err:
+        return _error(err)
+    except Exception as exc:  # a bug must not kill the worker or leak a traceback to clients
+        api.log(f"http: internal error on {request.method} {path}: {type(exc).__name__}: {exc}")
+        return _error(MossError("internal error"))
+    return status, json.dumps(body, ensure_ascii=False).encode("utf-8"), {}
 
 
-_BUSY_BODY = _body_of(MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503)
-_BUSY_RESPONSE = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    + f"Retry-After: {RETRY_AFTER_SECONDS}\r\nContent-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
-    + _BUSY_BODY
-)
+def _error(err: MossError, status: int | None = None) -> Answer:
+    status = status or err.status
+    extra = {"WWW-Authenticate": 'Bearer realm="needlecast"'} if status == 401 else {}
+    return status, _body_of(err, status), extra
 
 
-class _Server(HTTPServer):
-    """An HTTP server with a bounded pool of worker threads and an honest answer when full."""
+def _parse_json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise InvalidRequest("the body is not valid JSON") from None
 
-    request_queue_size = BACKLOG  # socketserver's default is 5: bursts were reset by the kernel
 
-    def __init__(self, address: tuple[str, int], handler: type[_RequestHandler], bind_host: str) -> None:
-        self.address_family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
+_BUSY = _error(MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503)
+
+
+class ApiApp:
+    """The API as an ASGI application for the shared server: a complete request (the server
+    read it within its limits) runs on one of WORKERS threads; up to QUEUED more wait for one;
+    past that it is answered 503 SERVER_BUSY with Retry-After at once. /health is answered on
+    the event loop itself, so it stays quick whatever the workers do."""
+
+    def __init__(self, api: Api, bind_host: str) -> None:
+        self.api = api
         self.bind_host = bind_host
         self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="needlecast-http")
         self.slots = threading.BoundedSemaphore(WORKERS + QUEUED)
-        super().__init__(address, handler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self._busy(request)
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
             return
-        try:
-            self.pool.submit(self._work, request, client_address)
-        except RuntimeError:  # the pool is shutting down
-            self.slots.release()
-            self.shutdown_request(request)
+        message = await receive()
+        raw_path = scope["raw_path"].decode("latin-1")
+        query = scope["query_string"].decode("latin-1")
+        client = scope.get("client")
+        request = Request(
+            scope["method"],
+            raw_path + (f"?{query}" if query else ""),
+            scope["path"],
+            query,
+            {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]},
+            message.get("body", b""),
+            client[0] if client else "-",
+        )
+        if (request.path.rstrip("/") or "/") == "/health":
+            status, data, extra = answer(self.api, request, self.bind_host)
+        elif not self.slots.acquire(blocking=False):
+            status, data, extra = _BUSY
+            extra = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        else:
+            try:
+                status, data, extra = await asyncio.get_running_loop().run_in_executor(self.pool, answer, self.api, request, self.bind_host)
+            finally:
+                self.slots.release()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
+        self.api.log(f'http: {request.client} "{request.method} {request.target} HTTP/{scope["http_version"]}" {status} {len(data)}')
 
-    def _work(self, request: Any, client_address: Any) -> None:
-        try:
-            self.finish_request(request, client_address)
-        except Exception:
-            self.handle_error(request, client_address)
-        finally:
-            self.shutdown_request(request)
-            self.slots.release()
-
-    def _busy(self, request: socket.socket) -> None:
-        """Answer 503 from the accepting thread, waiting on the client for a moment at most."""
-        try:
-            request.settimeout(BUSY_WAIT_SECONDS)
-            request.sendall(_BUSY_RESPONSE)
-            request.shutdown(socket.SHUT_WR)
-            # Read what the client sends until it closes: closing with its request unread
-            # would make the kernel reset the connection, and the client lose the answer.
-            while request.recv(65536):
-                pass
-        except OSError:
-            pass  # a slow or vanished client: it had its answer, or had left
-        finally:
-            request.close()
-
-    def server_close(self) -> None:
-        super().server_close()
+    def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def make_server(api: Api, host: str, port: int) -> HTTPServer:
-    """A bound (not yet serving) server for `api`. Raises OSError if the port is taken."""
-    handler = type("SidecarRequestHandler", (_RequestHandler,), {"api": api})
-    return _Server((host, port), handler, host)
+class Server:
+    """The sidecar's server: the shared HTTP server (`foundation.httpserver`) over `ApiApp`."""
+
+    def __init__(self, api: Api, host: str, port: int) -> None:
+        sock = listen(host, port, port_hint="pick another with --port, or --port 0 for a free one")
+        self.app = ApiApp(api, host)
+        self.http = HttpServer(self.app, sock, limits=Limits(max_body=MAX_BODY), log=api.log)
+        self.port = self.http.port
+
+    def run(self) -> None:
+        """Serve until `stop` (blocks; run it in a thread of its own)."""
+        self.http.run()
+
+    def stop(self) -> None:
+        self.http.stop()
+
+    def close(self) -> None:
+        """Release the socket and the worker threads (after `run` has returned, or instead of it)."""
+        self.http.close()
+        self.app.close()
+
+
+def make_server(api: Api, host: str, port: int) -> Server:
+    """A bound (not yet serving) server for `api`. Raises Conflict CONFLICT if the port is taken."""
+    return Server(api, host, port)

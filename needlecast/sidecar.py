@@ -1,9 +1,9 @@
 """The sidecar daemon: watch outboxes, route on change, sweep, and serve the HTTP API.
 
 Daemon entry layer. Threads: the caller's thread runs the routing loop; watchdog runs its
-observer threads; the HTTP server runs one accepting thread and a fixed pool of worker threads
-(`needlecast.httpapi`). `run` returns only after every one of them has stopped, so nothing is
-orphaned.
+observer threads; the HTTP server runs one thread with the event loop that holds every
+connection, and a fixed pool of worker threads for complete requests (`needlecast.httpapi`).
+`run` returns only after every one of them has stopped, so nothing is orphaned.
 
 Watching: inotify through watchdog's Observer. If the observer cannot start, or a probe file
 written at start-up produces no event within PROBE_TIMEOUT (network and some container mounts
@@ -499,7 +499,7 @@ class Sidecar:
             "layout": self.box.layout(),
             "inbox_total": len(entries),
             "inbox_unread": unread,
-            "outbox_pending": len(mailbox.read_outbox(self.box, self.name).entries),
+            "outbox_pending": len(mailbox.read_outbox(self.box, self.root_name()).entries),
             "dead_letters": len(mailbox.read_dead_letters(self.box)),
         }
 
@@ -530,6 +530,17 @@ class Sidecar:
             pass
         return {"pid": os.getpid(), "uptime_seconds": int(time.monotonic() - self.started), "memory_mb": memory}
 
+    def root_name(self) -> str:
+        """The name routing knows this workspace by: `envoy` at an envoy root (other local
+        sleeves around it), this sidecar's own name at a lone sleeve. /status and the mailbox
+        endpoints report it, so they agree with where messages to the root are delivered."""
+        if self.router.directory is None:
+            return self.name
+        for sleeve in self.router.senders():
+            if sleeve.path == self.root and sleeve.origin in ("envoy", "self"):
+                return sleeve.name
+        return self.name
+
     def status(self) -> dict[str, Any]:
         """The `/status` body."""
         with self._status_lock:
@@ -543,7 +554,7 @@ class Sidecar:
                 "git_sync": self.cache.get("git_sync", lambda: self.git.status() if self.git is not None else {"enabled": False}),
                 "process": self.cache.get("process", self._process_part),
             }
-        return build_status(self.name, str(self.root), parts)
+        return build_status(self.root_name(), str(self.root), parts)
 
     def _api(self) -> Api:
         log = NonceLog(self.box.state_dir / NONCE_LOG)
@@ -561,8 +572,9 @@ class Sidecar:
         return api
 
     def _get_outbox(self, call: Call) -> tuple[int, Any]:
-        scan = mailbox.read_outbox(self.box, self.name)
-        return 200, {"sleeve": self.name, "messages": [entry_to_dict(e) for e in scan.entries], "unsettled": scan.unsettled}
+        name = self.root_name()
+        scan = mailbox.read_outbox(self.box, name)
+        return 200, {"sleeve": name, "messages": [entry_to_dict(e) for e in scan.entries], "unsettled": scan.unsettled}
 
     def _get_inbox(self, call: Call) -> tuple[int, Any]:
         unread_only = call.query.get("unread", ["0"])[-1] in ("1", "true", "yes")
@@ -573,11 +585,11 @@ class Sidecar:
             if unread_only and read:
                 continue
             rows.append({**entry_to_dict(entry), "read": read})
-        return 200, {"sleeve": self.name, "messages": rows}
+        return 200, {"sleeve": self.root_name(), "messages": rows}
 
     def _get_sleeves(self, call: Call) -> tuple[int, Any]:
         directory = self.router.directory or self.router.refresh()
-        return 200, {"sleeve": self.name, "host": self.router.host_name, "sleeves": [sleeve_to_dict(s) for s in directory.sleeves.values()]}
+        return 200, {"sleeve": self.root_name(), "host": self.router.host_name, "sleeves": [sleeve_to_dict(s) for s in directory.sleeves.values()]}
 
     def _post_inbox(self, call: Call) -> tuple[int, Any]:
         if not self.box.dir.is_dir():
@@ -695,14 +707,14 @@ class Sidecar:
                     stack.callback(signal.signal, signum, previous)
             server_thread: threading.Thread | None = None
             if self.serve_http:
-                server = make_server(self._api(), self.host, self.port)
-                stack.callback(server.server_close)
-                self.port = server.server_address[1]
+                server = make_server(self._api(), self.host, self.port)  # Conflict when the port is taken
+                stack.callback(server.close)
+                self.port = server.port
                 self.url = f"http://{self.host}:{self.port}"
-                server_thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="needlecast-http")
+                server_thread = threading.Thread(target=server.run, name="needlecast-http")
                 server_thread.start()
                 stack.callback(server_thread.join)
-                stack.callback(server.shutdown)
+                stack.callback(server.stop)
             self._refresh()
             if self.git_settings is not None:
                 self.git = GitSync(self.root, self.git_settings, name=self.name, clock=self.clock, environ=self.environ)

@@ -7,7 +7,7 @@ Its requests carry no token: they carry an HMAC-SHA256 of the request made with 
     X-Needlecast-Peer:  <the sender's name in the receiver's peer table>
     X-Needlecast-Time:  <unix seconds>
     X-Needlecast-Nonce: <32 hex digits, fresh for every request>
-    Authorization:      Needlecast-HMAC-SHA256 <hex digest>
+    Authorization:      Needlecast-HMAC-SHA256 <hex digest>     (the scheme in any case)
 
 over the method, the path with its query, the peer's name, the time, the nonce and the SHA-256
 of the body, so a request read off the wire can be neither altered nor sent to another sleeve,
@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from moss_files.foundation.errors import InvalidRequest
+from moss_files.foundation.httpguard import credentials
 
 PEER_HEADER = "X-Needlecast-Peer"
 TIME_HEADER = "X-Needlecast-Time"
@@ -140,8 +141,8 @@ def verify(headers: Mapping[str, str], method: str, target: str, body: bytes, pe
     name = headers.get(PEER_HEADER) or ""
     stamp = headers.get(TIME_HEADER) or ""
     nonce = headers.get(NONCE_HEADER) or ""
-    scheme, _, given = (headers.get("Authorization") or "").partition(" ")
-    if scheme != SCHEME or not stamp.isdigit() or not _NONCE.fullmatch(nonce):
+    given = credentials(headers.get("Authorization"), SCHEME) or ""
+    if not given or not stamp.isdigit() or not _NONCE.fullmatch(nonce):
         raise _refused("a signed request needs the peer, time, nonce and signature headers", "UNAUTHORIZED")
     peer = peers.get(name)
     if peer is None:

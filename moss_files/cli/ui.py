@@ -40,8 +40,8 @@ def register(app: typer.Typer) -> None:
         """Open the web view (board, capsules, messages, memory, search, agent sessions) in the
         default browser, starting `moss serve --http 127.0.0.1:PORT` in the background when no
         daemon serves this project. Prints the URL; --json prints {url, mcp, pid, started,
-        opened, log} ({stopped, pid} with --stop). Exit codes: 0 ok, 6 no workspace; when the
-        daemon cannot start, its own exit status (2 bad option, 5 port in use) with its message."""
+        opened, log} ({stopped, pid} with --stop). Exit codes: 0 ok, 5 CONFLICT (the port is in use),
+        6 no workspace; when the daemon cannot start, its own exit status (2 bad option) with its message."""
         with reporting(as_json):
             from moss_files.foundation import workspace
 
@@ -98,9 +98,17 @@ def _open_browser(url: str) -> bool:
 
 
 def _start(root: Path, port: int) -> tuple[dict[str, Any], Path]:
-    """Start `moss serve --http` for `root` in its own session; wait for its record."""
+    """Start `moss serve --http` for `root` in its own session; wait for its record.
+
+    Raises Conflict CONFLICT, with a hint naming --port, when the port is taken.
+    """
+    from moss_files.foundation.httpserver import listen
     from moss_files.mcp import daemon
 
+    if port:
+        # Tried here first, so a port in use is told in this command's terms (--port) and
+        # shape (--json); the daemon's own check still covers a port taken meanwhile.
+        listen("127.0.0.1", port, port_hint="pick another with --port, or --port 0 for a free one").close()
     run_dir = root / daemon.RUN_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME

@@ -97,7 +97,9 @@ ERROR_CODES: dict[str, str] = {
     "HOST_NOT_ALLOWED": "an HTTP request names a host this loopback server does not answer for (status 421; DNS rebinding)",
     "ORIGIN_NOT_ALLOWED": "an HTTP request comes from a web page of another origin (status 403)",
     "UNSUPPORTED_MEDIA_TYPE": "an HTTP POST does not declare Content-Type: application/json (status 415)",
-    "SERVER_BUSY": "every worker of the HTTP server is busy; retry after the Retry-After seconds (status 503)",
+    "SERVER_BUSY": "every worker of the HTTP server is busy, or it holds as many connections as it can; retry after the Retry-After seconds (status 503)",
+    "REQUEST_TIMEOUT": "an HTTP request did not arrive in time: its head within 10 s, or its body without a pause of 2 s (status 408)",
+    "TOO_MANY_ATTEMPTS": "this client gave a wrong token too often; it may try again after the Retry-After seconds (status 429)",
     "CSRF_TOKEN_INVALID": "a form posted to the web view lacks the CSRF token of the page it came from, or carries a stale one (status 403)",
     # The agent runtime (`moss agent`, and the gate in front of `moss serve`).
     "CAPABILITY_DENIED": "the capability policy denies this tool call (status 403; details.decisions names the rule)",

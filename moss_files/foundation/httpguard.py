@@ -1,8 +1,8 @@
 """Who may talk to our HTTP servers: the one check every HTTP surface runs before routing.
 
 Core layer: pure functions over header values (standard library only). Used by the sidecar
-(`needlecast sidecar`, stdlib http.server) and the MCP daemon (`moss serve --http`, ASGI), so
-both refuse the same requests with the same codes and statuses:
+(`needlecast sidecar`) and the MCP daemon (`moss serve --http`, with the web view), both on
+`foundation.httpserver`, so both refuse the same requests with the same codes and statuses:
 
 - **Host** (DNS rebinding): a server bound to a loopback address answers only requests whose
   `Host` names this machine (`127.0.0.1`, `localhost`, `[::1]`, any port or none); otherwise
@@ -16,6 +16,15 @@ both refuse the same requests with the same codes and statuses:
 - **Content type**: every POST must declare `application/json` (parameters such as
   `charset` allowed), or it gets 415 UNSUPPORTED_MEDIA_TYPE. A page can send a "simple"
   cross-site POST as `text/plain` without asking first; it cannot send JSON that way.
+- **Credentials**: `Authorization: <scheme> <credentials>` is read with the scheme in any
+  case (`Bearer`, `bearer`, `BEARER`: RFC 9110 makes schemes case-insensitive), by every
+  server that takes a token and by the peers' signatures.
+- **Wrong tokens** (`FailureThrottle`): after WAIT_AFTER wrong tokens from one client
+  address, that client waits before its next try (1 s, doubling with each further failure, at
+  most MAX_WAIT_SECONDS) and is answered 429 TOO_MANY_ATTEMPTS, its token unchecked, until
+  then. A right token, or FORGET_SECONDS without a failure, clears its count. Other addresses
+  are not affected, so an attacker elsewhere cannot lock the real user out, and one at the same
+  address gets one guess per MAX_WAIT_SECONDS.
 - **Forms** (the web view's pages, `forms=True`): a POST may also be an HTML form
   (`application/x-www-form-urlencoded`). Any page can post a form to any site, so a form POST
   must carry an `Origin` naming this very server (scheme and the request's `Host`; another
@@ -25,11 +34,18 @@ both refuse the same requests with the same codes and statuses:
 
 from __future__ import annotations
 
+import hmac
+import math
 from dataclasses import dataclass
 
 from moss_files.foundation import hosts
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WAIT_AFTER = 3  # wrong tokens a client may give before it must wait
+FIRST_WAIT_SECONDS = 1.0
+MAX_WAIT_SECONDS = 30.0
+FORGET_SECONDS = 15 * 60.0
+MAX_CLIENTS = 4096  # clients remembered; the longest quiet are forgotten first
 
 
 def is_loopback(host: str) -> bool:
@@ -127,3 +143,71 @@ def is_json(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def credentials(header: str | None, scheme: str) -> str | None:
+    """The credentials of an Authorization header value whose scheme is `scheme`, compared
+    without regard to case (RFC 9110, section 11.1); None for another scheme or none."""
+    if not header:
+        return None
+    given, _, rest = header.strip().partition(" ")
+    if given.lower() != scheme.lower():
+        return None
+    return rest.strip() or None
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """True when the Authorization header value carries `token` as a bearer token (compared in
+    constant time)."""
+    given = credentials(header, "Bearer")
+    return given is not None and hmac.compare_digest(given.encode(), token.encode())
+
+
+@dataclass(slots=True)
+class _Failures:
+    count: int
+    until: float  # no try before this moment
+    last: float  # the last failure
+
+
+class FailureThrottle:
+    """Wrong tokens per client address, and how long each client must wait before its next try.
+
+    Core: the caller passes the time (monotonic seconds) and makes the calls from one thread
+    (the HTTP servers call it from their event loop only).
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[str, _Failures] = {}
+
+    def wait(self, client: str, now: float) -> float:
+        """Seconds `client` must still wait before its token is checked again (0: check it now)."""
+        entry = self._clients.get(client)
+        if entry is None:
+            return 0.0
+        if now - entry.last >= FORGET_SECONDS:
+            del self._clients[client]
+            return 0.0
+        return max(0.0, entry.until - now)
+
+    def failed(self, client: str, now: float) -> None:
+        """Count a wrong token from `client`."""
+        entry = self._clients.pop(client, None)
+        if entry is None or now - entry.last >= FORGET_SECONDS:
+            entry = _Failures(0, now, now)
+        entry.count += 1
+        entry.last = now
+        waits = entry.count - WAIT_AFTER
+        entry.until = now + (min(MAX_WAIT_SECONDS, FIRST_WAIT_SECONDS * 2.0 ** min(waits, 32)) if waits >= 0 else 0.0)
+        self._clients[client] = entry  # last in the order: the longest quiet are first to go
+        while len(self._clients) > MAX_CLIENTS:
+            del self._clients[next(iter(self._clients))]
+
+    def succeeded(self, client: str) -> None:
+        """The right token from `client`: its count is cleared."""
+        self._clients.pop(client, None)
+
+
+def retry_after(seconds: float) -> str:
+    """A Retry-After value (whole seconds, rounded up) for a wait of `seconds`."""
+    return str(max(1, math.ceil(seconds)))

@@ -1,10 +1,14 @@
 """`moss serve --http HOST:PORT`: one shared daemon per project on HTTP: the MCP endpoint
 (streamable HTTP at `/mcp`) and the web view's pages (every other path, `moss_files.web`).
 
-Entry layer (owns a socket, signals and the run record). It binds loopback only, unless a
+Entry layer (owns a socket, signals and the run record). It serves with the one HTTP server
+of the toolkit (`foundation.httpserver`, which the sidecar runs too): every connection waits on
+an event loop, and a request reaches the apps only once it has arrived whole within its
+deadlines, so slow or silent clients hold nothing. It binds loopback only, unless a
 bearer token is configured; then every MCP request must carry `Authorization: Bearer <token>`,
 and the pages ask for the same token (the header, or a sign-in form that sets a cookie; never a
-URL). Every request passes the one Host/Origin guard (`foundation.httpguard`) first; the
+URL). Wrong tokens slow their client down (`httpguard.FailureThrottle`, one for the MCP
+endpoint and the pages). Every request passes the one Host/Origin guard (`foundation.httpguard`) first; the
 pages' same-origin HTML forms are let through it, and checked for their CSRF token by the web
 app. While it runs it holds the lock `.moss/run/.mcp.lock` (so a second daemon for the project
 is refused with ALREADY_RUNNING) and keeps the record `.moss/run/mcp.json`:
@@ -20,25 +24,23 @@ and the exit status is 0.
 from __future__ import annotations
 
 import contextlib
-import errno
-import hmac
 import json
 import os
 import signal
-import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
 from moss_files.foundation import config, fs
 from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, RepoError, error_body
-from moss_files.foundation.httpguard import check_request, is_loopback
+from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, check_request, is_loopback, retry_after
+from moss_files.foundation.httpserver import HttpServer, Limits, listen
 from moss_files.foundation.ids import format_time, system_clock
 
 RUN_DIR = Path(".moss") / "run"
@@ -46,6 +48,10 @@ RECORD_NAME = "mcp.json"
 LOCK_NAME = "mcp"  # fs.locked turns it into .moss/run/.mcp.lock
 MCP_PATH = "/mcp"
 GRACE_SECONDS = 3
+# A tool call's arguments (an import's JSONL, a capsule) can be large; the pages cap their
+# forms lower themselves (web.app.MAX_FORM_BYTES).
+MAX_BODY = 32 * 1024 * 1024
+PORT_HINT = "pick another port: --http 127.0.0.1:PORT, or --http 127.0.0.1:0 for a free one"
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"  # the name this workspace's messages are sent under
 Log = Callable[[str], None]
 
@@ -146,30 +152,43 @@ async def _send_error(send: Any, err: MossError, status: int, extra: Sequence[tu
     await send({"type": "http.response.body", "body": body})
 
 
-class _BearerToken:
-    """ASGI wrapper: HTTP requests without the configured bearer token get a 401 error body."""
+def client_of(scope: dict[str, Any]) -> str:
+    """The client's address, which wrong tokens are counted by."""
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
 
-    def __init__(self, app: Any, token: str) -> None:
+
+async def send_throttled(send: Any, seconds: float) -> None:
+    err = MossError("too many wrong tokens from this address; wait before trying again", code="TOO_MANY_ATTEMPTS", status=429)
+    await _send_error(send, err, 429, [(b"retry-after", retry_after(seconds).encode())])
+
+
+class _BearerToken:
+    """ASGI wrapper: HTTP requests without the configured bearer token get a 401 error body;
+    a client that gave wrong tokens too often gets 429 until its wait is over (`throttle`,
+    shared with the pages; called on the event loop only)."""
+
+    def __init__(self, app: Any, token: str, throttle: FailureThrottle) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.token = token
+        self.throttle = throttle
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
+            given = dict(scope.get("headers") or ()).get(b"authorization")
+            header = given.decode("latin-1") if given is not None else None
+            client = client_of(scope)
+            if header is not None and (wait := self.throttle.wait(client, time.monotonic())) > 0:
+                await send_throttled(send, wait)
+                return
+            if not bearer_matches(header, self.token):
+                if header is not None:
+                    self.throttle.failed(client, time.monotonic())
                 err = MossError("this server requires a bearer token (Authorization: Bearer ...)", code="UNAUTHORIZED", status=401)
                 await _send_error(send, err, 401, [(b"www-authenticate", b"Bearer")])
                 return
+            self.throttle.succeeded(client)
         await self.app(scope, receive, send)
-
-
-class _Uvicorn(uvicorn.Server):
-    """uvicorn without its own signal handling: after a graceful stop it re-raises the signal,
-    which would kill the process before the record is removed. `Daemon` handles signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Daemon:
@@ -211,7 +230,9 @@ class Daemon:
         self.url: str | None = None
         self.web_url: str | None = None
         self.ready = threading.Event()
-        self._uvicorn: _Uvicorn | None = None
+        self._server: HttpServer | None = None
+        self._stop_requested = False
+        self.throttle = FailureThrottle()  # wrong tokens, for the MCP endpoint and the pages alike
         self.web = web
         self.web_context = web_context
         self.poll = poll
@@ -220,10 +241,11 @@ class Daemon:
 
     def stop(self) -> None:
         """Ask the daemon to stop (safe from signal handlers and other threads)."""
+        self._stop_requested = True
         if self._web_app is not None:
             self._web_app.changes.close()  # event streams end, so the graceful stop need not wait for them
-        if self._uvicorn is not None:
-            self._uvicorn.should_exit = True
+        if self._server is not None:
+            self._server.stop()
 
     def run(self) -> int:
         """Serve until stopped; return the exit status (0).
@@ -250,7 +272,8 @@ class Daemon:
                 # The lock was free, so whoever wrote this record is gone (killed, or crashed).
                 self.log(f"moss serve: removing a stale record left by pid {stale.get('pid', '?')}")
                 record_path(self.root).unlink(missing_ok=True)
-            sock = stack.enter_context(self._bind())
+            sock = listen(self.host, self.port, port_hint=PORT_HINT)  # Conflict when the port is taken
+            stack.callback(sock.close)
             self.port = sock.getsockname()[1]
             if self.index_watch:
                 from moss_files.index import watch
@@ -265,8 +288,7 @@ class Daemon:
                 self._web_app = self._make_web_app()
                 self._web_app.start()
                 stack.callback(self._web_app.stop)
-            settings = uvicorn.Config(self._app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACE_SECONDS)
-            self._uvicorn = _Uvicorn(settings)
+            self._server = HttpServer(self._app(), sock, limits=Limits(max_body=MAX_BODY), lifespan=True, grace_seconds=GRACE_SECONDS, log=self.log)
             if threading.current_thread() is threading.main_thread():
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous = signal.signal(signum, lambda *_: self.stop())
@@ -286,7 +308,9 @@ class Daemon:
             if self.web_url:
                 self.log(f"moss serve: pages on {self.web_url} (live updates by {self._web_app.watcher.mode})")
             self.ready.set()
-            self._uvicorn.run(sockets=[sock])
+            if self._stop_requested:  # a signal before the server existed
+                self._server.stop()
+            self._server.run()
             self.log("moss serve: stopped")
         return 0
 
@@ -300,23 +324,6 @@ class Daemon:
         except OSError as exc:
             raise RepoError(f"cannot create {run_dir}: {exc.strerror}", code="NOT_WRITABLE", path=run_dir) from None
 
-    @contextlib.contextmanager
-    def _bind(self) -> Iterator[socket.socket]:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((self.host, self.port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    raise Conflict(f"port {self.port} on {self.host} is in use", details={"host": self.host, "port": self.port}) from None
-                raise InvalidRequest(f"cannot listen on {self.host}:{self.port}: {exc.strerror}") from None
-            sock.listen(128)
-            yield sock
-        finally:
-            sock.close()
-
     def _make_web_app(self) -> Any:
         # Imported here: the pages load the board, the index and the agent runtime's readers,
         # which a daemon started with web=False never needs.
@@ -325,7 +332,7 @@ class Daemon:
         context = self.web_context
         if context is None:
             context = Context(self.root, clock=self.clock, config=config.load_config(self.root), actor=HUMAN, sleeve=os.environ.get(SLEEVE_ENV) or None)
-        return WebApp(context, token=self.token, log=self.log, poll=self.poll)
+        return WebApp(context, token=self.token, log=self.log, poll=self.poll, throttle=self.throttle)
 
     def _app(self) -> Any:
         # The SDK's own Host/Origin check is left off: `_Guard` applies ours, the one the
@@ -333,5 +340,5 @@ class Daemon:
         off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=off, host=self.host)
         if self.token:
-            app = _BearerToken(app, self.token)
+            app = _BearerToken(app, self.token, self.throttle)
         return _Guard(_Split(app, self._web_app), self.host)

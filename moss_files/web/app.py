@@ -6,9 +6,12 @@ function (which gathers through the use cases) on a worker thread, and renders t
 (`foundation.httpguard`, with same-origin HTML forms allowed). Who may look:
 
 - without a token (a loopback daemon), anyone on this machine, as with the MCP endpoint;
-- with one (required off loopback), a request carrying `Authorization: Bearer <token>`, or a
-  browser that signed in: `/login` takes the token in a form, never in a URL, and answers with
-  a session cookie (HttpOnly, SameSite=Strict) that names a random session this process keeps.
+- with one (required off loopback), a request carrying `Authorization: Bearer <token>` (the
+  scheme in any case), or a browser that signed in: `/login` takes the token in a form, never
+  in a URL, and answers with a session cookie (HttpOnly, SameSite=Strict) that names a random
+  session this process keeps. Wrong tokens, in the header or the form, slow their client down
+  (`httpguard.FailureThrottle`, shared with the MCP endpoint): the tokens are checked, and the
+  throttle kept, on the event loop, never on a worker thread.
 
 Every POST is a form carrying a CSRF token: an HMAC, under a key this process draws at start,
 of a random value in the `moss_csrf` cookie (HttpOnly, SameSite=Strict). A page of another
@@ -25,6 +28,7 @@ import hmac
 import json
 import secrets
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +40,7 @@ from urllib.parse import parse_qs
 
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
-from moss_files.foundation.httpguard import split_host
+from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, retry_after, split_host
 from moss_files.web import agents, board, capsules, memory, messages, search, watch
 from moss_files.web.html import Html, Page, button, error_notice, esc, hidden, join, layout, url
 
@@ -74,6 +78,8 @@ class Request:
     csrf: str = ""  # the token this request's pages put in their forms
     new_nonce: str | None = None  # a CSRF cookie value to set with the answer
     signed_in: bool = False
+    client: str = "-"  # the client's address: wrong tokens are counted by it
+    bearer: bool = False  # the Authorization header carries the token (checked on the event loop)
 
     @property
     def target(self) -> str:
@@ -163,9 +169,10 @@ class WebApp:
     is the daemon's bearer token (None on loopback without one).
     """
 
-    def __init__(self, ctx: Context, *, token: str | None = None, log: Log | None = None, poll: bool = False) -> None:
+    def __init__(self, ctx: Context, *, token: str | None = None, log: Log | None = None, poll: bool = False, throttle: FailureThrottle | None = None) -> None:
         self.ctx = ctx
         self.token = token
+        self.throttle = throttle or FailureThrottle()
         self.log = log or (lambda text: None)
         self.workspace = ctx.root.name or str(ctx.root)
         self.changes = Changes()
@@ -200,6 +207,17 @@ class WebApp:
             request = await self._read(scope, receive)
         except InvalidRequest as err:
             await self._send(send, self._error_response(err, None))
+            return
+        client = scope.get("client")
+        request.client = str(client[0]) if client else "-"
+        throttled = self._check_header(request)
+        if throttled is not None:
+            await self._send(send, throttled)
+            return
+        if (request.path.rstrip("/") or "/") == "/login":
+            # On the event loop: the form's token is checked where the throttle lives (the
+            # sign-in page reads no file).
+            await self._send(send, self.handle(request))
             return
         if request.method == "GET" and request.path == "/events":
             if not self._authorized(request):
@@ -246,7 +264,8 @@ class WebApp:
     # ----------------------------------------------------------------- requests
 
     def handle(self, request: Request) -> Response:
-        """Answer one request (on a worker thread: the page functions read files)."""
+        """Answer one request (on a worker thread: the page functions read files; the sign-in
+        page, which reads none, on the event loop)."""
         nonce = request.cookies.get(CSRF_COOKIE, "")
         if len(nonce) < 16 or len(nonce) > 64 or not nonce.replace("-", "").replace("_", "").isalnum():
             nonce = secrets.token_urlsafe(24)
@@ -335,11 +354,30 @@ class WebApp:
 
     # ----------------------------------------------------------------- signing in
 
+    def _check_header(self, request: Request) -> Response | None:
+        """Check an Authorization header's token (on the event loop): sets `request.bearer`;
+        a 429 answer when this client must wait after wrong tokens."""
+        header = request.headers.get("authorization")
+        if self.token is None or header is None:
+            return None
+        wait = self.throttle.wait(request.client, time.monotonic())
+        if wait > 0:
+            return self._throttled(wait)
+        request.bearer = bearer_matches(header, self.token)
+        if request.bearer:
+            self.throttle.succeeded(request.client)
+        else:
+            self.throttle.failed(request.client, time.monotonic())
+        return None
+
+    def _throttled(self, wait: float, page: Response | None = None) -> Response:
+        err = MossError(f"too many wrong tokens from this address; try again in {retry_after(wait)} s", code="TOO_MANY_ATTEMPTS", status=429)
+        response = page or self._json_error(err)
+        response.headers.append(("retry-after", retry_after(wait)))
+        return response
+
     def _authorized(self, request: Request) -> bool:
-        if self.token is None:
-            return True
-        given = request.headers.get("authorization", "")
-        if given and hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+        if self.token is None or request.bearer:
             return True
         session = request.cookies.get(self._session_cookie(request), "")
         with self._sessions_lock:
@@ -358,7 +396,13 @@ class WebApp:
         if request.method == "POST":
             self._check_csrf(request)
             given = request.form.get("token", "")
+            wait = self.throttle.wait(request.client, time.monotonic())
+            if wait > 0:
+                # Not even checked: one guess per wait, whatever the token.
+                problem = {"code": "TOO_MANY_ATTEMPTS", "message": f"too many wrong tokens from this address; try again in {retry_after(wait)} s"}
+                return self._throttled(wait, self._page(request, self._login_page(request, target, problem=problem, status=429)))
             if given and hmac.compare_digest(given.encode(), self.token.encode()):
+                self.throttle.succeeded(request.client)
                 session = secrets.token_urlsafe(32)
                 with self._sessions_lock:
                     self._sessions[session] = None
@@ -367,22 +411,22 @@ class WebApp:
                 response = redirect(target)
                 response.headers.append(("set-cookie", f"{self._session_cookie(request)}={session}; Path=/; HttpOnly; SameSite=Strict"))
                 return response
-            return self._page(request, self._login_page(request, target, failed=True))
+            self.throttle.failed(request.client, time.monotonic())
+            problem = {"code": "UNAUTHORIZED", "message": "that is not this server's token"}
+            return self._page(request, self._login_page(request, target, problem=problem, status=401))
         if request.method != "GET":
             raise InvalidRequest(f"{request.method} is not supported here", status=405)
-        return self._page(request, self._login_page(request, target, failed=False))
+        return self._page(request, self._login_page(request, target))
 
-    def _login_page(self, request: Request, target: str, *, failed: bool) -> Page:
-        problem = error_notice({"code": "UNAUTHORIZED", "message": "that is not this server's token"}) if failed else Html("")
+    def _login_page(self, request: Request, target: str, *, problem: dict[str, str] | None = None, status: int = 200) -> Page:
+        notice = error_notice(problem) if problem else Html("")
         form = Html(
             f'<form method="post" action="/login" class="login">{hidden("csrf", request.csrf)}{hidden("next", target)}'
             '<label>Token <input type="password" name="token" autocomplete="current-password" required autofocus></label>'
             f"{button('Sign in', kind='primary')}</form>"
         )
-        body = join(
-            [Html("<h1>Sign in</h1>"), problem, Html("<p>This server asks for its token (the one given to <code>moss serve --token</code>).</p>"), form]
-        )
-        return Page("Sign in", body, status=401 if failed else 200)
+        body = join([Html("<h1>Sign in</h1>"), notice, Html("<p>This server asks for its token (the one given to <code>moss serve --token</code>).</p>"), form])
+        return Page("Sign in", body, status=status)
 
     def _logout(self, request: Request) -> Response:
         name = self._session_cookie(request)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from moss_files.foundation.httpguard import check_request, is_json, is_loopback, split_host
+from moss_files.foundation import httpguard
+from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, check_request, credentials, is_json, is_loopback, retry_after, split_host
 
 
 def code(bind: str, host: str | None, origin: str | None = None, method: str = "GET", content_type: str | None = None) -> str | None:
@@ -83,3 +84,51 @@ def test_loopback_is_read_in_every_spelling_the_resolver_reads() -> None:
     for host in ("0", "0.0.0.0", "::", "10.0.0.7", "127.0.0.1.5", "localhost.evil.example"):
         assert not is_loopback(host), host  # the unspecified address binds every interface
     assert code("127.0.0.1", "127.1:7471") is None and code("127.0.0.1", "2130706434:80") is None
+
+
+@pytest.mark.parametrize("header", ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "BeArEr   s3cret ", " Bearer s3cret"])
+def test_the_bearer_scheme_is_read_in_any_case(header: str) -> None:
+    """RFC 9110, section 11.1: an authentication scheme is case-insensitive."""
+    assert credentials(header, "Bearer") == "s3cret"
+    assert bearer_matches(header, "s3cret")
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer ", "Basic s3cret", "Bearers3cret", "Bearer s3cre", "Bearer s3cret2", "Token s3cret"])
+def test_anything_but_the_bearer_token_does_not_match(header: str | None) -> None:
+    assert not bearer_matches(header, "s3cret")
+
+
+def test_credentials_of_another_scheme() -> None:
+    assert credentials("needlecast-hmac-sha256 abc", "Needlecast-HMAC-SHA256") == "abc"
+    assert credentials("Bearer abc", "Needlecast-HMAC-SHA256") is None
+
+
+def test_wrong_tokens_make_a_client_wait_longer_and_longer_but_never_for_ever() -> None:
+    throttle = FailureThrottle()
+    now = 1000.0
+    waits = []
+    for _ in range(12):
+        assert throttle.wait("10.0.0.1", now) == 0.0  # each try comes once the wait is over
+        throttle.failed("10.0.0.1", now)
+        waits.append(throttle.wait("10.0.0.1", now))
+        now += waits[-1]
+    assert waits == [0, 0, 1, 2, 4, 8, 16, 30, 30, 30, 30, 30]  # bounded: one guess per 30 s at worst
+    assert throttle.wait("10.0.0.2", now) == 0.0  # another address is not slowed down
+    throttle.failed("10.0.0.1", now)
+    assert throttle.wait("10.0.0.1", now + 10) == 20.0
+    assert throttle.wait("10.0.0.1", now + httpguard.FORGET_SECONDS) == 0.0  # a long quiet forgets
+    throttle.failed("10.0.0.1", now + httpguard.FORGET_SECONDS)
+    assert throttle.wait("10.0.0.1", now + httpguard.FORGET_SECONDS) == 0.0  # counted from one again
+
+
+def test_the_right_token_clears_the_count_and_the_table_is_bounded() -> None:
+    throttle = FailureThrottle()
+    for _ in range(5):
+        throttle.failed("a", 0.0)
+    throttle.succeeded("a")
+    assert throttle.wait("a", 0.0) == 0.0
+    for number in range(httpguard.MAX_CLIENTS + 10):
+        for _ in range(3):
+            throttle.failed(f"c{number}", 0.0)
+    assert throttle.wait("c0", 0.0) == 0.0 and throttle.wait(f"c{httpguard.MAX_CLIENTS + 9}", 0.0) == 1.0  # the oldest went first
+    assert [retry_after(s) for s in (0.2, 1.0, 1.01, 29.5)] == ["1", "1", "2", "30"]

@@ -102,6 +102,20 @@ def test_refusals_before_binding(tmp_path: Path) -> None:
     assert not (root / ".moss" / "run" / "mcp.json").exists()
 
 
+def test_a_busy_port_is_a_conflict_with_a_hint_naming_the_option(tmp_path: Path) -> None:
+    import socket
+
+    root = make_workspace(tmp_path / "project")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = run_cli("moss", "serve", "--http", f"127.0.0.1:{port}", cwd=root)
+    assert busy.returncode == 5 and "error[CONFLICT]" in busy.stderr and "Traceback" not in busy.stderr
+    assert "hint:" in busy.stderr and "--http 127.0.0.1:0" in busy.stderr
+    assert mcp_http.running_record(root) is None
+
+
 def test_addresses_and_loopback() -> None:
     assert mcp_http.parse_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
     assert mcp_http.parse_address("[::1]:0") == ("::1", 0)

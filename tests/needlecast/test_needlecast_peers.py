@@ -154,6 +154,22 @@ def test_a_signature_binds_the_peer_the_request_and_the_time() -> None:
     assert TOKEN_AB not in repr(peers["host-a"])
 
 
+def test_the_signature_scheme_is_read_in_any_case() -> None:
+    """RFC 9110: auth schemes are case-insensitive, so a proxy or client that lowers the
+    scheme's case does not make a peer's signed request fail."""
+    peers = {"host-a": Peer("host-a", None, TOKEN_AB)}
+    body = b'{"messages": []}'
+    for spelled in (signing.SCHEME.lower(), signing.SCHEME.upper()):
+        headers = signed("host-a", TOKEN_AB, "POST", "/sleeves/ben/inbox", body, now=1000.0)
+        headers["Authorization"] = headers["Authorization"].replace(signing.SCHEME, spelled)
+        assert verify(headers, "POST", "/sleeves/ben/inbox", body, peers, 1000.0, ReplayGuard()) == "host-a"
+    headers = signed("host-a", TOKEN_AB, "POST", "/sleeves/ben/inbox", body, now=1000.0)
+    headers["Authorization"] = headers["Authorization"].replace(signing.SCHEME, "Bearer")
+    with pytest.raises(InvalidRequest) as caught:
+        verify(headers, "POST", "/sleeves/ben/inbox", body, peers, 1000.0, ReplayGuard())
+    assert caught.value.code == "UNAUTHORIZED"
+
+
 def test_peer_specs_and_tokens_from_the_environment_or_files(tmp_path: Path) -> None:
     assert parse_peer_spec("host-b=http://10.0.0.8:7471/") == ("host-b", "http://10.0.0.8:7471")
     assert parse_peer_spec("host-c") == ("host-c", None)

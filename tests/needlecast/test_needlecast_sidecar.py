@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -22,7 +25,7 @@ from conftest import BIN, run_cli
 from helpers import wait_for
 
 from moss_files.foundation.httpguard import is_loopback
-from needlecast import mailbox
+from needlecast import mailbox, signing
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 from needlecast.router import Router
@@ -148,10 +151,25 @@ def test_status_shape_and_counts(sidecar: Running, team: Path) -> None:
     assert list(body) == ["sleeve_name", "dhf", "workspace", "process", "auth", "needlecast", "router", "conflicts", "git_sync", "degraded"]
     assert body["conflicts"] == [] and body["git_sync"] == {"enabled": False}
     assert set(body["auth"]) == {"claude", "gemini"} and set(body["dhf"]) == {"name", "version"}
-    assert body["sleeve_name"] == "team" and body["workspace"] == {"path": str(team.resolve()), "cstack": None}
+    assert body["sleeve_name"] == "envoy" and body["workspace"] == {"path": str(team.resolve()), "cstack": None}
     assert body["process"]["pid"] == sidecar.process.pid
     assert isinstance(body["process"]["uptime_seconds"], int) and body["process"]["memory_mb"] > 0
     assert body["router"]["sleeves"] == 2 and body["degraded"] == []
+
+
+def test_status_names_the_root_as_routing_does(sidecar: Running, team: Path, tmp_path: Path) -> None:
+    """At an envoy root the root is `envoy` to the router (messages to `envoy` land in its
+    inbox), so /status and /outbox call it so too, not by its folder's name; a lone sleeve's
+    sidecar keeps the folder's name, under which its outbox is routed."""
+    assert sidecar.get("/status")[1]["sleeve_name"] == "envoy"
+    assert sidecar.get("/outbox")[1]["sleeve"] == "envoy" and sidecar.get("/inbox")[1]["sleeve"] == "envoy"
+    solo = tmp_path / "solo"
+    mailbox.init_mailbox(solo)
+    lone = start(solo)
+    try:
+        assert lone.get("/status")[1]["sleeve_name"] == "solo" and lone.get("/outbox")[1]["sleeve"] == "solo"
+    finally:
+        assert lone.stop() == 0
 
 
 def test_cstack_part_reports_stats_or_degrades(team: Path) -> None:
@@ -212,10 +230,10 @@ def test_token_is_required_and_checked(team: Path) -> None:
         assert running.stop() == 0
 
 
-def raw(url: str, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, dict[str, str], Any]:
+def raw(url: str, method: str, path: str, headers: dict[str, str], body: bytes = b"", timeout: float = 30) -> tuple[int, dict[str, str], Any]:
     """One request with exactly the headers given (http.client adds no Host of its own here)."""
     parts = urllib.parse.urlsplit(url)
-    connection = HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection = HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
         connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for name, value in {"Content-Length": str(len(body)), **headers}.items():
@@ -264,7 +282,7 @@ def test_an_oversized_post_gets_413_that_the_client_can_read(sidecar: Running, t
             f"POST /inbox HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
         )
-        assert sock.recv(4096).startswith(b"HTTP/1.0 413")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
     assert sidecar.get("/health")[0] == 200
 
 
@@ -301,6 +319,133 @@ def test_two_hundred_concurrent_requests_get_answers_not_resets(sidecar: Running
         assert status in (200, 201) or (status == 503 and headers.get("Retry-After") == "1"), (kind, status)
     accepted = sorted(ident for kind, status, _, ident in outcomes if kind == "post" and status in (200, 201))
     assert accepted and sorted(inbox_ids(team)) == accepted
+
+
+def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], Any]:
+    """The status, headers and JSON body of the one answer on `sock`, read until the server
+    closes the connection (it closes after an error answer)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def test_a_body_shorter_than_its_content_length_is_answered_not_left_to_fail(sidecar: Running, team: Path) -> None:
+    """A client that promises 100 bytes and sends 11 gets 408 REQUEST_TIMEOUT once the rest
+    stops coming (no 500 INTERNAL); one that closes its side early gets 400 at once."""
+    port = urllib.parse.urlsplit(sidecar.url).port
+    head = f"POST /inbox HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode() + b'{"id": "r1"')
+        status, _, body = read_answer(sock)
+    assert (status, body["error"]["code"], body["error"]["status"]) == (408, "REQUEST_TIMEOUT", 408)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode() + b'{"id": "r1"')
+        sock.shutdown(socket.SHUT_WR)
+        status, _, body = read_answer(sock)
+    assert (status, body["error"]["code"]) == (400, "INVALID_REQUEST")
+    assert inbox_ids(team) == [] and sidecar.get("/health")[0] == 200
+
+
+@pytest.mark.slow
+def test_two_hundred_slow_clients_leave_health_and_peer_deliveries_answering(team: Path, request: pytest.FixtureRequest) -> None:
+    """Two hundred connections that trickle a request a byte at a time, or send nothing, hold
+    no worker: /health and a peer's signed delivery are answered meanwhile. The assertion
+    allows 5 s per answer (a loaded machine); the latencies measured are recorded (the issue's
+    target is 100 ms; bench/sidecar_load.py --slow measures them on a quiet machine)."""
+    peer_token = "peer-" + "7" * 40
+    running = start(team, env={"NEEDLECAST_PEERS": "host-a", "NEEDLECAST_PEER_TOKEN_HOST_A": peer_token})
+    port = urllib.parse.urlsplit(running.url).port
+    assert port is not None
+    slow: list[socket.socket] = []
+    stop = threading.Event()
+
+    def trickle() -> None:
+        # One byte every 0.2 s on every other connection: a head that never ends.
+        text = f"GET /status HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode() + b"a" * 10_000
+        sent = 0
+        while not stop.wait(0.2):
+            for sock in slow[::2]:
+                try:
+                    sock.send(text[sent : sent + 1])
+                except OSError:
+                    pass
+            sent += 1
+
+    trickler = threading.Thread(target=trickle)
+    try:
+        for _ in range(200):
+            slow.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        trickler.start()
+        stop.wait(1.0)  # let the trickle start on every connection
+        health: list[float] = []
+        deliveries: list[float] = []
+        for number in range(20):
+            started = time.monotonic()
+            status, _, body = raw(running.url, "GET", "/health", {"Host": f"127.0.0.1:{port}"}, timeout=5)
+            health.append(time.monotonic() - started)
+            assert (status, body) == (200, {"status": "ok"})
+            if number % 2 == 0:
+                path = "/sleeves/bob/inbox"
+                payload = json.dumps({"id": f"slow-{number}", "from": "ann", "to": ["bob"], "type": "task", "body": "hi\n"}).encode()
+                headers = signing.signed_headers("host-a", peer_token, "POST", path, payload, now=time.time(), nonce=secrets.token_hex(16))
+                started = time.monotonic()
+                status, _, body = raw(
+                    running.url, "POST", path, {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", **headers}, payload, timeout=5
+                )
+                deliveries.append(time.monotonic() - started)
+                assert status == 201, body
+        figures = {
+            "health_ms_p50": round(statistics.median(health) * 1000, 1),
+            "health_ms_p95": round(sorted(health)[18] * 1000, 1),
+            "delivery_ms_p50": round(statistics.median(deliveries) * 1000, 1),
+            "delivery_ms_max": round(max(deliveries) * 1000, 1),
+        }
+        request.node.user_properties.extend(figures.items())  # in --junitxml's report
+        print(f"latency under 200 slow connections: {figures}")  # shown with -rP
+        assert sorted(inbox_ids(team / "bob")) == sorted(f"slow-{n}" for n in range(0, 20, 2))
+    finally:
+        stop.set()
+        if trickler.is_alive():
+            trickler.join(timeout=10)
+        for sock in slow:
+            sock.close()
+        assert running.stop() == 0
+
+
+def test_a_lower_case_bearer_scheme_is_accepted(team: Path) -> None:
+    """RFC 9110: the auth scheme is case-insensitive (`bearer`, `BEARER`)."""
+    running = start(team, env={"NEEDLECAST_TOKEN": "s3cret"})
+    try:
+        port = urllib.parse.urlsplit(running.url).port
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            status, _, _ = raw(running.url, "GET", "/status", {"Host": f"127.0.0.1:{port}", "Authorization": f"{scheme} s3cret"})
+            assert status == 200, scheme
+        assert raw(running.url, "GET", "/status", {"Host": f"127.0.0.1:{port}", "Authorization": "bearer wrong"})[0] == 401
+        assert raw(running.url, "GET", "/status", {"Host": f"127.0.0.1:{port}", "Authorization": "Basic s3cret"})[0] == 401
+    finally:
+        assert running.stop() == 0
+
+
+def test_a_busy_port_is_a_conflict_with_a_hint(team: Path, tmp_path: Path) -> None:
+    """A second sidecar (another workspace) on a port already taken: CONFLICT, exit 5, and a
+    hint naming --port; not INTERNAL with an OSError."""
+    other = tmp_path / "other"
+    mailbox.init_mailbox(other)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = run_cli("needlecast", "sidecar", "--root", str(other), "--port", str(port), "--json")
+        plain = run_cli("needlecast", "sidecar", "--root", str(other), "--port", str(port))
+    assert result.returncode == 5, result.stderr
+    error = json.loads(result.stderr.strip().splitlines()[-1])["error"]
+    assert error["code"] == "CONFLICT" and "--port" in error["hint"] and error["details"]["port"] == port
+    assert plain.returncode == 5 and "error[CONFLICT]" in plain.stderr and "Traceback" not in plain.stderr
+    assert read_runtime(other) is None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

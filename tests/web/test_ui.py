@@ -64,5 +64,8 @@ def test_ui_outside_a_workspace_and_on_a_taken_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         busy = run_cli("moss", "ui", "--no-browser", "--port", str(taken.getsockname()[1]), cwd=root)
-    assert busy.returncode == 5 and "in use" in busy.stderr  # the daemon's own status and message
+        as_json = run_cli("moss", "ui", "--no-browser", "--json", "--port", str(taken.getsockname()[1]), cwd=root)
+    assert busy.returncode == 5 and "error[CONFLICT]" in busy.stderr and "in use" in busy.stderr
+    error = json.loads(as_json.stderr)["error"]
+    assert as_json.returncode == 5 and error["code"] == "CONFLICT" and "--port" in error["hint"]
     assert daemon.running_record(root) is None

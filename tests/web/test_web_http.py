@@ -4,15 +4,20 @@ cross-origin and rebinding requests refused, signing in with a token, and the ev
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conftest import run_cli
+from helpers import wait_for
 from web_support import (
     HUGE_LINE,
+    Answer,
     EventStream,
     Full,
     Served,
@@ -318,3 +323,120 @@ def test_an_envoy_root_shows_each_sleeves_mailbox_and_follows_its_changes(repo: 
             stream.close()
         bob = request(served.base, "/messages?sleeve=bob").text
         assert "Waiting in the outbox of alice" in bob.split('id="inbox"', 1)[1].split('id="outbox"', 1)[0]
+
+
+# --------------------------------------------------------------------------- slow clients, tokens
+
+
+def read_answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of the answer on `sock`, read until the server closes."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    return int(lines[0].split()[1]), {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}, body
+
+
+def test_a_body_shorter_than_its_content_length_gets_408_not_an_endless_wait(repo: Path) -> None:
+    """The daemon (MCP endpoint and pages) answers a body that stops coming with 408
+    REQUEST_TIMEOUT, and one cut short by the client closing its side with 400."""
+    make_workspace(repo)
+    with serve(repo) as served:
+        port = urlsplit(served.base).port
+        for path, content_type in (("/mcp", "application/json"), ("/login", "application/x-www-form-urlencoded")):
+            head = f"POST {path} HTTP/1.1\r\nHost: {served.host}\r\nContent-Type: {content_type}\r\nContent-Length: 100\r\n\r\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(head.encode() + b'{"jsonrpc"')
+                status, _, body = read_answer(sock)
+            assert (status, json.loads(body)["error"]["code"]) == (408, "REQUEST_TIMEOUT"), path
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(head.encode() + b'{"jsonrpc"')
+                sock.shutdown(socket.SHUT_WR)
+                status, _, body = read_answer(sock)
+            assert (status, json.loads(body)["error"]["code"]) == (400, "INVALID_REQUEST"), path
+        assert request(served.base, "/static/style.css").status == 200
+
+
+@pytest.mark.slow
+def test_slow_clients_hold_nothing_and_are_refused_at_the_head_deadline(repo: Path) -> None:
+    """Two hundred connections trickling a head that never ends (or silent) while pages and the
+    MCP endpoint answer; a trickling one gets 408 REQUEST_TIMEOUT at the 10 s head deadline
+    (uvicorn waited for ever)."""
+    make_workspace(repo)
+    with serve(repo) as served:
+        port = urlsplit(served.base).port
+        slow = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(200)]
+        try:
+            for sock in slow[::2]:
+                sock.sendall(f"GET /board HTTP/1.1\r\nHost: {served.host}\r\nX-Slow: a".encode())
+            for _ in range(10):
+                assert request(served.base, "/static/style.css").status == 200
+                ping = request(served.base, "/mcp", method="POST", headers={"Content-Type": "application/json"}, body=b"{}")
+                assert ping.status in (400, 406), ping.status  # the SDK's own answer to a body that is no JSON-RPC message
+                for sock in slow[::2]:
+                    sock.sendall(b"a")
+            status, _, body = read_answer(slow[0])
+            assert (status, json.loads(body)["error"]["code"]) == (408, "REQUEST_TIMEOUT")
+            assert slow[1].recv(10) == b""  # silent: closed without an answer
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_the_bearer_scheme_is_read_in_any_case_by_the_pages_and_the_mcp_endpoint(repo: Path) -> None:
+    make_workspace(repo)
+    with serve(repo, "--token", TOKEN) as served:
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            assert request(served.base, "/", headers={"Authorization": f"{scheme} {TOKEN}"}).status == 200, scheme
+            mcp = request(served.base, "/mcp", method="POST", headers={"Authorization": f"{scheme} {TOKEN}", "Content-Type": "application/json"}, body=b"{}")
+            assert mcp.status != 401, scheme
+        assert (
+            request(served.base, "/mcp", method="POST", headers={"Authorization": f"Basic {TOKEN}", "Content-Type": "application/json"}, body=b"{}").status
+            == 401
+        )
+
+
+def sign_in(served: Served, token: str, *, source: str = "127.0.0.1") -> Answer:
+    """One sign-in attempt through the form, from the loopback address `source`."""
+    login = request(served.base, "/login")
+    cookie = login.cookies["moss_csrf"]
+    form = {"csrf": csrf_of(login.text), "next": "/", "token": token}
+    return request(served.base, "/login", method="POST", headers={"Origin": served.base, "Cookie": f"moss_csrf={cookie}"}, form=form, source=source)
+
+
+@pytest.mark.slow
+def test_wrong_tokens_slow_down_the_client_that_gives_them_and_no_other(repo: Path) -> None:
+    """After three wrong tokens a client (its address) waits before its next try: 429
+    TOO_MANY_ATTEMPTS with Retry-After, the token unchecked, whatever it is, through the form,
+    the pages' header or the MCP endpoint; the wait doubles with each further failure (1, 2, 4
+    s ... at most 30). Another address is not slowed down; once the wait is over the right token
+    signs in, which clears the count. (Before, 200 wrong tokens took 0.3 s.)"""
+    make_workspace(repo)
+    with serve(repo, "--token", TOKEN) as served:
+        for _ in range(3):
+            assert sign_in(served, "guess").status == 401
+        # Guess on, each time the wait is over, until the wait is 4 s long (1 s, 2 s, then 4 s):
+        # long enough for the checks below to run inside it on a loaded machine.
+        waits: list[int] = []
+        for _ in range(20):  # a handful is enough; without a throttle every try is a plain 401
+            answer = sign_in(served, "guess")
+            assert answer.status in (401, 429)
+            if answer.status == 429:
+                assert "TOO_MANY_ATTEMPTS" in answer.text
+                waits.append(int(answer.headers["retry-after"]))
+                if waits[-1] >= 3:
+                    break
+                wait_for(lambda: sign_in(served, "guess").status == 401, timeout=40, message="the wait over")
+        assert len(waits) >= 2 and waits[0] <= 1 and 3 <= waits[-1] <= 4, waits
+        assert sign_in(served, TOKEN).status == 429  # not even checked while it must wait
+        header = request(served.base, "/", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert header.status == 429 and header.json()["error"]["code"] == "TOO_MANY_ATTEMPTS" and "retry-after" in header.headers
+        mcp = request(served.base, "/mcp", method="POST", headers={"Authorization": "Bearer guess", "Content-Type": "application/json"}, body=b"{}")
+        assert mcp.status == 429 and mcp.json()["error"]["code"] == "TOO_MANY_ATTEMPTS"
+        assert sign_in(served, TOKEN, source="127.0.0.2").status == 303  # another client is not slowed down
+        signed = wait_for(lambda: (answer := sign_in(served, TOKEN)).status == 303 and answer, timeout=40, message="the wait over")
+        assert signed.headers["location"] == "/"
+        for _ in range(2):  # the right token cleared the count: two free tries again
+            assert sign_in(served, "guess").status == 401
+        assert request(served.base, "/", headers={"Authorization": f"bearer {TOKEN}"}).status == 200

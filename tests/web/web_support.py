@@ -240,13 +240,21 @@ class Answer:
 
 
 def request(
-    base: str, path: str, *, method: str = "GET", headers: dict[str, str] | None = None, form: dict[str, str] | None = None, body: bytes | None = None
+    base: str,
+    path: str,
+    *,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    form: dict[str, str] | None = None,
+    body: bytes | None = None,
+    source: str | None = None,
 ) -> Answer:
-    """One HTTP request with exactly the headers given (Host included, when given)."""
+    """One HTTP request with exactly the headers given (Host included, when given), from the
+    loopback address `source` when given (127.0.0.2 is another client of a loopback server)."""
     from urllib.parse import urlencode
 
     parts = urlsplit(base)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60, source_address=(source, 0) if source else None)
     try:
         sent = dict(headers or {})
         if form is not None:
