@@ -523,6 +523,9 @@ def _body(body: fmt.Body, account: Account, leftovers: dict[str, Any]) -> tuple[
     lead = body.sections.get("description")
     if lead is not None:
         account.mapped(_BODY + "Description", "description", lead)
+    for key, (heading, _marker) in fmt.STRUCTURED.items():
+        if key in body.present and key not in body.sections:
+            account.empty(_BODY + heading)
     parts: dict[str, str | None] = {}
     if body.outside:
         account.mapped("text outside sections", "description (after the description, as written)", body.outside)

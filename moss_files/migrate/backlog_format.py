@@ -364,6 +364,7 @@ class Body:
     """A task body as Backlog.md reads it, plus the text no section holds."""
 
     sections: dict[str, str] = field(default_factory=dict)  # structured key -> text
+    present: frozenset[str] = frozenset()  # the structured keys whose block is there, empty or not
     criteria: Checklist = field(default_factory=Checklist)
     done: Checklist = field(default_factory=Checklist)
     comments: tuple[TaskComment, ...] = ()
@@ -376,12 +377,14 @@ def read_body(raw: str) -> Body:
     content = raw.replace("\r\n", "\n").strip()
     sections: dict[str, str] = {}
     spans: list[Span] = []
+    present = set()
     for key in STRUCTURED:
         text, span = structured_section(content, key)
         if text is not None:
             sections[key] = text
         if span is not None:
             spans.append(span)
+            present.add(key)
     criteria, done = checklist(content, "AC"), checklist(content, "DOD")
     spans.extend(criteria.spans)
     spans.extend(done.spans)
@@ -395,8 +398,9 @@ def read_body(raw: str) -> Body:
             pieces.append(content[position:start])
         position = max(position, end)
     pieces.append(content[position:])
-    outside = "\n\n".join(piece.strip() for piece in pieces if piece.strip())
-    return Body(sections, criteria, done, tuple(found), outside)
+    # A marker left over by a hand edit (a second END) is not text anyone wrote.
+    outside = "\n\n".join(piece.strip() for piece in pieces if piece.strip() and not _ONLY_MARKERS.match(piece))
+    return Body(sections, frozenset(present), criteria, done, tuple(found), outside)
 
 
 # --------------------------------------------------------------------------- milestones

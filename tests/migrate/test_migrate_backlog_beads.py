@@ -401,3 +401,32 @@ def test_a_beads_line_that_is_not_json_stops_the_source_at_its_line(root: Path) 
         service.migrate_beads(context(root))
     assert (caught.value.code, caught.value.path, caught.value.line) == ("SOURCE_INVALID", ".beads/issues.jsonl", 3)
     assert snapshot(root) == before
+
+
+def test_backlog_format_reads_as_backlog_md_does() -> None:
+    from moss_files.migrate import backlog_format as fmt
+
+    assert fmt.preprocess("assignee: @ana\nreporter: @bo # who\nassignee: [@ana, 'x']\ndue_date: 2026-03-01\ntitle: @keep") == (
+        'assignee: "@ana"\nreporter: "@bo # who"\nassignee: ["@ana", \'x\']\ndue_date: "2026-03-01"\ntitle: @keep'
+    )
+    assert fmt.split_frontmatter("---\nid: a\n---\nbody\n") == ("id: a", "body\n")
+    assert fmt.split_frontmatter("no frontmatter") is None
+    # A hand edit left a second BEGIN and a second END: the notes are empty, and the stray
+    # marker is not taken for text.
+    body = fmt.read_body(
+        "## Implementation Notes\n\n<!-- SECTION:NOTES:BEGIN -->\n<!-- SECTION:NOTES:BEGIN -->\n<!-- SECTION:NOTES:END -->\n\n<!-- SECTION:NOTES:END -->\n"
+    )
+    assert "notes" in body.present and "notes" not in body.sections and body.outside == ""
+    unbalanced = fmt.checklist("## Acceptance Criteria\n<!-- AC:BEGIN -->\n- [x] #1 a\n", "AC")
+    assert unbalanced.items == ()  # Backlog.md reads no criteria from unbalanced markers
+    aliases = fmt.milestone_aliases([("m-7", "Agent CLI"), ("m-8", "Shared"), ("m-9", "Shared")], [("m-1", "CLI")])
+    assert [fmt.resolve_milestone(value, aliases) for value in ("m-7", "7", "agent cli", "M-1", "cli", "Shared", "M3 - GUI")] == [
+        "m-7",
+        "m-7",
+        "m-7",
+        "m-1",
+        "m-1",
+        None,
+        None,
+    ]
+    assert [backlog.canonical(ident, "BACK") for ident in ("back-24.02", "BACK-24.2", "24", "task-3")] == ["BACK-24.2", "BACK-24.2", "BACK-24", "TASK-3"]
