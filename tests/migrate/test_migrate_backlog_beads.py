@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_cli
 from migrate_support import FIXTURES, commit_all, context, copy_fixture, make_workspace, snapshot
 
 from moss_files.board import conversation, queries
@@ -20,6 +21,7 @@ from moss_files.foundation.errors import InvalidDocument
 from moss_files.migrate import backlog, beads, service, sources
 from moss_files.migrate.ledger import DROPPED, KEPT, MAPPED, base_field
 from moss_files.migrate.model import Where
+from moss_files.web import board as web_board
 
 
 @pytest.fixture
@@ -210,6 +212,11 @@ def test_backlog_kept_fields_are_shown_by_task_show(root: Path) -> None:
     assert shown["type"] == "feature"
     assert shown["source"]["system"] == "backlog:Lantern" and shown["source"]["id"] == "BACK-10"
     assert shown["source"]["fields"]["labels"] == ["export", "memory"] and shown["source"]["fields"]["references"] == ["src/export/writer.ts"]
+    page = str(web_board.task_page(context(root), task_id, csrf="token").body)
+    assert "<dt>type</dt><dd>feature</dd>" in page and "Kept from the source" in page and "src/export/writer.ts" in page
+    text = run_cli("moss", "task", "show", task_id, cwd=root)
+    assert text.returncode == 0 and "type feature" in text.stdout
+    assert "imported from backlog:Lantern (BACK-10)" in text.stdout and '  labels: ["export", "memory"]' in text.stdout
 
 
 def test_backlog_twice_changes_nothing_and_a_dry_run_writes_nothing(root: Path) -> None:
