@@ -19,8 +19,9 @@ the moss that install.sh installed. Sources:
   moe         Moe's .moe/ folder -> the board (project, epics, tasks, workers, teams, log)
   loopflow    LoopFlow's .loop-flow/ (database, JSON, progress.txt) -> insights, sessions,
               tasks (--tasks board|plan)
-  backlog     Backlog.md's backlog/ task files -> board tasks
-  beads       Beads' .beads/issues.jsonl -> board epics and tasks
+  backlog     Backlog.md's backlog/ (tasks, drafts, archive, milestones) -> board tasks,
+              comments and epics (--strict: fail rather than skip or drop anything)
+  beads       Beads' .beads/issues.jsonl -> board epics, tasks and comments (--strict)
   cortical    cortical-stack's .cstack/INBOX.md, OUTBOX.md -> needlecast (--move removes them)
   needlecast  switch the mailbox layout: --to v1 | --to v2
   upgrade     this toolkit's own files of older format versions -> the current ones
@@ -46,7 +47,8 @@ Exit status:
   2  usage: no or unknown source, unknown option
   3  moss is not installed (run install.sh first)
   otherwise moss migrate's own status: 3 no such source, 4 a source file that is not its
-  format or a workspace file with merge conflicts, 5 a collision with the workspace's files,
+  format, a workspace file with merge conflicts, or --strict and something the run would
+  leave behind, 5 a collision with the workspace's files,
   6 no workspace, or --move refused (see docs/migrate.md)
 EOF
 }

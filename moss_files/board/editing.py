@@ -47,7 +47,7 @@ def _check_depends(board: Board, task_id: str, depends: Sequence[str]) -> tuple[
     for dep in depends:
         if dep == task_id:
             raise InvalidRequest("a task cannot depend on itself", details={"field": "dependsOn"})
-        if dep not in board.tasks:
+        if dep not in board.tasks and dep not in board.epics:  # an epic: met once COMPLETED (rules.waiting_on)
             raise NotFound(f"Task not found: {dep} (in dependsOn)", details={"field": "dependsOn", "taskId": dep})
     cycle = dependency_cycle(board.tasks, task_id, depends)
     if cycle:

@@ -231,6 +231,8 @@ def parse_task(doc: Document, path: Path | str | None = None, *, fallback_id: st
         failed_dod_items=_records(fields, "failed_dod_items"),
         needs_human_review=_flag(fields, "needs_human_review", False),
         plan_size_warnings=fields.items("plan_size_warnings"),
+        type=_stripped(_text(fields, "type")),
+        source=provenance(doc.meta),
     )
 
 
@@ -302,7 +304,22 @@ def parse_epic(doc: Document, path: Path | str | None = None, *, fallback_id: st
         architecture_notes=_text(fields, "architecture_notes"),
         created=_text(fields, "created"),
         updated=_text(fields, "updated"),
+        source=provenance(doc.meta),
     )
+
+
+def provenance(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where an imported item came from, as its frontmatter says (`imported_from`, `source_id`,
+    and the source's fields kept verbatim under `source_fields`): `{system, id, fields}`, or
+    None for an item made here. Shown as it is; never a reason to refuse the file."""
+    system, old_id, kept = meta.get("imported_from"), meta.get("source_id"), meta.get("source_fields")
+    if system is None and old_id is None and kept is None:
+        return None
+    return {
+        "system": None if system is None else str(system),
+        "id": None if old_id is None else str(old_id),
+        "fields": plain(kept) if isinstance(kept, Mapping) else ({} if kept is None else {"source_fields": plain(kept)}),
+    }
 
 
 _RAIL_KEYS = {
@@ -584,6 +601,7 @@ TASK_KEYS = (
     _Key("rejection_history", encode=plain),
     _Key("failed_dod_items", encode=plain),
     _Key("plan_size_warnings", encode=list),
+    _Key("type"),
 )
 EPIC_KEYS = (
     _Key("id", True),

@@ -208,6 +208,10 @@ class Task:
     failed_dod_items: tuple[Mapping[str, Any], ...] = ()
     needs_human_review: bool = False  # parked in REVIEW past the hard reopen cap, for a human
     plan_size_warnings: tuple[str, ...] = ()  # what the size gate warned when the plan was submitted
+    type: str | None = None  # what kind of work: bug, feature, chore, … (free text; Beads' issue_type, Backlog.md's type)
+    # Where an imported task came from: {system, id, fields} (`imported_from`, `source_id` and
+    # the source's fields kept verbatim, `source_fields`); None for a task made here.
+    source: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +227,7 @@ class Epic:
     architecture_notes: str | None = None
     created: str | None = None
     updated: str | None = None
+    source: Mapping[str, Any] | None = None  # where an imported epic came from (as Task.source)
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,7 @@ def show_epic(ctx: Context, *, epic_id: str) -> dict[str, Any]:
     tasks = sorted((t for t in board.tasks.values() if t.epic == epic_id), key=lambda t: board_key(t, board.epics))
     return {
         **shapes.epic_to_dict(epic, path=store.display(store.path("epic", epic_id))),
+        "source": dict(epic.source) if epic.source is not None else None,
         "tasks": [shapes.task_brief(t) for t in tasks],
         "counts": shapes.list_counts(tasks),
     }

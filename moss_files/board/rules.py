@@ -406,9 +406,24 @@ def dependency_cycle(tasks: Mapping[str, Task], task_id: str, depends_on: Sequen
     return visit(task_id)
 
 
-def waiting_on(task: Task, tasks: Mapping[str, Task]) -> list[str]:
-    """The dependencies of `task` that are not DONE (missing ones included)."""
-    return [dep for dep in task.depends_on if (found := tasks.get(dep)) is None or found.status != "DONE"]
+EPIC_DONE = ("COMPLETED", "ARCHIVED")
+
+
+def waiting_on(task: Task, tasks: Mapping[str, Task], epics: Mapping[str, Epic] | None = None) -> list[str]:
+    """The dependencies of `task` that are not met: a task that is not DONE, an epic that is
+    not COMPLETED or ARCHIVED (a dependency may name an epic, as Beads' may), or an id that
+    names neither."""
+    waits = []
+    for dep in task.depends_on:
+        found = tasks.get(dep)
+        if found is not None:
+            if found.status != "DONE":
+                waits.append(dep)
+            continue
+        epic = epics.get(dep) if epics is not None else None
+        if epic is None or epic.status not in EPIC_DONE:
+            waits.append(dep)
+    return waits
 
 
 def ready_and_blocked(board: Board, epic_id: str | None = None) -> tuple[list[Task], list[tuple[Task, list[str]]]]:
@@ -419,7 +434,7 @@ def ready_and_blocked(board: Board, epic_id: str | None = None) -> tuple[list[Ta
     for task in sorted(board.tasks.values(), key=lambda t: rank_key(t, board.epics)):
         if task.status in ("DONE", "ARCHIVED") or (epic_id is not None and task.epic != epic_id):
             continue
-        waits = waiting_on(task, board.tasks)
+        waits = waiting_on(task, board.tasks, board.epics)
         if waits:
             blocked.append((task, waits))
         else:
@@ -509,7 +524,7 @@ def plan_claim(
             return False
         if task.needs_human_review and task.status == "REVIEW":
             return False
-        return not (task.status == "WORKING" and waiting_on(task, board.tasks))
+        return not (task.status == "WORKING" and waiting_on(task, board.tasks, board.epics))
 
     ranked = sorted((t for t in board.tasks.values() if offered(t)), key=claim_order(board, worker_id, prefer_adjacent and epic_id is None))
     conflicts: list[Task] = []
@@ -554,7 +569,7 @@ def unclaimable(board: Board, task: Task, statuses: Sequence[str], worker_id: st
         return f"its epic {task.epic} is archived"
     if task.needs_human_review and task.status == "REVIEW":
         return "it waits for a person's review"
-    if task.status == "WORKING" and (waiting := waiting_on(task, board.tasks)):
+    if task.status == "WORKING" and (waiting := waiting_on(task, board.tasks, board.epics)):
         return f"it waits on {', '.join(waiting)}"
     if task.assigned_worker and task.assigned_worker != worker_id and _owner_alive(board, task.assigned_worker):
         return f"{task.assigned_worker} holds it"

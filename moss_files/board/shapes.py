@@ -85,6 +85,8 @@ def task_to_dict(task: Task, *, path: str | None = None) -> dict[str, Any]:
         "rejectionHistory": [history_to_dict(entry) for entry in task.rejection_history],
         "failedDodItems": [failed_item_to_dict(entry) for entry in task.failed_dod_items],
         "planSizeWarnings": list(task.plan_size_warnings),
+        "type": task.type,
+        "source": dict(task.source) if task.source is not None else None,
     }
     if path is not None:
         data["path"] = path

@@ -124,6 +124,7 @@ OUTLINE_OMITS = (
     "handoffs",
     "prior_attempt",
     "critique",
+    "source",
 )
 OUTLINE_FIELDS = tuple(f.name for f in fields(Task) if f.name not in OUTLINE_OMITS)
 

@@ -79,8 +79,24 @@ def _row(task: dict[str, Any]) -> str:
     return f"{task['id']}  {task['status']:<17} {task.get('priority', ''):<8} {task['title']}{holder}"
 
 
+def _source_lines(source: dict[str, Any] | None) -> list[str]:
+    """Where an imported item came from, and every field of its source kept verbatim."""
+    if not source:
+        return []
+    lines = [f"  imported from {source.get('system')} ({source.get('id')})"]
+    kept = source.get("fields") or {}
+    if kept:
+        lines += ["", "Kept from the source:"]
+        lines += [f"  {key}: {value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}" for key, value in kept.items()]
+    return lines
+
+
 def _task_text(task: dict[str, Any]) -> str:
-    lines = [f"{task['id']}  {task['title']}", f"  epic {task['epicId']}  status {task['status']}  priority {task['priority']}  order {task['order']}"]
+    kind = f"  type {task['type']}" if task.get("type") else ""
+    lines = [
+        f"{task['id']}  {task['title']}",
+        f"  epic {task['epicId']}  status {task['status']}  priority {task['priority']}  order {task['order']}{kind}",
+    ]
     if task["assignedWorkerId"]:
         lines.append(f"  held by {task['assignedWorkerId']}")
     if task["dependsOn"]:
@@ -94,6 +110,9 @@ def _task_text(task: dict[str, Any]) -> str:
     if task["implementationPlan"]:
         marks = {"PENDING": "[ ]", "IN_PROGRESS": "[>]", "COMPLETED": "[x]"}
         lines += ["", "Plan:", *(f"  {marks[s['status']]} {s['stepId']}: {s['description']}" for s in task["implementationPlan"])]
+    source = _source_lines(task.get("source"))
+    if source:
+        lines += ["", *source]
     return "\n".join(lines)
 
 
@@ -725,7 +744,8 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             result = queries.show_epic(_context(root), epic_id=epic_id)
         head = f"{result['id']}  {result['title']}  ({result['status']})"
-        emit(result, as_json, text="\n".join([head, *(f"  {_row(t)}" for t in result["tasks"])]))
+        source = _source_lines(result.get("source"))
+        emit(result, as_json, text="\n".join([head, *(f"  {_row(t)}" for t in result["tasks"]), *([""] + source if source else [])]))
 
     @epic_app.command("list")
     def epic_list(

@@ -27,6 +27,9 @@ ProjectOpt = Annotated[
     str | None,
     typer.Option("--project", help="A name for the source, when several of one system come into this workspace (kept in imported_from).", show_default=False),
 ]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Fail (MIGRATION_WOULD_DROP, exit 4, nothing written) if the run would skip an item or drop a field.")
+]
 DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Bring deleted items too (Moss soft-deleted capsules, Beads tombstones).")]
 PROGRESS_EVERY_SECONDS = 0.5
 
@@ -72,6 +75,7 @@ def _emit(result: dict[str, Any], as_json: bool) -> None:
         lines.append(f"{'would remove' if result['dry_run'] else 'removed':<12} {path}")
     for text in result["notes"]:
         lines.append(f"note: {text}")
+    lines.extend(_ledger_lines(result["ledger"]))
     verb = "would be" if result["dry_run"] else "were"
     version = f" ({result['version']})" if result.get("version") else ""
     lines.append(
@@ -82,6 +86,26 @@ def _emit(result: dict[str, Any], as_json: bool) -> None:
     elif not result["dry_run"] and not result["created"] and not result["changed"]:
         lines.append("nothing to do: everything is imported already (no report written)")
     emit(result, False, text="\n".join(lines))
+
+
+def _ledger_lines(ledger: dict[str, Any]) -> list[str]:
+    """The ledger as a table: items in = out + skipped, then each field's fates and homes."""
+    items = ledger["items"]
+    lines = [
+        f"ledger: {items['in']} in = {items['out']} out + {items['skipped']} skipped ({len(items['lost'])} with a loss)"
+        + (f"; {items['added']} made here to hold the others" if items["added"] else "")
+    ]
+    lines += [f"  lost: {lost['kind']} {lost['old_id']} ({lost['from']}): {lost['reason']}" for lost in items["lost"]]
+    fields = ledger.get("fields")
+    if fields is None:
+        return [*lines, "  fields: not accounted by this source's reader"]
+    if fields:
+        width = max(len(name) for name in fields)
+        lines.append(f"  {'field':<{width}}  mapped    kept dropped changed  home or reason")
+        for name, entry in fields.items():
+            where = ", ".join(entry["homes"]) or "; ".join(entry["reasons"])
+            lines.append(f"  {name:<{width}}  {entry['mapped']:>6} {entry['kept']:>7} {entry['dropped']:>7} {entry['changed']:>7}  {where}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -138,12 +162,19 @@ def register(app: typer.Typer) -> None:
         _emit(result, as_json)
 
     @migrate_app.command("backlog")
-    def migrate_backlog(source: FromOpt = None, project: ProjectOpt = None, dry_run: DryRunOpt = False, root: RootOpt = None, as_json: JsonOpt = False) -> None:
-        """Backlog.md's task files (backlog/tasks, drafts, completed, archive) as board tasks."""
+    def migrate_backlog(
+        source: FromOpt = None,
+        project: ProjectOpt = None,
+        strict: StrictOpt = False,
+        dry_run: DryRunOpt = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Backlog.md's backlog/ (tasks, drafts, completed, archive, milestones) as board tasks and epics."""
         from moss_files.migrate import service
 
         with reporting(as_json):
-            result = service.migrate_backlog(_context(root), path=source, project=project, dry_run=dry_run)
+            result = service.migrate_backlog(_context(root), path=source, project=project, strict=strict, dry_run=dry_run)
         _emit(result, as_json)
 
     @migrate_app.command("beads")
@@ -151,15 +182,16 @@ def register(app: typer.Typer) -> None:
         source: FromOpt = None,
         project: ProjectOpt = None,
         include_deleted: DeletedOpt = False,
+        strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Beads' .beads/issues.jsonl as board epics and tasks."""
+        """Beads' .beads/issues.jsonl as board epics, tasks and comments."""
         from moss_files.migrate import service
 
         with reporting(as_json):
-            result = service.migrate_beads(_context(root), path=source, project=project, include_deleted=include_deleted, dry_run=dry_run)
+            result = service.migrate_beads(_context(root), path=source, project=project, include_deleted=include_deleted, strict=strict, dry_run=dry_run)
         _emit(result, as_json)
 
     @migrate_app.command("cortical")

@@ -50,6 +50,7 @@ ERROR_CODES: dict[str, str] = {
     "SYMLINK_REFUSED": "a file or folder inside the toolkit's folders is a symbolic link, which is never followed",
     "FORMAT_TOO_NEW": "a file (or a log line) is in a newer format than this moss-files knows, written by a newer one; it is neither read nor written: upgrade moss-files",
     "SOURCE_INVALID": "a migration source file is not what its system writes (file and line, or JSON path); nothing of that source was written",
+    "MIGRATION_WOULD_DROP": "with --strict: the migration would skip an item or drop a field (details list each); nothing was written",
     "CONFLICT": "the operation collides with the current state",
     "STALE_WRITE": "the file changed since it was read; nothing was written",
     "LOCK_TIMEOUT": "another writer held the file's lock for too long",

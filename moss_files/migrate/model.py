@@ -22,6 +22,7 @@ import yaml
 from moss_files.foundation import document, yaml_reader
 from moss_files.foundation.errors import Conflict, InvalidDocument
 from moss_files.foundation.ids import CROCKFORD
+from moss_files.migrate.ledger import DROPPED, Fate, item_fates, summarize
 
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 SOURCES = ("moss", "moe", "loopflow", "backlog", "beads", "cortical", "needlecast")
@@ -74,6 +75,8 @@ class Candidate:
     data: bytes | Callable[[], bytes]
     where: Where
     note: str | None = None
+    fates: tuple[Fate, ...] = ()  # what became of each source field (see `ledger`)
+    made: bool = False  # made here to hold others (an epic for a system without epics), not a source item
 
     def content(self) -> bytes:
         return self.data if isinstance(self.data, bytes) else self.data()
@@ -82,7 +85,9 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class Item:
     """What happens to one source item: created (a new file), changed (added to an existing
-    file), or skipped with the reason."""
+    file), or skipped with the reason; `loss` marks a skip that leaves the item's content
+    behind (an unreadable file, a refused item), as opposed to one imported before or one
+    the source system itself does not read."""
 
     kind: str
     old_id: str
@@ -91,6 +96,9 @@ class Item:
     path: str | None = None
     new_id: str | None = None
     reason: str | None = None
+    fates: tuple[Fate, ...] = ()
+    made: bool = False
+    loss: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +124,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     version: str | None = None  # the source format's version, as detected
     checks: tuple[dict[str, Any], ...] = ()  # files checked, not written (cstack's own files)
+    accounted: bool = False  # whether the reader accounts every field (see `ledger`)
 
     def count(self, action: str) -> int:
         return sum(1 for item in self.items if item.action == action)
@@ -129,32 +138,53 @@ def decide(
     candidates: Iterable[Candidate],
     imported: Mapping[tuple[str, str], str],
     existing: set[str],
+    *,
+    max_bytes: Mapping[str, int] | None = None,
 ) -> tuple[list[Item], list[Write]]:
     """Items and writes for `candidates`: an item whose (kind, old id) the workspace holds
     already is skipped (`imported` maps it to its file); the same id twice in one source keeps
-    the first. Raises Conflict ALREADY_EXISTS when a new file's place is taken by a file that
-    is not this item's import."""
+    the first; an item whose file would be larger than its kind's reading limit (`max_bytes`
+    by kind) is refused, a reported skip, because a file its readers refuse would break every
+    listing. Raises Conflict ALREADY_EXISTS when a new file's place is taken by a file that is
+    not this item's import."""
     items: list[Item] = []
     writes: list[Write] = []
     seen: dict[tuple[str, str], Where] = {}
     clashes: list[str] = []
+    limits = max_bytes or {}
     for candidate in candidates:
         key = (candidate.kind, candidate.old_id)
         if key in imported:
-            items.append(Item(candidate.kind, candidate.old_id, candidate.where, SKIP, imported[key], reason="already imported"))
+            items.append(Item(candidate.kind, candidate.old_id, candidate.where, SKIP, imported[key], reason="already imported", made=candidate.made))
             continue
         if key in seen:
             items.append(
-                Item(candidate.kind, candidate.old_id, candidate.where, SKIP, reason=f"the source holds this id twice; the first, at {seen[key]}, is imported")
+                Item(
+                    candidate.kind,
+                    candidate.old_id,
+                    candidate.where,
+                    SKIP,
+                    reason=f"the source holds this id twice; the first, at {seen[key]}, is imported",
+                    made=candidate.made,
+                    loss=True,
+                )
             )
             continue
         seen[key] = candidate.where
         if candidate.path in existing:
             clashes.append(candidate.path)
             continue
+        data = candidate.content()
+        limit = limits.get(candidate.kind)
+        if limit is not None and len(data) > limit:
+            reason = f"refused: its file would be {len(data)} bytes, over the {limit} bytes the board reads (FILE_TOO_LARGE); nothing of it is written"
+            items.append(Item(candidate.kind, candidate.old_id, candidate.where, SKIP, reason=reason, made=candidate.made, loss=True))
+            continue
         existing.add(candidate.path)
-        items.append(Item(candidate.kind, candidate.old_id, candidate.where, CREATE, candidate.path, candidate.new_id, candidate.note))
-        writes.append(Write(candidate.path, candidate.content()))
+        items.append(
+            Item(candidate.kind, candidate.old_id, candidate.where, CREATE, candidate.path, candidate.new_id, candidate.note, candidate.fates, candidate.made)
+        )
+        writes.append(Write(candidate.path, data))
     if clashes:
         raise Conflict(
             f"{len(clashes)} file(s) the migration would create exist already and are not its imports: {', '.join(clashes[:5])}",
@@ -274,7 +304,8 @@ def system_name(source: str, project: str | None) -> str:
 
 
 def item_to_dict(item: Item) -> dict[str, Any]:
-    """One item of the report."""
+    """One item of the report: where it came from, what happened to it, and how its fields
+    departed from a plain mapping (kept verbatim, dropped, changed)."""
     data: dict[str, Any] = {"kind": item.kind, "old_id": item.old_id, "from": str(item.where), "action": item.action}
     if item.path is not None:
         data["path"] = item.path
@@ -282,7 +313,61 @@ def item_to_dict(item: Item) -> dict[str, Any]:
         data["new_id"] = item.new_id
     if item.reason is not None:
         data["reason"] = item.reason
+    if item.made:
+        data["made"] = True
+    if item.loss:
+        data["loss"] = True
+    data.update(item_fates(item.fates))
     return data
+
+
+def ledger(plan: Plan) -> dict[str, Any]:
+    """The plan's ledger: the source items in, out and skipped (in = out + skipped; `added`
+    counts the items made here to hold others, `lost` the skips that leave content behind,
+    each listed with its reason), and, for a source whose reader accounts its fields, each
+    field's fate (`ledger.summarize`); `lossless` when nothing is lost or dropped."""
+    source_items = [item for item in plan.items if not item.made]
+    skipped = [item for item in source_items if item.action == SKIP]
+    lost = [item for item in plan.items if item.loss]
+    fields = summarize((item.old_id, item.fates) for item in plan.items if item.action != SKIP) if plan.accounted else None
+    dropped = {name: entry[DROPPED] for name, entry in (fields or {}).items() if entry[DROPPED]}
+    return {
+        "items": {
+            "in": len(source_items),
+            "out": len(source_items) - len(skipped),
+            "skipped": len(skipped),
+            "added": sum(1 for item in plan.items if item.made and item.action != SKIP),
+            "lost": [{"kind": item.kind, "old_id": item.old_id, "from": str(item.where), "reason": item.reason} for item in lost],
+        },
+        "fields": fields,
+        "dropped": dropped,
+        "accounted": plan.accounted,
+        "lossless": plan.accounted and not lost and not dropped,
+    }
+
+
+def losses(plan: Plan) -> InvalidDocument | None:
+    """The error a --strict run raises when the plan would leave anything behind (an item
+    skipped with a loss, a field dropped, or a source whose fields are not accounted), else
+    None."""
+    summary = ledger(plan)
+    if summary["lossless"]:
+        return None
+    parts = []
+    if summary["items"]["lost"]:
+        parts.append(f"{len(summary['items']['lost'])} item(s) would not be imported")
+    if summary["dropped"]:
+        parts.append("field(s) would be dropped: " + ", ".join(f"{name} ({count})" for name, count in summary["dropped"].items()))
+    if not plan.accounted:
+        parts.append(f"the {plan.source} reader does not account every field")
+    first = summary["items"]["lost"][0] if summary["items"]["lost"] else None
+    return InvalidDocument(
+        "--strict: " + "; ".join(parts) + "; nothing was written",
+        code="MIGRATION_WOULD_DROP",
+        path=first["from"].rsplit(":", 1)[0] if first else None,
+        details={"lost": summary["items"]["lost"], "dropped": summary["dropped"]},
+        hint="run without --strict to import the rest; the report lists each loss and why",
+    )
 
 
 def plan_to_dict(plan: Plan, *, dry_run: bool, report: str | None = None, moved: Sequence[str] = ()) -> dict[str, Any]:
@@ -300,6 +385,7 @@ def plan_to_dict(plan: Plan, *, dry_run: bool, report: str | None = None, moved:
         "skipped": plan.count(SKIP),
         "files": {"created": created_files, "changed": changed_files, "removed": list(plan.removals) if dry_run else list(moved)},
         "items": [item_to_dict(item) for item in plan.items],
+        "ledger": ledger(plan),
         "checks": list(plan.checks),
         "notes": list(plan.notes),
         "report": report,
@@ -323,13 +409,24 @@ class Builder:
     notes: list[str] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     version: str | None = None
+    accounted: bool = False
 
     def add(self, items: Iterable[Item], writes: Iterable[Write] = ()) -> None:
         self.items.extend(items)
         self.writes.extend(writes)
 
-    def skip(self, kind: str, old_id: str, where: Where, reason: str) -> None:
-        self.items.append(Item(kind, old_id, where, SKIP, reason=reason))
+    def skip(self, kind: str, old_id: str, where: Where, reason: str, *, loss: bool = False) -> None:
+        self.items.append(Item(kind, old_id, where, SKIP, reason=reason, loss=loss))
 
     def build(self) -> Plan:
-        return Plan(self.source, self.origin, tuple(self.items), tuple(self.writes), tuple(self.removals), tuple(self.notes), self.version, tuple(self.checks))
+        return Plan(
+            self.source,
+            self.origin,
+            tuple(self.items),
+            tuple(self.writes),
+            tuple(self.removals),
+            tuple(self.notes),
+            self.version,
+            tuple(self.checks),
+            self.accounted,
+        )

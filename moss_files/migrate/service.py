@@ -26,9 +26,10 @@ from typing import Any
 import cstack
 import needlecast
 from moss_files.board import files as board_files
+from moss_files.board import store as board_store
 from moss_files.board.model import Project
 from moss_files.capsules.store import CapsuleStore, raise_first
-from moss_files.foundation import document, fs
+from moss_files.foundation import fs
 from moss_files.foundation.arguments import optional
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, RepoError
@@ -45,6 +46,7 @@ from moss_files.migrate.model import (
     Where,
     Write,
     decide,
+    losses,
     plan_to_dict,
     report_name,
     source_error,
@@ -52,6 +54,8 @@ from moss_files.migrate.model import (
 )
 
 BOARD_FOLDERS = {kind: f"{board_items.BOARD}/{folder}" for kind, folder in board_items.FOLDERS.items()}
+# The board reads no file larger than this: an item that would be is refused in the plan.
+BOARD_LIMITS = dict.fromkeys(board_items.FOLDERS, board_store.MAX_FILE_BYTES)
 BOARD_LOG = f"{board_items.BOARD}/activity.jsonl"
 BOARD_PROJECT = f"{board_items.BOARD}/project.md"
 INSIGHTS, SESSIONS = ".moss/insights", ".moss/sessions"
@@ -79,8 +83,14 @@ def _resolve(ctx: Context, given: str | None, default: Path) -> Path:
     return path if path.is_absolute() else (Path.cwd() / path)
 
 
-def _finish(ctx: Context, plan: Plan, *, dry_run: bool, apply: Callable[[], list[str]]) -> dict[str, Any]:
-    """Apply a decided plan (unless a dry run, or there is nothing to do) and write its report."""
+def _finish(ctx: Context, plan: Plan, *, dry_run: bool, apply: Callable[[], list[str]], strict: bool = False) -> dict[str, Any]:
+    """Apply a decided plan (unless a dry run, or there is nothing to do) and write its report.
+    With `strict`, a plan that would leave anything behind (`model.losses`) is refused first,
+    dry run or not. Raises InvalidDocument MIGRATION_WOULD_DROP."""
+    if strict:
+        refusal = losses(plan)
+        if refusal is not None:
+            raise refusal
     if dry_run or plan.empty:
         return plan_to_dict(plan, dry_run=dry_run)
     moved = apply()
@@ -99,7 +109,7 @@ def _board_plan(
     existing: set[str],
 ) -> list[Write]:
     """Decide board (and other) candidates into the builder; returns the writes."""
-    items, writes = decide(candidates, imported, existing)
+    items, writes = decide(candidates, imported, existing, max_bytes=BOARD_LIMITS)
     builder.add(items, writes)
     return writes
 
@@ -116,7 +126,7 @@ def _board_lock(ctx: Context, dry_run: bool) -> Iterator[None]:
         yield
 
 
-def _finish_under_board_lock(ctx: Context, plan: Plan, *, dry_run: bool, what: str) -> dict[str, Any]:
+def _finish_under_board_lock(ctx: Context, plan: Plan, *, dry_run: bool, what: str, strict: bool = False) -> dict[str, Any]:
     """`_finish` for the sources that write board files (and insights beside them): the plan's
     writes are committed under the board's writer lock, with `what` as the progress label."""
 
@@ -125,7 +135,7 @@ def _finish_under_board_lock(ctx: Context, plan: Plan, *, dry_run: bool, what: s
             targets.commit(ctx.root, plan.writes, _progress(ctx, what))
         return []
 
-    return _finish(ctx, plan, dry_run=dry_run, apply=apply)
+    return _finish(ctx, plan, dry_run=dry_run, apply=apply, strict=strict)
 
 
 def _read_project(ctx: Context) -> Project | None:
@@ -452,53 +462,94 @@ def _has_task(scratch: Context, ident: str) -> bool:
 # --------------------------------------------------------------------------- Backlog.md and Beads
 
 
-def migrate_backlog(ctx: Context, *, path: str | None = None, project: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Backlog.md's tasks (`backlog/tasks/`, `drafts/`, `completed/`, `archive/tasks/`) as board
-    tasks, its milestones as epics.
+COMMENTS = f"{board_items.BOARD}/comments"
 
-    Raises NotFound (no backlog folder), InvalidDocument (a task file's frontmatter, with its
-    line) or SOURCE_INVALID (a task without id or title).
+
+def _comment_writes(ctx: Context, items: Sequence[Item], comments: dict[str, list[Any]]) -> list[Write]:
+    """The comment files of the tasks this plan creates: a new file per task, or, where one
+    is there already, the lines it lacks (by comment id), appended."""
+    writes: list[Write] = []
+    for item in items:
+        found = comments.get(item.new_id or "") if item.action == CREATE and item.kind == "task" else None
+        if not found:
+            continue
+        relpath = f"{COMMENTS}/{item.new_id}.jsonl"
+        present = targets.record_ids(ctx.root, relpath)
+        lines = [
+            json.dumps(comment.record, ensure_ascii=False, separators=(",", ":")) + "\n" for comment in found if comment.record["id"] not in (present or ())
+        ]
+        if lines:
+            writes.append(Write(relpath, "".join(lines).encode("utf-8"), mode=CREATE if present is None else "append"))
+    return writes
+
+
+def migrate_backlog(ctx: Context, *, path: str | None = None, project: str | None = None, strict: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Backlog.md's folder (`backlog/`, or `.backlog/`): its tasks (`tasks/`, `drafts/`,
+    `completed/`, `archive/tasks/`, `archive/drafts/`) as board tasks with their comments, its
+    milestones (`milestones/`, `archive/milestones/`) as epics, every field accounted in the
+    report's ledger. A file Backlog.md does not read is skipped as it skips it; one it could
+    not parse either is skipped with the reason, and the rest imported (`strict` refuses the
+    run instead).
+
+    Raises NotFound (no backlog folder), InvalidDocument MIGRATION_WOULD_DROP (with `strict`).
     """
     default = ctx.root / "backlog" if (ctx.root / "backlog").is_dir() else ctx.root / ".backlog"
     base = _resolve(ctx, path, default)
     shown = sources.shown(base, ctx.root)
-    if not (base / "tasks").is_dir() and not (base / "completed").is_dir():
+    if not any((base / folder).is_dir() for folder in ("tasks", "completed", "drafts")):
         raise NotFound("no Backlog.md folder (backlog/tasks/)", path=shown, hint="give the folder with --from")
-    config: dict[str, Any] = {}
+    config = backlog.Config()
+    notes: list[str] = []
     config_path = base / "config.yml"
     if config_path.exists():
-        text = sources.read_text(config_path, sources.shown(config_path, ctx.root))
-        config = document.parse(f"---\n{text}\n---\n", sources.shown(config_path, ctx.root)).meta
-    statuses = [str(s) for s in config.get("statuses", [])] if isinstance(config.get("statuses"), list) else []
-    project_name = str(config.get("project_name")) if config.get("project_name") else None
-    files = []
+        config, notes = backlog.parse_config(sources.read_text(config_path, sources.shown(config_path, ctx.root)))
+    entries: list[backlog.Entry] = []
     for folder in backlog.FOLDERS:
-        for file in sources.list_files(base / folder, (".md",)):
-            file_shown = sources.shown(file, ctx.root)
-            files.append(backlog.TaskFile(Where(file_shown), sources.read_text(file, file_shown), folder))
-    scope = optional(project) or project_name or backlog.SYSTEM
-    imported_from = system_name(backlog.SYSTEM, optional(project) or project_name)
+        for entry_path, is_file in sources.list_entries(base / folder):
+            entry_shown = sources.shown(entry_path, ctx.root)
+            text = problem = None
+            if is_file and backlog.reads(folder, entry_path.name, config):
+                try:
+                    text = sources.read_text(entry_path, entry_shown)
+                except MossError as err:
+                    problem = f"{err.details.get('cause', err.code)}: {err.message}"
+            entries.append(backlog.Entry(Where(entry_shown), folder, entry_path.name, is_file, text, problem))
+    scope = optional(project) or config.project_name or backlog.SYSTEM
+    imported_from = system_name(backlog.SYSTEM, optional(project) or config.project_name)
     targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
     imported, existing = targets.provenance_index(ctx.root, BOARD_FOLDERS, imported_from)
-    candidates, notes = backlog.plan(files, scope=scope, project=project_name, statuses=statuses, imported=imported, today=_today(ctx))
-    builder = Builder("backlog", shown, version=f"Backlog.md ({len(files)} task files)")
-    builder.notes.extend(notes)
-    for folder in ("docs", "decisions", "milestones"):
+    result = backlog.plan(entries, config=config, scope=scope, imported=imported, today=_today(ctx), max_comment_bytes=board_store.MAX_LOG_LINE_BYTES)
+    read = sum(1 for entry in entries if entry.text is not None)
+    builder = Builder("backlog", shown, version=f"Backlog.md (task prefix {config.task_prefix}; {read} files read)", accounted=True)
+    builder.notes.extend(notes + result.notes)
+    for folder in ("docs", "decisions"):
         count = len(sources.list_files(base / folder, (".md",)))
         if count:
             builder.notes.append(f"{shown}/{folder}: {count} file(s) not imported (the board has no such kind; they stay where they are)")
-    _board_plan(ctx, builder, candidates, imported, existing)
+    builder.add(result.skipped)
+    items, writes = decide(result.candidates, imported, existing, max_bytes=BOARD_LIMITS)
+    builder.add(items, writes)
+    builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
 
 
-def migrate_beads(ctx: Context, *, path: str | None = None, project: str | None = None, include_deleted: bool = False, dry_run: bool = False) -> dict[str, Any]:
-    """Beads' issues (`.beads/issues.jsonl`, or `beads.jsonl`) as board epics and tasks;
-    tombstones (deleted issues) only with `include_deleted`, as ARCHIVED tasks.
+def migrate_beads(
+    ctx: Context,
+    *,
+    path: str | None = None,
+    project: str | None = None,
+    include_deleted: bool = False,
+    strict: bool = False,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Beads' issues (`.beads/issues.jsonl`, or `beads.jsonl`) as board epics and tasks with
+    their comments, every field accounted in the report's ledger; tombstones (deleted issues)
+    only with `include_deleted`, as ARCHIVED.
 
-    Raises NotFound, InvalidDocument SOURCE_INVALID (the line of a record that is not JSON or
-    has no id or title).
+    Raises NotFound, InvalidDocument SOURCE_INVALID (a line that is not JSON, or a text field
+    that is not text: Beads refuses such a file too), MIGRATION_WOULD_DROP (with `strict`).
     """
     given = _resolve(ctx, path, ctx.root / ".beads")
     candidates_paths = [given] if given.is_file() else [given / "issues.jsonl", given / "beads.jsonl"]
@@ -511,14 +562,18 @@ def migrate_beads(ctx: Context, *, path: str | None = None, project: str | None 
     imported_from = system_name(beads.SYSTEM, optional(project))
     targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
     imported, existing = targets.provenance_index(ctx.root, BOARD_FOLDERS, imported_from)
-    candidates, skipped, notes = beads.plan(records, scope=scope, imported=imported, include_deleted=include_deleted, today=_today(ctx))
-    builder = Builder("beads", shown, version=f"JSONL ({len(records)} records)")
-    builder.notes.extend(notes)
-    builder.add(skipped)
-    _board_plan(ctx, builder, candidates, imported, existing)
+    result = beads.plan(
+        records, scope=scope, imported=imported, include_deleted=include_deleted, today=_today(ctx), max_comment_bytes=board_store.MAX_LOG_LINE_BYTES
+    )
+    builder = Builder("beads", shown, version=f"JSONL ({len(records)} records)", accounted=True)
+    builder.notes.extend(result.notes)
+    builder.add(result.skipped)
+    items, writes = decide(result.candidates, imported, existing, max_bytes=BOARD_LIMITS)
+    builder.add(items, writes)
+    builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
 
 
 # --------------------------------------------------------------------------- cortical stack

@@ -103,6 +103,24 @@ def list_files(folder: Path, suffixes: Sequence[str]) -> list[Path]:
     return [folder / name for name in names if name.endswith(tuple(suffixes)) and not name.startswith(".")]
 
 
+def list_entries(folder: Path) -> list[tuple[Path, bool]]:
+    """Every entry directly in `folder`, sorted by name, each with whether it is a file (a
+    link counts as one, so reading it fails loudly); folders are listed too, as False."""
+    try:
+        names = sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        path = folder / name
+        try:
+            is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            continue
+        found.append((path, not is_dir))
+    return found
+
+
 # --------------------------------------------------------------------------- SQLite
 
 

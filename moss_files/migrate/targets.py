@@ -74,6 +74,24 @@ def file_index(root: Path, relpath: str, kind: str, imported_from: str) -> dict[
     return {(kind, found[1]): relpath} if found is not None and found[0] == imported_from else {}
 
 
+def record_ids(root: Path, relpath: str) -> set[str] | None:
+    """The `id`s of the records a JSON Lines file holds (a task's comments), or None when
+    there is no such file. Lines that are not JSON objects are passed over: their reader
+    reports them."""
+    path = root / relpath
+    if not path.exists() and not path.is_symlink():
+        return None
+    found: set[str] = set()
+    for line in fs.read_bytes(path).splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            found.add(record["id"])
+    return found
+
+
 def logged_sources(root: Path, relpath: str, imported_from: str) -> set[str]:
     """Old ids of the events a JSON Lines log holds from `imported_from` (in their payload)."""
     path = root / relpath

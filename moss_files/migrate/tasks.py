@@ -10,6 +10,7 @@ from typing import Any
 
 from moss_files.board import files as board_files
 from moss_files.board.model import Epic, Proposal, Task, Team, Worker, normalize_priority
+from moss_files.migrate.ledger import Fate
 from moss_files.migrate.model import Candidate, Where, derived_id, with_provenance
 
 BOARD = ".moss/board"
@@ -44,15 +45,19 @@ def candidate(
     imported_from: str,
     fields: Mapping[str, Any] | None = None,
     note: str | None = None,
+    *,
+    fates: tuple[Fate, ...] = (),
+    made: bool = False,
 ) -> Candidate:
     """The new file of one board item, with `imported_from`, `source_id` and the source's
-    leftover fields."""
+    leftover fields; `fates` account for each source field (see `ledger`), `made` marks an
+    item made here to hold others (not a source item)."""
     leftovers = _clean(fields or {})
 
     def render() -> bytes:
         return with_provenance(_RENDER[kind](item), imported_from, old_id, leftovers).encode("utf-8")
 
-    return Candidate(kind, old_id, item.id, item_path(kind, item.id), render, where, note)
+    return Candidate(kind, old_id, item.id, item_path(kind, item.id), render, where, note, fates, made)
 
 
 def _clean(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ does, so a click changes the task file as the command would.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -197,6 +198,7 @@ def task_page(ctx: Context, task_id: str, *, csrf: str, done: str | None = None,
         [
             ("status", badge(task["status"], "status")),
             ("priority", badge(task.get("priority") or "medium", "priority")),
+            ("type", task.get("type")),
             ("held by", Html(f'<span class="owner">{esc(task.get("assignedWorkerId") or "")}</span>') if task.get("assignedWorkerId") else None),
             ("epic", link(url("/board", {"epic": task["epicId"]}), epic.get("title") or task["epicId"]) if task.get("epicId") else None),
             ("reopened", Html(f'<span class="reopens">{task["reopenCount"]}</span> times') if task.get("reopenCount") else None),
@@ -206,6 +208,7 @@ def task_page(ctx: Context, task_id: str, *, csrf: str, done: str | None = None,
             ("file", Html(f"<code>{esc(task.get('path'))}</code>") if task.get("path") else None),
             ("created", when(task.get("createdAt"))),
             ("updated", when(task.get("updatedAt"))),
+            ("imported from", render_origin(task.get("source"))),
         ]
     )
     # The plan and its rails come before the buttons: a person reads them, then decides.
@@ -225,8 +228,25 @@ def task_page(ctx: Context, task_id: str, *, csrf: str, done: str | None = None,
     for label, key in (("Work summary", "workSummary"), ("Review summary", "reviewSummary")):
         if task.get(key):
             body.append(section(label, render_markdown(task[key])))
+    if (task.get("source") or {}).get("fields"):
+        body.append(section("Kept from the source", render_kept(task["source"]["fields"]), anchor="source"))
     body.append(section("Activity", render_activity(activity["events"]), anchor="activity", count=activity["count"]))
     return Page(task.get("title") or task_id, join(body), live=LIVE)
+
+
+def render_origin(source: Mapping[str, Any] | None) -> Html | None:
+    """Where an imported task came from: the system and the id it had there."""
+    if not source:
+        return None
+    return Html(f"<code>{esc(source.get('system'))}</code> {esc(source.get('id'))}")
+
+
+def render_kept(fields: Mapping[str, Any]) -> Html:
+    """The source's fields this toolkit has no key for, each as the source held it."""
+    rows = [
+        (str(key), Html(f"<code>{esc(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))}</code>")) for key, value in fields.items()
+    ]
+    return definition_list(rows)
 
 
 def render_actions(task: Mapping[str, Any], csrf: str) -> Html:

@@ -454,6 +454,28 @@ def test_ready_and_blocked_by_dependencies() -> None:
     assert [(t.id, waits) for t, waits in blocked] == [("c", ["b", "missing"])]
 
 
+def test_a_dependency_on_an_epic_is_met_once_the_epic_is_completed_or_archived() -> None:
+    epics = (Epic("EPIC-1", "one", status="ACTIVE"), Epic("EPIC-2", "two", status="COMPLETED"), Epic("EPIC-3", "three", status="ARCHIVED"))
+    board = make_board(task(id="a", depends_on=("EPIC-2", "EPIC-3")), task(id="b", depends_on=("EPIC-1", "EPIC-2")), epics=epics)
+    ready, blocked = rules.ready_and_blocked(board)
+    assert [t.id for t in ready] == ["a"]
+    assert [(t.id, waits) for t, waits in blocked] == [("b", ["EPIC-1"])]
+
+
+def test_an_imported_items_provenance_and_type_read_back_and_never_refuse_the_file() -> None:
+    text = (
+        "---\nid: TASK-1\nepic: EPIC-1\ntitle: t\ntype: bug\nimported_from: beads\nsource_id: bd-1\n"
+        "source_fields:\n  labels: [a, b]\n  priority: 4\n---\nbody\n"
+    )
+    parsed = files.parse_task(document.parse(text), fallback_id="TASK-1")
+    assert parsed.type == "bug"
+    assert parsed.source == {"system": "beads", "id": "bd-1", "fields": {"labels": ["a", "b"], "priority": 4}}
+    assert shapes.task_to_dict(parsed)["source"]["fields"]["priority"] == 4
+    odd = files.parse_task(document.parse("---\nid: TASK-2\ntitle: t\nsource_fields: [x]\n---\n"), fallback_id="TASK-2")
+    assert odd.source == {"system": None, "id": None, "fields": {"source_fields": ["x"]}}
+    assert files.parse_task(document.parse("---\nid: TASK-3\ntitle: t\n---\n"), fallback_id="TASK-3").source is None
+
+
 def test_dependency_cycles_are_found() -> None:
     tasks = {"a": task(id="a", depends_on=("b",)), "b": task(id="b", depends_on=("c",)), "c": task(id="c")}
     assert rules.dependency_cycle(tasks, "c", ["a"]) == ["c", "a", "b", "c"]

@@ -509,6 +509,15 @@ def test_create_task_checks_and_dependencies(human: Context) -> None:
         editing.delete_task(human, task_id=a["id"])
 
 
+def test_a_task_may_depend_on_an_epic_and_waits_until_it_is_completed(human: Context) -> None:
+    first = editing.create_epic(human, title="First")["epic"]["id"]
+    second = editing.create_epic(human, title="Second")["epic"]["id"]
+    waiting = editing.create_task(human, epic_id=second, title="after the first epic", depends_on=[first])["task"]
+    assert queries.ready_tasks(human)["blocked"][0]["waitingOn"] == [first]
+    editing.update_epic(human, epic_id=first, status="COMPLETED")
+    assert [t["id"] for t in queries.ready_tasks(human)["ready"]] == [waiting["id"]]
+
+
 def test_rail_proposals_are_files_for_review(repo: Path, human: Context, agent: Context) -> None:
     task_id = planned_task(human, agent)
     made = plans.propose_rail(

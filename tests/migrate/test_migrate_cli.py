@@ -36,10 +36,13 @@ def test_a_run_prints_its_report_and_json_is_the_use_cases_shape(root: Path) -> 
     dry = run_cli("moss", "migrate", "beads", "--dry-run", "--json", cwd=root)
     assert dry.returncode == 0, dry.stderr
     data = json.loads(dry.stdout)
-    assert (data["source"], data["dry_run"], data["created"], data["skipped"], data["report"]) == ("beads", True, 6, 1, None)
+    assert (data["source"], data["dry_run"], data["created"], data["skipped"], data["report"]) == ("beads", True, 11, 1, None)
+    assert data["ledger"]["items"] == {"in": 11, "out": 10, "skipped": 1, "added": 1, "lost": []}
     text = run_cli("moss", "migrate", "beads", cwd=root)
     assert text.returncode == 0
-    assert "created      task      bd-a3f8.1  (.beads/issues.jsonl:2) -> .moss/board/tasks/" in text.stdout
+    assert "created      task      bd-e1.1  (.beads/issues.jsonl:3) -> .moss/board/tasks/" in text.stdout
+    assert "ledger: 11 in = 10 out + 1 skipped (0 with a loss); 1 made here to hold the others" in text.stdout
+    assert any(line.split()[:5] == ["priority", "8", "2", "0", "1"] for line in text.stdout.splitlines())
     assert text.stdout.rstrip().splitlines()[-1].startswith("report: .moss/migrations/")
     again = run_cli("moss", "migrate", "beads", cwd=root)
     assert "nothing to do" in again.stdout
@@ -54,6 +57,19 @@ def test_a_malformed_source_exits_4_with_the_error_body(root: Path) -> None:
     error = json.loads(result.stderr)["error"]
     assert (error["code"], error["path"], error["line"]) == ("SOURCE_INVALID", ".beads/issues.jsonl", 2)
     assert snapshot(root) == before
+
+
+def test_strict_exits_4_with_what_it_would_drop(root: Path) -> None:
+    (root / ".beads").mkdir()
+    (root / ".beads/issues.jsonl").write_text('{"id": "bd-1", "title": "ok", "priority": 2}\n{"title": "no id", "priority": 2}\n')
+    before = snapshot(root)
+    result = run_cli("moss", "migrate", "beads", "--strict", "--json", cwd=root)
+    assert result.returncode == 4
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "MIGRATION_WOULD_DROP" and error["details"]["lost"][0]["from"] == ".beads/issues.jsonl:2"
+    assert snapshot(root) == before
+    text = run_cli("moss", "migrate", "beads", "--dry-run", cwd=root)
+    assert text.returncode == 0 and "lost: task line 2 (.beads/issues.jsonl:2): the record has no id" in text.stdout
 
 
 def test_a_missing_source_exits_3_and_a_bad_option_2(root: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from moss_files.board import files as board_files
@@ -9,7 +11,23 @@ from moss_files.board.model import Task
 from moss_files.foundation import document
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import PREFIXED_RE
-from moss_files.migrate.model import CREATE, SKIP, Candidate, Where, decide, derived_id, iso_time, provenance_of, source_error, with_provenance
+from moss_files.migrate.ledger import Account
+from moss_files.migrate.model import (
+    CREATE,
+    SKIP,
+    Builder,
+    Candidate,
+    Where,
+    decide,
+    derived_id,
+    iso_time,
+    item_to_dict,
+    ledger,
+    losses,
+    provenance_of,
+    source_error,
+    with_provenance,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +70,9 @@ def test_provenance_keys_go_at_the_end_and_the_board_still_reads_the_file() -> N
     assert list(doc.meta)[-3:] == ["imported_from", "source_id", "source_fields"]
     assert provenance_of(doc.meta) == ("moe:proj-1", "task-1")
     assert doc.meta["source_fields"] == {"branch": "x", "comments": [{"author": "human"}]}
-    assert board_files.parse_task(doc, fallback_id=task.id) == task
+    read = board_files.parse_task(doc, fallback_id=task.id)
+    assert read.source == {"system": "moe:proj-1", "id": "task-1", "fields": {"branch": "x", "comments": [{"author": "human"}]}}
+    assert replace(read, source=None) == task
 
 
 def _candidate(old: str, path: str) -> Candidate:
@@ -79,3 +99,40 @@ def test_a_source_error_names_the_file_and_line_or_json_path() -> None:
     assert (by_line.code, by_line.path, by_line.line, by_line.exit_code) == ("SOURCE_INVALID", "a.jsonl", 3, 4)
     by_path = source_error("bad", Where("b.json", None, "tasks[2].status"))
     assert by_path.details["json_path"] == "tasks[2].status" and "tasks[2].status" in by_path.message
+
+
+def test_decide_refuses_an_item_whose_file_its_readers_would_refuse() -> None:
+    small, big = _candidate("a", "t/A.md"), Candidate("task", "b", "B", "t/B.md", b"x" * 101, Where("src.json", 2))
+    items, writes = decide([small, big], {}, set(), max_bytes={"task": 100})
+    assert [(item.old_id, item.action, item.loss) for item in items] == [("a", CREATE, False), ("b", SKIP, True)]
+    assert "FILE_TOO_LARGE" in (items[1].reason or "") and [write.path for write in writes] == ["t/A.md"]
+
+
+def test_the_ledger_counts_items_and_each_fields_fates_and_strict_refuses_any_loss() -> None:
+    account = Account()
+    account.mapped("priority", "priority", 4, changed="4 -> LOW")
+    account.kept("labels", ["a"])
+    account.dropped("color", "the board has no colors", "red")
+    fated = Candidate("task", "a", "A", "t/A.md", b"x", Where("s.jsonl", 1), fates=account.done())
+    holder = Candidate("epic", "all", "E", "e/E.md", b"x", Where("s.jsonl"), made=True)
+    builder = Builder("beads", "s.jsonl", accounted=True)
+    builder.add(*decide([fated, holder], {}, set()))
+    builder.skip("task", "b", Where("s.jsonl", 2), "no id", loss=True)
+    builder.skip("task", "c", Where("s.jsonl", 3), "deleted in the source")
+    plan = builder.build()
+    summary = ledger(plan)
+    assert {key: summary["items"][key] for key in ("in", "out", "skipped", "added")} == {"in": 3, "out": 1, "skipped": 2, "added": 1}
+    assert [lost["old_id"] for lost in summary["items"]["lost"]] == ["b"]
+    fields = summary["fields"]
+    assert (fields["priority"]["mapped"], fields["priority"]["changed"], fields["priority"]["examples"]["mapped"]) == (
+        1,
+        1,
+        [{"id": "a", "value": "4", "changed": "4 -> LOW"}],
+    )
+    assert (fields["labels"]["kept"], fields["labels"]["homes"]) == (1, ["source_fields.labels"])
+    assert summary["dropped"] == {"color": 1} and not summary["lossless"]
+    assert item_to_dict(plan.items[0])["dropped"] == {"color": "the board has no colors"}
+    refusal = losses(plan)
+    assert refusal is not None and refusal.code == "MIGRATION_WOULD_DROP" and refusal.details["dropped"] == {"color": 1}
+    assert losses(Builder("beads", "s.jsonl", accounted=True).build()) is None
+    assert losses(Builder("moe", ".moe").build()) is not None  # a reader that does not account its fields cannot vouch for them

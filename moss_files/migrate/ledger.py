@@ -1,0 +1,132 @@
+"""The migration ledger: what became of every field of every source item, and whether every
+item read came out or was skipped with its reason. Core layer (pure values, no I/O).
+
+A reader accounts each field of an item it maps (`Account`): *mapped* to its home here (a key
+of the new file, its body, its comments), *kept* verbatim under `source_fields` (shown by
+`moss task show`, `moss epic show` and the web view) where this toolkit has no home for it,
+or *dropped* with the reason. A mapped value that differs from the source's (a priority on
+another scale, a status word guessed) is *changed*: the change is listed and the source's
+value is kept beside it. `summarize` turns the accounts of a plan's items into the report's
+ledger, per field: the counts of each fate, the homes, the reasons and a few examples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+MAPPED, KEPT, DROPPED = "mapped", "kept", "dropped"
+FATES = (MAPPED, KEPT, DROPPED)
+SOURCE_FIELDS = "source_fields"
+EMPTY = "(nothing: empty)"  # the home of a field that is empty in the source
+EXAMPLES = 3  # examples the report shows per field and fate
+_SHOWN_CHARS = 120  # an example's value is cut to this many characters
+
+
+@dataclass(frozen=True, slots=True)
+class Fate:
+    """What became of one field of one item: `fate` (mapped, kept or dropped), its `home`
+    here, why (`reason`), `changed` ("4 -> LOW") when a mapped value differs from the
+    source's, and the source's value as shown in examples."""
+
+    field: str
+    fate: str
+    home: str | None = None
+    reason: str | None = None
+    changed: str | None = None
+    value: str | None = None
+
+
+def shown(value: Any) -> str:
+    """A source value as a report shows it: JSON, cut to a line's length."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+
+
+class Account:
+    """The fates of one item's fields, collected while a reader maps the item."""
+
+    __slots__ = ("fates",)
+
+    def __init__(self) -> None:
+        self.fates: list[Fate] = []
+
+    def mapped(self, field: str, home: str, value: Any = None, *, changed: str | None = None, reason: str | None = None) -> None:
+        """`field` went to `home`; `changed` says how its value differs from the source's."""
+        self.fates.append(Fate(field, MAPPED, home, reason, changed, None if value is None else shown(value)))
+
+    def kept(self, field: str, value: Any = None, *, home: str | None = None, reason: str | None = None) -> None:
+        """`field` is kept verbatim (under `source_fields.<field>` unless `home` says where)."""
+        self.fates.append(Fate(field, KEPT, home or f"{SOURCE_FIELDS}.{field}", reason, None, None if value is None else shown(value)))
+
+    def empty(self, field: str) -> None:
+        """`field` is empty in the source (null, "", [], {}): there is nothing to carry."""
+        self.fates.append(Fate(field, MAPPED, EMPTY, "empty in the source"))
+
+    def dropped(self, field: str, reason: str, value: Any = None) -> None:
+        """`field` is not brought over, for `reason`."""
+        self.fates.append(Fate(field, DROPPED, None, reason, None, None if value is None else shown(value)))
+
+    def done(self) -> tuple[Fate, ...]:
+        return tuple(self.fates)
+
+
+def base_field(name: str) -> str:
+    """The source key a ledger field is about: `dependencies[blocks]` and
+    `dependencies (records)` are about `dependencies`."""
+    return name.split("[", 1)[0].split(" (", 1)[0]
+
+
+def item_fates(fates: Iterable[Fate]) -> dict[str, Any]:
+    """One item's departures from a plain mapping, for its line in the report: the fields
+    kept verbatim, those dropped (with why) and the mapped values that were changed."""
+    kept = sorted({fate.field for fate in fates if fate.fate == KEPT})
+    dropped = {fate.field: fate.reason for fate in fates if fate.fate == DROPPED}
+    changed = {fate.field: fate.changed for fate in fates if fate.fate == MAPPED and fate.changed}
+    out: dict[str, Any] = {}
+    if kept:
+        out["kept"] = kept
+    if dropped:
+        out["dropped"] = dropped
+    if changed:
+        out["changed"] = changed
+    return out
+
+
+def summarize(accounts: Iterable[tuple[str, Iterable[Fate]]]) -> dict[str, dict[str, Any]]:
+    """The ledger's fields: for each source field (in the order first met), how many items
+    had it mapped, kept and dropped (an item counts once per fate), how many mapped values
+    were changed, the homes and reasons met, and up to EXAMPLES examples of each fate.
+    `accounts` are (item's old id, its fates)."""
+    fields: dict[str, dict[str, Any]] = {}
+    for old_id, fates in accounts:
+        counted: set[tuple[str, str]] = set()
+        for fate in fates:
+            entry = fields.setdefault(
+                fate.field, {MAPPED: 0, KEPT: 0, DROPPED: 0, "changed": 0, "homes": [], "reasons": [], "examples": {MAPPED: [], KEPT: [], DROPPED: []}}
+            )
+            if (fate.field, fate.fate) not in counted:
+                counted.add((fate.field, fate.fate))
+                entry[fate.fate] += 1
+            if fate.changed:
+                entry["changed"] += 1
+            if fate.home and fate.home not in entry["homes"]:
+                entry["homes"].append(fate.home)
+            if fate.reason and fate.reason not in entry["reasons"] and len(entry["reasons"]) < 10:
+                entry["reasons"].append(fate.reason)
+            examples = entry["examples"][fate.fate]
+            if len(examples) < EXAMPLES and not any(example["id"] == old_id for example in examples):
+                example: dict[str, Any] = {"id": old_id}
+                if fate.value is not None:
+                    example["value"] = fate.value
+                if fate.changed:
+                    example["changed"] = fate.changed
+                if fate.reason and fate.fate != MAPPED:
+                    example["reason"] = fate.reason
+                examples.append(example)
+    for entry in fields.values():
+        entry["examples"] = {fate: found for fate, found in entry["examples"].items() if found}
+    return fields
