@@ -149,8 +149,11 @@ def step_memory(text: str, step: tuple) -> str:
     lines = text.splitlines(keepends=True)
     if step[0] == "detail":
         lines.insert(found[0].line, f"  more {step[2]}\n")
-    else:
-        del lines[found[0].line - 1]
+    else:  # by hand: the entry and its detail lines
+        end = found[0].line
+        while end < len(lines) and lines[end].startswith("  "):
+            end += 1
+        del lines[found[0].line - 1 : end]
     return "".join(lines)
 
 
