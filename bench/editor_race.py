@@ -8,9 +8,11 @@ Sets up a workspace in a temporary folder, then runs at once:
 - an editor in this process that saves PLAN.md the way editors do (read it, add one line,
   write a temporary, rename it over the file; no lock), SAVES times, pausing a random time
   between the two --pace bounds (milliseconds) after each save.
-Then it counts the editor's lines missing from the final file (lines the tool kept in a
-`.PLAN.md.tmp-displaced-*` copy are counted apart), and prints the tool writes that landed and
-those refused because a hand edit came in between. A lost line is a defect.
+Then it counts the editor's lines missing from the final file after one more tool write
+(which folds back what the copies of displaced saves in `.PLAN.md.tmp-displaced/` hold that
+the file lacks; lines only in such a copy are counted apart), the copies left, and prints the
+tool writes that landed and those refused because a hand edit came in between. A lost line
+is a defect.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 from moss_files import scaffold
+from moss_files.foundation import fs
 
 BIN = Path(sys.executable).parent
 
@@ -108,8 +111,11 @@ def main() -> None:
             stop.touch()
             outcomes = [tool.communicate(timeout=120)[0].split() for tool in tools]
         elapsed = time.perf_counter() - started
+        made = len(list(fs.displaced_folder(plan).glob(".kept.tmp-*")))
+        fs.modify(plan, lambda snapshot: None)  # the next tool write settles the kept copies
         final = plan.read_text()
-        kept = "".join(p.read_text() for p in plan.parent.glob(".PLAN.md.tmp-displaced-*"))
+        copies = [*fs.displaced_folder(plan).glob(".kept.tmp-*"), *plan.parent.glob(".PLAN.md.tmp-displaced-*")]
+        kept = "".join(p.read_text() for p in copies)
         lost = [line for line in saved if f"{line}\n" not in final and f"{line}\n" not in kept]
         in_kept = [line for line in saved if f"{line}\n" not in final and f"{line}\n" in kept]
         written = sum(int(out[0]) for out in outcomes if out)
@@ -119,7 +125,8 @@ def main() -> None:
         f"{args.writers} cstack writers{'' if args.no_mcp else ' + 1 MCP client'}"
     )
     print(f"tool writes: {written} landed, {refused} refused (a hand edit came in between)")
-    print(f"hand lines lost: {len(lost)} of {len(saved)}; kept in a displaced copy: {len(in_kept)}")
+    print(f"hand lines lost: {len(lost)} of {len(saved)}; only in a displaced copy: {len(in_kept)}")
+    print(f"copies of displaced saves kept during the run: {made}; left after the next write: {len(copies)} (removed once {fs.KEEP_DISPLACED_SECONDS:g} s old)")
     sys.exit(1 if lost else 0)
 
 

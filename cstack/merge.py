@@ -3,10 +3,13 @@
 - PLAN.md: each task line (with its indented detail lines) is an item, matched across the
   versions by its `id:`, else by its title. Tasks either side added are kept, in order; a
   field changed on one side wins; when both sides changed a task's status, the one further
-  along the workflow wins (done or closed, then in progress or blocked, then pending) and the
-  other side's line is kept beside it in an HTML comment, so nothing is dropped; a task one
-  side deleted and the other edited stays, with a comment saying so. Everything that is not
-  a task line (headings, notes, prose) merges like text.
+  along the workflow wins (done, then closed, then blocked, then in progress, then pending)
+  and the other side's line is kept beside it in an HTML comment, so nothing is dropped; a
+  task one side deleted and the other edited stays, with a comment saying so. A task both
+  sides added (a rebase or a cherry-pick gives each side its copy) has no base: every part of
+  it is a change on both sides, so the same rules apply, and the result does not depend on
+  which side is ours. Everything that is not a task line (headings, notes, prose) merges
+  like text.
 - CURRENT.md: section by section (`##`); a section both sides changed is a conflict left to
   the person, with git's markers around the two versions of the section.
 - MEMORY.md: entries from both sides, once each, in each category; an entry one side removed
@@ -20,11 +23,13 @@ from collections.abc import Sequence
 
 from cstack import markdown, plan
 from moss_files.foundation import document
-from moss_files.foundation.itemmerge import OURS, THEIRS, Item, Outcome, Piece, Result, merge_items
-from moss_files.foundation.textmerge import Hunk, Labels, merge_lines, render
+from moss_files.foundation.itemmerge import OURS, THEIRS, Item, Outcome, Piece, Result, merge_items, union_lines
+from moss_files.foundation.textmerge import Hunk, Labels, render
 
 # How far along the workflow a status is; the further one wins when both sides changed it.
-_PROGRESS = {"pending": 0, "blocked": 1, "in_progress": 1, "done": 2, "closed": 2}
+# Statuses of one stage are ordered too (finished work over dropped work, a blocker over a
+# start: the blocker is news the starting side lacked), so no tie falls to whichever side is ours.
+_PROGRESS = {"pending": 0, "in_progress": 1, "blocked": 2, "closed": 3, "done": 4}
 _STATUS_FIELDS = ("closed", "reason", "blocked")  # written by a transition, so they follow its status
 
 
@@ -34,12 +39,14 @@ _STATUS_FIELDS = ("closed", "reason", "blocked")  # written by a transition, so 
 def _task_keys(texts: Sequence[str]) -> dict[str, str]:
     """Title → id for every task that has an id in some version, so a task that gained an id
     on one side still matches its id-less self on the other."""
-    ids: dict[str, str] = {}
+    ids: dict[str, set[str]] = {}
     for text in texts:
         for task in plan.parse_plan(text).tasks:
             if task.id:
-                ids.setdefault(task.title.casefold(), task.id)
-    return ids
+                ids.setdefault(task.title.casefold(), set()).add(task.id)
+    # A title that goes with two ids (one per side, say) names neither: matching an id-less
+    # task by it would depend on which side is ours.
+    return {title: next(iter(found)) for title, found in ids.items() if len(found) == 1}
 
 
 def _plan_pieces(text: str, ids: dict[str, str]) -> list[Piece]:
@@ -90,27 +97,35 @@ def _fields(content: str) -> dict[str, str]:
     return found
 
 
-def _merge_task_line(base: str, ours: str, theirs: str) -> tuple[str, str, list[str]]:
-    """The merged task line, the side whose status won, and notes on what was not taken."""
+def _status(line: str) -> str:
+    fields = plan.parse_task_line(line)
+    assert fields is not None
+    return str(fields["status"])
+
+
+def _merge_task_line(base: str | None, ours: str, theirs: str) -> tuple[str, str, list[str]]:
+    """The merged task line, the side whose status won, and notes on what was not taken. A
+    `base` of None (both sides added the task) makes every part a change on both sides."""
     notes: list[str] = []
-    status = {side: plan.parse_task_line(line)["status"] for side, line in (("base", base), (OURS, ours), (THEIRS, theirs))}  # type: ignore[index]
+    before = _status(base) if base is not None else None
+    status = {OURS: _status(ours), THEIRS: _status(theirs)}
     result = ours
     won = OURS
-    if status[OURS] != status[THEIRS] and status[THEIRS] != status["base"]:
-        if status[OURS] == status["base"] or _PROGRESS[status[THEIRS]] > _PROGRESS[status[OURS]]:
+    if status[OURS] != status[THEIRS] and status[THEIRS] != before:
+        if status[OURS] == before or _PROGRESS[status[THEIRS]] > _PROGRESS[status[OURS]]:
             won = THEIRS
-        if status[OURS] != status["base"]:
+        if status[OURS] != before:
             notes.append(f"the other side's line was: {(theirs if won == OURS else ours).strip()}")
     if won == THEIRS:
         result = plan.set_marker(result, plan.parse_task_line(theirs)["marker"])  # type: ignore[index]
-    heads = _head(base), _head(ours), _head(theirs)
+    heads = _head(base) if base is not None else None, _head(ours), _head(theirs)
     if heads[2] != heads[0] and heads[1] != heads[2]:
         if heads[1] == heads[0]:
             at = result.index(heads[1], plan.parse_task_line(result)["marker_at"])  # type: ignore[index]
             result = result[:at] + heads[2] + result[at + len(heads[1]) :]
         elif not notes:
             notes.append(f"the other side's line was: {theirs.strip()}")
-    old, mine, other = _fields(base), _fields(ours), _fields(theirs)
+    old, mine, other = _fields(base) if base is not None else {}, _fields(ours), _fields(theirs)
     for key in [*mine, *(k for k in other if k not in mine), *(k for k in old if k not in mine and k not in other)]:
         before, a, b = old.get(key), mine.get(key), other.get(key)
         if key in _STATUS_FIELDS and (before != a or before != b):
@@ -129,7 +144,15 @@ def _merge_task_line(base: str, ours: str, theirs: str) -> tuple[str, str, list[
             result = plan.remove_field(result, key)
         elif value is not None and value != a:
             result = plan.set_field(result, key, value)
+    ident = _field(ours, "id") or _field(theirs, "id")
+    if ident and not _field(result, "id"):  # the other side's head won a title clash: its id stays
+        result = plan.set_field(result, "id", ident)
     return result, won, notes
+
+
+def _field(content: str, key: str) -> str | None:
+    fields = plan.parse_task_line(content)
+    return fields[key] if fields is not None else None
 
 
 def _merge_task(base: Item | None, ours: Item | None, theirs: Item | None) -> Outcome:
@@ -151,19 +174,28 @@ def _merge_task(base: Item | None, ours: Item | None, theirs: Item | None) -> Ou
         return Outcome(ours.lines, OURS)
     if base is not None and ours.lines == base.lines:
         return Outcome(theirs.lines, THEIRS)
-    reference = base.lines if base is not None else ours.lines
-    line, won, notes = _merge_task_line(reference[0], ours.lines[0], theirs.lines[0])
+    if base is None and _ahead(theirs.lines, ours.lines):
+        # Both sides added the task, differently: merged with the copy further along as ours,
+        # so the result is the same whichever side merges.
+        swapped = _merge_task(None, theirs, ours)
+        return Outcome(swapped.lines, OURS if swapped.side == THEIRS else THEIRS)
+    line, won, notes = _merge_task_line(base.lines[0] if base is not None else None, ours.lines[0], theirs.lines[0])
     newline = _newline(ours.lines)
-    details: list[str] = []
-    for hunk in merge_lines(reference[1:], ours.lines[1:], theirs.lines[1:]):
-        if hunk.merged is not None:
-            details.extend(hunk.merged)
-        else:  # both sides wrote different details: keep both
-            details.extend(hunk.ours)
-            details.extend(detail for detail in hunk.theirs if detail not in hunk.ours)
+    details = union_lines(base.lines[1:] if base is not None else (), ours.lines[1:], theirs.lines[1:])
     indent = line[: len(line) - len(line.lstrip())]
     noted = [_note(indent, note, newline) for note in notes]
     return Outcome((line, *noted, *details), won)
+
+
+def _ahead(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether copy `first` of a task comes before `second` in a fixed order of two different
+    copies: further along the workflow, then the one with an id, then modified later, then by
+    their text."""
+
+    def rank(lines: Sequence[str]) -> tuple[int, bool, str, Sequence[str]]:
+        return _PROGRESS[_status(lines[0])], bool(_field(lines[0], "id")), _fields(lines[0]).get("modified", ""), lines
+
+    return rank(first) > rank(second)
 
 
 def merge_plan(base: str, ours: str, theirs: str, labels: Labels = Labels()) -> Result:
@@ -254,8 +286,8 @@ def _merge_entry(base: Item | None, ours: Item | None, theirs: Item | None) -> O
         return Outcome(ours.lines, OURS)
     if base is not None and ours.lines == base.lines:
         return Outcome(theirs.lines, THEIRS)
-    # The same entry with different detail lines on each side: both sets of details.
-    return Outcome((*ours.lines, *(line for line in theirs.lines[1:] if line not in ours.lines)), OURS)
+    # The same entry with different detail lines on each side: the details of both.
+    return Outcome((ours.lines[0], *union_lines(base.lines[1:] if base is not None else (), ours.lines[1:], theirs.lines[1:])), OURS)
 
 
 def merge_memory(base: str, ours: str, theirs: str, labels: Labels = Labels()) -> Result:

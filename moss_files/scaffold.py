@@ -2,7 +2,7 @@
 
 Shell layer: pure planning (`plan_actions`) between two edges (`read_state`; `apply_scaffold`, which also runs `git config`), with a
 thin entry point (`main`, run as `python3 -m moss_files.scaffold`). Stdlib only: of moss_files
-it imports only the package version and `errors`, because install.sh runs it on a bare python3
+it imports only the package version, `errors` and `datafiles` (itself stdlib only), because install.sh runs it on a bare python3
 before any dependency is installed. Nothing is ever overwritten: files are created with link(2), which fails on an
 existing name; other edits only add lines or replace the toolkit's own marked block.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files import __version__
+from moss_files.foundation import datafiles
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError, describe, error_body
 
 PARTS = ("cstack", "needlecast", "moss")
@@ -392,10 +393,7 @@ def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer]) -> Action:
     if agent == "claude":
         config: dict[str, Any] = {}
         if text is not None:
-            try:
-                config = json.loads(text) if text.strip() else {}
-            except json.JSONDecodeError as exc:
-                raise InvalidDocument(f"{path} is not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+            config = datafiles.load_json(text, path, what=path) if text.strip() else {}
             if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
                 raise InvalidDocument(f"{path} must be a JSON object with an object `mcpServers`", code="SCHEMA_ERROR", path=path)
         registered = config.get("mcpServers", {})
@@ -403,7 +401,8 @@ def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer]) -> Action:
         if not missing:
             return Action("exists", path, "MCP servers registered")
         merged = {**config, "mcpServers": {**registered, **{s.name: {"command": s.command, "args": list(s.args)} for s in missing}}}
-        content = (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode()
+        bom = datafiles.BOM if text is not None and text.startswith(datafiles.BOM) else ""  # the file's own, kept
+        content = (bom + json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode()
         names = ", ".join(s.name for s in missing)
         if text is None:
             return Action("create", path, f"MCP servers: {names}", content)

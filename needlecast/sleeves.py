@@ -29,12 +29,11 @@ reports it.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import formats, fs
+from moss_files.foundation import datafiles, fs
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -42,7 +41,6 @@ from needlecast.routing import RESERVED, Directory, Sleeve, sleeve_at_peer
 
 REGISTRY_NAME = "sleeves.toml"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_TOML_LINE = re.compile(r"line (\d+)")
 
 
 def registry_path(root: Path) -> Path:
@@ -64,15 +62,10 @@ def _line_of(text: str, name: str) -> int | None:
 def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bool]:
     """Return ({name: {path|url, token_env}}, discover_children) from the registry's text.
 
-    Raises InvalidDocument REGISTRY_INVALID naming the file and line, FORMAT_TOO_NEW for a
-    registry of a newer format.
+    Raises InvalidDocument REGISTRY_INVALID naming the file and line, MERGE_CONFLICT at a
+    conflict marker, FORMAT_TOO_NEW for a registry of a newer format. A BOM is dropped.
     """
-    formats.check_text("sleeves", text, path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = _TOML_LINE.search(str(exc))
-        raise InvalidDocument(f"registry is not valid TOML: {exc}", code="REGISTRY_INVALID", path=path, line=int(found.group(1)) if found else None) from None
+    data = datafiles.load_toml(text, path, code="REGISTRY_INVALID", what="registry", kind="sleeves")
     options = data.pop("needlecast", {})
     if not isinstance(options, dict) or set(options) - {"discover_children"} or not isinstance(options.get("discover_children", True), bool):
         raise InvalidDocument(

@@ -9,14 +9,13 @@ A workspace without the file runs with the same restrictive defaults the templat
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from moss_files.agent import costs
 from moss_files.agent.costs import Price
-from moss_files.foundation import formats
+from moss_files.foundation import datafiles
 from moss_files.foundation.errors import InvalidDocument
 
 AGENT_TOML = ".moss/agent.toml"
@@ -173,14 +172,10 @@ tool_map = "moss"                      # the built-in capability map of moss ser
 
 
 def parse_settings(text: str, path: str) -> AgentSettings:
-    """Read `.moss/agent.toml`. Raises InvalidDocument (INVALID_DOCUMENT with the line for bad
-    TOML, SCHEMA_ERROR naming the key for a bad value, FORMAT_TOO_NEW for a newer format)."""
-    formats.check_text("agent-policy", text, path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        match = re.search(r"line (\d+)", str(exc))
-        raise InvalidDocument(f"agent settings are not valid TOML: {exc}", path=path, line=int(match.group(1)) if match else None) from None
+    """Read `.moss/agent.toml` (a BOM is dropped). Raises InvalidDocument (INVALID_DOCUMENT with
+    the line for bad TOML, MERGE_CONFLICT at a conflict marker, SCHEMA_ERROR naming the key for
+    a bad value, FORMAT_TOO_NEW for a newer format)."""
+    data = datafiles.load_toml(text, path, what="agent settings", kind="agent-policy")
     try:
         return settings_from(data, path)
     except ValueError as exc:

@@ -8,7 +8,6 @@ the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -18,11 +17,11 @@ from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import MAX_FILE_BYTES, CapsuleStore, StoredCapsule, raise_first
-from moss_files.foundation import document, fs
+from moss_files.foundation import datafiles, document, fs
 from moss_files.foundation.arguments import optional, refuse
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -116,8 +115,8 @@ def _is_export(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
             first = handle.readline(4096)
-        return json.loads(first).get("_moss_export") is True
-    except (OSError, ValueError, AttributeError):
+        return datafiles.load_json(first, str(path)).get("_moss_export") is True
+    except (OSError, InvalidDocument, AttributeError):
         return False
 
 
@@ -140,7 +139,7 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
     if import_mode not in core.IMPORT_MODES:
         raise InvalidRequest("mode must be one of: error, replace, rename", details={"field": "mode", "value": import_mode})
     source = check_transfer_path(path, ctx, reading=True)
-    data = fs.read_given_file(source, max_bytes=MAX_IMPORT_BYTES, what="import file")
+    data = datafiles.without_bom(fs.read_given_file(source, max_bytes=MAX_IMPORT_BYTES, what="import file"))
     now = now_ms(ctx)
     records: list[tuple[int, Capsule]] = []
     errors: list[dict[str, Any]] = []

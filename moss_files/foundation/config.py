@@ -1,7 +1,7 @@
 """Settings: the workspace's `.moss/config.toml` merged over the user's `~/.moss/config.toml`.
 
-Edge layer (reads two files with tomllib); the merge and validation are pure functions. Entry
-points load the config once and pass it down. Merge rules follow Moss: the workspace wins for a
+Edge layer (reads two files, as TOML through `datafiles`); the merge and validation are pure
+functions. Entry points load the config once and pass it down. Merge rules follow Moss: the workspace wins for a
 scalar it sets, booleans are OR-ed (either file can switch an escape hatch on), arrays are the
 union of both (user's first, duplicates dropped), tables merge key by key. Keys we do not know
 are kept in `Config.data` for features that add settings later.
@@ -9,7 +9,6 @@ are kept in `Config.data` for features that add settings later.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,23 +62,11 @@ def _union(first: list[Any], second: list[Any]) -> list[Any]:
 
 
 def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
-    """Parse one config file's text. Raises InvalidDocument CONFIG_SYNTAX with the line,
-    FORMAT_TOO_NEW for a file of a newer format."""
-    import tomllib  # here: every Context holds a Config, and most commands never read a file
+    """Parse one config file's text (a BOM is dropped). Raises InvalidDocument INVALID_DOCUMENT
+    with the line, MERGE_CONFLICT at a conflict marker, FORMAT_TOO_NEW for a newer format."""
+    from moss_files.foundation import datafiles  # here: every Context holds a Config, and most commands never read a file
 
-    from moss_files.foundation import formats
-
-    formats.check_text("config", text, path)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        match = re.search(r"line (\d+)", str(exc))
-        raise InvalidDocument(
-            f"config is not valid TOML: {exc}",
-            code="INVALID_DOCUMENT",
-            path=path,
-            line=int(match.group(1)) if match else None,
-        ) from None
+    return datafiles.load_toml(text, path, what="config", kind="config")
 
 
 def build_config(data: Mapping[str, Any], *, bases: Mapping[str, Path], sources: tuple[Path, ...] = ()) -> Config:
@@ -138,7 +125,7 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
 
     Raises InvalidDocument when a file is not valid TOML or a setting has the wrong type.
     """
-    from moss_files.foundation import fs  # here, as tomllib: a Context's default Config reads nothing
+    from moss_files.foundation import fs  # here, as datafiles: a Context's default Config reads nothing
 
     home = home or Path.home()
     layers: list[tuple[Path, dict[str, Any], Path]] = []

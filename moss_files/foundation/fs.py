@@ -651,8 +651,10 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
        rename uncovered.
 
     Raises Conflict STALE_WRITE on a change: nothing is written. After an undo (step 2) the
-    hand edit is in place and also kept under the name in `details.kept_copy`, because an
-    editor may have read our bytes in the instant they were visible and may save them later.
+    hand edit is in place and also kept, in `displaced_folder(path)` (named in
+    `details.kept_copy`), because an editor may have read our bytes in the instant they were
+    visible and may save them later, without the hand edit's lines: the next `modify` of the
+    file folds them back then, and removes the copy once it is not needed (`settle_displaced`).
     """
     path = snapshot.path
     if snapshot.data is None:
@@ -674,7 +676,7 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
             if exchange(temp, path.name, dir_fd=dir_fd):
                 displaced = _inspect(dir_fd, temp, snapshot)
                 if displaced is not None:
-                    _undo_swap(dir_fd, temp, path, ours)
+                    _undo_swap(dir_fd, temp, path, ours, snapshot.data)
             else:
                 current = read_snapshot(path)
                 if current.digest != snapshot.digest:
@@ -714,14 +716,16 @@ def _replaced(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
     return Snapshot(snapshot.path, None, "replaced", identity_of(info))
 
 
-def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity) -> None:
+def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity, base: bytes) -> None:
     """Put the hand-edited file now at `temp` back at `path`, and take our file out.
 
     For the few microseconds between the two swaps our bytes were visible, and an editor
     that read them then and saves later would overwrite the hand edit with a save that lacks
     it. So the hand edit is first linked under a kept name, which survives whatever happens
-    to `path` afterwards, and the refusal names it: of every file this moves away from
-    `path`, only our own is ever deleted.
+    to `path` afterwards; once our bytes are gone from `path`, the copy is moved into the
+    displaced folder with `base`, what our write had read, which tells later what the hand
+    edit added (`settle_displaced`). Of every file this moves away from `path`, only our own
+    is ever deleted.
 
     If an editor saved again between the two swaps, the second swap brings back that newer
     save rather than our file (the editor's rename replaced ours); a third swap puts the newer
@@ -736,20 +740,168 @@ def _undo_swap(dir_fd: int, temp: str, path: Path, ours: Identity) -> None:
             kept.append(_keep(dir_fd, temp, path))
         os.unlink(temp, dir_fd=dir_fd)  # a link to a kept file, never the only name of one
     os.fsync(dir_fd)
+    copies = [str(copy) for copy in _file_displaced(dir_fd, path, kept, base)]
     raise Conflict(
         "the file was saved while it was being written; the save is in place, nothing was written, and a copy of it is kept",
         code="STALE_WRITE",
         path=path,
-        details={"kept_copy": str(kept[-1]), "kept_copies": [str(copy) for copy in kept]},
-        hint=f"if {kept[0].name} holds lines the file lacks, copy them back; then delete the kept copies",
+        details={"kept_copy": copies[-1], "kept_copies": copies},
+        hint="write it again: the next write folds back what the copy holds that the file lacks, and removes the copy once it is not needed",
     )
+
+
+# A save a write displaced is kept in `.<name>.tmp-displaced/` beside the file, as
+# `.kept.tmp-<token>` (a second name of the displaced file) with `.base.tmp-<token>` (what the
+# write had read); every name carries TEMP_MARKER, so scanners, watchers and git skip them. In
+# the instant of the undo it is linked beside the file first (`.<name>.tmp-displaced-<token>`,
+# the only form earlier versions knew), where it stays if the folder cannot be made.
+_DISPLACED, _KEPT, _BASE = "displaced", f".kept{TEMP_MARKER}", f".base{TEMP_MARKER}"
+# How long a kept copy stays once the file holds what it added: an editor that read the
+# undone write's bytes may save them a while later, and the copy is what folds the lost lines
+# back then; short enough that a line a person deletes on purpose later is not brought back.
+# The same time as a displaced outbox's (needlecast.shared_file.KEEP_UNSETTLED_SECONDS).
+KEEP_DISPLACED_SECONDS = 600.0
+_swept: set[str] = set()  # folders this process looked through for copies kept beside a file
+
+
+def displaced_folder(path: Path) -> Path:
+    """The folder that holds the kept copies of saves a write of `path` displaced."""
+    return path.with_name(f".{path.name}{TEMP_MARKER}{_DISPLACED}")
+
+
+def _beside_prefix(path: Path) -> str:
+    return f".{path.name}{TEMP_MARKER}{_DISPLACED}-"
 
 
 def _keep(dir_fd: int, name: str, path: Path) -> Path:
     """Give the file `name` a second, lasting name next to `path`; return that name."""
-    kept = path.with_name(f".{path.name}{TEMP_MARKER}displaced-{os.getpid()}-{os.urandom(4).hex()}")
+    kept = path.with_name(f"{_beside_prefix(path)}{os.getpid()}-{os.urandom(4).hex()}")
     os.link(name, kept.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     return kept
+
+
+def _file_displaced(dir_fd: int, path: Path, kept: list[Path], base: bytes) -> list[Path]:
+    """Move each copy kept beside `path` into its displaced folder, its base recorded first;
+    return where each copy is now (beside the file still, when the folder cannot be made)."""
+    folder = displaced_folder(path)
+    try:
+        try:
+            os.mkdir(folder.name, 0o777, dir_fd=dir_fd)
+        except FileExistsError:
+            pass  # earlier copies, or a link: the open below refuses a link
+        folder_fd = os.open(folder.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        return kept
+    moved = []
+    try:
+        for copy in kept:
+            token = copy.name[len(_beside_prefix(path)) :]
+            fd = os.open(f"{_BASE}{token}", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=folder_fd)
+            try:
+                write_all(fd, base)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(copy.name, f"{_KEPT}{token}", src_dir_fd=dir_fd, dst_dir_fd=folder_fd)
+            moved.append(folder / f"{_KEPT}{token}")
+        os.fsync(folder_fd)
+        os.fsync(dir_fd)
+    finally:
+        os.close(folder_fd)
+    return moved
+
+
+def settle_displaced(path: Path, *, max_bytes: int | None = None, now: float | None = None) -> None:
+    """Fold back into `path` what the kept copies of saves its writes displaced hold that it
+    lacks, and remove the copies no longer needed. The caller holds `locked(path)`; `modify`
+    calls this before each read.
+
+    A copy whose base shows it added no line goes at once. A copy whose added lines the file
+    lacks, every one (a late save of the undone write's bytes), is folded back
+    (`textmerge.fold_back`; lines the file changed too come back between conflict markers, as
+    a merge leaves them). Otherwise, and after a fold, the copy stays KEEP_DISPLACED_SECONDS,
+    in case another late save comes. A copy without a base (one kept beside the file, by an
+    earlier version or when the folder could not be made; these are looked for once per
+    folder and process) is never folded: it goes once it is that old and holds no line the
+    file lacks, and is otherwise left to a person.
+
+    Raises Conflict STALE_WRITE when the file changed while a fold was written (the caller
+    reads it again), and what `read_snapshot` raises.
+    """
+    now = time.time() if now is None else now
+    if str(path.parent) not in _swept:
+        _swept.add(str(path.parent))
+        _settle_beside(path, now, max_bytes)
+    folder = displaced_folder(path)
+    try:
+        os.lstat(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nearly every call: one lstat
+    with folder_fd(folder) as dir_fd:
+        names = set(os.listdir(dir_fd))
+        for token in sorted(name[len(_KEPT) :] for name in names if name.startswith(_KEPT)):
+            kept, kept_info = read_in(dir_fd, f"{_KEPT}{token}")
+            try:
+                base, base_info = read_in(dir_fd, f"{_BASE}{token}")
+            except FileNotFoundError:
+                gone = _unneeded(path, kept, kept_info, now, max_bytes)  # a crash between the two
+            else:
+                gone = _fold(path, base, kept, base_info, now, max_bytes)
+            if gone:
+                for name in (f"{_KEPT}{token}", f"{_BASE}{token}"):
+                    _unlink_quietly(dir_fd, name)
+                    names.discard(name)
+        for name in [name for name in names if name.startswith(_BASE) and f"{_KEPT}{name[len(_BASE) :]}" not in names]:
+            _unlink_quietly(dir_fd, name)  # a base whose copy went (a crash between the two unlinks)
+            names.discard(name)
+        os.fsync(dir_fd)
+    if not names:
+        with folder_fd(path.parent) as parent:
+            try:
+                os.rmdir(folder.name, dir_fd=parent)
+            except OSError:
+                return  # not empty after all: left for the next call
+            os.fsync(parent)
+
+
+def _fold(path: Path, base: bytes, kept: bytes, recorded: os.stat_result, now: float, max_bytes: int | None) -> bool:
+    """Fold a kept copy back into `path` if the file lost what it added; True when the copy
+    may go."""
+    from moss_files.foundation.textmerge import Labels, fold_back  # here: only a displaced save needs it
+
+    current = read_snapshot(path, max_bytes=max_bytes)
+    labels = Labels(ours=path.name, base="what the undone write had read", theirs="a save that write displaced")
+    fold = fold_back(_text(base), _text(current.data or b""), _text(kept), labels)
+    if fold.text is not None:
+        write_if_unchanged(current, fold.text.encode("utf-8", "surrogateescape"))
+        return False
+    return not fold.added or now - recorded.st_mtime > KEEP_DISPLACED_SECONDS
+
+
+def _unneeded(path: Path, kept: bytes, kept_info: os.stat_result, now: float, max_bytes: int | None) -> bool:
+    """Whether a copy without a base may go: old enough, and holding no line the file lacks."""
+    if now - kept_info.st_mtime <= KEEP_DISPLACED_SECONDS:
+        return False
+    present = set(_text(read_snapshot(path, max_bytes=max_bytes).data or b"").splitlines())
+    return all(line in present for line in _text(kept).splitlines())
+
+
+def _settle_beside(path: Path, now: float, max_bytes: int | None) -> None:
+    """Remove the copies kept beside `path` (no displaced folder) that are no longer needed."""
+    prefix = _beside_prefix(path)
+    try:
+        with folder_fd(path.parent) as dir_fd:
+            for name in os.listdir(dir_fd):
+                if name.startswith(prefix):
+                    kept, info = read_in(dir_fd, name)
+                    if _unneeded(path, kept, info, now, max_bytes):
+                        _unlink_quietly(dir_fd, name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")  # any bytes, and back to the same bytes
 
 
 def _stale(snapshot: Snapshot, current: Snapshot) -> Conflict:
@@ -844,23 +996,33 @@ def modify(
     """
     with locked(path, timeout=timeout):
         for _attempt in range(retries):
+            # A save an earlier write displaced is folded back before the file is read, so the
+            # transform sees it; so an undone write is simply tried again, like a refused one.
+            if not _stale_retry(settle_displaced, path, max_bytes=max_bytes):
+                continue
             snapshot = read_snapshot(path, max_bytes=max_bytes)
             work = snapshot if kind is None else _upgraded(snapshot, kind, relpath, max_bytes)
             new = transform(work)
             if new is None or new == work.data:
                 return snapshot
-            try:
-                write_if_unchanged(snapshot, new)
-            except Conflict as exc:
-                if exc.code == "STALE_WRITE" and "kept_copy" not in exc.details:
-                    continue
-                raise
-            return Snapshot(path, new, digest_of(new))
+            if _stale_retry(write_if_unchanged, snapshot, new):
+                return Snapshot(path, new, digest_of(new))
     raise Conflict(
         f"file kept changing during {retries} attempts; nothing was written",
         code="STALE_WRITE",
         path=path,
     )
+
+
+def _stale_retry(step: Callable[..., None], *args: Any, **kwargs: Any) -> bool:
+    """Run one guarded step of `modify`: False when the file changed under it (STALE_WRITE)."""
+    try:
+        step(*args, **kwargs)
+    except Conflict as exc:
+        if exc.code == "STALE_WRITE":
+            return False
+        raise
+    return True
 
 
 def _upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:

@@ -18,6 +18,7 @@ the items plus where each item sits; then:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,25 @@ MergeItem = Callable[[Item | None, Item | None, Item | None], Outcome]
 class Result:
     text: str
     conflicts: int
+
+
+def union_lines(base: Lines, ours: Lines, theirs: Lines) -> Lines:
+    """A three-way merge of an item's own lines (its details) that never conflicts: where both
+    sides changed the same lines, our lines and then theirs that ours lacks, counted (a line
+    one side holds twice stays twice), so the lines kept are the same whichever side is ours.
+    An item both sides added has no base: pass ()."""
+    merged: list[str] = []
+    for hunk in merge_lines(base, ours, theirs):
+        if hunk.merged is not None:
+            merged.extend(hunk.merged)
+        else:
+            merged.extend(hunk.ours)
+            extra = Counter(hunk.theirs) - Counter(hunk.ours)
+            for line in hunk.theirs:
+                if extra[line] > 0:
+                    extra[line] -= 1
+                    merged.append(line)
+    return tuple(merged)
 
 
 def _skeleton(pieces: Sequence[Piece]) -> tuple[list[str], dict[str, Item]]:

@@ -9,6 +9,7 @@ to one list keep both) before `render` writes git's markers for what is left.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -121,3 +122,43 @@ def merge_text(base: str, ours: str, theirs: str, labels: Labels = Labels(), set
         hunks = [hunk if hunk.merged is not None else Hunk(hunk.base, hunk.ours, hunk.theirs, settle(hunk)) for hunk in hunks]
     lines, conflicts = render(hunks, labels, newline="\r\n" if "\r\n" in ours else "\n")
     return "".join(lines), conflicts
+
+
+@dataclass(frozen=True, slots=True)
+class FoldBack:
+    """What a kept copy of a displaced save means for the file now: `text` is the file with
+    the copy's changes folded in (None: nothing to fold), `conflicts` how many of its changes
+    the file changed too (marked as a merge marks them), and `added` whether the copy added any
+    line to its base at all (a copy that added none can hold nothing the file needs)."""
+
+    text: str | None
+    conflicts: int = 0
+    added: bool = True
+
+
+def fold_back(base: str, current: str, kept: str, labels: Labels = Labels()) -> FoldBack:
+    """Fold a kept copy of a displaced save back into the file.
+
+    A tool's write that an editor's save overtook is undone, but its bytes were visible for an
+    instant, and an editor that read them then may save them later: a save without the lines
+    of the save the write displaced (`kept`). Such a late save holds none of the lines `kept`
+    added to `base` (what the write had read); then `kept`'s changes since `base` are merged
+    into `current`, three ways, so neither the tool's lines nor the editor's are lost, and
+    lines both inserted at one place are all kept. When `current` holds any of those lines, it
+    comes from the displaced save itself, and a line of it missing now was removed on purpose:
+    nothing is folded.
+    """
+    added = Counter(line.rstrip("\r\n") for line in kept.splitlines() if line.strip())
+    added -= Counter(line.rstrip("\r\n") for line in base.splitlines())
+    if not added:
+        return FoldBack(None, added=False)
+    present = {line.rstrip("\r\n") for line in current.splitlines()}
+    if any(line in present for line in added):
+        return FoldBack(None)
+    newline = "\r\n" if "\r\n" in current else "\n"
+
+    def both_inserted(hunk: Hunk) -> Lines | None:
+        return None if hunk.base else (*_ended(hunk.ours, newline), *hunk.theirs)
+
+    text, conflicts = merge_text(base, current, kept, labels, settle=both_inserted)
+    return FoldBack(text, conflicts)

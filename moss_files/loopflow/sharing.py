@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
+from moss_files.foundation import datafiles, fs
 from moss_files.foundation.arguments import refuse
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
@@ -72,8 +72,8 @@ def check_bundle_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
 
 def _is_bundle(path: Path) -> bool:
     try:
-        data = json.loads(path.read_bytes()[:MAX_BUNDLE_BYTES])
-    except (OSError, ValueError):
+        data = datafiles.load_json(path.read_bytes()[:MAX_BUNDLE_BYTES], str(path))
+    except (OSError, InvalidDocument):
         return False
     return isinstance(data, dict) and data.get("version") == bundles.BUNDLE_VERSION and isinstance(data.get("insights"), list)
 
@@ -83,10 +83,7 @@ def read_bundle(ctx: Context, raw_path: str | None) -> tuple[Path, Bundle]:
     InvalidDocument (FILE_TOO_LARGE, PARSE_ERROR, SCHEMA_ERROR)."""
     path = check_bundle_path(raw_path, ctx, reading=True)
     data = fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle")
-    try:
-        parsed = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidDocument(f"the bundle is not valid JSON: {exc}", code="PARSE_ERROR", path=str(path)) from None
+    parsed = datafiles.load_json(data, str(path), code="PARSE_ERROR", what="the bundle")
     return path, bundles.parse_bundle(parsed, str(path))
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from moss_files.foundation import document
+from moss_files.foundation import datafiles, document
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, RepoError
 from moss_files.migrate.model import Where, source_error
 
@@ -69,12 +69,13 @@ def read_text(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> s
 
 
 def load_json(path: Path, where: str) -> Any:
-    """A JSON source file's value. Raises SOURCE_INVALID with the line of a syntax error."""
+    """A JSON source file's value (read as every JSON file is, `datafiles`). Raises
+    SOURCE_INVALID with the line of a syntax error or of a conflict marker (cause MERGE_CONFLICT)."""
     text = read_text(path, where)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise source_error(f"not valid JSON: {exc.msg} (column {exc.colno})", Where(where, exc.lineno)) from None
+        return datafiles.load_json(text, where, code="SOURCE_INVALID", what="the source")
+    except InvalidDocument as err:
+        raise source_error(err.message, Where(where, err.line), cause=err.code) from None
 
 
 def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:

@@ -19,16 +19,15 @@ reported and those files left as they are; the others are upgraded.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from moss_files.foundation import conflicts, document, formats, fs
+from moss_files.foundation import conflicts, datafiles, document, formats, fs
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, error_body
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, error_body
 
 TOOLKIT_FOLDERS = (".cstack", ".moss", ".needlecast")
 # Per-machine and derived folders: nothing in them is a tracked artifact.
@@ -314,11 +313,7 @@ def _toml_reader(kind: str) -> Callable[[str, str, Path, int], None]:
 
             settings.parse_settings(text, relpath)
             return
-        formats.check_text(kind, text, relpath)
-        try:
-            tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidDocument(f"not valid TOML: {exc}", code="REGISTRY_INVALID", path=relpath) from None
+        datafiles.load_toml(text, relpath, code="REGISTRY_INVALID", kind=kind)
 
     return read
 

@@ -137,6 +137,37 @@ def test_a_third_clone_merges_both_and_rebase_and_cherry_pick_use_the_driver_too
     assert counts(a)["tasks"] == ["Base task", "Task from a", "Task from b"]
 
 
+def test_a_task_both_branches_added_and_one_finished_stays_finished_whichever_side_merges(tmp_path: Path) -> None:
+    """Issue 24: both sides added the same task (as a rebase or a cherry-pick leaves it) and one
+    side finished it. The driver took the side that still had it pending, without a conflict or
+    a note, in one merge direction only; an add on both sides is a change on both sides, and
+    the status further along the workflow wins."""
+    root = tmp_path / "p"
+    git(tmp_path, "init", "-q", "-b", "main", str(root))
+    tool(root, "cstack", "init")
+    tool(root, "moss", "merge", "setup")
+    commit(root, "base")
+    git(root, "checkout", "-qb", "other")
+    tool(root, "cstack", "add", "P2: Write docs", "--id", "docs")
+    commit(root, "other")
+    git(root, "checkout", "-q", "main")
+    tool(root, "cstack", "add", "P2: Write docs", "--id", "docs")
+    tool(root, "cstack", "add", "P2: Fix bug", "--id", "bug")
+    tool(root, "cstack", "start", "docs")
+    tool(root, "cstack", "done", "docs")
+    commit(root, "docs done")
+    git(root, "branch", "finished")
+    found = {}
+    for ours, theirs in (("main", "other"), ("other", "finished")):
+        git(root, "checkout", "-q", ours)
+        merged = git(root, "merge", "--no-edit", theirs, check=False)
+        assert merged.returncode == 0 and conflicted(root) == [], merged.stdout + merged.stderr
+        tasks = tool(root, "cstack", "plan")["tasks"]
+        found[ours] = sorted((task["id"], task["status"]) for task in tasks)
+        assert "<!-- merge: the other side's line was: - [ ] P2: Write docs (id: docs)" in (root / ".cstack" / "PLAN.md").read_text()
+    assert found["main"] == found["other"] == [("bug", "pending"), ("docs", "done")]
+
+
 def test_layout_v2_messages_need_no_driver(origin: tuple[Path, str]) -> None:
     a, _ = origin
     for name in ("inbox.md", "outbox.md"):

@@ -4,12 +4,14 @@ text out; the git runs are in test_git_transport.py."""
 
 from __future__ import annotations
 
+from datetime import date
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 import cstack
 import needlecast
-from cstack.plan import parse_plan
+from cstack.plan import add_task, parse_plan, transition
 from moss_files.foundation import conflicts
 from needlecast.message import parse_block, split_blocks
 
@@ -65,6 +67,37 @@ def test_both_changing_a_status_the_one_further_along_wins_and_the_other_is_note
         parsed = [task for task in parse_plan(merged.text).tasks if task.id == "parser"]
         assert len(parsed) == 1 and parsed[0].status == "done" and parsed[0].kind == "completed"
         assert "<!-- merge: the other side's line was: - [>] P1: Write the parser" in merged.text
+
+
+def test_a_task_both_sides_added_merges_like_one_both_changed_whichever_side_is_ours() -> None:
+    """Issue 24: with no base version, our line was taken for the base, so their pending copy
+    looked like the only change and undid our finished one (in one merge direction only)."""
+    today = date(2026, 1, 4)
+    added = add_task(PLAN, "P2: Write docs", today, ident="docs").text
+    finished = transition(transition(added, "start", "docs", today).text, "done", "docs", today).text
+    noted = add_task(PLAN, "P2: Write docs", date(2026, 1, 2), ident="docs").text.replace(
+        "(id: docs) | modified: 2026-01-02\n", "(id: docs) | modified: 2026-01-02\n  Their detail.\n"
+    )
+    for ours, theirs in ((finished, noted), (noted, finished)):
+        merged = cstack.merge_plan(PLAN, ours, theirs)
+        found = [task for task in parse_plan(merged.text).tasks if task.id == "docs"]
+        assert merged.conflicts == 0 and len(found) == 1
+        assert (found[0].status, found[0].kind, found[0].closed) == ("done", "completed", "2026-01-04")
+        assert "<!-- merge: the other side's line was: - [ ] P2: Write docs (id: docs) | modified: 2026-01-02" in merged.text
+        assert "  Their detail.\n" in merged.text  # a detail only one copy had is kept
+    started = transition(added, "start", "docs", today).text
+    blocked = transition(added, "block", "docs", today, reason="waiting for the API").text
+    for ours, theirs in ((started, blocked), (blocked, started)):  # one stage: a fixed order, not ours
+        found = [task for task in parse_plan(cstack.merge_plan(PLAN, ours, theirs).text).tasks if task.id == "docs"]
+        assert [(task.status, task.blocked) for task in found] == [("blocked", "waiting for the API")]
+
+
+def test_an_id_less_task_is_not_matched_by_a_title_the_two_sides_gave_different_ids() -> None:
+    base = PLAN.replace("- [>] Build the index | modified", "- [ ] Task zero\n- [>] Build the index | modified")
+    one, other = base.replace("Task zero", "Task zero (id: a)"), base.replace("Task zero", "Task zero (id: b)")
+    merged = [cstack.merge_plan(base, ours, theirs).text for ours, theirs in ((one, other), (other, one))]
+    assert [sorted(task.id or "" for task in parse_plan(text).tasks if task.title == "Task zero") for text in merged] == [["a", "b"], ["a", "b"]]
+    assert not any("deleted on" in text for text in merged)  # the id-less base copy matched neither side's
 
 
 def test_a_task_deleted_on_one_side_and_edited_on_the_other_stays_marked() -> None:
