@@ -57,6 +57,8 @@ BOARD_FOLDERS = {kind: f"{board_items.BOARD}/{folder}" for kind, folder in board
 # The board reads no file larger than this: an item that would be is refused in the plan.
 BOARD_LIMITS = dict.fromkeys(board_items.FOLDERS, board_store.MAX_FILE_BYTES)
 BOARD_LOG = f"{board_items.BOARD}/activity.jsonl"
+COMMENTS = f"{board_items.BOARD}/comments"
+CHAT = f"{board_items.BOARD}/chat"
 BOARD_PROJECT = f"{board_items.BOARD}/project.md"
 INSIGHTS, SESSIONS = ".moss/insights", ".moss/sessions"
 TASK_TARGETS = ("board", "plan")
@@ -228,13 +230,85 @@ def migrate_moss(
 # --------------------------------------------------------------------------- Moe
 
 
-def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Moe's `.moe/` folder: project settings and rails, epics, tasks (statuses, plans and
-    steps, times), workers, teams, rail proposals, and the activity log (appended to the
-    board's). `project` names the source when several Moe boards come into one workspace
-    (default: Moe's project id).
+def _moe_files(ctx: Context, folder: Path, suffix: str, kind: str, unreadable: list[tuple[str, Where, str]]) -> list[tuple[Where, Any]]:
+    """Each `*.json` file of a `.moe/` folder, parsed, as Moe's `loadEntities` reads them: a
+    file that is not JSON (a BOM before it is not JSON to Moe either) is left out, with why."""
+    files = sources.list_files(folder, (suffix,))
+    report = _progress(ctx, f"reading {sources.shown(folder, ctx.root)}")
+    loaded = []
+    for number, file in enumerate(files, start=1):
+        shown = sources.shown(file, ctx.root)
+        try:
+            if sources.read_bytes(file, shown).startswith(b"\xef\xbb\xbf"):
+                unreadable.append((kind, Where(shown), "starts with a byte-order mark, which Moe's JSON reader refuses; Moe skips this file too"))
+                continue
+            loaded.append((Where(shown), sources.load_json(file, shown)))
+        except MossError as err:
+            unreadable.append((kind, Where(shown, err.line), f"{err.code}: {err.message}; Moe skips this file too; the rest is imported"))
+        if number % 1000 == 0:
+            report(number, len(files))
+    return loaded
 
-    Raises NotFound (no `.moe/`), InvalidDocument SOURCE_INVALID (with file and JSON path).
+
+def _moe_messages(ctx: Context, folder: Path, unreadable: list[tuple[str, Where, str]]) -> dict[str, list[tuple[Where, Any]]]:
+    """Each channel's message lines (`messages/<channel>.jsonl`); a line that is not JSON is
+    left out with why (Moe's reader skips it too), the others read."""
+    found: dict[str, list[tuple[Where, Any]]] = {}
+    for file in sources.list_files(folder, (".jsonl",)):
+        shown = sources.shown(file, ctx.root)
+        lines: list[tuple[Where, Any]] = []
+        try:
+            text = sources.read_text(file, shown)
+        except MossError as err:
+            unreadable.append(("message", Where(shown, err.line), f"{err.code}: {err.message}; the rest is imported"))
+            continue
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                lines.append((Where(shown, number), json.loads(line)))
+            except ValueError as exc:
+                unreadable.append(("message", Where(shown, number), f"the line is not JSON ({exc}); the rest is imported"))
+        found[file.name.removesuffix(".jsonl")] = lines
+    return found
+
+
+_MOE_READ = {"project.json", "epics", "tasks", "workers", "teams", "proposals", "channels", "messages", "decisions", "activity.log"}
+
+
+def _moe_others(base: Path) -> dict[str, str]:
+    """What else `.moe/` holds, counted as it is (every file of every nested folder), for the
+    report: the board has no kind for skills, roles, agents' files or runtime state."""
+    found: dict[str, str] = {}
+    for entry in sorted(base.iterdir()):
+        if entry.name in _MOE_READ or entry.name.startswith("activity.log."):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            files = [path for path in entry.rglob("*") if path.is_file()]
+            folders = {path.parent for path in files if path.parent != entry}
+            if files:
+                found[entry.name] = f"{len(files)} file(s)" + (f" in {len(folders)} nested folder(s)" if folders else "")
+        elif entry.name == "daemon.json":
+            found[entry.name] = "the running daemon's port and pid (per machine)"
+        else:
+            found[entry.name] = "a file"
+    rotated = sorted(path.name for path in base.glob("activity.log.*"))
+    if rotated:
+        found["activity.log rotations"] = f"{len(rotated)} rotated log(s) ({', '.join(rotated[:3])}{', …' if len(rotated) > 3 else ''})"
+    return found
+
+
+def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = None, strict: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Moe's `.moe/` folder: project settings and rails, epics, tasks (statuses, plans and
+    steps, times, QA history, verification, handoffs, budgets, comments), workers, teams, rail
+    proposals, chat channels, messages and decisions (into the board's chat), and the activity
+    log (appended to the board's), every field accounted in the report's ledger. `project`
+    names the source when several Moe boards come into one workspace (default: Moe's project
+    id). A file Moe could not read either, or an entity with values Moe never writes, is a
+    reported skip and the rest is imported (`strict` refuses the run instead).
+
+    Raises NotFound (no `.moe/`), InvalidDocument SOURCE_INVALID (`project.json` is not JSON:
+    Moe does not start either), MIGRATION_WOULD_DROP (with `strict`).
     """
     base = _resolve(ctx, path, ctx.root / ".moe")
     shown = sources.shown(base, ctx.root)
@@ -245,30 +319,18 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     if project_file.exists():
         where = Where(sources.shown(project_file, ctx.root))
         moe_project = (where, sources.load_json(project_file, where.file))
+    unreadable: list[tuple[str, Where, str]] = []
     entities: dict[str, list[tuple[Where, Any]]] = {}
     for kind, folder in (("epic", "epics"), ("task", "tasks"), ("worker", "workers"), ("team", "teams"), ("proposal", "proposals")):
-        files = sources.list_files(base / folder, (".json",))
-        report = _progress(ctx, f"reading .moe/{folder}")
-        loaded = []
-        for number, file in enumerate(files, start=1):
-            file_shown = sources.shown(file, ctx.root)
-            loaded.append((Where(file_shown), sources.load_json(file, file_shown)))
-            if number % 1000 == 0:
-                report(number, len(files))
-        entities[kind] = loaded
+        entities[kind] = _moe_files(ctx, base / folder, ".json", kind, unreadable)
+    channels = _moe_files(ctx, base / "channels", ".json", "channel", unreadable)
+    decisions = _moe_files(ctx, base / "decisions", ".json", "decision", unreadable)
+    messages = _moe_messages(ctx, base / "messages", unreadable)
     activity: list[tuple[Where, Any]] = []
     log = base / "activity.log"
     if log.exists():
         log_shown = sources.shown(log, ctx.root)
         activity = [(Where(log_shown, number), record) for number, record in sources.load_jsonl(log, log_shown)]
-    others = {}
-    for folder in ("channels", "messages", "decisions", "memory", "roles", "agents", "skills", "resources"):
-        count = len(sources.list_files(base / folder, (".json", ".jsonl", ".md")))
-        if count:
-            others[folder] = count
-    rotated = [name for name in sorted(p.name for p in base.glob("activity.log.*"))]
-    if rotated:
-        others["activity.log rotations"] = len(rotated)
     scope_id = optional(project) or (str(moe_project[1].get("id")) if moe_project and isinstance(moe_project[1], dict) and moe_project[1].get("id") else "moe")
     imported_from = system_name("moe", scope_id if scope_id != "moe" else None)
     targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
@@ -276,34 +338,64 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     imported.update(targets.file_index(ctx.root, BOARD_PROJECT, "project", imported_from))
     board_project = _read_project(ctx)
     result = moe.plan(
-        moe.Source(moe_project, entities, activity, others),
+        moe.Source(moe_project, entities, activity, _moe_others(base), channels, messages, decisions, unreadable),
         scope=scope_id,
         imported=imported,
         project=board_project,
         today=_today(ctx),
         now=ctx.stamp(),
+        max_comment_bytes=board_store.MAX_LOG_LINE_BYTES,
     )
-    builder = Builder("moe", shown, version=result.version)
+    builder = Builder("moe", shown, version=result.version, accounted=True)
     builder.notes.extend(result.notes)
     builder.add(result.skipped)
     candidates = list(result.candidates)
     if result.project is not None:
         candidates.insert(0, result.project)
-    _board_plan(ctx, builder, candidates, imported, existing)
+    items, writes = decide(candidates, imported, existing, max_bytes=BOARD_LIMITS)
+    builder.add(items, writes)
+    builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
+    _chat_writes(ctx, builder, result.chat)
     logged = targets.logged_sources(ctx.root, BOARD_LOG, imported_from)
     lines = []
-    for where, old, record in result.events:
+    for where, old, record, fates in result.events:
         if old in logged:
             builder.add([Item("event", old, where, SKIP, BOARD_LOG, reason="already in the activity log")])
             continue
         logged.add(old)
         lines.append(board_files_event_line(record))
-        builder.add([Item("event", old, where, CHANGE, BOARD_LOG, record["id"])])
+        builder.add([Item("event", old, where, CHANGE, BOARD_LOG, record["id"], fates=fates)])
     if lines:
         builder.writes.append(Write(BOARD_LOG, b"".join(lines), mode="append"))
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
+
+
+def _chat_writes(ctx: Context, builder: Builder, lines: Sequence[moe.ChatLine]) -> None:
+    """Chat lines into their channels' files (`.moss/board/chat/<channel>.jsonl`): a new file,
+    or the lines it lacks (by line id) appended; a line there already is a skip, and so is a
+    second line with the same id (a message Moe wrote twice)."""
+    present: dict[str, set[str] | None] = {}
+    seen: set[str] = set()
+    new: dict[str, list[bytes]] = {}
+    for line in lines:
+        relpath = f"{CHAT}/{line.channel}.jsonl"
+        if relpath not in present:
+            present[relpath] = targets.record_ids(ctx.root, relpath)
+        line_id = line.record["id"]
+        if line_id in (present[relpath] or ()):
+            builder.add([Item(line.kind, line.old_id, line.where, SKIP, relpath, line_id, reason="already imported", made=line.made)])
+            continue
+        if line_id in seen:
+            reason = "the source holds this id twice in one channel; the first is imported"
+            builder.add([Item(line.kind, line.old_id, line.where, SKIP, relpath, line_id, reason=reason, made=line.made, loss=True)])
+            continue
+        seen.add(line_id)
+        new.setdefault(relpath, []).append((json.dumps(line.record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        builder.add([Item(line.kind, line.old_id, line.where, CHANGE, relpath, line_id, line.note, line.fates, line.made)])
+    for relpath, data in new.items():
+        builder.writes.append(Write(relpath, b"".join(data), mode=CREATE if present[relpath] is None else "append"))
 
 
 def board_files_event_line(record: dict[str, Any]) -> bytes:
@@ -369,6 +461,7 @@ def migrate_loopflow(
     path: str | None = None,
     tasks_to: str = "board",
     project: str | None = None,
+    strict: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """LoopFlow's insights, sessions and tasks from every format it used (its SQLite database,
@@ -460,9 +553,6 @@ def _has_task(scratch: Context, ident: str) -> bool:
 
 
 # --------------------------------------------------------------------------- Backlog.md and Beads
-
-
-COMMENTS = f"{board_items.BOARD}/comments"
 
 
 def _comment_writes(ctx: Context, items: Sequence[Item], comments: dict[str, list[Any]]) -> list[Write]:
