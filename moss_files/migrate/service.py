@@ -35,6 +35,7 @@ from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, RepoError
 from moss_files.migrate import backlog, beads, cortical, loopflow, moe, moss, sources, targets
 from moss_files.migrate import tasks as board_items
+from moss_files.migrate.ledger import Account
 from moss_files.migrate.model import (
     CHANGE,
     CREATE,
@@ -60,7 +61,8 @@ BOARD_LOG = f"{board_items.BOARD}/activity.jsonl"
 COMMENTS = f"{board_items.BOARD}/comments"
 CHAT = f"{board_items.BOARD}/chat"
 BOARD_PROJECT = f"{board_items.BOARD}/project.md"
-INSIGHTS, SESSIONS = ".moss/insights", ".moss/sessions"
+INSIGHTS, SESSIONS, FEEDBACK = ".moss/insights", ".moss/sessions", ".moss/feedback"
+SUMMARY = ".moss/summary.md"
 TASK_TARGETS = ("board", "plan")
 
 
@@ -407,6 +409,19 @@ def board_files_event_line(record: dict[str, Any]) -> bytes:
 # --------------------------------------------------------------------------- LoopFlow
 
 
+def _loopflow_json(ctx: Context, path: Path, unreadable: list[tuple[str, str, Where, str]]) -> tuple[str, Any] | None:
+    """A LoopFlow JSON file's value, or None when it is not JSON: then it is reported (LoopFlow's
+    import logs the error and imports nothing of that file) and the other files are read."""
+    shown = sources.shown(path, ctx.root)
+    try:
+        return shown, sources.load_json(path, shown)
+    except MossError as err:
+        if err.code != "SOURCE_INVALID":
+            raise
+        unreadable.append(("file", path.name, Where(shown, err.line), f"{err.message}; LoopFlow imports nothing of this file either; the rest is imported"))
+        return None
+
+
 def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
     """Every place under `base` LoopFlow kept data, most authoritative first."""
     layers: list[loopflow.Layer] = []
@@ -423,13 +438,15 @@ def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
                 if table in tables:
                     rows = sources.rows(connection, table, tables[table], order="rowid")
                     found[table] = loopflow.database_rows(table, rows, shown)
-            notes = []
-            for table in ("repo_context", "feedback_specs"):
-                if table in tables:
-                    count = sources.scalar(connection, f'SELECT count(*) FROM "{table}"')
-                    if count:
-                        notes.append(f"{shown}: table {table} ({count} rows) has no counterpart here; not imported")
-        layers.append(loopflow.Layer(shown, version, found.get("insights", []), found.get("tasks", []), found.get("sessions", []), None, notes))
+            context = []
+            if "repo_context" in tables:
+                rows = sources.rows(connection, "repo_context", tables["repo_context"], order="rowid")
+                context = [(Where(shown, None, f"repo_context[{row.get('key')}]"), row) for row in rows]
+            feedback = []
+            if "feedback_specs" in tables:
+                rows = sources.rows(connection, "feedback_specs", tables["feedback_specs"], order="rowid")
+                feedback = [(Where(shown, None, f"feedback_specs[{row.get('id')}]"), row) for row in rows]
+        layers.append(loopflow.Layer(shown, version, found.get("insights", []), found.get("tasks", []), found.get("sessions", []), None, (), context, feedback))
     for folder in (base / ".loop-flow", base / ".loop-flow" / "plan", base / ".agents" / "plan"):
         insights_path, backlog_path, progress_path = folder / "insights.json", folder / "backlog.json", folder / "progress.txt"
         if not (insights_path.exists() or backlog_path.exists() or progress_path.exists()):
@@ -438,20 +455,23 @@ def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
         insights: list[tuple[Where, dict[str, Any]]] = []
         tasks: list[tuple[Where, dict[str, Any]]] = []
         sessions: list[tuple[Where, dict[str, Any]]] = []
+        unreadable: list[tuple[str, str, Where, str]] = []
         project: str | None = None
         if insights_path.exists():
-            shown = sources.shown(insights_path, ctx.root)
-            version, insights = loopflow.insights_file(sources.load_json(insights_path, shown), Where(shown))
-            versions.append(f"{shown}: {version}")
+            loaded = _loopflow_json(ctx, insights_path, unreadable)
+            if loaded is not None:
+                version, insights = loopflow.insights_file(loaded[1], Where(loaded[0]))
+                versions.append(f"{loaded[0]}: {version}")
         if backlog_path.exists():
-            shown = sources.shown(backlog_path, ctx.root)
-            version, project, tasks = loopflow.backlog_file(sources.load_json(backlog_path, shown), Where(shown))
-            versions.append(f"{shown}: {version}")
+            loaded = _loopflow_json(ctx, backlog_path, unreadable)
+            if loaded is not None:
+                version, project, tasks = loopflow.backlog_file(loaded[1], Where(loaded[0]))
+                versions.append(f"{loaded[0]}: {version}")
         if progress_path.exists():
             shown = sources.shown(progress_path, ctx.root)
             sessions = loopflow.progress_file(sources.read_text(progress_path, shown), shown)
             versions.append(f"{shown}: progress log")
-        layers.append(loopflow.Layer(sources.shown(folder, ctx.root), "; ".join(versions), insights, tasks, sessions, project))
+        layers.append(loopflow.Layer(sources.shown(folder, ctx.root), "; ".join(versions), insights, tasks, sessions, project, (), (), (), unreadable))
     return layers
 
 
@@ -465,11 +485,15 @@ def migrate_loopflow(
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """LoopFlow's insights, sessions and tasks from every format it used (its SQLite database,
-    its JSON exports, the file-based `plan/` folders and `progress.txt`), read from the project
-    at `path` (default: the workspace). Tasks go to the board (`tasks_to="board"`) or become
-    PLAN.md lines (`"plan"`).
+    its JSON exports, the file-based `plan/` folders and `progress.txt`), and the database's
+    repository context (`.moss/summary.md`) and feedback (`.moss/feedback/`), read from the
+    project at `path` (default: the workspace), every field accounted in the report's ledger.
+    Tasks go to the board (`tasks_to="board"`) or become PLAN.md lines (`"plan"`). A file or an
+    item LoopFlow could not import either is a reported skip and the rest is imported
+    (`strict` refuses the run instead, as it does one that would drop a field).
 
-    Raises NotFound (no LoopFlow data), InvalidDocument SOURCE_INVALID (file and JSON path).
+    Raises NotFound (no LoopFlow data), InvalidDocument SOURCE_INVALID (a database that cannot
+    be read), MIGRATION_WOULD_DROP (with `strict`).
     """
     if tasks_to not in TASK_TARGETS:
         raise InvalidRequest(f"tasks go to board or plan, not {tasks_to!r}", details={"field": "tasks"})
@@ -480,11 +504,13 @@ def migrate_loopflow(
     merged = loopflow.merge(layers)
     scope = optional(project) or loopflow.SYSTEM
     imported_from = system_name(loopflow.SYSTEM, optional(project))
-    folders = {"insight": INSIGHTS, "session": SESSIONS, **BOARD_FOLDERS}
-    targets.refuse_conflicts(ctx.root, (INSIGHTS, SESSIONS, board_items.BOARD, ".cstack"))
+    folders = {"insight": INSIGHTS, "session": SESSIONS, "feedback": FEEDBACK, **BOARD_FOLDERS}
+    targets.refuse_conflicts(ctx.root, (INSIGHTS, SESSIONS, FEEDBACK, board_items.BOARD, ".cstack"))
     imported, existing = targets.provenance_index(ctx.root, folders, imported_from)
-    result = loopflow.plan(merged, scope=scope, imported=imported, tasks_to=tasks_to, today=_today(ctx))
-    builder = Builder("loopflow", sources.shown(base, ctx.root), version=" | ".join(f"{layer.version}" for layer in layers))
+    imported.update(targets.file_index(ctx.root, SUMMARY, "summary", imported_from))
+    own_summary = (ctx.root / SUMMARY).exists() and ("summary", "repo_context") not in imported
+    result = loopflow.plan(merged, scope=scope, imported=imported, tasks_to=tasks_to, today=_today(ctx), own_summary=own_summary)
+    builder = Builder("loopflow", sources.shown(base, ctx.root), version=" | ".join(f"{layer.version}" for layer in layers), accounted=True)
     for layer in layers:
         builder.notes.extend(layer.notes)
     builder.notes.extend(result.notes)
@@ -494,13 +520,41 @@ def migrate_loopflow(
         _plan_md(ctx, builder, result.plan_tasks)
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing LoopFlow items")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing LoopFlow items", strict=strict)
+
+
+def _plan_order(tasks: Sequence[loopflow.PlanTask]) -> list[loopflow.PlanTask]:
+    """The tasks in LoopFlow's order, except that a task comes after the tasks it depends on
+    (PLAN.md adds a dependency only on a task it holds already); a cycle keeps source order."""
+    by_id = {task.old_id.casefold(): task for task in tasks}
+    placed: set[str] = set()
+    ordered: list[loopflow.PlanTask] = []
+    visiting: set[str] = set()
+
+    def place(task: loopflow.PlanTask) -> None:
+        key = task.old_id.casefold()
+        if key in placed or key in visiting:
+            return
+        visiting.add(key)
+        for dep in task.depends:
+            target = by_id.get(dep.casefold())
+            if target is not None:
+                place(target)
+        visiting.discard(key)
+        placed.add(key)
+        ordered.append(task)
+
+    for task in tasks:
+        place(task)
+    return ordered
 
 
 def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask]) -> None:
     """PLAN.md lines for LoopFlow's tasks, made by cstack's own use cases (add, then the
     status's transition) on a copy of PLAN.md in a temporary workspace, so PLAN.md itself is
-    written once, as a whole, only when the source is applied."""
+    written once, as a whole, only when the source is applied. A task is added after those it
+    depends on, so every dependency on a task PLAN.md holds is written; one naming a task that
+    is nowhere is dropped and named in the ledger."""
     relpath = ".cstack/PLAN.md"
     plan_path = ctx.root / relpath
     original = fs.read_bytes(plan_path) if plan_path.exists() else None
@@ -515,26 +569,26 @@ def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask])
             (staging / ".cstack" / "PLAN.md").write_bytes(original)
         added = []
         for task in tasks:
-            where = task.where
             if task.old_id.casefold() in known:
-                builder.add([Item("task", task.old_id, where, SKIP, relpath, reason="PLAN.md has a task with this id already")])
+                builder.add([Item("task", task.old_id, task.where, SKIP, relpath, reason="PLAN.md has a task with this id already")])
                 continue
             known.add(task.old_id.casefold())
             added.append(task)
-        pending_deps: list[loopflow.PlanTask] = []
-        for task in added:
-            ready_deps = [dep for dep in task.depends if dep.casefold() in known]
+        in_plan = set(known)
+        for task in _plan_order(added):
+            fates = Account()
+            written = []
+            for dep in task.depends:
+                if dep.casefold() in in_plan:
+                    written.append(dep)
+                    fates.mapped("depends_on", "PLAN.md depends:", dep)
+                else:
+                    fates.dropped("depends_on", f"{dep} is not in the source nor in PLAN.md, which names only tasks it holds", dep)
             try:
-                cstack.add_task(scratch, task=task.spec, ident=task.old_id, depends=[d for d in ready_deps if _has_task(scratch, d)])
+                cstack.add_task(scratch, task=task.spec, ident=task.old_id, depends=written)
             except MossError as err:
                 raise source_error(f"cstack refused the task: {err.message}", task.where, cause=err.code) from None
-            if len(ready_deps) != len([d for d in ready_deps if _has_task(scratch, d)]):
-                pending_deps.append(task)
-            builder.add([Item("task", task.old_id, task.where, CHANGE, relpath, task.old_id)])
-        if pending_deps:
-            builder.notes.append(
-                f"{len(pending_deps)} task(s) depend on tasks listed after them; those dependencies are not written (PLAN.md adds a dependency only on a task it holds)"
-            )
+            builder.add([Item("task", task.old_id, task.where, CHANGE, relpath, task.old_id, fates=(*task.fates, *fates.done()))])
         for task in added:
             if task.action is not None:
                 cstack.transition(scratch, action=task.action, task=task.old_id, reason=task.reason)
@@ -546,10 +600,6 @@ def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask])
             "PLAN.md holds a task's title, priority, status and dependencies; descriptions and acceptance criteria stay in LoopFlow's files (use --tasks board to keep them)"
         )
         builder.writes.append(Write(relpath, new, mode="replace", expected=original))
-
-
-def _has_task(scratch: Context, ident: str) -> bool:
-    return any(task.id and task.id.casefold() == ident.casefold() for task in cstack.read_plan(scratch.root).tasks)
 
 
 # --------------------------------------------------------------------------- Backlog.md and Beads
