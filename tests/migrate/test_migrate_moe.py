@@ -71,7 +71,19 @@ def test_every_item_is_counted_by_id_and_the_board_reads_it_back(root: Path) -> 
     result = service.migrate_moe(context(root))
     source_items = [item for item in result["items"] if not item.get("made")]
     places = Counter((item["kind"], item["old_id"]) for item in source_items)
-    entities = {(kind, json.loads(path.read_text())["id"]) for kind, folder in (("epic", "epics"), ("task", "tasks"), ("worker", "workers"), ("team", "teams"), ("proposal", "proposals"), ("channel", "channels"), ("decision", "decisions")) for path in (MOE / folder).glob("*.json")}
+    entities = {
+        (kind, json.loads(path.read_text())["id"])
+        for kind, folder in (
+            ("epic", "epics"),
+            ("task", "tasks"),
+            ("worker", "workers"),
+            ("team", "teams"),
+            ("proposal", "proposals"),
+            ("channel", "channels"),
+            ("decision", "decisions"),
+        )
+        for path in (MOE / folder).glob("*.json")
+    }
     messages = {("message", json.loads(line)["id"]) for path in (MOE / "messages").glob("*.jsonl") for line in path.read_text().splitlines() if line.strip()}
     events = {("event", json.loads(line)["id"]) for line in (MOE / "activity.log").read_text().splitlines()}
     assert set(places) == entities | messages | events | {("project", "proj-5e1f0a2b")} and set(places.values()) == {1}
@@ -113,7 +125,13 @@ def test_every_field_has_the_fate_the_ledger_reports(root: Path) -> None:
         for fate in task_fates:
             if fate.fate == KEPT and fate.home == f"source_fields.{fate.field}":
                 assert kept[fate.field] == record[fate.field], (record["id"], fate.field)
-    assert {name for name, entry in fields.items() if entry["changed"]} == {"implementationPlan[].status", "status", "definitionOfDone", "title", "channel.name"}
+    assert {name for name, entry in fields.items() if entry["changed"]} == {
+        "implementationPlan[].status",
+        "status",
+        "definitionOfDone",
+        "title",
+        "channel.name",
+    }
 
 
 def test_plan_steps_keep_their_status_exactly(root: Path) -> None:
@@ -146,10 +164,23 @@ def test_comments_qa_history_evidence_handoffs_and_budgets_have_their_homes(root
     assert json.dumps(pending).count(listed[1]["id"]) == 1 and working.id in json.dumps(pending)  # Moe's hasPendingQuestion
     text = run_cli("moss", "task", "comments", working.id, cwd=root)
     assert text.returncode == 0 and "no comments" not in text.stdout and "Should scenes also fade?" in text.stdout
-    assert working.rejection_history == ({"reason": "The failing-save test is missing", "rejected": "2026-06-01T09:40:00.000Z", "reopen_count": 1, "failed_dod_items": ["A test makes the save fail"], "issues": [{"type": "missing_feature", "description": "no test forces the save to fail"}]},)
+    assert working.rejection_history == (
+        {
+            "reason": "The failing-save test is missing",
+            "rejected": "2026-06-01T09:40:00.000Z",
+            "reopen_count": 1,
+            "failed_dod_items": ["A test makes the save fail"],
+            "issues": [{"type": "missing_feature", "description": "no test forces the save to fail"}],
+        },
+    )
     assert working.failed_dod_items == ({"item": "A test makes the save fail", "rejected": "2026-06-01T09:40:00.000Z", "rejected_by": "qa-7"},)
-    assert working.verification == {"commands": [{"command": "go test ./internal/state/...", "exit_code": 0, "output_tail": "ok  lantern/internal/state 0.41s"}], "reported": "2026-06-01T09:30:00.000Z"}
-    assert working.budget_ms == 7200000 and tasks["task-2c4e6a8b0d1f3a5c7e9b1d3f5a7c9e0b"][1]["source_fields"]["budget"]["warnedAt"] == "2026-06-01T11:00:00.000Z"
+    assert working.verification == {
+        "commands": [{"command": "go test ./internal/state/...", "exit_code": 0, "output_tail": "ok  lantern/internal/state 0.41s"}],
+        "reported": "2026-06-01T09:30:00.000Z",
+    }
+    assert (
+        working.budget_ms == 7200000 and tasks["task-2c4e6a8b0d1f3a5c7e9b1d3f5a7c9e0b"][1]["source_fields"]["budget"]["warnedAt"] == "2026-06-01T11:00:00.000Z"
+    )
     assert working.handoffs[0]["what_is_done"] == "The save order is fixed" and working.handoffs[0]["released_by"] == "worker-e5f6"
     assert working.context_fetched_by == ("worker-a1b2c3d4",) and working.plan_size_warnings == ("2 steps touch 2 files: fine",)
     assert working.parent == working.depends_on[0] == tasks["task-8b2e4c1d"][0]
@@ -158,7 +189,10 @@ def test_comments_qa_history_evidence_handoffs_and_budgets_have_their_homes(root
     assert shown["source"]["fields"]["planningNotes"]["risks"] == "Scenes share the map."
     # A rejection with no history to hold it is kept, and shown.
     fixed = tasks["task-5d7f9a0b"]
-    assert fixed[1]["source_fields"]["rejectionDetails"]["issues"][0]["line"] == 40 and fixed[1]["source_fields"]["reviewCompletedAt"] == "2026-02-07T11:59:00.000Z"
+    assert (
+        fixed[1]["source_fields"]["rejectionDetails"]["issues"][0]["line"] == 40
+        and fixed[1]["source_fields"]["reviewCompletedAt"] == "2026-02-07T11:59:00.000Z"
+    )
     assert board.tasks[fixed[0]].title == "Tray icon shows the wrong state" and fixed[1]["source_fields"]["title"] == "Tray icon   shows the wrong state"
     page = str(web_board.task_page(context(root), fixed[0], csrf="token").body)
     assert "Kept from the source" in page and "reviewCompletedAt" in page
