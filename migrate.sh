@@ -10,15 +10,16 @@ readonly SOURCES=(moss moe loopflow backlog beads cortical needlecast upgrade)
 usage() {
     cat <<'EOF'
 Usage: ./migrate.sh [--project-dir DIR] SOURCE [OPTIONS]...
-       ./migrate.sh --all [--project-dir DIR] [--dry-run]
+       ./migrate.sh --all [--project-dir DIR] [--dry-run] [--json] [--strict]
 
 Runs `moss migrate SOURCE OPTIONS...` in the project (default: the current directory), with
 the moss that install.sh installed. Sources:
 
   moss        Moss capsules: ~/.moss/moss.db (read-only) or --jsonl EXPORT
-  moe         Moe's .moe/ folder -> the board (project, epics, tasks, workers, teams, log)
+  moe         Moe's .moe/ folder -> the board (project, epics, tasks and their comments,
+              workers, teams, chat, log) (--strict)
   loopflow    LoopFlow's .loop-flow/ (database, JSON, progress.txt) -> insights, sessions,
-              tasks (--tasks board|plan)
+              tasks (--tasks board|plan), the repository summary, feedback (--strict)
   backlog     Backlog.md's backlog/ (tasks, drafts, archive, milestones) -> board tasks,
               comments and epics (--strict: fail rather than skip or drop anything)
   beads       Beads' .beads/issues.jsonl -> board epics, tasks and comments (--strict)
@@ -33,7 +34,10 @@ nothing), --json and --from PATH; `moss migrate SOURCE --help` lists the rest.
 Options of this script:
   --project-dir DIR  the project to migrate into (default: the current directory)
   --all              run every source whose files the project holds (moe, loopflow, backlog,
-                     beads, cortical), each on its own; stops at the first that fails
+                     beads, cortical), each on its own; stops at the first that fails.
+                     With --strict, moe, loopflow, backlog and beads fail rather than skip
+                     or drop anything (cortical moves every message or stops: it has no
+                     --strict)
   -h, --help         show this help
 
 Environment:
@@ -103,8 +107,14 @@ done
 moss_cmd=$(find_moss)
 
 if ((run_all)); then
+    strict=0
+    common=()
     for arg in ${args[@]+"${args[@]}"}; do
-        [[ $arg == --dry-run || $arg == --json ]] || die "$EXIT_USAGE" "--all takes only --dry-run and --json, not '$arg'"
+        case $arg in
+            --dry-run | --json) common+=("$arg") ;;
+            --strict) strict=1 ;;
+            *) die "$EXIT_USAGE" "--all takes only --dry-run, --json and --strict, not '$arg'" ;;
+        esac
     done
     cd "$project_dir"
     ran=0
@@ -117,7 +127,11 @@ if ((run_all)); then
             cortical) [[ -f .cstack/INBOX.md || -f .cstack/OUTBOX.md ]] || continue ;;
         esac
         say "migrating $source"
-        "$moss_cmd" migrate "$source" ${args[@]+"${args[@]}"}
+        options=(${common[@]+"${common[@]}"})
+        if ((strict)) && [[ $source != cortical ]]; then
+            options+=(--strict)
+        fi
+        "$moss_cmd" migrate "$source" ${options[@]+"${options[@]}"}
         ran=$((ran + 1))
     done
     ((ran)) || say "nothing to migrate: no .moe/, .loop-flow/, backlog/, .beads/ or .cstack/INBOX.md here"

@@ -135,12 +135,19 @@ def register(app: typer.Typer) -> None:
         _emit(result, as_json)
 
     @migrate_app.command("moe")
-    def migrate_moe(source: FromOpt = None, project: ProjectOpt = None, dry_run: DryRunOpt = False, root: RootOpt = None, as_json: JsonOpt = False) -> None:
-        """Moe's .moe/ folder: project, epics, tasks, workers, teams, proposals, activity log."""
+    def migrate_moe(
+        source: FromOpt = None,
+        project: ProjectOpt = None,
+        strict: StrictOpt = False,
+        dry_run: DryRunOpt = False,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Moe's .moe/ folder: project, epics, tasks, comments, workers, teams, proposals, chat, activity log."""
         from moss_files.migrate import service
 
         with reporting(as_json):
-            result = service.migrate_moe(_context(root), path=source, project=project, dry_run=dry_run)
+            result = service.migrate_moe(_context(root), path=source, project=project, strict=strict, dry_run=dry_run)
         _emit(result, as_json)
 
     @migrate_app.command("loopflow")
@@ -150,15 +157,16 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--tasks", help="Where LoopFlow's tasks go: board (tasks with their descriptions) or plan (PLAN.md lines).")
         ] = "board",
         project: ProjectOpt = None,
+        strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """LoopFlow's insights, sessions and tasks, from its database, JSON files or progress.txt."""
+        """LoopFlow's insights, sessions, tasks, repository summary and feedback, from its database, JSON files or progress.txt."""
         from moss_files.migrate import service
 
         with reporting(as_json):
-            result = service.migrate_loopflow(_context(root), path=source, tasks_to=tasks, project=project, dry_run=dry_run)
+            result = service.migrate_loopflow(_context(root), path=source, tasks_to=tasks, project=project, strict=strict, dry_run=dry_run)
         _emit(result, as_json)
 
     @migrate_app.command("backlog")

@@ -13,7 +13,7 @@ ledger, per field: the counts of each fate, the homes, the reasons and a few exa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,27 @@ class Account:
 
     def done(self) -> tuple[Fate, ...]:
         return tuple(self.fates)
+
+
+def is_empty(value: Any) -> bool:
+    """Whether a source value carries nothing (null, "", [], {})."""
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def account_rest(account: Account, record: Mapping[str, Any], leftovers: dict[str, Any], *, prefix: str = "", reason: str | None = None) -> None:
+    """Account every key of `record` no fate names yet: empty ones as empty, the others kept
+    verbatim (added to `leftovers`, which becomes `source_fields`). `prefix` names the kind
+    in the ledger (`worker.` for a worker's fields)."""
+    done = {base_field(fate.field.removeprefix(prefix)).split(".", 1)[0] for fate in account.fates if fate.field.startswith(prefix)}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if key in done:
+            continue
+        if is_empty(value):
+            account.empty(name)
+            continue
+        account.kept(name, value, home=f"{SOURCE_FIELDS}.{key}", reason=reason)
+        leftovers[key] = value
 
 
 def base_field(name: str) -> str:

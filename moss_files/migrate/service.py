@@ -35,6 +35,7 @@ from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, RepoError
 from moss_files.migrate import backlog, beads, cortical, loopflow, moe, moss, sources, targets
 from moss_files.migrate import tasks as board_items
+from moss_files.migrate.ledger import Account
 from moss_files.migrate.model import (
     CHANGE,
     CREATE,
@@ -57,8 +58,11 @@ BOARD_FOLDERS = {kind: f"{board_items.BOARD}/{folder}" for kind, folder in board
 # The board reads no file larger than this: an item that would be is refused in the plan.
 BOARD_LIMITS = dict.fromkeys(board_items.FOLDERS, board_store.MAX_FILE_BYTES)
 BOARD_LOG = f"{board_items.BOARD}/activity.jsonl"
+COMMENTS = f"{board_items.BOARD}/comments"
+CHAT = f"{board_items.BOARD}/chat"
 BOARD_PROJECT = f"{board_items.BOARD}/project.md"
-INSIGHTS, SESSIONS = ".moss/insights", ".moss/sessions"
+INSIGHTS, SESSIONS, FEEDBACK = ".moss/insights", ".moss/sessions", ".moss/feedback"
+SUMMARY = ".moss/summary.md"
 TASK_TARGETS = ("board", "plan")
 
 
@@ -228,13 +232,85 @@ def migrate_moss(
 # --------------------------------------------------------------------------- Moe
 
 
-def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = None, dry_run: bool = False) -> dict[str, Any]:
-    """Moe's `.moe/` folder: project settings and rails, epics, tasks (statuses, plans and
-    steps, times), workers, teams, rail proposals, and the activity log (appended to the
-    board's). `project` names the source when several Moe boards come into one workspace
-    (default: Moe's project id).
+def _moe_files(ctx: Context, folder: Path, suffix: str, kind: str, unreadable: list[tuple[str, Where, str]]) -> list[tuple[Where, Any]]:
+    """Each `*.json` file of a `.moe/` folder, parsed, as Moe's `loadEntities` reads them: a
+    file that is not JSON (a BOM before it is not JSON to Moe either) is left out, with why."""
+    files = sources.list_files(folder, (suffix,))
+    report = _progress(ctx, f"reading {sources.shown(folder, ctx.root)}")
+    loaded = []
+    for number, file in enumerate(files, start=1):
+        shown = sources.shown(file, ctx.root)
+        try:
+            if sources.read_bytes(file, shown).startswith(b"\xef\xbb\xbf"):
+                unreadable.append((kind, Where(shown), "starts with a byte-order mark, which Moe's JSON reader refuses; Moe skips this file too"))
+                continue
+            loaded.append((Where(shown), sources.load_json(file, shown)))
+        except MossError as err:
+            unreadable.append((kind, Where(shown, err.line), f"{err.code}: {err.message}; Moe skips this file too; the rest is imported"))
+        if number % 1000 == 0:
+            report(number, len(files))
+    return loaded
 
-    Raises NotFound (no `.moe/`), InvalidDocument SOURCE_INVALID (with file and JSON path).
+
+def _moe_messages(ctx: Context, folder: Path, unreadable: list[tuple[str, Where, str]]) -> dict[str, list[tuple[Where, Any]]]:
+    """Each channel's message lines (`messages/<channel>.jsonl`); a line that is not JSON is
+    left out with why (Moe's reader skips it too), the others read."""
+    found: dict[str, list[tuple[Where, Any]]] = {}
+    for file in sources.list_files(folder, (".jsonl",)):
+        shown = sources.shown(file, ctx.root)
+        lines: list[tuple[Where, Any]] = []
+        try:
+            text = sources.read_text(file, shown)
+        except MossError as err:
+            unreadable.append(("message", Where(shown, err.line), f"{err.code}: {err.message}; the rest is imported"))
+            continue
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                lines.append((Where(shown, number), json.loads(line)))
+            except ValueError as exc:
+                unreadable.append(("message", Where(shown, number), f"the line is not JSON ({exc}); the rest is imported"))
+        found[file.name.removesuffix(".jsonl")] = lines
+    return found
+
+
+_MOE_READ = {"project.json", "epics", "tasks", "workers", "teams", "proposals", "channels", "messages", "decisions", "activity.log"}
+
+
+def _moe_others(base: Path) -> dict[str, str]:
+    """What else `.moe/` holds, counted as it is (every file of every nested folder), for the
+    report: the board has no kind for skills, roles, agents' files or runtime state."""
+    found: dict[str, str] = {}
+    for entry in sorted(base.iterdir()):
+        if entry.name in _MOE_READ or entry.name.startswith("activity.log."):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            files = [path for path in entry.rglob("*") if path.is_file()]
+            folders = {path.parent for path in files if path.parent != entry}
+            if files:
+                found[entry.name] = f"{len(files)} file(s)" + (f" in {len(folders)} nested folder(s)" if folders else "")
+        elif entry.name == "daemon.json":
+            found[entry.name] = "the running daemon's port and pid (per machine)"
+        else:
+            found[entry.name] = "a file"
+    rotated = sorted(path.name for path in base.glob("activity.log.*"))
+    if rotated:
+        found["activity.log rotations"] = f"{len(rotated)} rotated log(s) ({', '.join(rotated[:3])}{', …' if len(rotated) > 3 else ''})"
+    return found
+
+
+def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = None, strict: bool = False, dry_run: bool = False) -> dict[str, Any]:
+    """Moe's `.moe/` folder: project settings and rails, epics, tasks (statuses, plans and
+    steps, times, QA history, verification, handoffs, budgets, comments), workers, teams, rail
+    proposals, chat channels, messages and decisions (into the board's chat), and the activity
+    log (appended to the board's), every field accounted in the report's ledger. `project`
+    names the source when several Moe boards come into one workspace (default: Moe's project
+    id). A file Moe could not read either, or an entity with values Moe never writes, is a
+    reported skip and the rest is imported (`strict` refuses the run instead).
+
+    Raises NotFound (no `.moe/`), InvalidDocument SOURCE_INVALID (`project.json` is not JSON:
+    Moe does not start either), MIGRATION_WOULD_DROP (with `strict`).
     """
     base = _resolve(ctx, path, ctx.root / ".moe")
     shown = sources.shown(base, ctx.root)
@@ -245,30 +321,18 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     if project_file.exists():
         where = Where(sources.shown(project_file, ctx.root))
         moe_project = (where, sources.load_json(project_file, where.file))
+    unreadable: list[tuple[str, Where, str]] = []
     entities: dict[str, list[tuple[Where, Any]]] = {}
     for kind, folder in (("epic", "epics"), ("task", "tasks"), ("worker", "workers"), ("team", "teams"), ("proposal", "proposals")):
-        files = sources.list_files(base / folder, (".json",))
-        report = _progress(ctx, f"reading .moe/{folder}")
-        loaded = []
-        for number, file in enumerate(files, start=1):
-            file_shown = sources.shown(file, ctx.root)
-            loaded.append((Where(file_shown), sources.load_json(file, file_shown)))
-            if number % 1000 == 0:
-                report(number, len(files))
-        entities[kind] = loaded
+        entities[kind] = _moe_files(ctx, base / folder, ".json", kind, unreadable)
+    channels = _moe_files(ctx, base / "channels", ".json", "channel", unreadable)
+    decisions = _moe_files(ctx, base / "decisions", ".json", "decision", unreadable)
+    messages = _moe_messages(ctx, base / "messages", unreadable)
     activity: list[tuple[Where, Any]] = []
     log = base / "activity.log"
     if log.exists():
         log_shown = sources.shown(log, ctx.root)
         activity = [(Where(log_shown, number), record) for number, record in sources.load_jsonl(log, log_shown)]
-    others = {}
-    for folder in ("channels", "messages", "decisions", "memory", "roles", "agents", "skills", "resources"):
-        count = len(sources.list_files(base / folder, (".json", ".jsonl", ".md")))
-        if count:
-            others[folder] = count
-    rotated = [name for name in sorted(p.name for p in base.glob("activity.log.*"))]
-    if rotated:
-        others["activity.log rotations"] = len(rotated)
     scope_id = optional(project) or (str(moe_project[1].get("id")) if moe_project and isinstance(moe_project[1], dict) and moe_project[1].get("id") else "moe")
     imported_from = system_name("moe", scope_id if scope_id != "moe" else None)
     targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
@@ -276,34 +340,64 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     imported.update(targets.file_index(ctx.root, BOARD_PROJECT, "project", imported_from))
     board_project = _read_project(ctx)
     result = moe.plan(
-        moe.Source(moe_project, entities, activity, others),
+        moe.Source(moe_project, entities, activity, _moe_others(base), channels, messages, decisions, unreadable),
         scope=scope_id,
         imported=imported,
         project=board_project,
         today=_today(ctx),
         now=ctx.stamp(),
+        max_comment_bytes=board_store.MAX_LOG_LINE_BYTES,
     )
-    builder = Builder("moe", shown, version=result.version)
+    builder = Builder("moe", shown, version=result.version, accounted=True)
     builder.notes.extend(result.notes)
     builder.add(result.skipped)
     candidates = list(result.candidates)
     if result.project is not None:
         candidates.insert(0, result.project)
-    _board_plan(ctx, builder, candidates, imported, existing)
+    items, writes = decide(candidates, imported, existing, max_bytes=BOARD_LIMITS)
+    builder.add(items, writes)
+    builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
+    _chat_writes(ctx, builder, result.chat)
     logged = targets.logged_sources(ctx.root, BOARD_LOG, imported_from)
     lines = []
-    for where, old, record in result.events:
+    for where, old, record, fates in result.events:
         if old in logged:
             builder.add([Item("event", old, where, SKIP, BOARD_LOG, reason="already in the activity log")])
             continue
         logged.add(old)
         lines.append(board_files_event_line(record))
-        builder.add([Item("event", old, where, CHANGE, BOARD_LOG, record["id"])])
+        builder.add([Item("event", old, where, CHANGE, BOARD_LOG, record["id"], fates=fates)])
     if lines:
         builder.writes.append(Write(BOARD_LOG, b"".join(lines), mode="append"))
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
+
+
+def _chat_writes(ctx: Context, builder: Builder, lines: Sequence[moe.ChatLine]) -> None:
+    """Chat lines into their channels' files (`.moss/board/chat/<channel>.jsonl`): a new file,
+    or the lines it lacks (by line id) appended; a line there already is a skip, and so is a
+    second line with the same id (a message Moe wrote twice)."""
+    present: dict[str, set[str] | None] = {}
+    seen: set[str] = set()
+    new: dict[str, list[bytes]] = {}
+    for line in lines:
+        relpath = f"{CHAT}/{line.channel}.jsonl"
+        if relpath not in present:
+            present[relpath] = targets.record_ids(ctx.root, relpath)
+        line_id = line.record["id"]
+        if line_id in (present[relpath] or ()):
+            builder.add([Item(line.kind, line.old_id, line.where, SKIP, relpath, line_id, reason="already imported", made=line.made)])
+            continue
+        if line_id in seen:
+            reason = "the source holds this id twice in one channel; the first is imported"
+            builder.add([Item(line.kind, line.old_id, line.where, SKIP, relpath, line_id, reason=reason, made=line.made, loss=True)])
+            continue
+        seen.add(line_id)
+        new.setdefault(relpath, []).append((json.dumps(line.record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+        builder.add([Item(line.kind, line.old_id, line.where, CHANGE, relpath, line_id, line.note, line.fates, line.made)])
+    for relpath, data in new.items():
+        builder.writes.append(Write(relpath, b"".join(data), mode=CREATE if present[relpath] is None else "append"))
 
 
 def board_files_event_line(record: dict[str, Any]) -> bytes:
@@ -313,6 +407,19 @@ def board_files_event_line(record: dict[str, Any]) -> bytes:
 
 
 # --------------------------------------------------------------------------- LoopFlow
+
+
+def _loopflow_json(ctx: Context, path: Path, unreadable: list[tuple[str, str, Where, str]]) -> tuple[str, Any] | None:
+    """A LoopFlow JSON file's value, or None when it is not JSON: then it is reported (LoopFlow's
+    import logs the error and imports nothing of that file) and the other files are read."""
+    shown = sources.shown(path, ctx.root)
+    try:
+        return shown, sources.load_json(path, shown)
+    except MossError as err:
+        if err.code != "SOURCE_INVALID":
+            raise
+        unreadable.append(("file", path.name, Where(shown, err.line), f"{err.message}; LoopFlow imports nothing of this file either; the rest is imported"))
+        return None
 
 
 def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
@@ -331,13 +438,15 @@ def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
                 if table in tables:
                     rows = sources.rows(connection, table, tables[table], order="rowid")
                     found[table] = loopflow.database_rows(table, rows, shown)
-            notes = []
-            for table in ("repo_context", "feedback_specs"):
-                if table in tables:
-                    count = sources.scalar(connection, f'SELECT count(*) FROM "{table}"')
-                    if count:
-                        notes.append(f"{shown}: table {table} ({count} rows) has no counterpart here; not imported")
-        layers.append(loopflow.Layer(shown, version, found.get("insights", []), found.get("tasks", []), found.get("sessions", []), None, notes))
+            context = []
+            if "repo_context" in tables:
+                rows = sources.rows(connection, "repo_context", tables["repo_context"], order="rowid")
+                context = [(Where(shown, None, f"repo_context[{row.get('key')}]"), row) for row in rows]
+            feedback = []
+            if "feedback_specs" in tables:
+                rows = sources.rows(connection, "feedback_specs", tables["feedback_specs"], order="rowid")
+                feedback = [(Where(shown, None, f"feedback_specs[{row.get('id')}]"), row) for row in rows]
+        layers.append(loopflow.Layer(shown, version, found.get("insights", []), found.get("tasks", []), found.get("sessions", []), None, (), context, feedback))
     for folder in (base / ".loop-flow", base / ".loop-flow" / "plan", base / ".agents" / "plan"):
         insights_path, backlog_path, progress_path = folder / "insights.json", folder / "backlog.json", folder / "progress.txt"
         if not (insights_path.exists() or backlog_path.exists() or progress_path.exists()):
@@ -346,20 +455,23 @@ def _loopflow_layers(ctx: Context, base: Path) -> list[loopflow.Layer]:
         insights: list[tuple[Where, dict[str, Any]]] = []
         tasks: list[tuple[Where, dict[str, Any]]] = []
         sessions: list[tuple[Where, dict[str, Any]]] = []
+        unreadable: list[tuple[str, str, Where, str]] = []
         project: str | None = None
         if insights_path.exists():
-            shown = sources.shown(insights_path, ctx.root)
-            version, insights = loopflow.insights_file(sources.load_json(insights_path, shown), Where(shown))
-            versions.append(f"{shown}: {version}")
+            loaded = _loopflow_json(ctx, insights_path, unreadable)
+            if loaded is not None:
+                version, insights = loopflow.insights_file(loaded[1], Where(loaded[0]))
+                versions.append(f"{loaded[0]}: {version}")
         if backlog_path.exists():
-            shown = sources.shown(backlog_path, ctx.root)
-            version, project, tasks = loopflow.backlog_file(sources.load_json(backlog_path, shown), Where(shown))
-            versions.append(f"{shown}: {version}")
+            loaded = _loopflow_json(ctx, backlog_path, unreadable)
+            if loaded is not None:
+                version, project, tasks = loopflow.backlog_file(loaded[1], Where(loaded[0]))
+                versions.append(f"{loaded[0]}: {version}")
         if progress_path.exists():
             shown = sources.shown(progress_path, ctx.root)
             sessions = loopflow.progress_file(sources.read_text(progress_path, shown), shown)
             versions.append(f"{shown}: progress log")
-        layers.append(loopflow.Layer(sources.shown(folder, ctx.root), "; ".join(versions), insights, tasks, sessions, project))
+        layers.append(loopflow.Layer(sources.shown(folder, ctx.root), "; ".join(versions), insights, tasks, sessions, project, (), (), (), unreadable))
     return layers
 
 
@@ -369,14 +481,19 @@ def migrate_loopflow(
     path: str | None = None,
     tasks_to: str = "board",
     project: str | None = None,
+    strict: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
     """LoopFlow's insights, sessions and tasks from every format it used (its SQLite database,
-    its JSON exports, the file-based `plan/` folders and `progress.txt`), read from the project
-    at `path` (default: the workspace). Tasks go to the board (`tasks_to="board"`) or become
-    PLAN.md lines (`"plan"`).
+    its JSON exports, the file-based `plan/` folders and `progress.txt`), and the database's
+    repository context (`.moss/summary.md`) and feedback (`.moss/feedback/`), read from the
+    project at `path` (default: the workspace), every field accounted in the report's ledger.
+    Tasks go to the board (`tasks_to="board"`) or become PLAN.md lines (`"plan"`). A file or an
+    item LoopFlow could not import either is a reported skip and the rest is imported
+    (`strict` refuses the run instead, as it does one that would drop a field).
 
-    Raises NotFound (no LoopFlow data), InvalidDocument SOURCE_INVALID (file and JSON path).
+    Raises NotFound (no LoopFlow data), InvalidDocument SOURCE_INVALID (a database that cannot
+    be read), MIGRATION_WOULD_DROP (with `strict`).
     """
     if tasks_to not in TASK_TARGETS:
         raise InvalidRequest(f"tasks go to board or plan, not {tasks_to!r}", details={"field": "tasks"})
@@ -387,11 +504,13 @@ def migrate_loopflow(
     merged = loopflow.merge(layers)
     scope = optional(project) or loopflow.SYSTEM
     imported_from = system_name(loopflow.SYSTEM, optional(project))
-    folders = {"insight": INSIGHTS, "session": SESSIONS, **BOARD_FOLDERS}
-    targets.refuse_conflicts(ctx.root, (INSIGHTS, SESSIONS, board_items.BOARD, ".cstack"))
+    folders = {"insight": INSIGHTS, "session": SESSIONS, "feedback": FEEDBACK, **BOARD_FOLDERS}
+    targets.refuse_conflicts(ctx.root, (INSIGHTS, SESSIONS, FEEDBACK, board_items.BOARD, ".cstack"))
     imported, existing = targets.provenance_index(ctx.root, folders, imported_from)
-    result = loopflow.plan(merged, scope=scope, imported=imported, tasks_to=tasks_to, today=_today(ctx))
-    builder = Builder("loopflow", sources.shown(base, ctx.root), version=" | ".join(f"{layer.version}" for layer in layers))
+    imported.update(targets.file_index(ctx.root, SUMMARY, "summary", imported_from))
+    own_summary = (ctx.root / SUMMARY).exists() and ("summary", "repo_context") not in imported
+    result = loopflow.plan(merged, scope=scope, imported=imported, tasks_to=tasks_to, today=_today(ctx), own_summary=own_summary)
+    builder = Builder("loopflow", sources.shown(base, ctx.root), version=" | ".join(f"{layer.version}" for layer in layers), accounted=True)
     for layer in layers:
         builder.notes.extend(layer.notes)
     builder.notes.extend(result.notes)
@@ -401,13 +520,41 @@ def migrate_loopflow(
         _plan_md(ctx, builder, result.plan_tasks)
     plan = builder.build()
 
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing LoopFlow items")
+    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing LoopFlow items", strict=strict)
+
+
+def _plan_order(tasks: Sequence[loopflow.PlanTask]) -> list[loopflow.PlanTask]:
+    """The tasks in LoopFlow's order, except that a task comes after the tasks it depends on
+    (PLAN.md adds a dependency only on a task it holds already); a cycle keeps source order."""
+    by_id = {task.old_id.casefold(): task for task in tasks}
+    placed: set[str] = set()
+    ordered: list[loopflow.PlanTask] = []
+    visiting: set[str] = set()
+
+    def place(task: loopflow.PlanTask) -> None:
+        key = task.old_id.casefold()
+        if key in placed or key in visiting:
+            return
+        visiting.add(key)
+        for dep in task.depends:
+            target = by_id.get(dep.casefold())
+            if target is not None:
+                place(target)
+        visiting.discard(key)
+        placed.add(key)
+        ordered.append(task)
+
+    for task in tasks:
+        place(task)
+    return ordered
 
 
 def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask]) -> None:
     """PLAN.md lines for LoopFlow's tasks, made by cstack's own use cases (add, then the
     status's transition) on a copy of PLAN.md in a temporary workspace, so PLAN.md itself is
-    written once, as a whole, only when the source is applied."""
+    written once, as a whole, only when the source is applied. A task is added after those it
+    depends on, so every dependency on a task PLAN.md holds is written; one naming a task that
+    is nowhere is dropped and named in the ledger."""
     relpath = ".cstack/PLAN.md"
     plan_path = ctx.root / relpath
     original = fs.read_bytes(plan_path) if plan_path.exists() else None
@@ -422,26 +569,26 @@ def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask])
             (staging / ".cstack" / "PLAN.md").write_bytes(original)
         added = []
         for task in tasks:
-            where = task.where
             if task.old_id.casefold() in known:
-                builder.add([Item("task", task.old_id, where, SKIP, relpath, reason="PLAN.md has a task with this id already")])
+                builder.add([Item("task", task.old_id, task.where, SKIP, relpath, reason="PLAN.md has a task with this id already")])
                 continue
             known.add(task.old_id.casefold())
             added.append(task)
-        pending_deps: list[loopflow.PlanTask] = []
-        for task in added:
-            ready_deps = [dep for dep in task.depends if dep.casefold() in known]
+        in_plan = set(known)
+        for task in _plan_order(added):
+            fates = Account()
+            written = []
+            for dep in task.depends:
+                if dep.casefold() in in_plan:
+                    written.append(dep)
+                    fates.mapped("depends_on", "PLAN.md depends:", dep)
+                else:
+                    fates.dropped("depends_on", f"{dep} is not in the source nor in PLAN.md, which names only tasks it holds", dep)
             try:
-                cstack.add_task(scratch, task=task.spec, ident=task.old_id, depends=[d for d in ready_deps if _has_task(scratch, d)])
+                cstack.add_task(scratch, task=task.spec, ident=task.old_id, depends=written)
             except MossError as err:
                 raise source_error(f"cstack refused the task: {err.message}", task.where, cause=err.code) from None
-            if len(ready_deps) != len([d for d in ready_deps if _has_task(scratch, d)]):
-                pending_deps.append(task)
-            builder.add([Item("task", task.old_id, task.where, CHANGE, relpath, task.old_id)])
-        if pending_deps:
-            builder.notes.append(
-                f"{len(pending_deps)} task(s) depend on tasks listed after them; those dependencies are not written (PLAN.md adds a dependency only on a task it holds)"
-            )
+            builder.add([Item("task", task.old_id, task.where, CHANGE, relpath, task.old_id, fates=(*task.fates, *fates.done()))])
         for task in added:
             if task.action is not None:
                 cstack.transition(scratch, action=task.action, task=task.old_id, reason=task.reason)
@@ -455,14 +602,7 @@ def _plan_md(ctx: Context, builder: Builder, tasks: Sequence[loopflow.PlanTask])
         builder.writes.append(Write(relpath, new, mode="replace", expected=original))
 
 
-def _has_task(scratch: Context, ident: str) -> bool:
-    return any(task.id and task.id.casefold() == ident.casefold() for task in cstack.read_plan(scratch.root).tasks)
-
-
 # --------------------------------------------------------------------------- Backlog.md and Beads
-
-
-COMMENTS = f"{board_items.BOARD}/comments"
 
 
 def _comment_writes(ctx: Context, items: Sequence[Item], comments: dict[str, list[Any]]) -> list[Write]:

@@ -84,7 +84,7 @@ def test_migrate_sh_runs_the_installed_moss(root: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "would create" in result.stdout
     elsewhere = _script("--project-dir", str(root), "moe", "--json", cwd=tmp_path, env=env)
-    assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["created"] == 9
+    assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["created"] == 14
 
 
 def test_migrate_sh_upgrade_runs_moss_upgrade(root: Path) -> None:
@@ -106,6 +106,21 @@ def test_migrate_sh_all_runs_each_source_the_project_holds(root: Path) -> None:
     result = _script("--all", "--dry-run", cwd=root, env={"PATH": f"{BIN}:{os.environ['PATH']}"})
     assert result.returncode == 0, result.stderr
     assert "migrating beads" in result.stderr and "migrating cortical" in result.stderr and "migrating moe" not in result.stderr
+
+
+def test_migrate_sh_all_strict_fails_on_the_first_source_that_would_drop(root: Path) -> None:
+    copy_fixture("moe", root)
+    copy_fixture("beads", root)
+    copy_fixture("cortical", root)
+    env = {"PATH": f"{BIN}:{os.environ['PATH']}"}
+    clean = _script("--all", "--strict", "--dry-run", cwd=root, env=env)
+    assert clean.returncode == 0, clean.stderr
+    assert "migrating moe" in clean.stderr and "migrating cortical" in clean.stderr
+    (root / ".moe/tasks/task-99999999.json").write_text("{not json")
+    refused = _script("--all", "--strict", "--dry-run", cwd=root, env=env)
+    assert refused.returncode == 4 and "MIGRATION_WOULD_DROP" in refused.stderr and "migrating beads" not in refused.stderr
+    assert _script("--all", "--dry-run", cwd=root, env=env).returncode == 0  # without --strict the rest comes over
+    assert _script("--all", "--move", cwd=root, env=env).returncode == 2
 
 
 def test_migrate_sh_help_usage_and_missing_moss(root: Path, tmp_path: Path) -> None:
