@@ -125,8 +125,9 @@ def test_an_upgrade_writes_each_file_as_expected_and_a_second_run_changes_nothin
     report = moss(root, "upgrade")
     assert report["dry_run"] is False and report["upgraded"] == 24
     assert artifacts(root) == {relpath: (V2 / relpath).read_bytes() for relpath in artifacts(V2)}
-    # The old folder keeps only the move's lock file (locks are never deleted; git ignores them).
-    assert [path.name for path in (root / ".moss" / "capsules" / "nul").iterdir()] == [".plans.md.lock"]
+    # The old folder is left empty: the move's lock lives in .moss/.locks/ (never deleted; git ignores it).
+    assert list((root / ".moss" / "capsules" / "nul").iterdir()) == []
+    assert (root / ".moss/.locks/capsules/nul/.plans.md.lock").exists()
     after = tree(root)
     again = moss(root, "upgrade")
     assert again["upgraded"] == 0 and again["unchanged"] == 30 and again["files"] == []
