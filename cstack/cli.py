@@ -266,7 +266,7 @@ def _transition(action: str, task: str | None, reason: str | None, root: Path | 
     if data["moved_from"] is not None and not as_json:
         note(f"moved from {_section(data['moved_from']) or '(no section)'} to {_section(data['task']['section'])}")
     if data["current_updated"] and not as_json:
-        note("updated CURRENT.md's active task")
+        note(f"updated CURRENT.md ({', '.join(data['current']['places'])})")
     emit(data, as_json, text=_task_line(data["task"]))
 
 

@@ -46,6 +46,8 @@ _STATES = {
     "complete": "done",
     "completed": "done",
     "finished": "done",
+    "ready": "idle",
+    "paused": "idle",
 }
 ACTIVE_STATUS = "WIP"
 
@@ -279,52 +281,186 @@ def _set_bold_values(content: str, values: Mapping[str, str]) -> str:
     return _BOLD_FIELD.sub(replace, content)
 
 
-def _edit_bold_lines(text: str, changes: Mapping[str, Mapping[str, str]]) -> str:
-    """Set fields on the first line led by each key of `changes`; other lines stay as they are."""
-    doc = document.parse(text)
-    shape = markdown.outline(text, doc.body_line)
-    lines = list(shape.lines)
-    for first_key, values in changes.items():
-        found = _bold_line(shape, first_key)
-        if found is None:
-            continue
-        index = found[0]
-        content = shape.content(index)
-        lines[index] = _set_bold_values(content, values) + markdown.ending_of(lines[index])
-    return "".join(lines)
+# What each place says for each transition. Places: the template's `**Task:** … | **Status:**`
+# line (and its `**Last Updated:**` banner), v1's `## Current Task`, the Protectorate sleeve's
+# `## Task` and `## Status`, and the frontmatter keys `task`, `status`, `started`.
+_TEMPLATE_STATUS = {"start": ACTIVE_STATUS, "block": "BLOCKED", "ready": "READY"}
+_STATE_WORDS = {"start": "working", "block": "blocked", "ready": "idle", "done": "done", "close": "idle"}
+FOLLOWED = ("start", "done", "close", "block", "ready")
+V1_NO_TASK = "(No active task)"  # cortical-stack's V1 template
+PROTECTORATE_NO_TASK = "(none)"
 
 
-def activate_task(text: str, title: str, today: date) -> str:
-    """CURRENT.md text with the Active Task line naming `title` (Status WIP, Started today) and
-    the Last Updated line updated. Only those two lines change, and only where they exist."""
-    stamp = today.isoformat()
-    return _edit_bold_lines(
-        text,
-        {
-            "task": {"task": title, "status": ACTIVE_STATUS, "started": stamp},
-            "last updated": {"last updated": stamp, "active task": title},
-        },
-    )
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """CURRENT.md after a PLAN.md transition: its text, the places that changed (template,
+    v1, protectorate, frontmatter) and, when nothing could change, why (for a person)."""
+
+    text: str
+    places: tuple[str, ...]
+    note: str | None = None
+
+    @property
+    def updated(self) -> bool:
+        return bool(self.places)
 
 
-def clear_task(text: str, title: str, today: date) -> str:
-    """CURRENT.md text with the Active Task line reset, if it names `title` (any case).
+def follow_transition(text: str, action: str, title: str, today: date, path: Path | str | None = None) -> Followed:
+    """CURRENT.md text after `action` (start, done, close, block, ready) on the task `title`.
 
-    As the template says, finishing the active task clears it; a different active task is
-    left alone.
+    `start` names the task in every place the file has; the others change only the places
+    that name it (any case). Only those lines change (and the `**Last Updated:**` banner);
+    a place holding a placeholder gets the dialect's placeholder back when the task is
+    cleared, with the file's own dash (`--`, or context-by-md's `—`).
+
+    Raises InvalidDocument CURRENT_UNEDITABLE (nothing changed) when a `## Current Task`,
+    `## Task` or `## Status` section holds several lines of text, which a one-line edit would
+    have to throw away.
     """
-    doc = document.parse(text)
+    if action not in FOLLOWED:
+        return Followed(text, ())
+    doc = document.parse(text, path)
     shape = markdown.outline(text, doc.body_line)
-    found = _bold_line(shape, "task")
-    if found is None or (_value(found[1].get("task")) or "").casefold() != title.strip().casefold():
-        return text
-    return _edit_bold_lines(
-        text,
-        {
-            "task": {"task": "_none_", "status": "--", "started": "--"},
-            "last updated": {"last updated": today.isoformat(), "active task": "_none_"},
-        },
-    )
+    top = {s.title.casefold(): s for s in reversed(shape.sections) if s.level == 2}
+    wanted = title.strip().casefold()
+    places: list[str] = []
+    edits: list[tuple[int, int, str | None]] = []  # (line index, lines replaced, new content): applied bottom-up
+
+    def names(value: str | None) -> bool:
+        return value is not None and value.strip().casefold() == wanted
+
+    active = _bold_line(shape, "task")
+    if active is not None and (action == "start" or names(_value(active[1].get("task")))):
+        values = _template_values(action, title, today, _dash(shape))
+        edits.append((active[0], 1, _set_bold_values(shape.content(active[0]), values)))
+        places.append("template")
+    current_task = top.get("current task")
+    if current_task is not None:
+        index, count, value = _section_text(shape, current_task, path, "v1")
+        if action == "start" and not names(value):
+            edits.append(_section_edit(shape, current_task, index, count, title))
+            places.append("v1")
+        elif action in ("done", "close") and names(value):
+            edits.append(_section_edit(shape, current_task, index, count, V1_NO_TASK))
+            places.append("v1")
+    task_section = top.get("task")
+    status_section = top.get("status")
+    if task_section is not None or status_section is not None:
+        index, count, value = _section_text(shape, task_section, path, "protectorate") if task_section else (0, 0, None)
+        named = action == "start" or names(value)
+        if named and task_section is not None and action in ("start", "close"):
+            new_task = title if action == "start" else PROTECTORATE_NO_TASK
+            if new_task != (value or ""):
+                edits.append(_section_edit(shape, task_section, index, count, new_task))
+        if named and status_section is not None:
+            s_index, s_count, s_value = _section_text(shape, status_section, path, "protectorate")
+            if s_value != _STATE_WORDS[action]:
+                edits.append(_section_edit(shape, status_section, s_index, s_count, _STATE_WORDS[action]))
+        if named and (task_section is not None or status_section is not None):
+            places.append("protectorate")
+    banner = _bold_line(shape, "last updated")
+    if banner is not None and places:
+        values = {"last updated": today.isoformat()}
+        if action == "start":
+            values["active task"] = title
+        elif action in ("done", "close") and names(_value(banner[1].get("active task"))):
+            values["active task"] = "_none_"
+        edits.append((banner[0], 1, _set_bold_values(shape.content(banner[0]), values)))
+
+    lines = list(shape.lines)
+    for index, count, content in sorted(edits, key=lambda edit: edit[0], reverse=True):
+        if content is None:
+            continue
+        if count == 0:  # an empty section: the value goes right under its heading
+            lines.insert(index, content + shape.newline)
+        else:
+            lines[index] = content + markdown.ending_of(lines[index])
+    new_text = "".join(lines)
+    meta_changes = _frontmatter_changes(doc.meta, action, title, today, named_anywhere=bool(places) or action == "start")
+    if meta_changes:
+        new_text = document.edit_frontmatter(new_text, meta_changes, path)
+        places.append("frontmatter")
+    note = None
+    if not places and action == "start":
+        note = "CURRENT.md has no place for the active task (no `**Task:**` line, `## Current Task` or `## Task` section, or `task:` key); it was left as it is"
+    elif action in ("block", "ready") and current_task is not None and names(_section_text(shape, current_task, path, "v1")[2]) and len(places) == 0:
+        note = "CURRENT.md is in the v1 dialect, which has no status: its `## Current Task` still names the task"
+    return Followed(new_text, tuple(dict.fromkeys(places)), note)
+
+
+def _template_values(action: str, title: str, today: date, dash: str) -> dict[str, str]:
+    if action == "start":
+        return {"task": title, "status": ACTIVE_STATUS, "started": today.isoformat()}
+    if action in ("done", "close"):
+        return {"task": "_none_", "status": dash, "started": dash}
+    return {"status": _TEMPLATE_STATUS[action]}
+
+
+def _dash(shape: Outline) -> str:
+    """The file's stand-in for an empty value: `--` (cortical-stack), or `—` where the file
+    already uses it or comes from context-by-md (whose commands are `/context-task`)."""
+    for index in range(shape.first, len(shape.lines)):
+        content = shape.content(index)
+        if shape.visible(index) and any(value.strip() == "—" for value in bold_fields(content).values()):
+            return "—"
+    return "—" if any("/context-task" in line for line in shape.lines) else "--"
+
+
+def _section_text(shape: Outline, section: Section, path: Path | str | None, dialect: str) -> tuple[int, int, str | None]:
+    """(index, count, value): the one line of text under a section's heading (count 1), or
+    where it would go (count 0); value None for a placeholder or nothing.
+
+    Raises InvalidDocument CURRENT_UNEDITABLE for a section with several lines of text."""
+    found = [
+        i
+        for i in range(section.start + 1, section.own_end)
+        if shape.visible(i) and not markdown.is_blank(shape.content(i)) and not markdown.is_rule(shape.content(i))
+    ]
+    if not found:
+        return section.start + 1, 0, None
+    if len(found) > 1:
+        raise InvalidDocument(
+            f"CURRENT.md's `## {section.title}` holds {len(found)} lines of text; a transition replaces one line, so it leaves the file as it is",
+            code="CURRENT_UNEDITABLE",
+            path=path,
+            line=found[0] + 1,
+            details={"dialect": dialect, "section": section.title, "lines": [i + 1 for i in found]},
+            hint=f"keep `## {section.title}` to one line (move the rest to `## Notes`), then run the command again",
+        )
+    value = shape.content(found[0]).strip()
+    return found[0], 1, None if markdown.is_placeholder_value(value) else value
+
+
+def _section_edit(shape: Outline, section: Section, index: int, count: int, value: str) -> tuple[int, int, str]:
+    if count == 0:
+        return index, 0, value
+    content = shape.content(index)
+    indent = content[: len(content) - len(content.lstrip())]
+    return index, 1, indent + value
+
+
+def _frontmatter_changes(meta: Mapping[str, Any], action: str, title: str, today: date, *, named_anywhere: bool) -> dict[str, Any]:
+    """Frontmatter keys the person wrote that say the same as the body: never a key added."""
+    changes: dict[str, Any] = {}
+    task_key = document.find_key(meta, "task")
+    named = named_anywhere or (task_key is not None and str(meta[task_key] or "").strip().casefold() == title.strip().casefold())
+    if not named:
+        return changes
+    if task_key is not None:
+        if action == "start":
+            changes[task_key] = title
+        elif action in ("done", "close") and str(meta[task_key] or "").strip().casefold() == title.strip().casefold():
+            changes[task_key] = None
+    status_key = document.find_key(meta, "status")
+    if status_key is not None:
+        changes[status_key] = _STATE_WORDS[action]
+    started_key = document.find_key(meta, "started")
+    if started_key is not None:
+        if action == "start":
+            changes[started_key] = today.isoformat()
+        elif action in ("done", "close"):
+            changes[started_key] = None
+    return {key: value for key, value in changes.items() if meta.get(key) != value}
 
 
 def current_to_dict(current: Current) -> dict[str, Any]:

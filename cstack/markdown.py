@@ -186,17 +186,32 @@ def is_rule(content: str) -> bool:
 
 
 def is_placeholder_line(content: str) -> bool:
-    """A line that is all italics, such as `_None._`: the templates' stand-in for no entries."""
-    return bool(_ITALIC_LINE.match(content))
+    """A line the templates put where there are no entries yet: all in italics (`_None._`,
+    `_No tasks. Add with …_`), all in parentheses (`(No tasks yet)`, `(No active task)`), or a
+    list or checkbox item whose text is one of those (`- [ ] (Add your first task here)`,
+    `- [ ] _subtask_`). Such a line is never data, and the tools never remove it."""
+    if _ITALIC_LINE.match(content) or _PAREN_LINE.match(content):
+        return True
+    item = _PLACEHOLDER_ITEM.match(content)
+    return item is not None and bool(item.group("text")) and is_placeholder_value(item.group("text")) and not _is_dash(item.group("text"))
 
 
-_PLACEHOLDER_VALUES = {"", "--", "-", "—", "(none)", "none", "n/a", "tbd"}
+_PLACEHOLDER_VALUES = {"", "--", "-", "—", "–", "(none)", "none", "n/a", "tbd"}
+_PAREN_LINE = re.compile(r"^[ \t]*\([^()]*\)[ \t]*$")
+_PLACEHOLDER_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+(?:\[[^\]]?\][ \t]+)?(?P<text>.*?)[ \t]*$")
+
+
+def _is_dash(text: str) -> bool:
+    return text.strip() in ("-", "--", "—", "–")
 
 
 def is_placeholder_value(text: str) -> bool:
-    """True for a value that stands for nothing: `_none_`, `--`, `(none)`, blank and the like."""
+    """True for a value that stands for nothing: `_none_`, `--`, `—`, `(none)`, blank, or any
+    text wholly in parentheses or italics (`(Awaiting initial directive)`, `_Not yet defined._`)."""
     stripped = text.strip()
     if stripped.casefold() in _PLACEHOLDER_VALUES:
+        return True
+    if len(stripped) >= 2 and stripped[0] == "(" and stripped[-1] == ")" and "(" not in stripped[1:-1] and ")" not in stripped[1:-1]:
         return True
     return len(stripped) >= 2 and stripped[0] == stripped[-1] and stripped[0] in "_*" and stripped.strip("_*") != ""
 
@@ -236,19 +251,26 @@ class Placement:
     blank_before: bool = False
 
 
-def placement(doc: Outline, section: Section, is_item: Callable[[str], bool]) -> Placement:
+def placement(doc: Outline, section: Section, is_item: Callable[[str], bool], *, keep_placeholders: bool = False) -> Placement:
     """Where a new item goes in `section`'s own text.
 
-    After the last item there (and its detail lines); else in place of the first placeholder
-    line (`_None._`); else after the last line with content, separated by a blank line.
+    After the last item there (and its detail lines). In a section without items: with
+    `keep_placeholders`, right after its last placeholder line (which stays, as the person or
+    template wrote it), else after its last line of text with no blank line added; without,
+    in place of its first placeholder line, else after its last line of text, separated by a
+    blank line.
     """
     begin, end = section.start + 1, section.own_end
     items = [i for i in range(begin, end) if doc.visible(i) and is_item(doc.content(i))]
     if items:
         return Placement(block_end(doc, items[-1], is_item))
-    for index in range(begin, end):
-        if doc.visible(index) and is_placeholder_line(doc.content(index)):
-            return Placement(index, replace=True)
+    placeholders = [i for i in range(begin, end) if doc.visible(i) and is_placeholder_line(doc.content(i))]
+    if keep_placeholders:
+        if placeholders:
+            return Placement(placeholders[-1] + 1)
+        return Placement(_after_last_content(doc, section.start, end))
+    if placeholders:
+        return Placement(placeholders[0], replace=True)
     return Placement(_after_last_content(doc, section.start, end), blank_before=True)
 
 

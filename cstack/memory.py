@@ -41,7 +41,8 @@ _KEYWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 _BULLET = re.compile(r"^[ \t]*[-*+][ \t]+(?P<text>.*?)[ \t]*$")
 _DATED = re.compile(r"^\*\*(?P<date>\d{4}-\d{2}-\d{2})\*\*:?[ \t]*(?P<text>.*)$")
-_BECAUSE = re.compile(r"\s+because\s+", re.IGNORECASE)
+_BECAUSE = re.compile(r"\s+(?=because\b)", re.IGNORECASE)
+_CHOICE = re.compile(r"\b(?:decided\s+(?:to|on)|chose(?:\s+to)?|chosen|picked|went\s+with|settled\s+on|opted\s+(?:for|to))\s+(?P<choice>.+)$", re.IGNORECASE)
 _TABLE_ROW = re.compile(r"^[ \t]*\|.*\|[ \t]*$")
 _TABLE_SEPARATOR = re.compile(r"^[ \t]*\|(?:[ \t]*:?-+:?[ \t]*\|)+[ \t]*$")
 DECISION_HEADER = ("| Decision | Choice | Why | Date |", "|----------|--------|-----|------|")
@@ -147,14 +148,18 @@ def render_entry(category: str, text: str, today: date) -> str:
 
 
 def _decision_row(text: str, today: date) -> str:
-    # "topic | choice | why" fills the columns; otherwise "X because Y" splits into what and why.
+    # "topic | choice | why" fills the columns; otherwise "X because Y" splits into what and
+    # why, "because" kept, so that the row reads back as the sentence that was written; the
+    # choice is what follows "decided to", "chose", "went with" and the like, when said.
     if "|" in text:
         parts = [part.strip() for part in text.split("|")]
         if len(parts) > 3:
             parts = [parts[0], parts[1], " / ".join(parts[2:])]
     else:
         halves = _BECAUSE.split(text, maxsplit=1)
-        parts = [halves[0].strip(), "", halves[1].strip() if len(halves) > 1 else ""]
+        what = halves[0].strip()
+        choice = _CHOICE.search(what)
+        parts = [what, choice.group("choice").strip() if choice else "", halves[1].strip() if len(halves) > 1 else ""]
     parts += [""] * (3 - len(parts))
     return "| " + " | ".join([*parts, today.isoformat()]) + " |"
 

@@ -86,9 +86,14 @@ SECTIONS = {
 }
 
 _TASK_LINE = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<marker>[ xX>!~])\][ \t]+(?P<rest>\S.*?)[ \t]*$")
-_CHECKBOX_LIKE = re.compile(r"^[ \t]*[-*+][ \t]+\[(?P<marker>[^\]]{0,2})\]")
+_CHECKBOX_LIKE = re.compile(r"^[ \t]*[-*+][ \t]+\[(?P<marker>[^\]\s]{0,12}|[ \t]{2,})\](?=[ \t]|$)")
+_BARE_MARKER = re.compile(r"^[ \t]*\[(?P<marker>[A-Z]{2,10})\][ \t]+\S")  # context-by-md's `[BUG] P2: …` backlog lines
+# context-by-md (the project cortical-stack grew from) marks tasks with words; cstack reads
+# its own five markers only, and says so for each such line.
+CONTEXT_BY_MD_MARKERS = {"WIP": "[>]", "READY": "[ ]", "BLOCKED": "[!]", "PAUSED": "[ ] or [!]", "BUG": "- [!]", "DEBT": "- [ ]", "IDEA": "- [ ]"}
 _PRIORITY = re.compile(r"^P(?P<level>\d+)[ \t]*:[ \t]*")
-_GROUP = re.compile(r"[ \t]*\((?P<inner>[ \t]*(?:id|depends|parent)[ \t]*:[^()]*)\)", re.IGNORECASE)
+# `(id: a, depends: b, parent: c)`, also with a bare id first: `(task-002, parent: task-001)`.
+_GROUP = re.compile(r"[ \t]*\((?P<inner>[ \t]*(?:[A-Za-z0-9][\w.-]*[ \t]*,[ \t]*)?(?:id|depends|parent)[ \t]*:[^()]*)\)", re.IGNORECASE)
 _GROUP_KEY = re.compile(r"^[ \t]*(?P<key>id|depends|parent)[ \t]*:[ \t]*(?P<value>.*?)[ \t]*$", re.IGNORECASE)
 _LABEL = re.compile(r"(?<!\S)#(?P<name>[A-Za-z][\w./-]*)")
 _KEYED = re.compile(r"^(?P<key>[A-Za-z][\w-]*)[ \t]*:(?:[ \t]+(?P<value>.*))?$")
@@ -127,6 +132,11 @@ class Task:
     kind: str  # tasks | completed | closed | backlog | other
     text: str  # the line without its ending
     marker_at: int = field(repr=False)
+    nested_in: int | None = None  # the number of the task this one is indented under
+
+    @property
+    def nested(self) -> bool:
+        return self.nested_in is not None
 
     def field(self, key: str) -> str | None:
         """The value of the first `| key: value` segment (key compared without case)."""
@@ -268,7 +278,10 @@ def _read_group(inner: str) -> tuple[str | None, str | None, list[str]]:
             key, value = keyed.group("key").casefold(), keyed.group("value")
         else:
             value = part.strip()  # a further id of the list begun by the last key
-        if not value or key is None:
+        if not value:
+            continue
+        if key is None:  # a bare id before any key: `(task-002, parent: task-001)`
+            ident = ident or value
             continue
         if key == "id":
             ident = value
@@ -293,25 +306,63 @@ def parse_plan(text: str, path: Path | str | None = None) -> Plan:
     shape = markdown.outline(text, doc.body_line)
     tasks: list[Task] = []
     warnings: list[str] = []
+    open_items: list[tuple[int, Task]] = []  # (indent, task) of the list items a deeper one nests under
+    current_section: tuple[str, ...] | None = None
     for index in range(shape.first, len(shape.lines)):
         if not shape.visible(index):
             continue
         content = shape.content(index)
         section = shape.section_at(index)
         section_path = section.path if section else ()
+        if section_path != current_section:
+            current_section, open_items = section_path, []
         kind = section_kind(section_path)
         if kind in NOT_TASKS:
             continue
-        fields = parse_task_line(content)
+        fields = parse_task_line(content) if not markdown.is_placeholder_line(content) else None
         if fields is None:
-            odd = _CHECKBOX_LIKE.match(content)
-            if odd:
-                warnings.append(f"line {index + 1}: '[{odd.group('marker')}]' is not a task marker; the line is read as text")
+            if not markdown.is_blank(content) and markdown.indent_width(content) == 0 and not _ITEM_START.match(content):
+                open_items = []  # a paragraph ends the list
+            warning = _marker_warning(content, index + 1)
+            if warning:
+                warnings.append(warning)
             continue
-        fields.pop("indent")
-        tasks.append(Task(number=len(tasks) + 1, line=index + 1, section=section_path, kind=kind, text=content, **fields))
+        width = markdown.indent_width(fields.pop("indent"))
+        while open_items and open_items[-1][0] >= width:
+            open_items.pop()
+        outer = open_items[-1][1] if open_items else None
+        if outer is not None and fields["parent"] is None:
+            fields["parent"] = outer.id  # a subtask's parent is the task it is indented under
+        task = Task(
+            number=len(tasks) + 1,
+            line=index + 1,
+            section=section_path,
+            kind=kind,
+            text=content,
+            nested_in=outer.number if outer is not None else None,
+            **fields,
+        )
+        tasks.append(task)
+        open_items.append((width, task))
     warnings.extend(_reference_warnings(tasks))
     return Plan(shape, tuple(tasks), doc.meta, tuple(warnings))
+
+
+_ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
+
+
+def _marker_warning(content: str, line: int) -> str | None:
+    """A warning for a line that looks like a task with a marker cstack does not read."""
+    odd = _CHECKBOX_LIKE.match(content) or _BARE_MARKER.match(content)
+    if not odd:
+        return None
+    marker = odd.group("marker")
+    if marker.upper() in CONTEXT_BY_MD_MARKERS:
+        return (
+            f"line {line}: '[{marker}]' is a context-by-md marker, not one of cstack's ([ ] [>] [x] [!] [~]); "
+            f"the line is read as text (as {CONTEXT_BY_MD_MARKERS[marker.upper()]} it would be a task)"
+        )
+    return f"line {line}: '[{marker}]' is not a task marker ([ ] [>] [x] [!] [~]); the line is read as text"
 
 
 def render_plan(plan: Plan) -> str:
@@ -503,6 +554,8 @@ def transition(
             details={"action": action, "status": task.status, "allowed_from": sorted(rule.allowed), "task": _brief(task)},
             hint=_transition_hint(action, task.status),
         )
+    if action in ("done", "close"):
+        _refuse_open_subtasks(plan, task, action, path)
     content = set_marker(task.text, rule.marker)
     for key in rule.remove:
         content = remove_field(content, key)
@@ -520,7 +573,8 @@ def transition(
 
     shape = plan.outline
     index = task.line - 1
-    target = SECTIONS[rule.move_to] if rule.move_to and task.kind in rule.move_from else None
+    # A subtask stays under its parent (its marker changes in place); a parent moves with its subtasks.
+    target = SECTIONS[rule.move_to] if rule.move_to and task.kind in rule.move_from and not task.nested else None
     if target is None:
         lines = list(shape.lines)
         lines[index] = content + markdown.ending_of(lines[index])
@@ -533,6 +587,36 @@ def transition(
     new_plan = parse_plan(new_text, path)
     after = next(t for t in new_plan.tasks if t.line == new_index + 1)
     return Change(new_text, after, task, action, moved_from)
+
+
+def subtasks(plan: Plan, task: Task) -> tuple[Task, ...]:
+    """Every task under `task`: those indented under it and those naming its id as `parent:`,
+    and theirs in turn, in file order."""
+    found: dict[int, Task] = {}
+    todo = [task]
+    while todo:
+        outer = todo.pop()
+        for other in plan.tasks:
+            if other.number in found or other.number == task.number:
+                continue
+            if other.nested_in == outer.number or (outer.id and other.parent and other.parent.casefold() == outer.id.casefold()):
+                found[other.number] = other
+                todo.append(other)
+    return tuple(sorted(found.values(), key=lambda t: t.number))
+
+
+def _refuse_open_subtasks(plan: Plan, task: Task, action: str, path: Path | str | None) -> None:
+    """Raise Conflict OPEN_SUBTASKS when `task` still has subtasks that are not finished."""
+    waiting = [child for child in subtasks(plan, task) if child.is_open]
+    if waiting:
+        raise Conflict(
+            f"cannot {action} task {task.number} ('{task.title}'): {len(waiting)} of its subtasks are still open",
+            code="OPEN_SUBTASKS",
+            path=path,
+            line=task.line,
+            details={"action": action, "task": _brief(task), "open_subtasks": [_brief(child) for child in waiting]},
+            hint="finish or close each subtask first (`cstack done <subtask>`, `cstack close <subtask> --reason …`)",
+        )
 
 
 def _only_active(plan: Plan, action: str, path: Path | str | None) -> Task:
@@ -575,9 +659,22 @@ def _is_task_content(content: str) -> bool:
     return _TASK_LINE.match(content) is not None
 
 
+def _subtree_end(shape: Outline, index: int) -> int:
+    """The end of the task on line `index` with what is indented under it: its detail lines
+    and its subtasks (up to the first blank line or line indented no deeper)."""
+    base = markdown.indent_width(shape.content(index))
+    end = index + 1
+    while end < len(shape.lines):
+        content = shape.content(end)
+        if markdown.is_blank(content) or markdown.indent_width(content) <= base:
+            break
+        end += 1
+    return end
+
+
 def _move(shape: Outline, index: int, content: str, target: tuple[str, ...]) -> tuple[str, int]:
-    """Move the task on line `index` (and its detail lines) into section `target`."""
-    end = markdown.block_end(shape, index, _is_task_content)
+    """Move the task on line `index` (with its detail lines and subtasks) into section `target`."""
+    end = _subtree_end(shape, index)
     details = [shape.content(i) for i in range(index + 1, end)]
     text = "".join(shape.lines[:index] + shape.lines[end:])
     return _put(text, shape.first + 1, target, [content, *details])
@@ -590,7 +687,8 @@ def _put(text: str, first_line: int, target: tuple[str, ...], new: Sequence[str]
     if section is None:
         lines, position = markdown.append_section(shape.lines, shape, target, new)
         return "".join(lines), position
-    place = markdown.placement(shape, section, _is_task_content)
+    # Placeholder lines (`_None._`) stay as written; the task goes after them.
+    place = markdown.placement(shape, section, _is_task_content, keep_placeholders=True)
     lines = markdown.insert(shape.lines, place, new, shape.newline)
     return "".join(lines), place.index + markdown.added_before(shape.lines, place)
 
@@ -1001,6 +1099,7 @@ def task_to_dict(task: Task) -> dict[str, Any]:
         "labels": list(task.labels),
         "depends": list(task.depends),
         "parent": task.parent,
+        "nested_in": task.nested_in,
         "section": "/".join(task.section),
         "line": task.line,
         "modified": task.modified,

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from cstack import current, memory, plan, store
 from cstack.memory import Memory, Remembered
 from cstack.plan import Change, Plan
-from cstack.status import read_status
 
 if TYPE_CHECKING:
     from moss_files.foundation.context import Context
@@ -156,42 +155,55 @@ def add_task(
 
 def transition(ctx: Context, *, action: str, task: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """`cstack start|done|close|block|reopen|ready TASK`: run the transition on PLAN.md;
-    returns `{action, task, from_status, moved_from, current_updated}`.
+    returns `{action, task, from_status, moved_from, current_updated, current}`.
 
-    `start` also names the task on CURRENT.md's Active Task and Last Updated lines, and
-    `done`/`close` reset those lines when they name the task (only when CURRENT.md has them).
-    CURRENT.md is checked before PLAN.md is written, so a malformed CURRENT.md stops the
-    transition with nothing written. Starting a task that waits on unfinished ones is allowed;
-    `ctx.notify` hears about it.
+    CURRENT.md follows `start`, `done`, `close`, `block` and `ready` in every dialect it is
+    written in (see `current.follow_transition`); `current` says which places changed, and
+    why none did when none could (also said to `ctx.notify`). CURRENT.md is checked before
+    PLAN.md is written, so a malformed CURRENT.md, or one a transition cannot update line by
+    line (CURRENT_UNEDITABLE), stops the transition with nothing written. Starting a task
+    that waits on unfinished ones is allowed; `ctx.notify` hears about it.
     """
     root = ctx.root
     store.require_stack(root)
     today = _today(ctx)
     path = store.file_path(root, store.PLAN)
-    follows = action in ("start", "done", "close")
-    status = read_status(root) if follows else None
+    current_path = store.file_path(root, store.CURRENT)
+    follows = action in current.FOLLOWED
+    loaded = store.read_file(root, store.CURRENT) if follows else None
+    if loaded is not None and loaded.exists:
+        # Planned on the files as they are now, so that nothing is written when CURRENT.md
+        # cannot follow; the writes below plan again on what they find.
+        planned = plan.transition(store.read_file(root, store.PLAN).text, action, task, today, reason=reason, path=path)
+        current.parse_current(loaded.text, current_path)
+        current.follow_transition(loaded.text, action, planned.task.title, today, current_path)
 
     def change(text: str) -> tuple[str, Change]:
         made = plan.transition(text, action, task, today, reason=reason, path=path)
         return made.text, made
 
     made = store.update(root, store.PLAN, change, create=False)
-    updated = False
-    if follows and status is not None and status.exists:
+    followed = current.Followed("", ())
+    if loaded is not None and loaded.exists:
         title = made.task.title
-        edit = current.activate_task if action == "start" else current.clear_task
 
-        def follow(text: str) -> tuple[str | None, bool]:
-            current.parse_current(text, store.file_path(root, store.CURRENT))
-            new = edit(text, title, today)
-            return (new, True) if new != text else (None, False)
+        def follow(text: str) -> tuple[str | None, current.Followed]:
+            current.parse_current(text, current_path)
+            result = current.follow_transition(text, action, title, today, current_path)
+            return (result.text if result.text != text else None), result
 
-        updated = store.update(root, store.CURRENT, follow, create=False)
+        followed = store.update(root, store.CURRENT, follow, create=False)
+        if followed.note:
+            ctx.say(f"note: {followed.note}")
     if action == "start" and ctx.notify is not None:  # a note for a person; agents see `depends`
         unmet = [dep.id for dep in plan.dependencies(read_plan(root), made.task) if not dep.met]
         if unmet:
             ctx.say(f"note: started although it waits on {', '.join(unmet)}")
-    return {**plan.change_to_dict(made), "current_updated": updated}
+    return {
+        **plan.change_to_dict(made),
+        "current_updated": followed.updated,
+        "current": {"updated": followed.updated, "places": list(followed.places), "note": followed.note},
+    }
 
 
 def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:

@@ -33,7 +33,8 @@ PARTS = ("cstack", "needlecast", "moss")
 AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
 KINDS = ("mkdir", "create", "append", "update", "config", "exists")
 
-# Derived, per-machine state (and capsule exports, which are copies). The lock and temp patterns mirror fs.lock_path_for and
+# Derived, per-machine state (and capsule exports, which are copies). Locks now live in `.locks/` folders that ignore
+# themselves (fs.lock_path_for); the lock patterns also cover the ones earlier releases left beside each file. The lock and temp patterns mirror fs.lock_path_for and
 # fs.temp_path_for (`.<name>.lock`, `.<name>.tmp-<pid>-<hex>`); tests/test_scaffold.py checks
 # them with `git check-ignore` against paths fs.py really produces.
 GITIGNORE_LINES: Mapping[str, tuple[str, ...]] = {

@@ -269,7 +269,7 @@ class Router:
         box = Mailbox(sleeve.path)
         if not box.exists():
             return None
-        box.state_dir.mkdir(parents=True, exist_ok=True)
+        fs.ensure_ignored(box.state_dir)  # per-machine state: ignored by git even where .gitignore lacks the lines
         stack.enter_context(fs.locked(box.state_dir / "route"))
         journal = self._journal(box)
         sender = sleeve.name

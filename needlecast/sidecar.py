@@ -689,7 +689,7 @@ class Sidecar:
 
         Raises Conflict ALREADY_RUNNING when another sidecar holds this workspace.
         """
-        self.box.state_dir.mkdir(parents=True, exist_ok=True)
+        fs.ensure_ignored(self.box.state_dir)  # per-machine state: ignored by git even where .gitignore lacks the lines
         with ExitStack() as stack:
             try:
                 stack.enter_context(fs.locked(self.box.state_dir / "sidecar", timeout=0))

@@ -76,7 +76,8 @@ class SessionStore:
         return self.folder / f"{session_id}.jsonl"
 
     def lock_path(self, session_id: str) -> Path:
-        return self.folder / f".{session_id}.run.lock"
+        # Kept where every lock is, in a folder git ignores by itself (`fs.lock_path_for`).
+        return fs.prepared_lock_path(self.folder / f"{session_id}.run")
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()

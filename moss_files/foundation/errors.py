@@ -61,6 +61,8 @@ ERROR_CODES: dict[str, str] = {
     "COMPOSE_TOO_LARGE": "a composed bundle exceeds capsule_max_chars (status 413)",
     "DEPENDENCY_CYCLE": "task dependencies form a cycle",
     "INVALID_TRANSITION": "the item's current state does not allow that change",
+    "OPEN_SUBTASKS": "a PLAN.md task cannot be done or closed while subtasks under it are open (details.open_subtasks)",
+    "CURRENT_UNEDITABLE": "CURRENT.md names the task in a shape a transition cannot update line by line (several lines of hand-written text); nothing was written",
     "RAIL_VIOLATION": "a board plan uses a forbidden pattern or lacks a required one (status 422; details.violations)",
     "PLAN_TOO_LARGE": "a board plan is past the size gate's limits (settings.task_sizing); the task is to be split (status 422)",
     "NOT_ALLOWED": "the caller may not do this: another worker holds the task, only a human may, or the worker has not read the task's context (status 403)",

@@ -2,7 +2,9 @@
 chain of pure steps that brings an older file to the current version.
 
 Core layer (pure: text in, text out; imports only the foundation's document layer and errors).
-A file without a marker is version 1, the format every release before markers wrote. Readers
+A file without a marker is version 1, the format every release before markers wrote. A kind's
+version goes up only with a real change of its format, so a kind still at version 1 writes no
+marker at all (the memory files and v1 mailboxes, which other tools share: see `_SHARED`). Readers
 check the marker with one dictionary lookup (or one `startswith`) and refuse a file of a newer
 version than this toolkit knows with FORMAT_TOO_NEW; they never rewrite what they read. A tool
 edit of an older file starts from its upgraded text (see `upgrade_text`), and `moss upgrade`
@@ -72,7 +74,10 @@ class Kind:
     root, `*` within one folder), and its upgrade steps (version 2 onwards, in order).
     `in_flight` names places among them whose files are about to be consumed (a v2 outbox:
     the router moves each message to the archive, written at the current version), which
-    `moss upgrade` leaves alone."""
+    `moss upgrade` leaves alone. `retired` lists marker versions an earlier release wrote
+    although the format had not changed: a file marked so reads as the current format, keeps
+    its marker, and is never written at that version again (the next real change of the
+    format takes the number after the highest retired one)."""
 
     name: str
     title: str
@@ -82,6 +87,11 @@ class Kind:
     steps: tuple[Step, ...] = ()
     note: str = ""
     in_flight: tuple[str, ...] = ()
+    retired: tuple[int, ...] = ()
+
+    def reads(self, version: int) -> bool:
+        """Whether this toolkit reads a file that records `version`."""
+        return version <= self.current or version in self.retired
 
     @property
     def rewritable(self) -> bool:
@@ -136,11 +146,11 @@ def _frontmatter_version(value: Any, kind: Kind, path: Path | str | None, line: 
 
 def _too_new(kind: Kind, version: int, path: Path | str | None, line: int | None) -> InvalidDocument:
     return InvalidDocument(
-        f"this {kind.title} is in format {version}; this moss-files reads formats up to {kind.current}, so it neither reads nor writes the file",
+        f"this {kind.title} is in format {version}; this moss-files reads formats up to {max((kind.current, *kind.retired))}, so it neither reads nor writes the file",
         code="FORMAT_TOO_NEW",
         path=path,
         line=line,
-        details={"kind": kind.name, "version": version, "supported": kind.current},
+        details={"kind": kind.name, "version": version, "supported": max((kind.current, *kind.retired))},
         hint=UPGRADE_HINT,
     )
 
@@ -166,7 +176,7 @@ def check_document(kind: str, doc: document.Document, path: Path | str | None = 
     if value == spec.current and type(value) is int:
         return value
     version = _frontmatter_version(value, spec, path, _marker_line(doc))
-    if version > spec.current:
+    if not spec.reads(version):
         raise _too_new(spec, version, path, _marker_line(doc))
     return version
 
@@ -201,7 +211,7 @@ def check_text(kind: str, text: str, path: Path | str | None = None) -> int:
     if found is None:
         return 1
     version, line = found
-    if version > spec.current:
+    if not spec.reads(version):
         raise _too_new(spec, version, path, line)
     return version
 
@@ -215,7 +225,7 @@ def check_record(kind: str, record: Mapping[str, Any], path: Path | str | None =
         return 1
     spec = KINDS[kind]
     version = _frontmatter_version(value, spec, path, line)
-    if version > spec.current:
+    if not spec.reads(version):
         raise _too_new(spec, version, path, line)
     return version
 
@@ -263,16 +273,19 @@ def set_marker(marker: str, text: str, version: int, path: Path | str | None = N
 
 
 def stamp(kind: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    """A new file's frontmatter: `meta` with the kind's current version as its last key."""
+    """A new file's frontmatter: `meta` with the kind's current version as its last key
+    (none at version 1, which is the format without a marker)."""
     stamped = {key: value for key, value in meta.items() if key != MARKER}
-    stamped[MARKER] = KINDS[kind].current
+    if KINDS[kind].current > 1:
+        stamped[MARKER] = KINDS[kind].current
     return stamped
 
 
 def stamp_text(kind: str, text: str) -> str:
-    """A new file's text of a comment or TOML kind, marked with the current version."""
+    """A new file's text of a comment or TOML kind, marked with the current version (as it
+    is at version 1, the format without a marker)."""
     spec = KINDS[kind]
-    return set_marker(spec.marker, text, spec.current)
+    return text if spec.current == 1 else set_marker(spec.marker, text, spec.current)
 
 
 def without_marker(marker: str, text: str) -> tuple[str, int | None]:
@@ -383,10 +396,25 @@ def locate(path: Path | str) -> tuple[Kind, str] | None:
 
 
 def _kind(
-    name: str, title: str, marker: str, places: tuple[str, ...], *, current: int = 2, owned: bool = False, note: str = "", in_flight: tuple[str, ...] = ()
+    name: str,
+    title: str,
+    marker: str,
+    places: tuple[str, ...],
+    *,
+    current: int = 2,
+    owned: bool = False,
+    note: str = "",
+    in_flight: tuple[str, ...] = (),
+    retired: tuple[int, ...] = (),
 ) -> Kind:
     steps = () if owned or current == 1 or marker not in (FRONTMATTER, COMMENT, HEAD_COMMENT, TOML) else (record_marker(marker, 2),)
-    return Kind(name, title, current, marker, places + in_flight, steps, note, in_flight)
+    return Kind(name, title, current, marker, places + in_flight, steps, note, in_flight, retired)
+
+
+# The files cortical-stack, Protectorate and needlecast's own tools read and write too stay as
+# their authors wrote them: their format never changed, so they carry no marker. Version 2 only
+# added the marker line (an earlier release wrote it); such files keep reading.
+_SHARED = "shared with cortical-stack and Protectorate: no marker until its format changes; a file an earlier release marked 2 reads as version 1"
 
 
 _DOCS = (
@@ -412,10 +440,18 @@ _DOCS = (
         in_flight=(".needlecast/outbox/*.md",),
     ),
     _kind("dead-letter", "dead letter", FRONTMATTER, (".needlecast/dead-letters/*.md",)),
-    _kind("mailbox", "mailbox file (layout v1)", HEAD_COMMENT, (".needlecast/inbox.md", ".needlecast/outbox.md", ".needlecast/archive.md")),
-    _kind("current", "CURRENT.md", COMMENT, (".cstack/CURRENT.md",)),
-    _kind("plan", "PLAN.md", COMMENT, (".cstack/PLAN.md",)),
-    _kind("memory", "MEMORY.md", COMMENT, (".cstack/MEMORY.md",)),
+    _kind(
+        "mailbox",
+        "mailbox file (layout v1)",
+        HEAD_COMMENT,
+        (".needlecast/inbox.md", ".needlecast/outbox.md", ".needlecast/archive.md"),
+        current=1,
+        retired=(2,),
+        note=_SHARED,
+    ),
+    _kind("current", "CURRENT.md", COMMENT, (".cstack/CURRENT.md",), current=1, retired=(2,), note=_SHARED),
+    _kind("plan", "PLAN.md", COMMENT, (".cstack/PLAN.md",), current=1, retired=(2,), note=_SHARED),
+    _kind("memory", "MEMORY.md", COMMENT, (".cstack/MEMORY.md",), current=1, retired=(2,), note=_SHARED),
     _kind("config", "settings file", TOML, (".moss/config.toml",)),
     _kind("agent-policy", "agent settings file", TOML, (".moss/agent.toml",)),
     _kind("sleeves", "sleeve registry", TOML, (".needlecast/sleeves.toml",)),

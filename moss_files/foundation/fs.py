@@ -2,8 +2,8 @@
 
 Edge layer: the only module that writes artifact files. Every write goes to a temporary file in
 the same folder (`.<name>.tmp-<pid>-<random>`), is fsynced, renamed over the target, and the
-folder is fsynced. Read-modify-write takes the target's lock (`.<name>.lock`, next to it, never
-deleted) and refuses to replace a file whose bytes changed since they were read, which is how a
+folder is fsynced. Read-modify-write takes the target's lock (`.<name>.lock`, never deleted, in
+a `.locks/` folder that git ignores by itself: see `lock_path_for`) and refuses to replace a file whose bytes changed since they were read, which is how a
 hand edit made in an editor (which takes no lock) survives a concurrent tool write.
 
 Links. Inside the toolkit's own folders (`.moss/`, `.cstack/`, `.needlecast/`) nothing follows a
@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from moss_files.foundation.document import Document
 
 LOCK_SUFFIX = ".lock"
+LOCKS_FOLDER = ".locks"
+# A folder holding this .gitignore is ignored by git, the file included, whatever the project's
+# own .gitignore says (the way tools' cache folders keep themselves out of commits).
+SELF_IGNORE = b"# made by moss-files: per-machine files, never committed\n*\n"
 TEMP_MARKER = ".tmp-"
 DEFAULT_LOCK_TIMEOUT = 10.0
 DEFAULT_RETRIES = 5
@@ -319,9 +323,11 @@ def temp_path_for(path: Path) -> Path:
 def is_temporary(path: Path) -> bool:
     """True for our temporary and lock files, which scanners and watchers must skip, and for
     the `#<inode>` name under which inotify reports writes to a file not yet linked into place
-    (`create_exclusive`'s O_TMPFILE)."""
+    (`create_exclusive`'s O_TMPFILE), and for whatever lies in a `.locks/` folder."""
     name = path.name
-    return (name.startswith(".") and (TEMP_MARKER in name or name.endswith(LOCK_SUFFIX))) or (name[:1] == "#" and name[1:].isdigit())
+    if (name.startswith(".") and (TEMP_MARKER in name or name.endswith(LOCK_SUFFIX))) or (name[:1] == "#" and name[1:].isdigit()):
+        return True
+    return f"/{LOCKS_FOLDER}/" in f"/{path.as_posix()}" or name == LOCKS_FOLDER
 
 
 # --------------------------------------------------------------------------- writes
@@ -563,8 +569,44 @@ def process_alive(pid: int) -> bool:
 
 
 def lock_path_for(path: Path) -> Path:
-    """The lock file that guards `path`."""
-    return path.with_name(f".{path.name}{LOCK_SUFFIX}")
+    """The lock file that guards `path`: `.<name>.lock` in the `.locks/` folder of the outermost
+    toolkit folder on the path, at the place `path` has below it (`.cstack/PLAN.md` →
+    `.cstack/.locks/.PLAN.md.lock`, `.needlecast/.state/route` →
+    `.needlecast/.locks/.state/.route.lock`); outside the toolkit folders, in a `.locks/`
+    folder beside `path`. The `.locks/` folder ignores itself for git (`ensure_ignored`), so
+    a lock never reaches a commit, with or without the scaffold's `.gitignore` lines, in a
+    worktree or in a folder that is no repository at all.
+
+    The place depends on the path alone, never on the state of git or of `.gitignore`: every
+    process computes the same lock for the same file, so they exclude each other.
+    """
+    return _locks_root(path) / _below_toolkit(path).parent / f".{path.name}{LOCK_SUFFIX}"
+
+
+def _locks_root(path: Path) -> Path:
+    split = _toolkit_split(path.parent)
+    if split is None:
+        return path.parent / LOCKS_FOLDER
+    base, names = split
+    return Path(base, names[0], LOCKS_FOLDER)
+
+
+def _below_toolkit(path: Path) -> Path:
+    """`path` relative to its outermost toolkit folder (its bare name outside them)."""
+    split = _toolkit_split(path.parent)
+    if split is None:
+        return Path(path.name)
+    return Path(*split[1][1:], path.name)
+
+
+def ensure_ignored(folder: Path) -> Path:
+    """Make `folder` (and its parents) if missing and put in it a `.gitignore` that makes git
+    ignore the folder and all it holds; returns `folder`. Cheap when done already (one
+    lookup). Raises what `folder_fd` raises."""
+    with folder_fd(folder, create=True) as dir_fd:
+        if not _name_taken(dir_fd, ".gitignore"):
+            create_exclusive(Path(folder) / ".gitignore", SELF_IGNORE, dir_fd=dir_fd)
+    return Path(folder)
 
 
 @contextmanager
@@ -574,8 +616,22 @@ def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
     """
     hint = "another moss-files process is writing this file; retry when it is done"
-    with flocked(lock_path_for(path), timeout=timeout, shown=path, hint=hint, while_waiting=while_waiting):
+    with flocked(prepared_lock_path(path), timeout=timeout, shown=path, hint=hint, while_waiting=while_waiting):
         yield
+
+
+def prepared_lock_path(path: Path) -> Path:
+    """`lock_path_for(path)`, its `.locks/` folder made and ignored by git.
+
+    Raises RepoError NOT_WRITABLE when the folder cannot be made.
+    """
+    folder = _locks_root(path)
+    try:
+        ensure_ignored(folder)
+    except (InvalidRequest, OSError) as exc:  # unwritable, or a file where the folder should be
+        reason = exc.message if isinstance(exc, InvalidRequest) else exc.strerror
+        raise RepoError(f"cannot make the lock folder: {reason}", code="NOT_WRITABLE", path=folder) from None
+    return lock_path_for(path)
 
 
 @contextmanager

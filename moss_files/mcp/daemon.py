@@ -45,7 +45,7 @@ from moss_files.foundation.ids import format_time, system_clock
 
 RUN_DIR = Path(".moss") / "run"
 RECORD_NAME = "mcp.json"
-LOCK_NAME = "mcp"  # fs.locked turns it into .moss/run/.mcp.lock
+LOCK_NAME = "mcp"  # fs.locked turns it into .moss/.locks/run/.mcp.lock
 MCP_PATH = "/mcp"
 GRACE_SECONDS = 3
 # A tool call's arguments (an import's JSONL, a capsule) can be large; the pages cap their

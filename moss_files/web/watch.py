@@ -53,7 +53,7 @@ def kind_of(relpath: str) -> str | None:
     if not parts:
         return None
     name = parts[-1]
-    if name.endswith(".lock") or ".tmp-" in name or name.endswith("~") or name.endswith(".swp"):
+    if name.endswith(".lock") or ".tmp-" in name or name.endswith("~") or name.endswith(".swp") or ".locks" in parts:
         return None  # locks, atomic writes' temp files, editors' backups: the real file follows
     if ".needlecast" in parts:
         return "messages"

@@ -58,7 +58,9 @@ def code_of(call: Any, *args: Any, **kwargs: Any) -> tuple[str, int]:
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under .moss/ except lock files, for 'nothing changed' checks."""
     base = root / ".moss"
-    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
+    return {
+        str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file() and not p.name.endswith(".lock") and ".locks" not in p.parts
+    }
 
 
 # --------------------------------------------------------------------------- store / fetch / addressing
@@ -686,8 +688,10 @@ def test_hand_marked_deleted_capsule_in_its_slot_frees_the_name(ctx: ops.Context
 def test_store_file_names_never_escape_the_folder(ctx: ops.Context, ws: Path) -> None:
     for name in ("../../escape", "a/b", "..", ".hidden", "con", "x" * 400, "名前"):
         ops.store(ctx, capsule_text=FULL, name=name, workspace="../ws")
+    locks = (ws / ".moss/.locks").resolve()
     for path in (ws / ".moss").rglob("*"):
-        assert path.resolve().is_relative_to((ws / ".moss/capsules").resolve()) or path.name == ".capsules.lock"
+        inside = path.resolve().is_relative_to((ws / ".moss/capsules").resolve()) or path.resolve().is_relative_to(locks / "capsules")
+        assert inside or path.resolve() in (locks, locks / ".gitignore", locks / ".capsules.lock"), path
     assert {item["name"] for item in ops.inventory(ctx)["items"]} == {"../../escape", "a/b", "..", ".hidden", "con", "x" * 400, "名前"}
     assert not any(name.startswith(".") and not name.endswith(".lock") for name in os.listdir(ws / ".moss/capsules/%2E%2E%2Fws"))
 
@@ -705,7 +709,7 @@ def test_store_creates_only_capsule_files(ctx: ops.Context, ws: Path) -> None:
     assert tracked == ["capsules/default/a.md"]
 
 
-def test_store_wide_lock_lives_next_to_the_capsules_folder(ctx: ops.Context, ws: Path) -> None:
+def test_store_wide_lock_lives_in_the_locks_folder(ctx: ops.Context, ws: Path) -> None:
     ops.store(ctx, capsule_text=FULL, name="a")
-    assert (ws / ".moss/.capsules.lock").exists()
+    assert (ws / ".moss/.locks/.capsules.lock").exists()
     assert CapsuleStore(ws).base == ws / ".moss/capsules"

@@ -75,7 +75,9 @@ def files_of(root: Path) -> dict[str, tuple[bytes, int]]:
     leaves one per file it wrote, the batch none)."""
     base = root / ".moss" / "capsules"
     return {
-        str(p.relative_to(base)): (p.read_bytes(), p.stat().st_mode & 0o777) for p in sorted(base.rglob("*")) if p.is_file() and not p.name.endswith(".lock")
+        str(p.relative_to(base)): (p.read_bytes(), p.stat().st_mode & 0o777)
+        for p in sorted(base.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock") and ".locks" not in p.parts
     }
 
 

@@ -56,32 +56,59 @@ def test_bad_frontmatter_and_wrong_types_are_errors_with_a_line() -> None:
     assert caught.value.code == "SCHEMA_ERROR"
 
 
-def test_activate_changes_exactly_two_lines_and_clear_restores_the_template() -> None:
-    active = current.activate_task(TEMPLATE, "User auth", TODAY)
-    old, new = TEMPLATE.splitlines(), active.splitlines()
-    assert len(old) == len(new)
-    assert [(a, b) for a, b in zip(old, new, strict=True) if a != b] == [
+def changed_lines(old: str, new: str) -> list[tuple[str, str]]:
+    return [(a, b) for a, b in zip(old.splitlines(), new.splitlines(), strict=True) if a != b]
+
+
+def test_start_changes_exactly_two_lines_and_done_restores_the_template() -> None:
+    active = current.follow_transition(TEMPLATE, "start", "User auth", TODAY)
+    assert active.places == ("template",)
+    assert changed_lines(TEMPLATE, active.text) == [
         ("> **Last Updated:** -- | **Active Task:** _none_", "> **Last Updated:** 2026-01-21 | **Active Task:** User auth"),
         ("**Task:** _none_ | **Status:** -- | **Started:** --", "**Task:** User auth | **Status:** WIP | **Started:** 2026-01-21"),
     ]
-    state = current.parse_current(active)
+    state = current.parse_current(active.text)
     assert (state.task, state.status, state.state, state.started) == ("User auth", "WIP", "working", "2026-01-21")
-    cleared = current.clear_task(active, "USER AUTH", TODAY)
-    assert cleared == TEMPLATE.replace("**Last Updated:** --", "**Last Updated:** 2026-01-21")
+    cleared = current.follow_transition(active.text, "done", "USER AUTH", TODAY)
+    assert cleared.text == TEMPLATE.replace("**Last Updated:** --", "**Last Updated:** 2026-01-21")
 
 
-def test_clear_leaves_a_different_active_task_alone() -> None:
-    active = current.activate_task(TEMPLATE, "User auth", TODAY)
-    assert current.clear_task(active, "Something else", TODAY) == active
+def test_block_and_ready_of_the_active_task_change_its_status_so_it_no_longer_says_wip() -> None:
+    active = current.follow_transition(TEMPLATE, "start", "User auth", TODAY).text
+    blocked = current.follow_transition(active, "block", "User auth", TODAY).text
+    assert current.parse_current(blocked).state == "blocked" and "**Status:** BLOCKED |" in blocked
+    ready = current.follow_transition(blocked, "ready", "user auth", TODAY).text
+    assert current.parse_current(ready).state == "idle" and "**Status:** READY |" in ready
+    assert changed_lines(active, ready) == [
+        ("**Task:** User auth | **Status:** WIP | **Started:** 2026-01-21", "**Task:** User auth | **Status:** READY | **Started:** 2026-01-21")
+    ]
 
 
-def test_dialects_without_the_active_task_line_are_left_unchanged() -> None:
-    for name in ("current_v1.md", "current_protectorate.md"):
-        text = (FIXTURES / name).read_text(encoding="utf-8")
-        assert current.activate_task(text, "X", TODAY) == text
+def test_a_different_active_task_is_left_alone() -> None:
+    active = current.follow_transition(TEMPLATE, "start", "User auth", TODAY).text
+    for action in ("done", "close", "block", "ready"):
+        assert current.follow_transition(active, action, "Something else", TODAY) == current.Followed(active, ())
+
+
+def test_the_v1_and_protectorate_dialects_follow_too() -> None:
+    v1 = (FIXTURES / "current_v1.md").read_text(encoding="utf-8")
+    started = current.follow_transition(v1, "start", "X", TODAY)
+    assert started.places == ("v1",) and changed_lines(v1, started.text) == [("Implement authentication service", "X")]
+    done = current.follow_transition(started.text, "done", "X", TODAY)
+    assert changed_lines(v1, done.text) == [("Implement authentication service", "(No active task)")]
+    assert current.parse_current(done.text).task is None
+    blocked = current.follow_transition(started.text, "block", "X", TODAY)  # v1 has no status: said, not hidden
+    assert blocked.text == started.text and not blocked.updated and "v1" in (blocked.note or "")
+    sleeve = (FIXTURES / "current_protectorate.md").read_text(encoding="utf-8")
+    started = current.follow_transition(sleeve, "start", "X", TODAY)
+    assert started.places == ("protectorate",) and changed_lines(sleeve, started.text) == [("Implementing user authentication module", "X")]
+    blocked = current.follow_transition(started.text, "block", "X", TODAY)
+    assert changed_lines(started.text, blocked.text) == [("working", "blocked")]
+    done = current.follow_transition(blocked.text, "done", "X", TODAY)
+    assert (current.parse_current(done.text).state, current.parse_current(done.text).task) == ("done", "X")
 
 
 def test_edits_keep_crlf_and_the_rest_of_a_hand_edited_line() -> None:
     text = "**Task:** old | **Status:** WIP | **Started:** 2026-01-01 | **Owner:** ana\r\nbody\r\n"
-    edited = current.activate_task(text, "new one", TODAY)
+    edited = current.follow_transition(text, "start", "new one", TODAY).text
     assert edited == "**Task:** new one | **Status:** WIP | **Started:** 2026-01-21 | **Owner:** ana\r\nbody\r\n"

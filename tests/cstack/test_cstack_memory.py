@@ -49,7 +49,7 @@ def test_each_category_gets_its_entry_format() -> None:
         ("Turns out git needs a user", None, " - **2026-01-21**: Turns out git needs a user"),
         ("Always write the test first", None, " - Always write the test first"),
         ("The docs live in docs/", None, " - The docs live in docs/"),
-        ("Use SQLite because it is one file", None, " | Use SQLite |  | it is one file | 2026-01-21 |"),
+        ("Use SQLite because it is one file", None, " | Use SQLite |  | because it is one file | 2026-01-21 |"),
         ("Queue | none | not needed yet", "decisions", " | Queue | none | not needed yet | 2026-01-21 |"),
     ):
         new = memory.remember(text, entry, TODAY, category).text
@@ -64,6 +64,18 @@ def test_each_category_gets_its_entry_format() -> None:
         ("preferences", "Always write the test first"),
         ("facts", "The docs live in docs/"),
     ]
+
+
+def test_a_decision_sentence_keeps_every_word_and_names_its_choice() -> None:
+    """`remember "We decided to use Postgres because of JSONB"` once stored
+    `| We decided to use Postgres |  | of JSONB |`: the word "because" was lost, so the why
+    read as nonsense, and the choice was left empty."""
+    new = memory.remember(TEMPLATE, "We decided to use Postgres because of JSONB", TODAY).text
+    (row,) = [line for line in _added(TEMPLATE, new) if line.strip()]
+    assert row == " | We decided to use Postgres | use Postgres | because of JSONB | 2026-01-21 |"
+    (entry,) = memory.parse_memory(new).entries
+    assert entry.cells == ("We decided to use Postgres", "use Postgres", "because of JSONB", "2026-01-21")
+    assert f"{entry.cells[0]} {entry.cells[2]}" == "We decided to use Postgres because of JSONB"
 
 
 def test_second_entry_goes_right_after_the_first() -> None:
@@ -85,7 +97,7 @@ def test_decisions_table_is_created_when_missing_and_sections_when_absent() -> N
     done = memory.remember(text, "Chose X", TODAY)
     assert done.text == (
         "# Memory\n\n## Decisions\n\nNotes about choices.\n\n"
-        "| Decision | Choice | Why | Date |\n|----------|--------|-----|------|\n| Chose X |  |  | 2026-01-21 |\n"
+        "| Decision | Choice | Why | Date |\n|----------|--------|-----|------|\n| Chose X | X |  | 2026-01-21 |\n"
         "\n## Facts\n"
     )
     bare = memory.remember("", "a fact", TODAY)

@@ -102,14 +102,16 @@ def test_reopen_moves_back_to_tasks_and_drops_the_closing_fields() -> None:
     assert change.task.section == ("Tasks",) and change.task.line == 6
 
 
-def test_the_first_task_moved_into_a_section_takes_the_placeholder_line() -> None:
+def test_the_first_task_moved_into_a_section_goes_after_its_placeholder_which_stays() -> None:
     text = plan.add_task(TEMPLATE, "P1: First #x", TODAY).text
     change = plan.transition(text, "done", "First", TODAY, reason="ok")
     removed, added = changes(text, change.text)
-    assert removed == ["- [ ] P1: First #x | modified: 2026-01-21\n", "_None._\n"]
+    assert removed == ["- [ ] P1: First #x | modified: 2026-01-21\n"]
     assert added == ["- [x] P1: First #x | modified: 2026-01-21 | closed: 2026-01-21 | reason: ok\n"]
-    # The Closed and Backlog placeholders are untouched, and Tasks keeps no placeholder back.
-    assert change.text.count("_None._") == TEMPLATE.count("_None._") - 1
+    assert change.text.count("_None._") == TEMPLATE.count("_None._")  # placeholders are the person's lines: never removed
+    assert "## Completed\n\n<!-- Finished" in change.text and "_None._\n- [x] P1: First" in change.text
+    # Tasks is as the template had it: no stray blank line, its placeholder in place.
+    assert change.text.split("## Notes")[0] == TEMPLATE.split("## Notes")[0]
 
 
 def test_a_missing_section_is_created_at_the_end() -> None:
@@ -222,10 +224,11 @@ def test_field_edits_keep_the_authors_spacing() -> None:
 # --------------------------------------------------------------------------- adding
 
 
-def test_add_replaces_the_placeholder_then_appends_after_the_last_task() -> None:
+def test_add_keeps_the_placeholder_then_appends_after_the_last_task() -> None:
     first = plan.add_task(TEMPLATE, "P1: Login flow #feature #auth", TODAY)
     removed, added = changes(TEMPLATE, first.text)
-    assert removed == ['_No tasks yet. Add one with `cstack add "P1: Title #label"`._\n']
+    assert removed == []
+    assert '_No tasks yet. Add one with `cstack add "P1: Title #label"`._\n- [ ] P1: Login flow' in first.text
     assert added == ["- [ ] P1: Login flow #feature #auth | modified: 2026-01-21\n"]
     second = plan.add_task(first.text, "Throttle requests", TODAY, ident="throttle")
     removed, added = changes(first.text, second.text)

@@ -90,7 +90,7 @@ def test_writes_need_a_stack_but_create_missing_files_from_templates(repo: Path)
         cstack.add_task(at(repo), task="x")
     (repo / ".cstack").mkdir()
     cstack.add_task(at(repo), task="x")
-    assert (repo / ".cstack" / "PLAN.md").read_text(encoding="utf-8").startswith("<!-- moss_format: 2 -->\n# Plan\n")
+    assert (repo / ".cstack" / "PLAN.md").read_text(encoding="utf-8").startswith("# Plan\n")  # no marker: cortical-stack reads it too
     with pytest.raises(NotFound):  # a transition needs an existing PLAN.md with the task
         cstack.transition(at(repo), action="start", task="nothing")
 
@@ -123,8 +123,8 @@ def test_bom_and_crlf_survive_a_transition(stack: Path) -> None:
     path = stack / ".cstack" / "PLAN.md"
     path.write_bytes(b"\xef\xbb\xbf## Tasks\r\n\r\n- [ ] one\r\n- [ ] two\r\n")
     cstack.transition(at(stack), action="start", task="two")
-    # The edit writes the format-1 file at format 2: its marker line first, in the file's line ending.
-    assert path.read_bytes() == b"\xef\xbb\xbf<!-- moss_format: 2 -->\r\n## Tasks\r\n\r\n- [ ] one\r\n- [>] two | modified: 2026-01-21\r\n"
+    # Only the task's line changes: no format marker is added to a file cortical-stack shares.
+    assert path.read_bytes() == b"\xef\xbb\xbf## Tasks\r\n\r\n- [ ] one\r\n- [>] two | modified: 2026-01-21\r\n"
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,9 @@ def test_every_upgrade_path_from_the_oldest_format_to_the_newest(relpath: str) -
         return
     text = data.decode("utf-8")
     planned = formats.plan(spec.name, text, formats.Facts(relpath, MTIME_MS))
+    if spec.current == 1:  # a file other tools share, whose format never changed: left as written
+        assert not planned.changes and planned.text == text and expected[relpath] == data
+        return
     assert (planned.old_version, planned.new_version) == (1, 2)
     assert planned.text.encode("utf-8") == expected[planned.new_relpath], planned.new_relpath
     again = formats.plan(spec.name, planned.text, formats.Facts(planned.new_relpath, MTIME_MS))
@@ -120,15 +123,34 @@ def test_comment_markers_sit_first_or_after_the_frontmatter_and_a_mailbox_marker
     with pytest.raises(InvalidDocument) as caught:
         formats.check_text("plan", "<!-- moss_format: x -->\n")
     assert caught.value.code == "SCHEMA_ERROR" and caught.value.line == 1
-    # A v1 mailbox may start with a message block: that is not frontmatter, the marker goes first.
+    # A v1 mailbox may start with a message block: that is not frontmatter, a marker goes first.
     block = "---\nid: m1\nfrom: bob\n---\nhi\n"
     assert formats.check_text("mailbox", block) == 1
-    assert formats.stamp_text("mailbox", block) == "<!-- moss_format: 2 -->\n" + block
-    assert formats.stamp_text("current", "---\nstatus: x\n---\nbody\n") == "---\nstatus: x\n---\n<!-- moss_format: 2 -->\nbody\n"
+    assert formats.set_marker(formats.HEAD_COMMENT, block, 2) == "<!-- moss_format: 2 -->\n" + block
+    assert formats.set_marker(formats.COMMENT, "---\nstatus: x\n---\nbody\n", 2) == "---\nstatus: x\n---\n<!-- moss_format: 2 -->\nbody\n"
     assert formats.check_text("config", "# moss_format: 2\nx = 1\n") == 2
     with pytest.raises(InvalidDocument) as caught:
         formats.check_text("config", "# moss_format: 3\n")
     assert caught.value.code == "FORMAT_TOO_NEW"
+
+
+def test_files_other_tools_share_get_no_marker_and_those_an_earlier_release_marked_keep_reading() -> None:
+    """The memory files and v1 mailboxes never changed format: a new one is written as its
+    authors' tools write it, an upgrade adds nothing, and a file marked 2 by an earlier release
+    reads (version 3 of them would be a real change, and is refused until this toolkit knows it)."""
+    for kind in ("current", "plan", "memory", "mailbox"):
+        spec = formats.KINDS[kind]
+        assert (spec.current, spec.retired) == (1, (2,)), kind
+        assert formats.stamp_text(kind, "# Plan\n") == "# Plan\n"
+        assert formats.upgrade_text(kind, "# Plan\n", formats.Facts(spec.places[0])) == "# Plan\n"
+        marked = "<!-- moss_format: 2 -->\n# Plan\n"
+        assert formats.check_text(kind, marked) == 2
+        planned = formats.plan(kind, marked, formats.Facts(spec.places[0]))
+        assert not planned.changes and planned.text == marked  # kept as it is, never taken out either
+        with pytest.raises(InvalidDocument) as caught:
+            formats.check_text(kind, "<!-- moss_format: 3 -->\n# Plan\n")
+        assert caught.value.code == "FORMAT_TOO_NEW" and caught.value.details["supported"] == 2
+    assert formats.stamp("task", {"title": "x"}) == {"title": "x", "moss_format": 2}  # our own kinds keep their version 2
 
 
 def test_set_marker_keeps_every_other_byte_and_the_line_ending() -> None:

@@ -91,13 +91,18 @@ def test_migrate_sh_upgrade_runs_moss_upgrade(root: Path) -> None:
     env = {"PATH": f"{BIN}:{os.environ['PATH']}"}
     plan = root / ".cstack" / "PLAN.md"
     plan.parent.mkdir(exist_ok=True)
-    plan.write_text("# Plan\n\n## Tasks\n")  # as the release before format markers wrote it
+    plan.write_text("# Plan\n\n## Tasks\n")  # shared with cortical-stack: never gains a marker
+    insight = root / ".moss" / "insights" / "INS-20260101-aaaaaaaa.md"
+    insight.parent.mkdir(parents=True)
+    old = "---\nid: INS-20260101-aaaaaaaa\ntype: technical\nstatus: unprocessed\n---\nOld.\n"
+    insight.write_text(old)  # as the release before format markers wrote it
     dry = _script("upgrade", "--dry-run", "--json", cwd=root, env=env)
     assert dry.returncode == 0, dry.stderr
-    assert json.loads(dry.stdout)["kinds"]["plan"]["upgraded"] == {"1 -> 2": 1} and plan.read_text() == "# Plan\n\n## Tasks\n"
-    done = _script("upgrade", "--kind", "plan", cwd=root, env=env)
+    report = json.loads(dry.stdout)
+    assert report["kinds"]["insight"]["upgraded"] == {"1 -> 2": 1} and report["kinds"]["plan"]["upgraded"] == {} and insight.read_text() == old
+    done = _script("upgrade", "--kind", "insight", "--kind", "plan", cwd=root, env=env)
     assert done.returncode == 0, done.stderr
-    assert plan.read_text() == "<!-- moss_format: 2 -->\n# Plan\n\n## Tasks\n"
+    assert insight.read_text() == old.replace("unprocessed\n", "unprocessed\nmoss_format: 2\n") and plan.read_text() == "# Plan\n\n## Tasks\n"
 
 
 def test_migrate_sh_all_runs_each_source_the_project_holds(root: Path) -> None:
