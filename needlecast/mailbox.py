@@ -275,7 +275,7 @@ def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | N
 def _message_names(folder: Path) -> list[str]:
     """The message file names of a file-per-message folder, sorted (so oldest first)."""
     try:
-        names = os.listdir(folder)
+        names = fs.list_names(folder)
     except FileNotFoundError:
         return []
     # Dot files are our temporary and lock files, or an editor's swap files.
@@ -986,7 +986,7 @@ def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
 def iter_mailboxes(root: Path) -> Iterator[Path]:
     """Child folders of `root` that hold a `.needlecast/` folder, sorted by name."""
     try:
-        children = sorted(os.scandir(root), key=lambda item: item.name)
+        children = sorted(fs.list_entries(root), key=lambda item: item.name)
     except FileNotFoundError:
         return
     for child in children:

@@ -743,6 +743,12 @@ class BoardStore:
                 except Unavailable:  # no watch to be had here, or the watch limit reached
                     self._stop_watching()
             return self._sync_all(kind, dir_fd, None, now_ns)
+        except PermissionError as exc:
+            # A folder that may be listed but not looked into: no file in it can be read.
+            if watch is not None:
+                watch.forget(kind)
+            problems.append(fs.not_readable(self.display(directory), exc, folder=True))
+            return _Folder(None, tasks=kind == "task")
         finally:
             os.close(dir_fd)
 
@@ -1366,7 +1372,7 @@ class BoardStore:
     def thread_names(self, kind: str) -> list[str]:
         """The names of the threads of one kind that have a file, sorted."""
         try:
-            names = os.listdir(self.base / THREAD_FOLDERS[kind])
+            names = fs.list_names(self.base / THREAD_FOLDERS[kind])
         except (FileNotFoundError, NotADirectoryError):
             return []
         return sorted(name[:-6] for name in names if name.endswith(".jsonl") and not name.startswith(".") and is_valid_name(name[:-6]))

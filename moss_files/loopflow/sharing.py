@@ -65,15 +65,15 @@ def check_bundle_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
                 details={"reason": "not_allowed", "path": raw, "allowed": [str(folder) for folder in allowed]},
                 hint="use .moss/exports/ of the workspace, or add the folder to allowed_paths in .moss/config.toml",
             )
-    if reading and not path.is_file():
+    if reading and not path.exists():  # a FIFO or folder there is refused by the read, by name
         raise NotFound("no such bundle file", path=raw)
     return path
 
 
 def _is_bundle(path: Path) -> bool:
     try:
-        data = json.loads(path.read_bytes()[:MAX_BUNDLE_BYTES])
-    except (OSError, ValueError):
+        data = json.loads(fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle"))
+    except (OSError, ValueError, MossError):
         return False
     return isinstance(data, dict) and data.get("version") == bundles.BUNDLE_VERSION and isinstance(data.get("insights"), list)
 
