@@ -304,6 +304,11 @@ def test_history_and_fetch_at_a_commit(ws: Path) -> None:
     missing_rev = moss(ws, "fetch", "auth", "--at", "no-such-rev", "--json")
     assert missing_rev.returncode == 3 and json.loads(missing_rev.stderr)["error"]["code"] == "NOT_FOUND"
 
+    # A path inside a commit is not a revision: refused before git reads anything (was INTERNAL: KeyError).
+    for rev in ("HEAD:../../etc/passwd", "HEAD:.moss/capsules/default/auth.md", "HEAD~1..HEAD"):
+        refused = moss(ws, "fetch", "auth", "--at", rev, "--json")
+        assert refused.returncode == 2 and json.loads(refused.stderr)["error"]["code"] == "INVALID_REVISION", refused.stderr
+
 
 def test_history_outside_git(tmp_path: Path) -> None:
     (tmp_path / ".moss").mkdir()
