@@ -38,7 +38,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.foundation import structured
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import check_request
 from needlecast.signing import NONCE_HEADER, PEER_HEADER, TIME_HEADER, WINDOW_SECONDS, Peer, ReplayGuard, verify
 
@@ -240,9 +241,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
     @staticmethod
     def _parse_json(data: bytes) -> Any:
         try:
-            return json.loads(data)
+            return structured.loads_json(data)
         except ValueError:
             raise InvalidRequest("the body is not valid JSON") from None
+        except InvalidDocument as err:  # JSON_TOO_DEEP: a request, not a file, so a bad request
+            raise InvalidRequest(f"the body is not usable JSON: {err.message}", code=err.code) from None
 
     def _drain(self) -> None:
         """Read and drop an unread request body before the connection closes: closing a socket

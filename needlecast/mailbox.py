@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicts, document, formats, fs
+from moss_files.foundation import conflicts, document, formats, fs, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from needlecast import message as msg
 from needlecast.message import Message
@@ -969,7 +969,7 @@ def read_marks(box: Mailbox) -> set[tuple[str, str]]:
     data = read_if_any(box.read_log) or b""
     for line in data.splitlines():
         try:
-            record = json.loads(line)
+            record = structured.loads_json(line)
             formats.check_record("read-log", record)  # a mark of a newer format is not understood
             marks.add((str(record.get("from") or ""), str(record["id"])))
         except (ValueError, KeyError, TypeError, AttributeError, InvalidDocument):

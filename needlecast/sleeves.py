@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import formats, fs
+from moss_files.foundation import formats, fs, structured
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, error_body
 from needlecast.mailbox import DIR_NAME, iter_mailboxes
 from needlecast.message import ENVOY
@@ -71,7 +71,7 @@ def parse_registry(text: str, path: Path) -> tuple[dict[str, dict[str, Any]], bo
     """
     formats.check_text("sleeves", text, path)
     try:
-        data = tomllib.loads(text)
+        data = structured.loads_toml(text, path=path)
     except tomllib.TOMLDecodeError as exc:
         found = _TOML_LINE.search(str(exc))
         raise InvalidDocument(f"registry is not valid TOML: {exc}", code="REGISTRY_INVALID", path=path, line=int(found.group(1)) if found else None) from None

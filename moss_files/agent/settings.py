@@ -16,7 +16,7 @@ from typing import Any
 
 from moss_files.agent import costs
 from moss_files.agent.costs import Price
-from moss_files.foundation import formats
+from moss_files.foundation import formats, structured
 from moss_files.foundation.errors import InvalidDocument
 
 AGENT_TOML = ".moss/agent.toml"
@@ -177,7 +177,7 @@ def parse_settings(text: str, path: str) -> AgentSettings:
     TOML, SCHEMA_ERROR naming the key for a bad value, FORMAT_TOO_NEW for a newer format)."""
     formats.check_text("agent-policy", text, path)
     try:
-        data = tomllib.loads(text)
+        data = structured.loads_toml(text, path=path)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise InvalidDocument(f"agent settings are not valid TOML: {exc}", path=path, line=int(match.group(1)) if match else None) from None

@@ -71,7 +71,7 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.foundation import document, fs, inotify
+from moss_files.foundation import document, fs, inotify, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from moss_files.foundation.inotify import Unavailable
 
@@ -1296,7 +1296,7 @@ class BoardStore:
                 if len(raw) > MAX_LOG_LINE_BYTES:
                     raise InvalidDocument(f"activity line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
                 try:
-                    record = json.loads(raw.decode("utf-8"))
+                    record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
                 except (UnicodeDecodeError, ValueError) as exc:
                     raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
                 events.append(files.parse_event(record, shown, number))
@@ -1340,9 +1340,11 @@ class BoardStore:
                 problems.append(InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number))
                 continue
             try:
-                records.append((number, json.loads(raw.decode("utf-8"))))
+                records.append((number, structured.loads_json(raw.decode("utf-8"), path=shown, line=number)))
             except (UnicodeDecodeError, ValueError) as exc:
                 problems.append(InvalidDocument(f"line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number))
+            except InvalidDocument as err:
+                problems.append(err)
         return records, problems
 
     def read_channel(self, channel: str) -> tuple[list[threads.Post], list[MossError]]:
@@ -1396,7 +1398,7 @@ class BoardStore:
     def read_cursors(self, worker_id: str) -> dict[str, str]:
         """A worker's read position in each channel (the id of the last message delivered)."""
         try:
-            data = json.loads(fs.read_bytes(self.cursor_path(worker_id)))
+            data = structured.loads_json(fs.read_bytes(self.cursor_path(worker_id)))
         except (FileNotFoundError, ValueError, MossError):
             return {}
         return {str(key): str(value) for key, value in data.items()} if isinstance(data, dict) else {}

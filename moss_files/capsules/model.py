@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from moss_files.foundation import document, formats
+from moss_files.foundation import document, formats, structured
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 DEFAULT_WORKSPACE = "default"
@@ -238,8 +238,8 @@ def sections_present(text: str) -> set[str]:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
-        except ValueError:
+            data = structured.loads_json(stripped)
+        except (ValueError, InvalidDocument):
             data = None
         if isinstance(data, dict):
             for key in data:
@@ -911,8 +911,8 @@ def parse_record(line: str, *, now_ms: int) -> Capsule | None:
     Raises RecordProblem PARSE_ERROR or INVALID_RECORD.
     """
     try:
-        data = json.loads(line)
-    except ValueError as exc:
+        data = structured.loads_json(line)
+    except (ValueError, InvalidDocument) as exc:
         raise RecordProblem("PARSE_ERROR", f"invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise RecordProblem("PARSE_ERROR", "a line must be a JSON object")

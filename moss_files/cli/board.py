@@ -12,7 +12,6 @@ behalf of an agent, so the ownership guards apply as they do to that agent's MCP
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,9 +20,9 @@ import typer
 
 from moss_files.board import claims, conversation, editing, governance, leases, plans, queries, teams, waiting
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-from moss_files.foundation import workspace
+from moss_files.foundation import structured, workspace
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest
+from moss_files.foundation.errors import InvalidRequest, MossError
 
 WORKER_ENV = "MOE_WORKER_ID"
 
@@ -106,8 +105,8 @@ def _json_option(value: str, flag: str, kind: type, shape: str) -> Any:
     """The JSON an option holds (`-`: read from standard input), which must be of `kind`.
     Raises InvalidRequest naming the option."""
     try:
-        data = json.loads(read_stdin_if(value) if value == "-" else value)
-    except ValueError as exc:
+        data = structured.loads_json(read_stdin_if(value) if value == "-" else value)
+    except (ValueError, MossError) as exc:  # MossError: JSON_TOO_DEEP
         raise InvalidRequest(f"{flag} is not JSON: {exc}") from None
     if not isinstance(data, kind):
         raise InvalidRequest(f"{flag} must be {shape}")

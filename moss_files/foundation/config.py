@@ -67,11 +67,11 @@ def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
     FORMAT_TOO_NEW for a file of a newer format."""
     import tomllib  # here: every Context holds a Config, and most commands never read a file
 
-    from moss_files.foundation import formats
+    from moss_files.foundation import formats, structured
 
     formats.check_text("config", text, path)
     try:
-        return tomllib.loads(text)
+        return structured.loads_toml(text, path=path)
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         raise InvalidDocument(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import fs
+from moss_files.foundation import fs, structured
 from moss_files.foundation.arguments import refuse
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
@@ -72,7 +72,7 @@ def check_bundle_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
 
 def _is_bundle(path: Path) -> bool:
     try:
-        data = json.loads(fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle"))
+        data = structured.loads_json(fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle"))
     except (OSError, ValueError, MossError):
         return False
     return isinstance(data, dict) and data.get("version") == bundles.BUNDLE_VERSION and isinstance(data.get("insights"), list)
@@ -84,7 +84,7 @@ def read_bundle(ctx: Context, raw_path: str | None) -> tuple[Path, Bundle]:
     path = check_bundle_path(raw_path, ctx, reading=True)
     data = fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle")
     try:
-        parsed = json.loads(data.decode("utf-8"))
+        parsed = structured.loads_json(data.decode("utf-8"), path=str(path), unique_keys=True)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidDocument(f"the bundle is not valid JSON: {exc}", code="PARSE_ERROR", path=str(path)) from None
     return path, bundles.parse_bundle(parsed, str(path))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from moss_files.foundation import document, fs
+from moss_files.foundation import document, fs, structured
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, RepoError
 from moss_files.migrate.model import Where, source_error
 
@@ -74,7 +74,7 @@ def load_json(path: Path, where: str) -> Any:
     """A JSON source file's value. Raises SOURCE_INVALID with the line of a syntax error."""
     text = read_text(path, where)
     try:
-        return json.loads(text)
+        return structured.loads_json(text, path=where, unique_keys=True)
     except json.JSONDecodeError as exc:
         raise source_error(f"not valid JSON: {exc.msg} (column {exc.colno})", Where(where, exc.lineno)) from None
 
@@ -88,7 +88,7 @@ def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, json.loads(line)))
+            records.append((number, structured.loads_json(line, path=where, line=number, unique_keys=True)))
         except json.JSONDecodeError as exc:
             raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
     return records

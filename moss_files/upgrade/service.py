@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from moss_files.foundation import conflicts, document, formats, fs
+from moss_files.foundation import conflicts, document, formats, fs, structured
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, error_body
 
@@ -316,7 +316,7 @@ def _toml_reader(kind: str) -> Callable[[str, str, Path, int], None]:
             return
         formats.check_text(kind, text, relpath)
         try:
-            tomllib.loads(text)
+            structured.loads_toml(text, path=relpath)
         except tomllib.TOMLDecodeError as exc:
             raise InvalidDocument(f"not valid TOML: {exc}", code="REGISTRY_INVALID", path=relpath) from None
 
