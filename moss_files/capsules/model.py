@@ -549,9 +549,18 @@ def parse_capsule(doc: document.Document, relpath: PurePosixPath, *, mtime_ms: i
 
     Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong type, or when the file
     disagrees with its location (a name that belongs in another file, a workspace that belongs
-    in another folder).
+    in another folder); EMPTY_FILE for a file with nothing in it (0 bytes, or blank lines).
     """
     where = path if path is not None else str(relpath)
+    if not doc.text.strip():
+        # Everything could be derived (name, id, times), but a capsule with no text and no
+        # metadata is a truncated or half-created file, not a capsule: say so.
+        raise InvalidDocument(
+            "the capsule file is empty: it holds neither frontmatter nor text",
+            code="EMPTY_FILE",
+            path=where,
+            hint="restore the file from git (git checkout -- FILE), or delete it",
+        )
     formats.check_document("capsule", doc, where)
     parts = relpath.parts
     in_deleted = len(parts) == 3 and parts[1] == DELETED_DIR

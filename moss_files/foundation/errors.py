@@ -37,6 +37,7 @@ ERROR_CODES: dict[str, str] = {
     "INVALID_ENCODING": "a file is not valid UTF-8",
     "BINARY_FILE": "a file holds NUL bytes, so it is not a text document",
     "FILE_TOO_LARGE": "a file exceeds the size limit for its kind",
+    "EMPTY_FILE": "a file that must hold a document (a capsule) is empty: 0 bytes, or blank lines only",
     "FRONTMATTER_UNCLOSED": "an opening '---' fence has no closing fence",
     "FRONTMATTER_SYNTAX": "the frontmatter is not valid YAML (tabs used as indentation included)",
     "FRONTMATTER_NOT_MAPPING": "the frontmatter is YAML but not a mapping of keys to values",
