@@ -778,7 +778,7 @@ def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
         return Snapshot(snapshot.path, None, "")
     if snapshot.identity is not None and identity_of(info) != snapshot.identity:
         return Snapshot(snapshot.path, None, "replaced", identity_of(info))
-    fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    fd = open_regular(name, dir_fd=dir_fd, shown=snapshot.path)  # a FIFO put there is refused, not waited on
     try:
         data, identity = _read_fd(fd, snapshot.path, None)
     finally:
