@@ -172,6 +172,15 @@ def test_a_fifo_in_a_files_place_is_refused_and_never_waited_on(workspace: Path,
     assert stat.S_ISFIFO(path.lstat().st_mode)  # left where it was
 
 
+def test_a_fifo_in_place_of_the_board_cache_is_not_waited_on(workspace: Path) -> None:
+    cache = workspace / ".moss/cache/board.json"  # derived: without it the board reads its files
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(cache)
+    done = run(workspace, ["moss", "task", "list"])
+    assert done.returncode == 0, done.stderr
+    assert TASK in {task["id"] for task in json.loads(done.stdout)["tasks"]}
+
+
 # --------------------------------------------------------------------------- folders
 
 

@@ -946,7 +946,7 @@ class BoardStore:
         self._cache_read = True
         try:
             with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
-                self._cache_fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                self._cache_fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
             with os.fdopen(self._cache_fd, "rb") as handle:
                 data = handle.read()
                 self._take_cache(data)
@@ -1006,7 +1006,7 @@ class BoardStore:
             fd = watch.cache_fd if watch is not None else None
             if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
                 with fs.folder_fd(path.parent) as dir_fd:
-                    opened = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                    opened = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)
                 if fd is not None:
                     os.close(fd)
                 fd = opened
