@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
+from moss_files.foundation import structured
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import bearer_matches, check_request
 from moss_files.foundation.httpserver import HttpServer, Limits, listen
 from needlecast.signing import NONCE_HEADER, PEER_HEADER, TIME_HEADER, WINDOW_SECONDS, Peer, ReplayGuard, verify
@@ -190,9 +191,11 @@ def _error(err: MossError, status: int | None = None) -> Answer:
 
 def _parse_json(data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return structured.loads_json(data)
     except ValueError:
         raise InvalidRequest("the body is not valid JSON") from None
+    except InvalidDocument as err:  # JSON_TOO_DEEP: a request, not a file, so a bad request
+        raise InvalidRequest(f"the body is not usable JSON: {err.message}", code=err.code) from None
 
 
 _BUSY = _error(MossError("the sidecar is busy; retry shortly", code="SERVER_BUSY", hint=f"retry after {RETRY_AFTER_SECONDS}s"), 503)

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicts, document, formats, fs
+from moss_files.foundation import conflicts, document, formats, fs, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from needlecast import message as msg
 from needlecast.message import Message
@@ -275,7 +275,7 @@ def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | N
 def _message_names(folder: Path) -> list[str]:
     """The message file names of a file-per-message folder, sorted (so oldest first)."""
     try:
-        names = os.listdir(folder)
+        names = fs.list_names(folder)
     except FileNotFoundError:
         return []
     # Dot files are our temporary and lock files, or an editor's swap files.
@@ -969,7 +969,7 @@ def read_marks(box: Mailbox) -> set[tuple[str, str]]:
     data = read_if_any(box.read_log) or b""
     for line in data.splitlines():
         try:
-            record = json.loads(line)
+            record = structured.loads_json(line)
             formats.check_record("read-log", record)  # a mark of a newer format is not understood
             marks.add((str(record.get("from") or ""), str(record["id"])))
         except (ValueError, KeyError, TypeError, AttributeError, InvalidDocument):
@@ -986,7 +986,7 @@ def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
 def iter_mailboxes(root: Path) -> Iterator[Path]:
     """Child folders of `root` that hold a `.needlecast/` folder, sorted by name."""
     try:
-        children = sorted(os.scandir(root), key=lambda item: item.name)
+        children = sorted(fs.list_entries(root), key=lambda item: item.name)
     except FileNotFoundError:
         return
     for child in children:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
 import os
 import re
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -36,30 +34,25 @@ LEFTOVER = re.compile(r"^\.(?P<name>.+)\.tmp-(?:(?P<kind>ready|prev|aside)-)?(?P
 
 
 def read_if_any(path: Path) -> bytes | None:
-    """A file's bytes; None when it is missing or not a regular file. Raises SYMLINK_REFUSED
-    for a link."""
+    """A file's bytes; None when it is missing (or a file stands where its folder should be).
+    Raises SYMLINK_REFUSED for a link, NOT_REGULAR_FILE for a folder, FIFO or device,
+    NOT_READABLE when permission is denied."""
     try:
         return fs.read_bytes(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except InvalidRequest:
-        return None  # a folder where a file was expected: nothing to read there
+        return None  # a file where the folder should be: nothing to read there
 
 
 def read_in(dir_fd: int, folder: Path, name: str) -> bytes | None:
     """`read_if_any` for the file `name` of a folder already open as `dir_fd`: a batch of reads
     in one folder opens the folder once, where each `fs.read_bytes` walks down to it again."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        fd = fs.open_regular(name, dir_fd=dir_fd, shown=folder / name)
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise fs.symlink_refused(folder / name) from None
-        raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None  # a folder or a FIFO where a file was expected: nothing to read there
         return read_fd(fd)
     finally:
         os.close(fd)
@@ -87,20 +80,11 @@ def open_read(path: Path) -> int:
     without following a link below the toolkit folder. A rewrite keeps it to know the file it
     replaces, and a long mailbox is read in parts through it; whole reads use `fs.read_bytes`.
 
-    Raises FileNotFoundError, InvalidDocument SYMLINK_REFUSED for a link, InvalidRequest for
-    anything but a regular file (opening a FIFO must not block).
+    Raises FileNotFoundError, InvalidDocument SYMLINK_REFUSED for a link, NOT_REGULAR_FILE
+    for anything but a regular file (opening a FIFO must not block), NOT_READABLE.
     """
     with fs.folder_fd(path.parent) as dir_fd:
-        try:
-            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise fs.symlink_refused(path) from None
-            raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InvalidRequest("is not a regular file", path=path)
-    return fd
+        return fs.open_regular(path.name, dir_fd=dir_fd, shown=path)
 
 
 def carry_over(path: Path, data: bytes) -> None:
@@ -455,8 +439,8 @@ def make_durable(paths: list[Path]) -> None:
 
 
 def list_names(folder: Path) -> list[str]:
-    """The names in `folder` (none when it is missing)."""
+    """The names in `folder` (none when it is missing). Raises NOT_READABLE."""
     try:
-        return os.listdir(folder)
+        return fs.list_names(folder)
     except FileNotFoundError:
         return []

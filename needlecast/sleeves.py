@@ -28,6 +28,7 @@ reports it.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,7 +51,8 @@ def registry_path(root: Path) -> Path:
 
 def holds_sleeves(folder: Path) -> bool:
     """True when `folder` is an envoy root: it has a sleeve registry or a child sleeve."""
-    return registry_path(folder).is_file() or next(iter_mailboxes(folder), None) is not None
+    # Whatever stands at the registry's name counts (a FIFO, a link): reading it then refuses it.
+    return os.path.lexists(registry_path(folder)) or next(iter_mailboxes(folder), None) is not None
 
 
 def _line_of(text: str, name: str) -> int | None:
@@ -140,9 +142,15 @@ def load_directory(root: Path, *, self_name: str | None = None, peers: Mapping[s
     entries: dict[str, dict[str, Any]] = {}
     discover = True
     text = ""
-    if registry.is_file():
+    try:
+        # Read whatever stands at the name: a FIFO, a folder or a link there is refused by the
+        # read, never taken for a missing registry.
+        data: bytes | None = fs.read_bytes(registry)
+    except FileNotFoundError:
+        data = None
+    if data is not None:
         try:
-            text = fs.read_bytes(registry).decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidDocument(f"registry is not UTF-8 text: {exc}", code="REGISTRY_INVALID", path=registry) from None
         entries, discover = parse_registry(text, registry)

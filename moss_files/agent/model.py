@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import document, formats, summaries
+from moss_files.foundation import document, formats, structured, summaries
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest, NotFound
 from moss_files.foundation.fields import FieldReader
@@ -106,7 +106,7 @@ def event_to_line(event: Event) -> bytes:
 
 def parse_event(text: str) -> Event:
     """Parse one line. Raises ValueError when it is not a complete event."""
-    raw = json.loads(text)
+    raw = structured.loads_json(text)
     if not isinstance(raw, dict):
         raise ValueError("not a JSON object")
     formats.check_record("agent-events", raw)  # InvalidDocument FORMAT_TOO_NEW for a newer line

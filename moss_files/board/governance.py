@@ -19,6 +19,7 @@ from moss_files.board.usecase import (
     caller,
     find_epic,
     find_task,
+    find_worker,
     guard,
     guard_live,
     log,
@@ -31,7 +32,7 @@ from moss_files.board.usecase import (
 )
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN, Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest
 
 DEFAULT_METRICS_LIMIT, MAX_METRICS_LIMIT = 100, 1000
 GOVERNANCE_DUTIES = (
@@ -215,9 +216,7 @@ def enter_governance(ctx: Context, *, worker_id: str | None = None) -> dict[str,
     store = board_store(ctx)
     with store.writing():
         board = settle_leases(ctx, store.load())
-        record = board.workers.get(worker)
-        if record is None:
-            raise NotFound(f"Worker not found: {worker}", details={"workerId": worker})
+        record = find_worker(board, worker)
         _require_role(board, worker, ("governor",), "governance")
         now = ctx.stamp()
         released = []

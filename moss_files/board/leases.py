@@ -13,7 +13,7 @@ from typing import Any
 
 from moss_files.board import rules, shapes
 from moss_files.board.model import ACTIVE, GONE_WORKER_STATUSES, check_name
-from moss_files.board.usecase import board_store, caller, guard_live, log, post_system, settle_leases, touch, write_task
+from moss_files.board.usecase import board_store, caller, find_worker, guard_live, log, post_system, settle_leases, touch, write_task
 from moss_files.foundation import arguments
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
@@ -89,9 +89,7 @@ def deregister_worker(ctx: Context, *, worker_id: str, reason: str | None = None
     store = board_store(ctx)
     with store.writing():
         board = store.outline(())
-        worker = board.workers.get(worker_id)
-        if worker is None:
-            raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
+        worker = find_worker(board, worker_id)
         already = worker.status == "DEAD"
         released = []
         now = ctx.stamp()
@@ -126,7 +124,4 @@ def revive(ctx: Context, worker_id: str) -> None:
 def worker_row(ctx: Context, worker_id: str) -> dict[str, Any]:
     """One worker as list_workers shows it (for answers that name a worker)."""
     board = board_store(ctx).outline(())
-    worker = board.workers.get(worker_id)
-    if worker is None:
-        raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
-    return shapes.worker_to_dict(board, worker)
+    return shapes.worker_to_dict(board, find_worker(board, worker_id))

@@ -22,6 +22,7 @@ from moss_files.board.usecase import (
     checkout_branch,
     ensure_worker,
     find_task,
+    find_worker,
     guard,
     guard_context,
     guard_questions,
@@ -559,9 +560,7 @@ def unblock_worker(ctx: Context, *, worker_id: str, resolution: str, retry_task:
     store = board_store(ctx)
     with store.writing():
         board = store.load()
-        worker = board.workers.get(worker_id)
-        if worker is None:
-            raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
+        worker = find_worker(board, worker_id)
         if worker.status != "BLOCKED":
             raise Conflict(
                 "Worker must be in BLOCKED status", code="INVALID_TRANSITION", details={"workerId": worker_id, "status": rules.worker_status(board, worker)}

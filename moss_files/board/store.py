@@ -71,7 +71,7 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.foundation import document, fs, inotify
+from moss_files.foundation import document, fs, inotify, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from moss_files.foundation.inotify import Unavailable
 
@@ -744,6 +744,12 @@ class BoardStore:
                 except Unavailable:  # no watch to be had here, or the watch limit reached
                     self._stop_watching()
             return self._sync_all(kind, dir_fd, None, now_ns)
+        except PermissionError as exc:
+            # A folder that may be listed but not looked into: no file in it can be read.
+            if watch is not None:
+                watch.forget(kind)
+            problems.append(fs.not_readable(self.display(directory), exc, folder=True))
+            return _Folder(None, tasks=kind == "task")
         finally:
             os.close(dir_fd)
 
@@ -941,7 +947,7 @@ class BoardStore:
         self._cache_read = True
         try:
             with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
-                self._cache_fd = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                self._cache_fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
             with os.fdopen(self._cache_fd, "rb") as handle:
                 data = handle.read()
                 self._take_cache(data)
@@ -1001,7 +1007,7 @@ class BoardStore:
             fd = watch.cache_fd if watch is not None else None
             if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
                 with fs.folder_fd(path.parent) as dir_fd:
-                    opened = os.open(CACHE_FILE.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                    opened = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)
                 if fd is not None:
                     os.close(fd)
                 fd = opened
@@ -1291,7 +1297,7 @@ class BoardStore:
                 if len(raw) > MAX_LOG_LINE_BYTES:
                     raise InvalidDocument(f"activity line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
                 try:
-                    record = json.loads(raw.decode("utf-8"))
+                    record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
                 except (UnicodeDecodeError, ValueError) as exc:
                     raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
                 events.append(files.parse_event(record, shown, number))
@@ -1335,9 +1341,11 @@ class BoardStore:
                 problems.append(InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number))
                 continue
             try:
-                records.append((number, json.loads(raw.decode("utf-8"))))
+                records.append((number, structured.loads_json(raw.decode("utf-8"), path=shown, line=number)))
             except (UnicodeDecodeError, ValueError) as exc:
                 problems.append(InvalidDocument(f"line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number))
+            except InvalidDocument as err:
+                problems.append(err)
         return records, problems
 
     def read_channel(self, channel: str) -> tuple[list[threads.Post], list[MossError]]:
@@ -1367,7 +1375,7 @@ class BoardStore:
     def thread_names(self, kind: str) -> list[str]:
         """The names of the threads of one kind that have a file, sorted."""
         try:
-            names = os.listdir(self.base / THREAD_FOLDERS[kind])
+            names = fs.list_names(self.base / THREAD_FOLDERS[kind])
         except (FileNotFoundError, NotADirectoryError):
             return []
         return sorted(name[:-6] for name in names if name.endswith(".jsonl") and not name.startswith(".") and is_valid_name(name[:-6]))
@@ -1391,7 +1399,7 @@ class BoardStore:
     def read_cursors(self, worker_id: str) -> dict[str, str]:
         """A worker's read position in each channel (the id of the last message delivered)."""
         try:
-            data = json.loads(fs.read_bytes(self.cursor_path(worker_id)))
+            data = structured.loads_json(fs.read_bytes(self.cursor_path(worker_id)))
         except (FileNotFoundError, ValueError, MossError):
             return {}
         return {str(key): str(value) for key, value in data.items()} if isinstance(data, dict) else {}

@@ -12,10 +12,10 @@ from typing import Any
 
 from moss_files.board import shapes
 from moss_files.board.model import ROLES, Board, Team, check_choice, check_name
-from moss_files.board.usecase import board_store, ensure_worker, log, with_problems
+from moss_files.board.usecase import board_store, ensure_worker, find_team, find_worker, log, with_problems
 from moss_files.foundation import arguments
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, NotFound
+from moss_files.foundation.errors import Conflict
 
 MAX_TEAM_SIZE = 10_000
 
@@ -46,20 +46,14 @@ def show_worker(ctx: Context, *, worker_id: str) -> dict[str, Any]:
     """One worker. Raises NotFound `Worker not found: <id>`."""
     worker_id = check_name(worker_id, "workerId")
     board = board_store(ctx).load()
-    worker = board.workers.get(worker_id)
-    if worker is None:
-        raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
-    return shapes.worker_to_dict(board, worker)
+    return shapes.worker_to_dict(board, find_worker(board, worker_id))
 
 
 # --------------------------------------------------------------------------- teams
 
 
 def _find_team(board: Board, team_id: str) -> Team:
-    team = board.teams.get(team_id)
-    if team is None:
-        raise NotFound(f"Team not found: {team_id}", details={"teamId": team_id})
-    return team
+    return find_team(board, team_id)
 
 
 def _team_full(team: Team) -> Conflict:

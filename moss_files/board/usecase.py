@@ -38,7 +38,7 @@ from datetime import UTC
 from typing import Any
 
 from moss_files.board import rules, threads, worktree
-from moss_files.board.model import GONE_WORKER_STATUSES, Board, Epic, Event, Project, Task, Worker, check_name
+from moss_files.board.model import GONE_WORKER_STATUSES, Board, Epic, Event, Project, Task, Team, Worker, check_name
 from moss_files.board.store import BoardStore
 from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, MossError, NotFound, error_body
@@ -72,9 +72,7 @@ def find_task(board: Board, task_id: str) -> Task:
     """The task `task_id`. Raises its file's error when unreadable, else NotFound."""
     task = board.tasks.get(task_id)
     if task is None:
-        for err in board.problems:
-            if err.path and err.path.endswith(f"/tasks/{task_id}.md"):
-                raise err
+        raise_unreadable(board, "tasks", task_id)
         raise NotFound(f"Task not found: {task_id}", details={"taskId": task_id})
     return task
 
@@ -83,11 +81,35 @@ def find_epic(board: Board, epic_id: str) -> Epic:
     """The epic `epic_id`. Raises its file's error when unreadable, else NotFound."""
     epic = board.epics.get(epic_id)
     if epic is None:
-        for err in board.problems:
-            if err.path and err.path.endswith(f"/epics/{epic_id}.md"):
-                raise err
+        raise_unreadable(board, "epics", epic_id)
         raise NotFound(f"Epic not found: {epic_id}", details={"epicId": epic_id})
     return epic
+
+
+def find_worker(board: Board, worker_id: str) -> Worker:
+    """The worker `worker_id`. Raises its file's error when unreadable, else NotFound."""
+    worker = board.workers.get(worker_id)
+    if worker is None:
+        raise_unreadable(board, "workers", worker_id)
+        raise NotFound(f"Worker not found: {worker_id}", details={"workerId": worker_id})
+    return worker
+
+
+def find_team(board: Board, team_id: str) -> Team:
+    """The team `team_id`. Raises its file's error when unreadable, else NotFound."""
+    team = board.teams.get(team_id)
+    if team is None:
+        raise_unreadable(board, "teams", team_id)
+        raise NotFound(f"Team not found: {team_id}", details={"teamId": team_id})
+    return team
+
+
+def raise_unreadable(board: Board, folder: str, item_id: str) -> None:
+    """Raise the error of the item's own file when the board could not read it: a lookup that
+    missed must not hide an unreadable, malformed or refused file as NOT_FOUND."""
+    for err in board.problems:
+        if err.path and err.path.endswith(f"/{folder}/{item_id}.md"):
+            raise err
 
 
 def guard_owner(task: Task, worker_id: str | None) -> None:

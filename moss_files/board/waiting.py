@@ -28,6 +28,7 @@ from moss_files.board.usecase import (
     board_store,
     caller,
     find_epic,
+    find_team,
     question_blocked,
     settle_approvals,
     settle_leases,
@@ -37,7 +38,7 @@ from moss_files.board.usecase import (
 from moss_files.board.watch import BoardWatcher
 from moss_files.foundation import arguments
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest
 
 DEFAULT_TIMEOUT_MS = 300_000
 MIN_TIMEOUT_MS, MAX_TIMEOUT_MS = 1_000, 600_000
@@ -266,9 +267,7 @@ def wait_for_task(
     wanted = check_statuses(statuses, "statuses")
     team = arguments.optional(team_id)
     if team is not None:
-        found = board.teams.get(team)
-        if found is None:
-            raise NotFound(f"Team not found: {team}", details={"teamId": team})
+        found = find_team(board, team)
         if worker not in found.members:
             raise Conflict(f"{worker} is not a member of team {team}", code="NOT_ALLOWED", status=403, details={"teamId": team, "workerId": worker})
         if not wanted and found.role:

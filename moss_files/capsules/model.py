@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from moss_files.foundation import document, formats
+from moss_files.foundation import document, formats, structured
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
 
 DEFAULT_WORKSPACE = "default"
@@ -238,8 +238,8 @@ def sections_present(text: str) -> set[str]:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            data = json.loads(stripped)
-        except ValueError:
+            data = structured.loads_json(stripped)
+        except (ValueError, InvalidDocument):
             data = None
         if isinstance(data, dict):
             for key in data:
@@ -549,9 +549,18 @@ def parse_capsule(doc: document.Document, relpath: PurePosixPath, *, mtime_ms: i
 
     Raises InvalidDocument SCHEMA_ERROR (with the key's line) for a wrong type, or when the file
     disagrees with its location (a name that belongs in another file, a workspace that belongs
-    in another folder).
+    in another folder); EMPTY_FILE for a file with nothing in it (0 bytes, or blank lines).
     """
     where = path if path is not None else str(relpath)
+    if not doc.text.strip():
+        # Everything could be derived (name, id, times), but a capsule with no text and no
+        # metadata is a truncated or half-created file, not a capsule: say so.
+        raise InvalidDocument(
+            "the capsule file is empty: it holds neither frontmatter nor text",
+            code="EMPTY_FILE",
+            path=where,
+            hint="restore the file from git (git checkout -- FILE), or delete it",
+        )
     formats.check_document("capsule", doc, where)
     parts = relpath.parts
     in_deleted = len(parts) == 3 and parts[1] == DELETED_DIR
@@ -911,8 +920,8 @@ def parse_record(line: str, *, now_ms: int) -> Capsule | None:
     Raises RecordProblem PARSE_ERROR or INVALID_RECORD.
     """
     try:
-        data = json.loads(line)
-    except ValueError as exc:
+        data = structured.loads_json(line)
+    except (ValueError, InvalidDocument) as exc:
         raise RecordProblem("PARSE_ERROR", f"invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise RecordProblem("PARSE_ERROR", "a line must be a JSON object")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -385,8 +386,7 @@ def raise_first(problems: tuple[MossError, ...] | list[MossError]) -> None:
 
 def _entries(folder: str) -> list[os.DirEntry[str]]:
     try:
-        with os.scandir(folder) as iterator:
-            return list(iterator)
+        return fs.list_entries(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -412,10 +412,16 @@ def _is_capsule_entry(entry: os.DirEntry[str]) -> bool:
 
 
 def _stray(store: CapsuleStore, path: Path) -> MossError:
-    if path.is_symlink():
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISLNK(mode):
         return fs.symlink_refused(store.display(path))
-    if path.is_dir():
+    if stat.S_ISDIR(mode):
         reason = "is a folder where a capsule file was expected"
+    elif mode and not stat.S_ISREG(mode):
+        return fs.not_regular(store.display(path), mode)  # a FIFO, socket or device: never opened
     else:
         reason = "is not a capsule file (capsule files end in .md)"
     return InvalidDocument(f"{store.display(path)} {reason}", code="SCHEMA_ERROR", path=store.display(path))

@@ -21,7 +21,7 @@ from moss_files.foundation import datafiles, document, fs
 from moss_files.foundation.arguments import optional, refuse
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -113,10 +113,11 @@ def export(ctx: Context, *, path: str | None = None, workspace: str | None = Non
 
 def _is_export(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
+        # Never a plain open(): a FIFO at the path would wait for a writer forever.
+        with os.fdopen(fs.open_regular(path), "rb") as handle:
             first = handle.readline(4096)
         return datafiles.load_json(first, str(path)).get("_moss_export") is True
-    except (OSError, InvalidDocument, AttributeError):
+    except (OSError, MossError, AttributeError):
         return False
 
 

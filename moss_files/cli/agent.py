@@ -202,14 +202,15 @@ def register(app: typer.Typer) -> None:
         JSON: {server, tool, decisions, is_error, text, structured, bytes, truncated, duration_ms}. Exit 5 when the
         policy denies it, 9 when the tool fails, times out or its server is unavailable."""
         from moss_files.agent import service
-        from moss_files.foundation.errors import InvalidRequest
+        from moss_files.foundation import structured
+        from moss_files.foundation.errors import InvalidRequest, MossError
 
         with reporting(as_json):
             parsed: dict[str, Any] | None = None
             if args_json is not None:
                 try:
-                    parsed = json.loads(args_json)
-                except ValueError as exc:
+                    parsed = structured.loads_json(args_json)
+                except (ValueError, MossError) as exc:  # MossError: JSON_TOO_DEEP
                     raise InvalidRequest(f"--args is not JSON: {exc}") from None
                 if not isinstance(parsed, dict):
                     raise InvalidRequest("--args must be a JSON object")

@@ -21,9 +21,9 @@ import typer
 
 from moss_files.board import claims, conversation, editing, governance, leases, plans, queries, teams, waiting
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
-from moss_files.foundation import workspace
+from moss_files.foundation import structured, workspace
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest
+from moss_files.foundation.errors import InvalidRequest, MossError
 
 WORKER_ENV = "MOE_WORKER_ID"
 
@@ -125,8 +125,8 @@ def _json_option(value: str, flag: str, kind: type, shape: str) -> Any:
     """The JSON an option holds (`-`: read from standard input), which must be of `kind`.
     Raises InvalidRequest naming the option."""
     try:
-        data = json.loads(read_stdin_if(value) if value == "-" else value)
-    except ValueError as exc:
+        data = structured.loads_json(read_stdin_if(value) if value == "-" else value)
+    except (ValueError, MossError) as exc:  # MossError: JSON_TOO_DEEP
         raise InvalidRequest(f"{flag} is not JSON: {exc}") from None
     if not isinstance(data, kind):
         raise InvalidRequest(f"{flag} must be {shape}")

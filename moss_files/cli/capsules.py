@@ -25,10 +25,10 @@ from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
 from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
-from moss_files.foundation import config, document
+from moss_files.foundation import config, document, structured
 from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest, NotFound
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 
 WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace (default: 'default').")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Address the capsule by id instead of name.", show_default=False)]
@@ -572,8 +572,8 @@ def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, wor
     if items is not None:
         raw = _read_text(items, "items")
         try:
-            parsed = json.loads(raw or "")
-        except ValueError as exc:
+            parsed = structured.loads_json(raw or "")
+        except (ValueError, MossError) as exc:  # MossError: JSON_TOO_DEEP
             raise InvalidRequest(f"--items is not valid JSON: {exc}") from None
         if not isinstance(parsed, list):
             raise InvalidRequest("--items must be a JSON list")

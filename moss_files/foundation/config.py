@@ -136,11 +136,11 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
         try:
             # The user's own file may be a link (dotfile managers make them); the workspace's
             # comes with the repository, so it is read without following links.
-            raw = path.read_bytes() if users_own else fs.read_bytes(path)
+            raw = fs.read_bytes(path, follow_links=users_own)
             text = raw.decode("utf-8")
         except FileNotFoundError:
             continue
-        except (UnicodeDecodeError, IsADirectoryError) as exc:
+        except UnicodeDecodeError as exc:
             raise InvalidDocument(f"config cannot be read: {exc}", code="INVALID_DOCUMENT", path=path) from None
         layers.append((path, parse_config_text(text, path), base))
     merged: dict[str, Any] = {}

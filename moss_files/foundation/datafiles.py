@@ -9,7 +9,9 @@ JSON Lines imports) comes through here, so that:
   PowerShell's `Out-File`) save files that read like any other;
 - git's conflict markers left by an unfinished merge are reported as MERGE_CONFLICT at the
   marker's line (`conflicts`), like a markdown file's, rather than as a syntax error;
-- a syntax error carries the caller's code, the file and the line.
+- a syntax error carries the caller's code, the file and the line;
+- nesting too deep for the parsers and (where asked) a JSON key given twice are reported by
+  their own codes (`structured`: JSON_TOO_DEEP, TOML_TOO_DEEP, JSON_DUPLICATE_KEY).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicts
+from moss_files.foundation import conflicts, structured
 from moss_files.foundation.errors import InvalidDocument
 
 BOM = "\ufeff"
@@ -54,8 +56,8 @@ def load_toml(
 ) -> dict[str, Any]:
     """The table a TOML file holds. `kind` (a `formats` kind) checks its format version first.
 
-    Raises InvalidDocument MERGE_CONFLICT (the marker's line), FORMAT_TOO_NEW, and `code` for
-    text that is not UTF-8 or not TOML (with the line).
+    Raises InvalidDocument MERGE_CONFLICT (the marker's line), FORMAT_TOO_NEW, TOML_TOO_DEEP,
+    and `code` for text that is not UTF-8 or not TOML (with the line).
     """
     import tomllib  # here: most commands read no TOML file
 
@@ -65,22 +67,24 @@ def load_toml(
 
         formats.check_text(kind, text, path)
     try:
-        return tomllib.loads(text)
+        return structured.loads_toml(text, path=path)
     except tomllib.TOMLDecodeError as exc:
         found = _TOML_LINE.search(str(exc))
         raise InvalidDocument(f"{what} is not valid TOML: {exc}", code=code, path=path, line=int(found.group(1)) if found else None) from None
 
 
-def load_json(source: str | bytes, path: Path | str | None, *, code: str = "INVALID_DOCUMENT", what: str = "the file") -> Any:
-    """The value a JSON file holds.
+def load_json(source: str | bytes, path: Path | str | None, *, code: str = "INVALID_DOCUMENT", what: str = "the file", unique_keys: bool = False) -> Any:
+    """The value a JSON file holds; with `unique_keys`, an object holding a key twice is
+    refused (hand-written sources and bundles) rather than keeping the last value.
 
-    Raises InvalidDocument MERGE_CONFLICT (the marker's line), and `code` for text that is not
-    UTF-8 or not JSON (with the line).
+    Raises InvalidDocument MERGE_CONFLICT (the marker's line), JSON_TOO_DEEP,
+    JSON_DUPLICATE_KEY (the key's line), and `code` for text that is not UTF-8 or not JSON
+    (with the line).
     """
     import json
 
     text = _text(source, path, code, what)
     try:
-        return json.loads(text)
+        return structured.loads_json(text, path=path, unique_keys=unique_keys)
     except json.JSONDecodeError as exc:
         raise InvalidDocument(f"{what} is not valid JSON: {exc.msg} (column {exc.colno})", code=code, path=path, line=exc.lineno) from None

@@ -112,6 +112,44 @@ def symlink_refused(path: Path | str) -> InvalidDocument:
     )
 
 
+# What each kind of file that is not a regular one is called in messages, and in `details.type`.
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "folder", "a folder"),
+    (stat.S_ISFIFO, "fifo", "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket", "a socket"),
+    (stat.S_ISCHR, "character-device", "a character device"),
+    (stat.S_ISBLK, "block-device", "a block device"),
+)
+
+
+def not_regular(path: Path | str, mode: int) -> InvalidDocument:
+    """The error for a folder, FIFO, socket or device met where a file is read or written
+    (`mode` is its st_mode): NOT_REGULAR_FILE. Such a file is never read: reading a FIFO
+    would wait for a writer forever, and a device is nobody's document."""
+    kind, shown = next(((kind, shown) for test, kind, shown in _NOT_REGULAR if test(mode)), ("other", "not a regular file"))
+    return InvalidDocument(
+        f"is {shown}, not a regular file; it is not read",
+        code="NOT_REGULAR_FILE",
+        path=path,
+        details={"type": kind},
+        hint="replace it with a regular file, or remove it",
+    )
+
+
+def not_readable(path: Path | str, exc: OSError, *, folder: bool = False) -> RepoError:
+    """The error for a file or folder the operating system does not let this process read
+    (EACCES, EPERM): NOT_READABLE, status 403, exit 6."""
+    what = "folder" if folder else "file"
+    return RepoError(
+        f"cannot read the {what}: {exc.strerror or 'permission denied'}",
+        code="NOT_READABLE",
+        status=403,
+        path=path,
+        details={"errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))},
+        hint=f"give the user running the toolkit read permission on the {what} (and search permission on the folders above it)",
+    )
+
+
 def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
     """Explain why `name` in `dir_fd` could not be opened as a folder or a plain file."""
     try:
@@ -122,6 +160,8 @@ def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
         return symlink_refused(shown)
     if exc.errno == errno.ENOTDIR:
         return InvalidRequest("is not a folder", path=shown)
+    if isinstance(exc, PermissionError):
+        return not_readable(shown, exc, folder=True)
     return MossError(f"cannot open folder: {exc.strerror}", path=shown)
 
 
@@ -137,11 +177,11 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
     if split is None:
         if create:
             Path(folder).mkdir(parents=True, exist_ok=True)
-        return os.open(folder, _DIR_FLAGS)
+        return _open_top(folder)
     base, names = split
     if create:
         os.makedirs(base, exist_ok=True)
-    fd = os.open(base, _DIR_FLAGS)  # the workspace root may be a link: it is the user's choice
+    fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
     try:
         for depth, name in enumerate(names):
             try:
@@ -167,6 +207,14 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
     return fd
 
 
+def _open_top(folder: Path | str) -> int:
+    """An O_DIRECTORY descriptor for `folder`, links followed (a folder outside the toolkit's)."""
+    try:
+        return os.open(folder, _DIR_FLAGS)
+    except PermissionError as exc:
+        raise not_readable(folder, exc, folder=True) from None
+
+
 @contextmanager
 def folder_fd(folder: Path | str, *, create: bool = False) -> Iterator[int]:
     """`open_folder` as a context manager that closes the descriptor."""
@@ -190,33 +238,57 @@ def check_confined(path: Path) -> None:
 
 
 def _open_file(dir_fd: int, path: Path, flags: int, mode: int = 0o666, *, inside: bool | None = None) -> int:
-    """Open `path.name` inside `dir_fd`, without following a link when it lies in a toolkit
-    folder; raise our errors for links and for things that are not regular files (opening a
-    FIFO must not block)."""
-    if inside if inside is not None else _toolkit_split(os.path.dirname(path)) is not None:
+    """`open_regular` for `path.name` inside `dir_fd`, never following a link when it lies in a
+    toolkit folder."""
+    nofollow = inside if inside is not None else _toolkit_split(os.path.dirname(path)) is not None
+    return open_regular(path.name, dir_fd=dir_fd, shown=path, flags=flags, mode=mode, nofollow=nofollow)
+
+
+def open_regular(
+    name: Path | str, *, dir_fd: int | None = None, shown: Path | str | None = None, flags: int = os.O_RDONLY, mode: int = 0o666, nofollow: bool = True
+) -> int:
+    """A descriptor of the regular file `name` (relative to `dir_fd` when given; the caller
+    closes it), opened with `flags`: the one way the toolkit opens a file it reads.
+
+    The open never blocks (O_NONBLOCK, cleared again once the file is known to be regular), so
+    a FIFO planted where a file is expected is refused, never waited on. Raises
+    FileNotFoundError; InvalidDocument SYMLINK_REFUSED for a link (with `nofollow`),
+    NOT_REGULAR_FILE for a folder, FIFO, socket or device; RepoError NOT_READABLE (or
+    NOT_WRITABLE, when opening for writing) when permission is denied. `shown` names the file
+    in errors (default: `name`).
+    """
+    shown = name if shown is None else shown
+    if nofollow:
         flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path.name, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
+        fd = os.open(name, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
-    except IsADirectoryError:
-        raise InvalidRequest("is a directory, not a file", path=path) from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise symlink_refused(path) from None
-        raise
-    return _regular_or_refuse(fd, path)
-
-
-def _regular_or_refuse(fd: int, path: Path) -> int:
-    """`fd` when it is a regular file (O_NONBLOCK cleared again); else close it and refuse."""
+        raise _open_refusal(name, dir_fd, shown, flags, exc) from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise InvalidRequest("is not a regular file", path=path)
+        raise not_regular(shown, info.st_mode)
     # Clear O_NONBLOCK again: it was only there so that opening a FIFO could not hang.
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     return fd
+
+
+def _open_refusal(name: Path | str, dir_fd: int | None, shown: Path | str, flags: int, exc: OSError) -> Exception:
+    """Our error for an open(2) of a file that failed with `exc` (the OSError itself when none fits)."""
+    if exc.errno == errno.ELOOP and flags & os.O_NOFOLLOW:
+        return symlink_refused(shown)
+    if exc.errno in (errno.EISDIR, errno.ENXIO):  # a folder opened to write; a FIFO without reader
+        try:
+            return not_regular(shown, os.lstat(name, dir_fd=dir_fd).st_mode)
+        except OSError:
+            return exc
+    if isinstance(exc, PermissionError):
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            return RepoError(f"cannot open the file for writing: {exc.strerror}", code="NOT_WRITABLE", path=shown)
+        return not_readable(shown, exc)
+    return exc
 
 
 def _read_fd(fd: int, path: Path, max_bytes: int | None) -> tuple[bytes, Identity]:
@@ -247,12 +319,19 @@ def _read_fd(fd: int, path: Path, max_bytes: int | None) -> tuple[bytes, Identit
     return b"".join(chunks), identity_of(info)
 
 
-def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
-    """A file's bytes, read without following links inside the toolkit's folders.
+def read_bytes(path: Path, *, max_bytes: int | None = None, follow_links: bool = False) -> bytes:
+    """A file's bytes, read without following links inside the toolkit's folders (with
+    `follow_links`, a file of the user's own, such as ~/.moss/config.toml, through any link).
 
-    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED or
-    FILE_TOO_LARGE (checked before reading), InvalidRequest for a folder or special file.
+    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED,
+    NOT_REGULAR_FILE or FILE_TOO_LARGE (checked before reading), RepoError NOT_READABLE.
     """
+    if follow_links:
+        fd = open_regular(path, nofollow=False)
+        try:
+            return _read_fd(fd, path, max_bytes)[0]
+        finally:
+            os.close(fd)
     with folder_fd(path.parent) as dir_fd:
         fd = _open_file(dir_fd, path, os.O_RDONLY)
         try:
@@ -264,7 +343,8 @@ def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes:
 def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     """Read a file's bytes (a missing file gives a snapshot with `data=None`).
 
-    Raises InvalidDocument SYMLINK_REFUSED for a link, FILE_TOO_LARGE over `max_bytes`.
+    Raises InvalidDocument SYMLINK_REFUSED for a link, NOT_REGULAR_FILE, FILE_TOO_LARGE over
+    `max_bytes`; RepoError NOT_READABLE.
     """
     folder = os.path.dirname(path) or "."
     try:
@@ -282,7 +362,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     except NotADirectoryError:
         raise InvalidRequest("a file stands where a folder should be", path=path.parent) from None
     except PermissionError as exc:
-        raise MossError(f"cannot read file: {exc.strerror}", path=path) from None
+        raise not_readable(path, exc) from None
     return Snapshot(path, data, digest_of(data), identity)
 
 
@@ -291,8 +371,8 @@ def read_in(dir_fd: int, path: Path | str, *, max_bytes: int | None = None) -> t
     `open_folder`, so no link on the way), never following a link, with the stat of the file
     read, taken before its bytes: for a reader that scans one folder's many files.
 
-    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED or
-    FILE_TOO_LARGE (checked before reading), InvalidRequest for a folder or special file.
+    Raises FileNotFoundError for a missing file, InvalidDocument SYMLINK_REFUSED,
+    NOT_REGULAR_FILE or FILE_TOO_LARGE (checked before reading), RepoError NOT_READABLE.
     """
     fd = _open_file(dir_fd, Path(path), os.O_RDONLY, inside=True)
     try:
@@ -510,18 +590,20 @@ def read_given_file(path: Path, *, max_bytes: int, what: str) -> bytes:
     """The bytes of a file a person named on the command line or in a tool call (an import
     file, a sharing bundle), wherever it lies: opened without following a link, refused unless
     it is a regular file of at most `max_bytes` (checked before reading). `what` names the file
-    in the messages. Raises NotFound, InvalidRequest (`details.reason` open or not_regular),
-    InvalidDocument FILE_TOO_LARGE (413)."""
+    in the messages. Raises NotFound, InvalidRequest (`details.reason` open),
+    InvalidDocument NOT_REGULAR_FILE, FILE_TOO_LARGE (413), RepoError NOT_READABLE."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_regular(path, shown=str(path))
     except FileNotFoundError:
         raise NotFound(f"no such {what}", path=str(path)) from None
+    except InvalidDocument as err:
+        if err.code != "SYMLINK_REFUSED":
+            raise
+        raise InvalidRequest(f"the {what} is a symbolic link", path=str(path), details={"reason": "symlink"}) from None
     except OSError as exc:
         raise InvalidRequest(f"cannot open the {what}: {exc.strerror}", path=str(path), details={"reason": "open"}) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InvalidRequest(f"the {what} is not a regular file", path=str(path), details={"reason": "not_regular"})
         if info.st_size > max_bytes:
             raise InvalidDocument(
                 f"the {what} is {info.st_size} bytes; the limit is {max_bytes}",
@@ -660,11 +742,13 @@ def flocked(
     try:
         with folder_fd(lock_file.parent, create=True) as dir_fd:
             fd = _open_file(dir_fd, lock_file, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
-    except (InvalidRequest, OSError) as exc:  # unwritable, or a file where the lock's folder should be
+    except (MossError, OSError) as exc:  # unwritable, or a file where the lock or its folder should be
+        if isinstance(exc, MossError) and not (isinstance(exc, InvalidRequest) or exc.code in ("NOT_WRITABLE", "NOT_REGULAR_FILE")):
+            raise  # a link on the way (SYMLINK_REFUSED)
         # A lock that cannot be made is a problem of the project's files (exit 6), or of the
         # derived cache when the cache asked (exit 7), never a conflict between writers.
         unwritable = error if error is not Conflict else RepoError
-        reason = exc.message if isinstance(exc, InvalidRequest) else exc.strerror
+        reason = exc.message if isinstance(exc, MossError) else exc.strerror
         raise unwritable(f"cannot make the lock file: {reason}", code="NOT_WRITABLE", path=lock_file) from None
     try:
         deadline = time.monotonic() + timeout
@@ -752,7 +836,7 @@ def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
         return Snapshot(snapshot.path, None, "")
     if snapshot.identity is not None and identity_of(info) != snapshot.identity:
         return Snapshot(snapshot.path, None, "replaced", identity_of(info))
-    fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    fd = open_regular(name, dir_fd=dir_fd, shown=snapshot.path)  # a FIFO put there is refused, not waited on
     try:
         data, identity = _read_fd(fd, snapshot.path, None)
     finally:
@@ -1134,18 +1218,51 @@ def modify_document(
 def iter_files(root: Path, suffix: str = ".md") -> Iterator[Path]:
     """Files under `root` with `suffix`, skipping our temp/lock files, sorted by path.
 
-    Folder links below `root` are not entered; a file that is a link is still yielded, so the
-    reader refuses it by name rather than the scan skipping it silently. Raises
-    SYMLINK_REFUSED when `root` itself lies behind a link inside a toolkit folder.
+    Folder links below `root` are not entered; a file that is a link (or a FIFO, or anything
+    else) is still yielded, so the reader refuses it by name rather than the scan skipping it
+    silently. Raises SYMLINK_REFUSED when `root` itself lies behind a link inside a toolkit
+    folder, NOT_READABLE for a folder that cannot be listed.
     """
     try:
         with folder_fd(root):
             pass
     except (FileNotFoundError, NotADirectoryError, InvalidRequest):
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         dirnames.sort()
         for name in sorted(filenames):
             candidate = Path(dirpath, name)
             if name.endswith(suffix) and not is_temporary(candidate):
                 yield candidate
+
+
+def walk(top: Path | str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top)` (links to folders not entered), except that a folder that cannot be
+    listed raises RepoError NOT_READABLE instead of being skipped in silence; a folder gone
+    while walking is skipped."""
+
+    def refuse(exc: OSError) -> None:
+        if isinstance(exc, PermissionError):
+            raise not_readable(exc.filename, exc, folder=True) from None
+
+    return os.walk(top, onerror=refuse)
+
+
+def list_names(folder: Path | str | int, *, shown: Path | str | None = None) -> list[str]:
+    """The names in `folder` (a path, or a descriptor from `open_folder`), unsorted.
+
+    Raises FileNotFoundError, NotADirectoryError, RepoError NOT_READABLE when the folder
+    cannot be listed (`shown` names it; default `folder`)."""
+    try:
+        return os.listdir(folder)
+    except PermissionError as exc:
+        raise not_readable(shown if shown is not None else str(folder), exc, folder=True) from None
+
+
+def list_entries(folder: Path | str, *, shown: Path | str | None = None) -> list[os.DirEntry[str]]:
+    """`list_names` with each entry's type (os.scandir), unsorted; raises as `list_names`."""
+    try:
+        with os.scandir(folder) as iterator:
+            return list(iterator)
+    except PermissionError as exc:
+        raise not_readable(shown if shown is not None else folder, exc, folder=True) from None

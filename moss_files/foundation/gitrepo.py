@@ -7,6 +7,7 @@ and most commands never need history.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
-from moss_files.foundation.errors import NotFound, RepoError
+from moss_files.foundation.errors import InvalidRequest, NotFound, RepoError
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -98,13 +99,53 @@ def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev:
     return versions
 
 
+# `@{...}` (a reflog entry or a date: `main@{yesterday}`, `HEAD@{2026-01-02 10:00}`) may hold
+# any character but a brace; outside it, a revision is a ref, a commit id and their suffixes.
+_REFLOG_PART = re.compile(r"@\{[^{}]*\}")
+_MAX_REVISION = 256
+
+
+def check_revision(rev: str) -> str:
+    """`rev` when it names a commit the way `moss fetch --at` takes one: a branch, tag or
+    commit id, with `~N`, `^N`, `^{commit}` or `@{...}` suffixes.
+
+    Raises InvalidRequest INVALID_REVISION for anything else: an option (`-x`), a path inside a
+    commit (`HEAD:../../etc/passwd`, `:0:file`, `:/text`), a range (`a..b`), control characters
+    or an over-long text. Such a text would make git read another object than a commit.
+    """
+    outside = _REFLOG_PART.sub("", rev)
+    reason = None
+    if not rev.strip():
+        reason = "is empty"
+    elif len(rev) > _MAX_REVISION:
+        reason = f"is longer than {_MAX_REVISION} characters"
+    elif rev.startswith("-"):
+        reason = "starts with '-'"
+    elif any(ord(char) < 32 or ord(char) == 127 for char in rev):
+        reason = "holds a control character"
+    elif ":" in outside:
+        reason = "names a path inside a commit (':'); give the commit alone"
+    elif ".." in outside:
+        reason = "is a range ('..'); give one commit"
+    elif any(char.isspace() or char in "{}" for char in outside.replace("^{commit}", "")):
+        reason = "holds a space or a brace outside '@{...}'"
+    if reason is not None:
+        raise InvalidRequest(
+            f"revision {rev!r} {reason}",
+            code="INVALID_REVISION",
+            details={"rev": rev},
+            hint="give a branch, tag or commit id, optionally with ~N, ^N or @{...} (HEAD~1, main@{yesterday})",
+        )
+    return rev
+
+
 def resolve(repo: git.Repo, rev: str) -> str:
-    """The full commit id `rev` names. Raises NotFound when it names no commit."""
-    if rev.startswith("-"):
-        raise NotFound(f"no commit {rev!r}")
+    """The full commit id `rev` names. Raises InvalidRequest INVALID_REVISION (see
+    `check_revision`), NotFound when it names no commit."""
+    check_revision(rev)
     try:
         return repo.commit(rev).hexsha
-    except (GitCommandError, ValueError, git.BadName) as exc:
+    except (GitCommandError, ValueError, LookupError, git.BadName) as exc:  # LookupError: GitPython's KeyError, IndexError
         raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": str(exc)}) from None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moss_files.foundation.fs import not_regular
 from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, blake2b, digest, signature
 
 
@@ -27,6 +28,7 @@ class Tree:
     paths: list[str]
     sigs: list[int]
     links: list[str] = field(default_factory=list)  # folders the walk would enter, but links
+    unreadable: list[str] = field(default_factory=list)  # folders the walk may not list or look into
 
     def signatures(self) -> dict[str, Signature]:
         return dict(zip(self.paths, self.sigs, strict=True))
@@ -52,6 +54,7 @@ def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
     paths: list[str] = []
     sigs: list[int] = []
     links: list[str] = []
+    unreadable: list[str] = []
     stack: list[str] = []
     for top in registry.tops:
         if registry.descend(top):
@@ -69,14 +72,20 @@ def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
             # Opened without following a link: a folder replaced by one since it was listed
             # is not entered (the next walk lists it as a link).
             fd = os.open(f"{base}/{folder}", _LIST_FLAGS) if _BY_DESCRIPTOR else -1
-        except OSError:  # gone, not a folder (any more), a link, not readable
+        except PermissionError:
+            unreadable.append(folder)  # reported (`folder_problems`), never skipped in silence
+            continue
+        except OSError:  # gone, not a folder (any more), a link
             continue
         try:
             iterator = os.scandir(fd if fd >= 0 else f"{base}/{folder}")
-        except OSError:
+        except OSError as exc:
             if fd >= 0:
                 os.close(fd)
+            if isinstance(exc, PermissionError):
+                unreadable.append(folder)
             continue
+        start = len(paths)
         try:
             with iterator:
                 for entry in iterator:
@@ -100,10 +109,15 @@ def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
                         add_path(prefix + name)
                         if stat:
                             add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+        except PermissionError:
+            # A folder that may be listed but not looked into (read without search
+            # permission): none of its files can be read, so the folder is the problem.
+            del paths[start:], sigs[start:]
+            unreadable.append(folder)
         finally:
             if fd >= 0:
                 os.close(fd)
-    return Tree(paths, sigs, sorted(links))
+    return Tree(paths, sigs, sorted(links), sorted(unreadable))
 
 
 def stat_paths(root: Path, registry: Registry, paths: Iterable[str]) -> dict[str, Signature]:
@@ -135,19 +149,13 @@ def stat_paths(root: Path, registry: Registry, paths: Iterable[str]) -> dict[str
     return found
 
 
-def link_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
-    """A problem entry for each folder the index would read but does not, being a link."""
-    return [
-        {
-            "path": link,
-            "source": None,
-            "code": "SYMLINK_REFUSED",
-            "message": "is a symbolic link to a folder; the index does not follow links",
-            "line": None,
-            "severity": "error",
-        }
-        for link in walk(root, registry).links
-    ]
+def folder_problems(root: Path, registry: Registry) -> list[dict[str, Any]]:
+    """A problem entry for each folder the index would read but does not: a link, or a folder
+    this user may not list or look into."""
+    tree = walk(root, registry)
+    found = [(link, "SYMLINK_REFUSED", "is a symbolic link to a folder; the index does not follow links") for link in tree.links]
+    found += [(folder, "NOT_READABLE", "cannot read the folder: permission denied; its files are not indexed") for folder in tree.unreadable]
+    return [{"path": path, "source": None, "code": code, "message": message, "line": None, "severity": "error"} for path, code, message in found]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +183,15 @@ def read_file(root: Path, relpath: str) -> FileRead | None:
     except OSError as exc:
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, PermissionError):
+            # Gone; or in a folder this user may not look into, which `folder_problems` names
+            # (and `walk`, taking stats, leaves out): either way no file to index here.
             return None
         stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if exc.errno == errno.ELOOP:
             problem = Problem("SYMLINK_REFUSED", "is a symbolic link; the index does not follow links")
+        elif isinstance(exc, PermissionError):
+            problem = Problem("NOT_READABLE", f"cannot read the file: {exc.strerror}")
         else:
             problem = Problem("INVALID_DOCUMENT", f"cannot be read: {exc.strerror}")
         return FileRead(relpath, stat, b"", digest(b""), problem)
@@ -187,7 +199,8 @@ def read_file(root: Path, relpath: str) -> FileRead | None:
         st = os.fstat(fd)
         stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
         if not stat_module.S_ISREG(st.st_mode):
-            return FileRead(relpath, stat, b"", digest(b""), Problem("INVALID_DOCUMENT", "is not a regular file"))
+            refused = not_regular(relpath, st.st_mode)
+            return FileRead(relpath, stat, b"", digest(b""), Problem(refused.code, refused.message))
         if st.st_size > MAX_FILE_BYTES:
             problem = Problem("FILE_TOO_LARGE", f"file is {st.st_size} bytes; the index reads files up to {MAX_FILE_BYTES}")
             return FileRead(relpath, stat, b"", digest(str(stat).encode()), problem)

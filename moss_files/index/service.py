@@ -254,7 +254,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
 
     index = open_index(ctx)
     data = index.run(lambda view: {**view.counts(), "problems": view.problems()})
-    data["problems"] = sorted([*data["problems"], *disk.link_problems(index.root, index.registry)], key=lambda p: p["path"])
+    data["problems"] = sorted([*data["problems"], *disk.folder_problems(index.root, index.registry)], key=lambda p: p["path"])
     assert index.last_refresh is not None  # every run refreshes
     size = sum(path.stat().st_size for path in index.dir.glob(f"{database.DB_NAME}*") if path.is_file() and ".tmp-" not in path.name)
     return {

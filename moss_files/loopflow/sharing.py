@@ -65,15 +65,15 @@ def check_bundle_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
                 details={"reason": "not_allowed", "path": raw, "allowed": [str(folder) for folder in allowed]},
                 hint="use .moss/exports/ of the workspace, or add the folder to allowed_paths in .moss/config.toml",
             )
-    if reading and not path.is_file():
+    if reading and not path.exists():  # a FIFO or folder there is refused by the read, by name
         raise NotFound("no such bundle file", path=raw)
     return path
 
 
 def _is_bundle(path: Path) -> bool:
     try:
-        data = datafiles.load_json(path.read_bytes()[:MAX_BUNDLE_BYTES], str(path))
-    except (OSError, InvalidDocument):
+        data = datafiles.load_json(fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle"), str(path))
+    except (OSError, MossError):
         return False
     return isinstance(data, dict) and data.get("version") == bundles.BUNDLE_VERSION and isinstance(data.get("insights"), list)
 
@@ -83,7 +83,7 @@ def read_bundle(ctx: Context, raw_path: str | None) -> tuple[Path, Bundle]:
     InvalidDocument (FILE_TOO_LARGE, PARSE_ERROR, SCHEMA_ERROR)."""
     path = check_bundle_path(raw_path, ctx, reading=True)
     data = fs.read_given_file(path, max_bytes=MAX_BUNDLE_BYTES, what="bundle")
-    parsed = datafiles.load_json(data, str(path), code="PARSE_ERROR", what="the bundle")
+    parsed = datafiles.load_json(data, str(path), code="PARSE_ERROR", what="the bundle", unique_keys=True)
     return path, bundles.parse_bundle(parsed, str(path))
 
 

@@ -9,6 +9,7 @@ reported as problems, never skipped silently.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,7 @@ class ItemStore(Generic[T]):
         if not insights.is_valid_id(wanted):
             raise NotFound(f"no {what} {wanted!r}", details={"id": wanted})
         direct = self.folder / f"{wanted}.md"
-        if direct.is_file():
+        if os.path.lexists(direct):  # a FIFO or link there is refused by the read, by name
             found = self.read(direct)
             if found.id == wanted:
                 return direct, found

@@ -12,14 +12,13 @@ new file as `source_id`, and every link between items is rewritten to the new id
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from moss_files.board.model import Task
-from moss_files.foundation import document, formats
+from moss_files.foundation import document, formats, structured
 from moss_files.foundation.errors import InvalidDocument
 from moss_files.loopflow import feedback as feedback_model
 from moss_files.loopflow import insights as insight_model
@@ -176,9 +175,11 @@ def _json_column(value: Any, where: Where, column: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return structured.loads_json(value, unique_keys=True)
     except ValueError:
         raise source_error(f"column {column} does not hold JSON", Where(where.file, None, f"{where.pointer}.{column}")) from None
+    except InvalidDocument as err:  # nested too deeply, or a key twice
+        raise source_error(f"column {column}: {err.message}", Where(where.file, None, f"{where.pointer}.{column}"), cause=err.code) from None
 
 
 def database_rows(table: str, rows: Sequence[Mapping[str, Any]], file: str) -> list[tuple[Where, dict[str, Any]]]:

@@ -16,7 +16,8 @@ from typing import Any
 
 from moss_files.capsules import model as capsules
 from moss_files.capsules.model import Capsule
-from moss_files.foundation.errors import Conflict
+from moss_files.foundation import structured
+from moss_files.foundation.errors import Conflict, InvalidDocument
 from moss_files.migrate.model import CREATE, SKIP, Candidate, Item, Where, source_error
 
 STORE_TABLE = "capsules"
@@ -60,9 +61,11 @@ def row_to_record(row: Mapping[str, Any], where: Where) -> dict[str, Any]:
     tags: Any = None
     if tags_text not in (None, ""):
         try:
-            tags = json.loads(tags_text)
+            tags = structured.loads_json(tags_text, unique_keys=True)
         except (TypeError, ValueError):
             raise source_error("tags_json is not JSON", where, column="tags_json") from None
+        except InvalidDocument as err:  # nested too deeply, or a key twice
+            raise source_error(f"tags_json: {err.message}", where, column="tags_json", cause=err.code) from None
     record["tags"] = tags
     return record
 

@@ -16,6 +16,7 @@ of `model.plan_to_dict`, which `moss migrate <source> --json` prints. All of the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -144,9 +145,11 @@ def _finish_under_board_lock(ctx: Context, plan: Plan, *, dry_run: bool, what: s
 
 def _read_project(ctx: Context) -> Project | None:
     path = ctx.root / BOARD_PROJECT
-    if not path.is_file():
+    try:
+        doc = fs.read_document(path)
+    except NotFound:
         return None
-    return board_files.parse_project(fs.read_document(path), BOARD_PROJECT, default_name=ctx.root.name)
+    return board_files.parse_project(doc, BOARD_PROJECT, default_name=ctx.root.name)
 
 
 # --------------------------------------------------------------------------- Moss
@@ -692,8 +695,9 @@ def migrate_beads(
     that is not text: Beads refuses such a file too), MIGRATION_WOULD_DROP (with `strict`).
     """
     given = _resolve(ctx, path, ctx.root / ".beads")
-    candidates_paths = [given] if given.is_file() else [given / "issues.jsonl", given / "beads.jsonl"]
-    source = next((candidate for candidate in candidates_paths if candidate.is_file()), None)
+    # Whatever stands at a name counts (a FIFO too): reading it refuses what is not a file.
+    candidates_paths = [given] if os.path.lexists(given) and not given.is_dir() else [given / "issues.jsonl", given / "beads.jsonl"]
+    source = next((candidate for candidate in candidates_paths if os.path.lexists(candidate)), None)
     if source is None:
         raise NotFound("no Beads issues file (.beads/issues.jsonl)", path=sources.shown(given, ctx.root), hint="give the file with --from")
     shown = sources.shown(source, ctx.root)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from moss_files.foundation import datafiles, document
+from moss_files.foundation import datafiles, document, fs, structured
 from moss_files.foundation.errors import InvalidDocument, MossError, NotFound, RepoError
 from moss_files.migrate.model import Where, source_error
 
@@ -36,22 +36,24 @@ def shown(path: Path, root: Path) -> str:
 
 
 def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> bytes:
-    """A source file's bytes, read without following a link at its name.
+    """A source file's bytes, read without following a link at its name, and never opening
+    anything but a regular file (a FIFO among a source's files must not hang a migration).
 
-    Raises NotFound, InvalidDocument SOURCE_INVALID (a link, not a regular file, too large).
+    Raises NotFound, InvalidDocument SOURCE_INVALID (a link, too large), NOT_REGULAR_FILE,
+    RepoError NOT_READABLE.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = fs.open_regular(path, shown=where)
     except FileNotFoundError:
         raise NotFound("no such source file", path=where) from None
-    except OSError as exc:
-        if path.is_symlink():
+    except InvalidDocument as err:
+        if err.code == "SYMLINK_REFUSED":
             raise source_error("the source file is a symbolic link, which is never followed", Where(where)) from None
+        raise
+    except OSError as exc:
         raise source_error(f"cannot open the source file: {exc.strerror}", Where(where)) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise source_error("the source is not a regular file", Where(where))
         if info.st_size > max_bytes:
             raise source_error(f"the source file is {info.st_size} bytes; the limit is {max_bytes}", Where(where), max_bytes=max_bytes)
         return handle.read(max_bytes + 1)
@@ -73,8 +75,10 @@ def load_json(path: Path, where: str) -> Any:
     SOURCE_INVALID with the line of a syntax error or of a conflict marker (cause MERGE_CONFLICT)."""
     text = read_text(path, where)
     try:
-        return datafiles.load_json(text, where, code="SOURCE_INVALID", what="the source")
+        return datafiles.load_json(text, where, code="SOURCE_INVALID", what="the source", unique_keys=True)
     except InvalidDocument as err:
+        if err.code in ("JSON_DUPLICATE_KEY", "JSON_TOO_DEEP"):
+            raise  # their own codes, with the file and line: not a syntax error
         raise source_error(err.message, Where(where, err.line), cause=err.code) from None
 
 
@@ -87,7 +91,7 @@ def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            records.append((number, json.loads(line)))
+            records.append((number, structured.loads_json(line, path=where, line=number, unique_keys=True)))
         except json.JSONDecodeError as exc:
             raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
     return records
@@ -98,7 +102,7 @@ def list_files(folder: Path, suffixes: Sequence[str]) -> list[Path]:
     (editors' swap files, our temporaries) left out. Links are listed, so reading them fails
     loudly rather than being skipped."""
     try:
-        names = sorted(os.listdir(folder))
+        names = sorted(fs.list_names(folder))
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [folder / name for name in names if name.endswith(tuple(suffixes)) and not name.startswith(".")]
@@ -142,10 +146,14 @@ def open_database(path: Path, where: str) -> Iterator[sqlite3.Connection]:
 
     Raises NotFound, InvalidDocument SOURCE_INVALID when it is not a readable database.
     """
-    if not path.is_file():
-        raise NotFound("no such database", path=where)
-    if path.is_symlink():
+    try:
+        kind = path.lstat().st_mode
+    except FileNotFoundError:
+        raise NotFound("no such database", path=where) from None
+    if stat.S_ISLNK(kind):
         raise source_error("the database is a symbolic link, which is never followed", Where(where))
+    if not stat.S_ISREG(kind):
+        raise fs.not_regular(where, kind)  # SQLite would open a FIFO and wait on it
     mode = "ro&immutable=1" if _wal_idle(path) else "ro"
     uri = f"file:{quote(str(path.resolve()))}?mode={mode}"
     try:

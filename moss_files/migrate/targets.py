@@ -20,8 +20,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from moss_files.foundation import conflicted, conflicts, document, fs
-from moss_files.foundation.errors import Conflict, MossError
+from moss_files.foundation import conflicted, conflicts, document, fs, structured
+from moss_files.foundation.errors import Conflict, InvalidDocument, MossError
 from moss_files.migrate.model import CREATE, Write, provenance_of
 
 PROGRESS_EVERY = 250  # report progress every this many files (and at the end)
@@ -103,8 +103,8 @@ def logged_sources(root: Path, relpath: str, imported_from: str) -> set[str]:
         if b"source_id" not in line:
             continue
         try:
-            payload = json.loads(line).get("payload") or {}
-        except (ValueError, AttributeError):
+            payload = structured.loads_json(line).get("payload") or {}
+        except (ValueError, AttributeError, InvalidDocument):
             continue  # a torn line: the log's reader reports it
         if isinstance(payload, dict) and payload.get("imported_from") == imported_from and payload.get("source_id") is not None:
             found.add(str(payload["source_id"]))

@@ -146,7 +146,7 @@ def _scan(root: Path, wanted: tuple[formats.Kind, ...]) -> tuple[list[tuple[str,
         if top.is_symlink():
             problems.append(Problem(folder, None, fs.symlink_refused(folder)))
             continue
-        for dirpath, dirnames, filenames in os.walk(top):
+        for dirpath, dirnames, filenames in fs.walk(top):
             base = Path(dirpath).relative_to(root).as_posix()
             kept = []
             for name in sorted(dirnames):

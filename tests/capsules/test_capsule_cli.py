@@ -180,6 +180,25 @@ def test_an_oversized_capsule_file_is_refused_before_it_is_read(ws: Path) -> Non
     assert big.stat().st_size == 50 * 1024 * 1024
 
 
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"\r\n"], ids=["0 bytes", "blank lines", "crlf"])
+def test_an_empty_capsule_file_is_refused_not_read_as_an_empty_capsule(ws: Path, content: bytes) -> None:
+    moss(ws, "store", "--name", "kept", input=FULL)
+    empty = ws / ".moss/capsules/default/empty.md"
+    empty.write_bytes(content)
+    fetched = moss(ws, "fetch", "empty", "--json")
+    assert fetched.returncode == 4, fetched.stdout  # not a capsule with a made-up id
+    error = json.loads(fetched.stderr)["error"]
+    assert error["code"] == "EMPTY_FILE" and error["path"].endswith("default/empty.md")
+    listed = json.loads(moss(ws, "list", "--json").stdout)
+    assert [item["name"] for item in listed["items"]] == ["kept"]  # no capsule with a made-up id
+    assert [(p["code"], p["path"]) for p in listed["problems"]] == [("EMPTY_FILE", ".moss/capsules/default/empty.md")]
+    status = json.loads(moss(ws, "index", "status", "--json").stdout)
+    assert ("EMPTY_FILE", ".moss/capsules/default/empty.md") in {(p["code"], p["path"]) for p in status["problems"]}
+    upgrade = json.loads(moss(ws, "upgrade", "--dry-run", "--json").stdout)
+    assert [(p["code"], p["path"]) for p in upgrade["problems"]] == [("EMPTY_FILE", ".moss/capsules/default/empty.md")]
+    assert empty.read_bytes() == content
+
+
 # --------------------------------------------------------------------------- processes at the same instant
 
 RACER = """
@@ -303,6 +322,11 @@ def test_history_and_fetch_at_a_commit(ws: Path) -> None:
     assert moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD", "--include-deleted").returncode == 0
     missing_rev = moss(ws, "fetch", "auth", "--at", "no-such-rev", "--json")
     assert missing_rev.returncode == 3 and json.loads(missing_rev.stderr)["error"]["code"] == "NOT_FOUND"
+
+    # A path inside a commit is not a revision: refused before git reads anything (was INTERNAL: KeyError).
+    for rev in ("HEAD:../../etc/passwd", "HEAD:.moss/capsules/default/auth.md", "HEAD~1..HEAD"):
+        refused = moss(ws, "fetch", "auth", "--at", rev, "--json")
+        assert refused.returncode == 2 and json.loads(refused.stderr)["error"]["code"] == "INVALID_REVISION", refused.stderr
 
 
 def test_history_outside_git(tmp_path: Path) -> None:

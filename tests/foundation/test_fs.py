@@ -369,3 +369,44 @@ def test_copies_earlier_versions_kept_beside_the_file_go_once_the_file_holds_the
     fs.modify(path, lambda snap: (snap.data or b"") + b"next\n")
     assert not held.exists() and lacking.exists()
     assert path.read_text() == "one\nhand\ntool\nnext\n"
+
+
+# --------------------------------------------------------------------------- things that are not files
+
+NOT_A_FILE = """
+import os, sys
+from pathlib import Path
+from moss_files.foundation import fs
+from moss_files.foundation.errors import MossError
+
+path, operation = Path(sys.argv[1]), sys.argv[2]
+try:
+    if operation == "read_bytes":
+        fs.read_bytes(path)
+    elif operation == "read_snapshot":
+        fs.read_snapshot(path)
+    elif operation == "read_in":
+        with fs.folder_fd(path.parent) as dir_fd:
+            fs.read_in(dir_fd, path.name)
+    elif operation == "read_given_file":
+        fs.read_given_file(path, max_bytes=1024, what="import file")
+    elif operation == "modify":
+        fs.modify(path, lambda snapshot: b"new")
+    elif operation == "write_if_unchanged":
+        stale = fs.Snapshot(path, b"old", fs.digest_of(b"old"))  # no identity: as a snapshot of what was written
+        with fs.locked(path):
+            fs.write_if_unchanged(stale, b"new")
+    print("read")
+except MossError as err:
+    print(err.code, err.details.get("type"))
+"""
+
+
+@pytest.mark.parametrize("operation", ["read_bytes", "read_snapshot", "read_in", "read_given_file", "modify", "write_if_unchanged"])
+def test_a_fifo_where_a_file_should_be_is_refused_without_waiting_for_a_writer(tmp_path: Path, operation: str) -> None:
+    path = tmp_path / ".moss" / "capsules" / "default" / "a.md"
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    # A subprocess with a deadline: a read that waits on the FIFO must fail the test, not hang it.
+    done = subprocess.run([sys.executable, "-c", NOT_A_FILE, str(path), operation], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["NOT_REGULAR_FILE", "fifo"], done.stderr

@@ -52,7 +52,7 @@ def test_errors_are_translated(repo: Path, tmp_path: Path) -> None:
     git(repo, "add", "a.md")
     git(repo, "commit", "-qm", "c")
     handle = gitrepo.open_repo(repo)
-    for rev in ("nope", "--all", "HEAD~5"):
+    for rev in ("nope", "HEAD~5"):  # an option such as --all is INVALID_REVISION (below)
         with pytest.raises(MossError) as caught:
             gitrepo.resolve(handle, rev)
         assert caught.value.code == "NOT_FOUND"
@@ -61,3 +61,21 @@ def test_errors_are_translated(repo: Path, tmp_path: Path) -> None:
     assert caught.value.code == "REPO_ERROR"
     with pytest.raises(MossError):
         gitrepo.relpath_in_repo(handle, outside / "x")
+
+
+@pytest.mark.parametrize("rev", ["HEAD", "HEAD~1", "main^", "HEAD^{commit}", "@", "main@{yesterday}", "HEAD@{2026-01-02 10:00:00}", "v1.2", "0123abcd"])
+def test_a_revision_naming_one_commit_passes_the_check(rev: str) -> None:
+    assert gitrepo.check_revision(rev) == rev
+
+
+@pytest.mark.parametrize(
+    "rev",
+    ["HEAD:../../etc/passwd", "HEAD:.moss", ":0:a.md", ":/fix", "HEAD..main", "main...HEAD", "-p", "--all", "", "HEAD\n", "HEAD^{tree}", "a b", "x" * 300],
+)
+def test_a_revision_that_is_not_one_commit_is_refused_before_git_sees_it(repo: Path, rev: str) -> None:
+    (repo / "a.md").write_text("one\n")
+    git(repo, "add", "a.md")
+    git(repo, "commit", "-qm", "add a")
+    with pytest.raises(MossError) as caught:
+        gitrepo.resolve(gitrepo.open_repo(repo), rev)
+    assert (caught.value.code, caught.value.exit_code) == ("INVALID_REVISION", 2)

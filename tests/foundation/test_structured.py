@@ -1,0 +1,87 @@
+"""JSON and TOML text to values: nesting too deep, and JSON objects holding a key twice."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from moss_files.foundation import structured
+from moss_files.foundation.errors import InvalidDocument
+
+
+def test_json_reads_as_json_loads_does() -> None:
+    text = '{"a": [1, {"b": "x"}], "c": null}'
+    assert structured.loads_json(text) == structured.loads_json(text, unique_keys=True) == json.loads(text)
+    assert structured.loads_json(b'{"a": 1}') == {"a": 1}
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 50_000 + "1" + "}" * 50_000])
+def test_json_nesting_past_the_parser_is_json_too_deep_not_a_recursion_error(text: str) -> None:
+    for unique in (False, True):
+        with pytest.raises(InvalidDocument) as caught:
+            structured.loads_json(text, path="a.jsonl", line=7, unique_keys=unique)
+        assert (caught.value.code, caught.value.path, caught.value.line) == ("JSON_TOO_DEEP", "a.jsonl", 7)
+
+
+def test_json_syntax_errors_pass_through_for_the_caller_to_report() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        structured.loads_json('{"a": ', unique_keys=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ('{"id": 1,\n "title": "a",\n "title": "b"}', "title", 3),
+        ('{\n  "outer": {\n    "x": 1,\n    "x": 2\n  }\n}', "x", 4),
+        ('[{"a": 1}, {"a": 2},\n {"b": 1, "b": 2}]', "b", 2),  # the same key in two objects is fine
+        ('{"s": "{\\"k\\": 1, \\"k\\": 2}",\n "k": 1,\n "k\\u0020": 2,\n "k": 3}', "k", 4),  # strings and escapes are not keys
+        ('{"a": 1,\n "a": {"b": 1,\n "b": 2}}', "a", 2),  # the first in text order, not the first object closed
+    ],
+)
+def test_a_key_twice_in_one_object_is_json_duplicate_key_with_its_line(text: str, key: str, line: int) -> None:
+    assert json.loads(text)  # json alone keeps the last value without a word
+    with pytest.raises(InvalidDocument) as caught:
+        structured.loads_json(text, path="bundle.json", unique_keys=True)
+    err = caught.value
+    assert (err.code, err.path, err.line, err.details["key"]) == ("JSON_DUPLICATE_KEY", "bundle.json", line, key)
+
+
+def test_a_json_lines_record_counts_lines_from_its_own() -> None:
+    with pytest.raises(InvalidDocument) as caught:
+        structured.loads_json('{"a": 1, "a": 2}', path="issues.jsonl", line=12, unique_keys=True)
+    assert (caught.value.code, caught.value.line) == ("JSON_DUPLICATE_KEY", 12)
+
+
+def test_duplicates_are_allowed_where_not_asked_for() -> None:
+    assert structured.loads_json('{"a": 1, "a": 2}') == {"a": 2}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_valid_json_without_duplicates_reads_the_same_with_and_without_the_check(value: object) -> None:
+    text = json.dumps(value, indent=1)
+    assert structured.duplicate_key(text) is None
+    assert structured.loads_json(text, unique_keys=True) == value
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "a = " + "{b = " * 3000 + "1" + "}" * 3000])
+def test_toml_nesting_past_the_parser_is_toml_too_deep(text: str) -> None:
+    with pytest.raises(InvalidDocument) as caught:
+        structured.loads_toml(text, path=".moss/config.toml")
+    assert (caught.value.code, caught.value.path) == ("TOML_TOO_DEEP", ".moss/config.toml")
+
+
+def test_toml_reads_as_tomllib_does_and_its_syntax_errors_pass_through() -> None:
+    assert structured.loads_toml('a = [1, [2]]\n[t]\nb = "c"\n') == {"a": [1, [2]], "t": {"b": "c"}}
+    with pytest.raises(tomllib.TOMLDecodeError):
+        structured.loads_toml("a = [")
