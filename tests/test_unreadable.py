@@ -250,21 +250,37 @@ def backlog_project(tmp_path: Path) -> Path:
     return root
 
 
+def backlog_loss(done: subprocess.CompletedProcess[str], relpath: str) -> str:
+    """The reason the migration's report gives for the one item it could not bring from
+    `relpath`: a published folder is never refused as a whole for one odd file (issue 25)."""
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    lost = [entry for entry in json.loads(done.stdout)["ledger"]["items"]["lost"] if entry["from"].startswith(relpath)]
+    assert len(lost) == 1, lost
+    return str(lost[0]["reason"])
+
+
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
-def test_a_fifo_among_backlog_tasks_stops_the_migration_instead_of_hanging_it(backlog_project: Path, dry_run: bool) -> None:
-    os.mkfifo(backlog_project / "backlog/tasks/back-999 - Pipe.md")
+def test_a_fifo_among_backlog_tasks_is_reported_instead_of_hanging_the_migration(backlog_project: Path, dry_run: bool) -> None:
+    pipe = backlog_project / "backlog/tasks/back-999 - Pipe.md"
+    os.mkfifo(pipe)
     before = tree(backlog_project)
-    done = run(backlog_project, ["moss", "migrate", "backlog", *(["--dry-run"] if dry_run else [])])
-    assert_refused(done, "error", "backlog/tasks/back-999 - Pipe.md", "NOT_REGULAR_FILE", 4)
-    assert tree(backlog_project) == before  # nothing written
+    done = run(backlog_project, ["moss", "migrate", "backlog", *(["--dry-run"] if dry_run else [])])  # a read that waits fails by TIMEOUT
+    assert "NOT_REGULAR_FILE" in backlog_loss(done, "backlog/tasks/back-999 - Pipe.md")
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)  # left where it was, never opened for reading
+    if dry_run:
+        assert tree(backlog_project) == before  # nothing written
+    else:
+        assert list((backlog_project / ".moss/board/tasks").glob("*.md"))  # the rest came over
+    strict = run(backlog_project, ["moss", "migrate", "backlog", "--dry-run", "--strict"])
+    assert strict.returncode == 4 and json.loads(strict.stderr)["error"]["code"] == "MIGRATION_WOULD_DROP"
 
 
 @pytest.mark.usefixtures("needs_permissions")
-def test_an_unreadable_backlog_task_stops_the_migration_with_its_name(backlog_project: Path) -> None:
-    task = next((backlog_project / "backlog/tasks").glob("*.md"))
+def test_an_unreadable_backlog_task_is_reported_with_its_name_and_code(backlog_project: Path) -> None:
+    task = next((backlog_project / "backlog/tasks").glob("back-1*.md"))
     task.chmod(0)
-    done = run(backlog_project, ["moss", "migrate", "backlog"], drop_rights=True)
-    assert_refused(done, "error", f"backlog/tasks/{task.name}", "NOT_READABLE", 6)
+    done = run(backlog_project, ["moss", "migrate", "backlog", "--dry-run"], drop_rights=True)
+    assert "NOT_READABLE" in backlog_loss(done, f"backlog/tasks/{task.name}")
 
 
 @pytest.mark.parametrize(
