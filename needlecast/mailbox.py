@@ -301,9 +301,10 @@ def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes
 
 
 def _settled(path: Path, data: bytes, now: float) -> bool:
-    """False for content that may still be being written: it does not end in a line break and
-    changed moments ago (a writer between two write calls)."""
-    if not data or data.endswith(b"\n"):
+    """False for content that may still be being written: it is empty or does not end in a
+    line break, and changed moments ago (a writer between two write calls; git, which checks a
+    file out by creating it empty and then writing it)."""
+    if data.endswith(b"\n"):
         return True
     try:
         return now - path.stat().st_mtime >= TAIL_SETTLE_SECONDS

@@ -603,3 +603,26 @@ def test_bringing_a_merge_in_leaves_the_routers_kept_outbox_alone(tmp_path: Path
     mailbox.apply_merged(box.outbox_file, head, head + _blocks("theirs"))
     assert [e.key for e in mailbox.read_outbox(box, "alice").entries] == ["theirs"]
     assert kept.exists()
+
+
+def test_an_empty_message_file_just_created_is_a_write_in_progress(tmp_path: Path) -> None:
+    """git checks a pulled file out by creating it empty, then writing it: a router that read
+    the empty file then dead-lettered a message that was on its way (the git-sync storm found
+    it). A fresh empty file waits, as a fresh v1 tail without a line break does; an old one is
+    dead-lettered."""
+    root = envoy(tmp_path, {"alice": "v2", "bob": "v2"})
+    outbox = Mailbox(root / "alice").outbox_dir
+    arriving = outbox / "2026-01-21T09-00-00Z_m-arriving.md"
+    arriving.write_bytes(b"")
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (0, True)
+    arriving.write_text("---\nid: m-arriving\nfrom: alice\nto: bob\n---\narrived\n")
+    assert route(root)["delivered"] == 1
+    assert bodies(root, "bob") == ["arrived"]
+    abandoned = outbox / "2026-01-21T09-00-01Z_m-abandoned.md"
+    abandoned.write_bytes(b"")
+    old = abandoned.stat().st_mtime - 2 * mailbox.TAIL_SETTLE_SECONDS
+    os.utime(abandoned, (old, old))
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (1, False)
+    assert [letter.meta["code"] for letter in mailbox.read_dead_letters(Mailbox(root / "alice"))] == ["MESSAGE_INVALID"]
