@@ -300,11 +300,12 @@ def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes
     return _entry(key, (message.sender if message else None) or sender, data, path.name, message, problem, path, 1)
 
 
-def _settled(path: Path, data: bytes, now: float) -> bool:
-    """False for content that may still be being written: it is empty or does not end in a
-    line break, and changed moments ago (a writer between two write calls; git, which checks a
-    file out by creating it empty and then writing it)."""
-    if data.endswith(b"\n"):
+def _settled(path: Path, data: bytes, now: float, *, unfinished: bool = False) -> bool:
+    """False for content that may still be being written: it is empty, does not end in a line
+    break, or (`unfinished`) ends in a message header not closed yet, and changed moments ago
+    (a writer between two write calls; git, which checks a file out by creating it empty and
+    then writing it)."""
+    if data.endswith(b"\n") and not unfinished:
         return True
     try:
         return now - path.stat().st_mtime >= TAIL_SETTLE_SECONDS
@@ -329,7 +330,8 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
     unsettled = False
     data = fs.read_snapshot(box.outbox_file).data
     found, preamble = scan_mailfile(data, box.outbox_file, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES)
-    if data and found and not _settled(box.outbox_file, data, now):
+    unclosed = bool(found) and found[-1].problem is not None and found[-1].problem.code == "FRONTMATTER_UNCLOSED"
+    if data and found and not _settled(box.outbox_file, data, now, unfinished=unclosed):
         found = found[:-1]
         unsettled = True
     entries.extend(found)

@@ -626,3 +626,24 @@ def test_an_empty_message_file_just_created_is_a_write_in_progress(tmp_path: Pat
     report = route(root)
     assert (report["dead_letters"], report["unsettled"]) == (1, False)
     assert [letter.meta["code"] for letter in mailbox.read_dead_letters(Mailbox(root / "alice"))] == ["MESSAGE_INVALID"]
+
+
+def test_a_fresh_unclosed_header_at_the_end_of_an_outbox_waits_for_the_rest(tmp_path: Path) -> None:
+    """An outbox that ends in a header without its closing `---` may be a writer between two
+    writes: left alone a moment (as a tail without a line break is), then dead-lettered."""
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
+    box = Mailbox(root / "alice")
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nid: m-half\nto: bob\n")
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (0, True)
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nthe rest arrived\n")
+    assert route(root)["delivered"] == 1 and bodies(root, "bob") == ["the rest arrived"]
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nid: m-never\nto: bob\n")
+    old = box.outbox_file.stat().st_mtime - 2 * mailbox.TAIL_SETTLE_SECONDS
+    os.utime(box.outbox_file, (old, old))
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (1, False)
+    assert [letter.meta["code"] for letter in mailbox.read_dead_letters(box)] == ["FRONTMATTER_UNCLOSED"]
