@@ -9,26 +9,52 @@ and merge it, the clone's merge driver resolving the toolkit's files; a conflict
 left in the work tree, as `git pull` leaves it, and reported; (4) push, fetching and merging
 again when someone pushed first. Every outcome is recorded in `status()` for `/status`:
 conflicts and failures are reported there, never hidden.
+
+Agents keep writing while a round runs, and git replaces a file without the toolkit's locks,
+without looking again at what it replaces: a send appended to `outbox.md` during `git merge`
+was lost (issue 24). So a round merges beside the work tree (`git merge-tree --write-tree`),
+brings the result into each shared mailbox file itself, under its lock and merging again
+what was written since the round's commit (`mailbox.apply_merged`), and only then lets git
+move the branch and write the other files (a fast-forward to the merge commit, which finds
+those files already up to date). A merge that conflicts goes the way `git pull` goes, with
+the shared files locked meanwhile and what was appended without the lock put back.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from moss_files import scaffold
-from moss_files.foundation.errors import MossError, RepoError, error_body
+from moss_files.foundation import fs
+from moss_files.foundation.errors import Conflict, MossError, RepoError, error_body
 from moss_files.foundation.ids import format_time
+from needlecast import mailbox, shared_file
 from needlecast.peers import without_secrets
 
 SYNCED = (".cstack", ".needlecast", ".moss")
 GIT_TIMEOUT = 120.0  # a push over a slow network may take a while; a hung one must end
 PUSH_ATTEMPTS = 3
+ADD_ATTEMPTS = 3
+MERGE_ATTEMPTS = 5  # merges of one round that files written meanwhile may send back to a new commit
+_REGULAR = ("100644", "100755")
+_NO_OBJECT = "0" * 40
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """A path a merge changes: its blob before and after (None: absent) and its new mode."""
+
+    path: str
+    old: str | None
+    new: str | None
+    mode: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +89,17 @@ class GitSync:
 
     # ----------------------------------------------------------------- git
 
-    def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _call(self, args: Sequence[str], *, text: bool, given: str | None = None) -> subprocess.CompletedProcess[Any]:
         where = self.top or self.root
         try:
-            done = subprocess.run(
+            return subprocess.run(
                 ["git", "-C", str(where), *args],
                 capture_output=True,
-                text=True,
-                errors="replace",
+                text=text,
+                errors="replace" if text else None,
                 timeout=GIT_TIMEOUT,
-                stdin=subprocess.DEVNULL,
+                input=given,
+                stdin=subprocess.DEVNULL if given is None else None,
                 env=self._env(),
                 check=False,
             )
@@ -80,12 +107,30 @@ class GitSync:
             raise RepoError("git is not installed", code="GIT_SYNC_FAILED") from None
         except subprocess.TimeoutExpired:
             raise RepoError(f"git {args[0]} took longer than {GIT_TIMEOUT:g}s", code="GIT_SYNC_FAILED") from None
+
+    def _git(self, *args: str, check: bool = True, given: str | None = None) -> subprocess.CompletedProcess[str]:
+        done: subprocess.CompletedProcess[str] = self._call(args, text=True, given=given)
         if check and done.returncode != 0:
             reason = (done.stderr or done.stdout).strip().splitlines()
             raise RepoError(
                 f"git {args[0]} failed: {reason[-1] if reason else f'status {done.returncode}'}", code="GIT_SYNC_FAILED", details={"status": done.returncode}
             )
         return done
+
+    def _blob(self, oid: str | None) -> bytes | None:
+        """The bytes of a blob (None for None)."""
+        if oid is None:
+            return None
+        done: subprocess.CompletedProcess[bytes] = self._call(("cat-file", "blob", oid), text=False)
+        if done.returncode != 0:
+            raise RepoError(f"git cat-file failed for {oid}", code="GIT_SYNC_FAILED", details={"status": done.returncode})
+        return done.stdout
+
+    def _identity(self) -> list[str]:
+        """`-c` options naming this sidecar as the author when the clone names nobody."""
+        if self._git("config", "user.name", check=False).stdout.strip():
+            return []
+        return ["-c", f"user.name={self.name}", "-c", f"user.email={self.name}@needlecast.invalid"]
 
     def _env(self) -> dict[str, str]:
         env = without_secrets(self.environ or os.environ)
@@ -176,18 +221,18 @@ class GitSync:
         paths = self._paths()
         if not paths:
             return
-        self._git("add", "-A", "--", *paths, *self._per_machine())
+        for attempt in range(ADD_ATTEMPTS):
+            # A file the router removes while git lists the folder makes `git add` fail.
+            if self._git("add", "-A", "--", *paths, *self._per_machine(), check=attempt == ADD_ATTEMPTS - 1).returncode == 0:
+                break
         staged = self._git("diff", "--cached", "--name-only", "-z", "--", *paths).stdout.split("\0")
         # Only the folders with staged changes are named to commit: a folder that holds nothing
         # git tracks (only per-machine files) is a pathspec `git commit` refuses.
         paths = [path for path in paths if any(name == path or name.startswith(path + "/") for name in staged)]
         if not paths:
             return
-        identity: list[str] = []
-        if not self._git("config", "user.name", check=False).stdout.strip():
-            identity = ["-c", f"user.name={self.name}", "-c", f"user.email={self.name}@needlecast.invalid"]
         stamp = format_time(self.clock())
-        self._git(*identity, "commit", "-q", "-m", f"needlecast sync: {self.name} at {stamp}", "--", *paths)
+        self._git(*self._identity(), "commit", "-q", "-m", f"needlecast sync: {self.name} at {stamp}", "--", *paths)
 
     def _pull(self) -> bool:
         """Fetch and merge the branch; False (recording the files) when the merge conflicted."""
@@ -200,12 +245,115 @@ class GitSync:
         behind = self._git("rev-list", "--count", "HEAD..FETCH_HEAD").stdout.strip()
         if behind in ("", "0"):
             return True
-        identity: list[str] = []
-        if not self._git("config", "user.name", check=False).stdout.strip():
-            identity = ["-c", f"user.name={self.name}", "-c", f"user.email={self.name}@needlecast.invalid"]
-        merged = self._git(*identity, "merge", "--no-edit", "-q", "FETCH_HEAD", check=False)
+        for _attempt in range(MERGE_ATTEMPTS):
+            merged = self._merge_beside()
+            if merged is None:
+                return self._merge_in_work_tree(int(behind))
+            if merged:
+                self.pulled += int(behind)
+                return True
+            self._commit()  # a file the merge changes was written since the round's commit
+        raise RepoError("files kept changing while the round merged; will retry", code="GIT_SYNC_FAILED")
+
+    def _merge_beside(self) -> bool | None:
+        """Merge FETCH_HEAD without git writing a shared mailbox file: True when merged; False
+        when a file the merge changes was written since HEAD was committed in a way only a new
+        commit can take in (commit and call again); None when the merge conflicts, or git is
+        older than 2.38 (`_merge_in_work_tree` then)."""
+        head = self._git("rev-parse", "HEAD").stdout.strip()
+        fetched = self._git("rev-parse", "FETCH_HEAD^{commit}").stdout.strip()
+        commit: str | None = None
+        if self._git("merge-base", "--is-ancestor", head, fetched, check=False).returncode == 0:
+            tree = commit = fetched  # nothing here to merge: a fast-forward, as `git merge` makes it
+        else:
+            found = self._git("merge-tree", "--write-tree", "--no-messages", head, fetched, check=False)
+            if found.returncode != 0 or not found.stdout.strip():
+                return None  # 1: conflicts, left for a person in the work tree; 129: an older git
+            tree = found.stdout.split()[0]
+        assert self.top is not None
+        changes = [change for change in self._changes(head, tree) if mailbox.is_shared_file(change.path) and (self.top / change.path).parent.is_dir()]
+        brought = [change for change in changes if change.new is not None and change.mode in _REGULAR]
+        try:
+            for change in brought:
+                merged = self._blob(change.new)
+                assert merged is not None
+                mailbox.apply_merged(self.top / change.path, self._blob(change.old), merged)
+        except Conflict as err:
+            if err.code != "STALE_WRITE":
+                raise
+            return False
+        if brought:
+            # The index takes the merged versions, so the fast-forward below finds these files
+            # up to date and leaves them (and whatever was appended since) as they are.
+            entries = "".join(f"{change.mode} {change.new}\t{change.path}\0" for change in brought)
+            self._git("update-index", "-z", "--index-info", given=entries)
+        if commit is None:
+            message = f"needlecast sync: {self.name} merges {self.settings.remote}/{self.branch}"
+            commit = self._git(*self._identity(), "commit-tree", tree, "-p", head, "-p", fetched, "-m", message).stdout.strip()
+        with ExitStack() as stack:
+            # A shared file the merge deletes is git's to delete: locked meanwhile, and only when
+            # nothing was written to it since the round's commit.
+            for change in (change for change in changes if change.new is None):
+                path = self.top / change.path
+                stack.enter_context(fs.locked(path))
+                if shared_file.read_if_any(path) not in (None, self._blob(change.old)):
+                    return False
+            forward = self._git("merge", "--ff-only", "-q", commit, check=False)
+        if forward.returncode == 0:
+            return True
+        if "would be overwritten" in forward.stderr:
+            return False  # another file written since the round's commit
+        reason = (forward.stderr or forward.stdout).strip().splitlines()
+        raise RepoError(f"git merge failed: {reason[-1] if reason else forward.returncode}", code="GIT_SYNC_FAILED")
+
+    def _changes(self, before: str, after: str) -> list[_Change]:
+        """Every file that differs between two trees (or commits)."""
+        out = self._git("diff-tree", "-r", "-z", "--no-renames", before, after).stdout.split("\0")
+        changes = []
+        for meta, path in zip(out[0::2], out[1::2], strict=False):
+            if not meta.startswith(":"):
+                continue
+            _old_mode, new_mode, old, new, _status = meta[1:].split(" ", 4)
+            changes.append(_Change(path, None if old == _NO_OBJECT else old, None if new == _NO_OBJECT else new, new_mode))
+        return changes
+
+    def _merge_in_work_tree(self, behind: int) -> bool:
+        """Merge FETCH_HEAD in the work tree, as `git pull` does, leaving conflicts for a person;
+        False (recording the files) when it conflicted.
+
+        The shared mailbox files the merge may change are locked meanwhile (no send, delivery
+        or routing pass lands while git replaces them) and committed first under those locks;
+        bytes appended without the lock while git replaced a file are appended to git's version,
+        from the replaced file, held open."""
+        assert self.top is not None
+        theirs = self._git("diff", "--name-only", "-z", "HEAD...FETCH_HEAD").stdout.split("\0")
+        paths = sorted(self.top / name for name in theirs if name and mailbox.is_shared_file(name) and (self.top / name).parent.is_dir())
+        with ExitStack() as stack:
+            for path in paths:
+                stack.enter_context(fs.locked(path))
+            self._commit()
+            held: list[tuple[Path, int, bytes]] = []
+            for path in paths:
+                found = self._call(("cat-file", "blob", f"HEAD:{path.relative_to(self.top).as_posix()}"), text=False)
+                if found.returncode != 0:
+                    continue  # not tracked here: git will not replace it
+                try:
+                    fd = shared_file.open_read(path)
+                except FileNotFoundError:
+                    continue
+                stack.callback(os.close, fd)
+                held.append((path, fd, found.stdout))
+            merged = self._git(*self._identity(), "merge", "--no-edit", "-q", "FETCH_HEAD", check=False)
+            for path, fd, committed in held:
+                try:
+                    replaced = os.stat(path).st_ino != os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    replaced = True
+                before = shared_file.read_fd(fd) if replaced else b""
+                if len(before) > len(committed) and before.startswith(committed):
+                    shared_file.carry_over(path, before[len(committed) :])
         if merged.returncode == 0:
-            self.pulled += int(behind)
+            self.pulled += behind
             return True
         unmerged = self._unmerged()
         if unmerged:

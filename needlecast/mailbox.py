@@ -300,10 +300,12 @@ def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes
     return _entry(key, (message.sender if message else None) or sender, data, path.name, message, problem, path, 1)
 
 
-def _settled(path: Path, data: bytes, now: float) -> bool:
-    """False for content that may still be being written: it does not end in a line break and
-    changed moments ago (a writer between two write calls)."""
-    if not data or data.endswith(b"\n"):
+def _settled(path: Path, data: bytes, now: float, *, unfinished: bool = False) -> bool:
+    """False for content that may still be being written: it is empty, does not end in a line
+    break, or (`unfinished`) ends in a message header not closed yet, and changed moments ago
+    (a writer between two write calls; git, which checks a file out by creating it empty and
+    then writing it)."""
+    if data.endswith(b"\n") and not unfinished:
         return True
     try:
         return now - path.stat().st_mtime >= TAIL_SETTLE_SECONDS
@@ -328,7 +330,8 @@ def read_outbox(box: Mailbox, sender: str) -> OutboxScan:
     unsettled = False
     data = fs.read_snapshot(box.outbox_file).data
     found, preamble = scan_mailfile(data, box.outbox_file, sender, max_message_bytes=msg.MAX_MESSAGE_BYTES)
-    if data and found and not _settled(box.outbox_file, data, now):
+    unclosed = bool(found) and found[-1].problem is not None and found[-1].problem.code == "FRONTMATTER_UNCLOSED"
+    if data and found and not _settled(box.outbox_file, data, now, unfinished=unclosed):
         found = found[:-1]
         unsettled = True
     entries.extend(found)
@@ -957,6 +960,81 @@ def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
         meta.pop(formats.MARKER, None)  # the file's format version, not the letter's metadata
         letters.append(DeadLetter(path, meta, raw))
     return letters
+
+
+# --------------------------------------------------------------------------- a git merge's result
+
+# The files of `.needlecast/` that writers change in place (sends, deliveries, routing passes,
+# read marks, appends by hand): a git sync brings a merge into them with `apply_merged`, the way
+# those writers change them, never by letting git replace them.
+SHARED_FILES = ("inbox.md", "outbox.md", "archive.md", "read.log")
+
+
+def is_shared_file(relpath: str) -> bool:
+    """True when `relpath` (`/`-separated, from the top of a clone) names one of SHARED_FILES."""
+    parts = relpath.split("/")
+    return len(parts) >= 2 and parts[-2] == DIR_NAME and parts[-1] in SHARED_FILES
+
+
+def apply_merged(path: Path, base: bytes | None, merged: bytes) -> None:
+    """Bring a merge's version `merged` of a shared file (SHARED_FILES) into the work tree.
+
+    `base` is the version the merge started from (the sync's own commit; None: it had no such
+    file). Under the file's lock, as every writer changes it (`shared_file.rewrite`): a file
+    still as in `base` becomes `merged`; a file written since (a send, a delivery, a routing
+    pass, an append by hand) is merged with `merged` again, so what was written meanwhile stays;
+    bytes appended during the rewrite are carried over, and an editor's save is folded back.
+
+    Raises Conflict STALE_WRITE when what was written meanwhile does not merge (the sync commits
+    it and merges again through git), InvalidDocument MERGE_CONFLICT for a file with markers.
+    """
+    from needlecast.merge import merge_mailbox, union_lines
+
+    log = path.name == "read.log"
+
+    def transform(data: bytes | None) -> bytes | None:
+        if data == base:
+            return merged
+        if data is None:
+            raise Conflict("deleted since the sync's commit; merging again", code="STALE_WRITE", path=path)
+        if log:
+            return union_lines(base or b"", data, merged)
+        appended = _with_appended(base, data, merged)
+        if appended is not None:
+            return appended
+        (old, _), (ours, bom), (theirs, theirs_bom) = (mail_text(version) for version in (base or b"", data, merged))
+        result = merge_mailbox(old, ours, theirs)
+        if result.conflicts:
+            raise Conflict("changed since the sync's commit in a way that does not merge here; merging again", code="STALE_WRITE", path=path)
+        return encode_mail(result.text, bom or theirs_bom)
+
+    if log:
+        rule: Merge = lambda current, leftover: union_lines(b"", leftover, current or b"")[len(current or b"") :]  # noqa: E731
+    elif path.name == "outbox.md":
+        # An editor's save folded back must not bring back what the merge removed: messages the
+        # other clone routed.
+        kept = {(entry.key, entry.digest) for entry in scan_mailfile(merged, path, "")[0]}
+        removed = {(entry.key, entry.digest) for entry in scan_mailfile(base, path, "")[0]} - kept
+        rule = outbox_merge(lambda entry: (entry.key, entry.digest) in removed, "")
+    else:
+        rule = inbox_merge
+    rewrite(path, transform, rule, fold_others=False)
+
+
+def _with_appended(base: bytes | None, data: bytes, merged: bytes) -> bytes | None:
+    """`merged` followed by what was appended to `base` to make `data`, when that is whole
+    blocks none of which `merged` holds (what sends, deliveries and archiving do); None for any
+    other change, which takes the full merge. The full merge reads every block of three
+    versions, which costs a busy inbox a good part of a second; this reads the new ones."""
+    if not base or not data.startswith(base):
+        return None
+    text, _bom = mail_text(data[len(base) :])
+    tail = msg.split_blocks(text)
+    merged_text, _bom = mail_text(merged)
+    if tail.preamble.strip() or not tail.blocks or any(block.raw.rstrip() in merged_text for block in tail.blocks):
+        return None
+    prefix = b"" if not merged or merged.endswith(b"\n\n") else (b"\n" if merged.endswith(b"\n") else b"\n\n")
+    return merged + prefix + encode_mail(text[len(tail.preamble) :], False)
 
 
 # --------------------------------------------------------------------------- read state

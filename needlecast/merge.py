@@ -56,3 +56,15 @@ def _ended(lines: tuple[str, ...]) -> tuple[str, ...]:
 def merge_mailbox(base: str, ours: str, theirs: str, labels: Labels = Labels()) -> Result:
     """Merge three versions of a v1 `inbox.md` or `outbox.md` (see the module docstring)."""
     return merge_items(base, ours, theirs, split=_pieces, merge_item=_merge_block, labels=labels)
+
+
+def union_lines(base: bytes, ours: bytes, theirs: bytes) -> bytes:
+    """git's union merge of an append-only log (`read.log`): `theirs`, then each line `ours`
+    added to `base` that `theirs` lacks, in `ours`' order."""
+    have = set(theirs.splitlines())
+    old = set(base.splitlines())
+    added = [line for line in ours.splitlines() if line not in old and line not in have]
+    if not added:
+        return theirs
+    separator = b"" if not theirs or theirs.endswith(b"\n") else b"\n"
+    return theirs + separator + b"".join(line + b"\n" for line in dict.fromkeys(added))

@@ -13,6 +13,13 @@ preamble followed by message blocks, split by this rule:
   and then another line of exactly `---`, where the first header line is a `key:` line and at
   least one header line is a known message key (`id`, `from`, `to`, `thread`, `type`, `time`,
   any case). At most MAX_HEADER_LINES header lines are considered.
+* A **malformed start** is a `---` line that opens no block but is plainly meant to: it is
+  followed by `key:` lines holding a known message key that no `---` line closes (a blank
+  line, the body or the end of the file comes first: FRONTMATTER_UNCLOSED), or by a first line
+  that is not a `key:` line and then, before any blank line, a known message key and a closing
+  `---` (MESSAGE_INVALID). It starts a block all the same, one that reads as that problem, so
+  a hand-written message missing its closing fence is reported (listed, dead-lettered) rather
+  than read as part of the message before it or of the preamble.
 * A block runs from its start to the next block start, or to the end of the file. Text before
   the first block start is the preamble (a title, a comment) and belongs to no message.
 * The **body** is everything after the closing `---` of the header. Trailing line breaks are
@@ -90,6 +97,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     header: str  # the lines between the fences, with their line ends
     body_raw: str  # everything after the closing fence, escapes not yet removed
+    malformed: tuple[str, str] | None = None  # (code, reason) of a malformed start: no header, no body
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,38 @@ def _header_end(lines: list[str], start: int) -> int | None:
     return None
 
 
+def _continues_header(line: str) -> bool:
+    """True for a line a header may hold: a `key:` line, or a YAML continuation (indented, or a
+    `- item` of a block list)."""
+    return bool(_KEY_LINE.match(line)) or line[:1] in (" ", "\t") or line.startswith("- ")
+
+
+def _malformed_start(lines: list[str], start: int) -> tuple[str, str] | None:
+    """(code, reason) when the fence `lines[start]`, which opens no block, is a malformed start
+    (see the module docstring); None when it is text (a rule in a body, a non-message header)."""
+    first = start + 1
+    if first >= len(lines) or not lines[first].strip() or _is_fence(lines[first]):
+        return None
+    window = lines[first : first + MAX_HEADER_LINES + 1]
+    if _KEY_LINE.match(lines[first]):
+        run = []
+        for line in window:
+            if not _continues_header(line):
+                break
+            run.append(line)
+        if any(_MESSAGE_KEY_LINE.match(line) for line in run):
+            return "FRONTMATTER_UNCLOSED", "this message header has no closing '---' line: end the header lines with '---' before the message text"
+        return None
+    for index, line in enumerate(window[1:], start=1):
+        if not line.strip():
+            return None
+        if _is_fence(line):
+            if any(_MESSAGE_KEY_LINE.match(header) for header in window[1:index]):
+                return "MESSAGE_INVALID", "the first line of this message header is not a `key: value` line"
+            return None
+    return None
+
+
 def split_blocks(text: str) -> Mailfile:
     """Split a single-file mailbox into preamble and blocks by the module's block rule."""
     lines = text.split("\n")
@@ -132,7 +172,8 @@ def split_blocks(text: str) -> Mailfile:
     offsets = [0]
     for line in lines[:-1]:
         offsets.append(offsets[-1] + len(line) + 1)
-    starts: list[tuple[int, int]] = []  # (opening line index, closing line index)
+    # (opening line index, closing line index, or the problem of a malformed start)
+    starts: list[tuple[int, int | tuple[str, str]]] = []
     index = 0
     while index < len(lines):
         if _is_fence(lines[index]):
@@ -141,6 +182,9 @@ def split_blocks(text: str) -> Mailfile:
                 starts.append((index, end))
                 index = end + 1
                 continue
+            problem = _malformed_start(lines, index)
+            if problem is not None:
+                starts.append((index, problem))
         index += 1
     first_break = text.find("\n")
     newline = "\r\n" if first_break > 0 and text[first_break - 1] == "\r" else "\n"
@@ -150,6 +194,9 @@ def split_blocks(text: str) -> Mailfile:
     for number, (open_index, close_index) in enumerate(starts):
         begin = offsets[open_index]
         finish = offsets[starts[number + 1][0]] if number + 1 < len(starts) else len(text)
+        if isinstance(close_index, tuple):
+            blocks.append(Block(raw=text[begin:finish], line=open_index + 1, header="", body_raw="", malformed=close_index))
+            continue
         header_begin = offsets[open_index + 1]
         header_end = offsets[close_index]
         body_begin = min(len(text), offsets[close_index] + len(lines[close_index]) + 1)
@@ -251,7 +298,11 @@ def parse_header(header: str, *, path: Path | str | None = None, line: int | Non
 
 
 def parse_block(block: Block, *, path: Path | str | None = None, line_offset: int = 0) -> Message:
-    """Parse one block into a Message. Raises InvalidDocument naming the file and line."""
+    """Parse one block into a Message. Raises InvalidDocument naming the file and line (a
+    malformed start: FRONTMATTER_UNCLOSED or MESSAGE_INVALID, at its `---` line)."""
+    if block.malformed is not None:
+        code, reason = block.malformed
+        raise InvalidDocument(reason, code=code, path=path, line=block.line + line_offset)
     first_header_line = block.line + 1 + line_offset
     meta = parse_header(block.header, path=path, line=first_header_line)
     body = normalize_body(unescape_body(block.body_raw))

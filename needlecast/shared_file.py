@@ -134,18 +134,20 @@ def refuse_conflicted(path: Path, data: bytes | None) -> None:
 KEEP_UNSETTLED_SECONDS = 600.0
 
 
-def fold_leftovers(path: Path, merge: Merge, settled: Callable[[bytes], bool] | None = None) -> None:
-    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock).
-    Raises MERGE_CONFLICT, leaving the leftovers, when the file holds conflict markers.
+def fold_leftovers(path: Path, merge: Merge, settled: Callable[[bytes], bool] | None = None, *, only: str | None = None) -> None:
+    """Fold leftovers of an interrupted rewrite of `path` back into it (caller holds the lock);
+    with `only`, just the side file of that name. Raises MERGE_CONFLICT, leaving the leftovers,
+    when the file holds conflict markers.
 
     A leftover is deleted once the file holds what it held, unless `settled(leftover bytes)`
     says its content still needs it: an editor that read the file before our append and saves
     after it writes our append away, and only the leftover still has those blocks, which the
     next fold puts back. Such a leftover is kept until settled, or for KEEP_UNSETTLED_SECONDS
     after it was set aside."""
-    if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in list_names(path.parent)):
+    names = [only] if only is not None else list_names(path.parent)
+    if any((m := LEFTOVER.match(n)) and m.group("name") == path.name for n in names):
         refuse_conflicted(path, read_if_any(path))
-    for name in list_names(path.parent):
+    for name in names:
         match = LEFTOVER.match(name)
         if not match or match.group("name") != path.name:
             continue
@@ -185,6 +187,7 @@ def rewrite(
     timeout: float = fs.DEFAULT_LOCK_TIMEOUT,
     exchange: bool = True,
     settled: Callable[[bytes], bool] | None = None,
+    fold_others: bool = True,
 ) -> bool:
     """Replace `path` with `transform(current bytes)` without losing concurrent writes.
 
@@ -197,13 +200,17 @@ def rewrite(
     Where the exchange is unsupported (or `exchange` is False) the file is compared just before
     an ordinary rename and bytes appended to the replaced file afterwards are carried over;
     only an editor's save landing between that comparison and the rename could then be lost.
-    `settled` decides when a displaced version may go (`fold_leftovers`).
+    `settled` decides when a displaced version may go (`fold_leftovers`). With `fold_others`
+    False, side files that other rewrites left are left to their owners (the router folds an
+    outbox's by what its journal knows, which a caller without the journal cannot): only the
+    version this call displaces is folded back.
     Returns True when the file was changed. Raises Conflict LOCK_TIMEOUT / STALE_WRITE, and
     InvalidDocument MERGE_CONFLICT for a file git left with conflict markers (never written).
     """
     fs.check_confined(path)
     with fs.locked(path, timeout=timeout):
-        fold_leftovers(path, merge, settled)
+        if fold_others:
+            fold_leftovers(path, merge, settled)
         for _attempt in range(20):
             try:
                 fd: int | None = open_read(path)
@@ -231,7 +238,7 @@ def rewrite(
                             displaced.unlink()
                             fs.fsync_dir(path.parent)
                             return True
-                    fold_leftovers(path, merge, settled)
+                    fold_leftovers(path, merge, settled, only=None if fold_others else displaced.name)
                     fs.fsync_dir(path.parent)
                     return True
                 current = read_if_any(path)

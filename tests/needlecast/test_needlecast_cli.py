@@ -110,6 +110,39 @@ def test_dead_letters_and_bounces_from_the_cli(team: Path) -> None:
     assert [m["message"]["type"] for m in inbox] == ["bounce"]
 
 
+def test_a_hand_written_block_without_its_closing_fence_is_reported_and_dead_lettered(team: Path) -> None:
+    """Issue 24: such a block was never listed, routed nor dead-lettered (it read as the
+    preamble, or as the end of the message before it), and nothing reported it."""
+    import os
+
+    outbox = team / "alice" / ".needlecast" / "outbox.md"
+    unclosed = "---\nto: bob\nfrom: alice\nHello bob, the header above was never closed.\n\n"
+    noted = "---\n# urgent\nto: bob\n---\nThe first header line is a comment.\n\n"
+    good = "---\nid: m-good\nto: bob\n---\nThis one is fine.\n\n"
+    with open(outbox, "a") as handle:
+        handle.write(unclosed + good + noted)
+    old = outbox.stat().st_mtime - 10  # written a while ago: not a write still in progress
+    os.utime(outbox, (old, old))
+    listed = ok_json(nc("outbox", "--json", cwd=team / "alice"))
+    preamble_lines = len(outbox.read_text().split(unclosed)[0].splitlines())
+    problems = [(p["problem"]["code"], p["source"], p["line"]) for p in listed["problems"]]
+    assert problems == [("FRONTMATTER_UNCLOSED", "outbox.md", preamble_lines + 1), ("MESSAGE_INVALID", "outbox.md", preamble_lines + 12)]
+    assert [m["key"] for m in listed["messages"]] == ["m-good"]
+    assert all(p["problem"]["line"] == line for p, (_code, _source, line) in zip(listed["problems"], problems, strict=True))
+    text = nc("outbox", cwd=team / "alice").stdout
+    assert "[FRONTMATTER_UNCLOSED]" in text and "[MESSAGE_INVALID]" in text
+    report = ok_json(nc("route", "--once", "--json", cwd=team))
+    assert (report["delivered"], report["dead_letters"], report["bounces"]) == (1, 2, 2)
+    letters = ok_json(nc("dead-letters", "--json", cwd=team / "alice"))["dead_letters"]
+    assert sorted((d["code"], d["line"]) for d in letters) == sorted((code, line) for code, _source, line in problems)
+    kept = {letter.meta["code"]: letter.raw for letter in mailbox.read_dead_letters(mailbox.Mailbox(team / "alice"))}
+    assert kept == {"FRONTMATTER_UNCLOSED": unclosed.encode(), "MESSAGE_INVALID": noted.encode()}  # byte for byte
+    assert [m["message"]["body"] for m in ok_json(nc("inbox", "--json", cwd=team / "bob"))["messages"]] == ["This one is fine.\n"]
+    bounces = ok_json(nc("inbox", "--json", cwd=team / "alice"))["messages"]
+    assert sorted(m["message"]["extra"]["code"] for m in bounces) == ["FRONTMATTER_UNCLOSED", "MESSAGE_INVALID"]
+    assert ok_json(nc("outbox", "--json", cwd=team / "alice"))["problems"] == []
+
+
 def test_registry_pointing_at_a_missing_workspace(team: Path) -> None:
     (team / ".needlecast").mkdir()
     (team / ".needlecast" / "sleeves.toml").write_text('ghost = "no/such/place"\n')

@@ -201,3 +201,126 @@ def test_a_round_commits_no_per_machine_file_even_where_gitignore_lacks_the_line
     git(second, "pull", "-q", "origin", "main")
     assert (second / ".cstack" / "notes.md").read_text().endswith("an artifact's change\n")
     assert not any((second / name).exists() for name in per_machine)
+
+
+def _mid_merge_writer(clone: Path, script: str) -> None:
+    """Make the clone's merge driver run `script` (once) before merging: a write that lands
+    while a sync round merges, deterministically (a real send, a real append)."""
+    wrapper = clone.parent / f"{clone.name}-driver.sh"
+    marker = clone.parent / f"{clone.name}-driver.done"
+    moss = BIN / "moss"
+    wrapper.write_text(f'#!/bin/sh\nif [ ! -e "{marker}" ]; then\n  touch "{marker}"\n{script}\nfi\nexec "{moss}" merge driver "$@"\n')
+    wrapper.chmod(0o755)
+    git(clone, "config", "merge.moss.driver", f"{wrapper} %O %A %B %P")
+
+
+def test_a_write_landing_while_a_round_merges_is_never_overwritten(clones: tuple[Path, Path]) -> None:
+    """Issue 24: a round merged in the work tree without the mailbox locks, so a `needlecast
+    send` or an append landing while git merged was overwritten by git's merged file. Here both
+    land while the merge driver runs, in the middle of the round's merge."""
+    import os
+    from datetime import UTC, datetime
+
+    from needlecast.gitsync import GitSync, GitSyncSettings
+
+    first, second = clones
+    with open(first / ".needlecast" / "outbox.md", "a") as handle:
+        handle.write(block("out-first", "first"))
+    with open(first / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-first", "ann"))
+    git(first, "commit", "-q", "-am", "first's messages")
+    git(first, "push", "-q", "origin", "HEAD:main")
+    with open(second / ".needlecast" / "outbox.md", "a") as handle:
+        handle.write(block("out-second", "second"))
+    with open(second / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-second", "ben"))
+    sync = GitSync(second, GitSyncSettings(), name="second", clock=lambda: datetime.now(UTC), environ=os.environ)
+    sync.setup()
+    sent = second.parent / "sent-mid-merge"
+    _mid_merge_writer(
+        second,
+        f'  (cd "{second}" && "{BIN / "needlecast"}" send --to bob "sent while the round merged" > "{sent}")\n'
+        f"  printf -- '---\\nid: in-mid\\nfrom: cat\\nto: [me]\\n---\\ndelivered while the round merged\\n\\n' >> \"{second}/.needlecast/inbox.md\"",
+    )
+    sync.sync()
+    assert sync.status()["state"] == "ok", sync.status()["error"]
+    sent_id = sent.read_text().strip()
+    assert sent_id.startswith("msg-")
+    outbox = (second / ".needlecast" / "outbox.md").read_text()
+    inbox = (second / ".needlecast" / "inbox.md").read_text()
+    for ident in ("out-first", "out-second", sent_id):
+        assert outbox.count(f"id: {ident}\n") == 1, ident
+    for ident in ("in-first", "in-second", "in-mid"):
+        assert inbox.count(f"id: {ident}\n") == 1, ident
+    # The next round commits what was written meanwhile; the remote then has every message.
+    sync.sync()
+    assert sync.status()["state"] == "ok", sync.status()["error"]
+    git(first, "pull", "-q", "--no-rebase", "origin", "main")
+    assert sent_id in (first / ".needlecast" / "outbox.md").read_text()
+    assert "in-mid" in (first / ".needlecast" / "inbox.md").read_text()
+
+
+def test_a_write_landing_while_a_conflicted_merge_runs_in_the_work_tree_is_kept(clones: tuple[Path, Path]) -> None:
+    """A merge that conflicts is left in the work tree for a person, as `git pull` leaves it:
+    there the round holds the mailbox files' locks (a send waits for the merge to end) and
+    puts back what an agent appended without the lock while git replaced the file."""
+    import os
+    from datetime import UTC, datetime
+
+    from needlecast.gitsync import GitSync, GitSyncSettings
+
+    first, second = clones
+    (first / ".cstack" / "notes.md").write_text("changed in the first clone\n")
+    with open(first / ".needlecast" / "outbox.md", "a") as handle:
+        handle.write(block("out-first", "first"))
+    with open(first / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-first", "ann"))
+    git(first, "commit", "-q", "-am", "first's work")
+    git(first, "push", "-q", "origin", "HEAD:main")
+    (second / ".cstack" / "notes.md").write_text("changed in the second clone\n")
+    with open(second / ".needlecast" / "outbox.md", "a") as handle:
+        handle.write(block("out-second", "second"))
+    with open(second / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-second", "ben"))
+    sync = GitSync(second, GitSyncSettings(), name="second", clock=lambda: datetime.now(UTC), environ=os.environ)
+    sync.setup()
+    sent = second.parent / "sent-mid-merge"
+    _mid_merge_writer(
+        second,
+        # The send runs beside the merge (it waits for the outbox's lock); the append does not wait.
+        f'  (cd "{second}" && "{BIN / "needlecast"}" send --to bob "sent while the round merged" > "{sent}.part" && mv "{sent}.part" "{sent}") &\n'
+        f"  printf -- '---\\nid: in-mid\\nfrom: cat\\nto: [me]\\n---\\ndelivered while the round merged\\n\\n' >> \"{second}/.needlecast/inbox.md\"",
+    )
+    sync.sync()
+    assert sync.status()["state"] == "conflicted"
+    assert sync.status()["conflicts"] == [".cstack/notes.md"]
+    sent_id = wait_for(lambda: sent.exists() and sent.read_text().strip(), timeout=20, message="the send beside the merge")
+    outbox = (second / ".needlecast" / "outbox.md").read_text()
+    inbox = (second / ".needlecast" / "inbox.md").read_text()
+    for ident in ("out-first", "out-second", sent_id):
+        assert outbox.count(f"id: {ident}\n") == 1, ident
+    for ident in ("in-first", "in-second", "in-mid"):
+        assert inbox.count(f"id: {ident}\n") == 1, ident
+
+
+def test_a_clone_with_nothing_new_fast_forwards_and_both_settle_on_one_commit(clones: tuple[Path, Path]) -> None:
+    """A round with nothing of its own to merge moves the branch as `git merge` would, without
+    a merge commit: two clones that sync in turn settle on one commit instead of making a new
+    merge commit for each other forever."""
+    import os
+    from datetime import UTC, datetime
+
+    from needlecast.gitsync import GitSync, GitSyncSettings
+
+    first, second = clones
+    syncs = [GitSync(clone, GitSyncSettings(), name=clone.name, clock=lambda: datetime.now(UTC), environ=os.environ) for clone in (first, second)]
+    with open(first / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-first", "ann"))
+    with open(second / ".needlecast" / "inbox.md", "a") as handle:
+        handle.write(block("in-second", "ben"))
+    for _turn in range(2):
+        for sync in syncs:
+            sync.sync()
+            assert sync.status()["state"] == "ok", sync.status()["error"]
+    assert git(first, "rev-parse", "HEAD") == git(second, "rev-parse", "HEAD") == git(first, "rev-parse", "origin/main")
+    assert len(git(first, "rev-list", "--merges", "HEAD").split()) == 1

@@ -236,3 +236,49 @@ def test_header_values_read_back_exactly(m: Message) -> None:
 def test_escaping_round_trips(body: str) -> None:
     assert msg.unescape_body(msg.escape_body(body)) == body
     assert all(line.rstrip("\r") != "---" for line in msg.escape_body(body).split("\n"))
+
+
+def test_a_header_without_its_closing_fence_is_a_block_with_that_problem() -> None:
+    """Issue 24: a hand-written block missing its closing `---` (or whose first header line is
+    not `key: value`) was read as part of the message before it, or of the preamble, and
+    nothing reported it. It is a block of its own, which reads as its problem."""
+    text = (
+        "# Outbox\n\n---\nid: m1\nto: bob\n---\nfirst\n\n"
+        "---\nid: m2\nto: bob\nforgot the closing fence\n\n"
+        "---\n# a note first\nid: m3\nto: bob\n---\nthird\n\n"
+        "---\nto:\n  - bob\nfrom: me\n\n"
+        "---\nid: m5\nto: bob\n---\nfifth\n"
+    )
+    mailfile = msg.split_blocks(text)
+    assert mailfile.preamble == "# Outbox\n\n"
+    assert mailfile.preamble + "".join(block.raw for block in mailfile.blocks) == text
+    assert [block.malformed[0] if block.malformed else None for block in mailfile.blocks] == [
+        None,
+        "FRONTMATTER_UNCLOSED",
+        "MESSAGE_INVALID",
+        "FRONTMATTER_UNCLOSED",
+        None,
+    ]
+    first, unclosed, noted, listed, fifth = mailfile.blocks
+    assert msg.parse_block(first).body == "first\n"  # no longer carries the next block's text
+    assert unclosed.raw == "---\nid: m2\nto: bob\nforgot the closing fence\n\n"
+    for block, line in ((unclosed, 9), (noted, 14), (listed, 21)):
+        with pytest.raises(InvalidDocument) as caught:
+            msg.parse_block(block, path="outbox.md")
+        assert (caught.value.code, caught.value.line) == (block.malformed[0], line)  # the line of its `---`
+    assert msg.parse_block(fifth).id == "m5"
+    # The first block of a file, before any message, is reported too (it was preamble).
+    (alone,) = msg.split_blocks("# Outbox\n\n---\nfrom: me\nto: bob\nhello\n").blocks
+    assert alone.malformed is not None and alone.malformed[0] == "FRONTMATTER_UNCLOSED" and alone.line == 3
+
+
+def test_rules_and_documents_in_bodies_are_still_body_text() -> None:
+    """What the malformed-start rule leaves alone: a rule followed by text, by keys that are
+    no message keys, or by a blank line; a non-key first line with no message key or no
+    closing fence before a blank line."""
+    text = (
+        "---\nid: m1\nto: bob\n---\nabove\n---\nPriority: high\nnote: kept\n\n"
+        "---\n\nto: nobody, a paragraph\n\n---\nSome text\nto: x, y\n\nmore\n---\ntitle: Plan\n---\nend\n"
+    )
+    (only,) = parse_all(text)
+    assert only.body.endswith("---\ntitle: Plan\n---\nend\n") and "Priority: high" in only.body

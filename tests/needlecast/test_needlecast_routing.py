@@ -561,3 +561,89 @@ def test_rewrite_keeps_an_editor_save_made_between_read_and_swap(tmp_path: Path,
     shared_file.rewrite(path, transform, mailbox.inbox_merge, exchange=exchange)
     ids = sorted(m.id for m in (e.message for e in mailbox.scan_mailfile(path.read_bytes(), path, "")[0]) if m is not None)
     assert ids == ["1", "2", "3"]
+
+
+def _blocks(*idents: str) -> bytes:
+    return b"".join(b"---\nid: %s\nfrom: p\nto: bob\n---\nbody of %s\n\n" % (ident.encode(), ident.encode()) for ident in idents)
+
+
+def test_a_merge_is_brought_into_a_mailbox_file_with_what_was_written_since(tmp_path: Path) -> None:
+    """What a git sync does with a merge's version of a shared file (`apply_merged`): a file
+    unchanged since the sync's commit takes the merge; one written since keeps that writing
+    (appends, and a routing pass's removals) and gains what the merge brought."""
+    box = mailbox.init_mailbox(tmp_path / "w")
+    head = box.inbox_file.read_bytes()
+    base = head + _blocks("a", "b")
+    merged = base + _blocks("theirs")
+    box.inbox_file.write_bytes(base)
+    mailbox.apply_merged(box.inbox_file, base, merged)
+    assert box.inbox_file.read_bytes() == merged
+    # Appended since the commit (a delivery): kept after the merge's blocks.
+    box.inbox_file.write_bytes(base + _blocks("late"))
+    mailbox.apply_merged(box.inbox_file, base, merged)
+    assert box.inbox_file.read_bytes() == merged + _blocks("late")
+    # A routing pass removed `a` from the outbox and a send appended `c`: both stay so.
+    box.outbox_file.write_bytes(head + _blocks("b", "c"))
+    mailbox.apply_merged(box.outbox_file, head + _blocks("a", "b"), head + _blocks("a", "b", "theirs"))
+    assert [e.key for e in mailbox.read_outbox(box, "alice").entries] == ["b", "c", "theirs"]
+    # read.log merges as git's union driver does.
+    box.read_log.write_bytes(b'{"id": "a"}\n{"id": "mine"}\n')
+    mailbox.apply_merged(box.read_log, b'{"id": "a"}\n', b'{"id": "a"}\n{"id": "theirs"}\n')
+    assert box.read_log.read_bytes() == b'{"id": "a"}\n{"id": "theirs"}\n{"id": "mine"}\n'
+
+
+def test_bringing_a_merge_in_leaves_the_routers_kept_outbox_alone(tmp_path: Path) -> None:
+    """The router keeps a displaced outbox version until its messages are routed, and folds it
+    back by what its journal knows; the sync, which cannot know that, must not fold it (it
+    would bring routed messages back into the outbox)."""
+    box = mailbox.init_mailbox(tmp_path / "w")
+    head = box.outbox_file.read_bytes()
+    kept = box.dir / ".outbox.md.tmp-prev-4242-0a1b2c3d"
+    kept.write_bytes(head + _blocks("routed-already"))
+    mailbox.apply_merged(box.outbox_file, head, head + _blocks("theirs"))
+    assert [e.key for e in mailbox.read_outbox(box, "alice").entries] == ["theirs"]
+    assert kept.exists()
+
+
+def test_an_empty_message_file_just_created_is_a_write_in_progress(tmp_path: Path) -> None:
+    """git checks a pulled file out by creating it empty, then writing it: a router that read
+    the empty file then dead-lettered a message that was on its way (the git-sync storm found
+    it). A fresh empty file waits, as a fresh v1 tail without a line break does; an old one is
+    dead-lettered."""
+    root = envoy(tmp_path, {"alice": "v2", "bob": "v2"})
+    outbox = Mailbox(root / "alice").outbox_dir
+    arriving = outbox / "2026-01-21T09-00-00Z_m-arriving.md"
+    arriving.write_bytes(b"")
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (0, True)
+    arriving.write_text("---\nid: m-arriving\nfrom: alice\nto: bob\n---\narrived\n")
+    assert route(root)["delivered"] == 1
+    assert bodies(root, "bob") == ["arrived"]
+    abandoned = outbox / "2026-01-21T09-00-01Z_m-abandoned.md"
+    abandoned.write_bytes(b"")
+    old = abandoned.stat().st_mtime - 2 * mailbox.TAIL_SETTLE_SECONDS
+    os.utime(abandoned, (old, old))
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (1, False)
+    assert [letter.meta["code"] for letter in mailbox.read_dead_letters(Mailbox(root / "alice"))] == ["MESSAGE_INVALID"]
+
+
+def test_a_fresh_unclosed_header_at_the_end_of_an_outbox_waits_for_the_rest(tmp_path: Path) -> None:
+    """An outbox that ends in a header without its closing `---` may be a writer between two
+    writes: left alone a moment (as a tail without a line break is), then dead-lettered."""
+    root = envoy(tmp_path, {"alice": "v1", "bob": "v1"})
+    box = Mailbox(root / "alice")
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nid: m-half\nto: bob\n")
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (0, True)
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nthe rest arrived\n")
+    assert route(root)["delivered"] == 1 and bodies(root, "bob") == ["the rest arrived"]
+    with open(box.outbox_file, "a") as handle:
+        handle.write("---\nid: m-never\nto: bob\n")
+    old = box.outbox_file.stat().st_mtime - 2 * mailbox.TAIL_SETTLE_SECONDS
+    os.utime(box.outbox_file, (old, old))
+    report = route(root)
+    assert (report["dead_letters"], report["unsettled"]) == (1, False)
+    assert [letter.meta["code"] for letter in mailbox.read_dead_letters(box)] == ["FRONTMATTER_UNCLOSED"]
