@@ -66,8 +66,8 @@ def send(
 
     Each item of `to` may name several recipients, comma-separated. `reply_to` names an inbox
     message: its thread becomes the default thread, its sender the default recipient and
-    `response` the default type. Raises InvalidRequest without recipients, NotFound for an
-    unknown `reply_to`.
+    `response` the default type. Raises InvalidRequest without recipients or with an empty
+    body (blanks only), NotFound for an unknown `reply_to`.
     """
     recipients = [name.strip() for item in to for name in item.split(",") if name.strip()]
     extra: dict[str, str] = {}
@@ -81,6 +81,8 @@ def send(
         type_ = type_ or "response"
     if not recipients:
         raise InvalidRequest("say who the message is for (--to)")
+    if not body.strip():
+        raise InvalidRequest("nothing to send: the message is empty", hint="pass the text as an argument or pipe it on stdin")
     now = ctx.now()
     message = Message(
         id=f"msg-{ctx.new_ulid()}",
