@@ -359,8 +359,9 @@ def append(
 ) -> dict[str, Any]:
     """Add text to one markdown section of a live capsule (exact header name, any case).
 
-    A placeholder body ('(none)', 'TBD', '-', empty, ...) is replaced, otherwise the content
-    follows after a blank line. No lint; the size limit applies. Returns
+    A placeholder body ('(none)', 'TBD', '-', empty, ..., also as a list's only item: '- (none)')
+    is replaced; a list item added to a list continues it; anything else follows after a blank
+    line. No lint; the size limit applies. Returns
     `{id, fetch_key?, section_hit, replaced}`. Raises InvalidRequest when the section is
     missing (details.available) or the capsule has no sections.
     """

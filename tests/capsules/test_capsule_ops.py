@@ -291,7 +291,7 @@ def test_append_replaces_placeholder_then_appends(ctx: ops.Context) -> None:
     assert first["fetch_key"] == {"moss_capsule": "auth", "moss_workspace": "default"}
     second = ops.append(ctx, section="Next steps", content="- ship", name="auth")
     assert second["replaced"] is False
-    assert "## Next steps\n- write tests\n\n- ship\n\n## Files" in ops.fetch(ctx, name="auth")["capsule_text"]
+    assert "## Next steps\n- write tests\n- ship\n\n## Files" in ops.fetch(ctx, name="auth")["capsule_text"]
 
 
 def test_append_exact_match_only_and_errors(ctx: ops.Context, ws: Path) -> None:
