@@ -398,6 +398,16 @@ def test_fetch_many_partial_success(ctx: ops.Context) -> None:
     assert ops.fetch_many(ctx, items=[{"name": "a"}])["items"][0]["capsule_text"] == FULL
 
 
+def test_fetch_many_items_carry_task_link_as_store_and_update_return_it(ctx: ops.Context) -> None:
+    """Issue 27 item 15: Moss's spec (6.3) says each fetch_many item includes `task_link`."""
+    named = ops.store(ctx, capsule_text=FULL, name="a")
+    unnamed = ops.store(ctx, capsule_text=FULL)
+    for include_text in (True, False):
+        items = ops.fetch_many(ctx, items=[{"name": "a"}, {"id": unnamed["id"]}], include_text=include_text)["items"]
+        assert [item["task_link"] for item in items] == [named["task_link"], unnamed["task_link"]]
+        assert all(item["task_link"] == item["fetch_key"] for item in items)
+
+
 # --------------------------------------------------------------------------- compose
 
 
