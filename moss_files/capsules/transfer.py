@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -22,7 +22,7 @@ from moss_files.foundation import document, fs
 from moss_files.foundation.arguments import optional, refuse
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -177,6 +177,25 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
             return {"imported": 0, "skipped": 0, "errors": errors}
         _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions, batched=batched)
     return {"imported": len(actions), "skipped": 0, "errors": []}
+
+
+def import_refusal(result: Mapping[str, Any]) -> MossError | None:
+    """The error a refused import (`import_capsules` with per-line `errors`) is, for callers
+    that answer with an error rather than a result (the MCP tool): Conflict CONFLICT (409)
+    for collisions, InvalidDocument INVALID_DOCUMENT (422) for unreadable or invalid lines,
+    the result in `details`; None for an import that went through."""
+    errors = result.get("errors") or []
+    if not errors:
+        return None
+    first = errors[0]
+    where = f"line {first['line']}: {first['message']}"
+    if any(str(error["code"]).endswith("COLLISION") for error in errors):
+        return Conflict(
+            f"import refused, nothing imported: {len(errors)} line(s) collide with capsules here ({where})",
+            details=dict(result),
+            hint='mode "replace" updates the capsules in place; mode "rename" imports them under new names',
+        )
+    return InvalidDocument(f"import refused, nothing imported: {len(errors)} line(s) cannot be imported ({where})", details=dict(result))
 
 
 def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:
