@@ -162,7 +162,9 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     `done`/`close` reset those lines when they name the task (only when CURRENT.md has them).
     CURRENT.md is checked before PLAN.md is written, so a malformed CURRENT.md stops the
     transition with nothing written. Starting a task that waits on unfinished ones is allowed;
-    `ctx.notify` hears about it.
+    `ctx.notify` hears about it. `start` also returns `also_in_progress`: the other tasks in
+    progress (each `{number, id, title, status, line}`), of which `ctx.notify` is warned, since
+    a `done` without a task name then cannot tell which one is meant.
     """
     root = ctx.root
     store.require_stack(root)
@@ -187,11 +189,18 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
             return (new, True) if new != text else (None, False)
 
         updated = store.update(root, store.CURRENT, follow, create=False)
+    result = {**plan.change_to_dict(made), "current_updated": updated}
+    if action == "start":
+        others = plan.also_in_progress(plan.parse_plan(made.text, path), made.task)
+        result["also_in_progress"] = others
+        if others:
+            names = ", ".join(str(other["id"] or other["number"]) for other in others)
+            ctx.say(f"warning: also in progress: {names}; `cstack done` now needs the task's name")
     if action == "start" and ctx.notify is not None:  # a note for a person; agents see `depends`
         unmet = [dep.id for dep in plan.dependencies(read_plan(root), made.task) if not dep.met]
         if unmet:
             ctx.say(f"note: started although it waits on {', '.join(unmet)}")
-    return {**plan.change_to_dict(made), "current_updated": updated}
+    return result
 
 
 def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:
