@@ -87,7 +87,10 @@ def export(ctx: Context, *, path: str | None = None, workspace: str | None = Non
     ws = core.normalize(ws_text) if ws_text else None
     if path is None:
         folder = exports_dir(ctx)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Moss keeps ~/.moss/ and its exports private (0700): the parent made on the way too,
+        # which mkdir(parents=True) would give the umask's mode.
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
         stamp = core.ms_to_rfc3339(now - now % 1000).replace("-", "").replace(":", "")
         label = core.encode_component(ws) if ws else "all"
         path = str(folder / f"{label}-{stamp}.jsonl")
