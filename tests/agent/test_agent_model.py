@@ -305,6 +305,18 @@ def test_bad_settings_name_the_key(text: str) -> None:
     assert caught.value.code == "SCHEMA_ERROR" and caught.value.path == ".moss/agent.toml"
 
 
+@pytest.mark.parametrize("value", ["./agent.db", "agent.sqlite", "/var/lib/bosun/agent.sqlite3"])
+def test_the_spec_s_database_path_for_storage_is_refused_with_a_hint(value: str) -> None:
+    """Issue 27 item 16: Bosun's agent.toml names a SQLite file (`path = "./agent.db"`); the
+    runtime keeps sessions as files in a folder, so a database file name is refused, not made
+    into a folder of that name."""
+    with pytest.raises(InvalidDocument) as caught:
+        settings.parse_settings(f'[storage]\npath = "{value}"\n', ".moss/agent.toml")
+    assert caught.value.code == "SCHEMA_ERROR" and "storage.path" in caught.value.message
+    assert ".moss/agent" in caught.value.message  # says what to write instead
+    assert settings.parse_settings('[storage]\npath = "var/agent-sessions"\n', ".moss/agent.toml").storage == "var/agent-sessions"
+
+
 def test_bad_toml_names_the_line() -> None:
     with pytest.raises(InvalidDocument) as caught:
         settings.parse_settings("[llm]\nmodel = \n", ".moss/agent.toml")
