@@ -133,6 +133,18 @@ def test_mcp_call_against_moss_serve(ws: Path) -> None:
     assert code == 9 and body["code"] == "TOOL_FAILED"
 
 
+def test_an_argument_the_tool_does_not_take_is_refused_before_the_call(ws: Path) -> None:
+    """Issue 27 item 9: `--arg bogus=1` reached moss serve and failed there as TOOL_FAILED (exit
+    9); the runtime checks the arguments against the tool's schema first (INVALID_REQUEST, exit
+    2), as docs/agent.md says, also where the schema leaves additionalProperties unsaid."""
+    result = agent(ws, "mcp", "call", "moss.moss.fetch", "--arg", "bogus=1", "--json")
+    assert result.returncode == 2, result.stderr
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "INVALID_REQUEST" and [p["field"] for p in error["details"]["errors"]] == ["bogus"]
+    code, body = call(ws, "moss.moss.fetch", "name=x", "bogus=1")
+    assert code == 2 and body["code"] == "INVALID_REQUEST"
+
+
 def test_mcp_call_against_a_second_server(ws: Path) -> None:
     counted = agent(ws, "mcp", "call", "demo.count", "--arg", "a=2", "--arg", "b=3", "--json")
     assert counted.returncode == 0, counted.stderr
