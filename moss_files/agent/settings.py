@@ -23,6 +23,7 @@ AGENT_TOML = ".moss/agent.toml"
 DEFAULT_MODEL = "claude-sonnet-5-5"
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 TOOL_MAPS = ("moss",)
+OWN_COMMAND = "moss"  # this toolkit's command: the runtime starts it with its own interpreter
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ class AgentSettings:
     llm: LlmSettings = field(default_factory=LlmSettings)
     policy: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, Any] = field(default_factory=dict)
-    servers: tuple[ServerSettings, ...] = (ServerSettings("moss", command="moss", args=("serve",), tool_map="moss"),)
+    servers: tuple[ServerSettings, ...] = (ServerSettings("moss", command=OWN_COMMAND, args=("serve",), tool_map="moss"),)
     tool_timeout_seconds: float = 15.0
     max_output_bytes: int = 256 * 1024
     path: str | None = None
