@@ -175,7 +175,9 @@ def dead_letters(ctx: typer.Context, root: RootOpt = None, as_json: JsonOpt = Fa
 
 @dead_letters_app.command("retry")
 def dead_letters_retry(
-    key: Annotated[str, typer.Argument(metavar="ID", help="The dead letter's message id (or file name), as `needlecast dead-letters` lists it.", show_default=False)],
+    key: Annotated[
+        str, typer.Argument(metavar="ID", help="The dead letter's message id (or file name), as `needlecast dead-letters` lists it.", show_default=False)
+    ],
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

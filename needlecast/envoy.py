@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation.errors import InvalidRequest
-
 from needlecast.gitsync import GitSyncSettings
 from needlecast.peers import Peer
 from needlecast.router import Router, report_to_dict

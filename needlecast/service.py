@@ -186,7 +186,12 @@ def retry_dead_letter(ctx: Context, *, key: str) -> dict[str, Any]:
     recipients = letter.meta.get("recipients") or list(entry.message.to)
     now = ctx.now()
     message = routing.retry_copy(
-        entry.message, key=str(letter.meta.get("id") or entry.key), sender=sender, to=[str(name) for name in recipients], dead_letter=letter.path.name, now=format_time(now)
+        entry.message,
+        key=str(letter.meta.get("id") or entry.key),
+        sender=sender,
+        to=[str(name) for name in recipients],
+        dead_letter=letter.path.name,
+        now=format_time(now),
     )
     message = with_changes(message, body=normalize_body(message.body))
     path = mailbox.requeue_dead_letter(box, letter.path, message, now)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC
 from typing import Any
 
 from moss_files.board import rules, threads, worktree

@@ -175,9 +175,7 @@ def doc_check(
 @doc_app.command("get")
 def doc_get(
     path: Annotated[Path, typer.Argument(help="The document.", show_default=False)],
-    key: Annotated[
-        str | None, typer.Argument(help="One frontmatter key (default: all); a dotted path names a nested key.", show_default=False)
-    ] = None,
+    key: Annotated[str | None, typer.Argument(help="One frontmatter key (default: all); a dotted path names a nested key.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a document's frontmatter, or one key's value."""

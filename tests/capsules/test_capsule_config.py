@@ -88,7 +88,11 @@ def test_moss_own_config_json_in_the_home_folder_is_read_under_ours(tmp_path: Pa
 
 @pytest.mark.parametrize(
     ("text", "code", "line"),
-    [("{\n  \"capsule_max_chars\": 5000,\n}\n", "INVALID_DOCUMENT", 3), ("[1, 2]\n", "INVALID_DOCUMENT", None), ('{"capsule_max_chars": "big"}', "SCHEMA_ERROR", None)],
+    [
+        ('{\n  "capsule_max_chars": 5000,\n}\n', "INVALID_DOCUMENT", 3),
+        ("[1, 2]\n", "INVALID_DOCUMENT", None),
+        ('{"capsule_max_chars": "big"}', "SCHEMA_ERROR", None),
+    ],
 )
 def test_a_bad_moss_config_json_is_reported_with_its_file(tmp_path: Path, text: str, code: str, line: int | None) -> None:
     (tmp_path / "h" / ".moss").mkdir(parents=True)

@@ -134,7 +134,13 @@ async def test_a_root_that_is_no_workspace_is_served_as_outside_one_and_gets_not
     (plain / "notes.txt").write_text("mine\n")
     server = params(tmp_path, "--root", str(plain)) if how == "--root" else params(tmp_path, MOSS_ROOT=str(plain))
     async with Client(server, mode="legacy") as client:
-        for name, arguments in (("moss.list", {}), ("moss.search", {"query": "x"}), ("cstack.status", {}), ("needlecast.inbox", {}), ("loop_scan", {"query": "x"})):
+        for name, arguments in (
+            ("moss.list", {}),
+            ("moss.search", {"query": "x"}),
+            ("cstack.status", {}),
+            ("needlecast.inbox", {}),
+            ("loop_scan", {"query": "x"}),
+        ):
             answer = await client.call_tool(name, arguments)
             error = answer.structured_content["error"]
             assert answer.is_error and error["code"] == "WORKSPACE_NOT_FOUND" and "moss init" in error["hint"], name
