@@ -619,6 +619,12 @@ def _refuse_open_subtasks(plan: Plan, task: Task, action: str, path: Path | str 
         )
 
 
+def also_in_progress(plan: Plan, task: Task) -> list[dict[str, Any]]:
+    """The tasks in progress besides `task` (found by its line), each as `{number, id, title,
+    status, line}`: while there are any, a transition without a task name is ambiguous."""
+    return [_brief(other) for other in plan.tasks if other.status == "in_progress" and other.line != task.line]
+
+
 def _only_active(plan: Plan, action: str, path: Path | str | None) -> Task:
     active = [task for task in plan.tasks if task.status == "in_progress"]
     if len(active) == 1:

@@ -163,6 +163,9 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     PLAN.md is written, so a malformed CURRENT.md, or one a transition cannot update line by
     line (CURRENT_UNEDITABLE), stops the transition with nothing written. Starting a task
     that waits on unfinished ones is allowed; `ctx.notify` hears about it.
+    `start` also returns `also_in_progress`: the other tasks in progress (each `{number, id,
+    title, status, line}`), of which `ctx.notify` is warned, since a `done` without a task
+    name then cannot tell which one is meant.
     """
     root = ctx.root
     store.require_stack(root)
@@ -199,11 +202,18 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
         unmet = [dep.id for dep in plan.dependencies(read_plan(root), made.task) if not dep.met]
         if unmet:
             ctx.say(f"note: started although it waits on {', '.join(unmet)}")
-    return {
+    result = {
         **plan.change_to_dict(made),
         "current_updated": followed.updated,
         "current": {"updated": followed.updated, "places": list(followed.places), "note": followed.note},
     }
+    if action == "start":
+        others = plan.also_in_progress(plan.parse_plan(made.text, path), made.task)
+        result["also_in_progress"] = others
+        if others:
+            names = ", ".join(str(other["id"] or other["number"]) for other in others)
+            ctx.say(f"warning: also in progress: {names}; `cstack done` now needs the task's name")
+    return result
 
 
 def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:

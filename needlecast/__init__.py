@@ -9,7 +9,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
 
     a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
                  list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
-                 list_outbox(ctx)                list_dead_letters(ctx)
+                 list_outbox(ctx)                list_dead_letters(ctx)      retry_dead_letter(ctx, key=)
                  rewrite_mailbox_file(path, transform) -> bool
     the envoy's: list_sleeves(ctx)               route_once(ctx, environ=)
                  watch(ctx, poll=, sweep_seconds=, environ=) -> exit code (runs until stopped)
@@ -43,6 +43,7 @@ _EXPORTS = {
     "read_message": "needlecast.service",
     "list_outbox": "needlecast.service",
     "list_dead_letters": "needlecast.service",
+    "retry_dead_letter": "needlecast.service",
     # a v1 mailbox file rewritten without losing an agent's append (moss upgrade)
     "rewrite_mailbox_file": "needlecast.mailbox",
     # the envoy's use cases

@@ -4,7 +4,8 @@ render the dict it returns (with --json, the same the MCP tool returns).
 Sleeve commands (`send`, `inbox`, `read`, `outbox`, `dead-letters`, `init`) act on the
 workspace found from the current directory (or --root) and touch only it. Envoy commands
 (`route`, `sidecar`, `sleeves`) act on the envoy root: --root, else the current directory
-when it holds sleeves, else the enclosing workspace. The use cases resolve through the
+when it holds sleeves, else the enclosing workspace; `route` and `sleeves` refuse a sleeve of
+an envoy root above (NOT_ENVOY_ROOT), whose messages wait for that envoy's router. The use cases resolve through the
 package's lazy names, so a sleeve's commands never load the router or the HTTP server.
 """
 
@@ -142,13 +143,48 @@ def outbox(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     emit(data, as_json, text="\n".join(_entry_line(e) for e in _in_file_order(data)))
 
 
-@app.command("dead-letters")
-def dead_letters(root: RootOpt = None, as_json: JsonOpt = False) -> None:
-    """List messages the router could not deliver (kept byte for byte) and why."""
+dead_letters_app = typer.Typer(
+    help="List messages the router could not deliver (kept byte for byte) and why; `retry ID` sends one again.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+app.add_typer(dead_letters_app, name="dead-letters")
+
+
+@dead_letters_app.callback()
+def dead_letters(ctx: typer.Context, root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    """List messages the router could not deliver (kept byte for byte) and why; `retry ID` sends one again."""
+    if ctx.invoked_subcommand is not None:
+        return
     with reporting(as_json):
         data = needlecast.list_dead_letters(_workspace(root))
     rows = data["dead_letters"]
-    emit(data, as_json, text="\n".join(f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}" for r in rows))
+    emit(
+        data,
+        as_json,
+        text="\n".join(
+            f"{r.get('dead_at', '-')}  [{r.get('code', '?')}]  {r.get('id', '?')}  {r.get('reason', '')}"
+            + (f"  (sent again as {r['retried_as']})" if r.get("retried_as") else "")
+            for r in rows
+        ),
+    )
+
+
+@dead_letters_app.command("retry")
+def dead_letters_retry(
+    key: Annotated[
+        str, typer.Argument(metavar="ID", help="The dead letter's message id (or file name), as `needlecast dead-letters` lists it.", show_default=False)
+    ],
+    root: RootOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send a dead-lettered message again to the recipients no sleeve answered to (a router that ran in the wrong place); prints the new id."""
+    with reporting(as_json):
+        data = needlecast.retry_dead_letter(_workspace(root), key=key)
+    emit(data, as_json, text=data["message"]["id"])
 
 
 @app.command("sleeves")

@@ -11,23 +11,50 @@ HTTP server or the HTTP client.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from moss_files.foundation.errors import InvalidRequest
 from needlecast.gitsync import GitSyncSettings
 from needlecast.peers import Peer
 from needlecast.router import Router, report_to_dict
 from needlecast.sidecar import Sidecar
-from needlecast.sleeves import load_directory, sleeve_to_dict
+from needlecast.sleeves import enclosing_envoy, load_directory, sleeve_to_dict
 
 if TYPE_CHECKING:
     from moss_files.foundation.context import Context
 
 
+def check_envoy_root(root: Path, *, peers: Mapping[str, Any] | None = None) -> None:
+    """Refuse to route (or list sleeves) from a sleeve of an envoy root above: its directory
+    would be the sleeve's alone, every message for another sleeve a dead letter. A sleeve with
+    peer hosts routes its own outbox to them, as a lone sleeve's sidecar does.
+
+    Raises InvalidRequest NOT_ENVOY_ROOT (details: envoy, sleeve), InvalidDocument
+    REGISTRY_INVALID for a bad registry above.
+    """
+    if peers:
+        return
+    found = enclosing_envoy(root)
+    if found is None:
+        return
+    envoy, name = found
+    raise InvalidRequest(
+        f"{root} is the sleeve {name!r} of the envoy root {envoy}: its messages wait for the envoy's router",
+        code="NOT_ENVOY_ROOT",
+        path=root,
+        details={"envoy": str(envoy), "sleeve": name},
+        hint=f"route from the envoy root: cd {envoy}, or pass --root {envoy}",
+    )
+
+
 def list_sleeves(ctx: Context) -> dict[str, Any]:
     """`needlecast sleeves`: `{root, sleeves: [{name, origin, path, url, ok, problem?}]}`.
 
-    Raises InvalidDocument REGISTRY_INVALID for a bad registry.
+    Raises InvalidDocument REGISTRY_INVALID for a bad registry, InvalidRequest NOT_ENVOY_ROOT
+    in a sleeve of an envoy root above.
     """
+    check_envoy_root(ctx.root)
     directory = load_directory(ctx.root)
     return {"root": str(directory.root), "sleeves": [sleeve_to_dict(sleeve) for sleeve in directory.sleeves.values()]}
 
@@ -43,7 +70,9 @@ def route_once(
     (`{senders, delivered, archived, removed, dead_letters, bounces, pending, unsettled, held,
     problems}`). A sender's failure is reported in `problems`, an unreachable recipient in
     `held`. `peers` are the peer hosts (`name@peer` recipients; requests signed with each
-    one's token, as `host_name`). Raises InvalidDocument REGISTRY_INVALID."""
+    one's token, as `host_name`). Raises InvalidDocument REGISTRY_INVALID, InvalidRequest
+    NOT_ENVOY_ROOT in a sleeve of an envoy root above (`check_envoy_root`)."""
+    check_envoy_root(ctx.root, peers=peers)
     router = Router(ctx.root, clock=ctx.clock, environ=environ, log=ctx.notify, peers=peers, host_name=host_name or ctx.sleeve, self_name=ctx.sleeve)
     return report_to_dict(router.route_all())
 
@@ -57,7 +86,9 @@ def watch(
     peers: Mapping[str, Peer] | None = None,
     host_name: str | None = None,
 ) -> int:
-    """`needlecast route`: route on every outbox change until SIGTERM/SIGINT; returns 0."""
+    """`needlecast route`: route on every outbox change until SIGTERM/SIGINT; returns 0. Raises
+    InvalidRequest NOT_ENVOY_ROOT in a sleeve of an envoy root above (`check_envoy_root`)."""
+    check_envoy_root(ctx.root, peers=peers)
     router = Sidecar(
         ctx.root,
         name=ctx.sleeve,
@@ -98,8 +129,11 @@ def run_sidecar(
 
     Raises InvalidRequest TOKEN_REQUIRED for a non-loopback `host` without a token, Conflict
     ALREADY_RUNNING when another sidecar holds the workspace, RepoError GIT_SYNC_FAILED when
-    `git_sync` is asked outside a clone.
+    `git_sync` is asked outside a clone, InvalidRequest NOT_ENVOY_ROOT when `route` is asked
+    of a sleeve of an envoy root above (its sidecar serves; the envoy's routes).
     """
+    if route:
+        check_envoy_root(ctx.root, peers=peers)
     sidecar = Sidecar(
         ctx.root,
         name=ctx.sleeve or ctx.root.name,

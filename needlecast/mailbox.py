@@ -940,26 +940,60 @@ class DeadLetter:
 
 def read_dead_letters(box: Mailbox) -> list[DeadLetter]:
     """Dead letters of a workspace, oldest first. The kept bytes need not be UTF-8."""
-    letters = []
-    for path in _message_files(box.dead_dir):
-        data = read_if_any(path) or b""
-        end = data.find(b"\n---\n", 3)
-        meta: dict[str, Any] = {}
-        raw = data
-        if data.startswith(b"---\n") and end > 0:
-            try:
-                meta = msg.parse_header(data[4 : end + 1].decode("utf-8"), path=path, line=2)
-                raw = data[end + 5 :]
-            except (InvalidDocument, UnicodeDecodeError):
-                meta = {}
+    return [_dead_letter(path, read_if_any(path) or b"") for path in _message_files(box.dead_dir)]
+
+
+def _dead_letter(path: Path, data: bytes) -> DeadLetter:
+    end = data.find(b"\n---\n", 3)
+    meta: dict[str, Any] = {}
+    raw = data
+    if data.startswith(b"---\n") and end > 0:
         try:
-            formats.check_record("dead-letter", meta, path)
-        except InvalidDocument as err:
-            letters.append(DeadLetter(path, {}, data, err))
-            continue
-        meta.pop(formats.MARKER, None)  # the file's format version, not the letter's metadata
-        letters.append(DeadLetter(path, meta, raw))
-    return letters
+            meta = msg.parse_header(data[4 : end + 1].decode("utf-8"), path=path, line=2)
+            raw = data[end + 5 :]
+        except (InvalidDocument, UnicodeDecodeError):
+            meta = {}
+    try:
+        formats.check_record("dead-letter", meta, path)
+    except InvalidDocument as err:
+        return DeadLetter(path, {}, data, err)
+    meta.pop(formats.MARKER, None)  # the file's format version, not the letter's metadata
+    return DeadLetter(path, meta, raw)
+
+
+def requeue_dead_letter(box: Mailbox, path: Path, message: Message, now: datetime) -> Path:
+    """Put `message` (a dead letter's message, made to be sent again) into the outbox and mark
+    the dead letter `retried_as` its id, under the dead letter's lock; return the outbox file.
+    The dead letter keeps its bytes, now with `retried_as:` and `retried_at:` in its header.
+
+    Raises Conflict ALREADY_EXISTS for a dead letter retried already, NotFound when it is gone.
+    """
+    with fs.locked(path):
+        data = read_if_any(path)
+        if data is None:
+            raise NotFound(f"dead letter {path.name} is gone", path=path)
+        letter = _dead_letter(path, data)
+        if letter.problem is not None:
+            raise letter.problem
+        if "retried_as" in letter.meta:
+            raise Conflict(
+                f"dead letter {path.name} was sent again already, as {letter.meta['retried_as']}",
+                code="ALREADY_EXISTS",
+                path=path,
+                details={"retried_as": letter.meta["retried_as"]},
+            )
+        try:
+            written = append_outbox(box, message, now)
+        except Conflict as err:
+            # Queued by a retry that stopped before it marked the letter: the id is the same.
+            if err.code != "ALREADY_EXISTS":
+                raise
+            written = box.outbox_dir
+        meta = {**letter.meta, "retried_as": message.id, "retried_at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        meta[formats.MARKER] = formats.KINDS["dead-letter"].current
+        header = msg.render_header(msg.Message(extra=meta))
+        fs.write_atomic(path, f"---\n{header}---\n".encode() + letter.raw)
+    return written
 
 
 # --------------------------------------------------------------------------- a git merge's result

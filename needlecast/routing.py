@@ -7,6 +7,7 @@ what to do, and applies the plan with the mailbox edge.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +200,15 @@ def archived_copy(copy: Message, delivered_to: Iterable[str], undeliverable: Ite
     if missing:
         extra["undeliverable"] = missing
     return with_changes(copy, extra=extra)
+
+
+def retry_copy(message: Message, *, key: str, sender: str, to: Iterable[str], dead_letter: str, now: str) -> Message:
+    """A dead-lettered message made to be sent again to `to` (the recipients it missed): the same
+    type, thread, body and other keys, from `sender`, dated `now`, with `retry_of: <key>`. Its id
+    is `<key>-retry-<hex>`, derived from the dead letter's file name, so a retry repeated after a
+    crash queues the same message, which the router delivers once."""
+    seed = hashlib.blake2b(f"{sender}\x00{dead_letter}".encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return with_changes(message, id=f"{key}-retry-{seed}", sender=sender, to=tuple(to), time=now, extra={"retry_of": key})
 
 
 def bounce(entry: Entry, sender: str, note: DeadNote, dead_letter: str, now: str) -> Message:

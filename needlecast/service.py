@@ -1,5 +1,6 @@
 """Use cases of one sleeve's mailbox: set it up, send, list and read the inbox, list the outbox
-and the dead letters. The envoy's use cases (routing, the sidecar) are in `envoy`.
+and the dead letters, and send a dead letter again. The envoy's use cases (routing, the sidecar)
+are in `envoy`.
 
 Shell layer. Each use case takes the Context (the workspace root, the sleeve's name, the clock
 and ids) and typed keyword arguments, touches only that workspace's `.needlecast/` through
@@ -16,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation.errors import InvalidRequest, NotFound, error_body
 from moss_files.foundation.ids import format_time
-from needlecast import mailbox
+from needlecast import mailbox, routing
 from needlecast.mailbox import Mailbox
-from needlecast.message import Message, message_to_dict
+from needlecast.message import Message, message_to_dict, normalize_body, with_changes
 from needlecast.routing import Entry, entry_to_dict
 
 if TYPE_CHECKING:
@@ -66,8 +67,8 @@ def send(
 
     Each item of `to` may name several recipients, comma-separated. `reply_to` names an inbox
     message: its thread becomes the default thread, its sender the default recipient and
-    `response` the default type. Raises InvalidRequest without recipients, NotFound for an
-    unknown `reply_to`.
+    `response` the default type. Raises InvalidRequest without recipients or with an empty
+    body (blanks only), NotFound for an unknown `reply_to`.
     """
     recipients = [name.strip() for item in to for name in item.split(",") if name.strip()]
     extra: dict[str, str] = {}
@@ -81,6 +82,8 @@ def send(
         type_ = type_ or "response"
     if not recipients:
         raise InvalidRequest("say who the message is for (--to)")
+    if not body.strip():
+        raise InvalidRequest("nothing to send: the message is empty", hint="pass the text as an argument or pipe it on stdin")
     now = ctx.now()
     message = Message(
         id=f"msg-{ctx.new_ulid()}",
@@ -150,6 +153,49 @@ def list_dead_letters(ctx: Context) -> dict[str, Any]:
             {"path": str(d.path), **d.meta, "bytes": len(d.raw), **({"problem": error_body(d.problem)["error"]} if d.problem else {})} for d in letters
         ],
     }
+
+
+def retry_dead_letter(ctx: Context, *, key: str) -> dict[str, Any]:
+    """`needlecast dead-letters retry ID`: send a dead-lettered message again, to the recipients
+    no sleeve answered to when it was routed (a router that ran in the wrong place, a sleeve set
+    up since); returns `{ok, message, path, dead_letter}`. The new message says `retry_of: ID`;
+    the dead letter stays, marked `retried_as`.
+
+    `key` is the dead letter's message id or its file name. Raises NotFound, InvalidRequest for a
+    dead letter of another code (its message needs fixing first), Conflict ALREADY_EXISTS for one
+    retried already.
+    """
+    box = Mailbox(ctx.root)
+    letters = [d for d in mailbox.read_dead_letters(box) if d.problem is None and key in (str(d.meta.get("id")), d.path.name)]
+    if not letters:
+        raise NotFound(f"no dead letter {key!r}", path=box.dead_dir, hint="list them with `needlecast dead-letters`")
+    retryable = [d for d in letters if d.meta.get("code") == "UNKNOWN_RECIPIENT"]
+    if not retryable:
+        codes = ", ".join(sorted({str(d.meta.get("code")) for d in letters}))
+        raise InvalidRequest(
+            f"dead letter {key!r} is {codes}: only a message for an unknown recipient is sent again as it was",
+            path=letters[0].path,
+            hint="fix the message and send it with `needlecast send`",
+        )
+    letter = retryable[0]
+    sender = _sleeve(ctx)
+    entry = mailbox.scan_message_file(letter.raw, letter.path, sender)
+    if entry.message is None:
+        assert entry.problem is not None
+        raise entry.problem
+    recipients = letter.meta.get("recipients") or list(entry.message.to)
+    now = ctx.now()
+    message = routing.retry_copy(
+        entry.message,
+        key=str(letter.meta.get("id") or entry.key),
+        sender=sender,
+        to=[str(name) for name in recipients],
+        dead_letter=letter.path.name,
+        now=format_time(now),
+    )
+    message = with_changes(message, body=normalize_body(message.body))
+    path = mailbox.requeue_dead_letter(box, letter.path, message, now)
+    return {"ok": True, "message": message_to_dict(message), "path": str(path), "dead_letter": str(letter.path)}
 
 
 # --------------------------------------------------------------------------- readers

@@ -55,6 +55,49 @@ def holds_sleeves(folder: Path) -> bool:
     return os.path.lexists(registry_path(folder)) or next(iter_mailboxes(folder), None) is not None
 
 
+def enclosing_envoy(workspace: Path) -> tuple[Path, str] | None:
+    """The envoy root above `workspace` whose router delivers its messages, and the sleeve name
+    it has there; None for a workspace no envoy root above holds (a lone one, or an envoy root
+    itself: one that holds sleeves).
+
+    A registry above that names the workspace (a local `path` resolving to it) decides first.
+    Else its parent folder holds it as a child sleeve (a name a sleeve may have, children not
+    switched off there) when the parent is an envoy root of its own (a `.needlecast/` folder or
+    a registry), or when the workspace is no repository of its own and the parent holds other
+    sleeves too: a folder of projects, each its own git repository, is no envoy.
+
+    Raises InvalidDocument REGISTRY_INVALID for a bad registry above.
+    """
+    root = workspace.resolve()
+    if holds_sleeves(root):
+        return None
+    parent_discovers = True
+    for ancestor in root.parents:
+        registry = registry_path(ancestor)
+        if not registry.is_file():
+            continue
+        try:
+            text = fs.read_bytes(registry).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidDocument(f"registry is not UTF-8 text: {exc}", code="REGISTRY_INVALID", path=registry) from None
+        entries, discover = parse_registry(text, registry)
+        for name, value in entries.items():
+            if "path" in value:
+                target = Path(value["path"]).expanduser()
+                if (target if target.is_absolute() else ancestor / target).resolve() == root:
+                    return ancestor, name
+        if ancestor == root.parent:
+            parent_discovers = discover
+    parent = root.parent
+    if parent == root or not parent_discovers or not NAME_RE.fullmatch(root.name) or root.name.lower() in RESERVED:
+        return None
+    if (parent / DIR_NAME).is_dir() or registry_path(parent).is_file():
+        return parent, root.name
+    if not (root / ".git").exists() and any(child != root for child in iter_mailboxes(parent)):
+        return parent, root.name
+    return None
+
+
 def _line_of(text: str, name: str) -> int | None:
     pattern = re.compile(rf"^\s*(?:\[\s*{re.escape(name)}\s*\]|\"?{re.escape(name)}\"?\s*=)", re.MULTILINE)
     match = pattern.search(text)

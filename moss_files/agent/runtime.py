@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -28,7 +29,7 @@ import anyio
 from moss_files.agent import costs, model, policy, schema, window
 from moss_files.agent.model import Event, RunSummary, Usage
 from moss_files.agent.policy import Decision, Policy
-from moss_files.agent.settings import AgentSettings, ServerSettings
+from moss_files.agent.settings import OWN_COMMAND, AgentSettings, ServerSettings
 from moss_files.agent.store import SessionStore
 from moss_files.agent.stream import ModelRequest
 from moss_files.foundation.context import Context
@@ -112,6 +113,16 @@ def model_tool_name(server: str, tool: str, taken: set[str]) -> str:
     return name
 
 
+def launch_command(server: ServerSettings) -> tuple[str | None, tuple[str, ...]]:
+    """The command and arguments that start a stdio server. `moss`, this toolkit's own command
+    (the default server's), is run by the interpreter running this process (`python -m
+    moss_files`): the server is then this very toolkit, started whether or not `moss` is on PATH
+    (a virtualenv's moss run by its path)."""
+    if server.command == OWN_COMMAND and sys.executable:
+        return sys.executable, ("-m", "moss_files", *server.args)
+    return server.command, server.args
+
+
 class ToolHost:
     """The MCP servers of a run, the model-facing names of their tools, and the gate."""
 
@@ -150,11 +161,12 @@ class ToolHost:
             log = errlog(server.name) if errlog is not None and server.url is None else None
             if log is not None:
                 self._logs.append(log)
+            command, args = launch_command(server)
             self.connections.append(
                 Connection(
                     name=server.name,
-                    command=server.command,
-                    args=server.args,
+                    command=command,
+                    args=args,
                     env=env,
                     cwd=self.cwd_of(server),
                     url=server.url,

@@ -4,8 +4,11 @@ Core layer (pure).
 A basic shape check (Bosun M1 §8.1), run before a call leaves the runtime: the arguments are an
 object; required ones are there; each has its declared type (`type`, a list of types, `enum`,
 `const`, `anyOf`/`oneOf` of those, nested objects and array items, `minimum`/`maximum`,
-`minLength`/`maxLength`); no unknown ones where `additionalProperties` is false. What this does
-not check (formats, patterns, `$ref`) the server checks again.
+`minLength`/`maxLength`); no unknown ones where the schema declares `properties`, unless its
+`additionalProperties` is true or a schema. (JSON Schema allows undeclared ones when that key is
+left out, as most servers' schemas leave it; an argument the tool does not declare is then a
+mistake the server ignores or fails on, so it is refused here.) What this does not check
+(formats, patterns, `$ref`) the server checks again.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ def _check_object(value: dict[str, Any], schema: Mapping[str, Any], where: str, 
     for name in required:
         if name not in value:
             problems.append({"field": f"{prefix}{name}", "message": "is required"})
-    extra = schema.get("additionalProperties", True)
+    extra = schema.get("additionalProperties", not isinstance(found_properties, Mapping))
     for name, item in value.items():
         if name in properties:
             _check(item, properties[name], f"{prefix}{name}", problems)

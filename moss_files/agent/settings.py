@@ -22,6 +22,7 @@ AGENT_TOML = ".moss/agent.toml"
 DEFAULT_MODEL = "claude-sonnet-5-5"
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 TOOL_MAPS = ("moss",)
+OWN_COMMAND = "moss"  # this toolkit's command: the runtime starts it with its own interpreter
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ class AgentSettings:
     llm: LlmSettings = field(default_factory=LlmSettings)
     policy: Mapping[str, Any] = field(default_factory=dict)
     secrets: Mapping[str, Any] = field(default_factory=dict)
-    servers: tuple[ServerSettings, ...] = (ServerSettings("moss", command="moss", args=("serve",), tool_map="moss"),)
+    servers: tuple[ServerSettings, ...] = (ServerSettings("moss", command=OWN_COMMAND, args=("serve",), tool_map="moss"),)
     tool_timeout_seconds: float = 15.0
     max_output_bytes: int = 256 * 1024
     path: str | None = None
@@ -205,7 +206,7 @@ def settings_from(data: Mapping[str, Any], path: str | None = None) -> AgentSett
     if len(set(names)) != len(names):
         raise ValueError(f"mcp_servers names must be unique: {names}")
     return AgentSettings(
-        storage=_text(storage, "path", defaults.storage, "storage"),
+        storage=_storage_folder(_text(storage, "path", defaults.storage, "storage")),
         workspace_root=_text(workspace, "root", defaults.workspace_root, "workspace"),
         llm=_llm(_table(data, "llm")),
         policy=policy,
@@ -291,6 +292,21 @@ def _table(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ValueError(f"{key} must be a table ([{key}])")
     return value
+
+
+# Bosun's agent.toml names a SQLite file (`path = "./agent.db"`); ours names a folder of files.
+_DATABASE_SUFFIXES = (".db", ".db3", ".sqlite", ".sqlite3")
+
+
+def _storage_folder(path: str) -> str:
+    """`[storage] path`, refused when it names a database file: it would become a folder of
+    that name holding session files."""
+    if path.lower().rstrip("/").endswith(_DATABASE_SUFFIXES):
+        raise ValueError(
+            f"storage.path {path!r} names a SQLite database file, as Bosun's agent.toml does; moss agent keeps its sessions "
+            'as markdown and JSON Lines files in a folder: name a folder, for example path = ".moss/agent" (the default)'
+        )
+    return path
 
 
 def _text(table: Mapping[str, Any], key: str, default: str, where: str, *, blank: bool = False) -> str:

@@ -148,7 +148,8 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         missing = fs.missing_paths(ctx.root, rules.paths_to_check(plan))
         if missing:
             raise rules.missing_paths_error(task_id, missing, str(ctx.root))
-        now = ctx.stamp()
+        moment = ctx.now()
+        now, now_ms = rules.format_moment(moment), rules.format_moment_ms(moment)
 
         def decide(current: Task) -> Task:
             if current.status not in ("PLANNING", "AWAITING_APPROVAL"):
@@ -161,8 +162,8 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
             # A new plan is a new attempt: the same-item rule of qa_reject starts over.
             with_plan = replace(current, plan=plan, plan_size_warnings=size.warnings, failed_dod_items=(), updated=now)
             if current.status == "AWAITING_APPROVAL":
-                return replace(with_plan, plan_submitted=now)
-            return rules.apply_transition(with_plan, "AWAITING_APPROVAL", now)
+                return replace(with_plan, plan_submitted=now_ms)
+            return rules.apply_transition(with_plan, "AWAITING_APPROVAL", now, now_ms=now_ms)
 
         old, new = write_task(ctx, task_id, decide)
         if old.status == new.status:
@@ -179,7 +180,7 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         "stepCount": len(plan),
         "distinctFileCount": size.distinct_files,
         "newFileCount": size.new_files,
-        "message": "Plan approved automatically (TURBO mode)."
+        "message": f"Plan approved automatically ({board.project.settings.approval_mode} mode)."
         if approved
         else f"Plan submitted; waiting for approval ({board.project.settings.approval_mode} mode).",
     }

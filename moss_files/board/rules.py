@@ -99,9 +99,11 @@ def check_transition(task: Task, target: str, *, reason: str | None = None) -> N
         raise InvalidRequest(f"moving a {source} task back to {target} needs a reason", details={"field": "reason"})
 
 
-def apply_transition(task: Task, target: str, now: str, *, reason: str | None = None) -> Task:
+def apply_transition(task: Task, target: str, now: str, *, reason: str | None = None, now_ms: str | None = None) -> Task:
     """`task` moved to `target` (checked with `check_transition` first): its timestamps, holder,
-    reopen count and reason follow the move. The same status returns the task unchanged."""
+    reopen count and reason follow the move. The same status returns the task unchanged.
+    `now_ms` is the same moment to the millisecond: a plan's submission time keeps it, since
+    SPEED mode's delay is counted from it."""
     check_transition(task, target, reason=reason)
     source = task.status
     if target == source:
@@ -110,7 +112,7 @@ def apply_transition(task: Task, target: str, now: str, *, reason: str | None = 
     if (source, target) not in _KEEPS_HOLDER:
         changes["assigned_worker"] = None
     if target == "AWAITING_APPROVAL":
-        changes["plan_submitted"] = now
+        changes["plan_submitted"] = now_ms or now
         changes["reopen_reason"] = None
     elif target == "WORKING":
         if source == "AWAITING_APPROVAL":
@@ -157,15 +159,32 @@ def approval_due(task: Task, settings: Settings, now: datetime) -> bool:
         return False
     if settings.approval_mode == "TURBO":
         return True
-    submitted = parse_time(task.plan_submitted)
+    submitted = submission_time(task)
     if submitted is None:
         return True
     return (now - submitted).total_seconds() * 1000 >= settings.speed_mode_delay_ms
 
 
+def submission_time(task: Task) -> datetime | None:
+    """When `task`'s plan was submitted, as SPEED mode counts: to the millisecond as stored;
+    a time written to the second only (by hand, by Moe, by an older moss-files) counts from
+    the end of its second, so that no plan is ever approved before its delay ran out."""
+    submitted = parse_time(task.plan_submitted)
+    if submitted is None or submitted.microsecond or "." in (task.plan_submitted or ""):
+        return submitted
+    return submitted + timedelta(milliseconds=999)
+
+
 def format_moment(moment: datetime) -> str:
     """A moment as files store times (RFC 3339 UTC, seconds, `Z`)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_moment_ms(moment: datetime) -> str:
+    """A moment to the millisecond (RFC 3339 UTC, `Z`), as activity lines and a plan's
+    submission time store it."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -664,7 +683,7 @@ def next_auto_approval(board: Board) -> datetime | None:
     moments = [
         submitted + timedelta(milliseconds=settings.speed_mode_delay_ms)
         for task in board.tasks.values()
-        if task.status == "AWAITING_APPROVAL" and (submitted := parse_time(task.plan_submitted)) is not None
+        if task.status == "AWAITING_APPROVAL" and (submitted := submission_time(task)) is not None
     ]
     return min(moments, default=None)
 

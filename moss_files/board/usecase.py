@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC
 from typing import Any
 
 from moss_files.board import rules, threads, worktree
@@ -220,10 +219,11 @@ def write_task(ctx: Context, task_id: str, decide: Callable[[Task], Task]) -> tu
 
 def move(ctx: Context, board: Board, task: Task, target: str, *, reason: str | None, actor: str | None, extra: Callable[[Task], Task] | None = None) -> Task:
     """Apply one state-machine move to a task's file and log it; return the task as written."""
-    now = ctx.stamp()
+    moment = ctx.now()
+    now, now_ms = rules.format_moment(moment), rules.format_moment_ms(moment)
 
     def decide(current: Task) -> Task:
-        moved = rules.apply_transition(current, target, now, reason=reason)
+        moved = rules.apply_transition(current, target, now, reason=reason, now_ms=now_ms)
         return extra(moved) if extra else moved
 
     old, new = write_task(ctx, task.id, decide)
@@ -426,8 +426,7 @@ def checkout_branch(ctx: Context) -> str | None:
 
 def event_time(ctx: Context) -> str:
     """Now, with milliseconds, as activity lines and chat lines stamp it."""
-    now = ctx.now().astimezone(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return rules.format_moment_ms(ctx.now())
 
 
 # --------------------------------------------------------------------------- waits in progress

@@ -53,6 +53,8 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _CANONICAL_BY_SYNONYM = {synonym: canonical for canonical, synonyms in SECTIONS for synonym in synonyms}
 PLACEHOLDERS = frozenset({"(pending)", "(none)", "(empty)", "(tbd)", "(n/a)", "tbd", "n/a", "none", "pending", "-"})
+# A markdown list item's marker: `-`, `*`, `+`, or `1.` / `1)`, then blanks (or the line's end).
+_LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
 
 # Frontmatter keys the toolkit owns, in the order a new file lists them.
 FIELDS = ("id", "workspace", "name", "title", "tags", "source", "run_id", "phase", "role", "created_at", "updated_at", "deleted_at")
@@ -328,7 +330,7 @@ def parse_sections(text: str) -> tuple[Section, ...]:
                 header_start=start,
                 content_start=content_start,
                 content_end=content_end,
-                placeholder=content.strip().lower() in PLACEHOLDERS or not content.strip(),
+                placeholder=is_placeholder(content),
             )
         )
     return tuple(sections)
@@ -350,8 +352,30 @@ def find_section(sections: Iterable[Section], name: str, *, exact: bool = False)
     return None
 
 
+def is_placeholder(body: str) -> bool:
+    """True for a section body that says nothing yet: empty, or one placeholder such as
+    `(none)` or `TBD`, also written as a list's only item (`- (none)`, the README's template)."""
+    text = body.strip()
+    if "\n" not in text:
+        marker = _LIST_ITEM.match(text)
+        if marker is not None and text != "-":
+            text = text[marker.end() :].strip()
+    return not text or text.lower() in PLACEHOLDERS
+
+
+def _ends_in_list_item(body: str) -> bool:
+    """True when the last paragraph of `body` is a list whose last item is still open: its last
+    line is an item, or an indented continuation of one."""
+    paragraph = re.split(r"\n[ \t]*\r?\n", body.rstrip())[-1].split("\n")
+    last = paragraph[-1].rstrip("\r")
+    if _LIST_ITEM.match(last):
+        return True
+    return last[:1] in (" ", "\t") and any(_LIST_ITEM.match(line) for line in paragraph)
+
+
 def insert_into_section(text: str, section: Section, content: str) -> str:
-    """Add `content` to a section: it replaces a placeholder body, else follows after a blank line.
+    """Add `content` to a section: it replaces a placeholder body, continues a list when both
+    the body and `content` are list items, else follows after a blank line.
 
     Whatever separated the section from the next one (blank lines, or no final newline at the
     end of the text) is kept.
@@ -366,7 +390,12 @@ def insert_into_section(text: str, section: Section, content: str) -> str:
     at_end = section.content_end >= len(text)
     if "\n" not in gap and (not at_end or text.endswith("\n")):
         gap = newline
-    new_body = addition if section.placeholder else kept + newline + newline + addition
+    if section.placeholder:
+        new_body = addition
+    elif _LIST_ITEM.match(addition) and _ends_in_list_item(kept):
+        new_body = kept + newline + addition  # a blank line between items would make a loose list
+    else:
+        new_body = kept + newline + newline + addition
     return text[: section.content_start] + new_body + gap + text[section.content_end :]
 
 

@@ -254,6 +254,7 @@ def fetch_many(
     include_deleted: bool = False,
 ) -> dict[str, Any]:
     """Up to 50 capsules; a failed item goes to `errors` with the caller's ref, the rest succeed.
+    Each item is fetch's shape plus `task_link` (Moss's spec: each fetch_many item has one).
 
     Read under the writers' lock, so no tool write lands between two items.
     """
@@ -271,7 +272,8 @@ def fetch_many(
             except MossError as err:
                 errors.append({"ref": ref, "code": err.code, "message": err.message})
                 continue
-            found.append(core.capsule_to_dict(stored.capsule, include_text=include_text))
+            item = core.capsule_to_dict(stored.capsule, include_text=include_text)
+            found.append({**item, "task_link": item["fetch_key"]})
     return {"items": found, "errors": errors}
 
 
@@ -359,8 +361,9 @@ def append(
 ) -> dict[str, Any]:
     """Add text to one markdown section of a live capsule (exact header name, any case).
 
-    A placeholder body ('(none)', 'TBD', '-', empty, ...) is replaced, otherwise the content
-    follows after a blank line. No lint; the size limit applies. Returns
+    A placeholder body ('(none)', 'TBD', '-', empty, ..., also as a list's only item: '- (none)')
+    is replaced; a list item added to a list continues it; anything else follows after a blank
+    line. No lint; the size limit applies. Returns
     `{id, fetch_key?, section_hit, replaced}`. Raises InvalidRequest when the section is
     missing (details.available) or the capsule has no sections.
     """

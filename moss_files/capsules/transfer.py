@@ -9,7 +9,7 @@ the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,7 +21,7 @@ from moss_files.foundation import datafiles, document, fs
 from moss_files.foundation.arguments import optional, refuse
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 MAX_IMPORT_BYTES = 25 * 1024 * 1024
 MAX_IMPORT_LINE_BYTES = 1024 * 1024
@@ -86,7 +86,10 @@ def export(ctx: Context, *, path: str | None = None, workspace: str | None = Non
     ws = core.normalize(ws_text) if ws_text else None
     if path is None:
         folder = exports_dir(ctx)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Moss keeps ~/.moss/ and its exports private (0700): the parent made on the way too,
+        # which mkdir(parents=True) would give the umask's mode.
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
         stamp = core.ms_to_rfc3339(now - now % 1000).replace("-", "").replace(":", "")
         label = core.encode_component(ws) if ws else "all"
         path = str(folder / f"{label}-{stamp}.jsonl")
@@ -177,6 +180,25 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
             return {"imported": 0, "skipped": 0, "errors": errors}
         _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions, batched=batched)
     return {"imported": len(actions), "skipped": 0, "errors": []}
+
+
+def import_refusal(result: Mapping[str, Any]) -> MossError | None:
+    """The error a refused import (`import_capsules` with per-line `errors`) is, for callers
+    that answer with an error rather than a result (the MCP tool): Conflict CONFLICT (409)
+    for collisions, InvalidDocument INVALID_DOCUMENT (422) for unreadable or invalid lines,
+    the result in `details`; None for an import that went through."""
+    errors = result.get("errors") or []
+    if not errors:
+        return None
+    first = errors[0]
+    where = f"line {first['line']}: {first['message']}"
+    if any(str(error["code"]).endswith("COLLISION") for error in errors):
+        return Conflict(
+            f"import refused, nothing imported: {len(errors)} line(s) collide with capsules here ({where})",
+            details=dict(result),
+            hint='mode "replace" updates the capsules in place; mode "rename" imports them under new names',
+        )
+    return InvalidDocument(f"import refused, nothing imported: {len(errors)} line(s) cannot be imported ({where})", details=dict(result))
 
 
 def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:

@@ -175,7 +175,7 @@ def doc_check(
 @doc_app.command("get")
 def doc_get(
     path: Annotated[Path, typer.Argument(help="The document.", show_default=False)],
-    key: Annotated[str | None, typer.Argument(help="One frontmatter key (default: all).", show_default=False)] = None,
+    key: Annotated[str | None, typer.Argument(help="One frontmatter key (default: all); a dotted path names a nested key.", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a document's frontmatter, or one key's value."""
@@ -186,10 +186,12 @@ def doc_get(
         if key is None:
             value: Any = doc.meta
         else:
-            found = document.find_key(doc.meta, key)
+            found = document.find_path(doc.meta, key)
             if found is None:
                 raise NotFound(f"no key {key!r} in the frontmatter", path=path)
-            value = doc.meta[found]
+            value = doc.meta
+            for step in found:
+                value = value[step]
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     emit(value, as_json, text=text)
 
@@ -199,7 +201,11 @@ def doc_set(
     path: Annotated[Path, typer.Argument(help="The document to edit.", show_default=False)],
     assignments: Annotated[
         list[str],
-        typer.Argument(help="KEY=VALUE pairs; VALUE is read as YAML (so `x=[a, b]` is a list); KEY= with no value deletes.", show_default=False),
+        typer.Argument(
+            help="KEY=VALUE pairs; VALUE is read as YAML (so `x=[a, b]` is a list); KEY= with no value deletes; a dotted KEY "
+            "(settings.approval_mode) names a nested key.",
+            show_default=False,
+        ),
     ],
     as_json: JsonOpt = False,
 ) -> None:
@@ -211,7 +217,9 @@ def doc_set(
         changes = dict(_parse_assignment(item) for item in assignments)
         found = formats.locate(path.absolute())
         kind, relpath = (found[0].name, found[1]) if found is not None and found[0].marker == formats.FRONTMATTER else (None, None)
-        written = fs.modify_document(path, lambda doc: document.edit_frontmatter(doc.text, changes, path), kind=kind, relpath=relpath)
+        written = fs.modify_document(
+            path, lambda doc: document.edit_frontmatter(doc.text, document.nested_changes(doc.meta, changes), path), kind=kind, relpath=relpath
+        )
     emit({"path": str(path), "meta": written.meta}, as_json, text="")
 
 

@@ -89,7 +89,10 @@ def register(app: typer.Typer) -> None:
 
             sleeve = os.environ.get(SLEEVE_ENV) or None
             try:
-                top = workspace.find_workspace(explicit=root)
+                # A folder named by --root (or MOSS_ROOT) is taken as given by other commands; a
+                # server there would write its own files (the audit log, the search cache) into a
+                # folder that is no workspace, so it is served as outside one.
+                top = workspace.require_workspace(workspace.find_workspace(explicit=root))
             except RepoError as missing:
                 if http is not None:
                     raise  # the daemon records itself inside the workspace: it needs one

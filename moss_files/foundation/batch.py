@@ -13,7 +13,10 @@ Every step of the replay is idempotent (a create is a `link(2)` that finds its o
 place the second time; a replace is a rename whose source is gone once done; a remove checks
 the digest it expects), so a crash during recovery is recovered the same way. The staging
 folder and journal are named like `fs.temp_path_for`'s temporaries (`.<name>.tmp-<pid>-<hex>`)
-so scanners, watchers and the project's .gitignore pass over them.
+so scanners, watchers and the project's .gitignore pass over them. A batch has three names,
+and `recover` knows each: its staging folder `.batch.tmp-<pid>-<hex>`, its journal (that name
+plus `.journal`), and the journal's own temporary while it is written
+(`..batch.tmp-<pid>-<hex>.journal.tmp-<pid>-<hex>`, never the commit point: dropped).
 
 The caller holds the lock that keeps other writers of the folder out, both while committing
 and while recovering; readers that see a batch's names take that lock and call `recover`.
@@ -35,6 +38,8 @@ from moss_files.foundation.errors import Conflict, InvalidDocument
 
 BATCH_PREFIX = ".batch"
 JOURNAL_SUFFIX = ".journal"
+_STAGED = BATCH_PREFIX + ".tmp-"  # a staging folder, or (with JOURNAL_SUFFIX) a journal
+_JOURNAL_TEMP = "." + _STAGED  # the temporary a journal is written to before its rename
 _CREATE, _REPLACE, _REMOVE = "create", "replace", "remove"
 
 
@@ -141,24 +146,31 @@ class FileBatch:
 
 
 def pending(folder: Path) -> bool:
-    """True when `folder` holds a batch's staging folder or journal (in progress or crashed)."""
+    """True when `folder` holds a batch's staging folder, journal or journal temporary (in
+    progress or crashed)."""
     try:
         with os.scandir(folder) as iterator:
-            return any(entry.name.startswith(BATCH_PREFIX + ".tmp-") for entry in iterator)
+            return any(entry.name.startswith((_STAGED, _JOURNAL_TEMP)) for entry in iterator)
     except (FileNotFoundError, NotADirectoryError):
         return False
 
 
 def recover(folder: Path) -> int:
-    """Finish every committed batch in `folder` and drop every uncommitted one (hold the
-    writers' lock). Returns how many batches were finished."""
+    """Finish every committed batch in `folder` and drop every uncommitted one, with each of
+    its names (hold the writers' lock). Returns how many batches were finished."""
     try:
-        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.startswith(BATCH_PREFIX + ".tmp-"))
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.startswith((_STAGED, _JOURNAL_TEMP)))
     except (FileNotFoundError, NotADirectoryError):
         return 0
     finished = 0
     for name in names:
-        if name.endswith(JOURNAL_SUFFIX):
+        if name.startswith(_JOURNAL_TEMP):
+            # A journal killed before its rename: the batch never reached its commit point.
+            # (Under the writers' lock no live batch is writing one.)
+            with fs.folder_fd(folder) as base_fd:
+                os.unlink(name, dir_fd=base_fd)
+                os.fsync(base_fd)
+        elif name.endswith(JOURNAL_SUFFIX):
             token = name[: -len(JOURNAL_SUFFIX)]
             entries = _parse_journal(fs.read_bytes(folder / name))
             if entries is None:  # a torn journal was never renamed into place; cannot happen

@@ -1,7 +1,8 @@
-"""Settings: the workspace's `.moss/config.toml` merged over the user's `~/.moss/config.toml`.
+"""Settings: the workspace's `.moss/config.toml` merged over the user's `~/.moss/config.toml`,
+itself merged over Moss's own `~/.moss/config.json` (a user coming from Moss keeps its settings).
 
-Edge layer (reads two files, as TOML through `datafiles`); the merge and validation are pure
-functions. Entry points load the config once and pass it down. Merge rules follow Moss: the workspace wins for a
+Edge layer (reads three files: two TOML files through `datafiles`, and Moss's own JSON config); the
+merge and validation are pure functions. Entry points load the config once and pass it down. Merge rules follow Moss: the workspace wins for a
 scalar it sets, booleans are OR-ed (either file can switch an escape hatch on), arrays are the
 union of both (user's first, duplicates dropped), tables merge key by key. Keys we do not know
 are kept in `Config.data` for features that add settings later.
@@ -18,6 +19,7 @@ from moss_files.foundation.errors import InvalidDocument
 
 WORKSPACE_CONFIG = Path(".moss") / "config.toml"
 USER_CONFIG = Path(".moss") / "config.toml"  # under the home folder
+MOSS_CONFIG = Path(".moss") / "config.json"  # Moss's own settings file, under the home folder
 DEFAULT_CAPSULE_MAX_CHARS = 12000
 
 
@@ -67,6 +69,16 @@ def parse_config_text(text: str, path: Path | str) -> dict[str, Any]:
     from moss_files.foundation import datafiles  # here: every Context holds a Config, and most commands never read a file
 
     return datafiles.load_toml(text, path, what="config", kind="config")
+
+
+def parse_moss_config_text(text: str, path: Path | str) -> dict[str, Any]:
+    """Parse Moss's own `config.json` (a JSON object of the same keys). Raises InvalidDocument
+    INVALID_DOCUMENT with the line for text that is not one (read as every JSON file is,
+    `datafiles`: a BOM dropped, conflict markers and repeated keys reported)."""
+    data = datafiles.load_json(text, path, what="Moss's config", unique_keys=True)
+    if not isinstance(data, dict):
+        raise InvalidDocument("Moss's config must be a JSON object of settings", code="INVALID_DOCUMENT", path=path)
+    return data
 
 
 def build_config(data: Mapping[str, Any], *, bases: Mapping[str, Path], sources: tuple[Path, ...] = ()) -> Config:
@@ -121,7 +133,8 @@ def user_config_path(home: Path | None = None) -> Path:
 
 
 def load_config(root: Path | None, *, home: Path | None = None) -> Config:
-    """Read and merge the user's and the workspace's config files (either may be missing).
+    """Read and merge Moss's `~/.moss/config.json`, the user's and the workspace's config files
+    (each may be missing), in that order.
 
     Raises InvalidDocument when a file is not valid TOML or a setting has the wrong type.
     """
@@ -129,7 +142,11 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
 
     home = home or Path.home()
     layers: list[tuple[Path, dict[str, Any], Path]] = []
-    candidates = ((user_config_path(home), home, True), ((root / WORKSPACE_CONFIG) if root else None, root, False))
+    candidates = (
+        (home / MOSS_CONFIG, home, True),
+        (user_config_path(home), home, True),
+        ((root / WORKSPACE_CONFIG) if root else None, root, False),
+    )
     for path, base, users_own in candidates:
         if path is None or base is None:
             continue
@@ -142,7 +159,8 @@ def load_config(root: Path | None, *, home: Path | None = None) -> Config:
             continue
         except UnicodeDecodeError as exc:
             raise InvalidDocument(f"config cannot be read: {exc}", code="INVALID_DOCUMENT", path=path) from None
-        layers.append((path, parse_config_text(text, path), base))
+        parsed = parse_moss_config_text(text, path) if path.suffix == ".json" else parse_config_text(text, path)
+        layers.append((path, parsed, base))
     merged: dict[str, Any] = {}
     bases: dict[str, Path] = {}
     for _path, data, base in layers:

@@ -17,7 +17,7 @@ from typing import Any
 from moss_files.foundation import conflicts
 from moss_files.foundation import yaml_reader as yamlio
 from moss_files.foundation import yaml_scalars as yaml12
-from moss_files.foundation.errors import InvalidDocument, MossError
+from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError
 from moss_files.foundation.yaml_reader import YamlProblem
 
 BOM = "\ufeff"
@@ -207,6 +207,88 @@ def find_key(meta: Mapping[str, Any], name: str) -> str | None:
         if isinstance(key, str) and key.lower() == lowered:
             return key
     return None
+
+
+def find_path(meta: Mapping[str, Any], name: str) -> tuple[Any, ...] | None:
+    """The keys leading to `name`'s value: `(key,)` for a top-level key (`find_key`), else,
+    for a dotted path such as `settings.approval_mode`, one key per mapping it goes through
+    (each found as `find_key` finds it). None when nothing is there."""
+    key = find_key(meta, name)
+    if key is not None:
+        return (key,)
+    keys: list[Any] = []
+    node: Any = meta
+    for part in name.split(".") if "." in name else ():
+        found = find_key(node, part) if isinstance(node, Mapping) else None
+        if found is None:
+            return None
+        keys.append(found)
+        node = node[found]
+    return tuple(keys) or None
+
+
+def nested_changes(meta: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """`changes` as `edit_frontmatter` takes them (top-level keys only): a dotted key naming no
+    top-level key, such as `settings.approval_mode`, sets (or, with DELETE, removes) that key
+    of the nested mapping, made where missing; the mapping is passed on whole, so only its
+    changed line differs. A top-level key spelled with dots is still set as written.
+
+    Raises InvalidRequest for an empty segment, a path through a value that is no mapping,
+    or a key set both whole and through a path.
+    """
+    out: dict[str, Any] = {}
+    nested: dict[str, Any] = {}
+    for key, value in changes.items():
+        if "." not in key or key in meta:
+            if key in nested:
+                raise InvalidRequest(f"{key!r} is set both whole and through a dotted path", hint="set it one way")
+            out[key] = value
+            continue
+        parts = key.split(".")
+        if not all(parts):
+            raise InvalidRequest(f"{key!r} has an empty part", hint="a dotted path names nested keys: settings.approval_mode=TURBO")
+        top = parts[0]
+        if top in out:
+            raise InvalidRequest(f"{top!r} is set both whole and through a dotted path", hint="set it one way")
+        if top not in nested:
+            current = meta.get(top)
+            if current is not None and not isinstance(current, Mapping):
+                raise _not_a_mapping(key, top)
+            nested[top] = _copy_tree(current or {})
+        node = nested[top]
+        for depth, part in enumerate(parts[1:-1], start=2):
+            child = node.get(part)
+            if child is None:
+                if value is DELETE:
+                    break
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise _not_a_mapping(key, ".".join(parts[:depth]))
+            node = child
+        else:
+            if value is DELETE:
+                node.pop(parts[-1], None)
+            else:
+                node[parts[-1]] = value
+    for top, tree in nested.items():
+        if top in meta or tree:
+            out[top] = tree
+    return out
+
+
+def _copy_tree(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _copy_tree(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_tree(item) for item in value]
+    return value
+
+
+def _not_a_mapping(key: str, where: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{key!r}: {where!r} holds a value, not a mapping of keys, so nothing can be set inside it",
+        hint=f"set {where!r} itself (KEY=VALUE), or delete it first ({where}=)",
+    )
 
 
 # --------------------------------------------------------------------------- faithful edits

@@ -94,6 +94,7 @@ ERROR_CODES: dict[str, str] = {
     "SLEEVE_UNAVAILABLE": "a registered sleeve's workspace or sidecar cannot be reached",
     "REGISTRY_INVALID": "the sleeve registry file cannot be read",
     "OUTSIDE_ROOT": "a local sleeve's workspace resolves to a folder outside the envoy root; nothing is delivered there",
+    "NOT_ENVOY_ROOT": "an envoy command (route, sleeves, a routing sidecar) ran in a sleeve of an envoy root above; the sleeve's messages wait for the envoy's router",
     "ALREADY_RUNNING": "another instance of the daemon holds this workspace",
     "TOKEN_REQUIRED": "serving on a non-loopback address needs a bearer token",
     "UNAUTHORIZED": "the request lacks the bearer token the server requires",

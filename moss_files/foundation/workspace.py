@@ -29,7 +29,7 @@ def find_workspace(start: Path | None = None, explicit: Path | str | None = None
         return root.resolve()
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if any((folder / marker).is_dir() for marker in MARKERS):
+        if is_workspace(folder):
             return folder
     raise RepoError(
         f"no workspace found in {here} or any parent (looked for {', '.join(MARKERS)})",
@@ -37,6 +37,28 @@ def find_workspace(start: Path | None = None, explicit: Path | str | None = None
         status=404,  # the caller's problem (a wrong folder), not the server's
         path=here,
         hint="run `moss init` (or `cstack init`) in the project, or pass --root",
+    )
+
+
+def is_workspace(folder: Path) -> bool:
+    """True when `folder` holds one of the toolkit's folders."""
+    return any((folder / marker).is_dir() for marker in MARKERS)
+
+
+def require_workspace(root: Path) -> Path:
+    """`root` (an explicit root, which `find_workspace` takes as given) when it is a workspace.
+
+    Raises RepoError WORKSPACE_NOT_FOUND for a folder holding none of the toolkit's folders:
+    a long-running server there would make it one with its own files (an audit log, a cache).
+    """
+    if is_workspace(root):
+        return root
+    raise RepoError(
+        f"{root} is not a workspace (it holds none of {', '.join(MARKERS)})",
+        code="WORKSPACE_NOT_FOUND",
+        status=404,
+        path=root,
+        hint=f"run `moss init {root}` first, or name the workspace itself",
     )
 
 

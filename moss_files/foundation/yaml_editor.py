@@ -161,9 +161,18 @@ def to_plain(value: Any) -> Any:
 
 
 def styled_like(old: Any, new: Any) -> Any:
-    """Return `new` dressed in `old`'s style (quotes for strings, flow style for collections)."""
+    """Return `new` dressed in `old`'s style (quotes for strings, flow style for collections).
+    A mapping that replaces a block mapping is `old` itself, edited: its keys keep their order
+    and comments, unchanged values keep their text, removed keys go and new keys come last."""
     if isinstance(old, ScalarString) and isinstance(new, str) and not isinstance(new, ScalarString):
         return type(old)(new)
+    if isinstance(new, dict) and not isinstance(new, CommentedMap) and isinstance(old, CommentedMap) and not old.fa.flow_style():
+        for key in [key for key in old if key not in new]:
+            del old[key]
+        for key, item in new.items():
+            if key not in old or to_plain(old[key]) != item or type(to_plain(old[key])) is not type(item):
+                old[key] = styled_like(old.get(key), item)
+        return old
     if isinstance(new, list) and not isinstance(new, CommentedSeq):
         seq = CommentedSeq(styled_like(None, item) for item in new)
         if isinstance(old, CommentedSeq) and old.fa.flow_style():

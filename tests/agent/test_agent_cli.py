@@ -78,3 +78,13 @@ def test_sessions_and_logs_from_the_command_line(tmp_path: Path) -> None:
     assert both.returncode == 2
     missing = run_cli("moss", "agent", "logs", "--session", "ZZZ", "--json", cwd=root)
     assert missing.returncode == 3 and json.loads(missing.stderr)["error"]["code"] == "NOT_FOUND"
+
+
+def test_a_command_refuses_the_spec_s_storage_path_and_makes_no_folder(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    (root / ".moss").mkdir(parents=True)
+    (root / ".moss/agent.toml").write_text('[storage]\npath = "./agent.db"\n')
+    result = run_cli("moss", "agent", "sessions", "--json", cwd=root)
+    assert result.returncode == 4, result.stdout
+    assert json.loads(result.stderr)["error"]["code"] == "SCHEMA_ERROR"
+    assert not (root / "agent.db").exists()

@@ -5,6 +5,8 @@ that cannot start. Every call goes through the same gate as the agent's."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -131,6 +133,35 @@ def test_mcp_call_against_moss_serve(ws: Path) -> None:
     assert code == 5 and [d["rule"] for d in denied] == ["policy.fs.write_roots"]
     code, body = call(ws, "moss.moss.fetch", "name=nope")
     assert code == 9 and body["code"] == "TOOL_FAILED"
+
+
+def test_an_argument_the_tool_does_not_take_is_refused_before_the_call(ws: Path) -> None:
+    """Issue 27 item 9: `--arg bogus=1` reached moss serve and failed there as TOOL_FAILED (exit
+    9); the runtime checks the arguments against the tool's schema first (INVALID_REQUEST, exit
+    2), as docs/agent.md says, also where the schema leaves additionalProperties unsaid."""
+    result = agent(ws, "mcp", "call", "moss.moss.fetch", "--arg", "bogus=1", "--json")
+    assert result.returncode == 2, result.stderr
+    error = json.loads(result.stderr)["error"]
+    assert error["code"] == "INVALID_REQUEST" and [p["field"] for p in error["details"]["errors"]] == ["bogus"]
+    code, body = call(ws, "moss.moss.fetch", "name=x", "bogus=1")
+    assert code == 2 and body["code"] == "INVALID_REQUEST"
+
+
+def test_the_default_server_starts_without_moss_on_path(tmp_path: Path) -> None:
+    """Issue 27 item 10: run as `.venv/bin/moss agent ...` with no `moss` on PATH, the default
+    server (`moss serve`, this very toolkit) could not start, and the model was offered no
+    tools. It is started with the running interpreter."""
+    root = make_workspace(tmp_path / "plain")
+    path = os.pathsep.join(folder for folder in ("/usr/bin", "/bin") if Path(folder).is_dir())
+    assert shutil.which("moss", path=path) is None
+    env = {**agent_env(None), "PATH": path}
+    listed = run_cli("moss", "agent", "mcp", "list", "--json", cwd=root, env=env)
+    assert listed.returncode == 0, listed.stderr
+    (moss,) = json.loads(listed.stdout)["servers"]
+    assert moss["ok"], moss.get("error")
+    assert "moss.fetch" in {tool["name"] for tool in moss["tools"]}
+    status = run_cli("moss", "agent", "mcp", "call", "moss.cstack.status", "--json", cwd=root, env=env)
+    assert status.returncode == 0, status.stderr
 
 
 def test_mcp_call_against_a_second_server(ws: Path) -> None:

@@ -231,6 +231,18 @@ def test_arguments_are_checked_against_the_schema() -> None:
     assert schema.check_arguments({"count": True, "name": "a"}, SCHEMA)[0]["field"] == "count"  # a bool is not an integer
 
 
+def test_an_undeclared_argument_is_refused_unless_the_schema_allows_others() -> None:
+    """Issue 27 item 9: most servers' schemas (moss serve's among them) leave
+    `additionalProperties` unsaid; an argument they do not declare is a mistake the server
+    would ignore or fail on, so it is refused before the call."""
+    open_schema = {key: value for key, value in SCHEMA.items() if key != "additionalProperties"}
+    assert [p["field"] for p in schema.check_arguments({"name": "a", "bogus": 1}, open_schema)] == ["bogus"]
+    assert schema.check_arguments({"name": "a", "bogus": 1}, {**open_schema, "additionalProperties": True}) == []
+    assert schema.check_arguments({"name": "a", "bogus": 1}, {**open_schema, "additionalProperties": {"type": "integer"}}) == []
+    assert schema.check_arguments({"anything": 1}, {"type": "object"}) == []  # no properties declared: nothing to hold it to
+    assert [p["field"] for p in schema.check_arguments({"nested": {"x": 1, "y": 2}, "name": "a"}, open_schema)] == ["nested.y"]
+
+
 def test_key_value_arguments_are_read_by_their_declared_type() -> None:
     parsed = schema.parse_assignments(["name=42", "count=3", "flag=true", 'tags=["a"]', "maybe=x", 'other={"k": 1}'], SCHEMA)
     assert parsed == {"name": "42", "count": 3, "flag": True, "tags": ["a"], "maybe": "x", "other": {"k": 1}}
@@ -303,6 +315,18 @@ def test_bad_settings_name_the_key(text: str) -> None:
     with pytest.raises(InvalidDocument) as caught:
         settings.parse_settings(text, ".moss/agent.toml")
     assert caught.value.code == "SCHEMA_ERROR" and caught.value.path == ".moss/agent.toml"
+
+
+@pytest.mark.parametrize("value", ["./agent.db", "agent.sqlite", "/var/lib/bosun/agent.sqlite3"])
+def test_the_spec_s_database_path_for_storage_is_refused_with_a_hint(value: str) -> None:
+    """Issue 27 item 16: Bosun's agent.toml names a SQLite file (`path = "./agent.db"`); the
+    runtime keeps sessions as files in a folder, so a database file name is refused, not made
+    into a folder of that name."""
+    with pytest.raises(InvalidDocument) as caught:
+        settings.parse_settings(f'[storage]\npath = "{value}"\n', ".moss/agent.toml")
+    assert caught.value.code == "SCHEMA_ERROR" and "storage.path" in caught.value.message
+    assert ".moss/agent" in caught.value.message  # says what to write instead
+    assert settings.parse_settings('[storage]\npath = "var/agent-sessions"\n', ".moss/agent.toml").storage == "var/agent-sessions"
 
 
 def test_bad_toml_names_the_line() -> None:

@@ -142,13 +142,17 @@ def test_timestamps_follow_the_moves() -> None:
 
 def test_approval_modes() -> None:
     submitted = datetime(2026, 1, 21, 10, 0, tzinfo=UTC)
-    waiting = task("AWAITING_APPROVAL", plan=done_plan(), plan_submitted="2026-01-21T10:00:00Z")
+    waiting = task("AWAITING_APPROVAL", plan=done_plan(), plan_submitted="2026-01-21T10:00:00.000Z")
     assert not rules.approval_due(waiting, Settings(approval_mode="CONTROL"), submitted + timedelta(days=1))
     assert rules.approval_due(waiting, Settings(approval_mode="TURBO"), submitted)
     speed = Settings(approval_mode="SPEED", speed_mode_delay_ms=2000)
     assert not rules.approval_due(waiting, speed, submitted + timedelta(milliseconds=1999))
     assert rules.approval_due(waiting, speed, submitted + timedelta(milliseconds=2000))
     assert not rules.approval_due(replace(waiting, status="PLANNING"), speed, submitted + timedelta(days=1))
+    # A time stored to the second only counts from the end of that second: never early.
+    to_the_second = replace(waiting, plan_submitted="2026-01-21T10:00:00Z")
+    assert not rules.approval_due(to_the_second, speed, submitted + timedelta(milliseconds=2998))
+    assert rules.approval_due(to_the_second, speed, submitted + timedelta(milliseconds=2999))
 
 
 # --------------------------------------------------------------------------- plans and rails

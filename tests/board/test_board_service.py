@@ -4,6 +4,7 @@ guards, teams, blocking, rail proposals, hand edits, unreadable files and the ac
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -297,6 +298,44 @@ def test_speed_approves_after_its_delay_whenever_someone_looks(repo: Path, human
     # A fresh context (a restarted server) still approves: the timer is the file's submission time.
     restarted = Context(repo, clock=clock, actor=AGENT)
     assert claims.claim_next_task(restarted, statuses=["WORKING"], worker_id="dev")["task"]["id"] == task_id
+
+
+def test_speed_waits_its_whole_delay_from_a_submission_late_in_a_second(repo: Path, human: Context, agent: Context, clock: Clock) -> None:
+    """Issue 27 item 6: with speed_mode_delay_ms 1000, a plan submitted at 10:00:00.990 was
+    approved at 10:00:01.016, 26 ms later: the submission was stored to the second."""
+    set_mode(repo, human, "SPEED", speed_mode_delay_ms=1000)
+    clock.tick(milliseconds=990)
+    task_id = planned_task(human, agent)
+    assert queries.show_task(human, task_id=task_id)["planSubmittedAt"] == "2026-01-21T10:00:00.990Z"
+    clock.tick(milliseconds=26)
+    assert plans.check_approval(agent, task_id=task_id)["approved"] is False
+    assert claims.claim_next_task(agent, statuses=["WORKING"], worker_id="dev")["hasNext"] is False
+    clock.tick(milliseconds=973)  # 999 ms after the submission
+    assert plans.check_approval(agent, task_id=task_id)["approved"] is False
+    clock.tick(milliseconds=1)
+    assert plans.check_approval(agent, task_id=task_id)["approved"] is True
+
+
+def test_a_time_without_milliseconds_counts_from_the_end_of_its_second(repo: Path, human: Context, agent: Context, clock: Clock) -> None:
+    """A submission time written to the second (by hand, an older moss-files or Moe's
+    migration) never makes SPEED approve early."""
+    set_mode(repo, human, "SPEED", speed_mode_delay_ms=1000)
+    task_id = planned_task(human, agent)
+    path = task_file(repo, task_id)
+    path.write_text(re.sub(r"plan_submitted: .*", "plan_submitted: '2026-01-21T10:00:00Z'", path.read_text()))
+    clock.tick(milliseconds=1998)
+    assert plans.check_approval(agent, task_id=task_id)["approved"] is False
+    clock.tick(milliseconds=1)
+    assert plans.check_approval(agent, task_id=task_id)["approved"] is True
+
+
+def test_an_approval_at_submission_names_the_mode_that_gave_it(repo: Path, human: Context, agent: Context) -> None:
+    set_mode(repo, human, "SPEED", speed_mode_delay_ms=0)
+    epic_id = editing.create_epic(human, title="Epic")["epic"]["id"]
+    task_id = editing.create_task(human, epic_id=epic_id, title="Feature", status="PLANNING")["task"]["id"]
+    claims.claim_next_task(agent, statuses=["PLANNING"], worker_id="arch", epic_id=epic_id)
+    answer = plans.submit_plan(agent, task_id=task_id, steps=["Build it with error handling", "Test it"], worker_id="arch")
+    assert answer["status"] == "WORKING" and answer["message"] == "Plan approved automatically (SPEED mode)."
 
 
 def test_agents_do_not_approve_plans_in_control_mode(human: Context, agent: Context) -> None:

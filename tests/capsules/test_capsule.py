@@ -222,6 +222,34 @@ def test_insert_into_section(text: str, which: int, expected: str) -> None:
     assert core.insert_into_section(text, section, "NEW") == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A placeholder written as a list item, as the README's template has it, is a placeholder.
+        ("## Q\n- (none)\n\n## B\nx\n", "## Q\n- NEW\n\n## B\nx\n"),
+        ("## Q\n* TBD\n## B\nx\n", "## Q\n- NEW\n## B\nx\n"),
+        ("## Q\n-   n/a\n", "## Q\n- NEW\n"),
+        # A list item after a list item continues the list: no blank line makes it a loose list.
+        ("## Q\n- one\n\n## B\nx\n", "## Q\n- one\n- NEW\n\n## B\nx\n"),
+        ("## Q\n- one\n  more of one\n", "## Q\n- one\n  more of one\n- NEW\n"),
+        ("## Q\n1. one\n", "## Q\n1. one\n- NEW\n"),
+        # Prose before the item, or an item after prose, still gets its blank line.
+        ("## Q\nSome prose.\n", "## Q\nSome prose.\n\n- NEW\n"),
+        # A bare `-` item with text of its own is no placeholder.
+        ("## Q\n- none of these apply yet\n", "## Q\n- none of these apply yet\n- NEW\n"),
+    ],
+)
+def test_appending_a_list_item_continues_the_list_and_replaces_a_listed_placeholder(text: str, expected: str) -> None:
+    """Issue 27 item 13."""
+    section = core.parse_sections(text)[0]
+    assert core.insert_into_section(text, section, "- NEW") == expected
+
+
+def test_appending_prose_after_a_list_keeps_the_blank_line() -> None:
+    text = "## Q\n- one\n"
+    assert core.insert_into_section(text, core.parse_sections(text)[0], "A paragraph.") == "## Q\n- one\n\nA paragraph.\n"
+
+
 def test_sequential_appends_accumulate() -> None:
     text = "## Log\n(none)\n\n## End\nx\n"
     for entry in ("one", "two", "three"):

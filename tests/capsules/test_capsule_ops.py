@@ -293,7 +293,7 @@ def test_append_replaces_placeholder_then_appends(ctx: ops.Context) -> None:
     assert first["fetch_key"] == {"moss_capsule": "auth", "moss_workspace": "default"}
     second = ops.append(ctx, section="Next steps", content="- ship", name="auth")
     assert second["replaced"] is False
-    assert "## Next steps\n- write tests\n\n- ship\n\n## Files" in ops.fetch(ctx, name="auth")["capsule_text"]
+    assert "## Next steps\n- write tests\n- ship\n\n## Files" in ops.fetch(ctx, name="auth")["capsule_text"]
 
 
 def test_append_exact_match_only_and_errors(ctx: ops.Context, ws: Path) -> None:
@@ -398,6 +398,16 @@ def test_fetch_many_partial_success(ctx: ops.Context) -> None:
     ]
     assert code_of(ops.fetch_many, ctx, items=[{"name": "a"}] * 51)[0] == "INVALID_REQUEST"
     assert ops.fetch_many(ctx, items=[{"name": "a"}])["items"][0]["capsule_text"] == FULL
+
+
+def test_fetch_many_items_carry_task_link_as_store_and_update_return_it(ctx: ops.Context) -> None:
+    """Issue 27 item 15: Moss's spec (6.3) says each fetch_many item includes `task_link`."""
+    named = ops.store(ctx, capsule_text=FULL, name="a")
+    unnamed = ops.store(ctx, capsule_text=FULL)
+    for include_text in (True, False):
+        items = ops.fetch_many(ctx, items=[{"name": "a"}, {"id": unnamed["id"]}], include_text=include_text)["items"]
+        assert [item["task_link"] for item in items] == [named["task_link"], unnamed["task_link"]]
+        assert all(item["task_link"] == item["fetch_key"] for item in items)
 
 
 # --------------------------------------------------------------------------- compose

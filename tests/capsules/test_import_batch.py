@@ -1,5 +1,5 @@
 """Bulk import as one batch: the same files as the file-by-file path, byte for byte, and all
-or nothing across a kill -9 of a real `moss import` process at any instant."""
+or nothing across a kill -9 of the importing process before any one of its durable steps."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,7 +20,6 @@ from moss_files.foundation import batch
 from moss_files.foundation.config import Config
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import IdSource, seeded_random
-from tests.conftest import BIN, run_cli
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 FULL = "## Objective\nShip login.\n\n## Status\nHalf.\n\n## Decisions\n- JWT\n\n## Next steps\n(none)\n\n## Files\n- a.py\n\n## Risks\n- none yet\n"
@@ -161,42 +158,68 @@ def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_pa
     assert batch.recover(base) == 0
 
 
-@pytest.mark.slow
-def test_kill_9_during_an_import_leaves_every_capsule_or_none(repo: Path, tmp_path: Path) -> None:
-    assert run_cli("moss", "init", str(repo), "--json").returncode == 0
-    home = Path(os.environ["HOME"])
-    export = write_export(home / ".moss" / "exports", "bulk.jsonl", records(800, seed=21))
-    reference = tmp_path / "reference"
-    subprocess.run(["git", "init", "-q", str(reference)], check=True)
-    assert run_cli("moss", "init", str(reference), "--json").returncode == 0
-    started = time.monotonic()
-    assert json.loads(run_cli("moss", "import", "--path", str(export), "--json", cwd=reference).stdout)["imported"] == 800
-    whole = time.monotonic() - started
-    expected = files_of(reference)
-    rng = random.Random(13)
-    outcomes = set()
-    for attempt in range(9):
-        project = tmp_path / f"crash-{attempt}"
-        subprocess.run(["git", "init", "-q", str(project)], check=True)
-        assert run_cli("moss", "init", str(project), "--json").returncode == 0
-        process = subprocess.Popen(
-            [str(BIN / "moss"), "import", "--path", str(export), "--json"], cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        # The last three aim at the end, where the journal is written and the files move in.
-        delay = whole * (rng.uniform(0.2, 1.1) if attempt < 6 else rng.uniform(0.8, 1.0))
+# The system calls a batch makes durable changes with (and `open`, which creates the staging
+# files and the journal's temporary): a kill lands just before each of them in turn.
+DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link", "unlink", "rmdir")
+
+
+def _import_killed_at(ctx: ops.Context, export: Path, step: int) -> bool:
+    """Run an import in a forked child that SIGKILLs itself just before its `step`-th durable
+    system call. True if it died there, False if the import finished first."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns to pytest
+        calls = [0]
+
+        def crashing(real):  # type: ignore[no-untyped-def]
+            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+                calls[0] += 1
+                if calls[0] == step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real(*args, **kwargs)
+
+            return call
+
         try:
-            process.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-        # The next reader settles whatever the killed process left, then sees all or nothing.
-        listed = json.loads(run_cli("moss", "inventory", "--include-deleted", "--limit", "1", "--json", cwd=project).stdout)
+            for name in DURABLE_CALLS:
+                setattr(os, name, crashing(getattr(os, name)))
+            transfer.import_capsules(ctx, path=str(export))
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+@pytest.mark.slow
+def test_kill_9_at_every_durable_step_of_an_import_leaves_every_capsule_or_none(tmp_path: Path) -> None:
+    """Issue 27 item 5: a kill -9 of an import, at each of its durable steps in turn (no timing
+    involved), leaves every capsule or none once the next command has looked, and none of the
+    batch's temporaries: its staging folder, its journal, or the journal's own temporary
+    (`..batch.tmp-<pid>-<hex>.journal.tmp-<pid>-<hex>`, which a kill between its write and its
+    rename left behind for good)."""
+    home = tmp_path / "home"
+    export = write_export(home / ".moss" / "exports", "few.jsonl", records(4, seed=21))
+    reference = tmp_path / "reference"
+    assert transfer.import_capsules(context(reference, home, seed=1), path=str(export))["imported"] == 4
+    expected = files_of(reference)
+    outcomes = set()
+    step = 0
+    while True:
+        step += 1
+        project = tmp_path / f"crash-{step}"
+        ctx = context(project, home, seed=1)
+        crashed = _import_killed_at(ctx, export, step)
+        # The next command settles whatever the killed process left, then sees all or nothing.
+        listed = ops.inventory(ctx, include_deleted=True, limit=1)
         found = files_of(project)
-        assert found in ({}, expected), f"attempt {attempt}: {len(found)} of {len(expected)} files"
-        assert listed["pagination"]["total"] == (800 if found else 0)
-        assert not batch.pending(project / ".moss" / "capsules")
+        assert found in ({}, expected), f"kill at durable step {step}: {len(found)} of {len(expected)} files"
+        assert listed["pagination"]["total"] == (4 if found else 0)
+        base = project / ".moss" / "capsules"
+        litter = sorted(str(p.relative_to(base)) for p in base.rglob("*") if ".tmp-" in p.name or p.name.startswith((".batch", "..batch")))
+        assert litter == [], f"kill at durable step {step} left {litter}"
         outcomes.add(bool(found))
-    assert outcomes, "no attempt ran"
+        if not crashed:
+            break
+    assert outcomes == {False, True} and step > 20  # kills landed before and after the commit point
 
 
 def test_readers_of_a_store_recover_before_they_list(tmp_path: Path) -> None:

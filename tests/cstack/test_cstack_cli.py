@@ -146,6 +146,23 @@ def test_addressing_errors(project: Path) -> None:
     fails(3, "NOT_FOUND", "add", "Child", "--depends", "missing-id", cwd=project)
 
 
+def test_starting_a_second_task_warns_that_done_will_need_a_name(project: Path) -> None:
+    """Issue 27 item 12: a second `cstack start` while one task is in progress says so (a note
+    on stderr, `also_in_progress` in the JSON), before a bare `cstack done` fails."""
+    ok("add", "Fix login", "--id", "login", cwd=project)
+    ok("add", "Fix logout", "--id", "logout", cwd=project)
+    first = cstack("start", "login", "--json", cwd=project)
+    assert first.returncode == 0 and json.loads(first.stdout)["also_in_progress"] == []
+    assert "also in progress" not in first.stderr
+    second = cstack("start", "logout", "--json", cwd=project)
+    assert second.returncode == 0, second.stderr
+    assert [(t["id"], t["title"]) for t in json.loads(second.stdout)["also_in_progress"]] == [("login", "Fix login")]
+    assert "warning:" in second.stderr and "login" in second.stderr and "cstack done" in second.stderr
+    fails(2, "AMBIGUOUS_ADDRESSING", "done", cwd=project)
+    assert ok("done", "login", cwd=project)["task"]["id"] == "login"
+    assert ok("done", cwd=project)["task"]["id"] == "logout"
+
+
 def test_usage_errors(project: Path) -> None:
     ok("add", "Task", cwd=project)
     assert cstack("close", "Task", cwd=project).returncode == 2  # --reason is required

@@ -185,3 +185,59 @@ def test_cli_set_edits_faithfully(tmp_path: Path) -> None:
     missing = run_cli("moss", "doc", "get", "--json", str(path), "nope")
     assert missing.returncode == 3
     assert json.loads(missing.stderr)["error"]["code"] == "NOT_FOUND"
+
+
+PROJECT = """\
+---
+id: proj
+name: Shop
+settings:
+  # CONTROL until the rails are settled
+  approval_mode: CONTROL   # a human approves every plan
+  speed_mode_delay_ms: 2000
+  task_sizing:
+    warn_steps: 8
+zeta: last
+---
+Body.
+"""
+
+
+def test_cli_set_addresses_nested_keys_by_dotted_paths(tmp_path: Path) -> None:
+    """Issue 27 item 8: `settings.approval_mode=TURBO` changes the nested key (one line of the
+    diff, the comments kept), not a new top-level key named `settings.approval_mode`."""
+    path = tmp_path / "project.md"
+    path.write_text(PROJECT)
+    result = run_cli("moss", "doc", "set", "--json", str(path), "settings.approval_mode=TURBO")
+    assert result.returncode == 0, result.stderr
+    meta = json.loads(result.stdout)["meta"]
+    assert "settings.approval_mode" not in meta and meta["settings"]["approval_mode"] == "TURBO"
+    ((before, after),) = diff_lines(PROJECT, path.read_text())
+    assert before == "  approval_mode: CONTROL   # a human approves every plan\n"
+    assert after.split() == ["approval_mode:", "TURBO", "#", "a", "human", "approves", "every", "plan"]
+    assert run_cli("moss", "doc", "get", str(path), "settings.approval_mode").stdout == "TURBO\n"
+    # Deeper, new keys and deletions; a missing table is made.
+    assert run_cli("moss", "doc", "set", str(path), "settings.task_sizing.max_steps=20", "settings.speed_mode_delay_ms=", "extra.a.b=1").returncode == 0
+    meta = document.parse(path.read_text()).meta
+    assert meta["settings"] == {"approval_mode": "TURBO", "task_sizing": {"warn_steps": 8, "max_steps": 20}}
+    assert meta["extra"] == {"a": {"b": 1}} and list(meta) == ["id", "name", "settings", "zeta", "extra"]
+    assert "# CONTROL until the rails are settled\n" in path.read_text()
+
+
+def test_cli_set_refuses_a_dotted_path_through_a_value_that_is_no_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "project.md"
+    path.write_text(PROJECT)
+    for assignment in ("zeta.x=1", "settings.approval_mode.x=1", "settings..x=1", ".x=1", "settings.=1"):
+        result = run_cli("moss", "doc", "set", "--json", str(path), assignment)
+        assert result.returncode == 2, (assignment, result.stdout)
+        error = json.loads(result.stderr)["error"]
+        assert error["code"] == "INVALID_REQUEST" and error.get("hint"), assignment
+    assert path.read_text() == PROJECT
+
+
+def test_a_top_level_key_with_a_dot_in_its_name_is_still_set_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    path.write_text("---\nsettings.mode: a\n---\n")
+    assert run_cli("moss", "doc", "set", str(path), "settings.mode=b").returncode == 0
+    assert path.read_text() == "---\nsettings.mode: b\n---\n"
+    assert run_cli("moss", "doc", "get", str(path), "settings.mode").stdout == "b\n"

@@ -408,6 +408,31 @@ async def test_errors_carry_registered_codes_and_the_seed_status(team: Path) -> 
 
 
 @pytest.mark.anyio
+async def test_a_refused_import_is_an_error_result(team: Path) -> None:
+    """Issue 27 item 7: an import refused for collisions (mode error) or bad lines answers
+    isError, with the per-line errors in details, as the CLI exits 5 or 4; nothing is written."""
+    alice = team / "alice"
+    exports = alice / ".moss" / "exports"
+    exports.mkdir(parents=True, exist_ok=True)
+    async with connect(alice, "auto", ("moss",)) as client:
+        calls = Calls(client)
+        await calls.ok("moss.store", capsule_text=CAPSULE, name="auth")
+        await calls.ok("moss.export", path=str(exports / "all.jsonl"))
+        before = sorted((p.relative_to(alice), p.read_bytes()) for p in (alice / ".moss" / "capsules").rglob("*.md"))
+        clash = await calls.error("moss.import", "CONFLICT", path=str(exports / "all.jsonl"))
+        assert clash["status"] == 409 and clash["details"]["imported"] == 0
+        assert {error["code"] for error in clash["details"]["errors"]} <= {"ID_COLLISION", "NAME_COLLISION"}
+        assert clash["details"]["errors"] and clash["details"]["errors"][0]["line"] == 2
+        (exports / "bad.jsonl").write_text('{"_moss_export":true,"schema_version":"1.0","exported_at":1}\nnot json\n')
+        bad = await calls.error("moss.import", "INVALID_DOCUMENT", path=str(exports / "bad.jsonl"))
+        assert bad["status"] == 422 and [error["code"] for error in bad["details"]["errors"]] == ["PARSE_ERROR"]
+        after = sorted((p.relative_to(alice), p.read_bytes()) for p in (alice / ".moss" / "capsules").rglob("*.md"))
+        assert after == before
+        renamed = await calls.ok("moss.import", path=str(exports / "all.jsonl"), mode="rename")
+        assert renamed == {"imported": 1, "skipped": 0, "errors": []}
+
+
+@pytest.mark.anyio
 async def test_cstack_tools_without_a_cstack_folder_say_how_to_create_one(tmp_path: Path) -> None:
     bare = tmp_path / "bare"
     (bare / ".moss").mkdir(parents=True)

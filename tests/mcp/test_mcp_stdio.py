@@ -122,6 +122,34 @@ async def test_outside_a_workspace_the_server_starts_and_every_call_says_why(tmp
     assert not (tmp_path / "empty" / ".moss").exists()  # nothing was created
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["--root", "MOSS_ROOT"])
+async def test_a_root_that_is_no_workspace_is_served_as_outside_one_and_gets_nothing_written(tmp_path: Path, how: str) -> None:
+    """Issue 27 item 11: `moss serve --root <a plain folder>` wrote .moss/audit/<day>.jsonl on its
+    first call (and a search index on a search), turning the folder into a workspace. A root
+    without .moss/, .cstack/ or .needlecast/ is outside a workspace: every call says so, and
+    nothing is written there."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine\n")
+    server = params(tmp_path, "--root", str(plain)) if how == "--root" else params(tmp_path, MOSS_ROOT=str(plain))
+    async with Client(server, mode="legacy") as client:
+        for name, arguments in (
+            ("moss.list", {}),
+            ("moss.search", {"query": "x"}),
+            ("cstack.status", {}),
+            ("needlecast.inbox", {}),
+            ("loop_scan", {"query": "x"}),
+        ):
+            answer = await client.call_tool(name, arguments)
+            error = answer.structured_content["error"]
+            assert answer.is_error and error["code"] == "WORKSPACE_NOT_FOUND" and "moss init" in error["hint"], name
+    assert sorted(p.name for p in plain.rglob("*")) == ["notes.txt"]
+    daemon = run_cli("moss", "serve", "--http", "127.0.0.1:0", "--root", str(plain))
+    assert daemon.returncode == 6 and "error[WORKSPACE_NOT_FOUND]" in daemon.stderr
+    assert sorted(p.name for p in plain.rglob("*")) == ["notes.txt"]
+
+
 def test_help_names_every_tool_set() -> None:
     from moss_files.mcp.server import TOOL_SETS
 

@@ -101,6 +101,18 @@ def test_errors_have_codes_and_exit_codes(team: Path, tmp_path: Path) -> None:
     assert result.returncode == 6 and error_of(result)["code"] == "WORKSPACE_NOT_FOUND"
 
 
+def test_send_refuses_an_empty_message_as_cstack_remember_does(team: Path) -> None:
+    """Issue 27 item 4: an empty body (argument or stdin), or one of blanks only, is refused
+    before anything reaches the outbox."""
+    outbox = (team / "alice/.needlecast/outbox.md").read_bytes()
+    for args, stdin in ((("",), None), ((), ""), (("-",), ""), (("  \n\t",), None), ((), "\n\n")):
+        result = nc("send", "--to", "bob", *args, "--json", cwd=team / "alice", input=stdin)
+        assert result.returncode == 2, (args, stdin, result.stdout)
+        assert error_of(result)["code"] == "INVALID_REQUEST"
+    assert (team / "alice/.needlecast/outbox.md").read_bytes() == outbox
+    assert ok_json(nc("outbox", "--json", cwd=team / "alice"))["messages"] == []
+
+
 def test_dead_letters_and_bounces_from_the_cli(team: Path) -> None:
     assert nc("send", "--to", "bob,zed", "hello", cwd=team / "alice").returncode == 0
     assert ok_json(nc("route", "--once", "--json", cwd=team))["dead_letters"] == 1

@@ -328,7 +328,8 @@ def _declare(tools: ToolRegistry, name_of: Callable[[str], str]) -> None:
     @operation(
         "import",
         "Restore capsules from a Moss JSONL export, all or nothing. mode: error (default: refuse collisions), replace, "
-        "rename. Returns {imported, skipped, errors}.",
+        "rename. Returns {imported, skipped, errors}; a refused import is an error (CONFLICT for collisions, INVALID_DOCUMENT "
+        "for bad lines) with that result, its per-line errors included, in details.",
         destructive=True,
     )
     def import_(
@@ -337,7 +338,11 @@ def _declare(tools: ToolRegistry, name_of: Callable[[str], str]) -> None:
     ) -> dict[str, Any]:
         from moss_files.capsules import transfer
 
-        return transfer.import_capsules(ctx(), path=path, mode=mode)
+        result = transfer.import_capsules(ctx(), path=path, mode=mode)
+        refused = transfer.import_refusal(result)
+        if refused is not None:
+            raise refused
+        return result
 
     @operation(
         "purge",
