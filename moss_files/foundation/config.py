@@ -75,6 +75,8 @@ def parse_moss_config_text(text: str, path: Path | str) -> dict[str, Any]:
     """Parse Moss's own `config.json` (a JSON object of the same keys). Raises InvalidDocument
     INVALID_DOCUMENT with the line for text that is not one (read as every JSON file is,
     `datafiles`: a BOM dropped, conflict markers and repeated keys reported)."""
+    from moss_files.foundation import datafiles  # here, as in parse_config_text
+
     data = datafiles.load_json(text, path, what="Moss's config", unique_keys=True)
     if not isinstance(data, dict):
         raise InvalidDocument("Moss's config must be a JSON object of settings", code="INVALID_DOCUMENT", path=path)

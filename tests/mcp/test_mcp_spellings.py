@@ -74,7 +74,7 @@ async def test_a_timeline_scoped_in_the_plural_as_the_spec_writes_it(migrated: d
     async with served(root) as client:
         plural = await ok(client, "loop_timeline", anchor="2026-01-21", depth_before=0, depth_after=5, scope=["insights"])
         singular = await ok(client, "loop_timeline", anchor="2026-01-21", depth_before=0, depth_after=5, scope=["insight"])
-    assert [item["id"] for item in plural["after"]] == [ids["INS-060"], ids["INS-061"], ids["INS-071"]]
+    assert [item["id"] for item in plural["after"]] == [ids["INS-060"], ids["INS-061"], ids["INS-062"], ids["INS-071"]]
     assert plural == singular
     assert cli_json(root, "timeline", "2026-01-21", "--before", "0", "--kind", "insights") == plural
 
