@@ -9,6 +9,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
 
     a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
                  list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
+                 wait_for_mail(ctx, timeout=, unread=, poll=)
                  list_outbox(ctx)                list_dead_letters(ctx)
                  rewrite_mailbox_file(path, transform) -> bool
     the envoy's: list_sleeves(ctx)               route_once(ctx, environ=)
@@ -41,6 +42,7 @@ _EXPORTS = {
     "send": "needlecast.service",
     "list_inbox": "needlecast.service",
     "read_message": "needlecast.service",
+    "wait_for_mail": "needlecast.service",
     "list_outbox": "needlecast.service",
     "list_dead_letters": "needlecast.service",
     # a v1 mailbox file rewritten without losing an agent's append (moss upgrade)

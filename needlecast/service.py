@@ -10,6 +10,7 @@ readers for other packages (the search index).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,20 +99,77 @@ def send(
 
 def list_inbox(ctx: Context, *, unread: bool = False, sender: str | None = None, thread: str | None = None) -> dict[str, Any]:
     """`needlecast inbox`: `{workspace, layout, messages: [{key, source, line, message, read}],
-    problems}`, the messages filtered; unreadable blocks are always listed as problems."""
+    problems, unread}`, the messages filtered; unreadable blocks are always listed as problems;
+    `unread` counts the inbox's unread messages, whatever the filters."""
     box = Mailbox(ctx.root)
     marks = mailbox.read_marks(box)
     rows: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
+    unread_count = 0
     for entry in mailbox.read_inbox(box):
         if entry.message is None:
             problems.append(entry_to_dict(entry))
             continue
         read = (entry.message.sender or "", entry.key) in marks
+        unread_count += not read
         if (unread and read) or (sender and entry.message.sender != sender) or (thread and entry.message.thread != thread):
             continue
         rows.append({**entry_to_dict(entry), "read": read})
-    return {"workspace": str(ctx.root), "layout": box.layout(), "messages": rows, "problems": problems}
+    return {"workspace": str(ctx.root), "layout": box.layout(), "messages": rows, "problems": problems, "unread": unread_count}
+
+
+MAX_WAIT_SECONDS = 3600.0
+
+
+def wait_for_mail(ctx: Context, *, timeout: float, unread: bool = False, poll: bool = False) -> dict[str, Any]:
+    """`needlecast wait`: block until a message arrives in this sleeve's inbox, or `timeout`
+    seconds pass; returns `{workspace, messages: [{key, source, line, message, read}],
+    timed_out, waited_ms, watch}`.
+
+    A message counts when it was not in the inbox as the wait began; with `unread`, unread
+    messages already there answer at once. `timeout` 0 looks once. The inbox is watched
+    before it is first read, so nothing delivered in between is missed (`watch` says how:
+    inotify or polling). Raises InvalidRequest for a negative or too long timeout, NotFound
+    when the workspace has no `.needlecast/`.
+    """
+    from needlecast.watch import InboxWatch
+
+    if not 0 <= timeout <= MAX_WAIT_SECONDS:
+        raise InvalidRequest(f"timeout must be 0 to {MAX_WAIT_SECONDS:g} seconds, not {timeout:g}", details={"field": "timeout"})
+    box = Mailbox(ctx.root)
+    if not box.dir.is_dir():
+        raise NotFound(f"no mailbox at {box.dir}", path=box.dir, hint="run `needlecast init` first")
+    started = time.monotonic()
+    with InboxWatch(box, poll=poll) as watch:
+        entries = [e for e in mailbox.read_inbox(box) if e.message is not None]
+        seen = {_identity(entry) for entry in entries}
+        found: list[Entry] = []
+        if unread:
+            marks = mailbox.read_marks(box)
+            found = [entry for entry in entries if _identity(entry) not in marks]
+        deadline = started + timeout
+        if not found and timeout > 0:
+            # From here on every delivery wakes this wait: say so (tests and scripts wait for it).
+            ctx.say(f"waiting ({watch.mode}) up to {timeout:g}s for new mail")
+        while not found:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not watch.wait(remaining):
+                break
+            found = [e for e in mailbox.read_inbox(box) if e.message is not None and _identity(e) not in seen]
+        marks = mailbox.read_marks(box) if found else set()
+        return {
+            "workspace": str(ctx.root),
+            "messages": [{**entry_to_dict(entry), "read": _identity(entry) in marks} for entry in found],
+            "timed_out": not found,
+            "waited_ms": round((time.monotonic() - started) * 1000),
+            "watch": watch.mode,
+        }
+
+
+def _identity(entry: Entry) -> tuple[str, str]:
+    """A message's identity in an inbox, as read.log records it: (sender, id)."""
+    sender = entry.message.sender if entry.message is not None else None
+    return (sender or "", entry.key)
 
 
 def read_message(ctx: Context, *, key: str) -> dict[str, Any]:

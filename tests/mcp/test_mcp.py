@@ -72,6 +72,7 @@ ANNOTATIONS = {
     "needlecast.send": (False, False, False),
     "needlecast.inbox": (True, False, True),
     "needlecast.read": (False, False, True),
+    "needlecast.wait": (True, False, True),
     "needlecast.outbox": (True, False, True),
 }
 
@@ -262,7 +263,11 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         assert row["read"] is False and row["message"]["body"].startswith("Which endpoint")
         read = await bob.ok("needlecast.read", id=row["message"]["id"])
         assert read["read"] is True
-        assert (await bob.ok("needlecast.inbox", unread=True))["messages"] == []
+        after = await bob.ok("needlecast.inbox", unread=True)
+        assert after["messages"] == [] and after["unread"] == 0 and inbox["unread"] == 1
+        waited = await bob.ok("needlecast.wait", timeout=0.1)
+        assert waited["timed_out"] is True and waited["messages"] == []
+        await bob.error("needlecast.wait", "INVALID_REQUEST", timeout=-1)
         await bob.error("needlecast.read", "NOT_FOUND", id="msg-nope")
         calls.called |= bob.called
 

@@ -34,7 +34,7 @@ async def test_moss_serve_over_stdio(tmp_path: Path, mode: str) -> None:
     # Started in a subfolder, like an agent started there: the workspace is found above it.
     async with Client(params(root / "src"), mode=mode) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 43 and {"moss.store", "loop_scan", "cstack.plan", "needlecast.send"} <= {t.name for t in tools}
+        assert len(tools) == 44 and {"moss.store", "loop_scan", "cstack.plan", "needlecast.send"} <= {t.name for t in tools}
         stored = await client.call_tool("moss.store", {"capsule_text": CAPSULE, "name": "auth"})
         assert not stored.is_error
         fetched = await client.call_tool("moss.fetch", {"name": "auth"})
@@ -58,7 +58,7 @@ async def test_tool_sets_and_names_from_the_environment(tmp_path: Path) -> None:
     assert added.structured_content["task"]["title"] == "Write the docs"
     # --tools wins over the environment.
     async with Client(params(root, "--tools", "needlecast", **env), mode="legacy") as client:
-        assert {tool.name for tool in (await client.list_tools()).tools} == {"needlecast_send", "needlecast_inbox", "needlecast_read", "needlecast_outbox"}
+        assert {tool.name for tool in (await client.list_tools()).tools} == {"needlecast_send", "needlecast_inbox", "needlecast_read", "needlecast_wait", "needlecast_outbox"}
 
 
 def jsonrpc(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
