@@ -4,6 +4,8 @@
     GET  /status   sleeve, workspace + cstack stats, needlecast counts, router, process
     GET  /outbox   pending messages of this workspace's outbox
     GET  /inbox    messages of this workspace's inbox (`?unread=1` for unread only)
+    GET  /inbox/events   server-sent events: one `message` event per new inbox message, for a
+                   client that stays connected (`?unread=1` sends the unread ones first)
     POST /inbox    deliver one message (a message object) or several ({"messages": [...]}),
                    idempotent by (from, id); 201 when something was added, 200 when not
     POST /sleeves/{name}/inbox   the same, into the inbox of the local sleeve `name`
@@ -18,7 +20,9 @@ with a token of their own (`needlecast.signing`) and may only deliver.
 Load: requests are served by a fixed pool of WORKERS threads; up to QUEUED more wait for one,
 and the kernel holds up to BACKLOG connections not yet accepted. Past that, a request is
 answered at once with 503 SERVER_BUSY and `Retry-After`, never with a reset connection.
-Request bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before the body is
+An event stream holds its worker for as long as the client stays; at most MAX_STREAMS streams
+run at once (one more is answered 503 SERVER_BUSY), so they never take every worker. Request
+bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before the body is
 read, which is then drained so the client can read the answer) and sockets time out, so no
 client can hold a worker for ever.
 """
@@ -28,10 +32,11 @@ from __future__ import annotations
 import hmac
 import json
 import re
+import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -48,6 +53,7 @@ WORKERS = 16
 QUEUED = 256
 BACKLOG = 512
 RETRY_AFTER_SECONDS = 1
+MAX_STREAMS = 4
 BUSY_WAIT_SECONDS = 0.2  # how long a 503 waits for the client to finish sending and close
 # How much of a refused oversized body is read and dropped so the client sees the 413.
 DRAIN_LIMIT = 64 * 1024 * 1024
@@ -63,6 +69,27 @@ class Call:
     body: Any
     params: dict[str, str]
     peer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventStream:
+    """A handler's answer that streams server-sent events: `chunks` yields each one ready to
+    send (`format_event`, `format_comment`), or `b""` now and then while nothing happens so the
+    server can see whether the client is still there, and ends when the stream should; it is
+    closed when the client goes away."""
+
+    chunks: Generator[bytes, None, None]
+
+
+def format_event(event: str, data: Any, ident: str | None = None) -> bytes:
+    """One server-sent event: `event:`, `id:` (when given) and the JSON of `data` on one line."""
+    lines = [f"event: {event}"] + ([f"id: {ident}"] if ident else []) + [f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}"]
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def format_comment(text: str) -> bytes:
+    """A comment line, which clients ignore (keep-alives, the stream's first word)."""
+    return f": {text}\n\n".encode()
 
 
 Handler = Callable[[Call], tuple[int, Any]]
@@ -91,6 +118,7 @@ class Api:
         self.remember = remember  # records an accepted nonce beyond this process (peers.NonceLog)
         self.guard = guard or ReplayGuard()
         self._guard_lock = threading.Lock()
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         self.routes: dict[tuple[str, str], Handler] = {}
         self.peer_routes: set[tuple[str, str]] = set()
         self._patterns: list[tuple[re.Pattern[str], str]] = []
@@ -222,7 +250,47 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self.api.log(f"http: internal error on {method} {path}: {type(exc).__name__}: {exc}")
             self._error(MossError("internal error"))
             return
+        if isinstance(body, EventStream):
+            self._stream(status, body)
+            return
         self._send(status, body)
+
+    def _stream(self, status: int, stream: EventStream) -> None:
+        """Send `stream`'s events until it ends or the client goes away."""
+        self.close_connection = True
+        if not self.api.streams.acquire(blocking=False):
+            stream.chunks.close()
+            self._error(MossError(f"{MAX_STREAMS} event streams are open already", code="SERVER_BUSY", hint="retry later"), 503)
+            return
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            for chunk in stream.chunks:
+                if chunk:
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                elif self._client_left():
+                    break
+        except OSError:
+            pass  # the client went away: nothing left to send it
+        finally:
+            stream.chunks.close()
+            self.api.streams.release()
+
+    def _client_left(self) -> bool:
+        """Whether the client closed its end: the request was read whole, so anything readable
+        on the socket now is its end of file."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _read_body(self) -> bytes:
         length_text = self.headers.get("Content-Length")
