@@ -10,6 +10,7 @@ readers for other packages (the search index).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -211,6 +212,61 @@ def list_dead_letters(ctx: Context) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- readers
+
+
+# A delivered file's name: `<time>_<from>_<id>.md` (mailbox.message_file_name).
+_DELIVERED_NAME = re.compile(r"^\d{4}-?\d{2}-?\d{2}T\d{2}-?\d{2}-?\d{2}Z_(?P<rest>.+)\.md$")
+GLANCE_MAX_FILE_BYTES = 1024 * 1024  # a larger inbox.md is counted by blocks, not read for its newest
+
+
+def inbox_glance(root: Path, *, newest: int = 3) -> dict[str, Any]:
+    """A quick look at a workspace's inbox for a status line, without reading every message:
+    `{layout, total, unread, keys, newest_unread: [entry + read]}`.
+
+    A delivered file (layout v2) is known by its name, `<time>_<from>_<id>.md`, which read marks
+    are matched against (`safe_part` keeps distinct names distinct); a file named otherwise, and
+    `inbox.md` (layout v1, up to GLANCE_MAX_FILE_BYTES), are read. `keys` identifies every
+    message (to tell new arrivals), `newest_unread` holds the last `newest` unread ones, read
+    in full. Unreadable blocks are not counted. Never raises for a missing mailbox (all zero).
+    """
+    box = Mailbox(root)
+    marks = mailbox.read_marks(box)
+    marked = {f"{mailbox.safe_part(sender or 'unknown', 40)}_{mailbox.safe_part(key or 'x')}" for sender, key in marks}
+    keys: list[str] = []
+    unread: list[tuple[str, Any]] = []  # (key, a path to read, or an entry read already)
+    data = mailbox.read_if_any(box.inbox_file) if box.inbox_file.is_file() else None
+    if data is not None and len(data) <= GLANCE_MAX_FILE_BYTES:
+        entries, _preamble = mailbox.scan_mailfile(data, box.inbox_file, "")
+        for entry in entries:
+            if entry.message is not None:
+                keys.append(f"v1:{entry.message.sender or ''}:{entry.key}")
+                if _identity(entry) not in marks:
+                    unread.append((entry.key, entry))
+    for name in mailbox.message_names(box.inbox_dir):
+        found = _DELIVERED_NAME.match(name)
+        path = box.inbox_dir / name
+        if found is not None:
+            keys.append(name)
+            if found.group("rest") not in marked:
+                unread.append((name, path))
+            continue
+        file_data = mailbox.read_if_any(path)
+        read_entry = mailbox.scan_message_file(file_data, path, "") if file_data is not None else None
+        if read_entry is not None and read_entry.message is not None:
+            keys.append(name)
+            if _identity(read_entry) not in marks:
+                unread.append((read_entry.key, read_entry))
+    shown: list[dict[str, Any]] = []
+    for _key, item in unread[-newest:] if newest > 0 else []:
+        if isinstance(item, Path):
+            file_data = mailbox.read_if_any(item)
+            if file_data is None:
+                continue
+            item = mailbox.scan_message_file(file_data, item, "")
+            if item.message is None:
+                continue
+        shown.append({**entry_to_dict(item), "read": False})
+    return {"layout": box.layout(), "total": len(keys), "unread": len(unread), "keys": keys, "newest_unread": shown}
 
 
 def find_inbox_message(root: Path, key: str) -> Entry:

@@ -187,3 +187,18 @@ async def test_needlecast_wait_over_mcp_is_a_bounded_long_poll(alice: Path) -> N
         assert too_long.is_error and too_long.structured_content["error"]["code"] == "INVALID_REQUEST"
         inbox = await client.call_tool("needlecast.inbox", {})
         assert inbox.structured_content["unread"] == len(inbox.structured_content["messages"]) >= 2
+
+
+def test_a_glance_at_the_inbox_counts_as_the_full_listing_does(alice: Path) -> None:
+    deliver(alice, message("m-1"), message("m-2", sender="carol_x"), message("id with spaces/and:colons", sender="dave"))
+    if (alice / ".needlecast" / "inbox").is_dir():  # a file a person dropped in, named otherwise
+        (alice / ".needlecast" / "inbox" / "handmade.md").write_text("---\nid: m-hand\nfrom: erin\nto: alice\n---\nHi.\n")
+    needlecast.read_message(Context(alice), key="m-1")
+    needlecast.read_message(Context(alice), key="id with spaces/and:colons")
+    glance = needlecast.inbox_glance(alice, newest=5)
+    full = needlecast.list_inbox(Context(alice))
+    assert glance["total"] == len(full["messages"]) and glance["unread"] == full["unread"]
+    assert sorted(row["key"] for row in glance["newest_unread"]) == sorted(row["key"] for row in full["messages"] if not row["read"])
+    assert len(set(glance["keys"])) == glance["total"]
+    empty = needlecast.inbox_glance(alice.parent / "nobody")
+    assert (empty["total"], empty["unread"], empty["newest_unread"]) == (0, 0, [])
