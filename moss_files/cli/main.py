@@ -19,7 +19,7 @@ _APP_NAMES = frozenset({"app", "builtins", "doc_app", "LazyGroup", "LAZY_COMMAND
 def main() -> None:
     """Console-script entry point."""
     argv = sys.argv[1:]
-    if argv[:1] == ["hook"] and not {"--help", "-h"} & set(argv):
+    if argv[:1] == ["hook"] and len(argv) > 1 and not {"--help", "-h"} & set(argv):
         # An agent's hook: a process on the agent's path, which needs neither typer nor the
         # quick search (`moss hook --help` goes to typer, which registers the same command).
         from moss_files.hooks import run

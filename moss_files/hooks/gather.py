@@ -9,6 +9,7 @@ in `.moss/run/hooks/` and the log in `.moss/run/hooks.log`: per machine, git-ign
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -224,8 +225,23 @@ def session_name(session_id: Any) -> str:
     return _UNSAFE.sub("_", text)[:100] or "default"
 
 
+def user_state_dir() -> Path:
+    """The user's own state folder for moss-files (XDG_STATE_HOME, else ~/.local/state)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "moss-files"
+
+
+def state_dir(root: Path) -> Path:
+    """Where a workspace's hook state lives: `.moss/run/hooks/` (git-ignored), or, in a
+    workspace without `.moss/` (a cstack-only one), the user's state folder: a hook never makes
+    a folder the project did not have."""
+    if (root / ".moss").is_dir():
+        return root / STATE_DIR
+    digest = hashlib.blake2b(str(root).encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    return user_state_dir() / "hooks" / digest
+
+
 def state_path(root: Path, session_id: Any) -> Path:
-    return root / STATE_DIR / f"{session_name(session_id)}.json"
+    return state_dir(root) / f"{session_name(session_id)}.json"
 
 
 def load_state(root: Path, session_id: Any) -> SessionState | None:
@@ -259,7 +275,7 @@ def save_state(root: Path, state: SessionState) -> None:
 
 def prune_states(root: Path, now: float, keep_seconds: float = STATE_KEEP_SECONDS) -> None:
     """Remove the state of sessions not heard of for `keep_seconds`."""
-    folder = root / STATE_DIR
+    folder = state_dir(root)
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -276,9 +292,10 @@ def prune_states(root: Path, now: float, keep_seconds: float = STATE_KEEP_SECOND
 
 
 def log_failure(root: Path | None, event_name: str, error: BaseException) -> None:
-    """Note a hook's failure in `.moss/run/hooks.log` of the workspace (else of the user's
-    state folder); never raises: a hook must not fail the session over its own log."""
-    folder = (root / LOG_FILE).parent if root is not None else Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "moss-files"
+    """Note a hook's failure in `.moss/run/hooks.log` of the workspace (else, outside one or in
+    one without `.moss/`, in the user's state folder); never raises: a hook must not fail the
+    session over its own log."""
+    folder = (root / LOG_FILE).parent if root is not None and (root / ".moss").is_dir() else user_state_dir()
     path = folder / LOG_FILE.name
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = json.dumps({"time": stamp, "hook": event_name, "error": type(error).__name__, "message": str(error)[:500]}, ensure_ascii=False)

@@ -3,8 +3,8 @@ start, before a compaction, at a stop and on each prompt. Entry layer, without t
 a process on the agent's path, so it loads only what its event needs (`cli.main` hands it the
 arguments before typer is imported; `cli.hooks` registers the same command for `--help`).
 
-A hook never fails the session: any error is written to `.moss/run/hooks.log` (of the user's
-state folder outside a workspace) and the hook prints nothing and exits 0. Outside a workspace
+A hook never fails the session: any error is written to `.moss/run/hooks.log` (to the user's
+state folder outside a workspace or in one without `.moss/`) and the hook prints nothing and exits 0. Outside a workspace
 it prints nothing. The workspace is `--root` (or MOSS_ROOT), else the one around `CLAUDE_PROJECT_DIR`, else
 around the event's `cwd`, else around the current folder. With `--json` it prints what the
 host reads (the event's JSON output); without, the text for a person.

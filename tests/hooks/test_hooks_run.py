@@ -255,3 +255,15 @@ def test_without_json_a_person_reads_the_text(project: Path) -> None:
     done = run_cli("moss", "hook", "session-start", cwd=project, input=json.dumps({"source": "startup"}))
     assert done.returncode == 0 and done.stdout.startswith("moss-files workspace, session starting.")
     assert run_cli("moss", "hook", "session-start", "--help", cwd=project).returncode == 0
+
+
+def test_a_workspace_without_moss_gets_no_new_folder(repo: Path, tmp_path: Path) -> None:
+    assert run_cli("cstack", "init", cwd=repo).returncode == 0
+    state = tmp_path / "state"
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    first = subprocess.run(
+        [str(BIN / "moss"), "hook", "session-start", "--json"], input='{"session_id": "s"}', cwd=repo, capture_output=True, text=True, env=env
+    )
+    assert first.returncode == 0 and "Active task: none" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert not (repo / ".moss").exists()
+    assert list((state / "moss-files" / "hooks").glob("*/s.json"))  # the session's state is the user's
