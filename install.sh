@@ -11,6 +11,7 @@ readonly SRC
 usage() {
     cat <<'EOF'
 Usage: ./install.sh [--dry-run] [--agent claude|codex]... [--no-tool] <project-dir>
+       ./install.sh --remove --agent claude|codex... [--dry-run] <project-dir>
 
 Installs the moss-files tools (moss, cstack, needlecast) for the current user, then sets up
 <project-dir>: .cstack/, .needlecast/ and .moss/ from templates, .gitignore entries for
@@ -19,7 +20,11 @@ lines are added; no existing file is ever overwritten.
 
 Options:
   --dry-run         print what would be done, for the tools and the project; write nothing
-  --agent NAME      add agent notes: claude (CLAUDE.md) or codex (AGENTS.md); repeatable
+  --agent NAME      add an agent's integration, repeatable: claude (CLAUDE.md, .mcp.json, hooks
+                    in .claude/settings.json, .claude/commands/, .claude/skills/) or codex
+                    (AGENTS.md, MCP server and hooks in .codex/config.toml, .agents/skills/)
+  --remove          take the --agent integration out of <project-dir> again (the user's own
+                    settings, hooks and notes stay); installs nothing
   --no-tool         do not install the tools; only scaffold the project
   -h, --help        show this help
 
@@ -52,6 +57,7 @@ die() {
 # --- arguments -----------------------------------------------------------------------------
 dry_run=0
 no_tool=0
+remove=0
 agents=()
 target=""
 positional=()
@@ -60,6 +66,7 @@ while (($#)); do
         -h | --help) usage; exit 0 ;;
         --dry-run) dry_run=1 ;;
         --no-tool) no_tool=1 ;;
+        --remove) remove=1 ;;
         --agent)
             (($# >= 2)) || die "$EXIT_USAGE" "--agent needs a value: claude or codex"
             agents+=("$2")
@@ -84,6 +91,10 @@ for agent in ${agents[@]+"${agents[@]}"}; do
         *) die "$EXIT_USAGE" "unknown agent '$agent': use claude or codex" ;;
     esac
 done
+if ((remove)) && ((${#agent_args[@]} == 0)); then
+    die "$EXIT_USAGE" "--remove takes out an agent's integration: name it with --agent claude or --agent codex"
+fi
+((remove)) && no_tool=1
 
 # --- prerequisites -------------------------------------------------------------------------
 PYTHON=${MOSS_PYTHON:-python3}
@@ -218,7 +229,9 @@ install_tools() {
     esac
 }
 
-if ((no_tool)); then
+if ((remove)); then
+    say "tools: not installing (--remove)"
+elif ((no_tool)); then
     say "tools: not installing (--no-tool)"
 else
     install_tools
@@ -230,6 +243,7 @@ if ! git -C "$target" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 fi
 scaffold_args=(${agent_args[@]+"${agent_args[@]}"})
 ((dry_run)) && scaffold_args+=(--dry-run)
+((remove)) && scaffold_args+=(--remove)
 if ((dry_run || no_tool)) || ! venv_works; then
     # Plan from the checkout: the scaffold is stdlib-only, -B keeps it from writing bytecode
     # there (a dry run writes nothing anywhere), -P keeps the current directory off sys.path.

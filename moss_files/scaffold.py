@@ -25,13 +25,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from moss_files import __version__
-from moss_files.foundation import datafiles
+from moss_files import __version__, integrations
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound, RepoError, describe, error_body
 
 PARTS = ("cstack", "needlecast", "moss")
 AGENT_FILES = {"claude": "CLAUDE.md", "codex": "AGENTS.md"}
-KINDS = ("mkdir", "create", "append", "update", "config", "exists")
+KINDS = ("mkdir", "create", "append", "update", "config", "remove", "rmdir", "exists")
 
 # Derived, per-machine state (and capsule exports, which are copies). Locks now live in `.locks/` folders that ignore
 # themselves (fs.lock_path_for); the lock patterns also cover the ones earlier releases left beside each file. The lock and temp patterns mirror fs.lock_path_for and
@@ -84,9 +83,10 @@ class Action:
 
     kinds: `mkdir` a folder; `create` a file with `content`; `append` `content` to the end of a
     file; `update` a file to `content` (only the toolkit's own lines differ); `exists`: left as
-    is; `config`: set the git settings in `settings` in this clone's own config (`.git/config`).
-    `base` is the file's bytes the plan was made from: apply refuses to append to or update a
-    file that no longer has them.
+    is; `config`: set the git settings in `settings` in this clone's own config (`.git/config`);
+    `remove` a file (the toolkit's own, or one left with nothing of its own); `rmdir` a folder
+    that is empty. `base` is the file's bytes the plan was made from: apply refuses to append
+    to, update or remove a file that no longer has them.
     """
 
     kind: str
@@ -117,10 +117,31 @@ class McpServer:
 
 @dataclass(frozen=True, slots=True)
 class Templates:
-    """Template files by part (`{"moss": {"README.md": b"..."}}`) and agent block texts."""
+    """Template files by part (`{"moss": {"README.md": b"..."}}`), agent block texts, and the
+    agents' commands (`{"cstack-start.md": b"..."}`) and skills (`{"moss-handoff/SKILL.md": ...}`)."""
 
     parts: Mapping[str, Mapping[str, bytes]]
     agent_blocks: Mapping[str, str]
+    commands: Mapping[str, bytes] = field(default_factory=dict)
+    skills: Mapping[str, bytes] = field(default_factory=dict)
+
+
+# Where each agent reads the toolkit's commands and skills (Codex has no project commands: its
+# custom prompts live in the user's ~/.codex/prompts; the same workflows reach it as skills).
+COMMAND_DIRS = {"claude": integrations.CLAUDE_COMMANDS}
+SKILL_DIRS = {"claude": integrations.CLAUDE_SKILLS, "codex": integrations.CODEX_SKILLS}
+SETTINGS_FILES = {"claude": integrations.SETTINGS_FILE}
+
+
+def agent_files(templates: Templates, agents: Sequence[str]) -> dict[str, bytes]:
+    """The command and skill files each agent gets, by project path."""
+    files: dict[str, bytes] = {}
+    for agent in agents:
+        if agent in COMMAND_DIRS:
+            files.update({f"{COMMAND_DIRS[agent]}/{name}": data for name, data in templates.commands.items()})
+        if agent in SKILL_DIRS:
+            files.update({f"{SKILL_DIRS[agent]}/{name}": data for name, data in templates.skills.items()})
+    return dict(sorted(files.items()))
 
 
 def mcp_servers(agent: str) -> tuple[McpServer, ...]:
@@ -152,6 +173,8 @@ def candidate_paths(templates: Templates, parts: Sequence[str], agents: Sequence
     files = [*template_paths(templates, parts), ".gitignore", ".gitattributes"]
     files += [AGENT_FILES[agent] for agent in agents]
     files += [MCP_FILES[agent] for agent in agents if servers.get(agent)]
+    files += [SETTINGS_FILES[agent] for agent in agents if agent in SETTINGS_FILES]
+    files += list(agent_files(templates, agents))
     paths = {f".{part}" for part in parts}
     for path in files:
         paths.add(path)
@@ -162,9 +185,12 @@ def candidate_paths(templates: Templates, parts: Sequence[str], agents: Sequence
     return sorted(paths)
 
 
-def edited_paths(agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]]) -> set[str]:
-    """Paths whose bytes the planner reads (files it may append to or update)."""
+def edited_paths(agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]], templates: Templates | None = None) -> set[str]:
+    """Paths whose bytes the planner reads (files it may append to, update or remove)."""
     paths = {".gitignore", ".gitattributes", *(AGENT_FILES[a] for a in agents)}
+    paths |= {SETTINGS_FILES[a] for a in agents if a in SETTINGS_FILES}
+    if templates is not None:
+        paths |= set(agent_files(templates, agents))
     return paths | {MCP_FILES[a] for a in agents if servers.get(a)}
 
 
@@ -209,7 +235,78 @@ def plan_actions(
     for agent in agents:
         if servers.get(agent):
             actions.append(plan_mcp(agent, _entry(state, MCP_FILES[agent]), servers[agent]))
+        if agent in SETTINGS_FILES:
+            actions.append(plan_settings(SETTINGS_FILES[agent], _entry(state, SETTINGS_FILES[agent])))
+    for path, content in agent_files(templates, agents).items():
+        actions.append(_plan_file(state, path, content))
     return _with_folders(state, actions, parts)
+
+
+def plan_removal(
+    state: Mapping[str, Entry], templates: Templates, *, agents: Sequence[str], servers: Mapping[str, Sequence[McpServer]] | None = None
+) -> list[Action]:
+    """Plan taking the agents' integration out again: the marked block of the agent notes, our
+    MCP server entries, our hooks, and the command and skill files still as the toolkit wrote
+    them (one a person changed is left, and said so), then the folders that leaves empty.
+    Nothing else of a user's file changes; a file left with nothing of its own is removed."""
+    _parts, agents = _check_choices((), agents)
+    servers = servers or {}
+    actions: list[Action] = []
+    seen_real: set[str] = set()
+    for agent in agents:
+        path = AGENT_FILES[agent]
+        entry = _entry(state, path)
+        if entry.real is not None and entry.real in seen_real:
+            actions.append(Action("exists", path, "same file as the other agent's notes; block handled there"))
+            continue
+        if entry.real is not None:
+            seen_real.add(entry.real)
+        actions.append(plan_block_removal(path, entry))
+    for agent in agents:
+        if servers.get(agent):
+            actions.append(plan_mcp(agent, _entry(state, MCP_FILES[agent]), servers[agent], remove=True))
+        if agent in SETTINGS_FILES:
+            actions.append(plan_settings(SETTINGS_FILES[agent], _entry(state, SETTINGS_FILES[agent]), remove=True))
+    folders: set[str] = set()
+    for path, content in agent_files(templates, agents).items():
+        entry = _entry(state, path)
+        if entry.kind == "missing":
+            actions.append(Action("exists", path, "not there"))
+        elif entry.kind == "file" and entry.data == content:
+            actions.append(Action("remove", path, "the toolkit's own file, unchanged", base=entry.data))
+        else:
+            actions.append(Action("exists", path, "changed since the toolkit wrote it; left as is"))
+        parent = path.rpartition("/")[0]
+        while parent:
+            folders.add(parent)
+            parent = parent.rpartition("/")[0]
+    for agent in agents:
+        if servers.get(agent) and "/" in MCP_FILES[agent]:
+            folders.add(MCP_FILES[agent].rpartition("/")[0])
+    # Deepest first: a folder can only go once what is inside it is gone.
+    for folder in sorted(folders, key=lambda f: (-f.count("/"), f)):
+        if _entry(state, folder).kind == "dir":
+            actions.append(Action("rmdir", folder, "if it is empty now"))
+    return actions
+
+
+def plan_settings(path: str, entry: Entry, *, remove: bool = False) -> Action:
+    """Plan the toolkit's hooks in an agent's settings file (or, with `remove`, taking them
+    out); see `integrations.plan_claude_settings`. Raises InvalidDocument SETTINGS_INVALID."""
+    text = _editable(path, entry)
+    new = integrations.plan_claude_settings(text, remove=remove, path=path)
+    return _change(path, entry, text, new, "hooks: SessionStart, UserPromptSubmit, PreCompact, Stop", remove=remove)
+
+
+def _change(path: str, entry: Entry, text: str | None, new: str | None, what: str, *, remove: bool = False) -> Action:
+    """The action that takes a file from `text` to `new` (None: no change; DELETE: remove it)."""
+    if new is None:
+        return Action("exists", path, f"{what}: {'none of ours' if remove else 'present'}")
+    if new == integrations.DELETE:
+        return Action("remove", path, f"{what} taken out; nothing else was in it", base=entry.data)
+    if text is None:
+        return Action("create", path, what, new.encode("utf-8"))
+    return Action("update", path, f"{what} {'taken out' if remove else 'added or brought up to date'}", new.encode("utf-8"), base=entry.data)
 
 
 def _check_choices(parts: Sequence[str], agents: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -363,6 +460,25 @@ def plan_block(path: str, entry: Entry, body: str, version: str) -> Action:
     return Action("update", path, detail, new_text.encode(), base=entry.data)
 
 
+def plan_block_removal(path: str, entry: Entry) -> Action:
+    """Plan taking the marked block out of an agent notes file (and the blank line it was
+    appended after); a file left empty is removed. Raises InvalidDocument on unbalanced markers."""
+    text = _editable(path, entry)
+    if text is None:
+        return Action("exists", path, "not there")
+    lines = text.splitlines(keepends=True)
+    begin, end = _marker_lines(path, lines, lambda s: s.startswith(BLOCK_BEGIN_PREFIX), lambda s: s == BLOCK_END)
+    if begin is None or end is None:
+        return Action("exists", path, "no moss-files block")
+    before = "".join(lines[:begin])
+    if before.endswith(("\n\n", "\r\n\r\n")):
+        before = before[: -2 if before.endswith("\r\n\r\n") else -1]  # the blank line it was appended after
+    rest = before + "".join(lines[end + 1 :])
+    if not rest.strip():
+        return Action("remove", path, "the moss-files block was all it held", base=entry.data)
+    return Action("update", path, "take out the moss-files block", rest.encode(), base=entry.data)
+
+
 def _marker_lines(path: str, lines: Sequence[str], is_begin: Callable[[str], bool], is_end: Callable[[str], bool]) -> tuple[int | None, int | None]:
     """Indexes of the one begin and one end marker line, (None, None) when there are none."""
     begins = [i for i, line in enumerate(lines) if is_begin(line.strip())]
@@ -381,43 +497,28 @@ def _marker_lines(path: str, lines: Sequence[str], is_begin: Callable[[str], boo
     )
 
 
-def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer]) -> Action:
-    """Plan registering `servers` in the agent's project MCP config, adding only missing ones.
+def plan_mcp(agent: str, entry: Entry, servers: Sequence[McpServer], *, remove: bool = False) -> Action:
+    """Plan registering `servers` in the agent's project MCP config, adding only missing ones
+    (or, with `remove`, taking out those that are exactly ours).
 
-    Claude Code reads `.mcp.json` (`{"mcpServers": {name: {"command", "args"}}}`); existing
-    entries and other keys are kept (the JSON is re-indented when a server is added). Codex
-    reads `[mcp_servers.<name>]` tables from `.codex/config.toml`; missing tables are appended.
-    Raises InvalidDocument for a `.mcp.json` that is not a JSON object.
+    Claude Code reads `.mcp.json` (`{"mcpServers": {name: {"command", "args"}}}`), edited in
+    place (`integrations.plan_mcp_json`: the user's servers, keys and layout stay). Codex reads
+    `[mcp_servers.<name>]` tables from `.codex/config.toml`; the missing ones go into the
+    toolkit's marked block with its hooks (`integrations.plan_codex_config`). Raises
+    InvalidDocument SETTINGS_INVALID for a file that is not valid JSON or TOML, or not in its
+    agent's shape.
     """
     path = MCP_FILES[agent]
     text = _editable(path, entry)
+    entries = {s.name: {"command": s.command, "args": list(s.args)} for s in servers}
+    names = ", ".join(entries)
     if agent == "claude":
-        config: dict[str, Any] = {}
-        if text is not None:
-            config = datafiles.load_json(text, path, what=path) if text.strip() else {}
-            if not isinstance(config, dict) or not isinstance(config.get("mcpServers", {}), dict):
-                raise InvalidDocument(f"{path} must be a JSON object with an object `mcpServers`", code="SCHEMA_ERROR", path=path)
-        registered = config.get("mcpServers", {})
-        missing = [s for s in servers if s.name not in registered]
-        if not missing:
-            return Action("exists", path, "MCP servers registered")
-        merged = {**config, "mcpServers": {**registered, **{s.name: {"command": s.command, "args": list(s.args)} for s in missing}}}
-        bom = datafiles.BOM if text is not None and text.startswith(datafiles.BOM) else ""  # the file's own, kept
-        content = (bom + json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode()
-        names = ", ".join(s.name for s in missing)
-        if text is None:
-            return Action("create", path, f"MCP servers: {names}", content)
-        return Action("update", path, f"register MCP servers: {names}", content, base=entry.data)
-    existing = "" if text is None else text
-    headers = {m.group(1) for m in re.finditer(r"(?m)^\s*\[mcp_servers\.\"?([A-Za-z0-9_-]+)\"?\]\s*$", existing)}
-    missing = [s for s in servers if s.name not in headers]
-    if not missing:
-        return Action("exists", path, "MCP servers registered")
-    tables = "\n".join(f"[mcp_servers.{s.name}]\ncommand = {json.dumps(s.command)}\nargs = {json.dumps(list(s.args))}\n" for s in missing)
-    names = ", ".join(s.name for s in missing)
-    if text is None:
-        return Action("create", path, f"MCP servers: {names}", tables.encode())
-    return Action("append", path, f"register MCP servers: {names}", (_separator(text, "\n") + tables).encode(), base=entry.data)
+        new = integrations.plan_mcp_json(text, entries, remove=remove, path=path)
+        return _change(path, entry, text, new, f"MCP servers: {names}", remove=remove)
+    new = integrations.plan_codex_config(text, entries, remove=remove, path=path)
+    if new is not None and new != integrations.DELETE and text is not None and new.startswith(text) and not remove:
+        return Action("append", path, f"MCP servers ({names}) and hooks in a moss-files block", new[len(text) :].encode("utf-8"), base=entry.data)
+    return _change(path, entry, text, new, f"MCP servers ({names}) and hooks", remove=remove)
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
@@ -461,7 +562,8 @@ def load_templates() -> Templates:
         if not node.is_file():
             raise MossError(f"agent block template for {agent} is missing from the toolkit's templates")
         agents[agent] = node.read_text(encoding="utf-8")
-    return Templates(parts, agents)
+    claude = root / "claude"
+    return Templates(parts, agents, commands=dict(_walk(claude / "commands")), skills=dict(_walk(claude / "skills")))
 
 
 def _walk(node: Any, prefix: str = "") -> Iterator[tuple[str, bytes]]:
@@ -507,9 +609,11 @@ def plan_scaffold(
     templates: Templates | None = None,
     version: str = __version__,
     moss_command: str | None = None,
+    remove: bool = False,
 ) -> list[Action]:
     """Plan the scaffold of the project at `root` without writing anything; in a git work
-    tree this includes defining the merge driver (`moss_command`: the `moss` it runs).
+    tree this includes defining the merge driver (`moss_command`: the `moss` it runs). With
+    `remove`, plan taking the `agents`' integration out instead (`plan_removal`).
 
     Raises NotFound when `root` does not exist, InvalidRequest when it is not a folder or a part
     or agent is unknown, plus the planner's errors (see `plan_actions`).
@@ -522,7 +626,10 @@ def plan_scaffold(
     parts, agents = _check_choices(parts, agents)
     templates = templates or load_templates()
     servers = {agent: mcp_servers(agent) for agent in agents}
-    state = read_state(root, candidate_paths(templates, parts, agents, servers), edited_paths(agents, servers))
+    if remove:
+        state = read_state(root, candidate_paths(templates, (), agents, servers), edited_paths(agents, servers, templates))
+        return plan_removal(state, templates, agents=agents, servers=servers)
+    state = read_state(root, candidate_paths(templates, parts, agents, servers), edited_paths(agents, servers, templates))
     actions = plan_actions(state, templates, parts=parts, agents=agents, servers=servers, version=version)
     if any("merge=moss" in line for part in parts for line in GITATTRIBUTES_LINES[part]):
         driver = plan_merge_driver(root, moss_command)
@@ -601,6 +708,22 @@ def _set_config(root: Path, action: Action) -> Action:
 
 def _apply_one(target: Path, action: Action) -> Action:
     if action.kind == "exists":
+        return action
+    if action.kind == "rmdir":
+        try:
+            os.rmdir(target)
+        except FileNotFoundError:
+            return replace(action, kind="exists", detail="gone already")
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return replace(action, kind="exists", detail="not empty; left as is")
+            raise
+        _fsync_dir(target.parent)
+        return action
+    if action.kind == "remove":
+        _check_unchanged(target, action)
+        target.unlink()
+        _fsync_dir(target.parent)
         return action
 
     if action.kind == "mkdir":
@@ -729,13 +852,42 @@ def _parser() -> argparse.ArgumentParser:
         "--moss", metavar="PATH", default=None, help="the moss command the git merge driver runs (default: the one beside this python, else on PATH)"
     )
     parser.add_argument("--parts", action="append", default=None, metavar="PART[,PART]", help=f"parts to scaffold (default: {','.join(PARTS)})")
+    parser.add_argument("--remove", action="store_true", help="take the --agent integration out again (hooks, commands, skills, notes, MCP entries)")
+    parser.add_argument("--plugin", action="store_true", help="write the Claude Code plugin into DIR (a folder of its own) instead of scaffolding")
     return parser
 
 
-def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: bool, moss_command: str | None = None) -> list[Action]:
-    """Plan, and unless `dry_run`, apply the scaffold; return the actions (planned or done)."""
-    actions = plan_scaffold(root, parts=parts, agents=agents, moss_command=moss_command)
+def run(root: Path, *, parts: Sequence[str], agents: Sequence[str], dry_run: bool, moss_command: str | None = None, remove: bool = False) -> list[Action]:
+    """Plan, and unless `dry_run`, apply the scaffold (with `remove`, the removal of the
+    agents' integration); return the actions (planned or done). Raises InvalidRequest for
+    `remove` without an agent."""
+    if remove and not agents:
+        raise InvalidRequest("--remove takes out an agent's integration: name it with --agent claude or --agent codex")
+    actions = plan_scaffold(root, parts=parts, agents=agents, moss_command=moss_command, remove=remove)
     return actions if dry_run else apply_scaffold(root, actions)
+
+
+def write_plugin(folder: Path, templates: Templates | None = None) -> list[Action]:
+    """Write the Claude Code plugin (`integrations.plugin_files`) into `folder`, a folder of
+    its own: files that differ are replaced, files it no longer has are left. Returns the
+    actions done."""
+    templates = templates or load_templates()
+    done: list[Action] = []
+    for rel, data in integrations.plugin_files(templates.commands, templates.skills).items():
+        target = folder / rel
+        try:
+            current = target.read_bytes()
+        except FileNotFoundError:
+            current = None
+        if current == data:
+            done.append(Action("exists", rel, "up to date"))
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = _temp_for(target)
+        temp.write_bytes(data)
+        os.replace(temp, target)
+        done.append(Action("create" if current is None else "update", rel, "plugin file", data))
+    return done
 
 
 def run_templates(root: Path, *, parts: Sequence[str], templates: Templates) -> list[Action]:
@@ -763,7 +915,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     parts = PARTS if args.parts is None else tuple(p for item in args.parts for p in item.split(",") if p)
     try:
-        actions = run(args.dir, parts=parts, agents=args.agent, dry_run=args.dry_run, moss_command=args.moss)
+        if args.plugin:
+            args.dir.mkdir(parents=True, exist_ok=True)
+            actions = write_plugin(args.dir)
+        else:
+            actions = run(args.dir, parts=parts, agents=args.agent, dry_run=args.dry_run, moss_command=args.moss, remove=args.remove)
     except MossError as err:
         print(json.dumps(error_body(err)) if args.json else describe(err), file=sys.stderr)
         return err.exit_code

@@ -9,6 +9,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
 
     a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
                  list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
+                 wait_for_mail(ctx, timeout=, unread=, poll=)
                  list_outbox(ctx)                list_dead_letters(ctx)      retry_dead_letter(ctx, key=)
                  rewrite_mailbox_file(path, transform) -> bool
     the envoy's: list_sleeves(ctx)               route_once(ctx, environ=)
@@ -18,6 +19,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
 Readers, parse functions and shapes:
 
     iter_messages(root) -> (where, Entry)...          message_text(entry) -> str
+    inbox_glance(root, newest=) -> {layout, total, unread, keys, newest_unread}
     find_inbox_message(root, key) -> Entry            holds_sleeves(folder) -> bool
     split_blocks(text) -> Mailfile                    parse_block(block, path=) -> Message
     parse_message_document(text, path=) -> Message    message_to_dict(message), entry_to_dict(entry)
@@ -41,6 +43,8 @@ _EXPORTS = {
     "send": "needlecast.service",
     "list_inbox": "needlecast.service",
     "read_message": "needlecast.service",
+    "inbox_glance": "needlecast.service",
+    "wait_for_mail": "needlecast.service",
     "list_outbox": "needlecast.service",
     "list_dead_letters": "needlecast.service",
     "retry_dead_letter": "needlecast.service",

@@ -1,7 +1,7 @@
 """The `needlecast` command line. Entry layer: parse input, call a `needlecast` use case,
 render the dict it returns (with --json, the same the MCP tool returns).
 
-Sleeve commands (`send`, `inbox`, `read`, `outbox`, `dead-letters`, `init`) act on the
+Sleeve commands (`send`, `inbox`, `read`, `wait`, `outbox`, `dead-letters`, `init`) act on the
 workspace found from the current directory (or --root) and touch only it. Envoy commands
 (`route`, `sidecar`, `sleeves`) act on the envoy root: --root, else the current directory
 when it holds sleeves, else the enclosing workspace; `route` and `sleeves` refuse a sleeve of
@@ -126,13 +126,34 @@ def read(
     """Show one inbox message and mark it read (in read.log, append-only)."""
     with reporting(as_json):
         data = needlecast.read_message(_workspace(root), key=key)
-    m = data["message"]
-    text = "\n".join(
-        [f"id: {m['id'] or data['key']}", f"from: {m['from']}", f"to: {', '.join(m['to'])}"]
+    emit(data, as_json, text=_message_text(data["key"], data["message"]))
+
+
+@app.command("wait")
+def wait(
+    timeout: Annotated[float, typer.Option("--timeout", help="Longest wait in seconds (0 looks once; at most 3600).")] = 300.0,
+    unread: Annotated[bool, typer.Option("--unread", help="Answer at once with unread messages already in the inbox.")] = False,
+    poll: Annotated[bool, typer.Option("--poll", envvar="NEEDLECAST_POLL", help="Watch by polling instead of inotify.")] = False,
+    root: RootOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Block until a message arrives in this sleeve's inbox (or the timeout), then print it.
+    Exits 0 either way; with --json, `timed_out` says which."""
+    with reporting(as_json):
+        data = needlecast.wait_for_mail(_workspace(root), timeout=timeout, unread=unread, poll=poll)
+    blocks = [_message_text(entry["key"], entry["message"]) for entry in data["messages"]]
+    emit(data, as_json, text="\n\n".join(blocks))
+    if data["timed_out"] and not as_json:
+        note(f"no new message in {timeout:g}s")
+
+
+def _message_text(key: str, m: dict[str, Any]) -> str:
+    """A message as `needlecast read` shows it: its header lines, a blank line, the body."""
+    return "\n".join(
+        [f"id: {m['id'] or key}", f"from: {m['from']}", f"to: {', '.join(m['to'])}"]
         + [f"{k}: {m[k]}" for k in ("thread", "type", "time") if m[k]]
         + ["", m["body"].rstrip("\n")]
     )
-    emit(data, as_json, text=text)
 
 
 @app.command("outbox")

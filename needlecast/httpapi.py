@@ -5,6 +5,8 @@ shared HTTP server (`moss_files.foundation.httpserver`) runs.
     GET  /status   sleeve, workspace + cstack stats, needlecast counts, router, process
     GET  /outbox   pending messages of this workspace's outbox
     GET  /inbox    messages of this workspace's inbox (`?unread=1` for unread only)
+    GET  /inbox/events   server-sent events: one `message` event per new inbox message, for a
+                   client that stays connected (`?unread=1` sends the unread ones first)
     POST /inbox    deliver one message (a message object) or several ({"messages": [...]}),
                    idempotent by (from, id); 201 when something was added, 200 when not
     POST /sleeves/{name}/inbox   the same, into the inbox of the local sleeve `name`
@@ -23,6 +25,9 @@ requests run on a fixed pool of WORKERS threads; up to QUEUED more wait for one;
 request is answered at once with 503 SERVER_BUSY and `Retry-After`. /health is answered on the
 event loop. Request bodies are capped at MAX_BODY bytes (413 FILE_TOO_LARGE, answered before
 the body is read, which is then drained so the client can read the answer).
+An event stream (`GET /inbox/events`) holds no worker: its events are made on a thread of
+its own, at most MAX_STREAMS at once (one more is answered 503 SERVER_BUSY), and it ends when
+the client goes away or the stream does.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +53,7 @@ MAX_BODY = 1024 * 1024
 WORKERS = 16
 QUEUED = 256
 RETRY_AFTER_SECONDS = 1
+MAX_STREAMS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,27 @@ class Call:
     body: Any
     params: dict[str, str]
     peer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventStream:
+    """A handler's answer that streams server-sent events: `chunks` yields each one ready to
+    send (`format_event`, `format_comment`), or `b""` now and then while nothing happens so the
+    server can see whether the client is still there, and ends when the stream should; it is
+    closed when the client goes away."""
+
+    chunks: Generator[bytes, None, None]
+
+
+def format_event(event: str, data: Any, ident: str | None = None) -> bytes:
+    """One server-sent event: `event:`, `id:` (when given) and the JSON of `data` on one line."""
+    lines = [f"event: {event}"] + ([f"id: {ident}"] if ident else []) + [f"data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}"]
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def format_comment(text: str) -> bytes:
+    """A comment line, which clients ignore (keep-alives, the stream's first word)."""
+    return f": {text}\n\n".encode()
 
 
 Handler = Callable[[Call], tuple[int, Any]]
@@ -88,6 +115,7 @@ class Api:
         self.remember = remember  # records an accepted nonce beyond this process (peers.NonceLog)
         self.guard = guard or ReplayGuard()
         self._guard_lock = threading.Lock()
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         self.routes: dict[tuple[str, str], Handler] = {}
         self.peer_routes: set[tuple[str, str]] = set()
         self._patterns: list[tuple[re.Pattern[str], str]] = []
@@ -144,7 +172,7 @@ class Request:
     client: str
 
 
-Answer = tuple[int, bytes, dict[str, str]]
+Answer = tuple[int, bytes | EventStream, dict[str, str]]  # an event stream is sent as it comes
 
 
 def answer(api: Api, request: Request, bind_host: str) -> Answer:
@@ -180,6 +208,8 @@ def answer(api: Api, request: Request, bind_host: str) -> Answer:
     except Exception as exc:  # a bug must not kill the worker or leak a traceback to clients
         api.log(f"http: internal error on {request.method} {path}: {type(exc).__name__}: {exc}")
         return _error(MossError("internal error"))
+    if isinstance(body, EventStream):
+        return status, body, {}
     return status, json.dumps(body, ensure_ascii=False).encode("utf-8"), {}
 
 
@@ -211,6 +241,7 @@ class ApiApp:
         self.api = api
         self.bind_host = bind_host
         self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="needlecast-http")
+        self.stream_pool = ThreadPoolExecutor(max_workers=MAX_STREAMS, thread_name_prefix="needlecast-events")
         self.slots = threading.BoundedSemaphore(WORKERS + QUEUED)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -239,14 +270,54 @@ class ApiApp:
                 status, data, extra = await asyncio.get_running_loop().run_in_executor(self.pool, answer, self.api, request, self.bind_host)
             finally:
                 self.slots.release()
+        if isinstance(data, EventStream):
+            status, data, extra = await self._stream(status, data, receive, send)
+            if not data:
+                self.api.log(f'http: {request.client} "{request.method} {request.target} HTTP/{scope["http_version"]}" {status} (event stream)')
+                return
+        assert isinstance(data, bytes)
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": data})
         self.api.log(f'http: {request.client} "{request.method} {request.target} HTTP/{scope["http_version"]}" {status} {len(data)}')
 
+    async def _stream(self, status: int, stream: EventStream, receive: Any, send: Any) -> Answer:
+        """Send `stream`'s events as they come until it ends or the client goes away (the
+        server's `receive()` answers `http.disconnect` then). Its events are made on a thread of
+        the streams' own pool, one step at a time, so a stream holds no worker; the generator
+        yields `b""` now and then while nothing happens, so each step ends soon. Answers what
+        to send instead (503 when MAX_STREAMS streams run already), or (status, b"", {}) once
+        streamed."""
+        if not self.api.streams.acquire(blocking=False):
+            stream.chunks.close()
+            return _error(MossError(f"{MAX_STREAMS} event streams are open already", code="SERVER_BUSY", hint="retry later"), 503)
+        loop = asyncio.get_running_loop()
+        left = asyncio.ensure_future(receive())
+        try:
+            headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            while True:
+                step = loop.run_in_executor(self.stream_pool, next, stream.chunks, None)
+                await asyncio.wait({step, left}, return_when=asyncio.FIRST_COMPLETED)
+                chunk = await step  # a step under way finishes before the generator is closed
+                if left.done() or chunk is None:
+                    break
+                if chunk:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if not left.done():
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass  # the client went away: nothing left to send it
+        finally:
+            left.cancel()
+            await loop.run_in_executor(self.stream_pool, stream.chunks.close)
+            self.api.streams.release()
+        return status, b"", {}
+
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self.stream_pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Server:

@@ -272,7 +272,7 @@ def _block_problem(raw: bytes, path: Path, line: int, max_message_bytes: int | N
     return None
 
 
-def _message_names(folder: Path) -> list[str]:
+def message_names(folder: Path) -> list[str]:
     """The message file names of a file-per-message folder, sorted (so oldest first)."""
     try:
         names = fs.list_names(folder)
@@ -283,7 +283,7 @@ def _message_names(folder: Path) -> list[str]:
 
 
 def _message_files(folder: Path) -> list[Path]:
-    return [folder / name for name in _message_names(folder)]
+    return [folder / name for name in message_names(folder)]
 
 
 def scan_message_file(data: bytes, path: Path, sender: str, *, max_message_bytes: int | None = None) -> Entry:
@@ -612,7 +612,7 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
     written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
     for box, messages in batches:
         if box.inbox_dir not in planned:
-            names = _message_names(box.inbox_dir)
+            names = message_names(box.inbox_dir)
             planned[box.inbox_dir] = (_folder_index(names), _folder_dialect(box.inbox_dir, names))
         index, capitalised = planned[box.inbox_dir]
         ours = written.setdefault(box.inbox_dir, {})
@@ -752,7 +752,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
 def archive_files(box: Mailbox, messages: list[Message], now: datetime) -> list[tuple[str, bytes]]:
     """The (name, bytes) of the file-per-message archive files to create for `messages`: those
     whose id the archive does not hold yet (a repeat after a crash finds its copy there)."""
-    index = _folder_index(_message_names(box.archive_dir))
+    index = _folder_index(message_names(box.archive_dir))
     return [(message_file_name(m, now), msg.render_message_document(m).encode("utf-8")) for m in messages if _suffix(m) not in index]
 
 

@@ -11,6 +11,8 @@ readers for other packages (the search index).
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,20 +103,77 @@ def send(
 
 def list_inbox(ctx: Context, *, unread: bool = False, sender: str | None = None, thread: str | None = None) -> dict[str, Any]:
     """`needlecast inbox`: `{workspace, layout, messages: [{key, source, line, message, read}],
-    problems}`, the messages filtered; unreadable blocks are always listed as problems."""
+    problems, unread}`, the messages filtered; unreadable blocks are always listed as problems;
+    `unread` counts the inbox's unread messages, whatever the filters."""
     box = Mailbox(ctx.root)
     marks = mailbox.read_marks(box)
     rows: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
+    unread_count = 0
     for entry in mailbox.read_inbox(box):
         if entry.message is None:
             problems.append(entry_to_dict(entry))
             continue
         read = (entry.message.sender or "", entry.key) in marks
+        unread_count += not read
         if (unread and read) or (sender and entry.message.sender != sender) or (thread and entry.message.thread != thread):
             continue
         rows.append({**entry_to_dict(entry), "read": read})
-    return {"workspace": str(ctx.root), "layout": box.layout(), "messages": rows, "problems": problems}
+    return {"workspace": str(ctx.root), "layout": box.layout(), "messages": rows, "problems": problems, "unread": unread_count}
+
+
+MAX_WAIT_SECONDS = 3600.0
+
+
+def wait_for_mail(ctx: Context, *, timeout: float, unread: bool = False, poll: bool = False) -> dict[str, Any]:
+    """`needlecast wait`: block until a message arrives in this sleeve's inbox, or `timeout`
+    seconds pass; returns `{workspace, messages: [{key, source, line, message, read}],
+    timed_out, waited_ms, watch}`.
+
+    A message counts when it was not in the inbox as the wait began; with `unread`, unread
+    messages already there answer at once. `timeout` 0 looks once. The inbox is watched
+    before it is first read, so nothing delivered in between is missed (`watch` says how:
+    inotify or polling). Raises InvalidRequest for a negative or too long timeout, NotFound
+    when the workspace has no `.needlecast/`.
+    """
+    from needlecast.watch import InboxWatch
+
+    if not 0 <= timeout <= MAX_WAIT_SECONDS:
+        raise InvalidRequest(f"timeout must be 0 to {MAX_WAIT_SECONDS:g} seconds, not {timeout:g}", details={"field": "timeout"})
+    box = Mailbox(ctx.root)
+    if not box.dir.is_dir():
+        raise NotFound(f"no mailbox at {box.dir}", path=box.dir, hint="run `needlecast init` first")
+    started = time.monotonic()
+    with InboxWatch(box, poll=poll) as watch:
+        entries = [e for e in mailbox.read_inbox(box) if e.message is not None]
+        seen = {_identity(entry) for entry in entries}
+        found: list[Entry] = []
+        if unread:
+            marks = mailbox.read_marks(box)
+            found = [entry for entry in entries if _identity(entry) not in marks]
+        deadline = started + timeout
+        if not found and timeout > 0:
+            # From here on every delivery wakes this wait: say so (tests and scripts wait for it).
+            ctx.say(f"waiting ({watch.mode}) up to {timeout:g}s for new mail")
+        while not found:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not watch.wait(remaining):
+                break
+            found = [e for e in mailbox.read_inbox(box) if e.message is not None and _identity(e) not in seen]
+        marks = mailbox.read_marks(box) if found else set()
+        return {
+            "workspace": str(ctx.root),
+            "messages": [{**entry_to_dict(entry), "read": _identity(entry) in marks} for entry in found],
+            "timed_out": not found,
+            "waited_ms": round((time.monotonic() - started) * 1000),
+            "watch": watch.mode,
+        }
+
+
+def _identity(entry: Entry) -> tuple[str, str]:
+    """A message's identity in an inbox, as read.log records it: (sender, id)."""
+    sender = entry.message.sender if entry.message is not None else None
+    return (sender or "", entry.key)
 
 
 def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
@@ -199,6 +258,61 @@ def retry_dead_letter(ctx: Context, *, key: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- readers
+
+
+# A delivered file's name: `<time>_<from>_<id>.md` (mailbox.message_file_name).
+_DELIVERED_NAME = re.compile(r"^\d{4}-?\d{2}-?\d{2}T\d{2}-?\d{2}-?\d{2}Z_(?P<rest>.+)\.md$")
+GLANCE_MAX_FILE_BYTES = 1024 * 1024  # a larger inbox.md is counted by blocks, not read for its newest
+
+
+def inbox_glance(root: Path, *, newest: int = 3) -> dict[str, Any]:
+    """A quick look at a workspace's inbox for a status line, without reading every message:
+    `{layout, total, unread, keys, newest_unread: [entry + read]}`.
+
+    A delivered file (layout v2) is known by its name, `<time>_<from>_<id>.md`, which read marks
+    are matched against (`safe_part` keeps distinct names distinct); a file named otherwise, and
+    `inbox.md` (layout v1, up to GLANCE_MAX_FILE_BYTES), are read. `keys` identifies every
+    message (to tell new arrivals), `newest_unread` holds the last `newest` unread ones, read
+    in full. Unreadable blocks are not counted. Never raises for a missing mailbox (all zero).
+    """
+    box = Mailbox(root)
+    marks = mailbox.read_marks(box)
+    marked = {f"{mailbox.safe_part(sender or 'unknown', 40)}_{mailbox.safe_part(key or 'x')}" for sender, key in marks}
+    keys: list[str] = []
+    unread: list[tuple[str, Any]] = []  # (key, a path to read, or an entry read already)
+    data = mailbox.read_if_any(box.inbox_file) if box.inbox_file.is_file() else None
+    if data is not None and len(data) <= GLANCE_MAX_FILE_BYTES:
+        entries, _preamble = mailbox.scan_mailfile(data, box.inbox_file, "")
+        for entry in entries:
+            if entry.message is not None:
+                keys.append(f"v1:{entry.message.sender or ''}:{entry.key}")
+                if _identity(entry) not in marks:
+                    unread.append((entry.key, entry))
+    for name in mailbox.message_names(box.inbox_dir):
+        found = _DELIVERED_NAME.match(name)
+        path = box.inbox_dir / name
+        if found is not None:
+            keys.append(name)
+            if found.group("rest") not in marked:
+                unread.append((name, path))
+            continue
+        file_data = mailbox.read_if_any(path)
+        read_entry = mailbox.scan_message_file(file_data, path, "") if file_data is not None else None
+        if read_entry is not None and read_entry.message is not None:
+            keys.append(name)
+            if _identity(read_entry) not in marks:
+                unread.append((read_entry.key, read_entry))
+    shown: list[dict[str, Any]] = []
+    for _key, item in unread[-newest:] if newest > 0 else []:
+        if isinstance(item, Path):
+            file_data = mailbox.read_if_any(item)
+            if file_data is None:
+                continue
+            item = mailbox.scan_message_file(file_data, item, "")
+            if item.message is None:
+                continue
+        shown.append({**entry_to_dict(item), "read": False})
+    return {"layout": box.layout(), "total": len(keys), "unread": len(unread), "keys": keys, "newest_unread": shown}
 
 
 def find_inbox_message(root: Path, key: str) -> Entry:

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -49,7 +49,7 @@ from moss_files.foundation.ids import format_time, system_clock
 from needlecast import DEFAULT_PORT, mailbox, probes
 from needlecast import message as msg
 from needlecast.gitsync import GitSync, GitSyncSettings
-from needlecast.httpapi import Api, Call, make_server
+from needlecast.httpapi import Api, Call, EventStream, format_comment, format_event, make_server
 from needlecast.mailbox import Mailbox
 from needlecast.message import ENVOY
 from needlecast.peers import NONCE_LOG, NonceLog, Peer, wall_clock
@@ -58,6 +58,7 @@ from needlecast.routing import entry_to_dict
 from needlecast.signing import ReplayGuard
 from needlecast.sleeves import REGISTRY_NAME, sleeve_to_dict
 from needlecast.status import PartCache, build_status, parse_vmrss
+from needlecast.watch import InboxWatch
 
 QUIET_SECONDS = 0.002
 MAX_BATCH_SECONDS = 0.02
@@ -78,6 +79,15 @@ WorkspaceStats = Callable[[Path], Any]
 STATS_ENTRY_POINTS = "needlecast.workspace_stats"
 INDEX_WATCH_COMMAND = ("index", "watch", "--with-parent")  # `moss …`: stops by itself if the sidecar dies
 INDEX_WATCH_STOP_SECONDS = 10.0
+# An inbox event stream looks at the sidecar's stop flag this often, and says it is alive
+# after this long without an event (a client behind a proxy would otherwise be cut off).
+STREAM_TICK_SECONDS = 0.5
+STREAM_KEEPALIVE_SECONDS = 15.0
+
+
+def _identity(entry: Any) -> tuple[str, str]:
+    """An inbox message's identity, as read.log records it: (sender, id)."""
+    return (entry.message.sender or "", entry.key)
 
 
 def find_workspace_stats() -> WorkspaceStats | None:
@@ -566,6 +576,7 @@ class Sidecar:
         api.add("GET", "/status", lambda call: (200, self.status()))
         api.add("GET", "/outbox", self._get_outbox)
         api.add("GET", "/inbox", self._get_inbox)
+        api.add("GET", "/inbox/events", self._inbox_events)
         api.add("POST", "/inbox", self._post_inbox, peers=True)
         api.add("GET", "/sleeves", self._get_sleeves)
         api.add("POST", "/sleeves/{name}/inbox", self._post_sleeve_inbox, peers=True)
@@ -586,6 +597,40 @@ class Sidecar:
                 continue
             rows.append({**entry_to_dict(entry), "read": read})
         return 200, {"sleeve": self.root_name(), "messages": rows}
+
+    def _inbox_events(self, call: Call) -> tuple[int, Any]:
+        if not self.box.dir.is_dir():
+            raise NotFound(f"no mailbox at {self.box.dir}", hint="run `needlecast init` first")
+        unread_first = call.query.get("unread", ["0"])[-1] in ("1", "true", "yes")
+        return 200, EventStream(self._inbox_event_chunks(unread_first))
+
+    def _inbox_event_chunks(self, unread_first: bool) -> Generator[bytes, None, None]:
+        """The inbox's events for one client: a `message` event for each message that arrives
+        while it stays (and first the unread ones, when asked), a keep-alive comment every
+        STREAM_KEEPALIVE seconds, until the client leaves or the sidecar stops."""
+        with InboxWatch(self.box, poll=self.poll, poll_interval=min(self.poll_interval, 0.25)) as watch:
+            entries = [entry for entry in mailbox.read_inbox(self.box) if entry.message is not None]
+            seen = {_identity(entry) for entry in entries}
+            yield format_comment(f"watching the inbox of {self.name} ({watch.mode})")
+            if unread_first:
+                marks = mailbox.read_marks(self.box)
+                for entry in entries:
+                    if _identity(entry) not in marks:
+                        yield format_event("message", {**entry_to_dict(entry), "read": False}, entry.key)
+            quiet_since = time.monotonic()
+            while not self.stop_event.is_set():
+                if watch.wait(STREAM_TICK_SECONDS):
+                    arrived = [e for e in mailbox.read_inbox(self.box) if e.message is not None and _identity(e) not in seen]
+                    for entry in arrived:
+                        seen.add(_identity(entry))
+                        yield format_event("message", {**entry_to_dict(entry), "read": False}, entry.key)
+                    if arrived:
+                        quiet_since = time.monotonic()
+                if time.monotonic() - quiet_since >= STREAM_KEEPALIVE_SECONDS:
+                    yield format_comment("keep-alive")
+                    quiet_since = time.monotonic()
+                else:
+                    yield b""  # lets the server see whether the client is still there
 
     def _get_sleeves(self, call: Call) -> tuple[int, Any]:
         directory = self.router.directory or self.router.refresh()

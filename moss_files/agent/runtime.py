@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 DELTA_FLUSH_CHARS = 2048
 DELTA_FLUSH_SECONDS = 1.0
 ORIENT_PART_CHARS = 6000
+MOSS_TOOLS_ENV = "MOSS_MCP_TOOLS"  # == cli.serve.TOOLS_ENV
+MOSS_AGENT_TOOL_SETS = "moss,loop,cstack,needlecast"  # what a moss server lists for the runtime
 META_KEY = "moss-files/agent"  # tool calls carry the session and run in _meta, for the server's audit log
 BASE_SYSTEM = """\
 You are an agent working in the project at {root}: a moss-files workspace (handoff capsules, \
@@ -155,6 +157,11 @@ class ToolHost:
                     env[key] = environ[key]
             if sleeve and "NEEDLECAST_SLEEVE" not in env:
                 env["NEEDLECAST_SLEEVE"] = sleeve
+            if server.tool_map == "moss" and MOSS_TOOLS_ENV not in env:
+                # The gate needs every tool's schema and hints before a call, from the list: moss
+                # serve's default core set enables the others only as they are asked for, so
+                # the runtime asks for its usual sets up front (`--tools` in args still wins).
+                env[MOSS_TOOLS_ENV] = MOSS_AGENT_TOOL_SETS
             # Imported for the first server only: without one, the run never loads the MCP SDK.
             from moss_files.mcp.client import Connection
 

@@ -54,6 +54,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.migrate": ("migrate",),
     "moss_files.cli.upgrade": ("upgrade",),
     "moss_files.cli.ui": ("ui",),
+    "moss_files.cli.hooks": ("hook",),
 }
 
 
@@ -250,8 +251,14 @@ def init(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done; write nothing.")] = False,
     agents: Annotated[
         list[str] | None,
-        typer.Option("--agent", metavar="claude|codex", help="Add agent notes: CLAUDE.md (claude), AGENTS.md (codex). Repeatable.", show_default=False),
+        typer.Option(
+            "--agent",
+            metavar="claude|codex",
+            help="Add an agent's integration: notes (CLAUDE.md, AGENTS.md), the MCP server, hooks, commands and skills. Repeatable.",
+            show_default=False,
+        ),
     ] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Take the --agent integration out again; the user's own entries stay.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Scaffold .cstack/, .needlecast/, .moss/ and git settings in a project; never overwrites a file."""
@@ -262,7 +269,7 @@ def init(
 
     with reporting(as_json):
         root = workspace.init_root(explicit=directory)
-        actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run)
+        actions = scaffold.run(root, parts=scaffold.PARTS, agents=agents or (), dry_run=dry_run, remove=remove)
     for action in actions:
         note(scaffold.render_action(action, dry_run=dry_run))
     note(scaffold.summary_line(root, actions, dry_run=dry_run))

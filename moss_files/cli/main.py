@@ -2,8 +2,8 @@
 
 `main` runs the common forms of `moss search` and `moss index refresh|rebuild` without typer
 (`cli.quick`: they are a few milliseconds of work, and typer's machinery cost a search process
-more than its query); every other invocation goes to the typer app in `cli.app`, which builds
-only the command it runs. This module imports neither, so a quick run never loads typer.
+more than its query), and `moss hook EVENT` (`hooks.run`: an agent's hook, on its path); every
+other invocation goes to the typer app in `cli.app`, which builds only the command it runs. This module imports neither, so a quick run never loads typer.
 `app` and the app's helpers are still reachable as this module's attributes, loaded on first
 use.
 """
@@ -18,9 +18,15 @@ _APP_NAMES = frozenset({"app", "builtins", "doc_app", "LazyGroup", "LAZY_COMMAND
 
 def main() -> None:
     """Console-script entry point."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["hook"] and len(argv) > 1 and not {"--help", "-h"} & set(argv):
+        # An agent's hook: a process on the agent's path, which needs neither typer nor the
+        # quick search (`moss hook --help` goes to typer, which registers the same command).
+        from moss_files.hooks import run
+
+        raise SystemExit(run.main(argv[1:]))
     from moss_files.cli import quick
 
-    argv = sys.argv[1:]
     status = quick.run(argv)
     if status is not None:
         raise SystemExit(status)

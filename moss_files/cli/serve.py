@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
                 "--tools",
                 envvar=TOOLS_ENV,
                 metavar="SET,...",
-                help="Tool sets to serve, comma-separated, or all: moss, loop, cstack, needlecast, moe, capsule, share (default: moss,loop,cstack,needlecast).",
+                help="Tool sets to serve, comma-separated, or all: core, moss, loop, cstack, needlecast, moe, capsule, share (default: core, whose moss.tools enables the others at run time).",
                 show_default=False,
             ),
         ] = None,

@@ -49,6 +49,7 @@ ERROR_CODES: dict[str, str] = {
     "JSON_TOO_DEEP": "a JSON file or line nests deeper than the parser can follow",
     "TOML_TOO_DEEP": "a TOML file nests arrays or inline tables deeper than the parser can follow",
     "SCHEMA_ERROR": "a field has the wrong type or a value outside its allowed set",
+    "SETTINGS_INVALID": "an agent's settings file (.claude/settings.json, .mcp.json, .codex/config.toml) is not valid JSON or TOML, or not in the shape its agent reads; nothing was written to it",
     "PARSE_ERROR": "an import line is not a JSON object (per-line import error)",
     "INVALID_RECORD": "an import line is JSON but not a valid capsule record (per-line import error)",
     "MERGE_CONFLICT": "a file holds git conflict markers from an unfinished merge; it is neither read nor written until resolved",

@@ -430,6 +430,7 @@ _DOCS = (
     _kind("feedback", "feedback item", FRONTMATTER, (".moss/feedback/*.md",)),
     _kind("summary", "repository summary", FRONTMATTER, (".moss/summary.md",)),
     _kind("agent-session", "agent session", FRONTMATTER, (".moss/agent/sessions/*.md",)),
+    _kind("checkpoint", "checkpoint note", FRONTMATTER, (".moss/checkpoints/*.md",)),
     _kind(
         "message",
         "message file",

@@ -46,17 +46,19 @@ import importlib
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from moss_files import __version__
 from moss_files.foundation.context import Context
@@ -75,26 +77,54 @@ NAME_STYLES = ("dotted", "underscore")
 
 @dataclass(frozen=True, slots=True)
 class ToolSet:
-    """A named group of tools: the module whose `register(tools)` declares them."""
+    """A named group of tools: the module whose `register(tools)` declares them, or (for the
+    core set) `picks`, tools taken from other sets by name."""
 
     name: str
-    module: str
+    module: str | None
     summary: str
-    default: bool = True  # served when no --tools / MOSS_MCP_TOOLS is given
+    default: bool = False  # served when no --tools / MOSS_MCP_TOOLS is given
+    picks: tuple[str, ...] = ()
 
+
+META_TOOL = "moss.tools"
+# What an agent needs in every session, and nothing more: every tools/list is in every request
+# to the model, so the default list stays small (docs/mcp.md has its bytes), and `moss.tools`
+# lists and enables the rest; a tool of another set may also be called by its name directly.
+CORE_TOOLS = (
+    "moss.store",
+    "moss.fetch",
+    "moss.latest",
+    "loop_scan",
+    "loop_expand",
+    "loop_remember",
+    "cstack.status",
+    "cstack.ready",
+    "cstack.add",
+    "cstack.start",
+    "cstack.done",
+    "cstack.remember",
+    "needlecast.inbox",
+    "needlecast.read",
+    "needlecast.send",
+    "needlecast.wait",
+)
 
 TOOL_SETS: dict[str, ToolSet] = {
     toolset.name: toolset
     for toolset in (
+        ToolSet("core", None, "the tools every session needs, and moss.tools to enable the other sets", default=True, picks=CORE_TOOLS),
         ToolSet("moss", "moss_files.mcp.tools.moss", "context capsules: store, fetch, update, list, compose, export/import"),
-        ToolSet("capsule", "moss_files.mcp.tools.capsule", "the moss set's tools under Moss's newest names: capsule_store, capsule_search, ...", default=False),
+        ToolSet("capsule", "moss_files.mcp.tools.capsule", "the moss set's tools under Moss's newest names: capsule_store, capsule_search, ..."),
         ToolSet("loop", "moss_files.mcp.tools.loop", "search every artifact (scan, expand, timeline), sessions and insights"),
-        ToolSet("share", "moss_files.mcp.tools.share", "insight bundles between repositories (loop_export, loop_import) and feedback", default=False),
+        ToolSet("share", "moss_files.mcp.tools.share", "insight bundles between repositories (loop_export, loop_import) and feedback"),
         ToolSet("cstack", "moss_files.mcp.tools.cstack", "memory files: CURRENT.md status, PLAN.md tasks, MEMORY.md"),
-        ToolSet("needlecast", "moss_files.mcp.tools.needlecast", "messages between sleeves: send, inbox, read, outbox"),
-        ToolSet("moe", "moss_files.mcp.tools.moe", "task board: epics, tasks, claims, plans, steps, QA, teams, activity", default=False),
+        ToolSet("needlecast", "moss_files.mcp.tools.needlecast", "messages between sleeves: send, inbox, read, wait, outbox"),
+        ToolSet("moe", "moss_files.mcp.tools.moe", "task board: epics, tasks, claims, plans, steps, QA, teams, activity"),
     )
 }
+# The modules the core set's tools come from.
+_CORE_SOURCES = ("moss", "loop", "cstack", "needlecast")
 
 
 def parse_sets(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -165,25 +195,29 @@ def _run_tool(
 
 
 def compact_schema(node: Any) -> Any:
-    """A JSON schema without pydantic's `title`s, with `X | None = None` published as plain `X`
-    (omitting it means none). Validation still uses the full model, so this only saves context."""
+    """A JSON schema without pydantic's `title`s and the docstrings of shared types (`$defs`),
+    with `X | None = None` published as plain `X` (omitting it means none). Validation still
+    uses the full model, so this only saves context."""
     if isinstance(node, list):
         return [compact_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in ("properties", "$defs") and isinstance(value, dict):
+        if key == "$defs" and isinstance(value, dict):
+            # A shared type's docstring: every property using it describes it already.
+            out[key] = {name: {k: v for k, v in compact_schema(sub).items() if k != "description"} for name, sub in value.items()}
+        elif key == "properties" and isinstance(value, dict):
             out[key] = {name: compact_schema(sub) for name, sub in value.items()}
         elif key == "title" and isinstance(value, str):
             continue
         else:
             out[key] = compact_schema(value)
     choices = out.get("anyOf")
-    if isinstance(choices, list) and len(choices) == 2 and {"type": "null"} in choices and "default" in out and out["default"] is None:
-        other = next(choice for choice in choices if choice != {"type": "null"})
+    if isinstance(choices, list) and {"type": "null"} in choices and "default" in out and out["default"] is None:
+        others = [choice for choice in choices if choice != {"type": "null"}]
         rest = {key: value for key, value in out.items() if key not in ("anyOf", "default")}
-        out = {**other, **rest}
+        out = {**others[0], **rest} if len(others) == 1 else {"anyOf": others, **rest}
     return out
 
 
@@ -203,6 +237,30 @@ class ToolRegistry:
         self.disabled = frozenset(disabled)
         self.tools: list[Tool] = []
         self.schemas: dict[str, dict[str, Any]] = {}
+        self.only: frozenset[str] | None = None  # while set, only these (dotted) names are declared
+
+    def declares(self, name: str) -> bool:
+        """Whether a tool named `name` (as the seeds spell it) is to be declared now: not
+        switched off, not declared already, and among `only` when that is set."""
+        if {name, underscored(name)} & self.disabled or self.served(name) in self.schemas:
+            return False
+        return self.only is None or name in self.only
+
+    def served(self, name: str) -> str:
+        """`name` as this registry serves it (dotted or underscored)."""
+        return underscored(name) if self.names == "underscore" else name
+
+    def register_set(self, toolset: ToolSet) -> None:
+        """Declare the tools of one set (its module's, or the core set's picks)."""
+        if toolset.module is not None:
+            importlib.import_module(toolset.module).register(self)
+            return
+        self.only = frozenset(toolset.picks)
+        try:
+            for source in _CORE_SOURCES:
+                importlib.import_module(str(TOOL_SETS[source].module)).register(self)
+        finally:
+            self.only = None
 
     def tool(self, name: str, description: str, *, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> Callable[[F], F]:
         """Declare a tool named `name` (dotted, as in the seeds) over the decorated function."""
@@ -210,8 +268,8 @@ class ToolRegistry:
             raise ValueError(f"{name}: a read-only tool cannot be destructive")
 
         def decorator(fn: F) -> F:
-            served = underscored(name) if self.names == "underscore" else name
-            if {name, underscored(name)} & self.disabled:
+            served = self.served(name)
+            if not self.declares(name):
                 return fn
 
             @functools.wraps(fn)
@@ -247,17 +305,130 @@ class MossMCPServer(MCPServer):
     whose every call passes the workspace's gate (policy and audit log) when it has one."""
 
     def __init__(
-        self, *args: Any, schemas: dict[str, dict[str, Any]], read_only: dict[str, bool] | None = None, gate: ServeGate | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        schemas: dict[str, dict[str, Any]],
+        read_only: dict[str, bool] | None = None,
+        gate: ServeGate | None = None,
+        registry: ToolRegistry | None = None,
+        enabled: Sequence[str] = (),
+        dynamic: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.schemas = schemas
         self.read_only = read_only or {}
         self.gate = gate
+        self.registry = registry
+        self.enabled = list(enabled)
+        self.dynamic = dynamic and registry is not None
+        self.generation = 0  # counts the changes of the tool list
+        self._sets_lock = threading.Lock()
+        self._catalog: dict[str, str] | None = None
+        if self.dynamic:
+            self._announce_list_changes()
+
+    def _announce_list_changes(self) -> None:
+        """Say `tools.listChanged: true` in the handshake era's capabilities (the SDK says it
+        only when told so at start-up; the 2026 era derives it from `subscriptions/listen`)."""
+        lowlevel = self._lowlevel_server
+        original = lowlevel.create_initialization_options
+
+        def with_tool_changes(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any) -> Any:
+            return original(notification_options or NotificationOptions(tools_changed=True), *args, **kwargs)
+
+        lowlevel.create_initialization_options = with_tool_changes  # type: ignore[method-assign]
+
+    # ----------------------------------------------------------- tool sets at run time
+
+    def install_declared(self) -> list[str]:
+        """Serve every tool the registry declared and the server lacks; returns their names."""
+        assert self.registry is not None
+        # The SDK adds tools from functions only; these are built already (their schemas
+        # compacted), so they go into its tool table as the constructor's `tools=` puts them.
+        table = self._tool_manager._tools
+        added = [tool for tool in self.registry.tools if tool.name not in table]
+        for tool in added:
+            table[tool.name] = tool
+            self.read_only[tool.name] = bool(tool.annotations and tool.annotations.read_only_hint)
+        if added:
+            self.generation += 1
+        return [tool.name for tool in added]
+
+    def enable_sets(self, wanted: Sequence[str]) -> list[str]:
+        """Serve the tools of the sets named in `wanted` ("all" for every set) that are not
+        served yet; returns the names added. Raises InvalidRequest for an unknown set."""
+        if self.registry is None:
+            raise InvalidRequest("this server's tool sets are fixed")
+        chosen = parse_sets(list(wanted)) if wanted else ()
+        with self._sets_lock:
+            for name in chosen:
+                if name not in self.enabled:
+                    self.registry.register_set(TOOL_SETS[name])
+                    self.enabled.append(name)
+            return self.install_declared()
+
+    def set_of(self, name: str) -> str | None:
+        """The tool set that holds the tool `name` (either spelling), None when none does."""
+        assert self.registry is not None
+        with self._sets_lock:
+            if self._catalog is None:
+                found: dict[str, str] = {}
+                for toolset in TOOL_SETS.values():
+                    if toolset.module is None:
+                        continue
+                    scratch = ToolRegistry(self.registry.context, names=self.registry.names, disabled=self.registry.disabled)
+                    scratch.register_set(toolset)
+                    for served in scratch.schemas:
+                        found.setdefault(underscored(served), toolset.name)
+                self._catalog = found
+            return self._catalog.get(underscored(name))
+
+    def sets_report(self, added: Sequence[str] = ()) -> dict[str, Any]:
+        """What `moss.tools` answers: every set, whether it is served, and the tools just added."""
+        return {
+            "sets": [{"name": name, "summary": toolset.summary, "enabled": name in self.enabled} for name, toolset in TOOL_SETS.items()],
+            "added": list(added),
+            "served": len(self.schemas),
+        }
+
+    async def _reach(self, name: str, context: Any) -> None:
+        """On a dynamic server, a call of a tool no served set holds enables the set that does."""
+        if not self.dynamic or self._served_name(name) is not None:
+            return
+        toolset = await anyio.to_thread.run_sync(self.set_of, name)
+        if toolset is not None:
+            await anyio.to_thread.run_sync(self.enable_sets, [toolset])
+
+    async def _tell_list_changed(self, context: Any) -> None:
+        """notifications/tools/list_changed to the caller's session (handshake era) and to the
+        `subscriptions/listen` streams (2026 era); best effort, as the protocol has it."""
+        if context is None:
+            return
+        try:
+            await context.request_context.session.send_tool_list_changed()
+        except Exception:  # a closed stream, a transport without a back channel
+            log.debug("tools/list_changed not sent to the session", exc_info=True)
+        try:
+            await context.notify_tools_changed()
+        except Exception:
+            log.debug("tools/list_changed not published", exc_info=True)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         """Run a tool through the gate: a call its policy denies is a CAPABILITY_DENIED result,
         and every call answered gets its audit line. The policy sees the arguments in the
-        tool's own spelling (a path given as `outputPath` is checked as `output_path`)."""
+        tool's own spelling (a path given as `outputPath` is checked as `output_path`). A call
+        that changed the served tools (`moss.tools`, or a tool of a set not served yet)
+        announces the new list."""
+        generation = self.generation
+        try:
+            await self._reach(name, context)
+            return await self._gated(name, arguments, context)
+        finally:
+            if self.generation != generation:
+                await self._tell_list_changed(context)
+
+    async def _gated(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         served = self._served_name(name)
         spelled = self._spelled(served, arguments)
         if self.gate is None:
@@ -384,20 +555,44 @@ def build_server(
     chosen = parse_sets(list(sets))
     registry = ToolRegistry(context, names=names, disabled=disabled, unavailable=unavailable)
     for name in chosen:
-        importlib.import_module(TOOL_SETS[name].module).register(registry)
-    return MossMCPServer(
+        registry.register_set(TOOL_SETS[name])
+    dynamic = "core" in chosen
+    server = MossMCPServer(
         "moss-files",
         version=__version__,
-        instructions=_instructions(chosen),
-        tools=registry.tools,
+        instructions=registry._spell(_instructions(chosen, dynamic)),
+        tools=list(registry.tools),
         schemas=registry.schemas,
         read_only={tool.name: bool(tool.annotations and tool.annotations.read_only_hint) for tool in registry.tools},
         gate=gate,
+        registry=registry,
+        enabled=chosen,
+        dynamic=dynamic,
         log_level="WARNING",
     )
+    if dynamic:
+        _declare_meta_tool(registry, server)
+        server.install_declared()
+        server.generation = 0
+    return server
 
 
-def _instructions(sets: Sequence[str]) -> str:
+def _declare_meta_tool(registry: ToolRegistry, server: MossMCPServer) -> None:
+    """`moss.tools`: the sets beyond the core, and enabling them while the server runs."""
+
+    @registry.tool(
+        META_TOOL,
+        "Tool sets beyond these (moss, loop, cstack, needlecast, moe, capsule, share): enable adds them to tools/list. "
+        "Calling a tool by name enables its set too. Returns {sets, added, served}.",
+        read_only=True,
+    )
+    def tools_(
+        enable: Annotated[list[str] | None, Field(description='Sets to add, or ["all"].')] = None,
+    ) -> dict[str, Any]:
+        return server.sets_report(server.enable_sets(enable or ()))
+
+
+def _instructions(sets: Sequence[str], dynamic: bool = False) -> str:
     lines = [
         "moss-files: this project's shared memory as markdown files in git (a human reads the same files).",
         *(f"- {name}: {TOOL_SETS[name].summary}" for name in sets),
@@ -406,6 +601,7 @@ def _instructions(sets: Sequence[str]) -> str:
             if "loop" in sets
             else []
         ),
+        *([f"More tools ({', '.join(name for name in TOOL_SETS if name not in sets)}): {META_TOOL} lists and enables them."] if dynamic else []),
         "Errors are results with isError and a stable code (NOT_FOUND, CAPSULE_TOO_THIN, ...) in structuredContent.error.",
     ]
     return "\n".join(lines)

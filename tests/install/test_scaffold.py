@@ -70,6 +70,7 @@ TEMPLATES_FIXED = scaffold.Templates(
 def test_plan_on_an_empty_project_creates_folders_first_then_files() -> None:
     actions = scaffold.plan_actions({}, TEMPLATES_FIXED, parts=scaffold.PARTS, agents=("claude",))
     assert [(a.kind, a.path) for a in actions] == [
+        ("mkdir", ".claude"),
         ("mkdir", ".cstack"),
         ("mkdir", ".moss"),
         ("mkdir", ".moss/sub"),
@@ -80,6 +81,7 @@ def test_plan_on_an_empty_project_creates_folders_first_then_files() -> None:
         ("create", ".gitignore"),
         ("create", ".gitattributes"),
         ("create", "CLAUDE.md"),
+        ("create", ".claude/settings.json"),
     ]
     created = {a.path: a.content for a in actions if a.kind == "create"}
     assert created[".moss/sub/x.md"] == b"x\n"
@@ -216,7 +218,9 @@ def test_mcp_entries_for_codex_are_appended_as_toml_tables() -> None:
     servers = (McpServer("moss", "moss", ("serve",)),)
     created = scaffold.plan_mcp("codex", Entry("missing"), servers)
     assert created.path == ".codex/config.toml"
-    assert tomllib.loads(created.content.decode()) == {"mcp_servers": {"moss": {"command": "moss", "args": ["serve"]}}}
+    config = tomllib.loads(created.content.decode())
+    assert config["mcp_servers"] == {"moss": {"command": "moss", "args": ["serve"]}}
+    assert set(config["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop"}  # the same hooks as Claude Code's
     user = b'model = "o3"\n'
     appended = scaffold.plan_mcp("codex", Entry("file", user), servers)
     assert appended.kind == "append"
@@ -295,7 +299,13 @@ def test_agents_md_linked_to_claude_md_gets_one_block_and_stays_a_link(repo: Pat
     (repo / "CLAUDE.md").write_text("shared notes\n")
     (repo / "AGENTS.md").symlink_to("CLAUDE.md")
     actions = kinds(scaffold_now(repo, parts=(), agents=("claude", "codex")))
-    assert actions == {"CLAUDE.md": "append", "AGENTS.md": "exists", ".mcp.json": "create", ".codex": "mkdir", ".codex/config.toml": "create"}
+    assert {path: actions[path] for path in ("CLAUDE.md", "AGENTS.md", ".mcp.json", ".codex", ".codex/config.toml")} == {
+        "CLAUDE.md": "append",
+        "AGENTS.md": "exists",
+        ".mcp.json": "create",
+        ".codex": "mkdir",
+        ".codex/config.toml": "create",
+    }
     assert (repo / "AGENTS.md").is_symlink()
     assert (repo / "CLAUDE.md").read_text().count("moss-files:begin") == 1
     scaffold_now(repo, parts=(), agents=("codex", "claude"), version="9")

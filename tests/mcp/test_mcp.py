@@ -72,8 +72,12 @@ ANNOTATIONS = {
     "needlecast.send": (False, False, False),
     "needlecast.inbox": (True, False, True),
     "needlecast.read": (False, False, True),
+    "needlecast.wait": (True, False, True),
     "needlecast.outbox": (True, False, True),
 }
+
+
+FOUR = ("moss", "loop", "cstack", "needlecast")  # the default sets before the core set
 
 
 @pytest.fixture
@@ -126,7 +130,7 @@ class Calls:
 @pytest.mark.parametrize("mode", MODES)
 async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) -> None:
     alice = team / "alice"
-    async with connect(alice, mode) as client:
+    async with connect(alice, mode, FOUR) as client:
         calls = Calls(client)
         listed = {tool.name for tool in (await client.list_tools()).tools}
         assert listed == set(ANNOTATIONS)
@@ -262,7 +266,11 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         assert row["read"] is False and row["message"]["body"].startswith("Which endpoint")
         read = await bob.ok("needlecast.read", id=row["message"]["id"])
         assert read["read"] is True
-        assert (await bob.ok("needlecast.inbox", unread=True))["messages"] == []
+        after = await bob.ok("needlecast.inbox", unread=True)
+        assert after["messages"] == [] and after["unread"] == 0 and inbox["unread"] == 1
+        waited = await bob.ok("needlecast.wait", timeout=0.1)
+        assert waited["timed_out"] is True and waited["messages"] == []
+        await bob.error("needlecast.wait", "INVALID_REQUEST", timeout=-1)
         await bob.error("needlecast.read", "NOT_FOUND", id="msg-nope")
         calls.called |= bob.called
 
@@ -290,7 +298,7 @@ def _titles(node: Any) -> list[str]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_annotations_schemas_and_descriptions(team: Path, mode: str) -> None:
-    async with connect(team / "alice", mode) as client:
+    async with connect(team / "alice", mode, FOUR) as client:
         tools = (await client.list_tools()).tools
     for tool in tools:
         hints = tool.annotations
@@ -310,7 +318,7 @@ async def test_tool_sets_choose_what_is_listed(team: Path) -> None:
         prefixes = {"loop": "loop_"}
         assert names == {name for name in ANNOTATIONS if any(name.startswith(prefixes.get(s, f"{s}.")) for s in sets)}
     defaults = tuple(name for name, toolset in TOOL_SETS.items() if toolset.default)
-    assert {"moss", "loop", "cstack", "needlecast"} <= set(defaults)
+    assert defaults == ("core",)
     assert mcp_server.parse_sets(None) == mcp_server.parse_sets("") == defaults
     assert mcp_server.parse_sets(" Loop , moss,loop") == ("loop", "moss")
     assert mcp_server.parse_sets("all") == tuple(TOOL_SETS)
@@ -321,7 +329,7 @@ async def test_tool_sets_choose_what_is_listed(team: Path) -> None:
 
 @pytest.mark.anyio
 async def test_underscore_names_for_hosts_that_refuse_dots(team: Path) -> None:
-    async with connect(team / "alice", "legacy", names="underscore") as client:
+    async with connect(team / "alice", "legacy", FOUR, names="underscore") as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == {mcp_server.underscored(name) for name in ANNOTATIONS}
         assert all("." not in name for name in tools)

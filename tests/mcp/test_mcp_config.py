@@ -29,7 +29,8 @@ async def test_install_writes_the_mcp_config_each_agent_reads(repo: Path) -> Non
     claude = json.loads((repo / ".mcp.json").read_text())
     assert claude == {"mcpServers": {"moss": {"command": "moss", "args": ["serve"]}}}
     codex = tomllib.loads((repo / ".codex" / "config.toml").read_text())
-    assert codex == {"mcp_servers": {"moss": {"command": "moss", "args": ["serve", "--names", "underscore"]}}}
+    assert codex["mcp_servers"] == {"moss": {"command": "moss", "args": ["serve", "--names", "underscore"]}}
+    assert set(codex) == {"mcp_servers", "hooks"}
 
     before = {path: path.read_bytes() for path in (repo / ".mcp.json", repo / ".codex" / "config.toml")}
     assert install(repo, "claude", "codex").returncode == 0

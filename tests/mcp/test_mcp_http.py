@@ -61,7 +61,7 @@ async def test_http_daemon(repo: Path, tmp_path: Path) -> None:
         async def agent(mode: str, name: str) -> None:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-                    assert len((await client.list_tools()).tools) == 43
+                    assert len((await client.list_tools()).tools) == 17
                     stored = await client.call_tool("moss.store", {"capsule_text": CAPSULE, "name": name})
                     assert not stored.is_error
                     fetched = await client.call_tool("moss.fetch", {"name": name, "include_text": False})

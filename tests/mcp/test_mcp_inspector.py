@@ -52,7 +52,7 @@ def test_inspector_lists_calls_and_sees_errors(inspector: Path, tmp_path: Path) 
 
     code, listed, err = inspect(inspector, root, "--method", "tools/list", "--strict")
     assert code == 0, err
-    assert len(listed["tools"]) == 43
+    assert len(listed["tools"]) == 17
     store = next(tool for tool in listed["tools"] if tool["name"] == "moss.store")
     assert store["annotations"]["destructiveHint"] is True and store["inputSchema"]["required"] == ["capsule_text"]
 

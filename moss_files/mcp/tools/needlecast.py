@@ -1,5 +1,5 @@
 """The `needlecast` tool set: this sleeve's messages (send to the outbox, list and read the
-inbox, list the outbox) as MCP tools. Entry layer: each tool calls the needlecast use case its
+inbox, wait for new mail, list the outbox) as MCP tools. Entry layer: each tool calls the needlecast use case its
 `needlecast` command calls and returns the dict that command prints with --json. The sender is
 the server's sleeve (the context's `sleeve`, fixed at start-up, else the folder's name): an
 agent cannot speak for another.
@@ -12,7 +12,12 @@ from typing import Annotated, Any
 from pydantic import Field
 
 import needlecast  # loads nothing until a name is used: the use cases load on the first call
+from moss_files.foundation.errors import InvalidRequest
 from moss_files.mcp.server import ToolRegistry
+
+# A long poll, bounded: a tool call holds one of the server's worker threads while it waits.
+DEFAULT_WAIT_SECONDS = 30.0
+MAX_WAIT_SECONDS = 300.0
 
 
 def register(tools: ToolRegistry) -> None:
@@ -34,7 +39,7 @@ def register(tools: ToolRegistry) -> None:
 
     @tools.tool(
         "needlecast.inbox",
-        "This sleeve's inbox: {workspace, layout, messages: [{key, source, line, message, read}], problems}.",
+        "This sleeve's inbox: {workspace, layout, messages: [{key, source, line, message, read}], problems, unread}.",
         read_only=True,
     )
     def inbox(
@@ -51,6 +56,19 @@ def register(tools: ToolRegistry) -> None:
     )
     def read(id: Annotated[str, Field(description="Message id, as in needlecast.inbox.")]) -> dict[str, Any]:
         return needlecast.read_message(ws, key=id)
+
+    @tools.tool(
+        "needlecast.wait",
+        "Block until a new message reaches this sleeve's inbox, or the timeout: {messages, timed_out, waited_ms, watch}.",
+        read_only=True,
+    )
+    def wait(
+        timeout: Annotated[float, Field(description=f"Seconds, 0 to {MAX_WAIT_SECONDS:g} (default {DEFAULT_WAIT_SECONDS:g}).")] = DEFAULT_WAIT_SECONDS,
+        unread: Annotated[bool, Field(description="Answer at once with unread messages already there.")] = False,
+    ) -> dict[str, Any]:
+        if not 0 <= timeout <= MAX_WAIT_SECONDS:
+            raise InvalidRequest(f"timeout must be 0 to {MAX_WAIT_SECONDS:g} seconds", details={"field": "timeout"})
+        return needlecast.wait_for_mail(ws, timeout=timeout, unread=unread)
 
     @tools.tool(
         "needlecast.outbox",
