@@ -13,10 +13,11 @@ second install changes nothing and `--remove` takes out exactly them.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from moss_files import __version__
@@ -40,6 +41,23 @@ OURS = re.compile(r"\bmoss hook (session-start|pre-compact|stop|user-prompt-subm
 DELETE = "\0delete"  # what a plan returns for a file that is left with nothing of its own
 LINES_BEGIN = "# >>> moss-files >>>"
 LINES_END = "# <<< moss-files <<<"
+
+
+BOM = "\ufeff"
+
+
+def _keeping_bom(plan: Callable[..., str | None]) -> Callable[..., str | None]:
+    """A file's plan made on its text without a UTF-8 byte order mark, which goes back in front
+    of the new text: an editor that writes one (Notepad) keeps it, and the parsers never see it."""
+
+    @functools.wraps(plan)
+    def planned(text: str | None, *args: Any, **kwargs: Any) -> str | None:
+        if text is None or not text.startswith(BOM):
+            return plan(text, *args, **kwargs)
+        new = plan(text[len(BOM) :], *args, **kwargs)
+        return new if new is None or new == DELETE else BOM + new
+
+    return planned
 
 
 def hook_command(event: str) -> str:
@@ -137,6 +155,7 @@ class _Settings:
             self.text = jsonedit.remove_entry(self.text, hooks, hook_index)
 
 
+@_keeping_bom
 def plan_claude_settings(text: str | None, *, remove: bool = False, path: str = SETTINGS_FILE) -> str | None:
     """The new text of Claude Code's settings file with this toolkit's hooks (or, with
     `remove`, without them); None when nothing changes, DELETE when the file would be left
@@ -191,6 +210,7 @@ def plan_claude_settings(text: str | None, *, remove: bool = False, path: str = 
     return None if doc.text == text else doc.text
 
 
+@_keeping_bom
 def plan_mcp_json(text: str | None, servers: Mapping[str, Mapping[str, Any]], *, remove: bool = False, path: str = ".mcp.json") -> str | None:
     """The new text of `.mcp.json` with `servers` ({name: {command, args}}) registered where a
     server of that name is missing (or, with `remove`, without those of them that are exactly
@@ -261,6 +281,7 @@ def _marked(lines: Sequence[str], path: str) -> tuple[int, int] | None:
 _SERVER_TABLE = re.compile(r"(?m)^\s*\[mcp_servers\.\"?([A-Za-z0-9_-]+)\"?\]\s*$")
 
 
+@_keeping_bom
 def plan_codex_config(text: str | None, servers: Mapping[str, Mapping[str, Any]], *, remove: bool = False, path: str = ".codex/config.toml") -> str | None:
     """The new text of `.codex/config.toml`: a block between `# >>> moss-files >>>` and
     `# <<< moss-files <<<` holding the MCP servers the file lacks and the hooks (replaced when

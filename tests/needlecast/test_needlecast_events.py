@@ -51,7 +51,7 @@ class Stream:
         """The lines of the next event or comment (up to its blank line)."""
         lines: list[str] = []
         while True:
-            raw = self.response.fp.readline()
+            raw = self.response.readline()  # the chunked body, decoded
             if not raw:
                 return lines
             line = raw.decode().rstrip("\n")
