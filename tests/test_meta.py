@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
 import re
 import sys
@@ -111,40 +112,90 @@ def test_lazy_command_table_matches_what_the_modules_register() -> None:
 _CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,}")
 
 
-def _codes_written(tree: ast.AST) -> set[str]:
-    """String constants used as error codes: `code=` arguments, values under a "code" key, and
-    the first argument of a `...Problem(...)` (per-line and per-file problems)."""
+def _code_parameters(trees: list[ast.AST]) -> dict[str, set[int]]:
+    """Functions (of any module) with a parameter named `code`: their name and the position a
+    positional argument for it takes in a call (not counting `self`/`cls`)."""
+    found: dict[str, set[int]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
+                if "code" in names:
+                    position = names.index("code") - (1 if names[0] in ("self", "cls") else 0)
+                    found.setdefault(node.name, set()).add(position)
+    return found
+
+
+def _codes_written(tree: ast.AST, code_parameters: dict[str, set[int]]) -> set[str]:
+    """String constants used as error codes: `code=` arguments and positional arguments for a
+    parameter named `code` (a local `error(line, record, "ID_COLLISION", …)`), values under a
+    "code" key, the first argument of a `...Problem(...)` (per-line and per-file problems),
+    assignments to `code` or a name ending in `_code`, and comparisons with `code`."""
     found: set[str] = set()
 
     def take(node: ast.AST | None) -> None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CODE_SHAPE.fullmatch(node.value):
             found.add(node.value)
 
+    def name_of(node: ast.AST) -> str:
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg == "code":
                     take(keyword.value)
-            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            name = name_of(node.func)
             if name.endswith("Problem") and node.args:
                 take(node.args[0])
+            for position in code_parameters.get(name, ()):
+                if position < len(node.args):
+                    take(node.args[position])
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "code":
                     take(value)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(name_of(target) == "code" or name_of(target).lower().endswith("_code") for target in targets):
+                take(node.value)
+        elif isinstance(node, ast.Compare) and name_of(node.left) == "code":
+            for comparator in node.comparators:
+                take(comparator)
     return found
+
+
+def codes_the_code_writes() -> dict[str, list[str]]:
+    """Every error code some module writes, with the modules that write it."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in modules()}
+    parameters = _code_parameters(list(trees.values()))
+    written: dict[str, list[str]] = {}
+    for path, tree in trees.items():
+        for code in _codes_written(tree, parameters):
+            written.setdefault(code, []).append(path.relative_to(ROOT).as_posix())
+    return written
 
 
 def test_every_code_the_code_can_emit_is_registered() -> None:
     """`moss codes`, docs/errors.md's table and the MCP error contract list ERROR_CODES; a code
     written anywhere else (a per-line import error, a problem entry) must be there too."""
-    written: dict[str, list[str]] = {}
-    for path in modules():
-        for code in _codes_written(ast.parse(path.read_text(encoding="utf-8"))):
-            written.setdefault(code, []).append(path.relative_to(ROOT).as_posix())
-    assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED"} <= set(written)  # the scan sees them
+    written = codes_the_code_writes()
+    # The scan sees codes in each of the places they are written.
+    assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED", "ID_COLLISION", "NAME_COLLISION", "RAIL_VIOLATION", "NOT_FOUND"} <= set(written)
     missing = {code: where for code, where in written.items() if code not in ERROR_CODES}
     assert not missing, f"codes used but not in ERROR_CODES: {missing}"
+
+
+def test_every_code_the_code_can_emit_is_in_moss_codes_and_the_errors_page() -> None:
+    """What a user sees of the registry: `moss codes --json` as a process, and docs/errors.md."""
+    from conftest import run_cli
+
+    listed = {row["code"] for row in json.loads(run_cli("moss", "codes", "--json").stdout)}
+    page = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    written = set(codes_the_code_writes())
+    assert not written - listed, f"not in `moss codes`: {sorted(written - listed)}"
+    undocumented = sorted(code for code in written if f"| `{code}` |" not in page)
+    assert not undocumented, f"no row in docs/errors.md: {undocumented}"
 
 
 # --------------------------------------------------------------------------- import rules

@@ -24,7 +24,7 @@ import typer
 from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
 from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
-from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
+from moss_files.cli.support import JsonOpt, RootOpt, emit, note, report, reporting
 from moss_files.foundation import config, document
 from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
@@ -283,7 +283,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit(result, True)
         elif item is None:
-            note("no capsules")
+            filtered = ", ".join(f"{key} {value!r}" for key, value in (("run", run_id), ("phase", phase), ("role", role)) if value)
+            report(NotFound(f"no capsule in workspace {workspace!r}" + (f" with {filtered}" if filtered else "")))
         elif include_text:
             _out(item["capsule_text"])
         else:

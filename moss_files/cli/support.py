@@ -23,7 +23,7 @@ from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -57,7 +57,7 @@ def reporting(as_json: bool) -> Iterator[None]:
     except typer.Exit:
         raise
     except MossError as err:
-        _report(err, as_json)
+        report(err, as_json)
         raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
@@ -66,11 +66,13 @@ def reporting(as_json: bool) -> Iterator[None]:
         if os.environ.get("MOSS_DEBUG"):
             traceback.print_exc()
         bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
-        _report(bug, as_json)
+        report(bug, as_json)
         raise typer.Exit(1) from None
 
 
-def _report(err: MossError, as_json: bool) -> None:
+def report(err: MossError, as_json: bool = False) -> None:
+    """Say `err` on stderr: `error[CODE] …` for people, the JSON error body with --json. For a
+    failure that is part of an answer (an unknown id among found ones), where nothing is raised."""
     text = json.dumps(error_body(err), ensure_ascii=False) if as_json else describe(err)
     typer.echo(text, err=True)
 

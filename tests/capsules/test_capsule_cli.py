@@ -107,6 +107,16 @@ def test_outside_a_workspace(tmp_path: Path) -> None:
     assert result.returncode == 6 and json.loads(result.stderr)["error"]["code"] == "WORKSPACE_NOT_FOUND"
 
 
+def test_latest_of_an_empty_workspace_is_not_found_in_the_error_format(ws: Path) -> None:
+    """It once printed `no capsules`, the one failure of the capsule commands without its code."""
+    moss(ws, "store", "--name", "a", "--allow-thin", input="alpha")
+    nowhere = moss(ws, "latest", "--workspace", "nowhere")
+    assert nowhere.returncode == 3 and nowhere.stdout == ""
+    assert nowhere.stderr.startswith("error[NOT_FOUND] ") and "'nowhere'" in nowhere.stderr
+    as_json = moss(ws, "latest", "--workspace", "nowhere", "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout) == {"item": None}
+
+
 def test_latest_inventory_fetch_many_and_compose(ws: Path) -> None:
     assert moss(ws, "latest").returncode == 3
     moss(ws, "store", "--name", "a", "-w", "W", "--allow-thin", input="alpha")

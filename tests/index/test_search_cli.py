@@ -48,9 +48,16 @@ def test_expand_lists_unknown_ids_and_exits_3_when_none_is_found(ws: Path) -> No
     assert [i["id"] for i in result["items"]] == ["INS-1"] and result["not_found"] == ["nope"]
     assert result["items"][0]["record"]["content"] == "Token refresh before expiry.\n"
     missing = run_cli("moss", "expand", "nope", cwd=ws)
-    assert missing.returncode == 3 and "not found: nope" in missing.stderr
+    assert missing.returncode == 3 and missing.stderr.startswith("error[NOT_FOUND] ") and "'nope'" in missing.stderr
     text = run_cli("moss", "expand", "keys", cwd=ws)
     assert text.returncode == 0 and text.stdout.startswith("== task keys  (.cstack/PLAN.md:4)")
+
+
+def test_an_unknown_id_is_reported_in_the_error_format_beside_what_was_found(ws: Path) -> None:
+    """`moss expand NOPE-123` once printed `not found: NOPE-123`, the one failure without its code."""
+    done = run_cli("moss", "expand", "INS-1", "NOPE-123", cwd=ws)
+    assert done.returncode == 0 and done.stdout.startswith("== insight INS-1")
+    assert done.stderr.splitlines()[-1] == "error[NOT_FOUND] no item with id 'NOPE-123'"  # after "search index built"
 
 
 def test_timeline(ws: Path) -> None:
