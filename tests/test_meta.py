@@ -76,6 +76,48 @@ def test_every_command_has_help_text(name: str, command: Any) -> None:
     assert (command.help or "").strip(), f"`{name}` has no help text"
 
 
+TOOL_APPS = (("moss", "moss_files.cli.main"), ("cstack", "cstack.cli"), ("needlecast", "needlecast.cli"))
+
+
+@pytest.mark.parametrize(("tool", "module"), TOOL_APPS)
+def test_every_command_takes_dash_h_as_help(tool: str, module: str) -> None:
+    """`-h` is `--help` everywhere, as it is for install.sh and migrate.sh (it once was
+    `No such option: -h`)."""
+    from typer.testing import CliRunner
+
+    app = importlib.import_module(module).app
+    runner = CliRunner()
+    paths = [name.split()[1:] for name, _command in all_commands() if name.split()[0] == tool]
+    assert len(paths) >= 10
+    for words in paths:
+        short = runner.invoke(app, [*words, "-h"], prog_name=tool)
+        assert short.exit_code == 0, (words, short.output)
+        assert short.output == runner.invoke(app, [*words, "--help"], prog_name=tool).output, words
+
+
+@pytest.mark.parametrize("tool", ["moss", "cstack", "needlecast"])
+def test_each_tool_takes_dash_h_and_version_as_a_process(tool: str) -> None:
+    from conftest import run_cli
+
+    from moss_files import __version__
+
+    for flag in ("-h", "--help"):
+        helped = run_cli(tool, flag)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"Usage: {tool} "), (flag, helped.stderr)
+    version = run_cli(tool, "--version")
+    assert (version.returncode, version.stdout, version.stderr) == (0, f"moss-files {__version__}\n", "")
+
+
+def test_the_quick_forms_of_moss_take_dash_h() -> None:
+    """`moss search` and `moss index refresh|rebuild` run without typer in their common forms;
+    `-h` must still reach typer's help, not become a query word."""
+    from conftest import run_cli
+
+    for args in (["search", "-h"], ["search", "token", "-h"], ["index", "refresh", "-h"], ["index", "rebuild", "-h"]):
+        done = run_cli("moss", *args)
+        assert done.returncode == 0 and done.stdout.startswith("Usage: moss "), (args, done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize(
     ("name", "command"), [pair for pair in all_commands() if not hasattr(pair[1], "commands")], ids=lambda value: value if isinstance(value, str) else ""
 )

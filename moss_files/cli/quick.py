@@ -62,7 +62,7 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
             only_words = True
             continue
         name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name == "--help":
+        if name in ("--help", "-h"):
             return None
         if name in _SEARCH_FLAGS:
             if equals:

@@ -23,7 +23,7 @@ from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = ["JsonOpt", "RootOpt", "VersionOpt", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -37,8 +37,12 @@ RootOpt = Annotated[
 ]
 
 
+# `-h` is `--help` for every command, as for install.sh and migrate.sh; subcommands inherit it.
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
 def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
-    """A Typer app with our conventions: help on no args, no rich tracebacks."""
+    """A Typer app with our conventions: help on no args and on `-h`, no rich tracebacks."""
     return typer.Typer(
         cls=cls,
         help=help_text,
@@ -46,7 +50,22 @@ def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
         pretty_exceptions_enable=False,
         add_completion=False,
         rich_markup_mode=None,
+        context_settings=HELP_OPTIONS,
     )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from moss_files import __version__
+
+        typer.echo(f"moss-files {__version__}")
+        raise typer.Exit()
+
+
+# The `--version` of the three tools' groups: the toolkit's version, as `moss version` prints it.
+VersionOpt = Annotated[
+    bool, typer.Option("--version", callback=_print_version, is_eager=True, expose_value=True, help="Print the toolkit's version and exit.")
+]
 
 
 @contextmanager
