@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +23,7 @@ from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "VersionOpt", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = ["JsonOpt", "RootOpt", "VersionOpt", "confirm", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -110,6 +110,28 @@ def emit(data: Any, as_json: bool, text: str | None = None) -> None:
 def note(message: str) -> None:
     """A human message on stderr (progress, what was done)."""
     typer.echo(message, err=True)
+
+
+def confirm(question: str, *, yes: bool, shown: Sequence[str] = ()) -> bool:
+    """Whether a destructive command may go ahead: True with `--yes`; at a terminal, the answer
+    to `question [y/N]`, asked on stderr after the lines `shown` (what would be destroyed);
+    anything but y or yes is no. A script, with no terminal on stdin, must say `--yes`:
+    nothing is destroyed by default.
+
+    Raises InvalidRequest CONFIRMATION_REQUIRED without a terminal and without `yes`.
+    """
+    if yes:
+        return True
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise InvalidRequest(
+            "this deletes for good, and there is no terminal to confirm it at",
+            code="CONFIRMATION_REQUIRED",
+            hint="pass --yes to go ahead (--dry-run lists what it would delete)",
+        )
+    for line in shown:
+        typer.echo(line, err=True)
+    typer.echo(f"{question} [y/N] ", err=True, nl=False)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def read_stdin_if(value: str | None) -> str:

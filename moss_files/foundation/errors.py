@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 ERROR_CODES: dict[str, str] = {
     "INTERNAL": "unexpected failure; a bug",
     "INVALID_REQUEST": "arguments are missing, malformed or contradictory",
+    "CONFIRMATION_REQUIRED": "a command that deletes for good was run without a terminal to confirm at and without --yes; nothing was deleted",
     "AMBIGUOUS_ADDRESSING": "an item was addressed in two ways, or a reference matched several items",
     "NOT_FOUND": "no such item, file or workspace",
     "WORKSPACE_NOT_FOUND": "no workspace above the current directory",
