@@ -95,6 +95,34 @@ def test_every_command_takes_dash_h_as_help(tool: str, module: str) -> None:
         assert short.output == runner.invoke(app, [*words, "--help"], prog_name=tool).output, words
 
 
+def first_sentence(help_text: str) -> str:
+    """A command's help up to its first sentence's end, on one line."""
+    words = " ".join(help_text.split("\n\n")[0].split()).split(" ")
+    for index, word in enumerate(words):
+        if word.endswith("."):
+            return " ".join(words[: index + 1])
+    return " ".join(words)
+
+
+@pytest.mark.parametrize(("tool", "module"), TOOL_APPS)
+def test_command_lists_show_each_first_sentence_whole(tool: str, module: str) -> None:
+    """`moss --help` once cut descriptions short with '...' at 45 characters or so."""
+    from typer.testing import CliRunner
+
+    app = importlib.import_module(module).app
+    runner = CliRunner()
+    groups = [(name, command) for name, command in all_commands() if name.split()[0] == tool and hasattr(command, "list_commands")]
+    for name, group in groups:
+        shown = runner.invoke(app, [*name.split()[1:], "--help"], prog_name=tool, env={"COLUMNS": "100"}).output
+        listing = shown.split("\nCommands:\n", 1)[1]
+        assert not re.search(r"(\.\.\.|…)\s*$", listing, re.MULTILINE), f"`{name} --help` cuts a description short:\n{listing}"
+        flat = re.sub(r"(?<=\w)- (?=\w)", "-", " ".join(listing.split()))  # click wraps after a word's hyphen
+        context = group.context_class(group)
+        for sub in group.list_commands(context):
+            sentence = first_sentence(group.get_command(context, sub).help or "")
+            assert sentence and sentence in flat, f"`{name} --help` does not show {sub}'s {sentence!r}"
+
+
 @pytest.mark.parametrize("tool", ["moss", "cstack", "needlecast"])
 def test_each_tool_takes_dash_h_and_version_as_a_process(tool: str) -> None:
     from conftest import run_cli

@@ -144,7 +144,8 @@ def scan_line(item: dict[str, Any]) -> str:
 def scan_notes(result: dict[str, Any]) -> list[str]:
     """The stderr lines under a human scan listing."""
     if result["matches"]:
-        notes = [f"{len(result['matches'])} matches" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
+        found = len(result["matches"])
+        notes = [f"{found} {'match' if found == 1 else 'matches'}" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
     else:
         notes = [result["hint"]]
     if result.get("unindexed"):

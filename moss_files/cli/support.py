@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "VersionOpt", "confirm", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = ["HelpGroup", "JsonOpt", "RootOpt", "VersionOpt", "confirm", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -41,10 +42,26 @@ RootOpt = Annotated[
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 
+class HelpGroup(typer.core.TyperGroup):
+    """A command group whose `--help` lists each command with the first sentence of its help,
+    whole and wrapped, where click cuts it to the width left beside the names (`...`)."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
-    """A Typer app with our conventions: help on no args and on `-h`, no rich tracebacks."""
+    """A Typer app with our conventions: help on no args and on `-h`, command lists that show
+    whole sentences (a `cls` of its own must derive from HelpGroup), no rich tracebacks."""
     return typer.Typer(
-        cls=cls,
+        cls=cls or HelpGroup,
         help=help_text,
         no_args_is_help=True,
         pretty_exceptions_enable=False,

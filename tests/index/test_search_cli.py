@@ -34,6 +34,13 @@ def test_search_json_and_text(ws: Path) -> None:
     assert "more" in text.stderr
 
 
+def test_the_count_of_matches_is_singular_for_one(ws: Path) -> None:
+    one = run_cli("moss", "search", "legacy", cwd=ws)
+    assert one.returncode == 0 and "1 match\n" in one.stderr and "1 matches" not in one.stderr
+    two = run_cli("moss", "search", "token", cwd=ws)
+    assert "2 matches" in two.stderr
+
+
 def test_bad_requests_exit_2_with_a_stable_code(ws: Path) -> None:
     done = run_cli("moss", "search", "after:someday", "--json", cwd=ws)
     assert done.returncode == 2
