@@ -41,6 +41,13 @@ def test_the_count_of_matches_is_singular_for_one(ws: Path) -> None:
     assert "2 matches" in two.stderr
 
 
+def test_search_finds_the_other_forms_of_a_word(ws: Path) -> None:
+    """The issue's case: `moss search tokens` did not find "Token refresh"."""
+    done = run_cli("moss", "search", "tokens", "--json", cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert [m["id"] for m in json.loads(done.stdout)["matches"]] == ["INS-1", "INS-2"]
+
+
 def test_bad_requests_exit_2_with_a_stable_code(ws: Path) -> None:
     done = run_cli("moss", "search", "after:someday", "--json", cwd=ws)
     assert done.returncode == 2
