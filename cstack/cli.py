@@ -36,6 +36,7 @@ app = new_app(
     f"Dates are today's UTC date, or the date of ${NOW_ENV} (RFC 3339) when set."
 )
 
+
 @app.callback()
 def _cstack(version: VersionOpt = False) -> None:
     """The group's own options (`--version`); its help is the app's."""

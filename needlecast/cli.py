@@ -24,6 +24,7 @@ from moss_files.foundation.workspace import find_workspace
 
 app = new_app("needlecast: messages between sleeves, routed exactly once, as markdown files in git.")
 
+
 @app.callback()
 def _needlecast(version: VersionOpt = False) -> None:
     """The group's own options (`--version`); its help is the app's."""

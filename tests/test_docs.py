@@ -124,7 +124,7 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
         in_checkout = block.options.split() == ["checkout"]
         assert in_checkout or not block.options, f"{block.where}: unknown fence option {block.options!r} (only `checkout`)"
         if in_checkout:
-            lines.append(f"( cd {shlex.quote(str(checkout))} && export PATH={shlex.quote(str(BIN))}:\"$PATH\"")
+            lines.append(f'( cd {shlex.quote(str(checkout))} && export PATH={shlex.quote(str(BIN))}:"$PATH"')
         for offset, code_line in enumerate(block.code.splitlines()):
             lines.append(code_line)
             origin[len(lines)] = (block, block.line + offset)

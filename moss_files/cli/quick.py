@@ -145,7 +145,8 @@ def scan_notes(result: dict[str, Any]) -> list[str]:
     """The stderr lines under a human scan listing."""
     if result["matches"]:
         found = len(result["matches"])
-        notes = [f"{found} {'match' if found == 1 else 'matches'}" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
+        more = " (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else ""
+        notes = [f"{found} {'match' if found == 1 else 'matches'}{more}"]
     else:
         notes = [result["hint"]]
     if result.get("unindexed"):

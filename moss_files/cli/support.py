@@ -24,7 +24,20 @@ from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["HelpGroup", "JsonOpt", "RootOpt", "VersionOpt", "confirm", "emit", "new_app", "note", "read_stdin_if", "report", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = [
+    "HelpGroup",
+    "JsonOpt",
+    "RootOpt",
+    "VersionOpt",
+    "confirm",
+    "emit",
+    "new_app",
+    "note",
+    "read_stdin_if",
+    "report",
+    "reporting",
+    "warn_if_clone_lacks_merge_driver",
+]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -80,9 +93,7 @@ def _print_version(value: bool) -> None:
 
 
 # The `--version` of the three tools' groups: the toolkit's version, as `moss version` prints it.
-VersionOpt = Annotated[
-    bool, typer.Option("--version", callback=_print_version, is_eager=True, expose_value=True, help="Print the toolkit's version and exit.")
-]
+VersionOpt = Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, expose_value=True, help="Print the toolkit's version and exit.")]
 
 
 @contextmanager

@@ -23,9 +23,9 @@ from moss_files.index.query import (
     parse_query,
     porter_stem,
     quote_fts,
-    term_alternatives,
     recency_multiplier,
     score_items,
+    term_alternatives,
     term_frequency_score,
 )
 
