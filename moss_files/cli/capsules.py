@@ -515,7 +515,7 @@ def register(app: typer.Typer) -> None:
         """Permanently remove soft-deleted capsules; asks first at a terminal (--yes otherwise), --dry-run lists them."""
         with reporting(as_json):
             ctx, days = _context(root), _days(older_than)
-            if yes:
+            if yes and not dry_run:
                 result = capsules.purge(ctx, workspace=workspace, older_than_days=days)
             else:
                 result = capsules.purge(ctx, workspace=workspace, older_than_days=days, dry_run=True)

@@ -390,6 +390,8 @@ def test_purge_without_a_terminal_needs_yes_and_the_dry_run_lists(ws: Path) -> N
     assert listed["dry_run"] is True and listed["purged"] == 2 and sorted(item["name"] for item in listed["items"]) == ["old", "older"]
     assert all(path.exists() for path in files)
     assert "old" in moss(ws, "purge", "-n", input="").stdout
+    assert json.loads(moss(ws, "purge", "--dry-run", "--yes", "--json", input="").stdout)["dry_run"] is True  # the dry run wins
+    assert all(path.exists() for path in files)
 
     done = moss(ws, "purge", "--yes", "--json", input="")
     assert done.returncode == 0, done.stderr
