@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 
 import cstack
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting, warn_if_clone_lacks_merge_driver
+from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, emit, new_app, note, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest
@@ -35,6 +35,12 @@ app = new_app(
     "arguments, 3 not found, 4 malformed file or dependency cycle, 5 conflict, 6 no workspace. "
     f"Dates are today's UTC date, or the date of ${NOW_ENV} (RFC 3339) when set."
 )
+
+
+@app.callback()
+def _cstack(version: VersionOpt = False) -> None:
+    """The group's own options (`--version`); its help is the app's."""
+
 
 TaskArg = Annotated[str, typer.Argument(metavar="TASK", help="Task number (see `cstack plan`), id, or title prefix.", show_default=False)]
 

@@ -345,6 +345,8 @@ def parse_plan(text: str, path: Path | str | None = None) -> Plan:
         tasks.append(task)
         open_items.append((width, task))
     warnings.extend(_reference_warnings(tasks))
+    # As `cstack add` refuses a P9, a hand-written one is reported; the task is still read.
+    warnings.extend(f"line {task.line}: priority {task.priority} is not one of P0 to P3" for task in tasks if task.priority and int(task.priority[1:]) > 3)
     return Plan(shape, tuple(tasks), doc.meta, tuple(warnings))
 
 
@@ -740,7 +742,7 @@ def add_task(
         raise InvalidRequest("give the task without its '- [ ]' marker, e.g. \"P1: Title #label\"")
     priority = re.match(r"^P(\d+)\s*:", spec)
     if priority and int(priority.group(1)) > 3:
-        raise InvalidRequest(f"priority must be P0 to P3, not P{priority.group(1)}", details={"spec": spec})
+        raise InvalidRequest(f"priority P{priority.group(1)} is not one of P0 to P3", details={"spec": spec})
     fields = parse_task_line(f"- [ ] {spec}") if spec else None
     if fields is None or not fields["title"]:
         raise InvalidRequest("the task needs a title", details={"spec": spec})

@@ -19,11 +19,17 @@ from typing import Annotated, Any
 import typer
 
 import needlecast
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
+from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation.context import Context
 from moss_files.foundation.workspace import find_workspace
 
 app = new_app("needlecast: messages between sleeves, routed exactly once, as markdown files in git.")
+
+
+@app.callback()
+def _needlecast(version: VersionOpt = False) -> None:
+    """The group's own options (`--version`); its help is the app's."""
+
 
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
 TOKEN_ENV = "NEEDLECAST_TOKEN"

@@ -402,7 +402,8 @@ class Sidecar:
         self.problems = list(report.problems) + list(report.held)
         if report.delivered or report.dead_letters or report.removed:
             self.log(
-                f"needlecast: routed {report.delivered} deliveries, {report.archived} archived, {report.dead_letters} dead letters, {report.pending} waiting"
+                f"needlecast: routed {report.delivered} {'delivery' if report.delivered == 1 else 'deliveries'}, {report.archived} archived, "
+                f"{report.dead_letters} dead {'letter' if report.dead_letters == 1 else 'letters'}, {report.pending} waiting"
             )
         for problem in report.problems:
             self.log(f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")

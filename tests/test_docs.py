@@ -3,10 +3,14 @@
 The convention (docs/development.md states it for writers):
 - a fenced block opened with ```sh is an example that runs. The blocks of one page run in
   order, in one bash process (so `cd` and variables carry from block to block), with
-  `set -euo pipefail`, in a fresh git project in a temporary folder, with HOME in that folder
-  and this environment's `bin/` first on PATH;
+  `set -euo pipefail`, in a fresh git project in a temporary folder, as a new user of an
+  installed toolkit runs them: HOME in that folder, with a git that knows no user name or
+  email and whose default branch is not `main` (`trunk`), and on PATH links to `moss`,
+  `cstack` and `needlecast` as install.sh makes them, not this environment's `bin/` (so
+  `python3` is the system's, which lacks the toolkit's libraries);
 - ```sh checkout runs the block from the root of this checkout instead (commands that need the
-  source tree: pytest, the benches); such a block must leave the checkout as it found it;
+  source tree: pytest, the benches), with this environment's `bin/` first on PATH, as after
+  `. .venv/bin/activate`; such a block must leave the checkout as it found it;
 - ```sh model is an example that needs a model API (`moss agent run`); the agent's own doc test
   runs it against a loopback API that speaks the Messages protocol;
 - a command that is meant to fail says so: `moss fetch ghost || test $? -eq 3`;
@@ -120,7 +124,7 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
         in_checkout = block.options.split() == ["checkout"]
         assert in_checkout or not block.options, f"{block.where}: unknown fence option {block.options!r} (only `checkout`)"
         if in_checkout:
-            lines.append(f"( cd {shlex.quote(str(checkout))}")
+            lines.append(f'( cd {shlex.quote(str(checkout))} && export PATH={shlex.quote(str(BIN))}:"$PATH"')
         for offset, code_line in enumerate(block.code.splitlines()):
             lines.append(code_line)
             origin[len(lines)] = (block, block.line + offset)
@@ -129,16 +133,30 @@ def build_script(blocks: list[Block], checkout: Path) -> Script:
     return Script("\n".join(lines) + "\n", origin)
 
 
+TOOLS = ("moss", "cstack", "needlecast")
+# A new user's git: no identity yet (and no guessing one from the host name), and a default
+# branch other than main, so an example may assume neither.
+GITCONFIG = "[user]\n\tuseConfigOnly = true\n[init]\n\tdefaultBranch = trunk\n"
+
+
 def example_env(home: Path) -> dict[str, str]:
-    """The environment a new user has: our tools first on PATH, a home of their own (and a
-    temporary folder) inside the test's folder, git configured, none of the toolkit's variables."""
+    """The environment a new user of an installed toolkit has: links to our three tools first
+    on PATH (as install.sh makes them; the toolkit's Python is not on PATH), a home of their
+    own (and a temporary folder) inside the test's folder, a git without an identity whose
+    default branch is `trunk`, none of the toolkit's variables."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("MOSS_", "NEEDLECAST_", "CSTACK_", "MOE_", "GIT_"))}
-    (home / ".gitconfig").write_text("[user]\n\tname = Docs Example\n\temail = docs@example.invalid\n[init]\n\tdefaultBranch = main\n")
+    (home / ".gitconfig").write_text(GITCONFIG)
     scratch = home.parent / "tmp"  # mktemp in an example stays inside the test's folder
     scratch.mkdir()
+    links = home.parent / "bin"
+    links.mkdir()
+    for tool in TOOLS:
+        (links / tool).symlink_to(BIN / tool)
+    # An activated virtualenv (ours) on the caller's PATH would lend its python3 to the examples.
+    outside = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry and Path(entry).resolve() != BIN.resolve()]
     env.update(
         HOME=str(home),
-        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        PATH=os.pathsep.join([str(links), *outside]),
         GIT_CONFIG_GLOBAL=str(home / ".gitconfig"),
         GIT_CONFIG_NOSYSTEM="1",
         COLUMNS="100",
@@ -238,6 +256,30 @@ def test_every_code_row_of_the_error_page_names_a_registered_code() -> None:
         status, exit_code = row[1], row[2]
         assert status == "—" or 400 <= int(status) < 600, row
         assert exit_code == "—" or int(exit_code) in range(1, 10), row
+
+
+def section(page: Path, heading: str) -> str:
+    """The text of `page` under the `## heading`, up to the next `## `."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_readme_says_what_the_test_suite_needs_and_how_long_it_runs() -> None:
+    """The README's Development section once said nothing of what ./test.sh fetches and
+    installs (the npm registry, Chromium through apt-get as root, the disk all that takes) or
+    how long it runs, and development.md gave a third of a full run's time."""
+    readme = " ".join(section(ROOT / "README.md", "Development").split())
+    script = (ROOT / "test.sh").read_text(encoding="utf-8")
+    for marker, named in (("npm ci", "npm"), ("apt-get install", "apt-get"), ("chromium", "Chromium"), ("sudo", "root")):
+        if marker in script:
+            assert named in readme, f"./test.sh uses {marker}; the README's Development section does not say so"
+    assert re.search(r"\d+ MB", readme), "the README does not say how much disk the tests take"
+    said = re.findall(r"full run takes (about [\w-]+ minutes)", readme)
+    assert said, "the README does not say how long a full run takes"
+    development = " ".join((DOCS / "development.md").read_text(encoding="utf-8").split())
+    assert re.findall(r"full run takes (about [\w-]+ minutes)", development) == said
 
 
 def github_anchor(heading: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import pkgutil
 import re
 import sys
@@ -75,6 +76,76 @@ def test_every_command_has_help_text(name: str, command: Any) -> None:
     assert (command.help or "").strip(), f"`{name}` has no help text"
 
 
+TOOL_APPS = (("moss", "moss_files.cli.main"), ("cstack", "cstack.cli"), ("needlecast", "needlecast.cli"))
+
+
+@pytest.mark.parametrize(("tool", "module"), TOOL_APPS)
+def test_every_command_takes_dash_h_as_help(tool: str, module: str) -> None:
+    """`-h` is `--help` everywhere, as it is for install.sh and migrate.sh (it once was
+    `No such option: -h`)."""
+    from typer.testing import CliRunner
+
+    app = importlib.import_module(module).app
+    runner = CliRunner()
+    paths = [name.split()[1:] for name, _command in all_commands() if name.split()[0] == tool]
+    assert len(paths) >= 10
+    for words in paths:
+        short = runner.invoke(app, [*words, "-h"], prog_name=tool)
+        assert short.exit_code == 0, (words, short.output)
+        assert short.output == runner.invoke(app, [*words, "--help"], prog_name=tool).output, words
+
+
+def first_sentence(help_text: str) -> str:
+    """A command's help up to its first sentence's end, on one line."""
+    words = " ".join(help_text.split("\n\n")[0].split()).split(" ")
+    for index, word in enumerate(words):
+        if word.endswith("."):
+            return " ".join(words[: index + 1])
+    return " ".join(words)
+
+
+@pytest.mark.parametrize(("tool", "module"), TOOL_APPS)
+def test_command_lists_show_each_first_sentence_whole(tool: str, module: str) -> None:
+    """`moss --help` once cut descriptions short with '...' at 45 characters or so."""
+    from typer.testing import CliRunner
+
+    app = importlib.import_module(module).app
+    runner = CliRunner()
+    groups = [(name, command) for name, command in all_commands() if name.split()[0] == tool and hasattr(command, "list_commands")]
+    for name, group in groups:
+        shown = runner.invoke(app, [*name.split()[1:], "--help"], prog_name=tool, env={"COLUMNS": "100"}).output
+        listing = shown.split("\nCommands:\n", 1)[1]
+        assert not re.search(r"(\.\.\.|…)\s*$", listing, re.MULTILINE), f"`{name} --help` cuts a description short:\n{listing}"
+        flat = re.sub(r"(?<=\w)- (?=\w)", "-", " ".join(listing.split()))  # click wraps after a word's hyphen
+        context = group.context_class(group)
+        for sub in group.list_commands(context):
+            sentence = first_sentence(group.get_command(context, sub).help or "")
+            assert sentence and sentence in flat, f"`{name} --help` does not show {sub}'s {sentence!r}"
+
+
+@pytest.mark.parametrize("tool", ["moss", "cstack", "needlecast"])
+def test_each_tool_takes_dash_h_and_version_as_a_process(tool: str) -> None:
+    from conftest import run_cli
+
+    from moss_files import __version__
+
+    for flag in ("-h", "--help"):
+        helped = run_cli(tool, flag)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"Usage: {tool} "), (flag, helped.stderr)
+    version = run_cli(tool, "--version")
+    assert (version.returncode, version.stdout, version.stderr) == (0, f"moss-files {__version__}\n", "")
+
+
+def test_the_quick_forms_of_moss_take_dash_h() -> None:
+    """`moss search` and `moss index refresh|rebuild` run without typer in their common forms;
+    `-h` must still reach typer's help, not become a query word."""
+    from conftest import run_cli
+
+    for args in (["search", "-h"], ["search", "token", "-h"], ["index", "refresh", "-h"], ["index", "rebuild", "-h"]):
+        done = run_cli("moss", *args)
+        assert done.returncode == 0 and done.stdout.startswith("Usage: moss "), (args, done.stdout, done.stderr)
+
+
 @pytest.mark.parametrize(
     ("name", "command"), [pair for pair in all_commands() if not hasattr(pair[1], "commands")], ids=lambda value: value if isinstance(value, str) else ""
 )
@@ -111,40 +182,90 @@ def test_lazy_command_table_matches_what_the_modules_register() -> None:
 _CODE_SHAPE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,}")
 
 
-def _codes_written(tree: ast.AST) -> set[str]:
-    """String constants used as error codes: `code=` arguments, values under a "code" key, and
-    the first argument of a `...Problem(...)` (per-line and per-file problems)."""
+def _code_parameters(trees: list[ast.AST]) -> dict[str, set[int]]:
+    """Functions (of any module) with a parameter named `code`: their name and the position a
+    positional argument for it takes in a call (not counting `self`/`cls`)."""
+    found: dict[str, set[int]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args)]
+                if "code" in names:
+                    position = names.index("code") - (1 if names[0] in ("self", "cls") else 0)
+                    found.setdefault(node.name, set()).add(position)
+    return found
+
+
+def _codes_written(tree: ast.AST, code_parameters: dict[str, set[int]]) -> set[str]:
+    """String constants used as error codes: `code=` arguments and positional arguments for a
+    parameter named `code` (a local `error(line, record, "ID_COLLISION", …)`), values under a
+    "code" key, the first argument of a `...Problem(...)` (per-line and per-file problems),
+    assignments to `code` or a name ending in `_code`, and comparisons with `code`."""
     found: set[str] = set()
 
     def take(node: ast.AST | None) -> None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CODE_SHAPE.fullmatch(node.value):
             found.add(node.value)
 
+    def name_of(node: ast.AST) -> str:
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg == "code":
                     take(keyword.value)
-            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            name = name_of(node.func)
             if name.endswith("Problem") and node.args:
                 take(node.args[0])
+            for position in code_parameters.get(name, ()):
+                if position < len(node.args):
+                    take(node.args[position])
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "code":
                     take(value)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(name_of(target) == "code" or name_of(target).lower().endswith("_code") for target in targets):
+                take(node.value)
+        elif isinstance(node, ast.Compare) and name_of(node.left) == "code":
+            for comparator in node.comparators:
+                take(comparator)
     return found
+
+
+def codes_the_code_writes() -> dict[str, list[str]]:
+    """Every error code some module writes, with the modules that write it."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in modules()}
+    parameters = _code_parameters(list(trees.values()))
+    written: dict[str, list[str]] = {}
+    for path, tree in trees.items():
+        for code in _codes_written(tree, parameters):
+            written.setdefault(code, []).append(path.relative_to(ROOT).as_posix())
+    return written
 
 
 def test_every_code_the_code_can_emit_is_registered() -> None:
     """`moss codes`, docs/errors.md's table and the MCP error contract list ERROR_CODES; a code
     written anywhere else (a per-line import error, a problem entry) must be there too."""
-    written: dict[str, list[str]] = {}
-    for path in modules():
-        for code in _codes_written(ast.parse(path.read_text(encoding="utf-8"))):
-            written.setdefault(code, []).append(path.relative_to(ROOT).as_posix())
-    assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED"} <= set(written)  # the scan sees them
+    written = codes_the_code_writes()
+    # The scan sees codes in each of the places they are written.
+    assert {"PARSE_ERROR", "INVALID_RECORD", "SYMLINK_REFUSED", "ID_COLLISION", "NAME_COLLISION", "RAIL_VIOLATION", "NOT_FOUND"} <= set(written)
     missing = {code: where for code, where in written.items() if code not in ERROR_CODES}
     assert not missing, f"codes used but not in ERROR_CODES: {missing}"
+
+
+def test_every_code_the_code_can_emit_is_in_moss_codes_and_the_errors_page() -> None:
+    """What a user sees of the registry: `moss codes --json` as a process, and docs/errors.md."""
+    from conftest import run_cli
+
+    listed = {row["code"] for row in json.loads(run_cli("moss", "codes", "--json").stdout)}
+    page = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    written = set(codes_the_code_writes())
+    assert not written - listed, f"not in `moss codes`: {sorted(written - listed)}"
+    undocumented = sorted(code for code in written if f"| `{code}` |" not in page)
+    assert not undocumented, f"no row in docs/errors.md: {undocumented}"
 
 
 # --------------------------------------------------------------------------- import rules

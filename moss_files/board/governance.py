@@ -99,7 +99,16 @@ def amend_plan_step(ctx: Context, *, task_id: str, step_id: str, description: st
         def decide(current: Task) -> Task:
             before.append(current)
             return oversight.amend_step(
-                current, step_id, description, reason, amendment_id=amendment_id, by=by, now=now, approved=approved, rails=board.project.global_rails
+                current,
+                step_id,
+                description,
+                reason,
+                amendment_id=amendment_id,
+                by=by,
+                now=now,
+                approved=approved,
+                rails=board.project.global_rails,
+                actor=ctx.actor,
             )
 
         _old, new = write_task(ctx, task_id, decide)

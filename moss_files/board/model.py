@@ -55,7 +55,9 @@ _STATUS_ALIASES = {
     "COMPLETE": "DONE",
     "COMPLETED": "DONE",
 }
-_PRIORITY_ALIASES = {"P0": "CRITICAL", "URGENT": "CRITICAL", "P1": "HIGH", "P2": "MEDIUM", "NORMAL": "MEDIUM", "P3": "LOW"}
+# Other spellings a priority is taken in (LoopFlow's and cortical-stack's P0-P3, Moe's words);
+# `moss task new --help` lists them.
+PRIORITY_ALIASES = {"P0": "CRITICAL", "URGENT": "CRITICAL", "P1": "HIGH", "P2": "MEDIUM", "NORMAL": "MEDIUM", "P3": "LOW"}
 
 DEFAULT_PRIORITY = "MEDIUM"
 DEFAULT_MAX_REOPENS = 3
@@ -97,7 +99,7 @@ def normalize_status(value: str) -> str | None:
 def normalize_priority(value: str) -> str | None:
     """A priority in canonical form (`high`, `P1` -> HIGH), or None if unknown."""
     word = value.strip().upper()
-    word = _PRIORITY_ALIASES.get(word, word)
+    word = PRIORITY_ALIASES.get(word, word)
     return word if word in PRIORITIES else None
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from moss_files.board.files import plain, step_meta
 from moss_files.board.model import Rails, Step, Task
 from moss_files.board.rules import check_rails, parse_time, rail_error
+from moss_files.foundation.context import AGENT
 from moss_files.foundation.errors import Conflict, InvalidRequest, NotFound
 
 MAX_AMENDMENTS_PER_STEP = 10
@@ -56,7 +57,9 @@ def _text(value: str | None, field: str, limit: int) -> str:
     return text
 
 
-def amend_step(task: Task, step_id: str, description: str, reason: str, *, amendment_id: str, by: str, now: str, approved: bool, rails: Rails) -> Task:
+def amend_step(
+    task: Task, step_id: str, description: str, reason: str, *, amendment_id: str, by: str, now: str, approved: bool, rails: Rails, actor: str = AGENT
+) -> Task:
     """`task` with an amendment `amendment_id` of step `step_id` (approved at once when
     `approved`). The id is collision-free (`AMEND-<date>-<random>`), so two clones that amend
     one step offline add two amendments git can merge (`merge_plans`); older files' `amend-N`
@@ -109,7 +112,7 @@ def amend_step(task: Task, step_id: str, description: str, reason: str, *, amend
     # The rails apply to the instructions as the worker will read them.
     violations = check_rails(rails, [replace(s, description=text if s.id == step_id else effective_description(s)) for s in plan])
     if violations:
-        raise rail_error(violations)
+        raise rail_error(violations, actor=actor)
     return replace(task, plan=plan, updated=now)
 
 

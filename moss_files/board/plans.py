@@ -141,10 +141,10 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
         violations = rules.check_rails(board.project.global_rails, plan)
         if violations:
             log(ctx, board.project, "RAIL_VIOLATION", task=task, worker=worker, violations=[v.pattern for v in violations])
-            raise rules.rail_error(violations)
+            raise rules.rail_error(violations, actor=ctx.actor)
         size = rules.assess_plan_size(plan, board.project.settings.task_sizing)
         if size.too_large:
-            raise rules.plan_too_large(task_id, size)
+            raise rules.plan_too_large(task_id, size, actor=ctx.actor)
         missing = fs.missing_paths(ctx.root, rules.paths_to_check(plan))
         if missing:
             raise rules.missing_paths_error(task_id, missing, str(ctx.root))

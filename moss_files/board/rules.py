@@ -39,6 +39,7 @@ from moss_files.board.model import (
     Worker,
     rank_key,
 )
+from moss_files.foundation.context import AGENT
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
 
 MAX_STEPS = 100
@@ -306,8 +307,9 @@ def assess_plan_size(plan: Sequence[Step], sizing: TaskSizing) -> PlanSize:
     return PlanSize(steps, distinct, len(created), tuple(warnings), "Plan too large: " + ", ".join(over) if over else None, sizing)
 
 
-def plan_too_large(task_id: str, size: PlanSize) -> InvalidDocument:
-    """The PLAN_TOO_LARGE error (Moe answers CONSTRAINT_VIOLATION): split the task."""
+def plan_too_large(task_id: str, size: PlanSize, *, actor: str = AGENT) -> InvalidDocument:
+    """The PLAN_TOO_LARGE error (Moe answers CONSTRAINT_VIOLATION): split the task. Its hint
+    names the MCP tool for an agent, the command for a person (`actor`)."""
     sizing = size.sizing
     return InvalidDocument(
         f"{size.too_large}. This task is too big for one worker session: split it into smaller tasks "
@@ -324,7 +326,7 @@ def plan_too_large(task_id: str, size: PlanSize) -> InvalidDocument:
                 "maxDistinctFiles": sizing.max_distinct_files,
             },
         },
-        hint="moe.create_task for each slice; do not merge steps to dodge the cap",
+        hint=f"{'moe.create_task' if actor == AGENT else 'moss task new'} for each slice; do not merge steps to dodge the cap",
     )
 
 
@@ -373,8 +375,9 @@ def check_rails(rails: Rails, plan: Sequence[Step]) -> list[Violation]:
     return found
 
 
-def rail_error(violations: Sequence[Violation]) -> InvalidDocument:
-    """The RAIL_VIOLATION error listing every violation in `details.violations`."""
+def rail_error(violations: Sequence[Violation], *, actor: str = AGENT) -> InvalidDocument:
+    """The RAIL_VIOLATION error listing every violation in `details.violations`. Its hint names
+    the MCP tool for an agent, the command for a person (`actor`)."""
     parts = []
     for v in violations:
         parts.append(f"forbidden pattern {v.pattern!r} in {v.step_id}" if v.kind == "FORBIDDEN_PATTERN" else f"required pattern {v.pattern!r} missing")
@@ -382,7 +385,8 @@ def rail_error(violations: Sequence[Violation]) -> InvalidDocument:
         "plan violates the rails: " + "; ".join(parts),
         code="RAIL_VIOLATION",
         details={"violations": [{"kind": v.kind, "pattern": v.pattern, "stepId": v.step_id} for v in violations]},
-        hint="revise the plan, or propose a rail change with moe.propose_rail",
+        hint="revise the plan, or propose a rail change with "
+        + ("moe.propose_rail" if actor == AGENT else "moss task propose-rail TASK --value RAIL --reason WHY"),
     )
 
 

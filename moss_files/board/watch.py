@@ -46,6 +46,14 @@ class _StoppingNoise(logging.Filter):
 _QUIET = _StoppingNoise()
 
 
+def quiet_stopping_noise() -> None:
+    """Keep watchdog's "called when the thread is inactive" (logged when an event arrives while
+    an observer stops; nothing is lost) off stderr, for every watchdog observer of the process."""
+    inotify_log = logging.getLogger("watchdog.observers.inotify")
+    if _QUIET not in inotify_log.filters:
+        inotify_log.addFilter(_QUIET)
+
+
 class _Sink:
     """Watchdog handler: forwards change events to the watcher."""
 
@@ -92,9 +100,7 @@ class BoardWatcher:
         from watchdog.observers.polling import PollingObserver
 
         self._stop_observer()
-        inotify_log = logging.getLogger("watchdog.observers.inotify")
-        if _QUIET not in inotify_log.filters:
-            inotify_log.addFilter(_QUIET)
+        quiet_stopping_noise()
         observer: Any = PollingObserver(timeout=self.poll_interval) if polling else Observer()
         observer.daemon = True
         observer.schedule(_Sink(self), str(self.folder), recursive=True)

@@ -722,25 +722,44 @@ def _text_or_none(value: Any, field: str) -> str | None:
 # --------------------------------------------------------------------------- purge
 
 
-def purge(ctx: Context, *, workspace: str | None = None, older_than_days: int | None = None) -> dict[str, Any]:
-    """Hard-delete soft-deleted capsules (of one workspace, or older than N days).
+def purge(
+    ctx: Context,
+    *,
+    workspace: str | None = None,
+    older_than_days: int | None = None,
+    dry_run: bool = False,
+    only_ids: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Hard-delete soft-deleted capsules (of one workspace, or older than N days); with
+    `dry_run`, only say which. `only_ids` narrows it to capsules a person confirmed from a dry
+    run, so one deleted meanwhile is not purged unseen.
 
-    Returns `{purged, message}`. Raises InvalidRequest for a negative `older_than_days`.
+    Returns `{purged, message, dry_run, items: [{id, workspace, name?, deleted_at}]}` (Moss's
+    `{purged, message}`, extended). Raises InvalidRequest for a negative `older_than_days`.
     """
     days = None if older_than_days is None else count(older_than_days, "older_than_days", default=0, minimum=0)
     ws_text = optional(workspace)
     ws = core.normalize(ws_text) if ws_text else None
+    wanted = None if only_ids is None else set(only_ids)
     now = now_ms(ctx)
     cutoff = None if days is None else now - days * 86_400_000
     store_ = _store_of(ctx)
-    purged = 0
+    items: list[dict[str, Any]] = []
     with store_.writing():
         scan = store_.scan(ws, include_deleted=True)
         for stored in scan.capsules:
-            deleted_at = stored.capsule.deleted_ms
-            if deleted_at is None or (cutoff is not None and deleted_at > cutoff):
+            capsule = stored.capsule
+            deleted_at = capsule.deleted_ms
+            if deleted_at is None or (cutoff is not None and deleted_at > cutoff) or (wanted is not None and capsule.id not in wanted):
                 continue
-            store_.remove(stored)
-            purged += 1
+            if not dry_run:
+                store_.remove(stored)
+            item: dict[str, Any] = {"id": capsule.id, "workspace": capsule.workspace}
+            if capsule.name is not None:
+                item["name"] = capsule.name
+            item["deleted_at"] = core.ms_to_seconds(deleted_at)
+            items.append(item)
+    purged = len(items)
     noun = "capsule" if purged == 1 else "capsules"
-    return {"purged": purged, "message": f"Purged {purged} soft-deleted {noun}", **problems_of(scan)}
+    message = f"Would purge {purged} soft-deleted {noun}" if dry_run else f"Purged {purged} soft-deleted {noun}"
+    return {"purged": purged, "message": message, "dry_run": dry_run, "items": items, **problems_of(scan)}

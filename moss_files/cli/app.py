@@ -16,7 +16,7 @@ import typer.core
 import typer.main
 
 from moss_files import __version__
-from moss_files.cli.support import JsonOpt, emit, new_app, reporting
+from moss_files.cli.support import HelpGroup, JsonOpt, VersionOpt, emit, new_app, reporting
 from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
 __all__ = ["LAZY_COMMANDS", "LazyGroup", "app", "feature_command", "feature_commands"]
@@ -58,7 +58,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
 }
 
 
-class LazyGroup(typer.core.TyperGroup):
+class LazyGroup(HelpGroup):
     """The `moss` group: every command built only when it is asked for (run, or listed by
     `--help`), the feature ones from modules loaded on first use."""
 
@@ -128,7 +128,7 @@ builtins.add_typer(doc_app, name="doc")
 
 
 @app.callback()
-def _moss() -> None:
+def _moss(version: VersionOpt = False) -> None:
     """moss-files: capsules, memory, messages, tasks and search for agent teams, as markdown files in git."""
 
 

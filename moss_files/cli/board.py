@@ -20,12 +20,15 @@ from typing import Annotated, Any
 import typer
 
 from moss_files.board import claims, conversation, editing, governance, leases, plans, queries, teams, waiting
+from moss_files.board.model import PRIORITY_ALIASES, STATUSES
 from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, read_stdin_if, reporting
 from moss_files.foundation import structured, workspace
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError
 
 WORKER_ENV = "MOE_WORKER_ID"
+# Every other spelling --priority takes, said in its help (`-p urgent` is CRITICAL).
+PRIORITY_SPELLINGS = "also " + ", ".join(f"{alias.lower()}={meaning}" for alias, meaning in PRIORITY_ALIASES.items())
 
 EpicOpt = Annotated[str | None, typer.Option("--epic", "-e", help="Epic id.", show_default=False)]
 WorkerOpt = Annotated[str | None, typer.Option("--worker", "-w", envvar=WORKER_ENV, help=f"Act as this worker (env {WORKER_ENV}).", show_default=False)]
@@ -200,7 +203,7 @@ def register(app: typer.Typer) -> None:
         dod: DodOpt = None,
         rail: RailOpt = None,
         priority: Annotated[
-            str | None, typer.Option("--priority", "-p", help="CRITICAL, HIGH, MEDIUM (default) or LOW; P0-P3 too.", show_default=False)
+            str | None, typer.Option("--priority", "-p", help=f"CRITICAL, HIGH, MEDIUM (default) or LOW; {PRIORITY_SPELLINGS}.", show_default=False)
         ] = None,
         depends: DependsOpt = None,
         order: Annotated[float | None, typer.Option("--order", help="Position in the epic (default: last).", show_default=False)] = None,
@@ -241,8 +244,9 @@ def register(app: typer.Typer) -> None:
         """List tasks (of an epic) in board order, with counts; ARCHIVED only when asked for."""
         with reporting(as_json):
             result = queries.list_tasks(_context(root), epic_id=epic, statuses=status)
-        counts = result["counts"]
-        summary = f"{counts['total']} tasks: {counts['backlog']} backlog, {counts['inProgress']} working, {counts['review']} review, {counts['done']} done"
+        by_status, total = result["counts"]["byStatus"], result["counts"]["total"]
+        shown = [name for name in STATUSES if name != "ARCHIVED" or by_status[name]]  # ARCHIVED only when there are some
+        summary = f"{total} {'task' if total == 1 else 'tasks'}: " + ", ".join(f"{by_status[name]} {name.lower().replace('_', ' ')}" for name in shown)
         _done(result, as_json, "\n".join([*(_row(t) for t in result["tasks"]), summary]))
 
     @task_app.command("search")
@@ -336,7 +340,9 @@ def register(app: typer.Typer) -> None:
         task_id: TaskArg,
         title: Annotated[str | None, typer.Option("--title", "-t", help="New title.", show_default=False)] = None,
         description: Annotated[str | None, typer.Option("--description", "-d", help="New description; '-' reads stdin.", show_default=False)] = None,
-        priority: Annotated[str | None, typer.Option("--priority", "-p", help="New priority.", show_default=False)] = None,
+        priority: Annotated[
+            str | None, typer.Option("--priority", "-p", help=f"New priority: CRITICAL, HIGH, MEDIUM or LOW; {PRIORITY_SPELLINGS}.", show_default=False)
+        ] = None,
         order: Annotated[float | None, typer.Option("--order", help="New position.", show_default=False)] = None,
         dod: DodOpt = None,
         rail: RailOpt = None,
@@ -1027,7 +1033,7 @@ def register(app: typer.Typer) -> None:
         _done(
             result,
             as_json,
-            f"{total['taskCount']} tasks, {total['doneCount']} done, first-pass approval {total['firstPassApprovalPct']}%, "
+            f"{total['taskCount']} {'task' if total['taskCount'] == 1 else 'tasks'}, {total['doneCount']} done, first-pass approval {total['firstPassApprovalPct']}%, "
             f"average reopens {total['avgReopens']}, {total['overBudgetCount']} over budget",
         )
 

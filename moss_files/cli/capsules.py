@@ -24,7 +24,7 @@ import typer
 from moss_files.capsules import service as capsules
 from moss_files.capsules import transfer
 from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
-from moss_files.cli.support import JsonOpt, RootOpt, emit, note, reporting
+from moss_files.cli.support import JsonOpt, RootOpt, confirm, emit, note, report, reporting
 from moss_files.foundation import config, document, structured
 from moss_files.foundation import workspace as workspaces
 from moss_files.foundation.context import Context
@@ -283,7 +283,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit(result, True)
         elif item is None:
-            note("no capsules")
+            filtered = ", ".join(f"{key} {value!r}" for key, value in (("run", run_id), ("phase", phase), ("role", role)) if value)
+            report(NotFound(f"no capsule in workspace {workspace!r}" + (f" with {filtered}" if filtered else "")))
         elif include_text:
             _out(item["capsule_text"])
         else:
@@ -506,14 +507,29 @@ def register(app: typer.Typer) -> None:
         older_than: Annotated[
             str | None, typer.Option("--older-than", help="Only capsules deleted more than this long ago: days, e.g. '7d' or '7'.", show_default=False)
         ] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="List what would be purged; delete nothing.")] = False,
+        yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first (needed when no terminal is attached).")] = False,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Permanently remove soft-deleted capsules."""
+        """Permanently remove soft-deleted capsules; asks first at a terminal (--yes otherwise), --dry-run lists them."""
         with reporting(as_json):
-            result = capsules.purge(_context(root), workspace=workspace, older_than_days=_days(older_than))
+            ctx, days = _context(root), _days(older_than)
+            if yes and not dry_run:
+                result = capsules.purge(ctx, workspace=workspace, older_than_days=days)
+            else:
+                result = capsules.purge(ctx, workspace=workspace, older_than_days=days, dry_run=True)
+                if not dry_run and result["items"]:
+                    count = len(result["items"])
+                    question = f"Delete {'this capsule' if count == 1 else f'these {count} capsules'} for good?"
+                    if confirm(question, yes=False, shown=[f"  {_purge_line(item)}" for item in result["items"]]):
+                        ids = [item["id"] for item in result["items"]]
+                        result = capsules.purge(ctx, workspace=workspace, older_than_days=days, only_ids=ids)
+                    else:
+                        result = {**result, "purged": 0, "message": "Purged nothing (not confirmed)", "dry_run": False, "items": []}
         _warn_problems(result)
-        emit(result, as_json, text=result["message"])
+        lines = [_purge_line(item) for item in result["items"]] if result["dry_run"] else []
+        emit(result, as_json, text="\n".join([*lines, result["message"]]))
 
     @app.command("history")
     def history_cmd(
@@ -540,6 +556,12 @@ def register(app: typer.Typer) -> None:
         if not result["versions"]:
             lines.append(f"no committed versions of {result['path']}")
         emit(result, as_json, text="\n".join(lines))
+
+
+def _purge_line(item: dict[str, Any]) -> str:
+    """One soft-deleted capsule as `moss purge` lists it: id, workspace/name, when deleted."""
+    where = f"{item['workspace']}/{item['name']}" if "name" in item else item["workspace"]
+    return f"{item['id']}  {where}  deleted {ms_to_rfc3339(item['deleted_at'] * 1000)}"
 
 
 def _addressed(call: Callable[..., dict[str, Any]], argument: str | None, option: str | None, capsule_id: str | None, workspace: str) -> dict[str, Any]:

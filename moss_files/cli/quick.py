@@ -62,7 +62,7 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
             only_words = True
             continue
         name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name == "--help":
+        if name in ("--help", "-h"):
             return None
         if name in _SEARCH_FLAGS:
             if equals:
@@ -144,7 +144,9 @@ def scan_line(item: dict[str, Any]) -> str:
 def scan_notes(result: dict[str, Any]) -> list[str]:
     """The stderr lines under a human scan listing."""
     if result["matches"]:
-        notes = [f"{len(result['matches'])} matches" + (" (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else "")]
+        found = len(result["matches"])
+        more = " (more: raise --limit, page with --offset, or narrow the query)" if result["truncated"] else ""
+        notes = [f"{found} {'match' if found == 1 else 'matches'}{more}"]
     else:
         notes = [result["hint"]]
     if result.get("unindexed"):

@@ -18,8 +18,9 @@ import typer
 
 from moss_files.cli import quick
 from moss_files.cli.quick import scan_line, split_values
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
+from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, report, reporting
 from moss_files.foundation.context import Context
+from moss_files.foundation.errors import NotFound
 from moss_files.index import service as search
 
 KindOpt = Annotated[
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
             blocks.append("\n".join(block))
         if not as_json:
             for missing in result["not_found"]:
-                note(f"not found: {missing}")
+                report(NotFound(f"no item with id {missing!r}"))
             for error in result.get("errors", []):
                 note(f"error[{error['code']}] {error['path']}:{error.get('line') or ''} {error['message']}")
         emit(result, as_json, text="\n\n".join(blocks))

@@ -12,18 +12,32 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = [
+    "HelpGroup",
+    "JsonOpt",
+    "RootOpt",
+    "VersionOpt",
+    "confirm",
+    "emit",
+    "new_app",
+    "note",
+    "read_stdin_if",
+    "report",
+    "reporting",
+    "warn_if_clone_lacks_merge_driver",
+]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -37,16 +51,49 @@ RootOpt = Annotated[
 ]
 
 
+# `-h` is `--help` for every command, as for install.sh and migrate.sh; subcommands inherit it.
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+class HelpGroup(typer.core.TyperGroup):
+    """A command group whose `--help` lists each command with the first sentence of its help,
+    whole and wrapped, where click cuts it to the width left beside the names (`...`)."""
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def new_app(help_text: str, *, cls: type | None = None) -> typer.Typer:
-    """A Typer app with our conventions: help on no args, no rich tracebacks."""
+    """A Typer app with our conventions: help on no args and on `-h`, command lists that show
+    whole sentences (a `cls` of its own must derive from HelpGroup), no rich tracebacks."""
     return typer.Typer(
-        cls=cls,
+        cls=cls or HelpGroup,
         help=help_text,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,
         rich_markup_mode=None,
+        context_settings=HELP_OPTIONS,
     )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from moss_files import __version__
+
+        typer.echo(f"moss-files {__version__}")
+        raise typer.Exit()
+
+
+# The `--version` of the three tools' groups: the toolkit's version, as `moss version` prints it.
+VersionOpt = Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, expose_value=True, help="Print the toolkit's version and exit.")]
 
 
 @contextmanager
@@ -57,7 +104,7 @@ def reporting(as_json: bool) -> Iterator[None]:
     except typer.Exit:
         raise
     except MossError as err:
-        _report(err, as_json)
+        report(err, as_json)
         raise typer.Exit(err.exit_code) from None
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
@@ -66,11 +113,13 @@ def reporting(as_json: bool) -> Iterator[None]:
         if os.environ.get("MOSS_DEBUG"):
             traceback.print_exc()
         bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
-        _report(bug, as_json)
+        report(bug, as_json)
         raise typer.Exit(1) from None
 
 
-def _report(err: MossError, as_json: bool) -> None:
+def report(err: MossError, as_json: bool = False) -> None:
+    """Say `err` on stderr: `error[CODE] …` for people, the JSON error body with --json. For a
+    failure that is part of an answer (an unknown id among found ones), where nothing is raised."""
     text = json.dumps(error_body(err), ensure_ascii=False) if as_json else describe(err)
     typer.echo(text, err=True)
 
@@ -89,6 +138,28 @@ def emit(data: Any, as_json: bool, text: str | None = None) -> None:
 def note(message: str) -> None:
     """A human message on stderr (progress, what was done)."""
     typer.echo(message, err=True)
+
+
+def confirm(question: str, *, yes: bool, shown: Sequence[str] = ()) -> bool:
+    """Whether a destructive command may go ahead: True with `--yes`; at a terminal, the answer
+    to `question [y/N]`, asked on stderr after the lines `shown` (what would be destroyed);
+    anything but y or yes is no. A script, with no terminal on stdin, must say `--yes`:
+    nothing is destroyed by default.
+
+    Raises InvalidRequest CONFIRMATION_REQUIRED without a terminal and without `yes`.
+    """
+    if yes:
+        return True
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise InvalidRequest(
+            "this deletes for good, and there is no terminal to confirm it at",
+            code="CONFIRMATION_REQUIRED",
+            hint="pass --yes to go ahead (--dry-run lists what it would delete)",
+        )
+    for line in shown:
+        typer.echo(line, err=True)
+    typer.echo(f"{question} [y/N] ", err=True, nl=False)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def read_stdin_if(value: str | None) -> str:

@@ -4,7 +4,8 @@ functions (stdlib only; the clock comes in as `now`). Must not import sqlite3.
 Query syntax (whitespace separates parts; every piece of user text is quoted for FTS5, so no
 query can raise an FTS5 syntax error):
 
-    auth token          terms: any may match (all must, with match="all"); prefix-matched
+    auth token          terms: any may match (all must, with match="all"); prefix-matched,
+                        as typed and as their stem (`tokens` matches token, tokenizer)
     "token refresh"     a phrase: must appear as written (word order, adjacent)
     -legacy  -"old api" exclusions: items containing them are dropped
     kind:insight        field filters; `a,b` or a repeated field means either value;
@@ -224,22 +225,152 @@ def quote_fts(text: str) -> str:
 def fts_expression(query: ParsedQuery, *, match_all: bool = False) -> str | None:
     """The FTS5 MATCH expression for the query's text parts; None when it has none.
 
-    Terms are prefix matches, joined with OR (AND with `match_all`); phrases and title terms
-    are required; exclusions follow as NOT. Column names used: `title`.
+    Terms are prefix matches of the word as typed or of its stem (`term_alternatives`), joined
+    with OR (AND with `match_all`); phrases and title terms are required; exclusions follow as
+    NOT. Column names used: `title`.
     """
     parts: list[str] = []
     if query.terms:
-        alternatives = [quote_fts(term) + "*" for term in query.terms]
+        alternatives = [_term_expression(term) for term in query.terms]
         joined = (" AND " if match_all else " OR ").join(alternatives)
         parts.append(f"({joined})" if len(alternatives) > 1 else joined)
     parts.extend(quote_fts(phrase) for phrase in query.phrases)
-    parts.extend(f"title : {quote_fts(term)}*" for term in query.title_terms)
+    parts.extend(f"title : {_term_expression(term)}" for term in query.title_terms)
     if not parts:
         return None
     expression = " AND ".join(parts)
     for excluded in query.exclusions:
         expression += f" NOT {quote_fts(excluded)}"
     return expression
+
+
+def _term_expression(term: str) -> str:
+    forms = [quote_fts(form) + "*" for form in term_alternatives(term)]
+    return f"({' OR '.join(forms)})" if len(forms) > 1 else forms[0]
+
+
+# --------------------------------------------------------------------------- stemming
+#
+# A term matches the words it is a prefix of (`dep` finds `deploy`) and, through its stem, the
+# other forms of its word (`tokens` finds `token`). The stem is taken at query time and used as
+# a prefix too, so the index keeps the words as written: an index of stems (FTS5's porter
+# tokenizer) would lose prefixes cut inside a suffix (`deployme` no longer finds
+# `deployment`, whose stem is `deploy`).
+
+_STEP2 = {
+    "ational": "ate", "tional": "tion", "enci": "ence", "anci": "ance", "izer": "ize", "abli": "able",
+    "alli": "al", "entli": "ent", "eli": "e", "ousli": "ous", "ization": "ize", "ation": "ate",
+    "ator": "ate", "alism": "al", "iveness": "ive", "fulness": "ful", "ousness": "ous", "aliti": "al",
+    "iviti": "ive", "biliti": "ble",
+}  # fmt: skip
+_STEP3 = {"icate": "ic", "ative": "", "alize": "al", "iciti": "ic", "ical": "ic", "ful": "", "ness": ""}
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+    "ism", "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+MIN_STEM_PREFIX = 3  # a shorter stem, used as a prefix, would match too many words
+
+
+def _consonant(word: str, index: int) -> bool:
+    letter = word[index]
+    if letter in "aeiou":
+        return False
+    return letter != "y" or index == 0 or not _consonant(word, index - 1)
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in `stem`."""
+    forms = "".join("c" if _consonant(stem, index) else "v" for index in range(len(stem)))
+    return len(re.findall(r"v+c+", forms))
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _consonant(stem, index) for index in range(len(stem)))
+
+
+def _ends_cvc(stem: str) -> bool:
+    n = len(stem)
+    return n >= 3 and _consonant(stem, n - 3) and not _consonant(stem, n - 2) and _consonant(stem, n - 1) and stem[-1] not in "wxy"
+
+
+def _ends_double(stem: str) -> bool:
+    return len(stem) >= 2 and stem[-1] == stem[-2] and _consonant(stem, len(stem) - 1)
+
+
+def _replace(word: str, suffixes: Mapping[str, str] | Sequence[str], minimum: int) -> str:
+    """Porter's steps 2-4: the longest suffix the word ends with is replaced when the stem before
+    it measures more than `minimum`; shorter suffixes are not tried."""
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if word.endswith(suffix):
+            stem = word[: -len(suffix)]
+            if _measure(stem) > minimum and (suffix != "ion" or stem.endswith(("s", "t"))):
+                return stem + (suffixes[suffix] if isinstance(suffixes, Mapping) else "")
+            return word
+    return word
+
+
+def porter_stem(word: str) -> str:
+    """The stem of an English word by Porter's algorithm (1980; the stemmer of FTS5's porter
+    tokenizer): `tokens` -> `token`, `generalizations` -> `gener`. `word` in lower case."""
+    if len(word) <= 2:
+        return word
+    # Step 1a: plurals.
+    if word.endswith("sses") or word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    # Step 1b: -eed, -ed, -ing.
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+                word = word[: -len(suffix)]
+                if word.endswith(("at", "bl", "iz")):
+                    word += "e"
+                elif _ends_double(word) and word[-1] not in "lsz":
+                    word = word[:-1]
+                elif _measure(word) == 1 and _ends_cvc(word):
+                    word += "e"
+                break
+    # Step 1c: a final y after a vowel is i.
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        word = word[:-1] + "i"
+    word = _replace(word, _STEP2, 0)
+    word = _replace(word, _STEP3, 0)
+    word = _replace(word, _STEP4, 1)
+    # Step 5: a final e, a double l.
+    if word.endswith("e"):
+        measure = _measure(word[:-1])
+        if measure > 1 or (measure == 1 and not _ends_cvc(word[:-1])):
+            word = word[:-1]
+    if _measure(word) > 1 and _ends_double(word) and word.endswith("l"):
+        word = word[:-1]
+    return word
+
+
+def term_alternatives(term: str) -> tuple[str, ...]:
+    """The prefixes a search term matches: the term as typed, then its stem where that finds
+    more (`tokens` -> `tokens`, `token`). Only words of ASCII letters are stemmed; a stem's
+    final e is dropped (`hoping` -> `hop`, which also finds hoped) unless that leaves it shorter
+    than MIN_STEM_PREFIX, where one is added instead (`used` -> `use`), and Porter's -i stands
+    for a -y too (`happiness` -> `happi`, `happy`)."""
+    word = term.casefold()
+    if len(word) < MIN_STEM_PREFIX or not (word.isascii() and word.isalpha()):
+        return (term,)
+    stem = porter_stem(word)
+    if len(stem) < MIN_STEM_PREFIX:
+        stem += "e"  # `used` and `using` stem to `us`; `use` finds their forms, `us` every us- word
+    forms = [stem[:-1] if stem.endswith("e") and len(stem) > MIN_STEM_PREFIX else stem]
+    if stem.endswith("i"):
+        forms.append(stem[:-1] + "y")
+    found = [term]
+    for form in forms:
+        # A form the typed word is a prefix of finds nothing the word does not.
+        if len(form) >= MIN_STEM_PREFIX and not form.startswith(word) and form not in found:
+            found.append(form)
+    return tuple(found)
 
 
 def exclusion_expression(query: ParsedQuery) -> str | None:

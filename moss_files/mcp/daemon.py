@@ -272,6 +272,13 @@ class Daemon:
                 # The lock was free, so whoever wrote this record is gone (killed, or crashed).
                 self.log(f"moss serve: removing a stale record left by pid {stale.get('pid', '?')}")
                 record_path(self.root).unlink(missing_ok=True)
+            # From here on a SIGTERM stops the daemon cleanly, also one that arrives while it
+            # starts (the index watcher, the web view's watcher and its probe, the MCP app):
+            # stop() is remembered, and the server stops as soon as it exists.
+            if threading.current_thread() is threading.main_thread():
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    previous = signal.signal(signum, lambda *_: self.stop())
+                    stack.callback(signal.signal, signum, previous)
             sock = listen(self.host, self.port, port_hint=PORT_HINT)  # Conflict when the port is taken
             stack.callback(sock.close)
             self.port = sock.getsockname()[1]
@@ -289,10 +296,6 @@ class Daemon:
                 self._web_app.start()
                 stack.callback(self._web_app.stop)
             self._server = HttpServer(self._app(), sock, limits=Limits(max_body=MAX_BODY), lifespan=True, grace_seconds=GRACE_SECONDS, log=self.log)
-            if threading.current_thread() is threading.main_thread():
-                for signum in (signal.SIGTERM, signal.SIGINT):
-                    previous = signal.signal(signum, lambda *_: self.stop())
-                    stack.callback(signal.signal, signum, previous)
             record = {
                 "port": self.port,
                 "pid": os.getpid(),

@@ -1,6 +1,7 @@
 """The web view's file watcher: which artifact kinds changed, told to the live pages. Edge layer
-(owns watchdog's observer and one thread that gathers its events); the one module of
-`moss_files` that imports watchdog (the sidecar, in needlecast, has its own).
+(owns watchdog's observer and one thread that gathers its events); watchdog is imported here,
+by the board's waiters (`board.watch`, whose filter of watchdog's stopping noise it shares)
+and by the sidecar in needlecast.
 
 It watches the toolkit's folders, not the whole project: `.moss/`, `.cstack/` and
 `.needlecast/` of the workspace (recursively), the `.needlecast/` of each local sleeve below an
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from moss_files.board.watch import quiet_stopping_noise
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError
 
@@ -206,6 +208,9 @@ class Watcher:
         from watchdog.observers.polling import PollingObserver
 
         self._stop_observer()
+        # An event that arrives while the observer stops (the daemon removes its record file
+        # just then) makes watchdog log an error after `moss serve: stopped`; nothing is lost.
+        quiet_stopping_noise()
         self._observer = PollingObserver(timeout=POLL_SECONDS) if polling else Observer()
         self._observer.daemon = True
         self._watches = {}

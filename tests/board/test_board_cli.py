@@ -122,6 +122,53 @@ def test_state_machine_and_rail_errors_from_the_cli(ws: Path) -> None:
     assert human.returncode == 4 and "pattern=eval(" in human.stderr and "stepId=step-1" in human.stderr
 
 
+def test_the_task_list_footer_counts_every_status_in_good_english(ws: Path) -> None:
+    """The footer once left PLANNING and AWAITING_APPROVAL out, and said `1 tasks`."""
+    epic = moss(ws, "epic", "new", "E")["epic"]["id"]
+    planned = moss(ws, "task", "new", "only", "-e", epic, "-s", "planning")["task"]["id"]
+    one = run_cli("moss", "task", "list", cwd=ws)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.splitlines()[-1] == "1 task: 0 backlog, 1 planning, 0 awaiting approval, 0 working, 0 review, 0 done"
+    moss(ws, "task", "new", "second", "-e", epic, "-s", "planning")
+    assert moss(ws, "task", "claim", "-w", "arch", "-s", "PLANNING")["task"]["id"] == planned
+    moss(ws, "task", "plan", planned, "--step", "do it", "-w", "arch")
+    moss(ws, "task", "new", "shelved", "-e", epic)
+    shelved = moss(ws, "task", "list")["tasks"][-1]["id"]
+    moss(ws, "task", "archive", shelved)
+    footer = run_cli("moss", "task", "list", "-s", "PLANNING", "-s", "AWAITING_APPROVAL", "-s", "ARCHIVED", cwd=ws).stdout.splitlines()[-1]
+    assert footer == "3 tasks: 0 backlog, 1 planning, 1 awaiting approval, 0 working, 0 review, 0 done, 1 archived"
+
+
+def test_the_rail_hint_names_the_command_a_person_runs(ws: Path) -> None:
+    """At the command line the hint named moe.propose_rail, an MCP tool; agents still get it."""
+    moss(ws, "board", "init")
+    project = ws / ".moss" / "board" / "project.md"
+    project.write_text(project.read_text().replace("forbidden_patterns: []", "forbidden_patterns: [eval(]"))
+    epic = moss(ws, "epic", "new", "E")["epic"]["id"]
+    task_id = moss(ws, "task", "new", "t", "-e", epic, "-s", "planning")["task"]["id"]
+    refused = moss(ws, "task", "plan", task_id, "--step", "call eval(x)", code=4)
+    assert refused["error"]["code"] == "RAIL_VIOLATION"
+    assert "moss task propose-rail" in refused["error"]["hint"] and "moe." not in refused["error"]["hint"]
+
+    from moss_files.board import plans
+    from moss_files.foundation.context import AGENT
+    from moss_files.foundation.errors import MossError
+
+    with pytest.raises(MossError) as caught:
+        plans.submit_plan(Context(ws, actor=AGENT), task_id=task_id, steps=[{"description": "call eval(x)"}])
+    assert caught.value.code == "RAIL_VIOLATION" and "moe.propose_rail" in (caught.value.hint or "")
+
+
+def test_priority_help_names_every_spelling_it_takes() -> None:
+    """`-p urgent` means CRITICAL; --help once did not say so."""
+    from moss_files.board.model import PRIORITY_ALIASES
+
+    for command in (["task", "new"], ["task", "edit"]):
+        shown = " ".join(CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "200"}).output.split())
+        for alias, meaning in PRIORITY_ALIASES.items():
+            assert f"{alias.lower()}={meaning}" in shown or f"{alias}={meaning}" in shown, (command, alias)
+
+
 def test_no_workspace_and_unreadable_files(tmp_path: Path, ws: Path) -> None:
     lost = tmp_path / "nowhere"
     lost.mkdir()

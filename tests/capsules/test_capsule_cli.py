@@ -107,6 +107,16 @@ def test_outside_a_workspace(tmp_path: Path) -> None:
     assert result.returncode == 6 and json.loads(result.stderr)["error"]["code"] == "WORKSPACE_NOT_FOUND"
 
 
+def test_latest_of_an_empty_workspace_is_not_found_in_the_error_format(ws: Path) -> None:
+    """It once printed `no capsules`, the one failure of the capsule commands without its code."""
+    moss(ws, "store", "--name", "a", "--allow-thin", input="alpha")
+    nowhere = moss(ws, "latest", "--workspace", "nowhere")
+    assert nowhere.returncode == 3 and nowhere.stdout == ""
+    assert nowhere.stderr.startswith("error[NOT_FOUND] ") and "'nowhere'" in nowhere.stderr
+    as_json = moss(ws, "latest", "--workspace", "nowhere", "--json")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout) == {"item": None}
+
+
 def test_latest_inventory_fetch_many_and_compose(ws: Path) -> None:
     assert moss(ws, "latest").returncode == 3
     moss(ws, "store", "--name", "a", "-w", "W", "--allow-thin", input="alpha")
@@ -334,3 +344,90 @@ def test_history_outside_git(tmp_path: Path) -> None:
     assert run_cli("moss", "store", "--name", "a", "--allow-thin", cwd=tmp_path, input="x").returncode == 0
     result = run_cli("moss", "history", "a", "--json", cwd=tmp_path)
     assert result.returncode == 6 and json.loads(result.stderr)["error"]["code"] == "REPO_ERROR"
+
+
+# --------------------------------------------------------------------------- purge asks first
+
+
+def soft_deleted(ws: Path, *names: str) -> list[Path]:
+    """Store and soft-delete `names`; their files under deleted/."""
+    for name in names:
+        assert moss(ws, "store", "--name", name, "--allow-thin", input=name).returncode == 0
+        assert moss(ws, "delete", name).returncode == 0
+    files = sorted((ws / ".moss" / "capsules").rglob("deleted/*.md"))
+    assert len(files) == len(names)
+    return files
+
+
+def in_a_terminal(ws: Path, *args: str, answer: str | None, timeout: float = 60) -> tuple[int, str]:
+    """Run `moss *args` with a pseudo-terminal as its stdin, stdout and stderr (a person at a
+    shell); when it asks `[y/N]`, type `answer`. Returns the exit status and everything shown."""
+    import os
+    import pty
+    import select
+    import time
+
+    main, child_end = pty.openpty()
+    process = subprocess.Popen([str(Path(sys.executable).parent / "moss"), *args], cwd=ws, stdin=child_end, stdout=child_end, stderr=child_end)
+    os.close(child_end)
+    shown = b""
+    answered = False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(main, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            if answer is not None and not answered and b"[y/N]" in shown:
+                os.write(main, answer.encode() + b"\r")
+                answered = True
+            if process.poll() is not None and not ready:
+                break
+        status = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(main)
+    return status, shown.decode(errors="replace").replace("\r\n", "\n")
+
+
+def test_purge_without_a_terminal_needs_yes_and_the_dry_run_lists(ws: Path) -> None:
+    """`moss purge` once deleted for ever at once, with neither a dry run nor a confirmation."""
+    files = soft_deleted(ws, "old", "older")
+    refused = moss(ws, "purge", "--json", input="")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert json.loads(refused.stderr)["error"]["code"] == "CONFIRMATION_REQUIRED"
+    assert all(path.exists() for path in files)
+    human = moss(ws, "purge", input="")
+    assert human.returncode == 2 and human.stderr.startswith("error[CONFIRMATION_REQUIRED]") and "--yes" in human.stderr
+
+    preview = moss(ws, "purge", "--dry-run", "--json", input="")
+    assert preview.returncode == 0, preview.stderr
+    listed = json.loads(preview.stdout)
+    assert listed["dry_run"] is True and listed["purged"] == 2 and sorted(item["name"] for item in listed["items"]) == ["old", "older"]
+    assert all(path.exists() for path in files)
+    assert "old" in moss(ws, "purge", "-n", input="").stdout
+    assert json.loads(moss(ws, "purge", "--dry-run", "--yes", "--json", input="").stdout)["dry_run"] is True  # the dry run wins
+    assert all(path.exists() for path in files)
+
+    done = moss(ws, "purge", "--yes", "--json", input="")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["purged"] == 2 and not any(path.exists() for path in files)
+    assert moss(ws, "purge", input="").returncode == 0  # nothing left to purge: nothing to confirm
+
+
+def test_purge_at_a_terminal_asks_and_purges_only_on_yes(ws: Path) -> None:
+    files = soft_deleted(ws, "old")
+    status, shown = in_a_terminal(ws, "purge", answer="n")
+    assert status == 0 and "[y/N]" in shown and "old" in shown, shown
+    assert files[0].exists()
+    status, shown = in_a_terminal(ws, "purge", answer="y")
+    assert status == 0 and "Purged 1" in shown, shown
+    assert not files[0].exists()

@@ -227,10 +227,22 @@ def test_purge(ctx: ops.Context, clock: Clock) -> None:
     ops.store(ctx, capsule_text=FULL, name="recent", workspace="a")
     ops.delete(ctx, name="recent", workspace="a")
     assert code_of(ops.purge, ctx, older_than_days=-1) == ("INVALID_REQUEST", 400)
-    assert ops.purge(ctx, older_than_days=2)["purged"] == 2
+    preview = ops.purge(ctx, older_than_days=2, dry_run=True)
+    assert (preview["purged"], preview["dry_run"], preview["message"]) == (2, True, "Would purge 2 soft-deleted capsules")
+    assert sorted(item["name"] for item in preview["items"]) == ["old", "other"]
+    assert ops.inventory(ctx, include_deleted=True)["pagination"]["total"] == 3  # a dry run deletes nothing
+    other = next(item["id"] for item in preview["items"] if item["name"] == "other")
+    assert ops.purge(ctx, older_than_days=2, only_ids=[other])["purged"] == 1  # only what was confirmed
+    assert ops.purge(ctx, older_than_days=2)["purged"] == 1
     assert ops.purge(ctx, workspace="b")["purged"] == 0
     result = ops.purge(ctx, workspace="a")
-    assert result == {"purged": 1, "message": "Purged 1 soft-deleted capsule"}
+    recent = result["items"][0]
+    assert result == {
+        "purged": 1,
+        "message": "Purged 1 soft-deleted capsule",
+        "dry_run": False,
+        "items": [{"id": recent["id"], "workspace": "a", "name": "recent", "deleted_at": recent["deleted_at"]}],
+    }
     assert ops.inventory(ctx, include_deleted=True)["items"] == []
 
 

@@ -172,6 +172,20 @@ def test_usage_errors(project: Path) -> None:
     fails(2, "INVALID_REQUEST", "add", "Other", cwd=project, env={"MOSS_NOW": "yesterday"})
 
 
+def test_a_hand_written_priority_past_p3_is_a_warning_with_file_and_line(project: Path) -> None:
+    """`cstack add "P9: …"` is refused; a P7 written by hand was read silently. Now it is
+    reported, as the reader reports its other doubts, and the file is still read."""
+    plan_file = project / ".cstack" / "PLAN.md"
+    plan_file.write_text("## Tasks\n\n- [ ] P7: Hand-written\n- [ ] P2: Fine\n", encoding="utf-8")
+    listed = cstack("plan", "--json", cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    result = json.loads(listed.stdout)
+    assert [task["title"] for task in result["tasks"]] == ["Hand-written", "Fine"]
+    assert [w for w in result["warnings"] if "P7" in w] == ["line 3: priority P7 is not one of P0 to P3"]
+    assert f"warning: {plan_file}: line 3: priority P7 is not one of P0 to P3" in listed.stderr.splitlines()
+    assert not any("P2" in w for w in result["warnings"])
+
+
 def test_a_dependency_cycle_is_exit_4_with_the_cycle(project: Path) -> None:
     plan_file = project / ".cstack" / "PLAN.md"
     plan_file.write_text("## Tasks\n\n- [ ] a (id: a, depends: b)\n- [ ] b (id: b, depends: a)\n", encoding="utf-8")

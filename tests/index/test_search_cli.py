@@ -34,6 +34,20 @@ def test_search_json_and_text(ws: Path) -> None:
     assert "more" in text.stderr
 
 
+def test_the_count_of_matches_is_singular_for_one(ws: Path) -> None:
+    one = run_cli("moss", "search", "legacy", cwd=ws)
+    assert one.returncode == 0 and "1 match\n" in one.stderr and "1 matches" not in one.stderr
+    two = run_cli("moss", "search", "token", cwd=ws)
+    assert "2 matches" in two.stderr
+
+
+def test_search_finds_the_other_forms_of_a_word(ws: Path) -> None:
+    """The issue's case: `moss search tokens` did not find "Token refresh"."""
+    done = run_cli("moss", "search", "tokens", "--json", cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert [m["id"] for m in json.loads(done.stdout)["matches"]] == ["INS-1", "INS-2"]
+
+
 def test_bad_requests_exit_2_with_a_stable_code(ws: Path) -> None:
     done = run_cli("moss", "search", "after:someday", "--json", cwd=ws)
     assert done.returncode == 2
@@ -48,9 +62,16 @@ def test_expand_lists_unknown_ids_and_exits_3_when_none_is_found(ws: Path) -> No
     assert [i["id"] for i in result["items"]] == ["INS-1"] and result["not_found"] == ["nope"]
     assert result["items"][0]["record"]["content"] == "Token refresh before expiry.\n"
     missing = run_cli("moss", "expand", "nope", cwd=ws)
-    assert missing.returncode == 3 and "not found: nope" in missing.stderr
+    assert missing.returncode == 3 and missing.stderr.startswith("error[NOT_FOUND] ") and "'nope'" in missing.stderr
     text = run_cli("moss", "expand", "keys", cwd=ws)
     assert text.returncode == 0 and text.stdout.startswith("== task keys  (.cstack/PLAN.md:4)")
+
+
+def test_an_unknown_id_is_reported_in_the_error_format_beside_what_was_found(ws: Path) -> None:
+    """`moss expand NOPE-123` once printed `not found: NOPE-123`, the one failure without its code."""
+    done = run_cli("moss", "expand", "INS-1", "NOPE-123", cwd=ws)
+    assert done.returncode == 0 and done.stdout.startswith("== insight INS-1")
+    assert done.stderr.splitlines()[-1] == "error[NOT_FOUND] no item with id 'NOPE-123'"  # after "search index built"
 
 
 def test_timeline(ws: Path) -> None:

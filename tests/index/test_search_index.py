@@ -78,6 +78,30 @@ def test_search_finds_every_kind(root: Path) -> None:
     assert ids(search.scan(ctx_for(root), "router kind:session")) == ["SES-20260303-cccccccc"]
 
 
+def test_a_word_finds_its_other_forms_and_a_prefix_still_finds_longer_words(tmp_path: Path) -> None:
+    """`moss search tokens` once missed "Token refresh": terms matched as typed (and as
+    prefixes) only. They now match their Porter stem as well, and stay prefixes."""
+    ws = tmp_path / "ws"
+    insight(ws, "INS-refresh", "Token refresh must happen before expiry.")
+    insight(ws, "INS-deploy", "Deployments roll back on a failed health check.", created="2026-03-02T10:00:00Z")
+    insight(ws, "INS-studies", "Two studies of cache hit rates.", created="2026-03-03T10:00:00Z")
+    ctx = ctx_for(ws)
+    assert ids(search.scan(ctx, "tokens")) == ["INS-refresh"]
+    assert ids(search.scan(ctx, "refreshed tokens", match="all")) == ["INS-refresh"]
+    assert ids(search.scan(ctx, "deployme")) == ["INS-deploy"]  # a prefix cut inside a suffix still matches
+    assert ids(search.scan(ctx, "deploying")) == ["INS-deploy"]
+    assert ids(search.scan(ctx, "study")) == ["INS-studies"]
+    assert ids(search.scan(ctx, "caching rates")) == ["INS-studies"]
+    assert ids(search.scan(ctx, '"tokens refresh"')) == []  # a phrase is matched as written
+
+
+def test_the_form_typed_ranks_above_other_forms(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    insight(ws, "INS-stem", "Rotate the token nightly.")
+    insight(ws, "INS-typed", "Rotate the tokens nightly.")
+    assert ids(search.scan(ctx_for(ws), "tokens")) == ["INS-typed", "INS-stem"]
+
+
 def test_title_outweighs_body(root: Path) -> None:
     found = search.scan(ctx_for(root), "token kind:insight")
     # The first insight's summary (its title) says "Token"; the second has it in the body only.
@@ -107,7 +131,9 @@ def test_filters_exclusions_phrases_and_dates(root: Path) -> None:
     assert ids(search.scan(ctx, "-kind:task -kind:capsule -kind:session -kind:insight")) == ["m1"]
     assert ids(search.scan(ctx, "status:partial")) == ["SES-20260303-cccccccc"]
     assert ids(search.scan(ctx, "title:signing")) == ["keys"]
-    assert ids(search.scan(ctx, "rotate rotation", match="all")) == []
+    assert ids(search.scan(ctx, "rotate router", match="all")) == []
+    # rotate and rotation are one word to the stemmer: each item with either has "both".
+    assert set(ids(search.scan(ctx, "rotate rotation", match="all"))) == {"m1", "keys", "01KA0000000000000000000001"}
     assert ids(search.scan(ctx, "kinds:nothing")) == []
 
 

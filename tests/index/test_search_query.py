@@ -21,9 +21,11 @@ from moss_files.index.query import (
     normalize_date,
     normalize_scores,
     parse_query,
+    porter_stem,
     quote_fts,
     recency_multiplier,
     score_items,
+    term_alternatives,
     term_frequency_score,
 )
 
@@ -87,13 +89,66 @@ def test_date_filter_values_are_checked() -> None:
         ("auth token", '("auth"* OR "token"*)'),
         ('"a b" -c', '"a b" NOT "c"'),
         ('x"y', '"x""y"*'),
-        ("title:parse lock", '"lock"* AND title : "parse"*'),
+        ("title:parse lock", '"lock"* AND title : ("parse"* OR "pars"*)'),
         ("-only", None),
         ("kind:insight", None),
     ],
 )
 def test_fts_expression(text: str, expected: str | None) -> None:
     assert fts_expression(parse_query(text)) == expected
+
+
+# Porter's own examples (M.F. Porter, "An algorithm for suffix stripping", 1980), as words
+# and the stems the whole algorithm gives them.
+PORTER = {
+    "caresses": "caress", "ponies": "poni", "ties": "ti", "caress": "caress", "cats": "cat",
+    "feed": "feed", "agreed": "agre", "disabled": "disabl", "matting": "mat", "mating": "mate",
+    "meeting": "meet", "milling": "mill", "messing": "mess", "meetings": "meet", "happy": "happi",
+    "sky": "sky", "relational": "relat", "conditional": "condit", "rational": "ration",
+    "valency": "valenc", "hesitancy": "hesit", "digitizer": "digit", "conformably": "conform",
+    "radically": "radic", "differently": "differ", "vilely": "vile", "analogously": "analog",
+    "vietnamization": "vietnam", "predication": "predic", "operator": "oper", "feudalism": "feudal",
+    "decisiveness": "decis", "hopefulness": "hope", "callousness": "callous", "formality": "formal",
+    "sensitivity": "sensit", "sensibility": "sensibl", "triplicate": "triplic", "formative": "form",
+    "formalize": "formal", "electricity": "electr", "electrical": "electr", "hopeful": "hope",
+    "goodness": "good", "revival": "reviv", "allowance": "allow", "inference": "infer",
+    "airliner": "airlin", "gyroscopic": "gyroscop", "adjustable": "adjust", "defensible": "defens",
+    "irritant": "irrit", "replacement": "replac", "adjustment": "adjust", "dependent": "depend",
+    "adoption": "adopt", "homologous": "homolog", "communism": "commun", "activate": "activ",
+    "angularity": "angular", "effective": "effect", "bowdlerize": "bowdler", "probate": "probat",
+    "rate": "rate", "cease": "ceas", "controlling": "control", "rolling": "roll",
+    "generalizations": "gener", "oscillators": "oscil", "tokens": "token", "refreshed": "refresh",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("word", "stem"), sorted(PORTER.items()))
+def test_porter_stems(word: str, stem: str) -> None:
+    assert porter_stem(word) == stem
+
+
+@pytest.mark.parametrize(
+    ("term", "alternatives"),
+    [
+        ("tokens", ("tokens", "token")),  # the stem, matched as a prefix: token, tokens, tokenizer
+        ("refreshed", ("refreshed", "refresh")),
+        ("token", ("token",)),  # a stem already: its prefix matches its other forms
+        ("happiness", ("happiness", "happi", "happy")),  # Porter's -i stands for a -y too
+        ("hoping", ("hoping", "hop")),  # hoping stems to hope; hop* also finds hoped and hopes
+        ("used", ("used", "use")),  # 'us' would be too short a prefix: the stem keeps its e
+        ("dep", ("dep",)),  # short words and prefixes are left as typed
+        ("INS-1", ("INS-1",)),  # ids and other non-words too
+        ("café", ("café",)),
+    ],
+)
+def test_term_alternatives(term: str, alternatives: tuple[str, ...]) -> None:
+    assert term_alternatives(term) == alternatives
+
+
+def test_terms_match_their_stem_too_and_stay_prefixes() -> None:
+    assert fts_expression(parse_query("tokens")) == '("tokens"* OR "token"*)'
+    assert fts_expression(parse_query("tokens dep"), match_all=True) == '(("tokens"* OR "token"*) AND "dep"*)'
+    assert fts_expression(parse_query("title:tokens")) == 'title : ("tokens"* OR "token"*)'
+    assert fts_expression(parse_query('"tokens expire" -tokens')) == '"tokens expire" NOT "tokens"'  # phrases and exclusions as written
 
 
 def test_match_all_joins_terms_with_and() -> None:
@@ -135,7 +190,7 @@ def test_fts5_syntax_characters_are_always_escaped(fts: sqlite3.Connection, piec
 
 
 def test_escaped_text_still_matches(fts: sqlite3.Connection) -> None:
-    for text in ("(query)", '"quoted"', "NOT", "cafe", "tok", "title:token"):
+    for text in ("(query)", '"quoted"', "NOT", "cafe", "tok", "title:token", "tokens", "refreshing", "title:tokens", "bodies"):
         expression = fts_expression(parse_query(text))
         assert fts.execute("SELECT count(*) FROM t WHERE t MATCH ?", (expression,)).fetchone()[0] == 1, text
 

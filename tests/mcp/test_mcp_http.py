@@ -128,6 +128,33 @@ def test_addresses_and_loopback() -> None:
     assert not httpguard.is_loopback("0.0.0.0") and not httpguard.is_loopback("192.168.1.2") and not httpguard.is_loopback("example.org")
 
 
+@pytest.mark.slow  # three daemons started and stopped
+def test_a_sigterm_while_the_daemon_starts_stops_it_cleanly(repo: Path, tmp_path: Path) -> None:
+    """SIGTERM's handler was set last in start-up, after the index watcher, the web view's
+    watcher (with its probe) and the MCP app: a SIGTERM in between killed the daemon (-15)
+    without its clean stop. The index watcher running is the first sign of a start-up."""
+    from moss_files.index import sources, watch
+
+    root = make_workspace(repo)
+    fingerprint = sources.default_registry().fingerprint
+    for attempt in range(3):
+        with (tmp_path / f"daemon{attempt}.log").open("wb") as log:
+            daemon = subprocess.Popen(
+                [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+            )
+        try:
+            wait_for(lambda: watch.synced(root, fingerprint) is not None, timeout=60, interval=0.002, message="the daemon's index watcher")
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(timeout=60) == 0, (tmp_path / f"daemon{attempt}.log").read_text()
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait(timeout=10)
+        assert mcp_http.read_record(root) is None
+        wait_for(lambda: watch.synced(root, fingerprint) is None, timeout=20, message="the index watcher to stop with its daemon")
+        assert "moss serve: stopped" in (tmp_path / f"daemon{attempt}.log").read_text()
+
+
 def test_the_daemon_keeps_the_search_index_warm_while_it_runs(repo: Path, tmp_path: Path) -> None:
     from moss_files.index import sources, watch
 

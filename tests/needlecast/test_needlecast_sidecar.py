@@ -540,6 +540,23 @@ def test_in_process_sidecar_leaves_no_threads(team: Path) -> None:
     assert read_runtime(team) is None
 
 
+def test_the_sidecar_log_counts_one_delivery_in_the_singular(team: Path) -> None:
+    """It once logged `routed 1 deliveries`."""
+    lines: list[str] = []
+    runner = Sidecar(team, port=0, sweep_seconds=0.2, log=lines.append)
+    thread = threading.Thread(target=runner.run, name="sidecar-under-test")
+    thread.start()
+    try:
+        wait_for(lambda: runner.url is not None, timeout=10, message="in-process sidecar ready")
+        send(team, "alice", "bob", "just one", "one1")
+        wait_for(lambda: any(line.startswith("needlecast: routed") for line in lines), timeout=10, message="the routing log line")
+    finally:
+        runner.request_stop()
+        thread.join(timeout=20)
+    routed = next(line for line in lines if line.startswith("needlecast: routed"))
+    assert routed.startswith("needlecast: routed 1 delivery, "), routed
+
+
 # --------------------------------------------------------------------------- pure parts
 
 

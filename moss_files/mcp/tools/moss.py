@@ -346,7 +346,7 @@ def _declare(tools: ToolRegistry, name_of: Callable[[str], str]) -> None:
 
     @operation(
         "purge",
-        "Permanently delete soft-deleted capsules (of one workspace, or deleted more than N days ago). Returns {purged, message}.",
+        "Permanently delete soft-deleted capsules (of one workspace, or deleted more than N days ago). Returns {purged, message, items}.",
         destructive=True,
         idempotent=True,
     )
