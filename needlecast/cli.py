@@ -208,7 +208,10 @@ def dead_letters_retry(
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Send a dead-lettered message again to the recipients no sleeve answered to (a router that ran in the wrong place); prints the new id."""
+    """Send a dead letter again to the recipients it missed; prints the new id.
+
+    Only a message dead-lettered because no sleeve answered to a recipient (a router that ran
+    in the wrong place) can be sent again."""
     with reporting(as_json):
         data = needlecast.retry_dead_letter(_workspace(root), key=key)
     emit(data, as_json, text=data["message"]["id"])
