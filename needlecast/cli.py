@@ -170,14 +170,9 @@ def outbox(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     emit(data, as_json, text="\n".join(_entry_line(e) for e in _in_file_order(data)))
 
 
-dead_letters_app = typer.Typer(
-    help="List messages the router could not deliver (kept byte for byte) and why; `retry ID` sends one again.",
-    invoke_without_command=True,
-    no_args_is_help=False,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-)
+dead_letters_app = new_app("List messages the router could not deliver (kept byte for byte) and why; `retry ID` sends one again.")
+dead_letters_app.info.invoke_without_command = True  # the listing itself, as before `retry` joined it
+dead_letters_app.info.no_args_is_help = False
 app.add_typer(dead_letters_app, name="dead-letters")
 
 
