@@ -287,9 +287,10 @@ def render_counts(counts: Mapping[str, int], query: BoardQuery) -> Html:
     return Html(f'<nav class="counts" data-key="counts" aria-label="columns">{every} {" ".join(parts)}</nav>')
 
 
-def render_card(task: Mapping[str, Any]) -> Html:
+def render_card(task: Mapping[str, Any], *, created: str | None = None) -> Html:
     """One task's card: title (long ones shortened, whole on hover), priority, labels, holder,
-    reopen count, dependencies, and for a finished task when it was finished."""
+    reopen count, dependencies, and for a finished task when it was finished; the task just
+    created here (`created`) stands out."""
     owner = task.get("assignedWorkerId") or ""
     reopens = int(task.get("reopenCount") or 0)
     meta = [badge(task.get("priority") or "medium", "priority")]
@@ -307,7 +308,7 @@ def render_card(task: Mapping[str, Any]) -> Html:
     text = task.get("title") or task["id"]
     title = Html(f'<a class="title" href="{esc(url("/tasks/" + task["id"]))}" title="{esc(text)}">{esc(text)}</a>')
     return Html(
-        f'<li class="card" data-task="{esc(task["id"])}" data-status="{esc(task["status"])}" data-owner="{esc(owner)}" data-key="card:{esc(task["id"])}" draggable="true">'
+        f'<li class="card{" created" if task["id"] == created else ""}" data-task="{esc(task["id"])}" data-status="{esc(task["status"])}" data-owner="{esc(owner)}" data-key="card:{esc(task["id"])}" draggable="true">'
         f"{title}"
         f'<div class="meta">{join(meta, " ")}<span class="id">{esc(task["id"])}</span></div></li>'
     )
@@ -324,7 +325,7 @@ def render_column(live: Live, column: Mapping[str, Any], query: BoardQuery) -> H
             f'<span class="count">{total:,}</span></h2>'
         ),
     )
-    items = live.items(f"col:{status}", ((f"card:{task['id']}", render_card(task)) for task in cards))
+    items = live.items(f"col:{status}", ((f"card:{task['id']}", render_card(task, created=query.created)) for task in cards))
     more = live.part(f"more:{status}", render_more(status, total, first, len(cards), query))
     hint = "the last completed first" if status == "DONE" else "the last archived first" if status == "ARCHIVED" else "in queue order"
     return Html(

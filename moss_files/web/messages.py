@@ -1,10 +1,12 @@
-"""The messages page: each sleeve's inbox and outbox, and the dead letters with their reasons.
+"""The messages page: each sleeve's inbox and outbox, its threads, and the dead letters with
+their reasons.
 
 Shell layer: gathered through needlecast's public names (`list_sleeves`, `list_inbox`,
-`list_outbox`, `list_dead_letters`, `holds_sleeves`), as `needlecast sleeves|inbox|outbox|
-dead-letters --json` call them, and rendered with `moss_files.web.html`. A workspace that holds
-sleeves (an envoy root) shows each local sleeve; any other shows its own mailbox. Reading a
-page never marks a message read: only `needlecast read` does.
+`list_outbox`, `list_dead_letters`, `holds_sleeves`, and `iter_messages` for what a sleeve
+sent), as `needlecast sleeves|inbox|outbox|dead-letters --json` call them, and rendered with
+`moss_files.web.html`. A workspace that holds sleeves (an envoy root) shows each local sleeve,
+opening on the one with the most unread mail; any other shows its own mailbox. Reading a page
+never marks a message read: only `needlecast read` does.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def messages_page(ctx: Context, *, sleeve: str | None = None, thread: str | None
 
 def render_sleeve(ctx: Context, sleeve: Mapping[str, Any], *, thread: str | None = None) -> Html:
     """One sleeve's mailbox: inbox, outbox, dead letters, and the blocks that cannot be read
-    (with `thread`, that thread's messages from both boxes)."""
+    (with `thread`, that thread's messages, received and sent, in time order)."""
     parts = [
         Html(f'<h2 class="sleeve" data-sleeve="{esc(sleeve["name"])}">{esc(sleeve["name"])} <span class="muted where">{esc(sleeve.get("path"))}</span></h2>')
     ]
@@ -111,9 +113,11 @@ def render_sleeve(ctx: Context, sleeve: Mapping[str, Any], *, thread: str | None
     except MossError as err:
         parts.append(error_notice(error_body(err)["error"]))
         return join(parts)
-    threads = thread_titles([*inbox["messages"], *outbox["messages"]])
+    # What the sleeve sent and the router delivered is in its archive: a thread reads whole.
+    sent = [needlecast.entry_to_dict(entry) for box, entry in needlecast.iter_messages(ctx.root) if box == "archive"]
+    threads = thread_titles([*inbox["messages"], *outbox["messages"], *sent])
     if thread:
-        rows = [(row, "inbox") for row in inbox["messages"]] + [(row, "outbox") for row in outbox["messages"]]
+        rows = [(row, "inbox") for row in inbox["messages"]] + [(row, "outbox") for row in outbox["messages"]] + [(row, "sent") for row in sent]
         chosen = sorted(
             ((row, box) for row, box in rows if (row.get("message") or {}).get("thread") == thread),
             key=lambda pair: str((pair[0].get("message") or {}).get("time") or ""),

@@ -175,7 +175,9 @@ def _page(cards: dict[str, str], order: list[str], head: str = "h") -> html.Page
 def test_a_live_page_sends_only_what_changed() -> None:
     cards = {"a": "<li data-key='a'>A</li>", "b": "<li data-key='b'>B</li>", "c": "<li data-key='c'>C</li>"}
     before = _page(cards, ["a", "b", "c"])
-    assert html.fill(before) == "<h1>h</h1><ol data-list='col'><li data-key='a'>A</li><li data-key='b'>B</li><li data-key='c'>C</li></ol><p data-key='count'>3</p>"
+    assert (
+        html.fill(before) == "<h1>h</h1><ol data-list='col'><li data-key='a'>A</li><li data-key='b'>B</li><li data-key='c'>C</li></ol><p data-key='count'>3</p>"
+    )
     shot = html.snapshot(before)
     assert html.changes(shot, _page(cards, ["a", "b", "c"])) == {}
     edited = {**cards, "b": "<li data-key='b'>B2</li>"}
@@ -203,12 +205,16 @@ def test_the_done_column_is_ordered_by_completion_and_labels_come_from_type_and_
 def test_a_search_record_shows_fields_not_internals() -> None:
     from moss_files.web import search
 
-    shown = search.render_fields({"id": "x", "path": "p", "name_norm": "n", "created_at": 1795778612, "title": "T", "empty": None, "tags": ["a", "b"], "meta": {"k": 1}})
+    shown = search.render_fields(
+        {"id": "x", "path": "p", "name_norm": "n", "created_at": 1795778612, "title": "T", "empty": None, "tags": ["a", "b"], "meta": {"k": 1}}
+    )
     assert "created_at" in shown and "1795778612" not in shown and ">27 Nov 2026 11:23 UTC<" in shown
     assert "name_norm" not in shown and "<dt>path</dt>" not in shown and "<dt>empty</dt>" not in shown and "{" not in shown
     assert '<span class="chip ">a</span>' in shown and "<dt>k</dt><dd>1</dd>" in shown
     assert search.kind_label("task", ".moss/board/tasks/T.md") == "board task" and search.kind_label("task", ".cstack/PLAN.md") == "plan item"
-    assert search.page_of("task", "T-1", ".moss/board/tasks/T-1.md", {}) == "/tasks/T-1" and search.page_of("task", "p", ".cstack/PLAN.md", {}) == "/memory#plan"
+    assert (
+        search.page_of("task", "T-1", ".moss/board/tasks/T-1.md", {}) == "/tasks/T-1" and search.page_of("task", "p", ".cstack/PLAN.md", {}) == "/memory#plan"
+    )
     assert search.title_of("memory", {"cells": ["Cache", "SQLite", "safe to delete"]}, "x") == "Cache — SQLite"
 
 
@@ -225,7 +231,9 @@ def test_an_agent_event_is_one_line() -> None:
 def test_decisions_keep_their_why_and_threads_are_named_by_their_first_words() -> None:
     from moss_files.web import memory, messages
 
-    shown = memory.render_memory({"decisions": [{"text": "Cache", "date": "2026-01-02", "cells": ["Cache", "SQLite", "one file, safe to delete", "2026-01-02"]}]})
+    shown = memory.render_memory(
+        {"decisions": [{"text": "Cache", "date": "2026-01-02", "cells": ["Cache", "SQLite", "one file, safe to delete", "2026-01-02"]}]}
+    )
     assert "<th>why</th>" in shown and 'data-label="why">one file, safe to delete</td>' in shown
     rows = [
         {"message": {"thread": "t-9", "time": "2026-01-02T00:00:00Z", "body": "Second"}},
