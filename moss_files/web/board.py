@@ -73,6 +73,7 @@ COLUMN_TITLES = {
 DEFAULT_CARDS = queries.DEFAULT_CARDS  # per column; `?limit=` (or `?done=200`, per column) up to MAX_CARDS
 MAX_CARDS = queries.MAX_CARDS
 MORE_CARDS = 100  # what a column's "show more" adds
+LONG_TITLE = 60  # characters of a card's title that surely show whole (three lines of a narrow column)
 ACTIVITY_SHOWN = 100
 LIVE = ("board",)
 PRIORITY_CHOICES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
@@ -306,7 +307,8 @@ def render_card(task: Mapping[str, Any], *, created: str | None = None) -> Html:
     if task["status"] in ("DONE", "ARCHIVED") and (task.get("completedAt") or task.get("updatedAt")):
         meta.append(Html(f'<span class="finished">{when(task.get("completedAt") or task.get("updatedAt"))}</span>'))
     text = task.get("title") or task["id"]
-    title = Html(f'<a class="title" href="{esc(url("/tasks/" + task["id"]))}" title="{esc(text)}">{esc(text)}</a>')
+    whole = f' title="{esc(text)}"' if len(text) > LONG_TITLE else ""  # shortened on the card: whole on hover
+    title = Html(f'<a class="title" href="{esc(url("/tasks/" + task["id"]))}"{whole}>{esc(text)}</a>')
     return Html(
         f'<li class="card{" created" if task["id"] == created else ""}" data-task="{esc(task["id"])}" data-status="{esc(task["status"])}" data-owner="{esc(owner)}" data-key="card:{esc(task["id"])}" draggable="true">'
         f"{title}"
