@@ -303,7 +303,9 @@ def main() -> None:
                 ahead = read_ahead(log)
                 after = fetch(port, "/board")
             print(f"board page, {size:,} tasks (cards per column: {board_page.DEFAULT_CARDS})")
-            print(f"  HTTP, cold (the first request, as a new daemon starts on a fresh clone): first byte {figures['cold_ttfb']:.0f} ms, whole page {figures['cold_total']:.0f} ms")
+            print(
+                f"  HTTP, cold (the first request, as a new daemon starts on a fresh clone): first byte {figures['cold_ttfb']:.0f} ms, whole page {figures['cold_total']:.0f} ms"
+            )
             print(
                 f"  HTTP, warm: first byte p50 {figures['ttfb_p50']:.1f} ms, p95 {figures['ttfb_p95']:.1f} ms; whole page p50 {figures['total_p50']:.1f} ms; "
                 f"{figures['bytes']:,} bytes ({figures['bytes'] / 1024:.0f} KiB)"
