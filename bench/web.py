@@ -1,27 +1,34 @@
-"""Web view figures: time to first byte and size of the board page with 10 and 5,000 tasks, and
-the live-update latency from a file change to the change in an open page's DOM.
+"""Web view figures: time to first byte and full load of the board page with 10 and 5,000 tasks,
+cold (the first request after the daemon starts) and warm, over HTTP and in a browser; the
+bytes an open board is sent per live change; and the latency from a file change to the change
+in an open page's DOM.
 
 Run: .venv/bin/python bench/web.py [--sizes 10,5000] [--repeat 20] [--samples 30]
 
 How it measures. Each board is written in a temporary folder as bench/board.py writes one
-(epics of 100 tasks, a mix of statuses, three-step plans), then the installed `moss serve --http
-127.0.0.1:0` is started on it, as a person's `moss ui` would. Time to first byte: a fresh
-loopback connection per request, the clock from just before the request is sent to the
-response's status line and headers (http.client's getresponse), sequential; the first request
-after start-up is shown apart (the board files parsed for the first time), then the median and
-p95 of `--repeat` warm ones. The baselines, measured in the same run on the same daemon: a
-vendored static file (the server's floor: routing, guard, no use case) and the board's use
-cases alone, in this process (`board_status`, `list_epics` and one `search_tasks` per column,
-what the page calls). Size: the bytes of the default page (100 cards per column) and of one
-column at its maximum (500 cards).
+(epics of 100 tasks, a mix of statuses, three-step plans; the DONE ones given completion times
+of their own), then the installed `moss serve --http 127.0.0.1:0` is started on it, as a
+person's `moss ui` would.
 
-Live latency: a headless Chromium (system package, through Playwright) keeps the board open; a
-MutationObserver in the page stamps the moment a card's title shows a new text. The clock runs
-from just before this process rewrites that task's title (`update_task`, the same write a CLI
-edit makes) to that stamp (both wall clocks of this machine, in milliseconds). Apart from it,
-the server-side part alone: file change to the `change` event on a raw event-stream client.
-p50 and p95 over `--samples` changes, one at a time. Without Chromium or Playwright the browser
-part is skipped, and says so. Nothing outside the temporary folders is written.
+- HTTP: a fresh loopback connection per request, the clock from just before the request is
+  sent to the response's status line and headers (first byte) and to its last byte (full),
+  sequential. Cold: the very first request, sent the moment the daemon's record appears (the
+  daemon reads the board ahead on a thread as it starts; this request may wait for it); then
+  the median and p95 of `--repeat` warm ones. Baselines in the same run: a vendored static
+  file (routing and guard, no use case) and the page's use case alone in this process.
+- Browser: a headless Chromium (system package, through Playwright) opens the board of a
+  daemon started for it: Navigation Timing's responseStart (first byte) and loadEventEnd
+  (the page loaded, its style and script included), cold (the first page the daemon serves)
+  and warm (the median of 5 reloads).
+- Live changes: with the board open in Chromium, `--samples` task titles are changed one at
+  a time (`update_task`, the write a CLI edit makes), then 20 at once; every answer to the
+  page's `X-Moss-Live` requests is counted (bytes of its body), with how many were the whole
+  page rather than the changed parts. The DOM latency is the time from just before the write
+  to the moment a MutationObserver in the page sees the card's new title (both wall clocks of
+  this machine).
+
+Without Chromium or Playwright the browser parts are skipped, and say so. Nothing outside
+the temporary folders is written.
 """
 
 from __future__ import annotations
@@ -30,13 +37,18 @@ import argparse
 import http.client
 import json
 import os
+import random
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,27 +106,63 @@ def timed(action: Callable[[], object], repeat: int) -> float:
     return statistics.median(samples)
 
 
-def start_daemon(root: Path) -> tuple[subprocess.Popen[bytes], int]:
-    process = subprocess.Popen(
-        [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 60
+def write_board(root: Path, size: int) -> None:
+    """A board of `size` tasks as bench/board.py writes one, its DONE tasks completed at
+    different times (the Done column orders by them)."""
+    from moss_files.board import files
+    from moss_files.foundation import document
+
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    scaffold.run(root, parts=scaffold.PARTS, agents=(), dry_run=False)
+    build_board(root, size, claimable=min(size, 100))
+    rng = random.Random(11)
+    for path in (root / ".moss" / "board" / "tasks").glob("*.md"):
+        text = path.read_text()
+        if "\nstatus: DONE\n" in text:
+            task = files.parse_task(document.parse(text), path, fallback_id=path.stem)
+            stamp = datetime.fromtimestamp(1767225600 + rng.randrange(90 * 86400), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            path.write_text(files.render_task(replace(task, completed=stamp)))
+
+
+@contextmanager
+def daemon(root: Path) -> Iterator[tuple[int, Path]]:
+    """`moss serve --http 127.0.0.1:0` on `root`: its port, as soon as its record appears, and
+    its log."""
+    (root / ".moss" / "run" / "mcp.json").unlink(missing_ok=True)
+    log = root.parent / f"serve-{time.monotonic_ns()}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:  # the daemon's record (read here: bench/mcp.py would shadow the MCP SDK's name)
+                record = json.loads((root / ".moss" / "run" / "mcp.json").read_text())
+            except (FileNotFoundError, ValueError):
+                record = None
+            if record and record.get("pid") == process.pid:
+                break
+            if process.poll() is not None:
+                raise SystemExit(f"moss serve exited with {process.returncode}")
+            if time.monotonic() > deadline:
+                raise SystemExit("moss serve did not start within 60 s")
+            time.sleep(0.005)
+        yield int(record["port"]), log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def read_ahead(log: Path) -> float:
+    """Once the daemon has read the board ahead: how long that took, in seconds (its log says)."""
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        try:  # the daemon's record (read here: bench/mcp.py would shadow the MCP SDK's name)
-            record = json.loads((root / ".moss" / "run" / "mcp.json").read_text())
-        except (FileNotFoundError, ValueError):
-            record = None
-        if record and record.get("pid") == process.pid:
-            return process, int(record["port"])
-        if process.poll() is not None:
-            raise SystemExit(f"moss serve exited with {process.returncode}")
-        time.sleep(0.02)
-    raise SystemExit("moss serve did not start within 60 s")
-
-
-def stop_daemon(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGTERM)
-    process.wait(timeout=30)
+        found = re.search(r"board read ahead in ([0-9.]+) s", log.read_text())
+        if found:
+            return float(found.group(1))
+        time.sleep(0.05)
+    raise SystemExit("the daemon never said it read the board ahead")
 
 
 def page_figures(root: Path, port: int, repeat: int) -> dict[str, Any]:
@@ -125,102 +173,116 @@ def page_figures(root: Path, port: int, repeat: int) -> dict[str, Any]:
     column = fetch(port, "/board?status=BACKLOG&limit=500")
     ctx = Context(root)
 
-    def use_cases() -> None:
-        overview = queries.board_status(ctx)
-        queries.list_epics(ctx)
-        for status in board_page.COLUMNS:
-            if overview["counts"]["byStatus"][status]:
-                queries.search_tasks(ctx, status=status, limit=board_page.DEFAULT_CARDS)
+    def use_case() -> None:
+        queries.board_view(ctx)
 
-    use_cases()  # warm this process's board cache, as the daemon's is
+    use_case()  # warm this process's board cache, as the daemon's is
     return {
         "cold_ttfb": cold_ttfb,
+        "cold_total": cold_total,
         "ttfb_p50": statistics.median(ttfb),
         "ttfb_p95": percentile(ttfb, 0.95),
         "total_p50": statistics.median(sample[1] for sample in warm),
         "bytes": size,
         "column_bytes": column[2],
         "static_ttfb": statistics.median(static),
-        "use_cases": timed(use_cases, repeat),
+        "use_case": timed(use_case, repeat),
     }
 
 
-class Stream:
-    """A raw `GET /events` reader."""
+@contextmanager
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
 
-    def __init__(self, port: int) -> None:
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        self.connection.request("GET", "/events")
-        self.response = self.connection.getresponse()
-
-    def next_change(self) -> dict[str, Any]:
-        data = ""
-        while True:
-            line = self.response.readline().decode().rstrip("\n")
-            if line.startswith("data: "):
-                data = line[6:]
-            elif line == "" and data:
-                event = json.loads(data)
-                data = ""
-                if "kinds" in event:
-                    return event
+    # Chromium's socket lives in TMPDIR and its path must stay short: a folder of its own in /tmp.
+    with tempfile.TemporaryDirectory(prefix="mc-", dir="/tmp" if os.path.isdir("/tmp") else None) as profile, sync_playwright() as driver:
+        context = driver.chromium.launch_persistent_context(
+            f"{profile}/p", executable_path=CHROMIUM, headless=True, args=FLAGS, env={**os.environ, "TMPDIR": profile}
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(60_000)
+            page.set_viewport_size({"width": 1366, "height": 900})
+            yield page
+        finally:
+            context.close()
 
 
-def stream_latency(root: Path, port: int, task_id: str, samples: int) -> list[float]:
-    ctx = Context(root)
-    stream = Stream(port)
-    try:
-        values = []
-        for index in range(samples):
-            start = time.perf_counter()
-            editing.update_task(ctx, task_id=task_id, title=f"stream {index}")
-            while "board" not in stream.next_change()["kinds"]:
-                pass
-            values.append((time.perf_counter() - start) * 1000)
-            time.sleep(0.2)  # let the burst settle, so each sample is one change
-        return values
-    finally:
-        stream.connection.close()
-
-
-def browser_latency(root: Path, port: int, samples: int) -> list[float] | str:
+def browser_missing() -> str | None:
     if not Path(CHROMIUM).is_file():
         return f"skipped: no Chromium at {CHROMIUM} (apt-get install chromium)"
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
         return "skipped: the Python package playwright is not installed"
+    return None
+
+
+NAVIGATION = (
+    "(() => { const n = performance.getEntriesByType('navigation')[0]; return [n.responseStart - n.requestStart, n.loadEventEnd - n.requestStart]; })()"
+)
+
+
+def browser_load(root: Path) -> dict[str, Any]:
+    """First byte and full load of the board in Chromium: the first page a new daemon serves
+    once it has read the board ahead, then warm reloads."""
+    with daemon(root) as (port, log), browser() as page:
+        read_ahead(log)
+        page.goto(f"http://127.0.0.1:{port}/board", wait_until="load")
+        cold = page.evaluate(NAVIGATION)
+        warm = []
+        for _ in range(5):
+            page.reload(wait_until="load")
+            warm.append(page.evaluate(NAVIGATION))
+    return {"cold": cold, "warm": [statistics.median(w[0] for w in warm), statistics.median(w[1] for w in warm)]}
+
+
+def live_changes(root: Path, samples: int) -> dict[str, Any]:
+    """Bytes per live change and the DOM latency, with the board open in Chromium."""
     ctx = Context(root)
-    # Chromium's socket lives in TMPDIR and its path must stay short: a folder of its own in /tmp.
-    with tempfile.TemporaryDirectory(prefix="mc-", dir="/tmp" if os.path.isdir("/tmp") else None) as profile, sync_playwright() as driver:
-        env = {**os.environ, "TMPDIR": profile}
-        browser = driver.chromium.launch_persistent_context(f"{profile}/p", executable_path=CHROMIUM, headless=True, args=FLAGS, env=env)
-        try:
-            page = browser.new_page()
-            page.goto(f"http://127.0.0.1:{port}/board")
-            page.wait_for_selector("body[data-stream=open]", timeout=30_000)
-            task_id = page.evaluate("document.querySelector('.card').dataset.task")
-            page.evaluate(
-                """(id) => {
-                    window.__seen = {};
-                    new MutationObserver(() => {
-                        const title = document.querySelector(`[data-task="${id}"] .title`);
-                        if (title && !(title.textContent in window.__seen)) window.__seen[title.textContent] = Date.now();
-                    }).observe(document.body, { childList: true, subtree: true, characterData: true });
-                }""",
-                task_id,
-            )
-            values = []
-            for index in range(samples):
-                text = f"live {index}"
-                start = time.time() * 1000
-                editing.update_task(ctx, task_id=task_id, title=text)
-                page.wait_for_function("(text) => text in window.__seen", arg=text, timeout=30_000)
-                values.append(page.evaluate("(text) => window.__seen[text]", text) - start)
-                time.sleep(0.2)
-            return values
-        finally:
-            browser.close()
+    with daemon(root) as (port, _log), browser() as page:
+        answers: list[Any] = []
+        page.on("response", lambda answer: answers.append(answer) if answer.request.headers.get("x-moss-live") else None)
+
+        def sizes(found: list[Any]) -> list[tuple[int, bool]]:
+            bodies = [answer.body() for answer in found]
+            return [(len(body), b'"main"' in body[:400]) for body in bodies]
+
+        page.goto(f"http://127.0.0.1:{port}/board", wait_until="load")
+        page.wait_for_selector("body[data-stream=open]", timeout=60_000)
+        full = len(page.content().encode())
+        task_id = page.evaluate("document.querySelector('.card').dataset.task")
+        page.evaluate(
+            """(id) => {
+                window.__seen = {};
+                new MutationObserver(() => {
+                    const title = document.querySelector(`[data-task="${id}"] .title`);
+                    if (title && !(title.textContent in window.__seen)) window.__seen[title.textContent] = Date.now();
+                }).observe(document.body, { childList: true, subtree: true, characterData: true });
+            }""",
+            task_id,
+        )
+        latency = []
+        for index in range(samples):
+            text = f"live {index}"
+            start = time.time() * 1000
+            editing.update_task(ctx, task_id=task_id, title=text)
+            page.wait_for_function("(text) => text in window.__seen", arg=text, timeout=60_000)
+            latency.append(page.evaluate("(text) => window.__seen[text]", text) - start)
+            time.sleep(0.2)
+        one_at_a_time = sizes(answers)
+        answers.clear()
+        backlog = [row["id"] for column in queries.board_view(ctx)["columns"] for row in column["tasks"]][:20]
+        for number, other in enumerate(backlog):
+            editing.update_task(ctx, task_id=other, title=f"busy {number}")
+        page.wait_for_function(
+            '([id, text]) => document.querySelector(`[data-task="${id}"] .title`)?.textContent === text',
+            arg=[backlog[-1], f"busy {len(backlog) - 1}"],
+            timeout=60_000,
+        )
+        page.wait_for_timeout(1000)
+        busy = sizes(answers)
+    return {"full": full, "one": one_at_a_time, "busy": busy, "edits": len(backlog), "latency": latency}
 
 
 def main() -> None:
@@ -229,37 +291,54 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="warm requests per page figure")
     parser.add_argument("--samples", type=int, default=30, help="file changes per latency figure")
     args = parser.parse_args()
+    missing = browser_missing()
     for size in (int(part) for part in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="moss-bench-web-") as folder:
             root = Path(folder) / "project"
             root.mkdir()
-            subprocess.run(["git", "init", "-q", str(root)], check=True)
-            scaffold.run(root, parts=scaffold.PARTS, agents=(), dry_run=False)
-            build_board(root, size, claimable=min(size, 100))
-            process, port = start_daemon(root)
-            try:
+            write_board(root, size)
+            with daemon(root) as (port, _log):
                 figures = page_figures(root, port, args.repeat)
-                print(f"board page, {size:,} tasks (cards per column: {board_page.DEFAULT_CARDS})")
-                print(f"  time to first byte: first {figures['cold_ttfb']:.1f} ms, then p50 {figures['ttfb_p50']:.1f} ms, p95 {figures['ttfb_p95']:.1f} ms")
-                print(f"  whole page: p50 {figures['total_p50']:.1f} ms; {figures['bytes']:,} bytes ({figures['bytes'] / 1024:.0f} KiB)")
-                print(f"  one column at 500 cards: {figures['column_bytes']:,} bytes ({figures['column_bytes'] / 1024:.0f} KiB)")
-                print(
-                    f"  baselines: a static file {figures['static_ttfb']:.1f} ms to first byte; the page's use cases alone, in process, {figures['use_cases']:.1f} ms"
-                )
-                first_task = next(iter(sorted((root / ".moss" / "board" / "tasks").glob("*.md")))).stem
-                stream = stream_latency(root, port, first_task, args.samples)
-                print(
-                    f"  file change to event on the stream: p50 {statistics.median(stream):.0f} ms, p95 {percentile(stream, 0.95):.0f} ms ({len(stream)} changes)"
-                )
-                live = browser_latency(root, port, args.samples)
-                if isinstance(live, str):
-                    print(f"  file change to DOM change: {live}")
-                else:
-                    print(
-                        f"  file change to DOM change (headless Chromium): p50 {statistics.median(live):.0f} ms, p95 {percentile(live, 0.95):.0f} ms ({len(live)} changes)"
-                    )
-            finally:
-                stop_daemon(process)
+            with daemon(root) as (port, log):
+                ahead = read_ahead(log)
+                after = fetch(port, "/board")
+            print(f"board page, {size:,} tasks (cards per column: {board_page.DEFAULT_CARDS})")
+            print(
+                f"  HTTP, cold (the first request, as a new daemon starts on a fresh clone): first byte {figures['cold_ttfb']:.0f} ms, whole page {figures['cold_total']:.0f} ms"
+            )
+            print(
+                f"  HTTP, warm: first byte p50 {figures['ttfb_p50']:.1f} ms, p95 {figures['ttfb_p95']:.1f} ms; whole page p50 {figures['total_p50']:.1f} ms; "
+                f"{figures['bytes']:,} bytes ({figures['bytes'] / 1024:.0f} KiB)"
+            )
+            print(
+                f"  HTTP, a new daemon once it has read the board ahead ({ahead:.1f} s after start): first byte {after[0]:.0f} ms, whole page {after[1]:.0f} ms"
+            )
+            print(f"  one column at 500 cards: {figures['column_bytes']:,} bytes ({figures['column_bytes'] / 1024:.0f} KiB)")
+            print(
+                f"  baselines: a static file {figures['static_ttfb']:.1f} ms to first byte; the page's use case alone, in process, {figures['use_case']:.1f} ms"
+            )
+            if missing:
+                print(f"  browser: {missing}")
+                continue
+            load = browser_load(root)
+            print(
+                f"  Chromium, cold: first byte {load['cold'][0]:.0f} ms, loaded {load['cold'][1]:.0f} ms; "
+                f"warm (median of 5): first byte {load['warm'][0]:.0f} ms, loaded {load['warm'][1]:.0f} ms"
+            )
+            live = live_changes(root, args.samples)
+            one = [size for size, _ in live["one"]]
+            print(
+                f"  live, one change at a time: {len(one)} answers for {args.samples} changes, bytes per answer median {statistics.median(one):,.0f}, "
+                f"max {max(one):,}, {sum(1 for _, whole in live['one'] if whole)} whole pages (the page itself is {live['full']:,} bytes)"
+            )
+            busy = [size for size, _ in live["busy"]]
+            print(
+                f"  live, {live['edits']} changes at once: {len(busy)} answers, {sum(busy):,} bytes in all, "
+                f"{sum(1 for _, whole in live['busy'] if whole)} whole pages"
+            )
+            print(
+                f"  file change to DOM change: p50 {statistics.median(live['latency']):.0f} ms, p95 {percentile(live['latency'], 0.95):.0f} ms ({len(live['latency'])} changes)"
+            )
 
 
 if __name__ == "__main__":

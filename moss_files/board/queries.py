@@ -8,16 +8,30 @@ without an unreadable board file lists it under `problems`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from moss_files.board import files, rules, shapes
-from moss_files.board.model import EPIC_STATUSES, board_key, check_choice, check_status, check_statuses, rank_key
+from moss_files.board.model import (
+    EPIC_STATUSES,
+    PRIORITIES,
+    STATUSES,
+    Task,
+    board_key,
+    check_choice,
+    check_name,
+    check_priority,
+    check_status,
+    check_statuses,
+    rank_key,
+)
 from moss_files.board.usecase import board_store, find_epic, task_path, with_problems
 from moss_files.foundation import arguments
 from moss_files.foundation.context import Context
 
 DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT = 20, 500
+BOARD_COLUMNS = ("BACKLOG", "PLANNING", "AWAITING_APPROVAL", "WORKING", "REVIEW", "DONE")
+DEFAULT_CARDS, MAX_CARDS = 100, 500
 DEFAULT_LOG_LIMIT, MAX_LOG_LIMIT = 50, 1000
 
 # --------------------------------------------------------------------------- tasks
@@ -111,6 +125,90 @@ def show_task(ctx: Context, *, task_id: str) -> dict[str, Any]:
     task_id = arguments.required(task_id, "taskId")
     task = board_store(ctx).get("task", task_id)
     return shapes.task_to_dict(task, path=task_path(ctx, task_id))
+
+
+def board_view(
+    ctx: Context,
+    *,
+    epic_id: str | None = None,
+    assigned_worker_id: str | None = None,
+    priority: str | None = None,
+    label: str | None = None,
+    statuses: Sequence[str] | None = None,
+    limits: Mapping[str, int] | None = None,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """The board as a board view shows it, from one read of the board: for each status of
+    `statuses` (the six working columns by default), its total and its cards (brief records)
+    in the column's order (`rules.column_order`: DONE by completion time, the newest first),
+    from `offset`, at most `limits[status]` (DEFAULT_CARDS; at most MAX_CARDS). The filters
+    (epic, holder, priority, label: a task's type or an imported label) narrow every column
+    and the counts; `choices` lists the values each filter offers, with their tasks.
+
+    Raises NotFound for an unknown epic, InvalidRequest for a bad status, priority, name,
+    limit or offset.
+    """
+    wanted = check_statuses(statuses, "statuses") or BOARD_COLUMNS
+    epic_id = arguments.optional(epic_id)
+    owner = check_name(assigned_worker_id, "assignedWorkerId") if assigned_worker_id else None
+    chosen_priority = check_priority(priority) if priority else None
+    chosen_label = arguments.optional(label)
+    first = arguments.count(offset, "offset", default=0, minimum=0, maximum=10_000_000)
+    sizes = {status: arguments.count((limits or {}).get(status), "limit", default=DEFAULT_CARDS, maximum=MAX_CARDS) for status in wanted}
+    store = board_store(ctx)
+    board = store.load()
+    if epic_id:
+        find_epic(board, epic_id)
+    everything = list(board.tasks.values())
+
+    def keep(task: Task, *, skip: str = "") -> bool:
+        return (
+            (skip == "epic" or not epic_id or task.epic == epic_id)
+            and (skip == "owner" or not owner or task.assigned_worker == owner)
+            and (skip == "priority" or not chosen_priority or task.priority == chosen_priority)
+            and (skip == "label" or not chosen_label or chosen_label in rules.task_labels(task))
+        )
+
+    scope = [task for task in everything if keep(task)]
+    by_status: dict[str, list[Task]] = {}
+    for task in scope:
+        by_status.setdefault(task.status, []).append(task)
+    columns = []
+    for status in wanted:
+        ordered = rules.column_order(status, by_status.get(status, ()), board.epics)
+        cards = ordered[first : first + sizes[status]]
+        columns.append({"status": status, "total": len(ordered), "offset": first, "tasks": [shapes.task_card(task) for task in cards]})
+
+    def tally(values: Iterable[str | None]) -> list[dict[str, Any]]:
+        counted: dict[str, int] = {}
+        for value in values:
+            if value:
+                counted[value] = counted.get(value, 0) + 1
+        return [{"id": key, "count": count} for key, count in sorted(counted.items(), key=lambda pair: (-pair[1], pair[0]))]
+
+    epic_counts = {row["id"]: row["count"] for row in tally(t.epic for t in everything if keep(t, skip="epic"))}
+    epics = sorted(board.epics.values(), key=lambda e: (e.order, e.created or "", e.id))
+    result = {
+        "project": shapes.project_to_dict(board.project),
+        "filters": {
+            key: value for key, value in (("epicId", epic_id), ("assignedWorkerId", owner), ("priority", chosen_priority), ("label", chosen_label)) if value
+        },
+        "counts": {status: len(by_status.get(status, ())) for status in STATUSES},
+        "total": len(everything),
+        "columns": columns,
+        "choices": {
+            "epics": [{"id": e.id, "title": e.title, "status": e.status, "count": epic_counts.get(e.id, 0)} for e in epics],
+            "owners": tally(t.assigned_worker for t in everything if keep(t, skip="owner")),
+            "priorities": [
+                {"id": level, "count": count}
+                for level in PRIORITIES
+                if (count := sum(1 for t in everything if t.priority == level and keep(t, skip="priority"))) or level == chosen_priority
+            ],
+            "labels": tally(label for t in everything if keep(t, skip="label") for label in rules.task_labels(t)),
+        },
+        "workers": [shapes.worker_to_dict(board, w) for w in sorted(board.workers.values(), key=lambda w: w.id)],
+    }
+    return with_problems(result, board.problems)
 
 
 # --------------------------------------------------------------------------- epics

@@ -741,6 +741,31 @@ def search_tasks(
     return sorted(chosen, key=lambda t: rank_key(t, epics))[:limit]
 
 
+def task_labels(task: Task) -> tuple[str, ...]:
+    """The labels a board view filters by: the task's type, then the labels kept from the tool
+    it was imported from (Backlog.md's and Beads' `labels`), each once."""
+    found = [task.type] if task.type else []
+    fields = task.source.get("fields") if task.source else None
+    kept = fields.get("labels") if isinstance(fields, Mapping) else None
+    if isinstance(kept, str):
+        kept = [part.strip() for part in kept.split(",")]
+    if isinstance(kept, list):
+        found += [label for label in kept if isinstance(label, str) and label.strip()]
+    return tuple(dict.fromkeys(found))
+
+
+def column_order(status: str, tasks: Iterable[Task], epics: Mapping[str, Epic]) -> list[Task]:
+    """A board column's cards in the order a person reads them: DONE by completion, the
+    newest first (a task without a completion time by its last change); ARCHIVED by its last
+    change, the newest first; every other column in queue order (`rank_key`), as claims take
+    them."""
+    if status == "DONE":
+        return sorted(tasks, key=lambda t: (t.completed or t.updated or "", t.updated or "", t.id), reverse=True)
+    if status == "ARCHIVED":
+        return sorted(tasks, key=lambda t: (t.updated or "", t.id), reverse=True)
+    return sorted(tasks, key=lambda t: rank_key(t, epics))
+
+
 def filter_events(
     events: Iterable[Event],
     *,

@@ -13,7 +13,7 @@ from moss_files.board.evidence import verification_to_dict
 from moss_files.board.model import STATUSES, Board, Epic, Project, Proposal, Rails, Settings, Step, Task, Team, Worker
 from moss_files.board.oversight import amendment_to_dict, critique_to_dict, effective_description, handoff_to_dict, pending_amendment
 from moss_files.board.review import failed_item_to_dict, history_to_dict, rejection_details
-from moss_files.board.rules import lease_deadline, worker_status
+from moss_files.board.rules import lease_deadline, task_labels, worker_status
 from moss_files.foundation.ids import format_time
 
 
@@ -105,6 +105,21 @@ def task_brief(task: Task) -> dict[str, Any]:
         "epicId": task.epic or None,
         "assignedWorkerId": task.assigned_worker,
         "dependsOn": list(task.depends_on),
+    }
+
+
+def task_card(task: Task) -> dict[str, Any]:
+    """A task's card on a board view: its brief record, with what a card shows besides (type
+    and labels, reopens, times, whether it is parked for a person)."""
+    return {
+        **task_brief(task),
+        "type": task.type,
+        "labels": list(task_labels(task)),
+        "reopenCount": task.reopen_count,
+        "needsHumanReview": task.needs_human_review,
+        "createdAt": task.created,
+        "updatedAt": task.updated,
+        "completedAt": task.completed,
     }
 
 

@@ -102,11 +102,13 @@ def running_record(root: Path) -> dict[str, Any] | None:
 class _Guard:
     """ASGI wrapper: `moss_files.foundation.httpguard`'s Host, Origin and content-type rules, answered with
     the shared error body (the sidecar applies the same rules). The pages (every path but
-    `/mcp`) may also take a same-origin HTML form."""
+    `/mcp`) may also take a same-origin HTML form; a browser asking them for HTML is refused
+    with a page (`refusal_page`) rather than JSON."""
 
-    def __init__(self, app: Any, bind_host: str) -> None:
+    def __init__(self, app: Any, bind_host: str, refusal_page: Callable[[MossError], tuple[bytes, list[tuple[str, str]]]] | None = None) -> None:
         self.app = app
         self.bind_host = bind_host
+        self.refusal_page = refusal_page
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -121,6 +123,14 @@ class _Guard:
             )
             if refusal is not None:
                 err = MossError(refusal.message, code=refusal.code, status=refusal.status)
+                path = scope.get("path") or "/"
+                if self.refusal_page is not None and not _is_mcp(path) and "text/html" in headers.get("accept", ""):
+                    body, extra = self.refusal_page(err)
+                    sent = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+                    sent += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in extra]
+                    await send({"type": "http.response.start", "status": refusal.status, "headers": sent})
+                    await send({"type": "http.response.body", "body": body})
+                    return
                 await _send_error(send, err, refusal.status)
                 return
         await self.app(scope, receive, send)
@@ -344,4 +354,4 @@ class Daemon:
         app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=off, host=self.host)
         if self.token:
             app = _BearerToken(app, self.token, self.throttle)
-        return _Guard(_Split(app, self._web_app), self.host)
+        return _Guard(_Split(app, self._web_app), self.host, self._web_app.refusal_page if self._web_app is not None else None)

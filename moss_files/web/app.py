@@ -18,6 +18,17 @@ of a random value in the `moss_csrf` cookie (HttpOnly, SameSite=Strict). A page 
 site can make a browser post a form, but can neither read our pages nor compute the token;
 the guard has refused its Origin already. Every page is sent with a Content-Security-Policy
 that allows only our own script and style, so markup that escaped escaping would still not run.
+A visitor who has not signed in sees no navigation; a refusal is a page for a browser (it
+asks for HTML) and the JSON error body for any other client.
+
+Live pages: each full rendering of a page that follows the files is remembered as a snapshot
+(digests of its parts, `html.snapshot`) under a random render id the page carries. When files
+change, the page's script asks for the same URL with `X-Moss-Live: <render id>` and is answered
+with JSON naming only what changed since (`html.changes`): nothing, some keyed parts (a card,
+a column's count, a column's order), or the whole main content.
+
+At start the board is read once on a thread of its own, so that the first person to open the
+board does not wait for every task file to be parsed.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import secrets
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
@@ -38,16 +50,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from moss_files.board.model import is_valid_name
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, retry_after, split_host
 from moss_files.web import agents, board, capsules, memory, messages, search, watch
-from moss_files.web.html import Html, Page, button, error_notice, esc, hidden, join, layout, url
+from moss_files.web.html import Html, Page, Snapshot, button, changes, error_notice, esc, hidden, join, layout, snapshot, url
 
 CSRF_COOKIE = "moss_csrf"
 SESSION_COOKIE = "moss_session"
+WORKER_COOKIE = "moss_worker"  # the worker name a person last claimed as, offered again
+LIVE_HEADER = "x-moss-live"  # a live page asking what changed since its render id
+FETCH_HEADER = "x-moss-fetch"  # the page's script posting a form: answered with JSON
 MAX_FORM_BYTES = 256 * 1024
 MAX_SESSIONS = 1000
+MAX_SNAPSHOTS = 200  # live renderings remembered; an older page gets its whole content again
 STREAM_TICK = 0.5  # how often an event stream checks that the server is stopping
 KEEPALIVE_SECONDS = 15.0
 SECURITY_HEADERS = (
@@ -75,11 +92,19 @@ class Request:
     headers: dict[str, str]
     cookies: dict[str, str]
     form: dict[str, str] = field(default_factory=dict)
+    lists: dict[str, list[str]] = field(default_factory=dict)  # every value of each form field
     csrf: str = ""  # the token this request's pages put in their forms
     new_nonce: str | None = None  # a CSRF cookie value to set with the answer
     signed_in: bool = False
     client: str = "-"  # the client's address: wrong tokens are counted by it
     bearer: bool = False  # the Authorization header carries the token (checked on the event loop)
+    authorized: bool = False  # may see the pages (no token needed, the bearer token, or signed in)
+    new_cookies: list[str] = field(default_factory=list)  # more Set-Cookie values for the answer
+
+    @property
+    def wants_html(self) -> bool:
+        """A browser (it asks for HTML) rather than a script or a program."""
+        return "text/html" in self.headers.get("accept", "")
 
     @property
     def target(self) -> str:
@@ -181,22 +206,42 @@ class WebApp:
         self._sessions: dict[str, None] = {}
         self._sessions_lock = threading.Lock()
         self._static = _static_files()
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+        self._snapshots_lock = threading.Lock()
+        self._warming: threading.Thread | None = None
 
     # ----------------------------------------------------------------- life
 
     def start(self) -> None:
-        """Start watching the workspace for live updates; pages work without them when the
-        watcher cannot start at all (said in the log)."""
+        """Start watching the workspace for live updates (pages work without them when the
+        watcher cannot start at all, said in the log), and read the board once, on a thread."""
         try:
             self.watcher.start()
         except (OSError, MossError) as exc:
             self.watcher.stop()
             self.log(f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
+        self._warming = threading.Thread(target=self._warm, name="moss-web-warm", daemon=True)
+        self._warming.start()
+
+    def _warm(self) -> None:
+        """Read the board (and load the page renderers) before the first visitor asks."""
+        started = time.monotonic()
+        try:
+            board.board_page(self.ctx, board.BoardQuery())
+        except MossError as err:
+            self.log(f"moss serve: the board could not be read ahead ({err.code}); the first page reads it")
+            return
+        except Exception:
+            self.log("moss serve: reading the board ahead failed:\n" + traceback.format_exc())
+            return
+        self.log(f"moss serve: board read ahead in {time.monotonic() - started:.1f} s")
 
     def stop(self) -> None:
         """End the event streams and stop watching."""
         self.changes.close()
         self.watcher.stop()
+        if self._warming is not None:
+            self._warming.join(timeout=30)
 
     # ----------------------------------------------------------------- ASGI
 
@@ -221,7 +266,7 @@ class WebApp:
             return
         if request.method == "GET" and request.path == "/events":
             if not self._authorized(request):
-                await self._send(send, self._json_error(MossError("sign in first", code="UNAUTHORIZED", status=401)))
+                await self._send(send, self._json_error(MossError("sign in first", code="UNAUTHORIZED", status=401), request))
                 return
             await self._stream(receive, send)
             return
@@ -248,11 +293,12 @@ class WebApp:
                 if not message.get("more_body"):
                     break
             try:
-                fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50, strict_parsing=False)
+                fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=200, strict_parsing=False)
             except (UnicodeDecodeError, ValueError):
                 raise InvalidRequest("the form cannot be read") from None
             # A textarea sends CRLF line ends; the files keep LF.
-            request.form = {key: values[0].replace("\r\n", "\n") for key, values in fields.items()}
+            request.lists = {key: [value.replace("\r\n", "\n") for value in values] for key, values in fields.items()}
+            request.form = {key: values[0] for key, values in request.lists.items()}
         return request
 
     async def _send(self, send: Any, response: Response) -> None:
@@ -271,7 +317,8 @@ class WebApp:
             nonce = secrets.token_urlsafe(24)
             request.new_nonce = nonce
         request.csrf = self._csrf_token(nonce)
-        request.signed_in = self.token is not None and self._authorized(request)
+        request.authorized = self._authorized(request)
+        request.signed_in = self.token is not None and request.authorized
         try:
             response = self._route(request)
         except MossError as err:
@@ -281,20 +328,23 @@ class WebApp:
             response = self._error_response(MossError("the page failed; the daemon's log has the details"), request)
         if request.new_nonce:
             response.headers.append(("set-cookie", f"{CSRF_COOKIE}={request.new_nonce}; Path=/; HttpOnly; SameSite=Strict"))
+        response.headers += [("set-cookie", cookie) for cookie in request.new_cookies]
         return response
 
     def _route(self, request: Request) -> Response:
         path, method = request.path.rstrip("/") or "/", request.method
         if path == "/login":
             return self._login(request)
-        if not self._authorized(request):
+        if not request.authorized:
             if method == "GET":
                 return redirect(url("/login", {"next": request.target}))
-            return self._json_error(MossError("sign in first", code="UNAUTHORIZED", status=401))
+            return self._json_error(MossError("sign in first", code="UNAUTHORIZED", status=401), request)
         if method == "POST":
             self._check_csrf(request)
             if path == "/logout":
                 return self._logout(request)
+            if path == "/tasks/new":
+                return self._create_task(request)
             parts = path.split("/")
             if len(parts) == 4 and parts[1] == "tasks" and parts[3] in board.ACTIONS:
                 return self._task_action(request, parts[2], parts[3])
@@ -307,9 +357,9 @@ class WebApp:
         q, ctx = request.query, self.ctx
         parts = path.split("/")[1:]
         if path in ("/", "/board"):
-            return board.board_page(ctx, epic=q.get("epic") or None, status=q.get("status") or None, limit=board.card_limit(q.get("limit")))
+            return board.board_page(ctx, board.BoardQuery.of(q), csrf=request.csrf)
         if len(parts) == 2 and parts[0] == "tasks":
-            return board.task_page(ctx, parts[1], csrf=request.csrf, done=q.get("done"))
+            return board.task_page(ctx, parts[1], csrf=request.csrf, done=q.get("done"), worker=self._worker_of(request))
         if path == "/capsules":
             return capsules.capsules_page(
                 ctx, workspace=q.get("workspace") or None, offset=capsules.offset_of(q.get("offset")), deleted=q.get("deleted") == "1"
@@ -319,7 +369,7 @@ class WebApp:
         if len(parts) == 3 and parts[0] == "capsules" and parts[2] == "history":
             return capsules.history_page(ctx, parts[1], at=q.get("at") or None, base=q.get("base") or None, to=q.get("to") or None)
         if path == "/messages":
-            return messages.messages_page(ctx, sleeve=q.get("sleeve") or None)
+            return messages.messages_page(ctx, sleeve=q.get("sleeve") or None, thread=q.get("thread") or None)
         if path == "/memory":
             return memory.memory_page(ctx)
         if path == "/search":
@@ -336,21 +386,97 @@ class WebApp:
     def _page(self, request: Request, page: Page) -> Response:
         if request.query.get("fragment") == "1":
             return Response(page.status, page.body.encode("utf-8"), headers=list(SECURITY_HEADERS))
+        since = request.headers.get(LIVE_HEADER)
+        if since is not None and page.live and page.status == 200:
+            return self._live_answer(since, page)
+        render = self._remember(snapshot(page)) if page.live and page.status == 200 else ""
         document = layout(
-            page, workspace=self.workspace, current=request.path, csrf=request.csrf, query=request.query.get("q", ""), signed_in=request.signed_in
+            page,
+            workspace=self.workspace,
+            current=request.path,
+            csrf=request.csrf,
+            query=request.query.get("q", ""),
+            signed_in=request.signed_in,
+            nav=request.authorized,
+            render=render,
         )
         return Response(page.status, document.encode("utf-8"), headers=[*SECURITY_HEADERS, *page.headers])
 
+    # ----------------------------------------------------------------- live pages
+
+    def _remember(self, shot: Snapshot) -> str:
+        """Keep a page's snapshot; its render id."""
+        render = secrets.token_urlsafe(9)
+        with self._snapshots_lock:
+            self._snapshots[render] = shot
+            while len(self._snapshots) > MAX_SNAPSHOTS:
+                self._snapshots.popitem(last=False)
+        return render
+
+    def _live_answer(self, since: str, page: Page) -> Response:
+        """What changed on a page since the rendering `since`, as JSON (`html.changes`) with the
+        new render id: `{render}` alone when nothing did."""
+        with self._snapshots_lock:
+            before = self._snapshots.get(since)
+        found = changes(before, page)
+        if not found and before is not None:
+            with self._snapshots_lock:
+                self._snapshots.move_to_end(since)
+            render = since
+        else:
+            render = self._remember(snapshot(page))
+            if before is not None:
+                with self._snapshots_lock:
+                    self._snapshots.pop(since, None)
+        answer = {"render": render, "title": page.title, **found}
+        return Response(200, json.dumps(answer, ensure_ascii=False).encode("utf-8"), "application/json", headers=list(SECURITY_HEADERS))
+
+    # ----------------------------------------------------------------- actions
+
+    def _acted(self, request: Request, result: dict[str, Any], location: str) -> Response:
+        """After an action: the page's script gets JSON, a form post a redirect (POST, redirect, GET)."""
+        if request.headers.get(FETCH_HEADER):
+            body = json.dumps({"ok": True, "location": location, "result": result}, ensure_ascii=False, default=str).encode("utf-8")
+            return Response(200, body, "application/json", headers=list(SECURITY_HEADERS))
+        return redirect(location)
+
+    def _refused(self, request: Request, err: MossError, page: Callable[[], Page]) -> Response:
+        """An action the use case refused: JSON for the page's script, else `page` again with the error."""
+        status = err.status if err.status >= 400 else 409
+        if request.headers.get(FETCH_HEADER):
+            return Response(status, json.dumps(error_body(err)).encode(), "application/json", headers=list(SECURITY_HEADERS))
+        shown = page()
+        return self._page(request, Page(shown.title, shown.body, shown.live, status=status, parts=shown.parts, lists=shown.lists))
+
     def _task_action(self, request: Request, task_id: str, action: str) -> Response:
-        """A button of the task page: the use case, then back to the task (POST, redirect, GET);
-        a refusal shows the task page again with the error."""
+        """An action on a task: the use case, then back to the task; a refusal shows the task
+        page again with the error."""
         try:
-            board.act(self.ctx, task_id, action, request.form)
+            result = board.act(self.ctx, task_id, action, request.form, request.lists)
         except MossError as err:
-            page = board.task_page(self.ctx, task_id, csrf=request.csrf, error=error_body(err)["error"])
-            response = self._page(request, Page(page.title, page.body, page.live, status=err.status if err.status >= 400 else 409))
-            return response
-        return redirect(url(f"/tasks/{task_id}", {"done": action}))
+            problem = error_body(err)["error"]
+            return self._refused(request, err, lambda: board.task_page(self.ctx, task_id, csrf=request.csrf, error=problem, worker=self._worker_of(request)))
+        if action == "claim":
+            worker = request.form.get("worker", "").strip()
+            request.new_cookies.append(f"{WORKER_COOKIE}={worker}; Path=/; HttpOnly; SameSite=Strict; Max-Age=31536000")
+        return self._acted(request, result, url(f"/tasks/{task_id}", {"done": action}))
+
+    def _create_task(self, request: Request) -> Response:
+        """The New task form: the task created, then back to the board it was made on."""
+        target = safe_next(request.form.get("next")) if request.form.get("next") else "/board"
+        try:
+            result = board.create(self.ctx, request.form)
+        except MossError as err:
+            problem = error_body(err)["error"]
+            return self._refused(request, err, lambda: _with_error(board.board_page(self.ctx, board.BoardQuery(), csrf=request.csrf), problem))
+        created = result["task"]["id"]
+        joiner = "&" if "?" in target else "?"
+        return self._acted(request, result, f"{target}{joiner}created={url(created)}")
+
+    def _worker_of(self, request: Request) -> str:
+        """The worker name this browser last claimed as (its cookie), when it is a name."""
+        name = request.cookies.get(WORKER_COOKIE, "")
+        return name if name and is_valid_name(name) else ""
 
     # ----------------------------------------------------------------- signing in
 
@@ -362,7 +488,7 @@ class WebApp:
             return None
         wait = self.throttle.wait(request.client, time.monotonic())
         if wait > 0:
-            return self._throttled(wait)
+            return self._throttled(wait, request=request)
         request.bearer = bearer_matches(header, self.token)
         if request.bearer:
             self.throttle.succeeded(request.client)
@@ -370,9 +496,9 @@ class WebApp:
             self.throttle.failed(request.client, time.monotonic())
         return None
 
-    def _throttled(self, wait: float, page: Response | None = None) -> Response:
+    def _throttled(self, wait: float, page: Response | None = None, *, request: Request | None = None) -> Response:
         err = MossError(f"too many wrong tokens from this address; try again in {retry_after(wait)} s", code="TOO_MANY_ATTEMPTS", status=429)
-        response = page or self._json_error(err)
+        response = page or self._json_error(err, request)
         response.headers.append(("retry-after", retry_after(wait)))
         return response
 
@@ -454,16 +580,30 @@ class WebApp:
         status = err.status if 400 <= err.status < 600 else 500
         if request is None:
             return self._json_error(err)
-        body = join([Html(f"<h1>{esc(err.code)}</h1>"), error_notice(error_body(err)["error"]), Html('<p><a href="/">Back to the board</a></p>')])
+        if request.headers.get(FETCH_HEADER) or request.headers.get(LIVE_HEADER):
+            return Response(status, json.dumps(error_body(err)).encode(), "application/json", headers=list(SECURITY_HEADERS))
+        back = '<p><a href="/">Back to the board</a></p>' if request.authorized else ""
+        body = join([Html(f"<h1>{esc(err.code)}</h1>"), error_notice(error_body(err)["error"]), Html(back)])
         return self._page(request, Page(err.code, body, status=status))
 
-    def _json_error(self, err: MossError) -> Response:
+    def _json_error(self, err: MossError, request: Request | None = None) -> Response:
+        """The error body as JSON; for a browser (it asks for HTML), a page saying the same."""
+        if request is not None and request.wants_html and not request.headers.get(FETCH_HEADER):
+            body, headers = self.refusal_page(err)
+            return Response(err.status, body, headers=headers)
         return Response(err.status, json.dumps(error_body(err)).encode(), "application/json", headers=list(SECURITY_HEADERS))
+
+    def refusal_page(self, err: MossError) -> tuple[bytes, list[tuple[str, str]]]:
+        """A refusal (a request refused before any page: the Host or Origin guard, signing in,
+        a throttled client) as a page for a browser, without navigation, with its headers."""
+        body = join([Html(f"<h1>{esc(err.code)}</h1>"), error_notice(error_body(err)["error"])])
+        document = layout(Page(err.code, body, status=err.status), workspace=self.workspace, current="", csrf="", nav=False)
+        return document.encode("utf-8"), list(SECURITY_HEADERS)
 
     def _static_response(self, request: Request) -> Response:
         found = self._static.get(request.path[len("/static/") :])
         if found is None:
-            return self._json_error(NotFound(f"no static file {request.path}"))
+            return self._json_error(NotFound(f"no static file {request.path}"), request)
         data, content_type, etag = found
         headers = [("etag", etag), ("cache-control", "no-cache"), ("x-content-type-options", "nosniff")]
         if request.headers.get("if-none-match") == etag:
@@ -514,3 +654,8 @@ def _cookies(header: str | None) -> dict[str, str]:
     except CookieError:
         return {}
     return {name: morsel.value for name, morsel in jar.items()}
+
+
+def _with_error(page: Page, error: dict[str, Any]) -> Page:
+    """`page` with an error banner above its content."""
+    return Page(page.title, Html(error_notice(error) + page.body), page.live, page.status, page.headers, page.parts, page.lists)

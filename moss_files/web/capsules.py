@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from moss_files.capsules import history as capsule_history
@@ -29,6 +28,7 @@ from moss_files.web.html import (
     join,
     link,
     problem_list,
+    seconds_time,
     section,
     table,
     url,
@@ -40,13 +40,6 @@ PAGE_SIZE = 500  # capsule summaries per page (inventory's maximum)
 LIVE = ("capsules",)
 CURRENT = "current"  # the `to` of a diff that compares with the file as it is now
 DIFF_CONTEXT = 3
-
-
-def seconds_to_stamp(seconds: Any) -> str | None:
-    """A capsule's unix time as RFC 3339 UTC."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(float(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def offset_of(value: str | None) -> int:
@@ -106,7 +99,7 @@ def render_capsule_table(rows: Sequence[Mapping[str, Any]]) -> Html:
                 esc(row.get("title") or ""),
                 tags,
                 f"{row.get('capsule_chars', 0):,}",
-                when(seconds_to_stamp(row.get("updated_at"))),
+                when(seconds_time(row.get("updated_at"))),
             )
         )
     return table(("name", "title", "tags", "characters", "updated"), table_rows, cls="capsules")
@@ -127,9 +120,9 @@ def capsule_page(ctx: Context, capsule_id: str) -> Page:
             ("characters", f"{capsule.get('capsule_chars', 0):,} (about {capsule.get('tokens_estimate', 0):,} tokens)"),
             ("run, phase, role", " / ".join(str(capsule[key]) for key in ("run_id", "phase", "role") if capsule.get(key)) or None),
             ("source", capsule.get("source")),
-            ("created", when(seconds_to_stamp(capsule.get("created_at")))),
-            ("updated", when(seconds_to_stamp(capsule.get("updated_at")))),
-            ("deleted", when(seconds_to_stamp(capsule.get("deleted_at"))) if capsule.get("deleted_at") else None),
+            ("created", when(seconds_time(capsule.get("created_at")))),
+            ("updated", when(seconds_time(capsule.get("updated_at")))),
+            ("deleted", when(seconds_time(capsule.get("deleted_at"))) if capsule.get("deleted_at") else None),
         ]
     )
     title = capsule.get("title") or capsule.get("name") or capsule["id"]

@@ -52,7 +52,7 @@ def render_current(status: Mapping[str, Any]) -> Html:
             ("focus", render_inline(status["focus"]) if status.get("focus") else None),
             ("progress", shown),
             ("started", when(status["started"]) if status.get("started") else None),
-            ("last updated", status.get("last_updated")),
+            ("last updated", when(status["last_updated"]) if status.get("last_updated") else None),
             ("file", Html(f"<code>{esc(status.get('path'))}</code>")),
             ("dialect", status.get("dialect")),
         ]
@@ -112,14 +112,23 @@ def render_graph(graph: Mapping[str, Any]) -> Html:
 
 
 def render_memory(memory: Mapping[str, Sequence[Mapping[str, Any]]]) -> Html:
-    """MEMORY.md's entries, one table per category."""
+    """MEMORY.md's entries, one table per category; a decision with its choice and the reason
+    for it (MEMORY.md's Why column), as the file's table holds them."""
     if not any(memory.values()):
         return empty("MEMORY.md holds no entries yet (`cstack remember`).")
     parts = []
     for category, entries in memory.items():
         if not entries:
             continue
-        rows = [(render_inline(entry.get("text")), esc(entry.get("date") or ""), esc(entry.get("line") or "")) for entry in entries]
         parts.append(Html(f"<h3>{esc(category.capitalize())} <span class='count'>{len(entries)}</span></h3>"))
-        parts.append(table(("entry", "date", "line"), rows, cls="memory"))
+        if any(entry.get("cells") for entry in entries):
+            rows = []
+            for entry in entries:
+                cells = list(entry.get("cells") or [])
+                decision, choice, why = (cells + ["", "", ""])[:3] if cells else (entry.get("text") or "", "", "")
+                rows.append((render_inline(decision), render_inline(choice), render_inline(why), when(entry.get("date")) if entry.get("date") else ""))
+            parts.append(table(("decision", "choice", "why", "date"), rows, cls="memory decisions"))
+            continue
+        plain: list[tuple[Html, Html | str]] = [(render_inline(entry.get("text")), when(entry.get("date")) if entry.get("date") else "") for entry in entries]
+        parts.append(table(("entry", "date"), plain, cls="memory"))
     return join(parts)

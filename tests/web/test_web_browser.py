@@ -15,7 +15,18 @@ from typing import Any
 
 import pytest
 from conftest import run_cli
-from web_support import ARTIFACTS, Full, board_task, browser_page, fill_workspace, git, make_workspace, mask_times, require_browser, serve
+from web_support import (
+    Full,
+    board_task,
+    browser_page,
+    fill_workspace,
+    git,
+    make_workspace,
+    mask_times,
+    require_browser,
+    serve,
+    shots,  # noqa: F401  (a fixture)
+)
 
 from moss_files.board import editing
 from moss_files.foundation.context import Context
@@ -26,16 +37,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def browser() -> None:
     require_browser()
-
-
-@pytest.fixture
-def shots(tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> Path:
-    """The test's screenshot folder: $MOSS_TEST_ARTIFACTS/web/<test>/ when set (kept after the
-    run, for CI to upload), else under tmp_path."""
-    folder = Path(ARTIFACTS) / "web" / request.node.name if ARTIFACTS else tmp_path / "screenshots"
-    with capsys.disabled():
-        print(f"\n[web] screenshots: {folder}")
-    return folder
 
 
 def changed_lines(diff: str) -> list[str]:
@@ -120,14 +121,16 @@ def test_typing_a_reason_and_rejecting_in_qa(repo: Path, shots: Path) -> None:
     task = board_task(ctx, epic, "Card form", to="REVIEW")
     with serve(repo) as served, browser_page(shots) as page:
         page.goto(f"{served.base}/tasks/{task}")
-        page.get_by_label("Which items of the definition of done failed").fill("tests pass: the expiry check is missing")
+        page.get_by_label("tests pass").check()  # an item of the definition of done, not free text
+        page.get_by_label("What is wrong").fill("the expiry check is missing")
         page.screenshot(path=str(shots / "1-qa-reject-reason.png"), full_page=True)
         page.get_by_role("button", name="QA reject").click()
         page.wait_for_selector(".notice.done")
         assert page.locator("h1").get_attribute("data-status") == "WORKING"
         page.screenshot(path=str(shots / "2-qa-rejected.png"), full_page=True)
     shown = json.loads(run_cli("moss", "task", "show", task, "--json", cwd=repo).stdout)
-    assert shown["reopenCount"] == 1 and shown["reopenReason"] == "tests pass: the expiry check is missing"
+    assert shown["reopenCount"] == 1 and shown["reopenReason"] == "the expiry check is missing"
+    assert [entry["item"] for entry in shown["failedDodItems"]] == ["tests pass"]
 
 
 def test_hostile_content_runs_nothing_in_a_real_browser(tmp_path: Path, shots: Path) -> None:

@@ -440,3 +440,97 @@ def test_wrong_tokens_slow_down_the_client_that_gives_them_and_no_other(repo: Pa
         for _ in range(2):  # the right token cleared the count: two free tries again
             assert sign_in(served, "guess").status == 401
         assert request(served.base, "/", headers={"Authorization": f"bearer {TOKEN}"}).status == 200
+
+
+# --------------------------------------------------------------------------- issue 28
+
+
+def test_an_empty_board_says_how_to_add_a_task_and_a_limit_above_the_most_is_the_most(repo: Path) -> None:
+    make_workspace(repo)
+    with serve(repo) as served:
+        board = request(served.base, "/board").text
+        assert "No tasks yet." in board and 'action="/tasks/new"' in board and 'name="epic_title"' in board  # no epic yet: the form names one
+        assert request(served.base, "/board?limit=999999").status == 200
+        assert request(served.base, "/board?done=999999&status=DONE&offset=0").status == 200
+        assert request(served.base, "/board?limit=-1").status == 400 and request(served.base, "/board?offset=x").status == 400
+
+
+def test_a_new_task_on_an_empty_board_makes_its_epic_as_the_commands_do(repo: Path) -> None:
+    make_workspace(repo)
+    with serve(repo) as served:
+        page = request(served.base, "/board")
+        own = {"Origin": served.base, "Cookie": f"moss_csrf={page.cookies['moss_csrf']}"}
+        form = {
+            "csrf": csrf_of(page.text),
+            "next": "/board",
+            "title": "Card form",
+            "epic_title": "Checkout",
+            "priority": "HIGH",
+            "status": "BACKLOG",
+            "description": "",
+        }
+        made = request(served.base, "/tasks/new", method="POST", headers=own, form=form)
+        assert made.status == 303 and made.headers["location"].startswith("/board?created=TASK-")
+        task = made.headers["location"].split("created=")[1]
+        shown = json.loads(run_cli("moss", "task", "show", task, "--json", cwd=repo).stdout)
+        epics = json.loads(run_cli("moss", "epic", "list", "--json", cwd=repo).stdout)["epics"]
+        assert (
+            shown["title"] == "Card form" and shown["priority"] == "HIGH" and [e["title"] for e in epics] == ["Checkout"] and shown["epicId"] == epics[0]["id"]
+        )
+        assert f'Created <a href="/tasks/{task}">' in request(served.base, made.headers["location"]).text
+        # The script's posts are answered with JSON, refusals too.
+        refused = request(served.base, "/tasks/new", method="POST", headers={**own, "X-Moss-Fetch": "1"}, form={**form, "title": ""})
+        assert refused.status == 400 and refused.json()["error"]["code"] == "INVALID_REQUEST"
+        moved = request(
+            served.base, f"/tasks/{task}/move", method="POST", headers={**own, "X-Moss-Fetch": "1"}, form={"csrf": form["csrf"], "status": "REVIEW"}
+        )
+        assert moved.status == 409 and moved.json()["error"]["code"] == "INVALID_TRANSITION"
+
+
+def test_no_navigation_before_signing_in_and_a_browser_is_refused_with_a_page(repo: Path) -> None:
+    make_workspace(repo)
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    with serve(repo, "--token", TOKEN) as served:
+        login = request(served.base, "/login", headers=browser)
+        assert login.status == 200 and "Sign in" in login.text
+        assert '<nav aria-label="pages">' not in login.text and 'type="search"' not in login.text and 'name="moss-csrf"' not in login.text
+        signed = request(served.base, "/", headers={**browser, "Authorization": f"Bearer {TOKEN}"})
+        assert '<nav aria-label="pages">' in signed.text
+        for answer, code in (
+            (request(served.base, "/", headers={**browser, "Host": "evil.example"}), "HOST_NOT_ALLOWED"),
+            (request(served.base, "/tasks/x/move", method="POST", headers={**browser, "Origin": "http://evil.example"}, form={}), "ORIGIN_NOT_ALLOWED"),
+            (request(served.base, "/tasks/x/move", method="POST", headers={**browser, "Origin": served.base}, form={}), "UNAUTHORIZED"),
+            (request(served.base, "/static/nothing.css", headers=browser), "NOT_FOUND"),
+        ):
+            assert answer.headers["content-type"] == "text/html; charset=utf-8" and f"<h1>{code}</h1>" in answer.text, (code, answer.text[:300])
+            assert "script-src 'self'" in answer.headers["content-security-policy"] and '<nav aria-label="pages">' not in answer.text
+        # A program (no Accept) still gets the JSON body.
+        assert request(served.base, "/", headers={"Host": "evil.example"}).json()["error"]["code"] == "HOST_NOT_ALLOWED"
+
+
+def test_a_live_page_is_sent_only_what_changed(repo: Path) -> None:
+    make_workspace(repo)
+    ctx = Context(repo)
+    epic = editing.create_epic(ctx, title="Checkout", status="ACTIVE")["epic"]["id"]
+    tasks = [editing.create_task(ctx, epic_id=epic, title=f"Task {n}")["task"]["id"] for n in range(30)]
+    with serve(repo) as served:
+        page = request(served.base, "/board")
+        render = re.search(r'<main id="main" data-render="([^"]+)"', page.text)
+        assert render
+        cookie = {"Cookie": f"moss_csrf={page.cookies['moss_csrf']}"}  # as a browser keeps it: the forms' token stays the same
+        live = {**cookie, "X-Moss-Live": render.group(1)}
+        assert request(served.base, "/board", headers=live).json() == {"render": render.group(1), "title": "Board"}
+        editing.update_task(ctx, task_id=tasks[3], title="Renamed")
+        diff = request(served.base, "/board", headers=live)
+        changed = diff.json()
+        assert list(changed["parts"]) == [f"card:{tasks[3]}"] and "lists" not in changed and "main" not in changed
+        assert ">Renamed</a>" in changed["parts"][f"card:{tasks[3]}"] and len(diff.body) < 1500
+        from moss_files.board import claims
+
+        claims.set_task_status(ctx, task_id=tasks[3], status="PLANNING")
+        moved = request(served.base, "/board", headers={**cookie, "X-Moss-Live": changed["render"]}).json()
+        assert set(moved["lists"]) == {"col:BACKLOG", "col:PLANNING"} and moved["lists"]["col:PLANNING"] == [f"card:{tasks[3]}"]
+        assert {f"card:{tasks[3]}", "head:BACKLOG", "head:PLANNING", "counts"} <= set(moved["parts"])
+        # A render the server does not know (restarted, or too old): the whole content.
+        assert '<ol class="cards"' in request(served.base, "/board", headers={"X-Moss-Live": "unknown"}).json()["main"]
+        assert request(served.base, f"/tasks/{tasks[0]}", headers={"X-Moss-Live": "unknown"}).json()["main"].count("<h1") == 1

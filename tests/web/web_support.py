@@ -375,6 +375,16 @@ def processes_using(folder: str) -> list[str]:
     return found
 
 
+@pytest.fixture
+def shots(tmp_path: Path, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The test's screenshot folder: $MOSS_TEST_ARTIFACTS/web/<test>/ when set (kept after the
+    run, for CI to upload), else under tmp_path (a module imports this fixture by name)."""
+    folder = Path(ARTIFACTS) / "web" / request.node.name if ARTIFACTS else tmp_path / "screenshots"
+    with capsys.disabled():
+        print(f"\n[web] screenshots: {folder}")
+    return folder
+
+
 @contextmanager
 def browser_page(shots: Path) -> Iterator[Any]:
     """A page of a fresh headless Chromium (its own profile folder), closed at the end; then
@@ -429,3 +439,245 @@ class EventStream:
 
     def close(self) -> None:
         self.connection.close()
+
+
+# --------------------------------------------------------------------------- realistic workspaces
+
+MOE_FIXTURE = Path(__file__).resolve().parent.parent / "migrate" / "fixtures" / "moe"
+BACKLOG_FIXTURE = MOE_FIXTURE.parent / "backlog"
+# The words of the generated Moe board's titles: our own, in the shapes Moe's board has (a verb,
+# what it acts on, sometimes why; 10 to 160 characters).
+_VERBS = ("Fix", "Add", "Show", "Guard", "Rework", "Document", "Speed up", "Retry", "Split", "Cache", "Validate", "Remove")
+_OBJECTS = (
+    "the claim endpoint",
+    "worker heartbeats",
+    "the plan approval panel",
+    "the activity log rotation",
+    "epic rails in get_context",
+    "QA rejection reasons",
+    "the VS Code board webview",
+    "channel pins",
+    "stale worker detection",
+    "the daemon's state file writes",
+    "task ordering inside an epic",
+    "the settings panel",
+)
+_WHYS = (
+    "",
+    "",
+    " so that a restarted daemon keeps its queue",
+    " (reported twice in review)",
+    " before the 0.4 release",
+    " when two agents claim within the same second and the second one sees a half-written task file on disk",
+)
+
+
+@dataclass
+class Realistic:
+    """What `realistic_workspace` made."""
+
+    root: Path
+    sleeves: tuple[str, ...] = ()
+    capsules: list[str] = field(default_factory=list)
+    long_capsule: str = ""
+    sessions: list[str] = field(default_factory=list)
+    latest_done: str = ""  # the board task completed last
+
+
+def _moe_task(index: int, epic: str, status: str, rng: Any, base: float) -> dict[str, Any]:
+    """One task of a Moe board as Moe writes it (`.moe/tasks/<id>.json`)."""
+    from datetime import UTC, datetime
+
+    def stamp(seconds: float) -> str:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{rng.randrange(1000):03d}Z"
+
+    created = base + index * 3600 + rng.randrange(3600)
+    title = f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)}{rng.choice(_WHYS)}"
+    steps = [
+        {
+            "stepId": f"step-{n}",
+            "description": f"Change `packages/moe-daemon/src/tools/part{n}.ts` and cover it with a test.",
+            "status": "COMPLETED" if status in ("DONE", "ARCHIVED", "REVIEW") else "PENDING",
+            "affectedFiles": [f"packages/moe-daemon/src/tools/part{n}.ts"],
+        }
+        for n in range(1, 1 + rng.randrange(1, 4))
+    ]
+    task: dict[str, Any] = {
+        "id": f"task-{rng.getrandbits(32):08x}",
+        "epicId": epic,
+        "title": title,
+        "description": f"{title}.\n\nWhat happens now: the {rng.choice(_OBJECTS)} is left as it was.\n\n- keep the old behaviour behind a flag\n- log once",
+        "definitionOfDone": ["the new test passes", "no change in the public tool schema", "the docs say what changed"],
+        "taskRails": [],
+        "implementationPlan": steps if status != "BACKLOG" else [],
+        "status": status,
+        "assignedWorkerId": None,
+        "branch": None,
+        "prLink": None,
+        "reopenCount": rng.choice((0, 0, 0, 1, 2)),
+        "reopenReason": None,
+        "createdBy": rng.choice(("HUMAN", "WORKER")),
+        "parentTaskId": None,
+        "priority": rng.choice(("MEDIUM",) * 14 + ("HIGH",) * 4 + ("CRITICAL", "LOW")),
+        "order": index + 1,
+        "createdAt": stamp(created),
+        "updatedAt": stamp(created + 600),
+        "comments": [],
+    }
+    if status in ("DONE", "ARCHIVED"):
+        # Completed in an order of its own: neither creation nor priority tells it.
+        task["completedAt"] = stamp(base + 300 * 3600 + rng.randrange(60 * 24 * 3600))
+        task["updatedAt"] = task["completedAt"]
+    return task
+
+
+def moe_board(root: Path, *, tasks: int = 257, seed: int = 28) -> None:
+    """A `.moe/` folder shaped like Moe's own board (257 tasks in 25 epics, nearly all DONE or
+    ARCHIVED, a few in flight), made of the Moe fixture of tests/migrate plus generated tasks."""
+    import random
+
+    rng = random.Random(seed)
+    moe = root / ".moe"
+    shutil.copytree(MOE_FIXTURE / ".moe", moe, dirs_exist_ok=True)
+    fixture_tasks = len(list((moe / "tasks").glob("*.json")))
+    epics = ["epic-a205c7a1"]
+    for number in range(24):
+        epic_id = f"epic-{rng.getrandbits(32):08x}"
+        epics.append(epic_id)
+        title = f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)}" + (
+            " and everything that depends on it across the daemon and the extension" if number == 3 else ""
+        )
+        epic = {
+            "id": epic_id,
+            "projectId": "proj-3830fac7",
+            "title": title,
+            "description": f"Group of work: {title.lower()}.",
+            "architectureNotes": "",
+            "epicRails": [],
+            "status": "ACTIVE",
+            "order": number + 1,
+            "createdAt": "2026-02-03T12:00:00.000Z",
+            "updatedAt": "2026-02-03T12:00:00.000Z",
+        }
+        (moe / "epics" / f"{epic_id}.json").write_text(json.dumps(epic, indent=2) + "\n")
+    base = 1770000000.0  # early February 2026
+    live = ["BACKLOG"] * 5 + ["PLANNING"] * 2 + ["WORKING"] * 2 + ["REVIEW"] * 2
+    generated = tasks - fixture_tasks
+    statuses = live + ["DONE"] * ((generated - len(live)) // 2) + ["ARCHIVED"] * (generated - len(live) - (generated - len(live)) // 2)
+    rng.shuffle(statuses)
+    for index, status in enumerate(statuses):
+        task = _moe_task(index, epics[index % len(epics)], status, rng, base)
+        (moe / "tasks" / f"{task['id']}.json").write_text(json.dumps(task, indent=2) + "\n")
+
+
+def big_board(root: Path, count: int = 5000, *, seed: int = 5) -> None:
+    """`count` tasks in epics of 100 (every status; DONE ones completed at different times),
+    written straight as files, as bench/board.py writes its boards."""
+    import random
+    from datetime import UTC, datetime
+
+    from moss_files.board import files
+    from moss_files.board.model import PRIORITIES, Epic, Step, Task
+    from moss_files.foundation.ids import IdSource, seeded_random
+
+    rng = random.Random(seed)
+    ids = IdSource(random_bytes=seeded_random(seed))
+    base = root / ".moss" / "board"
+    for folder in ("epics", "tasks"):
+        (base / folder).mkdir(parents=True, exist_ok=True)
+    epics = [ids.prefixed("EPIC") for _ in range(max(1, -(-count // 100)))]
+    for order, epic_id in enumerate(epics, start=1):
+        epic = Epic(id=epic_id, title=f"Billing area {order}", description="Related work.", status="ACTIVE", order=order, created="2026-01-01T00:00:00Z")
+        (base / "epics" / f"{epic_id}.md").write_text(files.render_epic(epic))
+    statuses = ("BACKLOG", "BACKLOG", "PLANNING", "WORKING", "REVIEW", "DONE", "DONE", "DONE")
+
+    def stamp(seconds: float) -> str:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    for index in range(count):
+        status = statuses[index % len(statuses)]
+        created = 1767225600 + index * 60
+        steps = tuple(Step(f"step-{n}", f"Change part {n}", status="COMPLETED" if status in ("REVIEW", "DONE") else "PENDING") for n in (1, 2))
+        task = Task(
+            id=ids.prefixed("TASK"),
+            epic=epics[index % len(epics)],
+            title=f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {index}{rng.choice(_WHYS)}",
+            description="Totals are rounded per line instead of per invoice.",
+            status=status,
+            priority=PRIORITIES[index % 4],
+            order=index // len(epics) + 1,
+            definition_of_done=("totals match the ledger",),
+            plan=steps if status != "BACKLOG" else (),
+            created=stamp(created),
+            updated=stamp(created),
+            completed=stamp(created + rng.randrange(90 * 24 * 3600)) if status == "DONE" else None,
+        )
+        (base / "tasks" / f"{task.id}.md").write_text(files.render_task(task))
+
+
+def agent_session_with_tools(root: Path, steps: int = 6) -> str:
+    """An agent session of several tool calls (the demo server's echo and count) and an
+    answer: a few dozen events."""
+    from agent_support import FakeMessagesAPI, agent_env, text, tool, write_settings
+
+    from moss_files.agent import service as agent
+
+    write_settings(root, '[policy]\nallow_tools = ["demo.echo", "demo.count"]\n', moss=False, demo=True)
+    replies = [tool("demo__echo", {"text": f"look at part {n}"}, say=f"Step {n}: checking.") for n in range(1, steps)]
+    replies.append(tool("demo__count", {"a": 2, "b": 3}))
+    replies.append(text("All parts checked; the count is 5."))
+    with FakeMessagesAPI(replies) as fake:
+        done = agent.run(Context(root), "Check every part of the billing module and count them", environ=agent_env(fake))
+    return str(done["session"]["id"])
+
+
+def realistic_workspace(root: Path, *, agent: bool = True) -> Realistic:
+    """The workspace people would look at: Moe's board imported (`moss migrate moe`), with the
+    Backlog.md fixture's tasks beside it (types and labels), capsules (one long), an envoy root
+    with two sleeves that have mail (the root's own mailbox empty), memory files with decisions
+    and their reasons, and (with `agent`) an agent session."""
+    import cstack
+    import needlecast
+    from moss_files.migrate import service as migrate
+    from needlecast import mailbox
+
+    make_workspace(root)
+    moe_board(root)
+    ctx = Context(root)
+    migrate.migrate_moe(ctx)
+    shutil.copytree(BACKLOG_FIXTURE / "backlog", root / "backlog")
+    migrate.migrate_backlog(ctx)
+    shutil.rmtree(root / "backlog")
+    made = Realistic(root)
+    for name, workspace, tags in (("login handoff", "web", ["auth"]), ("billing notes", "web", []), ("release checklist", "ops", ["release"])):
+        made.capsules.append(capsules.store(ctx, capsule_text=CAPSULE, name=name, workspace=workspace, tags=tags)["id"])
+    long_text = CAPSULE.replace(
+        "- src/auth/", "\n".join(f"- src/billing/module_{n}.py: rounding and totals, part {n} of the invoice pipeline" for n in range(90))
+    )
+    made.long_capsule = capsules.store(ctx, capsule_text=long_text, name="billing deep dive", workspace="ops")["id"]
+    made.capsules.append(made.long_capsule)
+    made.sleeves = ("alice", "bob")
+    for name in made.sleeves:
+        mailbox.init_mailbox(root / name, "v1")
+    alice, bob = (Context(root / name, sleeve=name) for name in made.sleeves)
+    needlecast.send(alice, body="Can you take the rounding task? The ledger test fails on invoices with 40 lines.", to=["bob"], thread="rounding")
+    needlecast.send(bob, body="Taking it. I will round once, at the end, half-even.", to=["alice"], thread="rounding")
+    needlecast.send(alice, body="Thanks. Ping me when the property test is in.", to=["bob"], thread="rounding")
+    needlecast.send(alice, body="The release checklist capsule is up to date.", to=["bob"], thread="release")
+    needlecast.send(bob, body="Reviewed **the checklist**: two items need an owner.", to=["alice"], thread="release")
+    needlecast.route_once(ctx)
+    cstack.add_task(ctx, task="Write the rounding property test P1 #billing", ident="rounding-test")
+    cstack.add_task(ctx, task="Ship the invoice fix", ident="ship", depends=["rounding-test"])
+    cstack.remember(ctx, text="Rounding | half-even at the end | per-line rounding drifts from the ledger by a cent on long invoices", category="decisions")
+    cstack.remember(ctx, text="Cache | SQLite | one file, safe to delete", category="decisions")
+    cstack.remember(ctx, text="The ledger test needs a fixed clock", category="gotchas")
+    if agent:
+        made.sessions.append(agent_session_with_tools(root))
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "a realistic workspace")
+    from moss_files.board import queries
+
+    done = queries.list_tasks(ctx, statuses=["DONE"])["tasks"]
+    finished = {task["id"]: queries.show_task(ctx, task_id=task["id"]) for task in done}
+    made.latest_done = max(finished, key=lambda ident: finished[ident].get("completedAt") or finished[ident].get("updatedAt") or "")
+    return made
