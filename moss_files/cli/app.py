@@ -54,6 +54,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.migrate": ("migrate",),
     "moss_files.cli.upgrade": ("upgrade",),
     "moss_files.cli.ui": ("ui",),
+    "moss_files.cli.projects": ("projects",),
 }
 
 

@@ -21,7 +21,7 @@ import typer
 
 from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
-from moss_files.foundation.workspace import ROOT_ENV
+from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 
 __all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
 
@@ -30,8 +30,10 @@ RootOpt = Annotated[
     Path | None,
     typer.Option(
         "--root",
-        envvar=ROOT_ENV,
-        help=f"Workspace root (default: walk up from the current directory; env {ROOT_ENV}).",
+        "--project",
+        envvar=[ROOT_ENV, MOE_ROOT_ENV],
+        metavar="PATH|NAME",
+        help=f"Workspace root: a folder, or a project's name from `moss projects` (default: walk up from the current directory; env {ROOT_ENV}, or {MOE_ROOT_ENV}).",
         show_default=False,
     ),
 ]

@@ -32,6 +32,7 @@ ERROR_CODES: dict[str, str] = {
     "AMBIGUOUS_ADDRESSING": "an item was addressed in two ways, or a reference matched several items",
     "NOT_FOUND": "no such item, file or workspace",
     "WORKSPACE_NOT_FOUND": "no workspace above the current directory",
+    "PROJECT_NOT_FOUND": "--project names no folder and no project of the registry (moss projects list)",
     "INVALID_DOCUMENT": "a file's content cannot be used",
     "INVALID_ENCODING": "a file is not valid UTF-8",
     "BINARY_FILE": "a file holds NUL bytes, so it is not a text document",
