@@ -116,6 +116,7 @@ ERROR_CODES: dict[str, str] = {
     "TOOL_TIMEOUT": "an MCP tool did not answer within its timeout (status 504, exit 9)",
     "TOOL_FAILED": "an MCP tool answered with an error, or its server with a protocol error (status 502, exit 9)",
     "SERVER_UNAVAILABLE": "an MCP server could not be started or reached, or stopped answering (status 503, exit 9)",
+    "TASK_UNFINISHED": "a role run (moss agent run --role) ended twice with its task still in the role's column; the task was released for another agent (exit 9)",
 }
 
 
