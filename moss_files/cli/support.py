@@ -23,7 +23,7 @@ from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 
-__all__ = ["JsonOpt", "RootOpt", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
+__all__ = ["JsonOpt", "RootOpt", "default_port", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RootOpt = Annotated[
@@ -102,3 +102,13 @@ def read_stdin_if(value: str | None) -> str:
 
         return document.strip_bom(sys.stdin.read())[0]
     return value
+
+
+def default_port(text: str | None, builtin: int, *, variable: str = "") -> int:
+    """A daemon's default port: `text` (a variable's value) when it is set, else `builtin`.
+    Raises InvalidRequest for a value that is no port number."""
+    if text is None or not text.strip():
+        return builtin
+    if not text.strip().isdigit() or not 0 < int(text) <= 65535:
+        raise InvalidRequest(f"{variable or 'the default port'}={text!r} is not a port number (1-65535)", details={"variable": variable, "value": text})
+    return int(text)

@@ -244,6 +244,23 @@ def change(home: Path, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any
         raise InvalidDocument("the project registry is not valid UTF-8", code="INVALID_ENCODING", path=path) from None
 
 
+def touch(home: Path, path: str, stamp: str) -> bool:
+    """Mark the project registered at folder `path` opened at `stamp` (our registry only).
+    False when no entry has that folder: nothing is written then."""
+    if not registry_path(home).exists():
+        return False
+    found: list[bool] = []
+
+    def edit(entries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        found[:] = [any(entry.get("path") == path for entry in entries)]
+        if not found[0]:
+            return None
+        return newest_first([{**entry, "lastOpenedAt": stamp} if entry.get("path") == path else entry for entry in entries])
+
+    change(home, edit)
+    return bool(found and found[0])
+
+
 def unknown_name(name: str, registry: Registry, home: Path) -> NotFound:
     """The error for a `--project` that names no folder and no registered project."""
     known = sorted({project.name for project in registry.projects})

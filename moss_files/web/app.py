@@ -41,6 +41,7 @@ from urllib.parse import parse_qs
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, retry_after, split_host
+from moss_files.foundation.loglevels import say
 from moss_files.web import agents, board, capsules, memory, messages, search, watch
 from moss_files.web.html import Html, Page, button, error_notice, esc, hidden, join, layout, url
 
@@ -191,7 +192,7 @@ class WebApp:
             self.watcher.start()
         except (OSError, MossError) as exc:
             self.watcher.stop()
-            self.log(f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
+            say(self.log, "warn", f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
 
     def stop(self) -> None:
         """End the event streams and stop watching."""
@@ -277,7 +278,7 @@ class WebApp:
         except MossError as err:
             response = self._error_response(err, request)
         except Exception:
-            self.log("moss serve: a page failed:\n" + traceback.format_exc())
+            say(self.log, "error", "moss serve: a page failed:\n" + traceback.format_exc())
             response = self._error_response(MossError("the page failed; the daemon's log has the details"), request)
         if request.new_nonce:
             response.headers.append(("set-cookie", f"{CSRF_COOKIE}={request.new_nonce}; Path=/; HttpOnly; SameSite=Strict"))
