@@ -156,11 +156,13 @@ class Prelude:
         """Call a board tool; its JSON answer (its text with `raw`). Raises AgentFailure when
         the call fails: a launch cannot go on without the board."""
         answer = await run.call_tool(self.tools[tool], arguments, origin="role")
+        if raw and answer.ok:
+            return answer.text  # shown to the model as it is (cut, with a note, past max_output_bytes)
         data = roles.parse_answer(answer.text) if answer.ok else None
         if data is None:
             first = (answer.text.strip().splitlines() or ["(no answer)"])[0][:300]
             raise AgentFailure(f"{tool} failed for {self.launch.worker}: {first}", code="TOOL_FAILED", details={"tool": tool, "text": answer.text[:2000]})
-        return answer.text if raw else data
+        return data
 
     async def _wait(self, run: Run, seconds: float) -> bool:
         """Wait up to `seconds` for a claimable task, in calls each within the tool's timeout.

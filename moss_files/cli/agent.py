@@ -1,4 +1,5 @@
-"""`moss agent init|chat|run|sessions|logs|mcp list|mcp call`: the local agent runtime.
+"""`moss agent init|chat|run|sessions|logs|mcp list|mcp call`: the local agent runtime, and
+agents launched by board role (`run --role`).
 
 Entry layer: reads the options and the environment (the API key, NEEDLECAST_SLEEVE), finds the
 workspace, calls moss_files.agent.service and renders its dict. The MCP and Anthropic SDKs are
@@ -6,7 +7,8 @@ loaded by the use cases that need them, never when another `moss` command starts
 Exit codes: 0 done; 2 bad arguments or API_KEY_MISSING; 3 no such session or run; 4 bad
 .moss/agent.toml; 5 CAPABILITY_DENIED or SESSION_BUSY; 6 no workspace; 9 the run, the model, a
 server or a tool failed (RUN_FAILED, MODEL_ERROR, STEP_LIMIT, RUN_CANCELLED, TOOL_TIMEOUT,
-TOOL_FAILED, SERVER_UNAVAILABLE); 130 interrupted.
+TOOL_FAILED, SERVER_UNAVAILABLE), or a role's task stayed unfinished (TASK_UNFINISHED); 130
+interrupted.
 """
 
 from __future__ import annotations

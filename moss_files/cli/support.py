@@ -26,7 +26,9 @@ from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 __all__ = ["JsonOpt", "RootOnlyOpt", "RootOpt", "default_port", "emit", "new_app", "note", "read_stdin_if", "reporting", "warn_if_clone_lacks_merge_driver"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-_ROOT_HELP = f"Workspace root: a folder, or a project's name from `moss projects` (default: walk up from the current directory; env {ROOT_ENV}, or {MOE_ROOT_ENV})."
+_ROOT_HELP = (
+    f"Workspace root: a folder, or a project's name from `moss projects` (default: walk up from the current directory; env {ROOT_ENV}, or {MOE_ROOT_ENV})."
+)
 RootOpt = Annotated[
     Path | None,
     typer.Option("--root", "--project", envvar=[ROOT_ENV, MOE_ROOT_ENV], metavar="PATH|NAME", help=_ROOT_HELP, show_default=False),
