@@ -325,3 +325,17 @@ def test_without_auto_claim_the_prompt_is_one_run_with_the_role(shop: Path, api:
     system = api.requests[0]["body"]["system"]
     assert "moe.claim_next_task" in json.dumps(system)  # told how to claim, not claimed for
     assert not [e for e in read_events(shop) if e["kind"].startswith(("tool.", "role.")) and e["data"].get("origin") == "role"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("anyio_workers_finish")
+def test_a_context_past_the_output_cap_reaches_the_model_cut(shop: Path, api: FakeMessagesAPI) -> None:
+    write_settings(shop, demo=False, max_output_bytes=8000)
+    task = new_task(shop, "Much discussed")
+    for number in range(30):
+        moss(shop, "task", "comment", task, f"comment {number}: " + "a long remark " * 12)
+    api.add(text("Read it."))
+    code, result, _err = launch(api, "architect", "architect-6", "--max-tasks", "1", cwd=shop)
+    assert code == 0, result
+    prompt = api.requests[0]["body"]["messages"][0]["content"][0]["text"]
+    assert f"{task} \u201cMuch discussed\u201d" in prompt and "truncated" in prompt.lower()
