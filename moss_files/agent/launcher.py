@@ -264,7 +264,7 @@ def run_role(
             if stop.fired:
                 return None
             tools = board_routes(runtime) if auto_claim else {}
-            session_id = runtime.store.resolve_session(session) if session else service.create_session(ctx, runtime, f"{role.name} {launch.worker}: {text}")
+            session_id = runtime.store.resolve_session(session) if session else service.create_session(ctx, runtime, text)  # titled "[ROLE WORKER] …"
             shown.note(f"{role.name} {launch.worker} · session {session_id} · model {runtime.settings.llm.model}")
             with anyio.CancelScope() as scope:
                 stop.scope = scope
