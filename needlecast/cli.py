@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 import needlecast
-from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
+from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, default_port, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation.context import Context
 from moss_files.foundation.workspace import find_workspace
 
@@ -33,6 +34,7 @@ def _needlecast(version: VersionOpt = False) -> None:
 
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
 TOKEN_ENV = "NEEDLECAST_TOKEN"
+DEFAULT_PORT_ENV = "NEEDLECAST_DEFAULT_PORT"  # moves the port `needlecast sidecar` starts its scan from
 TOKEN_FILE_ENV = "NEEDLECAST_TOKEN_FILE"
 _STATUS_EXIT = {400: 2, 404: 3, 422: 4, 409: 5}
 
@@ -304,7 +306,15 @@ def route(
 @app.command("sidecar")
 def sidecar(
     host: Annotated[str, typer.Option("--host", envvar="NEEDLECAST_HOST", help="Address to bind; anything but loopback needs a token.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", envvar="NEEDLECAST_PORT", help="TCP port (0 picks a free one).")] = needlecast.DEFAULT_PORT,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            envvar="NEEDLECAST_PORT",
+            help=f"TCP port (0 picks a free one; default: {needlecast.DEFAULT_PORT}, or NEEDLECAST_DEFAULT_PORT, or the next free one).",
+            show_default=False,
+        ),
+    ] = None,
     token_file: Annotated[
         Path | None,
         typer.Option(
@@ -362,16 +372,24 @@ def sidecar(
 ) -> None:
     """Run the sidecar: watch and route outboxes, serve /health, /status, /outbox, /inbox, /sleeves.
     Every option can come from the environment (the variable each names)."""
+    from moss_files.foundation.httpserver import PORT_SCAN
+    from moss_files.foundation.loglevels import LevelLog, level_from_env
     from needlecast.gitsync import GitSyncSettings
 
     with reporting(as_json):
+        level = level_from_env(os.environ)
+        scan = 1
+        if port is None:  # the default port, or the next free one (sidecar.json says which)
+            port, scan = default_port(os.environ.get(DEFAULT_PORT_ENV), needlecast.DEFAULT_PORT, variable=DEFAULT_PORT_ENV), PORT_SCAN
         secret = _token(token_file, token)
         peers = _peers(peer, peer_token_dir)
         settings = GitSyncSettings(remote=git_sync_remote, branch=git_sync_branch, interval=git_sync_interval) if git_sync else None
+        context = _envoy(root, name)
         code = needlecast.run_sidecar(
-            _envoy(root, name),
+            replace(context, notify=LevelLog(note, level)),
             host=host,
             port=port,
+            scan=scan,
             token=secret,
             route=route_mode,
             poll=poll,

@@ -120,12 +120,14 @@ def run_sidecar(
     host_name: str | None = None,
     git_sync: GitSyncSettings | None = None,
     index_watch: bool = False,
+    scan: int = 1,
 ) -> int:
     """`needlecast sidecar`: watch and route (when `route`, or when the root holds sleeves or
     has peers) and serve the HTTP API as the context's sleeve until SIGTERM/SIGINT; returns 0.
     `peers` may deliver to this host's sleeves (signed requests) and receive from them;
     `git_sync` commits, pulls and pushes the toolkit's files; `index_watch` keeps the
-    workspace's search index warm (`moss index watch`) while the sidecar runs.
+    workspace's search index warm (`moss index watch`) while the sidecar runs. With `scan`,
+    a `port` in use gives way to the first free one of the `scan` ports from it.
 
     Raises InvalidRequest TOKEN_REQUIRED for a non-loopback `host` without a token, Conflict
     ALREADY_RUNNING when another sidecar holds the workspace, RepoError GIT_SYNC_FAILED when
@@ -151,5 +153,6 @@ def run_sidecar(
         host_name=host_name,
         git_sync=git_sync,
         index_watch=index_watch,
+        scan=scan,
     )
     return sidecar.run()

@@ -46,7 +46,8 @@ from urllib.parse import parse_qs
 from moss_files.foundation import structured
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import bearer_matches, check_request
-from moss_files.foundation.httpserver import HttpServer, Limits, listen
+from moss_files.foundation.httpserver import HttpServer, Limits, listen_from
+from moss_files.foundation.loglevels import say
 from needlecast.signing import NONCE_HEADER, PEER_HEADER, TIME_HEADER, WINDOW_SECONDS, Peer, ReplayGuard, verify
 
 MAX_BODY = 1024 * 1024
@@ -206,7 +207,7 @@ def answer(api: Api, request: Request, bind_host: str) -> Answer:
     except MossError as err:
         return _error(err)
     except Exception as exc:  # a bug must not kill the worker or leak a traceback to clients
-        api.log(f"http: internal error on {request.method} {path}: {type(exc).__name__}: {exc}")
+        say(api.log, "error", f"http: internal error on {request.method} {path}: {type(exc).__name__}: {exc}")
         return _error(MossError("internal error"))
     if isinstance(body, EventStream):
         return status, body, {}
@@ -323,8 +324,8 @@ class ApiApp:
 class Server:
     """The sidecar's server: the shared HTTP server (`foundation.httpserver`) over `ApiApp`."""
 
-    def __init__(self, api: Api, host: str, port: int) -> None:
-        sock = listen(host, port, port_hint="pick another with --port, or --port 0 for a free one")
+    def __init__(self, api: Api, host: str, port: int, *, scan: int = 1) -> None:
+        sock = listen_from(host, port, scan=scan, port_hint="pick another with --port, or --port 0 for a free one")
         self.app = ApiApp(api, host)
         self.http = HttpServer(self.app, sock, limits=Limits(max_body=MAX_BODY), log=api.log)
         self.port = self.http.port
@@ -342,6 +343,7 @@ class Server:
         self.app.close()
 
 
-def make_server(api: Api, host: str, port: int) -> Server:
-    """A bound (not yet serving) server for `api`. Raises Conflict CONFLICT if the port is taken."""
-    return Server(api, host, port)
+def make_server(api: Api, host: str, port: int, *, scan: int = 1) -> Server:
+    """A bound (not yet serving) server for `api`, on `port` or, with `scan`, the first free one
+    of the `scan` ports from it. Raises Conflict CONFLICT if they are taken."""
+    return Server(api, host, port, scan=scan)

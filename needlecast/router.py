@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError, error_body
 from moss_files.foundation.ids import format_time, system_clock
+from moss_files.foundation.loglevels import say
 from needlecast import mailbox, remote, shared_file, signing
 from needlecast.journal import Journal, archived_event, dead_event, delivered_event, merge_deliveries
 from needlecast.mailbox import Mailbox
@@ -253,13 +254,13 @@ class Router:
             return step()
         except MossError as err:
             report.problems.append({"sleeve": sender, **error_body(err)["error"]})
-            self.log(f"needlecast: {sender}: {err}")
+            say(self.log, "warn", f"needlecast: {sender}: {err}")
         except OSError as exc:
             # A full disk or a read-only folder stops this sender's pass, not the router;
             # every step is idempotent, so the next pass resumes where this one stopped.
             failure = MossError(f"cannot write: {exc.strerror or exc}", code="NOT_WRITABLE", path=exc.filename)
             report.problems.append({"sleeve": sender, **error_body(failure)["error"]})
-            self.log(f"needlecast: {sender}: {failure}")
+            say(self.log, "error", f"needlecast: {sender}: {failure}")
         return None
 
     def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack) -> _Pass | None:

@@ -46,6 +46,7 @@ from moss_files.foundation.conflicted import find_conflicted
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound, WatchError, error_body
 from moss_files.foundation.httpguard import is_loopback
 from moss_files.foundation.ids import format_time, system_clock
+from moss_files.foundation.loglevels import say, shows
 from needlecast import DEFAULT_PORT, mailbox, probes
 from needlecast import message as msg
 from needlecast.gitsync import GitSync, GitSyncSettings
@@ -114,7 +115,9 @@ def _moss_command() -> str | None:
 
 
 def read_runtime(root: Path) -> dict[str, Any] | None:
-    """The running sidecar's {pid, url, host, port, started} for a workspace, if any."""
+    """The running sidecar's {pid, url, host, port, requested_port, started} for a workspace, if
+    any (`port` is the one it listens on; `requested_port` the one asked for, from which the
+    default scans up to the first free one)."""
     path = Mailbox(root).state_dir / RUNTIME_FILE
     try:
         return json.loads(fs.read_bytes(path, max_bytes=65536))
@@ -184,6 +187,7 @@ class Sidecar:
         host_name: str | None = None,
         git_sync: GitSyncSettings | None = None,
         index_watch: bool = False,
+        scan: int = 1,
     ) -> None:
         if serve_http and not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -194,6 +198,7 @@ class Sidecar:
         self.root = root.resolve()
         self.name = name or self.root.name
         self.host, self.port, self.token = host, port, token
+        self.requested_port, self.scan = port, scan
         self.serve_http = serve_http
         self.route_mode = route
         self.poll = poll
@@ -326,7 +331,7 @@ class Sidecar:
             self._observer = None
 
     def _fall_back(self, why: str) -> None:
-        self.log(f"needlecast: switching to polling every {self.poll_interval:g}s: {why}")
+        say(self.log, "warn", f"needlecast: switching to polling every {self.poll_interval:g}s: {why}")
         self._start_observer(polling=True)
 
     def _probe(self) -> bool:
@@ -368,7 +373,7 @@ class Sidecar:
 
     def _problem(self, err: MossError) -> None:
         self.problems = [{"at": format_time(self.clock()), **error_body(err)["error"]}]
-        self.log(f"needlecast: {err}")
+        say(self.log, "error", f"needlecast: {err}")
 
     def sync_soon(self) -> None:
         """Bring the next git sync round forward: something changed (safe from any thread)."""
@@ -391,7 +396,7 @@ class Sidecar:
         if (self.git.state, self.git.conflicts) != before or self.git.state == "error":
             detail = f": {self.git.error['message']}" if self.git.error else ""
             conflicted = f" in {', '.join(self.git.conflicts)}" if self.git.conflicts else ""
-            self.log(f"needlecast: git sync {self.git.state}{conflicted}{detail}")
+            say(self.log, "error" if self.git.state == "error" else "info", f"needlecast: git sync {self.git.state}{conflicted}{detail}")
 
     def _record(self, report: RouteReport) -> None:
         if report.delivered or report.archived or report.removed or report.dead_letters:
@@ -405,8 +410,10 @@ class Sidecar:
                 f"needlecast: routed {report.delivered} {'delivery' if report.delivered == 1 else 'deliveries'}, {report.archived} archived, "
                 f"{report.dead_letters} dead {'letter' if report.dead_letters == 1 else 'letters'}, {report.pending} waiting"
             )
+        elif shows(self.log, "debug"):
+            say(self.log, "debug", f"needlecast: pass {self.passes}: nothing routed, {report.pending} waiting, {len(report.held)} held")
         for problem in report.problems:
-            self.log(f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")
+            say(self.log, "warn", f"needlecast: {problem.get('sleeve')}: [{problem.get('code')}] {problem.get('message')}")
 
     def _sweep(self, scheduled: bool = True) -> None:
         self._refresh()
@@ -489,8 +496,8 @@ class Sidecar:
                 if self.git is not None and time.monotonic() >= self._next_sync:
                     self._git_round()
             except Exception as exc:  # a bug in one pass must not stop the daemon; the next pass retries
-                self.log(f"needlecast: internal error, retrying in a second: {type(exc).__name__}: {exc}")
-                self.log("".join(traceback.format_exception(exc)).rstrip())
+                say(self.log, "error", f"needlecast: internal error, retrying in a second: {type(exc).__name__}: {exc}")
+                say(self.log, "error", "".join(traceback.format_exception(exc)).rstrip())
                 self.stop_event.wait(1.0)
 
     # ----------------------------------------------------------------- status and API
@@ -702,17 +709,17 @@ class Sidecar:
         if not (self.root / ".moss").is_dir():
             return None
         if not sys.platform.startswith("linux"):
-            self.log("needlecast: the search index watcher needs Linux inotify; searches walk the files")
+            say(self.log, "warn", "needlecast: the search index watcher needs Linux inotify; searches walk the files")
             return None
         moss = _moss_command()
         if moss is None:
-            self.log("needlecast: no `moss` command found, so no search index watcher; searches walk the files")
+            say(self.log, "warn", "needlecast: no `moss` command found, so no search index watcher; searches walk the files")
             return None
         try:
             # stderr is the sidecar's: the watcher tells only problems there.
             child = subprocess.Popen([moss, *INDEX_WATCH_COMMAND, "--root", str(self.root)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         except OSError as exc:
-            self.log(f"needlecast: cannot start the search index watcher ({exc.strerror}); searches walk the files")
+            say(self.log, "warn", f"needlecast: cannot start the search index watcher ({exc.strerror}); searches walk the files")
             return None
         self.log(f"needlecast: keeping the search index warm (moss index watch, pid {child.pid})")
         return child
@@ -726,7 +733,7 @@ class Sidecar:
                 child.kill()
                 child.wait()
         elif child.returncode != 0:  # it had stopped on its own: another watcher serves, or it failed
-            self.log(f"needlecast: the search index watcher had stopped (exit {child.returncode}); searches walked the files")
+            say(self.log, "warn", f"needlecast: the search index watcher had stopped (exit {child.returncode}); searches walked the files")
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -753,9 +760,11 @@ class Sidecar:
                     stack.callback(signal.signal, signum, previous)
             server_thread: threading.Thread | None = None
             if self.serve_http:
-                server = make_server(self._api(), self.host, self.port)  # Conflict when the port is taken
+                server = make_server(self._api(), self.host, self.port, scan=self.scan)  # Conflict when the port (every one scanned) is taken
                 stack.callback(server.close)
                 self.port = server.port
+                if self.requested_port and self.port != self.requested_port:
+                    self.log(f"needlecast: port {self.requested_port} is in use; took {self.port}, the next free one")
                 self.url = f"http://{self.host}:{self.port}"
                 server_thread = threading.Thread(target=server.run, name="needlecast-http")
                 server_thread.start()
@@ -780,6 +789,7 @@ class Sidecar:
                         "url": self.url,
                         "host": self.host,
                         "port": self.port if self.serve_http else None,
+                        "requested_port": self.requested_port if self.serve_http else None,
                         "started": format_time(self.clock()),
                     }
                 ).encode(),

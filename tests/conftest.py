@@ -28,7 +28,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     for name in list(os.environ):
-        if name.startswith("MOSS_") or name.startswith("NEEDLECAST_") or name.startswith("CSTACK_"):
+        if name.startswith(("MOSS_", "NEEDLECAST_", "CSTACK_", "MOE_")) or name == "LOG_LEVEL":
             monkeypatch.delenv(name)
 
 

@@ -466,3 +466,14 @@ def test_the_architecture_page_lists_every_module() -> None:
     actual = {str(path.relative_to(ROOT)) for path in modules() if path.name != "__init__.py"}
     documented = {path for path in documented_tree() if path.endswith(".py") and not path.endswith("__init__.py")}
     assert sorted(actual - documented) == [] and sorted(documented - actual) == []
+
+
+def test_no_command_declares_an_option_twice_and_root_goes_with_project() -> None:
+    """A flag declared twice makes click take one silently (`--project` of `moss migrate` names
+    the source, so there `--root` alone names the workspace); everywhere else `--root` and
+    `--project` are one option."""
+    for name, command in all_commands():
+        flags = [flag for param in getattr(command, "params", []) for flag in (*param.opts, *param.secondary_opts)]
+        assert len(flags) == len(set(flags)), f"`{name}` declares {sorted({f for f in flags if flags.count(f) > 1})} twice"
+        if "--root" in flags and not name.startswith("moss migrate"):
+            assert "--project" in flags, f"`{name}` takes --root but not --project"

@@ -45,7 +45,7 @@ SPEC_KINDS = (
     "run.succeeded",
     "run.failed",
 )
-EXTRA_KINDS = ("session.oriented", "model.retried", "session.ended")
+EXTRA_KINDS = ("session.oriented", "model.retried", "session.ended", "role.claimed", "role.released", "role.idle")
 EVENT_KINDS = SPEC_KINDS + EXTRA_KINDS
 RUN_END_KINDS = frozenset({"run.succeeded", "run.failed"})
 
@@ -242,7 +242,7 @@ class RunSummary:
     usage: Usage = Usage()
     cost_usd: float | None = None
     error: Mapping[str, Any] | None = None
-    origin: str = "user"  # user | handoff
+    origin: str = "user"  # user | handoff | role
 
 
 def summarize_runs(events: Iterable[Event]) -> list[RunSummary]:
@@ -289,6 +289,8 @@ def summarize_runs(events: Iterable[Event]) -> list[RunSummary]:
                 duration_ms=_int(data.get("duration_ms")) if "duration_ms" in data else None,
                 truncated=bool(data.get("truncated")),
             )
+        elif event.kind == "role.idle" and not run.get("answer"):
+            run["answer"] = _text(data.get("message")) or ""  # a role run that found nothing to do ends with no model answer
         elif event.kind in RUN_END_KINDS:
             run["status"] = "succeeded" if event.kind == "run.succeeded" else "failed"
             run["ended"] = event.ts

@@ -18,7 +18,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +64,27 @@ class Model(Protocol):
     """What the loop needs of a model adapter (llm.AnthropicModel)."""
 
     async def complete(self, request: ModelRequest, *, on_text: Callable[[str, int], None], on_retry: Callable[[Retry], None]) -> tuple[Reply, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What a run's prelude hands the run: `text` added to the prompt the model gets, or an
+    `answer` that ends the run there, without a model call."""
+
+    text: str = ""
+    answer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeCall:
+    """The answer to a tool call the runtime made itself: whether it succeeded, and its text
+    (the tool's output, or `CODE: message`)."""
+
+    ok: bool
+    text: str
+
+
+Prelude = Callable[["Run"], Awaitable[Opening]]
 
 
 class Output(Protocol):
@@ -319,11 +340,13 @@ class Runtime:
     def new_event(self, kind: str, session: str, run: str | None, data: Mapping[str, Any]) -> Event:
         return Event(self.ctx.new_ulid(), model.stamp_ms(self.ctx.now()), kind, session, run, dict(data))
 
-    async def run(self, session_id: str, prompt: str, *, wait: float, output: Output, origin: str = "user") -> RunSummary:
+    async def run(self, session_id: str, prompt: str, *, wait: float, output: Output, origin: str = "user", prelude: Prelude | None = None) -> RunSummary:
         """One run of `session_id` (created beforehand), holding its lock. A run that fails is
-        recorded and raised as AgentFailure; the session stays usable."""
+        recorded and raised as AgentFailure; the session stays usable. A `prelude` runs inside
+        the run before the model is called (its tool calls pass the gate and are logged) and
+        may add to the prompt, or end the run without a model call."""
         with await self._lock(session_id, wait):
-            return await Run(self, session_id, prompt, output, origin).execute()
+            return await Run(self, session_id, prompt, output, origin, prelude).execute()
 
     async def _lock(self, session_id: str, wait: float) -> ExitStack:
         deadline = time.monotonic() + wait
@@ -345,12 +368,14 @@ class Runtime:
 class Run:
     """One run in progress."""
 
-    def __init__(self, runtime: Runtime, session_id: str, prompt: str, output: Output, origin: str) -> None:
+    def __init__(self, runtime: Runtime, session_id: str, prompt: str, output: Output, origin: str, prelude: Prelude | None = None) -> None:
         self.rt = runtime
         self.session_id = session_id
         self.prompt = prompt
         self.output = output
         self.origin = origin
+        self.prelude = prelude
+        self.runtime_calls = 0
         self.run_id = runtime.ctx.new_ulid()
         self.usage = Usage()
         self.steps = 0
@@ -421,6 +446,12 @@ class Run:
         tools_tokens = window.estimate_tokens(tools)  # once per run: the schemas do not change between steps
         history = window.history_turns(earlier)
         current: list[window.Message] = [window.user_text(self.prompt)]
+        if self.prelude is not None:
+            opening = await self.prelude(self)
+            if opening.answer is not None:
+                return opening.answer
+            if opening.text:
+                current = [window.user_text(f"{self.prompt}\n\n{opening.text}")]
         while True:
             self.steps += 1
             built = window.assemble(system=system, tools=tools, history=history, current=current, budget=self.llm.max_context_tokens, tools_tokens=tools_tokens)
@@ -538,6 +569,19 @@ class Run:
             return window.tool_result(call.id, text, is_error=True)
         self.emit("tool.succeeded", common)
         return window.tool_result(call.id, text, is_error=False)
+
+    async def call_tool(self, route: Route, arguments: Mapping[str, Any], *, origin: str) -> RuntimeCall:
+        """Call a tool for the runtime itself (not for the model): through the same checks,
+        gate, limits and events as the model's calls, marked with `origin`; not counted among
+        the model's tool calls."""
+        from moss_files.agent.stream import ToolCall
+
+        self.runtime_calls += 1
+        call = ToolCall(f"{origin}-{self.run_id}-{self.runtime_calls}", route.name, dict(arguments))
+        before = self.tool_calls
+        result = await self._call(call, 0, origin=origin)
+        self.tool_calls = before
+        return RuntimeCall(not result.get("is_error"), str(result.get("content") or ""))
 
     def _failed(self, base: Mapping[str, Any], tool: str, err: MossError, duration_ms: int) -> dict[str, Any]:
         text = f"{err.code}: {err.message}"

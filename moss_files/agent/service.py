@@ -136,11 +136,20 @@ def api_key(settings: AgentSettings, gate: Policy, environ: Mapping[str, str]) -
 
 @asynccontextmanager
 async def open_runtime(
-    ctx: Context, *, environ: Mapping[str, str], servers: Sequence[str] | None = None, with_model: bool = True, connect_timeout: float = 30.0
+    ctx: Context,
+    *,
+    environ: Mapping[str, str],
+    servers: Sequence[str] | None = None,
+    with_model: bool = True,
+    connect_timeout: float = 30.0,
+    adjust: Callable[[AgentSettings], AgentSettings] | None = None,
 ) -> AsyncIterator[Runtime]:
     """The settings, policy, store, MCP servers (all, or those named) and model of a workspace,
-    open for runs; closed (servers stopped) on exit."""
+    open for runs; closed (servers stopped) on exit. `adjust` changes the settings for this
+    runtime only (a role run's servers and system prompt)."""
     settings = load_settings(ctx)
+    if adjust is not None:
+        settings = adjust(settings)
     gate = load_policy(ctx, settings)
     secrets: list[str] = []
     decisions: list[policy.Decision] = []

@@ -1,8 +1,8 @@
 """Context assembly: the conversation a model call sends, under a token budget. Core layer (pure).
 
 The history is rebuilt from the session's events at every run (another process may have run
-in between): each earlier run is a turn (its prompt, then each step's assistant message and
-tool results). A step whose tool calls lack results (the run stopped there) is left out, with
+in between): each earlier run is a turn (its prompt, with the task a role run was given, then
+each step's assistant message and tool results). A step whose tool calls lack results (the run stopped there) is left out, with
 everything after it, so every tool_use sent has its tool_result. Under `max_context_tokens`,
 whole turns are dropped, oldest first; the system prompt, the tool schemas and the current
 turn are never dropped (when they alone exceed the budget, the call goes out anyway and
@@ -20,6 +20,7 @@ from typing import Any
 from moss_files.agent.model import Event
 
 CHARS_PER_TOKEN = 3
+RUNTIME_ORIGINS = frozenset({"orient", "role"})  # tool calls the runtime made itself, not the model: no turn of the history
 Message = dict[str, Any]
 
 
@@ -51,7 +52,10 @@ def history_turns(events: Iterable[Event]) -> list[list[Message]]:
             runs[event.run] = {"prompt": data.get("prompt") or "", "steps": [], "results": {}}
             continue
         run = runs.get(event.run)
-        if run is None or data.get("origin") == "orient":
+        if run is None or data.get("origin") in RUNTIME_ORIGINS:
+            continue
+        if event.kind == "role.claimed" and data.get("text"):
+            run["prompt"] = f"{run['prompt']}\n\n{data['text']}"  # the run's prompt as the model got it
             continue
         if event.kind == "assistant.message":
             content = data.get("content")

@@ -1,4 +1,5 @@
-"""`moss agent init|chat|run|sessions|logs|mcp list|mcp call`: the local agent runtime.
+"""`moss agent init|chat|run|sessions|logs|mcp list|mcp call`: the local agent runtime, and
+agents launched by board role (`run --role`).
 
 Entry layer: reads the options and the environment (the API key, NEEDLECAST_SLEEVE), finds the
 workspace, calls moss_files.agent.service and renders its dict. The MCP and Anthropic SDKs are
@@ -6,7 +7,8 @@ loaded by the use cases that need them, never when another `moss` command starts
 Exit codes: 0 done; 2 bad arguments or API_KEY_MISSING; 3 no such session or run; 4 bad
 .moss/agent.toml; 5 CAPABILITY_DENIED or SESSION_BUSY; 6 no workspace; 9 the run, the model, a
 server or a tool failed (RUN_FAILED, MODEL_ERROR, STEP_LIMIT, RUN_CANCELLED, TOOL_TIMEOUT,
-TOOL_FAILED, SERVER_UNAVAILABLE); 130 interrupted.
+TOOL_FAILED, SERVER_UNAVAILABLE), or a role's task stayed unfinished (TASK_UNFINISHED); 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -81,22 +83,49 @@ def register(app: typer.Typer) -> None:
 
     @agent_app.command("run")
     def run_cmd(
-        prompt: Annotated[str, typer.Argument(metavar="PROMPT", help="What to do.", show_default=False)],
+        prompt: Annotated[
+            str | None, typer.Argument(metavar="[PROMPT]", help="What to do (with --role: added to each task's instruction).", show_default=False)
+        ] = None,
         session: SessionOpt = None,
         wait: WaitOpt = 0.0,
         handoff: Annotated[bool, typer.Option("--handoff", help="After the run, let the model write the handoff capsule and the cstack memory.")] = False,
+        role: Annotated[
+            str | None,
+            typer.Option("--role", metavar="architect|worker|qa", help="Launch the agent of a board role: one run per task of its column.", show_default=False),
+        ] = None,
+        auto_claim: Annotated[
+            bool, typer.Option("--auto-claim/--no-auto-claim", help="With --role: claim each task for the agent (off: one run of PROMPT).")
+        ] = True,
+        worker: Annotated[
+            str | None,
+            typer.Option("--worker", metavar="ID", envvar="MOE_WORKER_ID", help="With --role: the worker id (default: ROLE-<8 hex>).", show_default=False),
+        ] = None,
+        wait_for_task: Annotated[
+            float,
+            typer.Option(
+                "--wait-for-task", metavar="SECONDS", min=0, help="With --role: when nothing is claimable, wait this long for a task (moe.wait_for_task)."
+            ),
+        ] = 0.0,
+        max_tasks: Annotated[int | None, typer.Option("--max-tasks", metavar="N", min=1, help="With --role: stop after N tasks.", show_default=False)] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Run one prompt, non-interactively (for scripts and other agents): in a new session, or with --session in
         an existing one. The answer streams to stdout. JSON: {session, run, handoff_run}. Exit 9 when the run fails
-        (the error's details name the session and run)."""
+        (the error's details name the session and run). With --role architect|worker|qa: the agent of that role
+        takes the tasks of its column one run each, until none is left. JSON: {session, role, worker, auto_claim,
+        runs, tasks, stopped}."""
         from moss_files.agent import runtime, service
 
         output = runtime.Silent() if as_json else Console()
+        if role is not None:
+            with reporting(as_json):
+                result = _run_role(role, prompt, auto_claim, worker, wait_for_task, max_tasks, session, wait, root, output)
+            emit(result, as_json, text="")
+            return
         with reporting(as_json):
             result = service.run(
-                _context(root), prompt, session=session, wait=wait, handoff=handoff, environ=dict(os.environ), output=output, catch_sigint=True
+                _context(root), prompt or "", session=session, wait=wait, handoff=handoff, environ=dict(os.environ), output=output, catch_sigint=True
             )
         if not as_json:
             output.note(_run_line(result["run"]) + f" · session {result['session']['id']}")
@@ -216,6 +245,39 @@ def register(app: typer.Typer) -> None:
                     raise InvalidRequest("--args must be a JSON object")
             result = service.mcp_call(_context(root), target, assignments=assignments or (), json_arguments=parsed, environ=dict(os.environ))
         emit(result, as_json, text=result["text"])
+
+
+def _run_role(
+    role: str,
+    prompt: str | None,
+    auto_claim: bool,
+    worker: str | None,
+    wait_for_task: float,
+    max_tasks: int | None,
+    session: str | None,
+    wait: float,
+    root: Path | None,
+    output: Any,
+) -> dict[str, Any]:
+    from moss_files.agent import launcher, roles
+
+    chosen = roles.role_named(role)
+    result = launcher.run_role(
+        _context(root),
+        chosen.name,
+        worker=worker or roles.worker_id(chosen, os.urandom(4).hex()),
+        prompt=prompt,
+        auto_claim=auto_claim,
+        wait_for_task=wait_for_task,
+        max_tasks=max_tasks,
+        session=session,
+        wait=wait,
+        environ=dict(os.environ),
+        output=output,
+        catch_sigint=True,
+    )
+    output.note(launcher.runs_line(result) + f" · session {result['session']['id']}")
+    return result
 
 
 def _chat(ctx: Context, session: str | None, handoff: bool | None, wait: float, output: Any) -> dict[str, Any]:

@@ -55,6 +55,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
     "moss_files.cli.upgrade": ("upgrade",),
     "moss_files.cli.ui": ("ui",),
     "moss_files.cli.hooks": ("hook",),
+    "moss_files.cli.projects": ("projects",),
 }
 
 

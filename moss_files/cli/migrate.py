@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.cli.support import JsonOpt, RootOpt, emit, new_app, note, reporting
+from moss_files.cli.support import JsonOpt, RootOnlyOpt, emit, new_app, note, reporting
 from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
 
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         include_deleted: DeletedOpt = False,
         rename: Annotated[bool, typer.Option("--rename", help="Import a capsule whose name is taken as name-1, name-2, … (else the run stops).")] = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Moss capsules, from ~/.moss/moss.db (read-only) or a JSONL export; ids are kept."""
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
         project: ProjectOpt = None,
         strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Moe's .moe/ folder: project, epics, tasks, comments, workers, teams, proposals, chat, activity log."""
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
         project: ProjectOpt = None,
         strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """LoopFlow's insights, sessions, tasks, repository summary and feedback, from its database, JSON files or progress.txt."""
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         project: ProjectOpt = None,
         strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Backlog.md's backlog/ (tasks, drafts, completed, archive, milestones) as board tasks and epics."""
@@ -192,7 +192,7 @@ def register(app: typer.Typer) -> None:
         include_deleted: DeletedOpt = False,
         strict: StrictOpt = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Beads' .beads/issues.jsonl as board epics, tasks and comments."""
@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
         source: FromOpt = None,
         move: Annotated[bool, typer.Option("--move", help="Remove INBOX.md and OUTBOX.md once migrated (only when committed in git).")] = False,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Cortical-stack's .cstack/INBOX.md and OUTBOX.md into needlecast; checks CURRENT, PLAN, MEMORY."""
@@ -222,7 +222,7 @@ def register(app: typer.Typer) -> None:
         layout: Annotated[str, typer.Option("--to", help="The layout to switch to: v1 (a file per mailbox) or v2 (a file per message).")],
         source: Annotated[str | None, typer.Option("--from", help="The sleeve's folder (default: the workspace).", show_default=False)] = None,
         dry_run: DryRunOpt = False,
-        root: RootOpt = None,
+        root: RootOnlyOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Switch a sleeve's mailbox between layout v1 and v2, losing nothing (commit it first)."""

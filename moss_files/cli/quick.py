@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from moss_files.foundation.context import Context
 
 ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV (a test checks), read as --root's default
+MOE_ROOT_ENV = "MOE_PROJECT_PATH"  # == foundation.workspace.MOE_ROOT_ENV: read when MOSS_ROOT is not set
 PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
 SEARCH_DEFAULTS: dict[str, Any] = {"query": (), "kind": (), "limit": 20, "offset": 0, "match_all": False, "raw": False, "root": None, "as_json": False}
-_SEARCH_VALUES = {"--kind": "kind", "--limit": "limit", "--offset": "offset", "--root": "root"}
+_SEARCH_VALUES = {"--kind": "kind", "--limit": "limit", "--offset": "offset", "--root": "root", "--project": "root"}
 _SEARCH_FLAGS = {"--all": "match_all", "--raw": "raw", "--json": "as_json"}
 _INTEGERS = ("limit", "offset")
 _INDEX_COMMANDS = ("refresh", "rebuild")
@@ -94,8 +95,13 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
     params["query"] = tuple(words)
     params["kind"] = tuple(kinds)
     if params["root"] is None:
-        params["root"] = os.environ.get(ROOT_ENV) or None
+        params["root"] = _env_root()
     return params
+
+
+def _env_root() -> str | None:
+    """The root the environment names, as click reads --root's variables: the first set."""
+    return os.environ.get(ROOT_ENV) or os.environ.get(MOE_ROOT_ENV) or None
 
 
 def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
@@ -110,7 +116,7 @@ def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
         name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
         if name == "--json" and not equals:
             as_json = True
-        elif name == "--root":
+        elif name in ("--root", "--project"):
             if not equals:
                 if position >= len(args):
                     return None
@@ -121,7 +127,7 @@ def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
             root = value
         else:
             return None
-    return {"root": root if root is not None else os.environ.get(ROOT_ENV) or None, "as_json": as_json}
+    return {"root": root if root is not None else _env_root(), "as_json": as_json}
 
 
 # --------------------------------------------------------------------------- rendering

@@ -219,8 +219,11 @@ def register(app: typer.Typer) -> None:
                 note(f"watching {info['folders']} folders of {info['root']}; searches skip the walk while this runs (Ctrl-C stops)")
 
         with reporting(as_json):
+            from moss_files.foundation.loglevels import LevelLog, level_from_env
+
+            log = LevelLog(note, level_from_env(os.environ))  # a daemon: LOG_LEVEL chooses the lines
             try:
-                result = search.index_watch(workspace_context(root), stop=stop, ready=ready, quiet=with_parent)
+                result = search.index_watch(quick.workspace_context(root, log), stop=stop, ready=ready, quiet=with_parent)
             except KeyboardInterrupt:
                 raise typer.Exit(0) from None
         emit(result, as_json, text=f"stopped: {result['syncs']} syncs answered, {result['refreshes']} refreshes")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from moss_files.cli.support import RootOpt, reporting
+from moss_files.cli.support import RootOpt, default_port, reporting
 
 TOOLS_ENV = "MOSS_MCP_TOOLS"
 NAMES_ENV = "MOSS_MCP_NAMES"
@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--http",
                 metavar="HOST:PORT",
-                help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks one) instead of stdio.",
+                help="Serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks one) instead of stdio; HOST alone takes port 8765 "
+                "(env MOSS_DEFAULT_PORT), or the next free one.",
                 show_default=False,
             ),
         ] = None,
@@ -85,7 +86,11 @@ def register(app: typer.Typer) -> None:
             from moss_files.foundation import config, workspace
             from moss_files.foundation.context import AGENT, Context
             from moss_files.foundation.errors import RepoError
+            from moss_files.foundation.httpserver import PORT_SCAN
+            from moss_files.foundation.loglevels import LevelLog, level_from_env
             from moss_files.mcp import server as mcp_server
+
+            level = level_from_env(os.environ) if http is not None else "info"  # refused before anything starts
 
             sleeve = os.environ.get(SLEEVE_ENV) or None
             try:
@@ -118,7 +123,10 @@ def register(app: typer.Typer) -> None:
             from moss_files.mcp import daemon as mcp_http
 
             host, port = mcp_http.parse_address(http)
-            code = mcp_http.Daemon(server, top, host, port, token=token, log=note, index_watch=index_watch).run()
+            scan = 1
+            if port is None:  # the default port, or the next free one (the record says which)
+                port, scan = default_port(os.environ.get(mcp_http.DEFAULT_PORT_ENV), mcp_http.DEFAULT_PORT, variable=mcp_http.DEFAULT_PORT_ENV), PORT_SCAN
+            code = mcp_http.Daemon(server, top, host, port, token=token, log=LevelLog(note, level), index_watch=index_watch, scan=scan).run()
         raise typer.Exit(code)
 
 

@@ -79,7 +79,8 @@ def report(err: MossError, as_json: bool) -> None:
 
 
 def warn_if_clone_lacks_merge_driver(argv: list[str], *, setup_commands: tuple[str, ...] = ("init",)) -> None:
-    """Say once, on stderr, when the workspace around the current directory (or $MOSS_ROOT)
+    """Say once, on stderr, when the workspace around the current directory (or $MOSS_ROOT, or
+    $MOE_PROJECT_PATH)
     has a `.gitattributes` naming the moss merge driver that this clone does not define. Every
     CLI calls this with its arguments before the command runs. Silent for help, for the
     commands that set the driver up, and with --json (stderr then carries only JSON; `moss
@@ -90,7 +91,7 @@ def warn_if_clone_lacks_merge_driver(argv: list[str], *, setup_commands: tuple[s
     if first is None or first in setup_commands or "--json" in argv or "--help" in argv:
         return
     try:
-        root = workspace.find_workspace(explicit=os.environ.get(workspace.ROOT_ENV) or None)
+        root = workspace.find_workspace(explicit=workspace.root_from_env(os.environ))
     except MossError:
         return
     if gitsettings.missing_merge_driver(root):

@@ -22,14 +22,16 @@ import typer.core
 
 from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
-from moss_files.foundation.workspace import ROOT_ENV
+from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 
 __all__ = [
     "HelpGroup",
     "JsonOpt",
+    "RootOnlyOpt",
     "RootOpt",
     "VersionOpt",
     "confirm",
+    "default_port",
     "emit",
     "new_app",
     "note",
@@ -40,14 +42,17 @@ __all__ = [
 ]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+_ROOT_HELP = (
+    f"Workspace root: a folder, or a project's name from `moss projects` (default: walk up from the current directory; env {ROOT_ENV}, or {MOE_ROOT_ENV})."
+)
 RootOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--root",
-        envvar=ROOT_ENV,
-        help=f"Workspace root (default: walk up from the current directory; env {ROOT_ENV}).",
-        show_default=False,
-    ),
+    typer.Option("--root", "--project", envvar=[ROOT_ENV, MOE_ROOT_ENV], metavar="PATH|NAME", help=_ROOT_HELP, show_default=False),
+]
+# For the commands where --project already meant something else (`moss migrate`: the source's name).
+RootOnlyOpt = Annotated[
+    Path | None,
+    typer.Option("--root", envvar=[ROOT_ENV, MOE_ROOT_ENV], metavar="PATH|NAME", help=_ROOT_HELP, show_default=False),
 ]
 
 
@@ -171,3 +176,13 @@ def read_stdin_if(value: str | None) -> str:
 
         return document.strip_bom(sys.stdin.read())[0]
     return value
+
+
+def default_port(text: str | None, builtin: int, *, variable: str = "") -> int:
+    """A daemon's default port: `text` (a variable's value) when it is set, else `builtin`.
+    Raises InvalidRequest for a value that is no port number."""
+    if text is None or not text.strip():
+        return builtin
+    if not text.strip().isdigit() or not 0 < int(text) <= 65535:
+        raise InvalidRequest(f"{variable or 'the default port'}={text!r} is not a port number (1-65535)", details={"variable": variable, "value": text})
+    return int(text)

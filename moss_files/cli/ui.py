@@ -1,5 +1,6 @@
 """`moss ui`: open the web view of the workspace in the default browser, starting the project's
-daemon (`moss serve --http 127.0.0.1:0`, in the background) when none runs; `--stop` stops it.
+daemon (`moss serve --http 127.0.0.1`, on the default port or the next free one, in the
+background) when none runs; `--stop` stops it. A registered project is marked opened.
 
 Entry layer: finds the workspace, reads the daemon's record (`moss_files.mcp.daemon`), starts
 the daemon as a process of its own when needed and waits for its record, then hands the URL to
@@ -33,7 +34,16 @@ def register(app: typer.Typer) -> None:
     def ui_cmd(
         no_browser: Annotated[bool, typer.Option("--no-browser", help="Start or find the daemon and print the page's URL; open no browser.")] = False,
         stop: Annotated[bool, typer.Option("--stop", help="Stop the project's daemon (SIGTERM) and wait until it has stopped.")] = False,
-        port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to start the daemon on, on 127.0.0.1 (0 picks a free one).")] = 0,
+        port: Annotated[
+            int | None,
+            typer.Option(
+                "--port",
+                min=0,
+                max=65535,
+                help="Port to start the daemon on, on 127.0.0.1 (default: 8765, or MOSS_DEFAULT_PORT, or the next free one; 0 picks any free one).",
+                show_default=False,
+            ),
+        ] = None,
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -47,6 +57,8 @@ def register(app: typer.Typer) -> None:
 
             top = workspace.find_workspace(explicit=root)
             result = _stop(top) if stop else _open(top, port=port, browser=not no_browser)
+            if not stop:
+                _mark_opened(top)
         if stop:
             text = f"stopped the daemon (pid {result['pid']})" if result["stopped"] else "no daemon runs for this project"
         else:
@@ -60,7 +72,20 @@ def _urls(record: dict[str, Any]) -> tuple[str, str]:
     return web_url, mcp_url
 
 
-def _open(root: Path, *, port: int, browser: bool) -> dict[str, Any]:
+def _mark_opened(root: Path) -> None:
+    """A registered project's `lastOpenedAt` is now: opening its pages is opening it, as Moe's
+    plugin marks a project it opens. A registry that cannot be written is said, not fatal."""
+    from moss_files.foundation import projects
+    from moss_files.foundation.errors import MossError
+    from moss_files.foundation.ids import format_time, system_clock
+
+    try:
+        projects.touch(Path.home(), str(root), format_time(system_clock()))
+    except MossError as err:
+        note(f"moss ui: the project registry was not updated: {err}")
+
+
+def _open(root: Path, *, port: int | None, browser: bool) -> dict[str, Any]:
     # Imported here: the daemon module loads the MCP SDK, which only this command and serve need.
     from moss_files.mcp import daemon
 
@@ -97,7 +122,7 @@ def _open_browser(url: str) -> bool:
         os.close(saved)
 
 
-def _start(root: Path, port: int) -> tuple[dict[str, Any], Path]:
+def _start(root: Path, port: int | None) -> tuple[dict[str, Any], Path]:
     """Start `moss serve --http` for `root` in its own session; wait for its record.
 
     Raises Conflict CONFLICT, with a hint naming --port, when the port is taken.
@@ -112,7 +137,8 @@ def _start(root: Path, port: int) -> tuple[dict[str, Any], Path]:
     run_dir = root / daemon.RUN_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
-    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "serve", "--http", f"127.0.0.1:{port}", "--root", str(root)]
+    address = "127.0.0.1" if port is None else f"127.0.0.1:{port}"  # alone: the default port, or the next free one
+    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "serve", "--http", address, "--root", str(root)]
     with log_path.open("ab") as log:
         child = subprocess.Popen(command, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT

@@ -34,6 +34,7 @@ ERROR_CODES: dict[str, str] = {
     "AMBIGUOUS_ADDRESSING": "an item was addressed in two ways, or a reference matched several items",
     "NOT_FOUND": "no such item, file or workspace",
     "WORKSPACE_NOT_FOUND": "no workspace above the current directory",
+    "PROJECT_NOT_FOUND": "--project names no folder and no project of the registry (moss projects list)",
     "INVALID_DOCUMENT": "a file's content cannot be used",
     "INVALID_ENCODING": "a file is not valid UTF-8",
     "BINARY_FILE": "a file holds NUL bytes, so it is not a text document",
@@ -130,6 +131,7 @@ ERROR_CODES: dict[str, str] = {
     "TOOL_TIMEOUT": "an MCP tool did not answer within its timeout (status 504, exit 9)",
     "TOOL_FAILED": "an MCP tool answered with an error, or its server with a protocol error (status 502, exit 9)",
     "SERVER_UNAVAILABLE": "an MCP server could not be started or reached, or stopped answering (status 503, exit 9)",
+    "TASK_UNFINISHED": "a role run (moss agent run --role) ended twice with its task still in the role's column; the task was released for another agent (exit 9)",
 }
 
 

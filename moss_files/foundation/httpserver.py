@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, error_body
+from moss_files.foundation.loglevels import say
 
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -93,6 +94,9 @@ class Limits:
     max_connections: int = field(default_factory=default_max_connections)
 
 
+PORT_SCAN = 50  # ports a daemon tries from its default one up, as Moe's daemon does (MOE_PORT_RANGE)
+
+
 def listen(host: str, port: int, *, port_hint: str, backlog: int = BACKLOG) -> socket.socket:
     """A socket listening on `host:port` (port 0 picks a free one).
 
@@ -111,6 +115,22 @@ def listen(host: str, port: int, *, port_hint: str, backlog: int = BACKLOG) -> s
             raise Conflict(f"port {port} on {host} is in use", details={"host": host, "port": port}, hint=port_hint) from None
         raise InvalidRequest(f"cannot listen on {host}:{port}: {exc.strerror}", details={"host": host, "port": port}) from None
     return sock
+
+
+def listen_from(host: str, port: int, *, scan: int, port_hint: str, backlog: int = BACKLOG) -> socket.socket:
+    """A socket listening on `host` at `port`, or, when it is in use, at the first free one of
+    the next `scan - 1` ports up (Moe's daemon scans so from its default port). The socket's
+    own address says which was taken.
+
+    Raises Conflict (code CONFLICT) when all of them are in use, InvalidRequest when the
+    address cannot be used at all."""
+    last = min(port + max(scan, 1) - 1, 65535)
+    for candidate in range(port, last + 1):
+        try:
+            return listen(host, candidate, port_hint=port_hint, backlog=backlog)
+        except Conflict:
+            continue
+    raise Conflict(f"ports {port} to {last} on {host} are all in use", details={"host": host, "port": port, "last": last}, hint=port_hint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +362,7 @@ class HttpServer:
             # Stopping cancelled a request past its grace: the task ends quietly (a cancelled
             # connection task would be logged by asyncio's streams as an error).
         except Exception as exc:  # a bug here must not reach asyncio's logger as a stray traceback
-            self.log("http: a connection failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
+            say(self.log, "error", "http: a connection failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
         finally:
             self._connections.discard(connection)
 
@@ -405,7 +425,7 @@ class _Lifespan:
             if not self.started.done():
                 self.started.set_exception(exc)
             else:
-                self.log("http: the application's lifespan failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
+                say(self.log, "error", "http: the application's lifespan failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
         finally:
             if not self.started.done():
                 self.started.set_exception(RuntimeError("the application ended its lifespan before starting"))
@@ -618,7 +638,7 @@ class _Connection:
         try:
             await self.server.app(cycle.scope(), cycle.receive, cycle.send)
         except Exception as exc:
-            self.server.log(f"http: {head.method} {head.target.decode('latin-1')} failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
+            say(self.server.log, "error", f"http: {head.method} {head.target.decode('latin-1')} failed:\n" + "".join(traceback.format_exception(exc)).rstrip())
             if not cycle.started:
                 with contextlib.suppress(OSError):
                     await cycle.send_error(500, "INTERNAL", "internal error")

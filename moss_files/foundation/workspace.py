@@ -2,31 +2,41 @@
 
 Edge layer (stats the file system). A workspace is a folder holding at least one of the
 toolkit's folders (`.moss/`, `.cstack/`, `.needlecast/`). Discovery walks up from the current
-directory; an explicit root (the CLIs' `--root`, or the MOSS_ROOT environment variable read by
-the entry points) wins over discovery.
+directory; an explicit root (the CLIs' `--root` or `--project`, or the MOSS_ROOT environment
+variable, or Moe's MOE_PROJECT_PATH, read by the entry points) wins over discovery. An explicit
+root that is one word (`shop`, not `./shop`) may name a project of the registry
+(`foundation.projects`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from moss_files.foundation.errors import InvalidRequest, RepoError
 
 MARKERS = (".moss", ".cstack", ".needlecast")
 ROOT_ENV = "MOSS_ROOT"
+MOE_ROOT_ENV = "MOE_PROJECT_PATH"  # Moe's name for the project root; MOSS_ROOT wins when both are set
+ROOT_ENVS = (ROOT_ENV, MOE_ROOT_ENV)
+
+
+def root_from_env(environ: Mapping[str, str]) -> str | None:
+    """The explicit root the environment names (MOSS_ROOT, else MOE_PROJECT_PATH), or None."""
+    return next((environ[name] for name in ROOT_ENVS if environ.get(name)), None)
 
 
 def find_workspace(start: Path | None = None, explicit: Path | str | None = None) -> Path:
     """Return the workspace root for `start` (default: the current directory).
 
+    An explicit root is a folder, or the name of a registered project (see `explicit_root`).
+
     Raises RepoError WORKSPACE_NOT_FOUND when no folder from `start` up to `/` holds a marker,
-    and InvalidRequest when an explicit root is not a directory.
+    InvalidRequest when an explicit root is not a directory, NotFound PROJECT_NOT_FOUND for a
+    name that is neither a folder nor a registered project.
     """
     if explicit is not None and str(explicit) != "":
-        root = Path(explicit).expanduser()
-        if not root.is_dir():
-            raise InvalidRequest(f"workspace root {root} is not a directory", path=root)
-        return root.resolve()
+        return explicit_root(str(explicit))
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if is_workspace(folder):
@@ -75,3 +85,49 @@ def init_root(start: Path | None = None, explicit: Path | str | None = None) -> 
         if (folder / ".git").exists():
             return folder
     return here
+
+
+def explicit_root(text: str, *, home: Path | None = None) -> Path:
+    """The folder an explicit root names: a path, or one word that names a project of the
+    registry (`~/.moss/projects.json`, then Moe's `~/.moe/projects.json`).
+
+    A word that is both a folder here and a project registered elsewhere is refused
+    (AMBIGUOUS_ADDRESSING): the folder's full path says the folder. The text is read as the
+    CLIs' `--root` hands it over, as a path (`./web` and `web/` are `web`). Raises InvalidRequest for a path that is
+    no directory, NotFound PROJECT_NOT_FOUND for a word that is neither, NotFound when a
+    registered project's folder is gone, InvalidDocument when our registry cannot be read.
+    """
+    from moss_files.foundation import projects  # here: only a one-word root reads the registry
+    from moss_files.foundation.errors import NotFound
+
+    root = Path(text).expanduser()
+    here = root if root.is_absolute() else Path.cwd() / root
+    text = str(Path(text))  # as typer hands --root over: `./web` is `web`, in every entry point alike
+    if projects.is_name(text):
+        home = home or Path.home()
+        registry = projects.read_registry(home)
+        found = registry.named(text)
+        if found is not None:
+            target = Path(found.path).expanduser()
+            if here.is_dir() and here.resolve() != target.resolve():
+                raise InvalidRequest(
+                    f"{text!r} is both a folder here and a registered project at {found.path}",
+                    code="AMBIGUOUS_ADDRESSING",
+                    details={"folder": str(here.resolve()), "project": found.path, "candidates": [str(here.resolve()), found.path]},
+                    hint=f"give the folder's full path ({here.resolve()}), or the project's",
+                )
+            if not target.is_dir():
+                registered = projects.moe_registry_path(home) if found.source == "moe" else projects.registry_path(home)
+                raise NotFound(
+                    f"the project {text!r} is registered at {found.path}, which is not a folder (any more)",
+                    code="PROJECT_NOT_FOUND",
+                    path=registered,
+                    details={"name": text, "path": found.path, "source": found.source},
+                    hint="`moss projects add PATH --name NAME` registers its new place",
+                )
+            return target.resolve()
+        if not here.is_dir():
+            raise projects.unknown_name(text, registry, home)
+    if not here.is_dir():
+        raise InvalidRequest(f"workspace root {root} is not a directory", path=root)
+    return here.resolve()

@@ -48,6 +48,7 @@ from moss_files.foundation.inotify import (
     Inotify,
     Unavailable,
 )
+from moss_files.foundation.loglevels import say
 from moss_files.index.model import RefreshReport, Registry
 
 if TYPE_CHECKING:
@@ -271,7 +272,7 @@ class Watcher:
                         self._catch_up()
                     except MossError as err:  # kept pending: the next sync, or a second from now, tries again
                         self._hold_until = time.monotonic() + RETRY_SECONDS
-                        self.log(f"cannot refresh the index: {err.message}")
+                        say(self.log, "warn", f"cannot refresh the index: {err.message}")
         finally:
             if self._server is not None:
                 self._server.close()
@@ -328,7 +329,7 @@ class Watcher:
             if verdict == GONE:
                 # Its paths name nothing now, or another folder: refreshing would be wrong.
                 self.gone = True
-                self.log("the workspace was moved or removed; the watcher stops")
+                say(self.log, "fatal", "the workspace was moved or removed; the watcher stops")
                 return
             if verdict == TREE:
                 self._pending = TREE
@@ -382,7 +383,7 @@ class Watcher:
                 try:
                     self._catch_up()
                 except MossError as err:
-                    self.log(f"cannot refresh the index: {err.message}")
+                    say(self.log, "warn", f"cannot refresh the index: {err.message}")
                     client.sendall(b"stale refresh-failed\n")
                     return
                 if self.gone:

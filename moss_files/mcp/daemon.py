@@ -12,8 +12,10 @@ endpoint and the pages). Every request passes the one Host/Origin guard (`founda
 pages' same-origin HTML forms are let through it, and checked for their CSRF token by the web
 app. While it runs it holds the lock `.moss/run/.mcp.lock` (so a second daemon for the project
 is refused with ALREADY_RUNNING) and keeps the record `.moss/run/mcp.json`:
-`{port, pid, startedAt, projectPath, host, url, web}` (`url` the MCP endpoint, `web` the
-pages). A record whose lock is free was left by a daemon that died; it is replaced. SIGTERM or
+`{port, requestedPort, pid, startedAt, projectPath, host, url, web}` (`url` the MCP endpoint,
+`web` the pages; `port` the one it listens on, `requestedPort` the one asked for: with `--http
+HOST` alone the default, DEFAULT_PORT, from which it scans up to the first free one as Moe's
+daemon does). A record whose lock is free was left by a daemon that died; it is replaced. SIGTERM or
 SIGINT stops it cleanly: the pages' event streams end, open requests finish (within
 GRACE_SECONDS), the file watcher stops, the search index's watcher (`moss index watch`, which
 the daemon runs beside itself so that searches skip the walk) stops, the record is removed,
@@ -40,8 +42,9 @@ from moss_files.foundation import config, fs
 from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, RepoError, error_body
 from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, check_request, is_loopback, retry_after
-from moss_files.foundation.httpserver import HttpServer, Limits, listen
+from moss_files.foundation.httpserver import HttpServer, Limits, listen_from
 from moss_files.foundation.ids import format_time, system_clock
+from moss_files.foundation.loglevels import say, shows
 
 RUN_DIR = Path(".moss") / "run"
 RECORD_NAME = "mcp.json"
@@ -52,20 +55,29 @@ GRACE_SECONDS = 3
 # forms lower themselves (web.app.MAX_FORM_BYTES).
 MAX_BODY = 32 * 1024 * 1024
 PORT_HINT = "pick another port: --http 127.0.0.1:PORT, or --http 127.0.0.1:0 for a free one"
+DEFAULT_PORT = 8765  # `--http HOST` alone: this port, or the next free one of PORT_SCAN (MOSS_DEFAULT_PORT moves it)
+DEFAULT_PORT_ENV = "MOSS_DEFAULT_PORT"
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"  # the name this workspace's messages are sent under
 Log = Callable[[str], None]
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """`HOST:PORT` (`[::1]:PORT` for IPv6; port 0 picks a free one) -> (host, port).
+def parse_address(text: str) -> tuple[str, int | None]:
+    """`HOST:PORT` (`[::1]:PORT` for IPv6; port 0 picks a free one) -> (host, port); `HOST`
+    alone (`127.0.0.1`, `localhost`, `[::1]`) -> (host, None): the default port, or the next
+    free one.
 
     Raises InvalidRequest for anything else.
     """
-    host, sep, port_text = text.strip().rpartition(":")
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]") and len(stripped) > 2:
+        return stripped[1:-1], None
+    if stripped and not stripped.isdigit() and ":" not in stripped and "/" not in stripped and " " not in stripped:
+        return stripped, None
+    host, sep, port_text = stripped.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise InvalidRequest(f"--http wants HOST:PORT, such as 127.0.0.1:8765, not {text!r}")
+        raise InvalidRequest(f"--http wants HOST:PORT, such as 127.0.0.1:8765, or HOST alone for the default port, not {text!r}")
     return host, int(port_text)
 
 
@@ -105,12 +117,37 @@ class _Guard:
     `/mcp`) may also take a same-origin HTML form; a browser asking them for HTML is refused
     with a page (`refusal_page`) rather than JSON."""
 
-    def __init__(self, app: Any, bind_host: str, refusal_page: Callable[[MossError], tuple[bytes, list[tuple[str, str]]]] | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        bind_host: str,
+        refusal_page: Callable[[MossError], tuple[bytes, list[tuple[str, str]]]] | None = None,
+        log: Log | None = None,
+    ) -> None:
         self.app = app
         self.bind_host = bind_host
         self.refusal_page = refusal_page
+        self.log = log or (lambda text: None)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and shows(self.log, "debug"):
+            # LOG_LEVEL=debug: one line per request, with the status it got.
+            statuses: list[int] = []
+
+            async def noting(message: dict[str, Any]) -> None:
+                if message.get("type") == "http.response.start":
+                    statuses.append(int(message.get("status") or 0))
+                await send(message)
+
+            try:
+                await self._guarded(scope, receive, noting)
+            finally:
+                what = f"{scope.get('method', '?')} {scope.get('path', '?')}"
+                say(self.log, "debug", f'http: {client_of(scope)} "{what}" {statuses[0] if statuses else "-"}')
+            return
+        await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers") or ()}
             refusal = check_request(
@@ -225,6 +262,7 @@ class Daemon:
         web_context: Context | None = None,
         poll: bool = False,
         index_watch: bool = False,
+        scan: int = 1,
     ) -> None:
         if not is_loopback(host) and not token:
             raise InvalidRequest(
@@ -235,6 +273,8 @@ class Daemon:
         self.server = server
         self.root = Path(root).resolve()
         self.host, self.port, self.token = host, port, token
+        self.requested_port = port
+        self.scan = scan
         self.clock = clock
         self.log = log or (lambda text: None)
         self.url: str | None = None
@@ -280,7 +320,7 @@ class Daemon:
             stale = read_record(self.root)
             if stale is not None:
                 # The lock was free, so whoever wrote this record is gone (killed, or crashed).
-                self.log(f"moss serve: removing a stale record left by pid {stale.get('pid', '?')}")
+                say(self.log, "warn", f"moss serve: removing a stale record left by pid {stale.get('pid', '?')}")
                 record_path(self.root).unlink(missing_ok=True)
             # From here on a SIGTERM stops the daemon cleanly, also one that arrives while it
             # starts (the index watcher, the web view's watcher and its probe, the MCP app):
@@ -289,9 +329,12 @@ class Daemon:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     previous = signal.signal(signum, lambda *_: self.stop())
                     stack.callback(signal.signal, signum, previous)
-            sock = listen(self.host, self.port, port_hint=PORT_HINT)  # Conflict when the port is taken
+            # Conflict when the port is taken (every one of the `scan` ports from it, for the default).
+            sock = listen_from(self.host, self.requested_port, scan=self.scan, port_hint=PORT_HINT)
             stack.callback(sock.close)
             self.port = sock.getsockname()[1]
+            if self.requested_port and self.port != self.requested_port:
+                self.log(f"moss serve: port {self.requested_port} is in use; took {self.port}, the next free one")
             if self.index_watch:
                 from moss_files.index import watch
 
@@ -308,6 +351,7 @@ class Daemon:
             self._server = HttpServer(self._app(), sock, limits=Limits(max_body=MAX_BODY), lifespan=True, grace_seconds=GRACE_SECONDS, log=self.log)
             record = {
                 "port": self.port,
+                "requestedPort": self.requested_port,
                 "pid": os.getpid(),
                 "startedAt": format_time(self.clock()),
                 "projectPath": str(self.root),
@@ -354,4 +398,4 @@ class Daemon:
         app: Any = self.server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=off, host=self.host)
         if self.token:
             app = _BearerToken(app, self.token, self.throttle)
-        return _Guard(_Split(app, self._web_app), self.host, self._web_app.refusal_page if self._web_app is not None else None)
+        return _Guard(_Split(app, self._web_app), self.host, self._web_app.refusal_page if self._web_app is not None else None, self.log)

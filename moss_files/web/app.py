@@ -54,6 +54,7 @@ from moss_files.board.model import is_valid_name
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.httpguard import FailureThrottle, bearer_matches, retry_after, split_host
+from moss_files.foundation.loglevels import say
 from moss_files.web import agents, board, capsules, memory, messages, search, watch
 from moss_files.web.html import Html, Page, Snapshot, button, changes, error_notice, esc, hidden, join, layout, snapshot, url
 
@@ -219,7 +220,7 @@ class WebApp:
             self.watcher.start()
         except (OSError, MossError) as exc:
             self.watcher.stop()
-            self.log(f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
+            say(self.log, "warn", f"moss serve: live updates are off: the workspace cannot be watched ({exc})")
         self._warming = threading.Thread(target=self._warm, name="moss-web-warm", daemon=True)
         self._warming.start()
 
@@ -229,12 +230,12 @@ class WebApp:
         try:
             board.board_page(self.ctx, board.BoardQuery())
         except MossError as err:
-            self.log(f"moss serve: the board could not be read ahead ({err.code}); the first page reads it")
+            say(self.log, "warn", f"moss serve: the board could not be read ahead ({err.code}); the first page reads it")
             return
         except Exception:
-            self.log("moss serve: reading the board ahead failed:\n" + traceback.format_exc())
+            say(self.log, "error", "moss serve: reading the board ahead failed:\n" + traceback.format_exc())
             return
-        self.log(f"moss serve: board read ahead in {time.monotonic() - started:.1f} s")
+        say(self.log, "info", f"moss serve: board read ahead in {time.monotonic() - started:.1f} s")
 
     def stop(self) -> None:
         """End the event streams and stop watching."""
@@ -324,7 +325,7 @@ class WebApp:
         except MossError as err:
             response = self._error_response(err, request)
         except Exception:
-            self.log("moss serve: a page failed:\n" + traceback.format_exc())
+            say(self.log, "error", "moss serve: a page failed:\n" + traceback.format_exc())
             response = self._error_response(MossError("the page failed; the daemon's log has the details"), request)
         if request.new_nonce:
             response.headers.append(("set-cookie", f"{CSRF_COOKIE}={request.new_nonce}; Path=/; HttpOnly; SameSite=Strict"))

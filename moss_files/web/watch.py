@@ -31,6 +31,7 @@ from typing import Any
 from moss_files.board.watch import quiet_stopping_noise
 from moss_files.foundation import fs
 from moss_files.foundation.errors import MossError
+from moss_files.foundation.loglevels import say
 
 QUIET_SECONDS = 0.025
 MAX_BATCH_SECONDS = 0.15
@@ -162,12 +163,12 @@ class Watcher:
                 try:
                     self._sync_watches()
                 except OSError as exc:
-                    self.log(f"moss serve: cannot watch a new folder: {exc}")
+                    say(self.log, "warn", f"moss serve: cannot watch a new folder: {exc}")
             if kinds:
                 try:
                     self.on_change(kinds)
                 except Exception as exc:  # a broken listener must not stop the watching
-                    self.log(f"moss serve: live update failed: {exc!r}")
+                    say(self.log, "error", f"moss serve: live update failed: {exc!r}")
 
     # ----------------------------------------------------------------- watching
 
@@ -180,7 +181,7 @@ class Watcher:
         try:
             folders = list(self.sleeve_folders())
         except MossError as err:
-            self.log(f"moss serve: not watching the sleeves: {err}")
+            say(self.log, "warn", f"moss serve: not watching the sleeves: {err}")
             folders = []
         for folder in folders:
             box = Path(folder).resolve() / ".needlecast"
@@ -249,11 +250,11 @@ class Watcher:
         try:
             self._start_observer(polling=False)
         except OSError as exc:
-            self.log(f"moss serve: inotify unavailable ({exc}); polling every {POLL_SECONDS:g}s")
+            say(self.log, "warn", f"moss serve: inotify unavailable ({exc}); polling every {POLL_SECONDS:g}s")
             self._start_observer(polling=True)
             return
         if not self._probe():
-            self.log(f"moss serve: no file events arrive on this mount; polling every {POLL_SECONDS:g}s")
+            say(self.log, "warn", f"moss serve: no file events arrive on this mount; polling every {POLL_SECONDS:g}s")
             self._start_observer(polling=True)
 
     def stop(self) -> None:

@@ -35,7 +35,8 @@ def click_params(command_words: list[str], args: list[str], env: dict[str, str] 
         command = command.get_command(None, word)
     saved = dict(os.environ)
     try:
-        os.environ.pop(workspace.ROOT_ENV, None)
+        for name in workspace.ROOT_ENVS:
+            os.environ.pop(name, None)
         os.environ.update(env or {})
         ctx = command.make_context(" ".join(["moss", *command_words]), list(args))
     except Exception:  # click's usage errors, --help's exit
@@ -55,7 +56,8 @@ def click_params(command_words: list[str], args: list[str], env: dict[str, str] 
 def quick_params(parse: Any, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any] | None:
     saved = dict(os.environ)
     try:
-        os.environ.pop(workspace.ROOT_ENV, None)
+        for name in workspace.ROOT_ENVS:
+            os.environ.pop(name, None)
         os.environ.update(env or {})
         return parse(args)
     finally:
@@ -64,7 +66,7 @@ def quick_params(parse: Any, args: list[str], env: dict[str, str] | None = None)
 
 
 def test_the_quick_parser_names_the_root_variable_the_workspace_reads() -> None:
-    assert quick.ROOT_ENV == workspace.ROOT_ENV
+    assert (quick.ROOT_ENV, quick.MOE_ROOT_ENV) == workspace.ROOT_ENVS
 
 
 SEARCH_TOKENS = st.sampled_from(
@@ -98,6 +100,8 @@ SEARCH_TOKENS = st.sampled_from(
         "--root",
         "--root=",
         "--root=/tmp",
+        "--project",
+        "--project=shop",
         "/tmp",
         "--help",
         "--help=1",
@@ -112,9 +116,11 @@ SEARCH_TOKENS = st.sampled_from(
 
 
 @settings(max_examples=600, deadline=None)
-@given(args=st.lists(SEARCH_TOKENS, max_size=7), with_env=st.booleans())
-def test_every_search_command_line_the_quick_parser_takes_parses_as_click_parses_it(args: list[str], with_env: bool) -> None:
-    env = {workspace.ROOT_ENV: "/srv/ws"} if with_env else {}
+@given(
+    args=st.lists(SEARCH_TOKENS, max_size=7),
+    env=st.sampled_from([{}, {"MOSS_ROOT": "/srv/ws"}, {"MOE_PROJECT_PATH": "/srv/moe"}, {"MOSS_ROOT": "/a", "MOE_PROJECT_PATH": "/b"}]),
+)
+def test_every_search_command_line_the_quick_parser_takes_parses_as_click_parses_it(args: list[str], env: dict[str, str]) -> None:
     mine = quick_params(quick.parse_search, args, env)
     if mine is None:
         return  # left to typer
@@ -122,7 +128,11 @@ def test_every_search_command_line_the_quick_parser_takes_parses_as_click_parses
 
 
 @settings(max_examples=300, deadline=None)
-@given(args=st.lists(st.sampled_from(["--json", "--json=1", "--root", "--root=/tmp", "--root=", "/tmp", "--help", "x", "--", "-r"]), max_size=4))
+@given(
+    args=st.lists(
+        st.sampled_from(["--json", "--json=1", "--root", "--root=/tmp", "--root=", "--project", "--project=x", "/tmp", "--help", "x", "--", "-r"]), max_size=4
+    )
+)
 def test_every_index_command_line_the_quick_parser_takes_parses_as_click_parses_it(args: list[str]) -> None:
     mine = quick_params(quick.parse_index, args)
     if mine is not None:
