@@ -13,7 +13,14 @@ from moss_files.cli.support import new_app
 
 HookJson = Annotated[bool, typer.Option("--json", help="Print the JSON object the agent's host reads (default: the text for a person).")]
 HookRoot = Annotated[
-    str | None, typer.Option("--root", help="The workspace (default: around $CLAUDE_PROJECT_DIR, the event's cwd, or here).", show_default=False)
+    str | None,
+    typer.Option(
+        "--root",
+        "--project",
+        metavar="PATH|NAME",
+        help="The workspace, or a project's registered name (default: around $CLAUDE_PROJECT_DIR, the event's cwd, or here).",
+        show_default=False,
+    ),
 ]
 
 DESCRIPTIONS = {

@@ -26,7 +26,7 @@ PROJECT_ENV = "CLAUDE_PROJECT_DIR"
 ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV
 WORKER_ENV = "MOE_WORKER_ID"
 SLEEVE_ENV = "NEEDLECAST_SLEEVE"
-USAGE = f"usage: moss hook {{{','.join(EVENTS)}}} [--json] [--root DIR]"
+USAGE = f"usage: moss hook {{{','.join(EVENTS)}}} [--json] [--root DIR|--project NAME]"
 
 
 class Usage(Exception):
@@ -43,10 +43,10 @@ def parse_args(argv: Sequence[str]) -> tuple[str, bool, str | None]:
         item = items.pop(0)
         if item == "--json":
             as_json = True
-        elif item == "--root" and items:
+        elif item in ("--root", "--project") and items:
             root = items.pop(0)
-        elif item.startswith("--root="):
-            root = item[len("--root=") :]
+        elif item.startswith(("--root=", "--project=")):
+            root = item.split("=", 1)[1]
         elif item in EVENTS and event is None:
             event = item
         else:
