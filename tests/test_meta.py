@@ -177,6 +177,8 @@ KIND_MODELS = {
     "moss_files.loopflow.sanitize",
     "moss_files.loopflow.summary",
     "moss_files.loopflow.feedback",
+    "moss_files.loopflow.observations",
+    "moss_files.loopflow.ai",
     "moss_files.index.model",
     "moss_files.index.query",
     "moss_files.agent.model",
