@@ -179,6 +179,7 @@ KIND_MODELS = {
     "moss_files.loopflow.feedback",
     "moss_files.loopflow.observations",
     "moss_files.loopflow.ai",
+    "moss_files.loopflow.exchange",
     "moss_files.index.model",
     "moss_files.index.query",
     "moss_files.agent.model",
