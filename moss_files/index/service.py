@@ -256,7 +256,8 @@ def index_rebuild(ctx: Context, *, summaries: str = "heuristic") -> dict[str, An
     if summaries == "ai":
         from moss_files.loopflow import ai
 
-        ai.read_settings(ctx.config.data)  # bad settings stop the command before the rebuild
+        # Bad settings, or an endpoint off this machine, stop the command before the rebuild.
+        ai.check_endpoint(replace(ai.read_settings(ctx.config.data), enabled=True))
     index = open_index(ctx)
     result = report_to_dict(index.rebuild())
     if summaries == "ai":

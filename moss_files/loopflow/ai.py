@@ -80,8 +80,9 @@ def _value(table: Mapping[str, Any], name: str, where: str) -> Any:
 def read_settings(data: Mapping[str, Any], *, where: str = "config") -> AiSettings:
     """The AI summary settings of a merged config (`Config.data`); defaults for what is missing.
 
-    Raises InvalidDocument SCHEMA_ERROR naming the key for a value of the wrong type, and for
-    an endpoint off this machine unless `allow_remote` (the text of insights would leave it).
+    Raises InvalidDocument SCHEMA_ERROR naming the key for a value of the wrong type, and, when
+    AI is on, for an endpoint off this machine unless `allow_remote` (the text of insights would
+    leave it; `check_endpoint` checks it again wherever a request is made).
     """
     table = data.get(TABLE, {})
     if not isinstance(table, Mapping):
@@ -111,13 +112,14 @@ def read_settings(data: Mapping[str, Any], *, where: str = "config") -> AiSettin
         timeout=DEFAULT_TIMEOUT if timeout is None else float(timeout),
         allow_remote=bool(allow_remote),
     )
-    check_endpoint(settings, where=where)
+    check_endpoint(settings, where=where, sending=settings.enabled)
     return settings
 
 
-def check_endpoint(settings: AiSettings, *, where: str = "config") -> tuple[str, str, int, str]:
+def check_endpoint(settings: AiSettings, *, where: str = "config", sending: bool = True) -> tuple[str, str, int, str]:
     """(scheme, host, port, base path) of the endpoint. Raises InvalidDocument SCHEMA_ERROR for
-    a URL that is not plain http(s), or names a host off this machine without `allow_remote`."""
+    a URL that is not plain http(s), or (when text is to be `sending` there) names a host off
+    this machine without `allow_remote`."""
     url = settings.endpoint
     scheme, sep, _rest = url.partition("://")
     if not sep or scheme.lower() not in ("http", "https"):
@@ -126,7 +128,7 @@ def check_endpoint(settings: AiSettings, *, where: str = "config") -> tuple[str,
         host = hosts.url_host(url)
     except hosts.AmbiguousURL as exc:
         raise _schema(where, f"{TABLE}.ollama_endpoint {url!r}: {exc}") from None
-    if not settings.allow_remote and not hosts.is_local_destination(host):
+    if sending and not settings.allow_remote and not hosts.is_local_destination(host):
         raise _schema(
             where,
             f"{TABLE}.ollama_endpoint {url!r} is not on this machine; insight and session text would be sent there: "

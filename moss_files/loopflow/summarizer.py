@@ -21,9 +21,11 @@ def ai_summary(ctx: Context, text: str, what: str, *, force: bool = False) -> tu
     `ai.REASONS`). `force` asks even when `[summaries] ai` is off (`--summaries ai`).
 
     Raises InvalidDocument SCHEMA_ERROR for bad `[summaries]` settings."""
-    settings = ai.read_settings(ctx.config.data, where=", ".join(map(str, ctx.config.sources)) or "config")
+    where = ", ".join(map(str, ctx.config.sources)) or "config"
+    settings = ai.read_settings(ctx.config.data, where=where)
     if force:
         settings = replace(settings, enabled=True)
+        ai.check_endpoint(settings, where=where)
     skip = ai.wants_ai(settings, text)
     if skip is not None:
         return None, skip

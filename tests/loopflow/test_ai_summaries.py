@@ -375,6 +375,17 @@ def test_settings_are_checked_and_an_endpoint_off_this_machine_must_be_allowed()
         assert caught.value.code == "SCHEMA_ERROR", bad
     allowed = ai.read_settings({"summaries": {**remote["summaries"], "allow_remote": True}})
     assert allowed.endpoint == "http://gpu-box.example:11434"
+    off = ai.read_settings({"summaries": {**remote["summaries"], "ai": False}})  # nothing is sent anywhere: no refusal
+    with pytest.raises(InvalidDocument):
+        ai.check_endpoint(replace(off, enabled=True))  # as `--summaries ai` and the client check it
+
+
+def test_a_rebuild_asked_for_ai_summaries_refuses_an_endpoint_off_this_machine(tmp_path: Path) -> None:
+    ctx = workspace(tmp_path, "http://gpu-box.example:11434", enabled=False)
+    service.remember(ctx, LONG)
+    with pytest.raises(InvalidDocument) as caught:
+        search.index_rebuild(ctx, summaries="ai")
+    assert caught.value.code == "SCHEMA_ERROR"
 
 
 @pytest.mark.parametrize(
