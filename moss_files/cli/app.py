@@ -46,7 +46,7 @@ LAZY_COMMANDS: dict[str, tuple[str, ...]] = {
         "history",
     ),
     "moss_files.cli.search": ("search", "expand", "timeline", "index"),
-    "moss_files.cli.loopflow": ("insight", "session", "backlog", "feedback"),
+    "moss_files.cli.loopflow": ("insight", "session", "backlog", "feedback", "observe"),
     "moss_files.cli.serve": ("serve",),
     "moss_files.cli.board": ("task", "epic", "worker", "team", "board"),
     "moss_files.cli.merge": ("merge",),

@@ -471,15 +471,38 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export_cmd(
         path: Annotated[
-            str | None, typer.Option("--path", "-p", help="Target .jsonl file (default: ~/.moss/exports/<workspace>-<time>.jsonl).", show_default=False)
+            str | None,
+            typer.Option(
+                "--path",
+                "-p",
+                help="Target .jsonl file (default: ~/.moss/exports/<workspace>-<time>.jsonl); with --format loopflow, the folder that receives .loop-flow/.",
+                show_default=False,
+            ),
         ] = None,
         workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Only this workspace.", show_default=False)] = None,
         include_deleted: DeletedOpt = False,
+        export_format: Annotated[
+            str, typer.Option("--format", help="moss (capsules as Moss's JSONL) or loopflow (insights, tasks, sessions as LoopFlow's files).")
+        ] = "moss",
         root: RootOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """Export capsules to a Moss-compatible JSONL file (mode 0600)."""
+        """Export capsules to a Moss-compatible JSONL file (mode 0600), or LoopFlow's items to its own files."""
+        if export_format == "loopflow":
+            from moss_files.loopflow import export as loopflow_export
+
+            with reporting(as_json):
+                if workspace is not None or include_deleted:
+                    raise InvalidRequest("--workspace and --include-deleted are options of the capsule export", details={"field": "format"})
+                result = loopflow_export.export_loopflow(_context(root), path=path)
+            emit(result, as_json, text=result["message"])
+            if not as_json:
+                for left in result["not_exported"]:
+                    note(f"not exported: {left['count']} {left['kind']}: {left['reason']}")
+            return
         with reporting(as_json):
+            if export_format != "moss":
+                raise InvalidRequest(f"--format must be moss or loopflow, not {export_format!r}", details={"field": "format"})
             result = transfer.export(_context(root), path=path, workspace=workspace, include_deleted=include_deleted)
         emit(result, as_json, text=f"exported {result['count']} capsule(s) to {result['path']}")
 

@@ -1,6 +1,7 @@
-"""`moss insight add|list|show|update|link|connect|export|preview|import`, `moss session
-start|end|list|show|summary|probe`, `moss backlog add|update|list`, `moss feedback add|list`:
-LoopFlow's insights, work sessions, tasks (in PLAN.md), sharing bundles and feedback.
+"""`moss insight add|list|show|update|delete|link|connect|export|preview|import`, `moss session
+start|end|list|show|summary|probe`, `moss backlog add|update|list`, `moss feedback add|list`,
+`moss observe`: LoopFlow's insights, work sessions, tasks (in PLAN.md), sharing bundles,
+feedback and observations.
 
 Entry layer: parse options, call the LoopFlow use cases (`loopflow.service`), render. `--json`
 prints the use case's dict as is (the shape the `loop_*` MCP tools return); errors go to stderr
@@ -28,13 +29,14 @@ LinkOpt = Annotated[list[str] | None, typer.Option("--link", "--links", help="Id
 
 
 def _configured(root: Path | None) -> Context:
-    """The workspace's Context with its settings (where bundles may be written and read)."""
+    """The workspace's Context with its settings (where bundles may be written and read, the
+    AI summariser's `[summaries]`)."""
     ctx = workspace_context(root)
     return replace(ctx, config=config.load_config(ctx.root))
 
 
 def register(app: typer.Typer) -> None:
-    """Add the insight, session, backlog and feedback commands to the `moss` app."""
+    """Add the insight, session, backlog, feedback and observe commands to the `moss` app."""
     insight_app = new_app("Insights: what was learned, one markdown file each under .moss/insights/.")
     session_app = new_app("Work sessions: orient at the start, hand off at the end (.moss/sessions/).")
     backlog_app = new_app("LoopFlow's tasks, kept as PLAN.md tasks (.cstack/PLAN.md) with their ids.")
@@ -66,7 +68,7 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             body = read_stdin_if(text)
             result = loopflow.remember(
-                workspace_context(root),
+                _configured(root),
                 body,
                 type=kind,
                 tags=split_values(tag),
@@ -78,6 +80,8 @@ def register(app: typer.Typer) -> None:
                 notes=notes,
             )
         emit(result, as_json, text=result["id"])
+        if not as_json and result["summary_fallback"]:
+            note(f"summary: heuristic ({result['summary_fallback']})")
 
     @insight_app.command("list")
     def insight_list_cmd(
@@ -142,10 +146,19 @@ def register(app: typer.Typer) -> None:
                 context=context,
                 content=content,
             )
-            result = loopflow.update_insight(workspace_context(root), insight_id, update)
+            result = loopflow.update_insight(_configured(root), insight_id, update)
         emit(result, as_json, text="")
         if not as_json:
             note(f"{result['id']}: " + (f"changed {', '.join(result['changed'])}" if result["changed"] else "nothing to change"))
+
+    @insight_app.command("delete")
+    def insight_delete_cmd(
+        insight_id: Annotated[str, typer.Argument(metavar="ID", show_default=False)], root: RootOpt = None, as_json: JsonOpt = False
+    ) -> None:
+        """Soft-delete an insight: it moves to .moss/insights/deleted/ and leaves listings and search."""
+        with reporting(as_json):
+            result = loopflow.delete_insight(workspace_context(root), insight_id)
+        emit(result, as_json, text=f"deleted {result['id']} ({result['path']})")
 
     @insight_app.command("link")
     def insight_link_cmd(
@@ -299,7 +312,7 @@ def register(app: typer.Typer) -> None:
                 outcome=outcome,
                 task=task,
             )
-            result = loopflow.handoff(workspace_context(root), request, session_id=session, agent=agent)
+            result = loopflow.handoff(_configured(root), request, session_id=session, agent=agent)
         emit(result, as_json, text=f"{result['session']['id']} {result['outcome']}")
 
     @session_app.command("list")
@@ -360,6 +373,31 @@ def register(app: typer.Typer) -> None:
         lines = [asked["ask"], f"  why: {asked['context']}"]
         lines.extend(f"  - {o['label']}{' (default)' if o['is_default'] else ''}" for o in asked["options"] or [])
         emit(result, as_json, text="\n".join(lines))
+
+    # ----------------------------------------------------------------- observations
+
+    @app.command("observe")
+    def observe_cmd(
+        text: Annotated[str | None, typer.Argument(help="What happened (default or '-': read stdin).", show_default=False)] = None,
+        kind: Annotated[
+            str | None,
+            typer.Option("--kind", "-k", help="note (default) | tool_call | file_edit | shell_command | user_prompt.", show_default=False),
+        ] = None,
+        session: Annotated[str | None, typer.Option("--session", help="Its session (default: the active one).", show_default=False)] = None,
+        time: Annotated[str | None, typer.Option("--time", help="When it happened, RFC 3339 (default: now).", show_default=False)] = None,
+        summary: Annotated[str | None, typer.Option("--summary", help="One line (default: generated from the text).", show_default=False)] = None,
+        context: Annotated[
+            str | None, typer.Option("--context", help='Details as a JSON object, e.g. \'{"tool": "Edit", "file": "app.py"}\'.', show_default=False)
+        ] = None,
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Record an observation (LoopFlow's observe): a file under .moss/observations/, searchable and on the timeline."""
+        with reporting(as_json):
+            body = read_stdin_if(text)
+            details = _json_object(context, "--context") if context is not None else None
+            result = loopflow.observe(workspace_context(root), body, kind=kind, session=session, time=time, summary=summary, context=details)
+        emit(result, as_json, text=result["id"])
 
     # ----------------------------------------------------------------- backlog (PLAN.md)
 
@@ -486,6 +524,20 @@ def register(app: typer.Typer) -> None:
             result = loopflow.list_feedback(workspace_context(root), statuses=split_values(status), limit=limit)
         lines = [f"{f['id']}  {f['type']:<12} {f['severity']:<8} {f['status']:<9} {f['title']}" for f in result["feedback_specs"]]
         emit(result, as_json, text="\n".join(lines))
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """The JSON object an option holds. Raises InvalidRequest naming the option for anything else."""
+    from moss_files.foundation import structured
+    from moss_files.foundation.errors import InvalidRequest, MossError
+
+    try:
+        value = structured.loads_json(text, unique_keys=True)
+    except (ValueError, MossError) as exc:  # MossError: JSON_TOO_DEEP, JSON_DUPLICATE_KEY
+        raise InvalidRequest(f"{option} is not JSON: {exc}", details={"field": option}) from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{option} must be a JSON object", details={"field": option})
+    return value
 
 
 def _task_line(task: dict[str, Any]) -> str:

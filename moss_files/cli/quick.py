@@ -104,9 +104,10 @@ def _env_root() -> str | None:
     return os.environ.get(ROOT_ENV) or os.environ.get(MOE_ROOT_ENV) or None
 
 
-def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
-    """The parameters of `moss index refresh|rebuild` for `args` (the words after the
-    subcommand): `{root, as_json}`; None when not certain (help, anything else)."""
+def parse_index(args: Sequence[str], command: str = "refresh") -> dict[str, Any] | None:
+    """The parameters of `moss index refresh|rebuild` (`command`) for `args` (the words after
+    the subcommand): `{root, as_json}`, and `summaries` (its default: `--summaries` goes to
+    typer) for rebuild; None when not certain (help, anything else)."""
     root: str | None = None
     as_json = False
     position = 0
@@ -127,7 +128,10 @@ def parse_index(args: Sequence[str]) -> dict[str, Any] | None:
             root = value
         else:
             return None
-    return {"root": root if root is not None else _env_root(), "as_json": as_json}
+    params: dict[str, Any] = {"root": root if root is not None else _env_root(), "as_json": as_json}
+    if command == "rebuild":
+        params = {"summaries": "heuristic", **params}
+    return params
 
 
 # --------------------------------------------------------------------------- rendering
@@ -206,7 +210,7 @@ def run(argv: Sequence[str]) -> int | None:
         params = parse_search(argv[1:])
         command: Callable[..., int] = _search
     elif len(argv) >= 2 and argv[0] == "index" and argv[1] in _INDEX_COMMANDS:
-        params = parse_index(argv[2:])
+        params = parse_index(argv[2:], argv[1])
         command = _index_refresh if argv[1] == "refresh" else _index_rebuild
     else:
         return None
@@ -274,10 +278,10 @@ def _index_refresh(root: str | None, as_json: bool) -> int:
     return status
 
 
-def _index_rebuild(root: str | None, as_json: bool) -> int:
+def _index_rebuild(root: str | None, as_json: bool, summaries: str) -> int:
     from moss_files.index import service
 
-    status, result = _reported(as_json, lambda: service.index_rebuild(workspace_context(root)))
+    status, result = _reported(as_json, lambda: service.index_rebuild(workspace_context(root), summaries=summaries))
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status

@@ -164,11 +164,37 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, text=quick.report_line(result))
 
     @index_app.command("rebuild")
-    def index_rebuild_cmd(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    def index_rebuild_cmd(
+        summaries: Annotated[
+            str,
+            typer.Option(
+                "--summaries",
+                help="heuristic, or ai: also ask the Ollama server of [summaries] for the summaries of insights and sessions (kept in the index only).",
+            ),
+        ] = "heuristic",
+        root: RootOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
         """Build the index anew from every file (searches keep using the old one meanwhile)."""
         with reporting(as_json):
-            result = search.index_rebuild(workspace_context(root))
-        emit(result, as_json, text=quick.report_line(result))
+            ctx = workspace_context(root)
+            if summaries == "ai":
+                from dataclasses import replace
+
+                from moss_files.foundation import config
+
+                ctx = replace(ctx, config=config.load_config(ctx.root))
+            result = search.index_rebuild(ctx, summaries=summaries)
+        lines = [quick.report_line(result)]
+        if "summaries" in result:
+            done = result["summaries"]
+            why = ", ".join(f"{reason} {count}" for reason, count in done["reasons"].items())
+            lines.append(
+                f"summaries: {done['ai']} from {done['model']}, {done['heuristic']} heuristic"
+                + (f" ({why})" if why else "")
+                + f", {done['kept']} kept as written"
+            )
+        emit(result, as_json, text="\n".join(lines))
 
     @index_app.command("status")
     def index_status_cmd(

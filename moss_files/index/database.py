@@ -939,6 +939,34 @@ class View:
             raise MossError(read.problem.message, code=read.problem.code, path=hit.path)
         return source.record(FileInput(hit.path, read.data, read.stat[0]), hit.anchor)
 
+    # ----------------------------------------------------------------- summaries
+
+    def rows_of(self, kinds: Sequence[str]) -> list[tuple[str, str, str, str, str]]:
+        """(path, anchor, kind, id, file digest) of every item of these kinds, by path."""
+        marks = ",".join("?" * len(kinds))
+        query = (
+            f"SELECT i.path, i.anchor, i.kind, i.id, f.digest FROM items i JOIN files f ON f.path = i.path WHERE i.kind IN ({marks}) ORDER BY i.path, i.anchor"
+        )
+        return [tuple(row) for row in self.conn.execute(query, list(kinds))]
+
+    def set_summaries(self, rows: Sequence[tuple[str, str, str, str]]) -> int:
+        """Store `(path, anchor, digest, summary)` as those items' one-line summaries, each only
+        while its file still has that digest (a file changed since is left as its refresh made
+        it). Returns how many were stored. Only the cache changes: never an artifact file."""
+        stored = 0
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for path, anchor, digest, summary in rows:
+                stored += self.conn.execute(
+                    "UPDATE items SET summary = ? WHERE path = ? AND anchor = ? AND EXISTS (SELECT 1 FROM files WHERE path = ? AND digest = ?)",
+                    (summary, path, anchor, path, digest),
+                ).rowcount
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return stored
+
     # ----------------------------------------------------------------- status
 
     def problems(self) -> list[dict[str, Any]]:

@@ -63,7 +63,7 @@ def insight_extract(file: FileInput) -> Extracted:
         summary=summary,
         body=body,
         line=1,
-        status=found.status,
+        status="deleted" if found.deleted else found.status,  # soft-deleted: out of search and timelines
         date=normalize_date(found.created),
         updated=normalize_date(found.updated),
         tags=found.tags,
@@ -90,12 +90,7 @@ def session_extract(file: FileInput) -> Extracted:
     found = core.parse_session(_doc(file), file.relpath, fallback_id=file.stem)
     title = found.task or f"Session {found.date or found.id}"
     lists = [f"{name}: {item}" for name in core.LIST_FIELDS for item in getattr(found, name)]
-    if found.summary:
-        summary = summaries.summarize(found.summary)
-    elif found.next_actions:
-        summary = summaries.summarize("Next: " + "; ".join(found.next_actions))
-    else:
-        summary = f"{found.status} session" + (f" on {found.task}" if found.task else "")
+    summary = found.effective_headline
     facets = [("outcome", found.outcome or ""), ("task", found.task or ""), ("agent", found.agent or "")]
     entry = Entry(
         kind="session",
@@ -118,6 +113,39 @@ def session_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
     found = core.parse_session(_doc(file), file.relpath, fallback_id=file.stem)
     return core.session_to_dict(found, path=file.relpath)
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def observation_extract(file: FileInput) -> Extracted:
+    from moss_files.loopflow import observations as core
+
+    found = core.parse_observation(_doc(file), file.relpath, fallback_id=file.stem)
+    facets = [("type", found.kind), ("session", found.session or "")]
+    details = " ".join(f"{key} {' '.join(map(str, value)) if isinstance(value, list) else value}" for key, value in found.context.items())
+    summary = found.effective_summary
+    when = normalize_date(found.time)
+    entry = Entry(
+        kind="observation",
+        id=found.id,
+        title=summary,
+        summary=summary,
+        body=found.text,
+        line=1,
+        date=when,
+        updated=when,
+        facets=tuple(facets),
+        extra=" ".join(filter(None, (found.session, details))),
+    )
+    return Extracted((entry,))
+
+
+def observation_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
+    from moss_files.loopflow import observations as core
+
+    found = core.parse_observation(_doc(file), file.relpath, fallback_id=file.stem)
+    return core.observation_to_dict(found, path=file.relpath)
 
 
 # --------------------------------------------------------------------------- capsules

@@ -238,11 +238,101 @@ def index_refresh(ctx: Context) -> dict[str, Any]:
     return report_to_dict(index.last_refresh)
 
 
-def index_rebuild(ctx: Context) -> dict[str, Any]:
-    """Build the index anew from every file (the old cache stays usable until the swap)."""
+def index_rebuild(ctx: Context, *, summaries: str = "heuristic") -> dict[str, Any]:
+    """Build the index anew from every file (the old cache stays usable until the swap).
+
+    With `summaries="ai"`, the insights and sessions whose files hold no summary of a person's
+    or of the model's get one from the AI summariser, stored in the index alone (no artifact
+    file is written); each lasts until its file changes or the index is rebuilt without it.
+    An item the model cannot summarize (server down, slow, a reply that is no summary) keeps
+    its heuristic summary, and the report's `summaries` says how many and why.
+
+    Raises InvalidRequest for another `summaries`, InvalidDocument for bad `[summaries]` settings.
+    """
     from moss_files.index.model import report_to_dict
 
-    return report_to_dict(open_index(ctx).rebuild())
+    if summaries not in SUMMARY_METHODS:
+        raise InvalidRequest(f"summaries must be one of {', '.join(SUMMARY_METHODS)}, not {summaries!r}", details={"field": "summaries"})
+    if summaries == "ai":
+        from moss_files.loopflow import ai
+
+        # Bad settings, or an endpoint off this machine, stop the command before the rebuild.
+        ai.check_endpoint(replace(ai.read_settings(ctx.config.data), enabled=True))
+    index = open_index(ctx)
+    result = report_to_dict(index.rebuild())
+    if summaries == "ai":
+        result["summaries"] = _ai_summaries(ctx, index)
+    return result
+
+
+SUMMARY_METHODS = ("heuristic", "ai")
+AI_SUMMARY_KINDS = ("insight", "session")
+
+
+def _ai_summaries(ctx: Context, index: SearchIndex) -> dict[str, Any]:
+    """Ask the AI summariser for the one-line summary of every insight and session that has
+    none of a person's or the model's in its file, and store the answers in the index."""
+    from moss_files.loopflow import ai, summarizer
+
+    settings = ai.read_settings(ctx.config.data)
+    rows = index.run(lambda view: view.rows_of(AI_SUMMARY_KINDS), refresh=False)
+    found: list[tuple[str, str, str, str]] = []
+    reasons: dict[str, int] = {}
+    kept = 0
+    for number, (path, anchor, kind, _item_id, digest) in enumerate(rows, start=1):
+        text, why = _summary_input(index, path, kind, digest)
+        if text is None:
+            if why == "kept":
+                kept += 1
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+            continue
+        line, reason = summarizer.ai_summary(ctx, text, "insight" if kind == "insight" else "work session", force=True)
+        if line is not None:
+            found.append((path, anchor, digest, line))
+        else:
+            reasons[reason or "bad_reply"] = reasons.get(reason or "bad_reply", 0) + 1
+        if number % 10 == 0 and number < len(rows):
+            ctx.say(f"summaries: {number} of {len(rows)} items")
+    stored = index.run(lambda view: view.set_summaries(found), refresh=False) if found else 0
+    return {
+        "method": "ai",
+        "model": settings.model,
+        "endpoint": settings.endpoint,
+        "items": len(rows),
+        "ai": stored,
+        "kept": kept,
+        "heuristic": len(rows) - kept - stored,
+        "reasons": dict(sorted(reasons.items())),
+    }
+
+
+def _summary_input(index: SearchIndex, path: str, kind: str, digest: str) -> tuple[str | None, str]:
+    """(the text to summarize of the item in `path`, "") or (None, why not): `kept` when its
+    file holds a summary of a person's or the model's already, `changed` when it changed or
+    became unreadable since it was indexed (its next refresh reads it anew)."""
+    from moss_files.foundation import document
+    from moss_files.index.scan import read_file
+    from moss_files.loopflow import insights, sessions
+
+    read = read_file(index.root, path)
+    if read is None or read.problem is not None or read.digest != digest:
+        return None, "changed"
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    try:
+        doc = document.parse_bytes(read.data, path)
+        if kind == "insight":
+            insight = insights.parse_insight(doc, path, fallback_id=stem)
+            if insight.summary_is_generated and insight.summary_source != "ai" and not insight.deleted:
+                return insight.content, ""
+            return None, "kept"
+        session = sessions.parse_session(doc, path, fallback_id=stem)
+        if not session.headline_is_generated or session.headline_source == "ai":
+            return None, "kept"
+        text = sessions.headline_text(session.summary, session.learnings)
+        return (text, "") if text else (None, "short")
+    except MossError:
+        return None, "changed"
 
 
 def index_status(ctx: Context) -> dict[str, Any]:

@@ -28,8 +28,11 @@ def _reader(module: str, kind: str) -> tuple[Deferred, Deferred]:
 
 
 SOURCES: tuple[Source, ...] = (
-    Source("insight", ("insight",), (Place(".moss/insights"),), *_reader(READERS, "insight")),
-    Source("session", ("session",), (Place(".moss/sessions"),), *_reader(READERS, "session")),
+    # version 2: a soft-deleted insight (`deleted_at`, in `deleted/`) has the status `deleted`
+    Source("insight", ("insight",), (Place(".moss/insights"),), *_reader(READERS, "insight"), version=2),
+    # version 2: a stored `headline` is the session's summary
+    Source("session", ("session",), (Place(".moss/sessions"),), *_reader(READERS, "session"), version=2),
+    Source("observation", ("observation",), (Place(".moss/observations"),), *_reader(READERS, "observation")),
     # version 2: capsule files over the store's 4 MB are unreadable, as the store finds them;
     # `cased` facets name the fields whose values are not casefolded
     Source("capsule", ("capsule",), (Place(CAPSULES),), *_reader(READERS, "capsule"), version=2, uses_mtime=True),

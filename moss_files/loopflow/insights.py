@@ -10,8 +10,11 @@ byte. Frontmatter keys, in the order a new file lists them:
     tags     [list]            links    [ids of related insights or any other item]
     source   {task: LF-049, session: SES-...}   where it was learned (optional)
     summary  one line; context: 2-3 sentences  (optional: generated from the body when absent)
+    summary_source  ai | heuristic when a tool generated the stored summary (absent: a person
+             wrote it, and no tool ever replaces it)
     notes    free text (optional)
     created, updated   RFC 3339 UTC
+    deleted_at   RFC 3339 UTC, set by a soft delete, which moves the file to `deleted/`
 
 Reading is strict about shapes (a list where text belongs is SCHEMA_ERROR with its line) and
 about the two enumerations; unknown keys are kept and never touched by edits.
@@ -37,8 +40,11 @@ TYPES = ("process", "domain", "architecture", "edge_case", "technical")
 STATUSES = ("unprocessed", "discussed")
 DEFAULT_TYPE = "technical"
 DEFAULT_STATUS = "unprocessed"
-FIELDS = ("id", "type", "status", "tags", "links", "source", "summary", "context", "notes", "created", "updated")
+FIELDS = ("id", "type", "status", "tags", "links", "source", "summary", "summary_source", "context", "notes", "created", "updated", "deleted_at")
 SOURCE_KEYS = ("task", "session")
+DELETED_FOLDER = "deleted"  # soft-deleted insights: .moss/insights/deleted/<id>.md
+SUMMARY_SOURCES = ("ai", "heuristic", "human")
+GENERATED = ("ai", "heuristic")  # summary sources a tool may replace
 
 _TAG = re.compile(r"^[^\s,]{1,64}$")
 
@@ -59,11 +65,25 @@ class Insight:
     notes: str | None = None
     created: str | None = None
     updated: str | None = None
+    summary_source: str | None = None  # ai | heuristic: the stored summary was generated
+    deleted: str | None = None  # deleted_at
 
     @property
     def effective_summary(self) -> str:
         """The stored summary, else one generated from the content."""
         return self.summary if self.summary else summaries.summarize(self.content)
+
+    @property
+    def effective_summary_source(self) -> str:
+        """How the effective summary came about: `ai` or `heuristic` (generated), `human`."""
+        if not self.summary:
+            return "heuristic"
+        return self.summary_source or "human"
+
+    @property
+    def summary_is_generated(self) -> bool:
+        """Whether a tool may replace the summary: none stored, or a generated one."""
+        return not self.summary or self.summary_source in GENERATED
 
     @property
     def effective_context(self) -> str | None:
@@ -107,7 +127,20 @@ def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id:
         notes=_blank_to_none(reader.text("notes")),
         created=reader.text("created") or reader.text("created_at"),
         updated=reader.text("updated") or reader.text("updated_at"),
+        summary_source=_summary_source(reader),
+        deleted=_blank_to_none(reader.text("deleted_at")),
     )
+
+
+def _summary_source(reader: FieldReader) -> str | None:
+    """Who wrote the stored summary (`summary_source`): ai | heuristic | human, None when absent."""
+    value = reader.text("summary_source")
+    if value is None or not value.strip():
+        return None
+    normalized = value.strip().lower()
+    if normalized not in SUMMARY_SOURCES:
+        raise reader.error(reader.key("summary_source"), f"summary_source {value!r} is not one of {', '.join(SUMMARY_SOURCES)}")
+    return None if normalized == "human" else normalized
 
 
 def _source(reader: FieldReader) -> dict[str, str]:
@@ -176,8 +209,10 @@ def new_insight(
     summary: str | None = None,
     context: str | None = None,
     notes: str | None = None,
+    summary_source: str | None = None,
 ) -> Insight:
-    """A new, validated insight. Raises InvalidRequest for empty content or a bad value."""
+    """A new, validated insight; `summary_source` (ai | heuristic) marks a `summary` a tool
+    generated. Raises InvalidRequest for empty content or a bad value."""
     if not content.strip():
         raise InvalidRequest("an insight needs content")
     if not is_valid_id(insight_id):
@@ -195,6 +230,7 @@ def new_insight(
         notes=_blank_to_none(notes),
         created=now,
         updated=now,
+        summary_source=summary_source if summary and summary_source in GENERATED else None,
     )
 
 
@@ -215,12 +251,18 @@ def insight_meta(insight: Insight) -> dict[str, Any]:
         meta["links"] = list(insight.links)
     if insight.source:
         meta["source"] = dict(insight.source)
-    for name in ("summary", "context", "notes"):
+    if insight.summary is not None:
+        meta["summary"] = insight.summary
+        if insight.summary_source in GENERATED:
+            meta["summary_source"] = insight.summary_source
+    for name in ("context", "notes"):
         value = getattr(insight, name)
         if value is not None:
             meta[name] = value
     meta["created"] = insight.created
     meta["updated"] = insight.updated
+    if insight.deleted is not None:
+        meta["deleted_at"] = insight.deleted
     return meta
 
 
@@ -259,9 +301,13 @@ def new_content(insight: Insight, update: Update) -> str | None:
     return None if body == insight.content else body
 
 
-def plan_update(insight: Insight, update: Update, now: str) -> dict[str, Any]:
+def plan_update(insight: Insight, update: Update, now: str, *, generated: tuple[str, str] | None = None) -> dict[str, Any]:
     """The frontmatter changes (for `document.edit_frontmatter`) that apply `update`;
     empty when nothing would change. `updated` moves only when something else does.
+
+    A summary the update gives is a person's: it drops `summary_source`. New content makes a
+    generated summary stale: it is replaced by `generated` (summary, source), when given, or
+    removed (the summary is then made from the content when read); a person's summary stays.
 
     Raises InvalidRequest for a bad status, type, tag or link.
     """
@@ -285,7 +331,19 @@ def plan_update(insight: Insight, update: Update, now: str) -> dict[str, Any]:
         current = getattr(insight, name)
         if (value.strip() or None) != current:
             wanted[name] = value if value.strip() else document.DELETE
-    if wanted or new_content(insight, update) is not None:
+        if name == "summary" and insight.summary_source is not None and (value.strip() or current is not None):
+            wanted["summary_source"] = document.DELETE  # now a person's summary (or none)
+    body = new_content(insight, update)
+    if body is not None and update.summary is None and insight.summary_is_generated:
+        if generated is not None and generated[1] in GENERATED:
+            if generated[0] != insight.summary:
+                wanted["summary"] = generated[0]
+            if generated[1] != insight.summary_source:
+                wanted["summary_source"] = generated[1]
+        elif insight.summary is not None:
+            wanted["summary"] = document.DELETE
+            wanted["summary_source"] = document.DELETE
+    if wanted or body is not None:
         wanted["updated"] = now
     return wanted
 
@@ -314,10 +372,13 @@ def insight_to_dict(insight: Insight, *, path: str | None = None) -> dict[str, A
         "tags": list(insight.tags),
         "links": list(insight.links),
         "source": dict(insight.source) or None,
+        "summary_source": insight.effective_summary_source,
         "notes": insight.notes,
         "created_at": insight.created,
         "updated_at": insight.updated,
     }
+    if insight.deleted is not None:
+        data["deleted_at"] = insight.deleted
     if path is not None:
         data["path"] = path
     return data

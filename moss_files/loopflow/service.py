@@ -1,7 +1,13 @@
-"""LoopFlow's use cases over a workspace: insights (remember, list, show, update, link,
-connect), sessions (orient, handoff, list, show), the repository summary (update_summary), pain
-points (painpoint, list_feedback) and structured questions (probe). Tasks are `backlog`'s,
-sharing bundles `sharing`'s.
+"""LoopFlow's use cases over a workspace: insights (remember, list, show, update, delete, link,
+connect), sessions (orient, handoff, list, show), observations (observe), the repository summary
+(update_summary), pain points (painpoint, list_feedback) and structured questions (probe). Tasks
+are `backlog`'s, sharing bundles `sharing`'s, the LoopFlow export `export`'s.
+
+Summaries: an insight written without a summary, and a session handed off without a headline,
+get one from the AI summariser when `[summaries] ai` is on and the server answers (`ai`,
+`ollama`), stored with `summary_source: ai` (`headline_source: ai`); otherwise nothing is stored
+and the heuristic summary is made from the text whenever it is read. A summary a person wrote is
+never replaced.
 
 Shell layer: reads and writes through the store (`store`), decides with the pure models
 (`insights`, `sessions`). Every function takes the foundation `Context` (clock and ids come from
@@ -12,31 +18,36 @@ search use cases (`loop_scan`, `loop_expand`, `loop_timeline`) are the index's: 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import document, formats, fs
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
 from moss_files.index.service import open_index
 from moss_files.loopflow import feedback as feedback_core
 from moss_files.loopflow import insights as insight_core
+from moss_files.loopflow import observations as observation_core
 from moss_files.loopflow import sessions as session_core
+from moss_files.loopflow import summarizer
 from moss_files.loopflow import summary as summary_core
 from moss_files.loopflow.sanitize import personal_warnings, sanitize
 from moss_files.loopflow.sessions import Handoff, Session
-from moss_files.loopflow.store import ItemStore, feedback_store, insight_store, session_store
+from moss_files.loopflow.store import ItemStore, feedback_store, insight_store, observation_store, session_store
 
 __all__ = [
     "Context",
     "connect",
+    "delete_insight",
     "handoff",
     "link_insight",
     "list_feedback",
     "list_insights",
     "list_sessions",
+    "observe",
     "orient",
     "painpoint",
     "probe",
@@ -53,10 +64,16 @@ ORIENT_INSIGHTS = 20
 ORIENT_SESSIONS = 5
 DRAFT_INSIGHT_ID = "INS-00000000-draft000"  # stands in until the store draws the real id
 DRAFT_SESSION_ID = "SES-00000000-draft000"
+DRAFT_OBSERVATION_ID = "OBS-00000000-draft000"
 
 
 def _new_id(ctx: Context, prefix: str) -> Callable[[], str]:
     return lambda: ctx.new_id(prefix)
+
+
+def _fallback(reason: str | None) -> str | None:
+    """The reason a result reports for a heuristic summary (none when AI is simply off)."""
+    return None if reason in (None, "disabled") else reason
 
 
 # --------------------------------------------------------------------------- insights
@@ -84,6 +101,12 @@ def remember(
     if session is None:
         active = _latest_active(ctx)
         session = active.id if active is not None else None
+    summary_source = None
+    reason = None
+    if summary is None or not summary.strip():
+        insight_core.new_insight(DRAFT_INSIGHT_ID, content, now=now, type=type, tags=tags, links=links)  # checks first: no request for bad input
+        summary, reason = summarizer.ai_summary(ctx, content, "insight")
+        summary_source = "ai" if summary else None
     draft = insight_core.new_insight(
         DRAFT_INSIGHT_ID,
         content,
@@ -95,6 +118,7 @@ def remember(
         summary=summary,
         context=context,
         notes=notes,
+        summary_source=summary_source,
     )
 
     files = insight_store(ctx.root)
@@ -104,6 +128,8 @@ def remember(
         "id": new_id,
         "path": files.relpath(path),
         "summary": created.effective_summary,
+        "summary_source": created.effective_summary_source,
+        "summary_fallback": _fallback(reason) if created.effective_summary_source == "heuristic" else None,
         "insight": insight_core.insight_to_dict(created, path=files.relpath(path)),
     }
 
@@ -159,13 +185,18 @@ def update_insight(ctx: Context, insight_id: str, update: insight_core.Update) -
     if update == insight_core.Update():
         raise InvalidRequest("no changes specified: give a status, type, tags, links, notes, summary, context or content", details={"id": insight_id})
     files = insight_store(ctx.root)
-    path, _found = files.find(insight_id)
+    path, found = files.find(insight_id)
     now = ctx.stamp()
     changed: list[str] = []
+    generated: tuple[str, str] | None = None
+    reason = None
+    if update.summary is None and insight_core.new_content(found, update) is not None and found.summary_is_generated:
+        line, reason = summarizer.ai_summary(ctx, update.content or "", "insight")
+        generated = (line, "ai") if line else None
 
     def transform(doc: document.Document) -> str | None:
         current = files.parse(path, doc)
-        changes = insight_core.plan_update(current, update, now)
+        changes = insight_core.plan_update(current, update, now, generated=generated)
         body = insight_core.new_content(current, update)
         changed[:] = [key for key in changes if key != "updated"] + (["content"] if body is not None else [])
         if not changes:
@@ -178,6 +209,7 @@ def update_insight(ctx: Context, insight_id: str, update: insight_core.Update) -
         "id": result.id,
         "updated": bool(changed),
         "changed": changed,
+        "summary_fallback": _fallback(reason) if result.effective_summary_source == "heuristic" else None,
         "insight": insight_core.insight_to_dict(result, path=files.relpath(path)),
         "message": f"Insight {result.id} " + (f"updated: {', '.join(changed)}" if changed else "already as asked; nothing changed"),
     }
@@ -214,6 +246,79 @@ def link_insight(ctx: Context, insight_id: str, targets: Sequence[str], *, remov
         "changed": bool(result["changed"]),
         "back_linked": back,
         "not_insights": others,
+    }
+
+
+def delete_insight(ctx: Context, insight_id: str) -> dict[str, Any]:
+    """Soft-delete an insight (`moss insight delete`), as capsules are deleted: stamp
+    `deleted_at` and move its file to `.moss/insights/deleted/`. It leaves listings, orientation,
+    search and timelines (`moss search status:deleted` still finds it); git keeps its history.
+
+    Returns `{deleted: true, id, path}`. Raises NotFound (also for an insight deleted already),
+    Conflict when a file of that name is in the deleted folder already.
+    """
+    files = insight_store(ctx.root)
+    path, found = files.find(insight_id, include_deleted=True)  # one stamped by a delete that stopped too
+    if path.parent == files.folder / insight_core.DELETED_FOLDER:
+        raise NotFound(f"no insight {insight_id!r}: it was deleted", details={"id": insight_id})
+    now = ctx.stamp()
+    target = files.folder / insight_core.DELETED_FOLDER / path.name
+    if os.path.lexists(target):
+        raise _deleted_twice(files.relpath(target))
+
+    def stamp(doc: document.Document) -> str | None:
+        current = files.parse(path, doc)
+        if current.deleted is not None:
+            return None  # stamped by a delete that stopped before its move: only the move is left
+        return document.edit_frontmatter(doc.text, {"deleted_at": now, "updated": now}, path)
+
+    files.edit(path, stamp)
+    if not fs.move_exclusive(path, target):  # one appeared meanwhile: the insight is marked, and left in place
+        raise _deleted_twice(files.relpath(target))
+    return {"deleted": True, "id": found.id, "path": files.relpath(target)}
+
+
+def _deleted_twice(shown: str) -> Conflict:
+    return Conflict(
+        f"{shown} exists already: an insight of this id was deleted before",
+        code="ALREADY_EXISTS",
+        path=shown,
+        hint="compare the two files and remove the one you do not need",
+    )
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def observe(
+    ctx: Context,
+    text: str,
+    *,
+    kind: str | None = None,
+    session: str | None = None,
+    time: str | None = None,
+    summary: str | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Record an observation (`loop_observe`, `moss observe`): what happened, when (default:
+    now), in which session (default: the active one), of which kind (note, tool_call, file_edit,
+    shell_command, user_prompt), as a new file under `.moss/observations/`; search and timelines
+    show it.
+
+    Returns `{id, path, summary, observation}`. Raises InvalidRequest for empty text or a bad value.
+    """
+    if session is None:
+        active = _latest_active(ctx)
+        session = active.id if active is not None else None
+    draft = observation_core.new_observation(DRAFT_OBSERVATION_ID, text, time=time or ctx.stamp(), kind=kind, session=session, summary=summary, context=context)
+    files = observation_store(ctx.root)
+    new_id, path = files.create(_new_id(ctx, observation_core.ID_PREFIX), lambda item_id: observation_core.render_observation(replace(draft, id=item_id)))
+    created = replace(draft, id=new_id)
+    return {
+        "id": new_id,
+        "path": files.relpath(path),
+        "summary": created.effective_summary,
+        "observation": observation_core.observation_to_dict(created, path=files.relpath(path)),
     }
 
 
@@ -383,26 +488,36 @@ def handoff(ctx: Context, request: Handoff, *, session_id: str | None = None, ag
     repeated handoff changes nothing), else a new one. Outcome: explicit, else INTERRUPTED
     (emergency), BLOCKED (blockers), PARTIAL (work in progress) or COMPLETE.
 
-    Returns `{session, outcome, created, next_actions_saved, changed}`.
+    The session's headline (its one line in search) comes from the AI summariser when the
+    handoff's summary is long enough and AI is on, unless a person wrote one.
+
+    Returns `{session, outcome, created, next_actions_saved, changed, headline_fallback}`.
     Raises InvalidRequest for bad values, NotFound for an unknown session id.
     """
     request = session_core.check_handoff(request)
     now = ctx.stamp()
     files = session_store(ctx.root)
     target = _handoff_target(ctx, session_id, agent)
+    current = files.read(target) if target is not None else session_core.new_session(DRAFT_SESSION_ID, now=now, task=request.task, agent=agent)
+    generated: tuple[str, str] | None = None
+    reason = None
+    wanted = session_core.handoff_text(current, request)
+    if current.headline_is_generated and wanted and (not current.headline or wanted != session_core.headline_text(current.summary, current.learnings)):
+        line, reason = summarizer.ai_summary(ctx, wanted, "work session")
+        generated = (line, "ai") if line else None
     if target is None:
-        base = session_core.new_session(DRAFT_SESSION_ID, now=now, task=request.task, agent=agent)
+        base = current
 
         def make(new_id: str) -> str:
             draft = replace(base, id=new_id)
-            plan = session_core.plan_handoff(draft, request, now)
+            plan = session_core.plan_handoff(draft, request, now, generated=generated)
             meta = {**session_core.session_meta(draft), **plan.next_actions, **plan.rest}
             ordered = {key: meta[key] for key in session_core.FIELDS if key in meta}
             body = session_core.set_sections("", plan.sections)
             return document.render(formats.stamp("session", ordered), body)
 
         new_id, path = files.create(_new_id(ctx, session_core.ID_PREFIX), make)
-        return _handoff_result(files, path, files.read(path), created=True, saved=bool(request.next_actions), changed=True)
+        return _handoff_result(files, path, files.read(path), created=True, saved=bool(request.next_actions), changed=True, reason=reason)
 
     path = target
 
@@ -415,14 +530,14 @@ def handoff(ctx: Context, request: Handoff, *, session_id: str | None = None, ag
     saved = bool(request.next_actions)
 
     def record(doc: document.Document) -> str | None:
-        plan = session_core.plan_handoff(files.parse(path, doc), request, now)
+        plan = session_core.plan_handoff(files.parse(path, doc), request, now, generated=generated)
         text = document.edit_frontmatter(doc.text, plan.rest, path) if plan.rest else doc.text
         text = session_core.body_with_sections(text, plan.sections, path)
         return None if text == doc.text else text
 
     written = files.edit(path, record)
     changed = files.digest(path) != before
-    return _handoff_result(files, path, files.parse(path, written), created=False, saved=saved, changed=changed)
+    return _handoff_result(files, path, files.parse(path, written), created=False, saved=saved, changed=changed, reason=reason)
 
 
 def _handoff_target(ctx: Context, session_id: str | None, agent: str | None) -> Path | None:
@@ -439,13 +554,16 @@ def _handoff_target(ctx: Context, session_id: str | None, agent: str | None) -> 
     return None
 
 
-def _handoff_result(files: ItemStore[Session], path: Path, final: Session, *, created: bool, saved: bool, changed: bool) -> dict[str, Any]:
+def _handoff_result(
+    files: ItemStore[Session], path: Path, final: Session, *, created: bool, saved: bool, changed: bool, reason: str | None = None
+) -> dict[str, Any]:
     return {
         "session": session_core.session_to_dict(final, path=files.relpath(path)),
         "outcome": final.outcome,
         "created": created,
         "next_actions_saved": saved,
         "changed": changed,
+        "headline_fallback": _fallback(reason) if not final.headline else None,
     }
 
 

@@ -10,6 +10,10 @@ lists them (lists and values absent until known):
     started      RFC 3339 UTC; `ended` is set by the handoff, and its absence means active
     outcome      COMPLETE | PARTIAL | BLOCKED | INTERRUPTED (IN_PROGRESS is read too)
     mode         graceful | emergency (how the handoff was made)
+    headline     the session in one line, what search shows (optional: made from the
+                 `## Summary` when absent)
+    headline_source  ai when a tool generated the headline (absent: a person wrote it, and no
+                 tool ever replaces it)
     next_actions, completed, in_progress, blocked_on    lists of one-line items
 
 The body holds the prose, under `## Summary`, `## Learnings` and `## Hot context`; a handoff
@@ -36,7 +40,9 @@ OUTCOMES = ("COMPLETE", "PARTIAL", "BLOCKED", "INTERRUPTED")
 READ_OUTCOMES = (*OUTCOMES, "IN_PROGRESS")
 MODES = ("graceful", "emergency")
 LIST_FIELDS = ("next_actions", "completed", "in_progress", "blocked_on")
-FIELDS = ("id", "task", "agent", "started", "ended", "outcome", "mode", *LIST_FIELDS)
+FIELDS = ("id", "task", "agent", "started", "ended", "outcome", "mode", "headline", "headline_source", *LIST_FIELDS)
+HEADLINE_SOURCES = ("ai", "heuristic", "human")
+GENERATED = ("ai", "heuristic")  # headline sources a tool may replace
 SECTIONS = ("Summary", "Learnings", "Hot context")
 BRIEF_SUMMARY = 300
 
@@ -65,6 +71,25 @@ class Session:
     learnings: str | None = None
     hot_context: str | None = None
     body: str = ""
+    headline: str | None = None
+    headline_source: str | None = None  # ai | heuristic: the stored headline was generated
+
+    @property
+    def headline_is_generated(self) -> bool:
+        """Whether a tool may replace the headline: none stored, or a generated one."""
+        return not self.headline or self.headline_source in GENERATED
+
+    @property
+    def effective_headline(self) -> str:
+        """The one line search shows: the stored headline, else the `## Summary` summarized,
+        else the next actions, else the status and task."""
+        if self.headline:
+            return self.headline
+        if self.summary:
+            return summaries.summarize(self.summary)
+        if self.next_actions:
+            return summaries.summarize("Next: " + "; ".join(self.next_actions))
+        return f"{self.status} session" + (f" on {self.task}" if self.task else "")
 
     @property
     def active(self) -> bool:
@@ -188,6 +213,15 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
     else:
         mode = None
     lists = {name: reader.items(name, comma_separated=True) for name in LIST_FIELDS}
+    headline = _text(reader.text("headline"))
+    if headline is not None and "\n" in headline:
+        raise reader.error(reader.key("headline"), "the headline must be one line")
+    headline_source = _text(reader.text("headline_source"))
+    if headline_source is not None:
+        headline_source = headline_source.lower()
+        if headline_source not in HEADLINE_SOURCES:
+            raise reader.error(reader.key("headline_source"), f"headline_source {headline_source!r} is not one of {', '.join(HEADLINE_SOURCES)}")
+        headline_source = None if headline_source == "human" else headline_source
     body = doc.body
     sections = read_sections(body, SECTIONS)
     return Session(
@@ -202,6 +236,8 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
         learnings=sections["Learnings"],
         hot_context=sections["Hot context"],
         body=body,
+        headline=headline,
+        headline_source=headline_source,
         **lists,
     )
 
@@ -231,10 +267,12 @@ def _one_line(value: str | None, what: str) -> str | None:
 def session_meta(session: Session) -> dict[str, Any]:
     """The frontmatter of a new file, keys in FIELDS order, empty values left out."""
     meta: dict[str, Any] = {"id": session.id}
-    for name in ("task", "agent", "started", "ended", "outcome", "mode"):
+    for name in ("task", "agent", "started", "ended", "outcome", "mode", "headline"):
         value = getattr(session, name)
         if value is not None:
             meta[name] = value
+    if session.headline and session.headline_source in GENERATED:
+        meta["headline_source"] = session.headline_source
     for name in LIST_FIELDS:
         value = getattr(session, name)
         if value:
@@ -321,10 +359,24 @@ class HandoffPlan:
     outcome: str
 
 
-def plan_handoff(session: Session, handoff: Handoff, now: str) -> HandoffPlan:
+def headline_text(summary: str | None, learnings: str | None) -> str:
+    """What a session's headline summarizes: its `## Summary`, else its `## Learnings`."""
+    return (summary or "").strip() or (learnings or "").strip()
+
+
+def handoff_text(session: Session, handoff: Handoff) -> str:
+    """The text the session's headline would summarize once `handoff` is recorded."""
+    return headline_text(
+        handoff.summary if handoff.summary is not None else session.summary, handoff.learnings if handoff.learnings is not None else session.learnings
+    )
+
+
+def plan_handoff(session: Session, handoff: Handoff, now: str, *, generated: tuple[str, str] | None = None) -> HandoffPlan:
     """The frontmatter changes and body sections that record `handoff` on `session`.
 
-    An ended session keeps its `ended` time, so repeating a handoff changes nothing.
+    An ended session keeps its `ended` time, so repeating a handoff changes nothing. A headline
+    a person wrote stays; a generated one whose text the handoff changes is replaced by
+    `generated` (headline, source), when given, or removed.
     """
     first: dict[str, Any] = {}
     if handoff.next_actions and handoff.next_actions != session.next_actions:
@@ -343,6 +395,15 @@ def plan_handoff(session: Session, handoff: Handoff, now: str) -> HandoffPlan:
     outcome = decide_outcome(handoff.mode, lists["blocked_on"], lists["in_progress"], handoff.outcome)
     if outcome != session.outcome:
         rest["outcome"] = outcome
+    if session.headline_is_generated:
+        stale = handoff_text(session, handoff) != headline_text(session.summary, session.learnings)
+        if generated is not None and generated[1] in GENERATED and (stale or not session.headline):
+            if generated[0] != session.headline:
+                rest["headline"] = generated[0]
+            if generated[1] != session.headline_source:
+                rest["headline_source"] = generated[1]
+        elif stale and session.headline:
+            rest["headline"] = rest["headline_source"] = document.DELETE
     sections = {"Summary": handoff.summary, "Learnings": handoff.learnings, "Hot context": handoff.hot_context}
     return HandoffPlan(first, rest, sections, outcome)
 
@@ -373,6 +434,8 @@ def session_to_dict(session: Session, *, path: str | None = None) -> dict[str, A
         "summary": session.summary,
         "learnings": session.learnings,
         "hot_context": session.hot_context,
+        "headline": session.effective_headline,
+        "headline_source": (session.headline_source or "human") if session.headline else "heuristic",
         "next_actions": list(session.next_actions),
         "completed": list(session.completed),
         "in_progress": list(session.in_progress),

@@ -483,6 +483,10 @@ def _insight(item: Mapping[str, Any], where: Where, new_ids: Mapping[tuple[str, 
     notes_text = _text(item, "notes", where)
     if "notes" in item:
         account.mapped(f"{p}notes", "notes", notes_text) if notes_text else account.empty(f"{p}notes")
+    # LoopFlow's spec has a context column; `moss export --format loopflow` writes a person's context.
+    context_text = _text(item, "context", where)
+    if "context" in item:
+        account.mapped(f"{p}context", "context", context_text) if context_text else account.empty(f"{p}context")
     created = None
     for key in ("created", "created_at"):
         if key in item:
@@ -516,6 +520,7 @@ def _insight(item: Mapping[str, Any], where: Where, new_ids: Mapping[tuple[str, 
         links=links,
         source=source_map,
         summary=summary,
+        context=context_text if context_text and context_text.strip() else None,
         notes=notes_text,
         created=created,
         updated=updated or created,

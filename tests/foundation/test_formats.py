@@ -45,8 +45,8 @@ def test_every_file_the_previous_release_wrote_has_a_kind() -> None:
     kinds = {relpath: formats.kind_of(relpath) for relpath in fixture_files(V1)}
     assert [relpath for relpath, spec in kinds.items() if spec is None] == [".moss/README.md"]  # the folder's note to people
     found = {spec.name for spec in kinds.values() if spec is not None}
-    # No tool call was audited; a bundle lives outside; checkpoint notes came after release 1.
-    assert found == set(formats.KINDS) - {"audit", "bundle", "checkpoint"}
+    # No tool call was audited; a bundle lives outside; checkpoint notes and observations came after release 1.
+    assert found == set(formats.KINDS) - {"audit", "bundle", "checkpoint", "observation"}
 
 
 @pytest.mark.parametrize("relpath", sorted(fixture_files(V1)))

@@ -51,6 +51,7 @@ ANNOTATIONS = {
     "loop_timeline": (True, False, True),
     "loop_orient": (False, False, False),
     "loop_remember": (False, False, False),
+    "loop_observe": (False, False, False),
     "loop_handoff": (False, True, True),
     "loop_insight_update": (False, True, True),
     "loop_connect": (False, True, True),
@@ -208,6 +209,10 @@ async def test_every_tool_answers_in_both_protocol_modes(team: Path, mode: str) 
         oriented = await calls.ok("loop_orient", task="login", agent="claude")
         assert oriented["resumed"] is False and oriented["memory"]["plan"]["closed"] == 2
         remembered = await calls.ok("loop_remember", content="Cookies need SameSite=Lax for the OAuth redirect.", type="edge_case", tags=["auth"])
+        observed = await calls.ok("loop_observe", text="Edited the cookie settings.", kind="file_edit", context={"file": "auth.py"})
+        assert observed["path"] == f".moss/observations/{observed['id']}.md"
+        assert (await calls.ok("loop_scan", query="cookie settings", scope=["observations"]))["matches"][0]["id"] == observed["id"]
+        await calls.error("loop_observe", "SCHEMA_ERROR", text="x", kind="dream")
         found = await calls.ok("loop_scan", query="SameSite cookies", scope=["insights"])
         assert found["matches"][0]["id"] == remembered["id"] and found["truncated"] is False
         typed = await calls.ok("loop_scan", query="cookies", scope="all", types=["edge_case"], statuses=["unprocessed"])

@@ -1,6 +1,6 @@
 """The `loop` tool set: LoopFlow's progressive disclosure (`loop_scan` → `loop_expand`,
 `loop_timeline`) over every artifact, its session tools (`loop_orient`, `loop_remember`,
-`loop_handoff`, `loop_update_summary`, `loop_probe`), insights (`loop_insight_update`,
+`loop_observe`, `loop_handoff`, `loop_update_summary`, `loop_probe`), insights (`loop_insight_update`,
 `loop_connect`) and tasks in PLAN.md (`loop_task_create|update|list`); `register_sharing`
 declares the opt-in `share` set: sharing bundles (`loop_export`, `loop_import_preview`,
 `loop_import`) and feedback (`loop_painpoint`, `loop_feedback_list`). Entry layer: each tool is one call of the use case `moss search|expand|timeline`
@@ -25,7 +25,7 @@ from moss_files.mcp.server import ToolRegistry
 
 Scope = Annotated[
     list[str] | None,
-    Field(description="Only these kinds: insight, session, capsule, task, message, memory, current (plurals work)."),
+    Field(description="Only these kinds: insight, session, observation, capsule, task, message, memory, current (plurals work)."),
 ]
 
 
@@ -46,7 +46,7 @@ def register(tools: ToolRegistry) -> None:
         query: Annotated[str, Field(description="What to find.")],
         scope: Annotated[
             list[str] | str | None,
-            Field(description='Only these kinds: insight, session, capsule, task, message, memory, current (plurals work); "all" for every kind.'),
+            Field(description='Only these kinds: insight, session, observation, capsule, task, message, memory, current (plurals work); "all" for every kind.'),
         ] = None,
         types: Annotated[
             list[str] | None, Field(description="Only items of these types (insights: domain, architecture, edge_case, technical, process).")
@@ -135,6 +135,21 @@ def register(tools: ToolRegistry) -> None:
         return loopflow.remember(
             ctx, content, type=type, tags=tags or (), links=links or (), task=task, session=session, summary=summary, context=context, notes=notes
         )
+
+    @tools.tool(
+        "loop_observe", "Record what happened (a tool call, edit, command, prompt, note) as an observation in the session. Returns {id, path, summary}."
+    )
+    def observe(
+        text: Annotated[str, Field(description="What happened.")],
+        kind: Annotated[str | None, Field(description="note (default), tool_call, file_edit, shell_command or user_prompt.")] = None,
+        session: Annotated[str | None, Field(description="Session id (default: the active one).")] = None,
+        time: Annotated[str | None, Field(description="When, RFC 3339 (default: now).")] = None,
+        context: Annotated[dict[str, Any] | None, Field(description='Details, e.g. {"tool": "Edit", "file": "app.py"}.')] = None,
+    ) -> dict[str, Any]:
+        from moss_files.loopflow import service as loopflow
+
+        found = loopflow.observe(ctx, text, kind=kind, session=session, time=time, context=context)
+        return {"id": found["id"], "path": found["path"], "summary": found["summary"]}
 
     @tools.tool(
         "loop_handoff",
