@@ -92,7 +92,7 @@ def test_a_file_in_the_way_in_deleted_is_never_replaced(ctx: Context) -> None:
 
 def test_the_index_of_deleted_insights_matches_a_full_rebuild(ctx: Context, tmp_path: Path) -> None:
     ids = [service.remember(ctx, f"Insight number {n} about locks.")["id"] for n in range(4)]
-    assert len(search.scan(ctx, "locks")["matches"]) == 4
+    assert len(search.scan(ctx, "kind:insight locks")["matches"]) == 4
     for insight_id in ids[:2]:
         service.delete_insight(ctx, insight_id)
     refreshed = search.open_index(ctx).run(lambda view: view.snapshot())

@@ -106,7 +106,7 @@ async def test_every_tool_stays_reachable_from_the_core(workspace: Path) -> None
     async with Client(server_for(workspace), mode="legacy") as client:
         await client.call_tool(META_TOOL, {"enable": ["all"]})
         enabled = {tool.name for tool in (await client.list_tools()).tools}
-    assert enabled == everything and len(everything) == 122
+    assert enabled == everything and len(everything) == 123
 
 
 @pytest.mark.anyio
