@@ -16,7 +16,7 @@ import typer.core
 import typer.main
 
 from moss_files import __version__
-from moss_files.cli.support import HelpGroup, JsonOpt, VersionOpt, emit, new_app, reporting
+from moss_files.cli.support import HELP_OPTIONS, HelpGroup, JsonOpt, VersionOpt, emit, new_app, reporting
 from moss_files.foundation.errors import ERROR_CODES, InvalidRequest, MossError, NotFound, error_body
 
 __all__ = ["LAZY_COMMANDS", "LazyGroup", "app", "feature_command", "feature_commands"]
@@ -102,8 +102,19 @@ def _built(holder: typer.Typer, key: str, name: str) -> Any:
             return None
         single.registered_groups = groups
         command = typer.main.get_command(single).commands[name]  # type: ignore[attr-defined]
+    _with_help_options(command)
     _built_commands[key, name] = command
     return command
+
+
+def _with_help_options(command: Any) -> None:
+    """Give `command` and every command under it `-h` of their own. A command built alone has
+    no app's settings, and click caches a command's help option from the first context made
+    for it: one made without the `moss` group above it (a test, a library caller) would lose
+    `-h` for the rest of the process."""
+    command.context_settings = {**HELP_OPTIONS, **command.context_settings}
+    for sub in getattr(command, "commands", {}).values():
+        _with_help_options(sub)
 
 
 def feature_command(module_name: str, name: str) -> Any:

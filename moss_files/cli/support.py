@@ -25,6 +25,7 @@ from moss_files.foundation.errors import InvalidRequest, MossError, describe, er
 from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 
 __all__ = [
+    "HELP_OPTIONS",
     "HelpGroup",
     "JsonOpt",
     "RootOnlyOpt",
