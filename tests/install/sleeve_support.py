@@ -290,6 +290,9 @@ def remove_image_work(work: Path) -> None:
     podman = ["podman", "--root", str(work / "storage"), "--runroot", str(work / "run")]
     if (work / "storage").exists():
         subprocess.run([*podman, "rmi", "--all", "--force"], capture_output=True, timeout=300)
+    overlay = work / "storage" / "overlay"
+    if os.path.ismount(overlay):  # podman's own mount of its layer folder, should rmi have left it
+        subprocess.run(["umount", str(overlay)], capture_output=True, timeout=60)
     shutil.rmtree(work, ignore_errors=True)
 
 
