@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the whole test suite. Creates a virtual environment of its own (.venv, or $MOSS_TEST_VENV)
 # on first use and refreshes it when pyproject.toml changes, installs the pinned npm test
-# clients (package.json) with `npm ci` when npm is there, and Chromium for the browser tests
-# (apt-get, as root) when it is missing; extra arguments go to pytest.
+# clients (package.json) with `npm ci` when npm is there, and Chromium for the browser tests and
+# podman, mmdebstrap, tmux and ttyd for the sleeve image's (apt-get, as root) when they are
+# missing; extra arguments go to pytest.
 #   ./test.sh                  # everything: ruff, mypy, then every test (what CI runs)
 #   ./test.sh -m "not slow"    # skip the slow tests (storms, races, installs, external clients)
 #   ./test.sh -k needlecast    # a subset (arguments skip ruff and mypy; MOSS_CHECKS=1 runs them)
@@ -70,6 +71,57 @@ if [ ! -x "$chromium" ]; then
         fi
     else
         echo "test.sh: no Chromium at $chromium and no way to install it here (needs root or passwordless sudo, and apt-get); the browser tests will skip" >&2
+    fi
+fi
+
+# The sleeve image's tests build it here without a registry (mmdebstrap makes a Debian base,
+# podman builds the Dockerfile on it) and run the terminal (tmux and ttyd) inside it; each
+# program that is missing is installed with apt-get in the same way as Chromium, where that can
+# be done. Where it cannot (or apt-get has no such package: Debian packages ttyd from forky on),
+# the tests that need it skip, each saying what is missing (MOSS_REQUIRE_IMAGE=1 makes the
+# image's tests fail instead).
+image_tools=()
+for program in podman mmdebstrap tmux ttyd; do
+    command -v "$program" >/dev/null 2>&1 || image_tools+=("$program")
+done
+if [ "${#image_tools[@]}" -gt 0 ]; then
+    as_root=""
+    if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root="sudo -n"
+    fi
+    if { [ "$(id -u)" = 0 ] || [ -n "$as_root" ]; } && command -v apt-get >/dev/null 2>&1; then
+        # apt-get update once a day at most for packages it does not know (ttyd on Debian 12
+        # would otherwise cost an update on every run).
+        apt_stamp="$venv/.moss-files-apt-tried"
+        candidate() { LC_ALL=C apt-cache policy "$1" 2>/dev/null | grep -q '^  Candidate: [^(]'; }
+        unknown=()
+        for package in "${image_tools[@]}"; do
+            candidate "$package" || unknown+=("$package")
+        done
+        updated=0
+        if [ "${#unknown[@]}" -gt 0 ] && [ "$(cat "$apt_stamp" 2>/dev/null || true)" != "$(date +%F) ${unknown[*]}" ]; then
+            $as_root apt-get update -qq >&2 || true
+            echo "$(date +%F) ${unknown[*]}" > "$apt_stamp"
+            updated=1
+        fi
+        installable=()
+        for package in "${image_tools[@]}"; do
+            if candidate "$package"; then
+                installable+=("$package")
+            else
+                echo "test.sh: apt-get has no package $package here; the tests that need it will skip" >&2
+            fi
+        done
+        if [ "${#installable[@]}" -gt 0 ]; then
+            echo "test.sh: installing ${installable[*]} for the sleeve image's tests (${as_root:+sudo }apt-get install)" >&2
+            if ! $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${installable[@]}" >&2 \
+                && ! { [ "$updated" = 0 ] && $as_root apt-get update -qq >&2 \
+                    && $as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${installable[@]}" >&2; }; then
+                echo "test.sh: apt-get could not install ${installable[*]}; the tests that need them will skip, saying why" >&2
+            fi
+        fi
+    else
+        echo "test.sh: ${image_tools[*]} missing and no way to install them here (needs root or passwordless sudo, and apt-get); the sleeve image's tests will skip" >&2
     fi
 fi
 

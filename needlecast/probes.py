@@ -1,12 +1,14 @@
 """What the sidecar's `/status` reports about the sleeve beyond its files: the agent CLI (the
-seed's "DHF") and which agent credentials are present. Edge layer: runs `<cli> --version` and
-looks at files; the shapes and the order of the probes are `needlecast.status`'s.
+seed's "DHF"), which agent credentials are present, and the sleeve terminal. Edge layer: runs
+`<cli> --version`, looks at files, connects to the terminal's port; the shapes and the order of
+the probes are `needlecast.status`'s.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +18,7 @@ from needlecast.peers import without_secrets
 from needlecast.status import AUTH_SOURCES, DHF_CANDIDATES, dhf_unknown, parse_version_output
 
 VERSION_TIMEOUT = 5.0  # an agent CLI that hangs on --version must not hold /status for ever
+TERMINAL_PROBE_TIMEOUT = 1.0
 
 
 def detect_dhf(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -53,3 +56,22 @@ def detect_auth(environ: Mapping[str, str]) -> dict[str, bool]:
     for agent, (files, variables) in AUTH_SOURCES.items():
         found[agent] = any((home / relative).is_file() for relative in files) or any(environ.get(name) for name in variables)
     return found
+
+
+def detect_terminal(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The sleeve terminal (tmux served by ttyd), as the image's init announces it when it has
+    started one: NEEDLECAST_TERMINAL_URL (the URL, without the secret), NEEDLECAST_TERMINAL_HOST
+    and NEEDLECAST_TERMINAL_PORT (where ttyd listens). `listening` is whether that port accepts a
+    connection now. `{"enabled": false}` when no terminal was started."""
+    url = environ.get("NEEDLECAST_TERMINAL_URL")
+    if not url:
+        return {"enabled": False}
+    host = environ.get("NEEDLECAST_TERMINAL_HOST", "127.0.0.1")
+    port = int(environ.get("NEEDLECAST_TERMINAL_PORT", "7681"))
+    target = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        socket.create_connection((target, port), timeout=TERMINAL_PROBE_TIMEOUT).close()
+        listening = True
+    except OSError:
+        listening = False
+    return {"enabled": True, "url": url, "listening": listening}

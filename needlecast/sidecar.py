@@ -571,6 +571,7 @@ class Sidecar:
                 "conflicts": self.cache.get("conflicts", self._conflicts_part),
                 "git_sync": self.cache.get("git_sync", lambda: self.git.status() if self.git is not None else {"enabled": False}),
                 "process": self.cache.get("process", self._process_part),
+                "terminal": self.cache.get("terminal", lambda: probes.detect_terminal(self.environ)),
             }
         return build_status(self.root_name(), str(self.root), parts)
 

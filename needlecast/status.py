@@ -27,6 +27,7 @@ TTLS = {
     "router": 0.0,
     "conflicts": 5.0,
     "git_sync": 0.0,
+    "terminal": 5.0,
 }
 
 # The agent CLIs the seed's sidecar tries, in its order: the first whose `--version` works is the
@@ -95,13 +96,13 @@ class PartCache:
 
 # The body's keys in order: the seed's sleeve status first, then what the toolkit adds.
 SEED_PARTS = ("dhf", "process", "auth")
-OUR_PARTS = ("needlecast", "router", "conflicts", "git_sync")
+OUR_PARTS = ("needlecast", "router", "conflicts", "git_sync", "terminal")
 
 
 def build_status(sleeve_name: str, workspace_path: str, parts: dict[str, Part]) -> dict[str, Any]:
     """Assemble the `/status` body from cached parts: `sleeve_name`, `dhf`, `workspace` (with
     `cstack`), `process`, `auth` (the seed's contract), then `needlecast`, `router`,
-    `conflicts`, `git_sync` and `degraded` (the names of the parts whose source failed)."""
+    `conflicts`, `git_sync`, `terminal` and `degraded` (the names of the parts whose source failed)."""
     body: dict[str, Any] = {"sleeve_name": sleeve_name}
     if "dhf" in parts:
         body["dhf"] = parts["dhf"].value

@@ -4,6 +4,7 @@ image built where a container engine answers."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -126,7 +127,7 @@ def namespace_init(sleeve_env: dict[str, str], tmp_path: Path) -> Iterator[subpr
     log = tmp_path / "init.log"
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            ["unshare", "--pid", "--fork", sys.executable, "-I", str(INIT), "sh", "-c", command],
+            ["unshare", "--pid", "--fork", "--kill-child", sys.executable, "-I", str(INIT), "sh", "-c", command],
             env=sleeve_env,
             cwd=tmp_path / "workspace",
             stdout=output,
@@ -134,7 +135,7 @@ def namespace_init(sleeve_env: dict[str, str], tmp_path: Path) -> Iterator[subpr
         )
     yield process
     if process.poll() is None:
-        process.kill()  # unshare dies; the kernel then kills the whole namespace with its PID 1
+        process.kill()  # with --kill-child, unshare takes PID 1, and so the whole namespace, along
         process.wait(timeout=10)
     for pid in children_of(process.pid):
         os.kill(pid, signal.SIGKILL)
@@ -218,6 +219,106 @@ def test_the_healthcheck_asks_health_without_a_token(sleeve_env: dict[str, str],
     finally:
         sidecar.send_signal(signal.SIGTERM)
         assert sidecar.wait(timeout=20) == 0
+
+
+# --------------------------------------------------------------------------- the terminal's settings
+# The terminal itself (tmux and ttyd, started by the init) is run in test_sleeve_image.py.
+
+TERMINAL_TOKEN = "terminal-" + "6" * 24
+
+
+def run_init_as_pid_1(env: dict[str, str], *command: str) -> subprocess.CompletedProcess[str]:
+    refused = pid_namespaces_refused()
+    if refused:
+        pytest.skip(f"the init cannot be run as PID 1 here: {refused}")
+    unshare = shutil.which("unshare")
+    assert unshare is not None
+    return subprocess.run([unshare, "--pid", "--fork", sys.executable, "-I", str(INIT), *command], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("settings", "status", "message"),
+    [
+        ({"NEEDLECAST_TERMINAL": "maybe"}, 2, "NEEDLECAST_TERMINAL='maybe' is neither true nor false"),
+        ({"NEEDLECAST_TERMINAL": "true"}, 2, "the terminal needs the sidecar's token: set NEEDLECAST_TOKEN_FILE"),
+        ({"NEEDLECAST_TERMINAL": "yes", "NEEDLECAST_TOKEN_FILE": "{tmp}/no-such-token"}, 2, "NEEDLECAST_TOKEN_FILE: cannot read {tmp}/no-such-token"),
+        ({"NEEDLECAST_TERMINAL": "on", "NEEDLECAST_TOKEN": "caf\u00e9-token"}, 2, "the token cannot be the terminal's password"),
+        (
+            {"NEEDLECAST_TERMINAL": "1", "NEEDLECAST_TOKEN": TERMINAL_TOKEN, "NEEDLECAST_TERMINAL_PORT": "99999"},
+            2,
+            "NEEDLECAST_TERMINAL_PORT='99999' is not a port",
+        ),
+        ({"NEEDLECAST_TERMINAL": "true", "NEEDLECAST_TOKEN": TERMINAL_TOKEN, "PATH": "{tmp}/empty"}, 127, "NEEDLECAST_TERMINAL: tmux is not installed"),
+    ],
+)
+def test_the_terminal_refuses_to_start_without_what_it_needs(settings: dict[str, str], status: int, message: str, tmp_path: Path) -> None:
+    """Every refusal names the setting at fault, and the command never starts."""
+    (tmp_path / "empty").mkdir()
+    marker = tmp_path / "command-ran"
+    env = {**os.environ, **{key: value.format(tmp=tmp_path) for key, value in settings.items()}}
+    done = run_init_as_pid_1(env, "/bin/sh", "-c", f"touch {marker}")
+    assert done.returncode == status, done.stderr
+    assert f"init: {message.format(tmp=tmp_path)}" in done.stderr
+    assert not marker.exists() and TERMINAL_TOKEN not in done.stderr
+
+
+def test_the_terminal_starts_only_when_the_init_is_pid_1(tmp_path: Path) -> None:
+    """ttyd takes its credential on its command line: outside a container every user could read
+    it, so the init refuses there."""
+    env = {**os.environ, "NEEDLECAST_TERMINAL": "true", "NEEDLECAST_TOKEN": TERMINAL_TOKEN}
+    done = subprocess.run([sys.executable, "-I", str(INIT), "/bin/sh", "-c", f"touch {tmp_path / 'ran'}"], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "the terminal starts only when the init is PID 1" in done.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("switch", [None, "false", "off", ""])
+def test_without_the_terminal_the_command_is_told_of_none(switch: str | None) -> None:
+    """NEEDLECAST_TERMINAL_URL reaches the command only from an init that started a terminal, so
+    /status never names one that does not run."""
+    env = {**os.environ, "NEEDLECAST_TERMINAL_URL": "http://sleeve.example:7681/"}
+    env.pop("NEEDLECAST_TERMINAL", None)
+    if switch is not None:
+        env["NEEDLECAST_TERMINAL"] = switch
+    done = subprocess.run(
+        [sys.executable, "-I", str(INIT), "/bin/sh", "-c", 'test -z "${NEEDLECAST_TERMINAL_URL-}"'], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_terminal_runs_the_agent_cli_status_reports() -> None:
+    """The init (standard library only) keeps its own list of agent CLIs; it is /status's."""
+    from needlecast.status import DHF_CANDIDATES
+
+    (listed,) = [
+        ast.literal_eval(node.value)
+        for node in ast.parse(INIT.read_text()).body
+        if isinstance(node, ast.Assign) and [getattr(target, "id", None) for target in node.targets] == ["AGENT_COMMANDS"]
+    ]
+    assert listed == DHF_CANDIDATES
+
+
+@pytest.mark.parametrize("listening", [True, False])
+def test_status_names_the_terminal_the_init_announces(listening: bool, sleeve_env: dict[str, str]) -> None:
+    """The sidecar's `terminal` entry: the URL the init passed on (a published one here), and
+    whether ttyd's port accepts a connection."""
+    workspace = Path(sleeve_env["MOSS_ROOT"])
+    workspace.mkdir()
+    assert subprocess.run([str(BIN / "needlecast"), "init", "--layout", "v2", "--root", str(workspace)], capture_output=True, timeout=60).returncode == 0
+    with socket.socket() as terminal:
+        terminal.bind(("127.0.0.1", 0))
+        if listening:
+            terminal.listen()
+        url = "https://wendy.example/terminal/"
+        env = {**sleeve_env, "NEEDLECAST_TERMINAL_URL": url, "NEEDLECAST_TERMINAL_HOST": "0.0.0.0", "NEEDLECAST_TERMINAL_PORT": str(terminal.getsockname()[1])}
+        sidecar = subprocess.Popen([str(BIN / "needlecast"), "sidecar"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: read_runtime(workspace), timeout=30, message="sidecar ready")
+            status, body = get(f"http://127.0.0.1:{sleeve_env['NEEDLECAST_PORT']}/status", ADMIN_TOKEN)
+            assert status == 200 and body["terminal"] == {"enabled": True, "url": url, "listening": listening}
+            assert body["degraded"] == []
+        finally:
+            sidecar.send_signal(signal.SIGTERM)
+            assert sidecar.wait(timeout=20) == 0
 
 
 # --------------------------------------------------------------------------- the Dockerfile, linted
@@ -533,55 +634,3 @@ def test_the_three_hosts_example_talks_over_http_both_ways(tmp_path: Path) -> No
         run.kill()
         raise
     assert set(run.down().values()) == {0}
-
-
-# --------------------------------------------------------------------------- the image, built
-
-
-def container_engine() -> tuple[str | None, str]:
-    """A container engine that answers, or None and why not."""
-    for name in ("docker", "podman"):
-        path = shutil.which(name)
-        if path is None:
-            continue
-        info = subprocess.run([path, "info"], capture_output=True, text=True, timeout=60)
-        if info.returncode == 0:
-            return path, ""
-        reason = (info.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"{path} is installed but `{name} info` fails: {reason}"
-    return None, "neither docker nor podman is on PATH"
-
-
-@pytest.mark.slow
-def test_the_image_builds_runs_as_non_root_and_reports_healthy() -> None:
-    engine, why = container_engine()
-    if engine is None:
-        pytest.skip(f"no container engine to build the image with: {why}")
-    tag = "moss-files-sleeve:test"
-    build = subprocess.run([engine, "build", "-t", tag, str(ROOT)], capture_output=True, text=True, timeout=1800)
-    assert build.returncode == 0, build.stderr[-4000:]
-    inspect = subprocess.run([engine, "image", "inspect", tag], capture_output=True, text=True, timeout=60)
-    (image,) = json.loads(inspect.stdout)
-    assert image["Config"]["User"] == "10001:10001"
-    print(f"image size: {image['Size'] / 1e6:.1f} MB")
-    name = f"moss-files-sleeve-test-{os.getpid()}"
-    run = subprocess.run(
-        [engine, "run", "-d", "--name", name, "-e", "NEEDLECAST_INIT_LAYOUT=v2", "-e", "NEEDLECAST_SLEEVE=probe", "--health-interval=1s", tag],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    try:
-
-        def health() -> bool:
-            done = subprocess.run([engine, "inspect", "--format", "{{.State.Health.Status}}", name], capture_output=True, text=True, timeout=30)
-            return done.stdout.strip() == "healthy"
-
-        wait_for(health, timeout=120, interval=1, message="the container's HEALTHCHECK")
-        stopped = subprocess.run([engine, "stop", "--time", "10", name], capture_output=True, text=True, timeout=60)
-        assert stopped.returncode == 0
-        code = subprocess.run([engine, "inspect", "--format", "{{.State.ExitCode}}", name], capture_output=True, text=True, timeout=30)
-        assert code.stdout.strip() == "0"
-    finally:
-        subprocess.run([engine, "rm", "-f", name], capture_output=True, timeout=60)

@@ -148,8 +148,8 @@ def test_status_shape_and_counts(sidecar: Running, team: Path) -> None:
     wait_for(lambda: sidecar.get("/status")[1]["needlecast"] == counts, timeout=5, message="counts refreshed")
     _, body = sidecar.get("/status")
     # The seed's sleeve status first, in its order, then the toolkit's own parts.
-    assert list(body) == ["sleeve_name", "dhf", "workspace", "process", "auth", "needlecast", "router", "conflicts", "git_sync", "degraded"]
-    assert body["conflicts"] == [] and body["git_sync"] == {"enabled": False}
+    assert list(body) == ["sleeve_name", "dhf", "workspace", "process", "auth", "needlecast", "router", "conflicts", "git_sync", "terminal", "degraded"]
+    assert body["conflicts"] == [] and body["git_sync"] == {"enabled": False} and body["terminal"] == {"enabled": False}
     assert set(body["auth"]) == {"claude", "gemini"} and set(body["dhf"]) == {"name", "version"}
     assert body["sleeve_name"] == "envoy" and body["workspace"] == {"path": str(team.resolve()), "cstack": None}
     assert body["process"]["pid"] == sidecar.process.pid
