@@ -4,6 +4,8 @@ measured in the same run.
 
 Run: .venv/bin/python bench/board.py [--sizes 10,5000] [--repeat 20] [--claimers 8]
      [--baseline /work/wt/baseline/.venv/bin/python]
+     .venv/bin/python bench/board.py --rows 10000   (issue 29's row: 20,000 tasks, 15,000 DONE;
+     also `rows(size)` for bench/all.py; the board is generated once into $TMPDIR/moss-bench-cache/)
 
 Builds each board in a temporary folder (files written directly, as a git checkout would:
 epics of 100 tasks, a mix of statuses, three-step plans, definitions of done; a fifth of the
@@ -49,8 +51,9 @@ EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
 
 
-def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> list[str]:
-    """Write `count` tasks (the first `claimable` WORKING and free); return the task ids."""
+def build_board(root: Path, count: int, *, claimable: int, done: int = 0, seed: int = 7) -> list[str]:
+    """Write `count` tasks (the first `claimable` WORKING and free, the next `done` DONE, as a
+    year of finished work leaves a board); return the task ids."""
     from moss_files.board import files
     from moss_files.board.model import PRIORITIES, Epic, Step, Task
     from moss_files.foundation.ids import IdSource, seeded_random
@@ -76,7 +79,7 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
     made: list[str] = []
     for index in range(count):
         task_id = ids.prefixed("TASK")
-        status = "WORKING" if index < claimable else others[index % len(others)]
+        status = "WORKING" if index < claimable else "DONE" if index < claimable + done else others[index % len(others)]
         plan = tuple(
             Step(
                 f"step-{n}",
@@ -292,6 +295,101 @@ def measure_install(python: str, moss: str, root: Path, repeat: int, env: dict[s
     return figures
 
 
+def cache_root() -> Path:
+    """Where generated boards are kept between runs (building 20,000 task files takes a minute)."""
+    return Path(os.environ.get("MOSS_BENCH_CACHE") or Path(tempfile.gettempdir()) / "moss-bench-cache")
+
+
+def cached_board(count: int, *, claimable: int, done: int, seed: int = 7) -> Path:
+    """A workspace with a generated board of this shape, built once into the cache folder."""
+    folder = cache_root() / f"board-{count}-{claimable}-{done}-{seed}-v1"
+    if (folder / ".bench-done").exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    build_board(folder, count, claimable=claimable, done=done, seed=seed)
+    (folder / ".bench-done").touch()
+    return folder
+
+
+def durable_write_floor(folder: Path, repeat: int) -> dict[str, float]:
+    """One atomic durable write of a task-sized file: what any claim that records its owner costs."""
+    from moss_files.foundation import fs
+
+    data = b"x" * 900
+    return timed(lambda n: fs.write_atomic(folder / f"floor-{n % 2}.md", data), repeat)
+
+
+def rows(size: int) -> list[dict[str, Any]]:
+    """The board-claim row of issue 29 at a corpus of `size` (10,000-class: 20,000 tasks, three
+    quarters DONE): claim in a fresh context and in a long-lived one, `moss task claim` as a
+    process, and claims/s from 8 processes at once (each task exactly one owner, or SystemExit)."""
+    tasks = 2 * size
+    claimable, done = max(1, tasks // 20), tasks * 3 // 4
+    source = cached_board(tasks, claimable=claimable, done=done)
+    temp = Path(tempfile.mkdtemp(prefix="moss-bench-board-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env["PYTHONPYCACHEPREFIX"] = str(temp / "pycache")
+    moss = str(Path(sys.executable).with_name("moss"))
+    at = f"{tasks} tasks, {done} DONE"
+    try:
+        root = temp / "board"
+        copy_board(source, root)
+        run_process([moss, "version"], temp, env)  # warm the bytecode cache
+        startup = process_figure([moss, "version"], temp, env, 5)
+        figures = json.loads(run_process([sys.executable, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", "9"], root, env)[2])
+        claim_process = process_figure([moss, "task", "claim", "-w", "cli0", "--json"], root, env, 1)
+        write_floor = durable_write_floor(temp, 9)
+        claimers, per_claimer = 8, 60
+        rates = {}
+        for count in (1, claimers):
+            board = temp / f"concurrent-{count}"
+            copy_board(source, board)
+            register_team(board, [f"c{p}-{n:04d}" for p in range(count) for n in range(per_claimer * claimers // count)])
+            rates[count] = concurrent_claims(sys.executable, board, count, per_claimer * claimers // count, "long-lived", env)
+            shutil.rmtree(board, ignore_errors=True)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+    def row(measure: str, figure: float, unit: str, floor: float, target: str, met: bool) -> dict[str, Any]:
+        return {
+            "measure": measure,
+            "size": at,
+            "figure": round(figure, 1),
+            "unit": unit,
+            "floor": round(floor, 1),
+            "ratio": round(figure / floor, 2) if floor else None,
+            "target": target,
+            "met": met,
+        }
+
+    fresh, warm, stat = figures["claim fresh"]["wall"], figures["claim warm"]["wall"], figures["stat floor"]["wall"]
+    rate1, rate8 = rates[1]["rate"], rates[claimers]["rate"]
+    return [
+        row("board claim, fresh context (floor: os.stat of every board file)", fresh, "ms", stat, "<= 20 ms", fresh <= 20),
+        row("board claim, long-lived context (floor: one durable file write)", warm, "ms", write_floor["wall"], "<= 5 ms", warm <= 5),
+        row(
+            "moss task claim process (floor: moss version)",
+            claim_process["wall"],
+            "ms",
+            startup["wall"],
+            "<= start-up + 20 ms",
+            claim_process["wall"] - startup["wall"] <= 20,
+        ),
+        row(f"claims/s from {claimers} processes, one owner each (floor: 1 process)", rate8, "claims/s", rate1, ">= 200 claims/s, one owner", rate8 >= 200),
+    ]
+
+
+def print_rows(found: list[dict[str, Any]]) -> None:
+    """The rows as a table, as `bench/all.py` prints them."""
+    print(f"{'measure':<72} {'size':<24} {'figure':>10} {'floor':>10} {'ratio':>6}  target")
+    for r in found:
+        print(
+            f"{r['measure']:<72} {r['size']:<24} {r['figure']:>10} {r['floor']:>10} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
+        )
+
+
 ROWS = ("list warm", "list fresh", "first read", "claim warm", "claim fresh", "moss task list", "moss task claim", "stat floor")
 
 
@@ -303,11 +401,16 @@ def main() -> None:
     parser.add_argument("--per-claimer", type=int, default=60, help="claims each claimer process makes at most")
     parser.add_argument("--baseline", default=None, help="another installation's python (the 'before'), measured alternately")
     parser.add_argument("--skip-throughput", action="store_true", help="latency only")
+    parser.add_argument("--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 20,000 tasks) and stop")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
+        return
+    if args.rows:
+        print(f"board rows at size {args.rows}; medians, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)")
+        print_rows(rows(args.rows))
         return
     installs = {"after": sys.executable, **({"before": args.baseline} if args.baseline else {})}
     moss = {label: str(Path(python).parent / "moss") for label, python in installs.items()}

@@ -4,6 +4,8 @@ beside the start-up of the same command (`cstack --version`) measured in the sam
 
 Run: .venv/bin/python bench/cstack.py [--sizes 500:1000,5000:10000] [--repeat 15]
      [--baseline /tmp/base/.venv/bin/cstack] [--json]
+     .venv/bin/python bench/cstack.py --rows 10000   (issue 29's row: 5,000 closed tasks, 10,000
+     memory entries; also `rows(size)` for bench/all.py)
 
 A size is CLOSED:ENTRIES: PLAN.md gets CLOSED finished or dropped tasks (in Completed and
 Closed, as a year of `cstack done` leaves them) beside 40 open ones, MEMORY.md gets ENTRIES
@@ -47,7 +49,9 @@ def plan_text(closed: int) -> str:
         status = " >!"[n % 3] if n < 6 else " "
         extra = " | blocked: waiting for the vendor" if status == "!" else ""
         deps = f", depends: o{n - 1}" if n % 5 == 4 else ""
-        open_lines.append(f"- [{status}] P{n % 4}: Open work item {n} on the billing service #area{n % 7} (id: o{n}{deps}){extra} | modified: 2026-01-{1 + n % 28:02d}")
+        open_lines.append(
+            f"- [{status}] P{n % 4}: Open work item {n} on the billing service #area{n % 7} (id: o{n}{deps}){extra} | modified: 2026-01-{1 + n % 28:02d}"
+        )
     done, dropped = [], []
     for n in range(closed):
         day = f"2025-{1 + n % 12:02d}-{1 + n % 28:02d}"
@@ -173,7 +177,7 @@ def measure(installs: dict[str, str], sizes: list[tuple[int, int]], repeat: int)
                 "cstack remember": (["remember", "Gotcha: flock locks are per open file description", "--category", "gotchas"], True),
             }
             times: dict[tuple[str, str], list[tuple[float, float]]] = {}
-            for label, cstack in installs.items():  # warm each bytecode cache
+            for cstack in installs.values():  # warm each bytecode cache
                 fresh_copy(source, work)
                 for args, _writes in cases.values():
                     timed([cstack, *args], work, env)
@@ -221,20 +225,62 @@ def print_table(rows: list[dict[str, Any]], installs: list[str], repeat: int) ->
     print("\ntarget: status, add, done <= start-up + 30 ms")
 
 
+def rows(size: int) -> list[dict[str, Any]]:
+    """Issue 29's cstack row at a corpus of `size` (10,000-class: PLAN.md with 5,000 closed tasks,
+    MEMORY.md with 10,000 entries): status, add and done as processes beside `cstack --version`."""
+    measured = measure({"after": str(Path(sys.executable).with_name("cstack"))}, [(size // 2, size)], 5)
+    out = []
+    for row in measured:
+        if row["target"] is None:
+            continue
+        figure, floor = row["wall_ms"], row["floor"]["wall_ms"]
+        out.append(
+            {
+                "measure": f"{row['measure']} (floor: cstack --version)",
+                "size": f"{size // 2} closed, {size} memory entries",
+                "figure": round(figure, 1),
+                "unit": "ms",
+                "floor": round(floor, 1),
+                "ratio": round(figure / floor, 2) if floor else None,
+                "target": "<= start-up + 30 ms",
+                "met": figure - floor <= 30,
+            }
+        )
+    return out
+
+
+def print_rows(found: list[dict[str, Any]]) -> None:
+    """The rows as a table, as `bench/all.py` prints them."""
+    print(f"{'measure':<46} {'size':<34} {'figure':>8} {'floor':>8} {'ratio':>6}  target")
+    for r in found:
+        print(
+            f"{r['measure']:<46} {r['size']:<34} {r['figure']:>8} {r['floor']:>8} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="500:1000,5000:10000", help="CLOSED:ENTRIES pairs, comma-separated")
     parser.add_argument("--repeat", type=int, default=15, help="whole processes per figure")
     parser.add_argument("--baseline", default=None, help="another installation's cstack (the 'before'), run alternately")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON document")
+    parser.add_argument(
+        "--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 5,000 closed tasks, 10,000 entries) and stop"
+    )
     args = parser.parse_args()
+    if args.rows:
+        print(
+            f"cstack rows at size {args.rows}; medians of 5 processes, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)"
+        )
+        print_rows(rows(args.rows))
+        return
     installs = {"after": str(Path(sys.executable).with_name("cstack")), **({"before": args.baseline} if args.baseline else {})}
     sizes = [(int(a), int(b)) for a, b in (part.split(":") for part in args.sizes.split(","))]
-    rows = measure(installs, sizes, args.repeat)
+    found = measure(installs, sizes, args.repeat)
     if args.json:
-        print(json.dumps({"bench": "cstack", "load": os.getloadavg()[0], "rows": rows}, indent=1))
+        print(json.dumps({"bench": "cstack", "load": os.getloadavg()[0], "rows": found}, indent=1))
     else:
-        print_table(rows, list(installs), args.repeat)
+        print_table(found, list(installs), args.repeat)
 
 
 if __name__ == "__main__":

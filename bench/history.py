@@ -4,6 +4,8 @@ floors measured in the same run.
 
 Run: .venv/bin/python bench/history.py [--commits 10000,50000] [--repeat 9]
      [--baseline /tmp/base/.venv/bin/moss] [--json]
+     .venv/bin/python bench/history.py --rows 10000   (issue 29's row: 50,000 commits; also
+     `rows(size)` for bench/all.py)
 
 The repository is written with `git fast-import` (seconds for 50,000 commits) and kept in a
 cache folder keyed by its size (`$TMPDIR/moss-bench-cache/`), then cloned (hard links) for each
@@ -122,7 +124,7 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
 
 
 def measure(installs: dict[str, str], sizes: list[int], repeat: int) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+    measured: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="moss-bench-history-") as name:
         tmp = Path(name)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
@@ -134,8 +136,10 @@ def measure(installs: dict[str, str], sizes: list[int], repeat: int) -> list[dic
             early = commits - 40  # HEAD~early: the first handoff versions
             cases: dict[str, list[str]] = {
                 "floor: git rev-parse HEAD": ["git", "rev-parse", "HEAD"],
-                "floor: git log -n 20 -- PATH": ["git", "log", "-n", "20", "--format=%H", "--", slot("handoff")],
+                f"floor: git rev-parse HEAD~{early}": ["git", "rev-parse", f"HEAD~{early}"],
+                "floor: git log -n 20 --follow -- PATH": ["git", "log", "-n", "20", "--follow", "--format=%H", "--", slot("handoff")],
                 "floor: git log --follow -- PATH": ["git", "log", "--follow", "--format=%H", "--", slot("handoff")],
+                "floor: git log --follow -- QUIET": ["git", "log", "--follow", "--format=%H", "--", slot("quiet note")],
             }
             for label, moss in installs.items():
                 cases[f"start-up: moss version ({label})"] = [moss, "version"]
@@ -151,7 +155,7 @@ def measure(installs: dict[str, str], sizes: list[int], repeat: int) -> list[dic
                 for case, command in cases.items():  # alternate, so load hits all alike
                     times[case].append(timed(command, work, env))
             for case, values in times.items():
-                rows.append(
+                measured.append(
                     {
                         "at": {"commits": commits, "versions_of_handoff": -(-commits // HOT_EVERY)},
                         "measure": case,
@@ -160,7 +164,47 @@ def measure(installs: dict[str, str], sizes: list[int], repeat: int) -> list[dic
                         "target": "<= 300 ms" if case.startswith("moss history") or case.startswith("moss fetch") else None,
                     }
                 )
-    return rows
+    return measured
+
+
+def print_rows(found: list[dict[str, Any]]) -> None:
+    """The rows as a table, as `bench/all.py` prints them."""
+    print(f"{'measure':<80} {'size':<16} {'figure':>9} {'floor':>9} {'ratio':>6}  target")
+    for r in found:
+        print(
+            f"{r['measure']:<80} {r['size']:<16} {r['figure']:>9} {r['floor']:>9} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
+        )
+
+
+def rows(size: int) -> list[dict[str, Any]]:
+    """Issue 29's history row at a corpus of `size` (10,000-class: 50,000 commits touching
+    `.moss/`), each view beside git's own cost of the same walk, measured in the same run."""
+    commits = 5 * size
+    found = {row["measure"].removesuffix(" (after)"): row for row in measure({"after": str(Path(sys.executable).with_name("moss"))}, [commits], 3)}
+    early = commits - 40
+    pairs = [
+        ("moss history handoff", "floor: git log --follow -- PATH"),
+        ("moss history handoff --limit 20", "floor: git log -n 20 --follow -- PATH"),
+        ("moss history 'quiet note'", "floor: git log --follow -- QUIET"),
+        (f"moss fetch handoff --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
+        (f"moss fetch --id ID --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
+    ]
+    out = []
+    for view, floor in pairs:
+        figure, base = found[view]["wall_ms"], found[floor]["wall_ms"]
+        out.append(
+            {
+                "measure": f"{view} ({floor.removeprefix('floor: ')})",
+                "size": f"{commits} commits",
+                "figure": round(figure, 1),
+                "unit": "ms",
+                "floor": round(base, 1),
+                "ratio": round(figure / base, 2) if base else None,
+                "target": "<= 300 ms",
+                "met": figure <= 300,
+            }
+        )
+    return out
 
 
 def main() -> None:
@@ -169,15 +213,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9, help="whole processes per figure")
     parser.add_argument("--baseline", default=None, help="another installation's moss (the 'before'), run alternately")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON document")
+    parser.add_argument("--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 50,000 commits) and stop")
     args = parser.parse_args()
+    if args.rows:
+        print(f"history rows at size {args.rows}; medians of 3, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)")
+        print_rows(rows(args.rows))
+        return
     installs = {"after": str(Path(sys.executable).with_name("moss")), **({"before": args.baseline} if args.baseline else {})}
-    rows = measure(installs, [int(part) for part in args.commits.split(",")], args.repeat)
+    found = measure(installs, [int(part) for part in args.commits.split(",")], args.repeat)
     if args.json:
-        print(json.dumps({"bench": "history", "load": os.getloadavg()[0], "rows": rows}, indent=1))
+        print(json.dumps({"bench": "history", "load": os.getloadavg()[0], "rows": found}, indent=1))
         return
     print(f"history bench; median of {args.repeat} whole processes, wall / CPU ms; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
-    for commits in dict.fromkeys(row["at"]["commits"] for row in rows):
-        chosen = [row for row in rows if row["at"]["commits"] == commits]
+    for commits in dict.fromkeys(row["at"]["commits"] for row in found):
+        chosen = [row for row in found if row["at"]["commits"] == commits]
         print(f"\n{commits} commits touching .moss/ (handoff: {chosen[0]['at']['versions_of_handoff']} versions)")
         for row in chosen:
             print(f"  {row['measure']:<52} {row['wall_ms']:>9.1f} / {row['cpu_ms']:>7.1f}")
