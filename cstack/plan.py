@@ -272,12 +272,13 @@ def parse_task_line(content: str) -> dict[str, Any] | None:
 
 @functools.lru_cache(maxsize=32768)
 def _task_line_once(content: str) -> dict[str, Any] | None:
-    return parse_task_line(content)
+    return parse_task_line(content) if not markdown.is_placeholder_line(content) else None
 
 
 def _task_line_fields(content: str) -> dict[str, Any] | None:
-    """`parse_task_line`, remembered per line: the old and the new text of an edit share all
-    lines but one or two, and its values are immutable (the dict itself is copied)."""
+    """The fields of a task line of the plan (None for text and for a template's placeholder
+    line), remembered per line: the old and the new text of an edit share all lines but one or
+    two, and its values are immutable (the dict itself is copied)."""
     fields = _task_line_once(content)
     return dict(fields) if fields is not None else None
 
@@ -342,7 +343,7 @@ def _parse_plan_once(text: str, path: Path | str | None) -> Plan:
             kind = section_kind(section_path)
         if kind in NOT_TASKS:
             continue
-        fields = _task_line_fields(content) if not markdown.is_placeholder_line(content) else None
+        fields = _task_line_fields(content)
         if fields is None:
             if not markdown.is_blank(content) and markdown.indent_width(content) == 0 and not _ITEM_START.match(content):
                 open_items = []  # a paragraph ends the list

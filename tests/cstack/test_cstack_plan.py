@@ -443,10 +443,12 @@ def test_comments_hide_lines_but_not_text_before_them() -> None:
 def test_a_remembered_parse_equals_a_fresh_one() -> None:
     """parse_plan remembers recent texts and task lines; every answer equals a parse from
     nothing, and what one caller changes in its task fields never reaches another."""
-    text = "## Tasks\n\n- [ ] Parent one (id: p1)\n  - [ ] Same child line\n- [ ] Parent two (id: p2)\n  - [ ] Same child line\n"
+    text = (
+        "## Tasks\n\n- [ ] (Add your first task here)\n- [ ] Parent one (id: p1)\n  - [ ] Same child line\n- [ ] Parent two (id: p2)\n  - [ ] Same child line\n"
+    )
     first = plan.parse_plan(text, "PLAN.md")
     again = plan.parse_plan(text, "PLAN.md")
-    assert [t.parent for t in again.tasks] == [None, "p1", None, "p2"]  # one remembered line, two parents
+    assert [t.parent for t in again.tasks] == [None, "p1", None, "p2"]  # one remembered line, two parents; no placeholder
     plan._parse_plan_once.cache_clear()
     plan._task_line_once.cache_clear()
     fresh = plan.parse_plan(text, "PLAN.md")
