@@ -81,13 +81,18 @@ def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev:
 
     An empty list when the repository has no commits or never tracked the file.
     """
-    if not _has_commits(repo):
-        return []
     args = ["log", "--follow", "--name-only", f"--format={_RECORD}%H{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"]
     if limit is not None:
         args.append(f"--max-count={limit}")
     args += [rev, "--", relpath]
-    output = str(_run(repo, *args))
+    try:
+        output = str(_run(repo, *args))
+    except RepoError:
+        # Asked only when git failed (one process less on every answer): no commits yet is
+        # an empty history, anything else the error.
+        if not _has_commits(repo):
+            return []
+        raise
     versions: list[Version] = []
     for chunk in output.split(_RECORD):
         if not chunk.strip():
