@@ -311,7 +311,7 @@ def listing_processes(sizes: list[int], repeat: int, baseline: str | None) -> li
     found: list[shared.Row] = []
     floor_name = "python -c 'import sqlite3, yaml'"
     for size in sizes:
-        corpus = shared.cached("capsules-10ws", size, 0, lambda folder, size=size: build_corpus(folder, size, workspaces=10), sources=[Path(__file__)])
+        corpus = shared.cached("capsules-10ws", size, 0, lambda folder, size=size: build_corpus(folder, size, workspaces=10), sources=[build_corpus])
         tmp = Path(tempfile.mkdtemp(prefix="moss-bench-listing-"))
         try:
             env = shared.process_env(tmp / "pycache")
@@ -340,8 +340,18 @@ def listing_processes(sizes: list[int], repeat: int, baseline: str | None) -> li
                 print(f"  {key:<40} walking {walking[key][0]:6.0f} / {walking[key][1]:4.0f}   watcher {watched[key][0]:6.0f} / {watched[key][1]:4.0f}")
                 for how, costs in (("walking", walking), ("watcher", watched)):
                     found.append(
-                        shared.Row(f"{label} process, {how}", size=size, build=name, value=costs[key][0], cpu=costs[key][1], unit="ms",
-                                   compare=shared.OVER, limit=60, floor=startup[0], floor_name=floor_name)  # fmt: skip
+                        shared.Row(
+                            f"{label} process, {how}",
+                            size=size,
+                            build=name,
+                            value=costs[key][0],
+                            cpu=costs[key][1],
+                            unit="ms",
+                            compare=shared.OVER,
+                            limit=60,
+                            floor=startup[0],
+                            floor_name=floor_name,
+                        )  # fmt: skip
                     )
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,10 +223,22 @@ def main() -> None:
                 wall = statistics.median(measured.wall)
                 cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
                 found.append(
-                    shared.Row("moss import, capsules/s", size=size, build=build, value=size / wall, cpu=cpu, unit="/s", compare=shared.AT_LEAST, limit=5000,
-                               floor=size / floor, floor_name="write + one syncfs process")  # fmt: skip
+                    shared.Row(
+                        "moss import, capsules/s",
+                        size=size,
+                        build=build,
+                        value=size / wall,
+                        cpu=cpu,
+                        unit="/s",
+                        compare=shared.AT_LEAST,
+                        limit=5000,
+                        floor=size / floor,
+                        floor_name="write + one syncfs process",
+                    )  # fmt: skip
                 )
-                found.append(shared.Row("moss import, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300))
+                found.append(
+                    shared.Row("moss import, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300)
+                )
     shared.print_rows(found)
     shared.write_rows(args.json, found)
 

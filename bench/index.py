@@ -305,30 +305,79 @@ def process_table(root: Path, tmp: Path, baseline: str | None, repeats: int, siz
     for name in builds:
         row = {"size": size, "build": name, "unit": "ms"}
         found_rows.append(
-            shared.Row("moss search, walking", value=walking[f"{name} search"][0], cpu=walking[f"{name} search"][1], compare=shared.OVER, limit=60,
-                       floor=startup[0], floor_name=startup_name, **row)  # fmt: skip
+            shared.Row(
+                "moss search, walking",
+                value=walking[f"{name} search"][0],
+                cpu=walking[f"{name} search"][1],
+                compare=shared.OVER,
+                limit=60,
+                floor=startup[0],
+                floor_name=startup_name,
+                **row,
+            )  # fmt: skip
         )
         if f"{name} search" in warm:
             found_rows.append(
-                shared.Row("moss search, watcher", value=warm[f"{name} search"][0], cpu=warm[f"{name} search"][1], compare=shared.OVER, limit=60,
-                           floor=startup[0], floor_name=startup_name, **row)  # fmt: skip
+                shared.Row(
+                    "moss search, watcher",
+                    value=warm[f"{name} search"][0],
+                    cpu=warm[f"{name} search"][1],
+                    compare=shared.OVER,
+                    limit=60,
+                    floor=startup[0],
+                    floor_name=startup_name,
+                    **row,
+                )  # fmt: skip
             )
         found_rows.append(
-            shared.Row("moss index refresh (no change), walking", value=walking[f"{name} refresh"][0], cpu=walking[f"{name} refresh"][1],
-                       compare=shared.RATIO, limit=1.3, floor=walk[0], floor_name=walk_name, **row)  # fmt: skip
+            shared.Row(
+                "moss index refresh (no change), walking",
+                value=walking[f"{name} refresh"][0],
+                cpu=walking[f"{name} refresh"][1],
+                compare=shared.RATIO,
+                limit=1.3,
+                floor=walk[0],
+                floor_name=walk_name,
+                **row,
+            )  # fmt: skip
         )
         if f"{name} refresh" in warm:
             found_rows.append(
-                shared.Row("moss index refresh (no change), watcher", value=warm[f"{name} refresh"][0], cpu=warm[f"{name} refresh"][1],
-                           compare=shared.OVER, limit=20, floor=startup[0], floor_name=startup_name, **row)  # fmt: skip
+                shared.Row(
+                    "moss index refresh (no change), watcher",
+                    value=warm[f"{name} refresh"][0],
+                    cpu=warm[f"{name} refresh"][1],
+                    compare=shared.OVER,
+                    limit=20,
+                    floor=startup[0],
+                    floor_name=startup_name,
+                    **row,
+                )  # fmt: skip
             )
         found_rows.append(
-            shared.Row("moss index rebuild", value=rebuilds[name][0], cpu=rebuilds[name][1], compare=shared.RATIO, limit=1.3,
-                       floor=build[0], floor_name="bare build process", **row)  # fmt: skip
+            shared.Row(
+                "moss index rebuild",
+                value=rebuilds[name][0],
+                cpu=rebuilds[name][1],
+                compare=shared.RATIO,
+                limit=1.3,
+                floor=build[0],
+                floor_name="bare build process",
+                **row,
+            )  # fmt: skip
         )
         found_rows.append(
-            shared.Row("moss index rebuild, peak memory", value=rebuilds[name][2], compare=shared.AT_MOST, limit=300, floor=build[2],
-                       floor_name="bare build process", size=size, build=name, unit="MB")  # fmt: skip
+            shared.Row(
+                "moss index rebuild, peak memory",
+                value=rebuilds[name][2],
+                compare=shared.AT_MOST,
+                limit=300,
+                floor=build[2],
+                floor_name="bare build process",
+                size=size,
+                build=name,
+                unit="MB",
+            )  # fmt: skip
         )
     return found_rows
 

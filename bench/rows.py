@@ -17,6 +17,7 @@ so a 100,000-file corpus costs its generation once, not once per run.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -146,13 +147,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("MOSS_BENCH_CACHE") or Path(tempfile.gettempdir()) / "moss-bench-corpora")
 
 
-def cached(kind: str, size: int, seed: int, make: Callable[[Path], object], *, sources: Sequence[Path] = ()) -> Path:
+def cached(kind: str, size: int, seed: int, make: Callable[[Path], object], *, sources: Sequence[Path | Callable[..., object]] = ()) -> Path:
     """The folder of a corpus, made by `make(folder)` on first use and kept for later runs. The
-    key holds the kind, seed, size and a digest of the generator's source files (`sources`,
-    plus this module and corpus.py), so a change to a generator makes a new corpus."""
+    key holds the kind, seed, size and a digest of the generator's source (corpus.py, plus
+    `sources`: files, or functions whose own source counts), so a change to a generator makes
+    a new corpus, and an edit elsewhere in a bench keeps the one already made."""
     digest = hashlib.sha256()
-    for source in (BENCH / "corpus.py", Path(__file__), *sources):
-        digest.update(Path(source).read_bytes())
+    for source in (BENCH / "corpus.py", *sources):
+        digest.update(Path(source).read_bytes() if isinstance(source, Path) else inspect.getsource(source).encode())
     folder = cache_root() / f"{kind}-seed{seed}-n{size}-{digest.hexdigest()[:10]}"
     if folder.is_dir():
         return folder
@@ -219,9 +221,7 @@ def run_process(command: Sequence[str], *, cwd: Path | None = None, env: dict[st
         argv = [sys.executable, "-S", "-c", _LAUNCHER, str(write_end), *command] if peak else list(command)
         started = time.perf_counter()
         try:
-            process = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdout=out if capture else subprocess.DEVNULL, stderr=err, pass_fds=(write_end,) if peak else ()
-            )
+            process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out if capture else subprocess.DEVNULL, stderr=err, pass_fds=(write_end,) if peak else ())
             _, status, usage = os.wait4(process.pid, 0)
             wall = (time.perf_counter() - started) * 1000
         finally:
