@@ -100,7 +100,7 @@ def table(found: list[dict]) -> None:
                 over = "-" if row["over"] is None or row["compare"] != shared.OVER else f"{row['over']:+.0f} {unit}"
                 build_cell = f" {build:<8}" if len(builds) > 1 else ""
                 print(
-                    f"{measure:<{width}} {size:>7}{build_cell} {row['value']:>9.1f} {unit:<2} {floor:>12} {ratio:>6} {over:>9}  {row['target']:<22} "
+                    f"{measure:<{width}} {size or '-':>7}{build_cell} {row['value']:>9.1f} {unit:<2} {floor:>12} {ratio:>6} {over:>9}  {row['target']:<22} "
                     f"{'yes ' if row['met'] else 'NO  '}  {row['floor_name']}"
                 )
         for build in builds:
