@@ -7,7 +7,7 @@ Run: .venv/bin/python bench/all.py [--quick] [--sizes 10000 100000] [--baseline 
 `--quick` runs every row at 10,000 only, with fewer repetitions (a few minutes). `--sizes`
 (or `--size`) picks the corpus sizes: `--size 100000` runs the 100k corpus, `--size 200` a tiny
 one (the test suite's smoke run). `--json PATH` also writes every row as one JSON list (`-`:
-to stdout, the progress then going to stderr). `--baseline` names another installation's
+to stdout, the progress then going to stderr), each row with the name of its bench added. `--baseline` names another installation's
 `moss` (or its `python`, or its checkout): the benches measure it beside this one, and the
 table shows both ("before" and "after"). The growth exponent of a row is log(value at the
 larger size / value at the smaller) / log(larger / smaller): 1.0 grows as the corpus does; a
@@ -148,7 +148,7 @@ def main() -> None:
                 print(f"=== {bench} failed (exit {done.returncode})", file=say, flush=True)
                 failed.append(bench)
                 continue
-            found.extend(json.loads(out.read_text(encoding="utf-8")))
+            found.extend({**row, "bench": bench} for row in json.loads(out.read_text(encoding="utf-8")))
             print(f"=== {bench}: {time.perf_counter() - began:.0f}s", file=say, flush=True)
     print(f"\nall rows, {time.perf_counter() - started:.0f}s in all; {shared.load()} at the end", file=say)
     with contextlib.redirect_stdout(say):
