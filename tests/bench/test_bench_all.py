@@ -18,10 +18,16 @@ ROW_KEYS = {"measure", "size", "build", "value", "unit", "floor", "floor_name", 
 
 
 def load_all() -> ModuleType:
+    """bench/all.py as a module. It puts bench/ first on sys.path to import `rows`; left there,
+    bench/mcp.py would shadow the MCP SDK for every later test, so the path is put back."""
     spec = importlib.util.spec_from_file_location("bench_all", BENCH / "all.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
     return module
 
 
