@@ -4,8 +4,9 @@ measured in the same run.
 
 Run: .venv/bin/python bench/board.py [--sizes 10,5000] [--repeat 20] [--claimers 8]
      [--baseline /work/wt/baseline/.venv/bin/python]
-     .venv/bin/python bench/board.py --rows 10000   (issue 29's row: 20,000 tasks, 15,000 DONE;
-     also `rows(size)` for bench/all.py; the board is generated once into $TMPDIR/moss-bench-cache/)
+     .venv/bin/python bench/board.py --rows-only [--sizes 10000] [--quick] [--json ROWS]
+     (issue 29's rows, for bench/all.py: size 10000 is 20,000 tasks with 15,000 DONE, generated
+     once into $TMPDIR/moss-bench-cache/; `rows(size)` gives them as dicts)
 
 Builds each board in a temporary folder (files written directly, as a git checkout would:
 epics of 100 tasks, a mix of statuses, three-step plans, definitions of done; a fifth of the
@@ -47,6 +48,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+ROWS_ARGS = ["--rows-only"]
 EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
 
@@ -321,79 +326,88 @@ def durable_write_floor(folder: Path, repeat: int) -> dict[str, float]:
     return timed(lambda n: fs.write_atomic(folder / f"floor-{n % 2}.md", data), repeat)
 
 
-def rows(size: int) -> list[dict[str, Any]]:
-    """The board-claim row of issue 29 at a corpus of `size` (10,000-class: 20,000 tasks, three
-    quarters DONE): claim in a fresh context and in a long-lived one, `moss task claim` as a
-    process, and claims/s from 8 processes at once (each task exactly one owner, or SystemExit)."""
+def issue_rows(size: int, *, quick: bool = False, baseline: str | None = None) -> list[shared.Row]:
+    """Issue 29's board-claim row at a corpus of `size` (10,000-class: 20,000 tasks, three
+    quarters DONE, a twentieth WORKING and free): a claim in a fresh context and in a long-lived
+    one, and claims/s from 8 processes at once (each task exactly one owner, or SystemExit);
+    for this installation and, if given, `baseline` (another installation's python)."""
     tasks = 2 * size
-    claimable, done = max(1, tasks // 20), tasks * 3 // 4
+    claimable, done = max(8, tasks // 20), tasks * 3 // 4
     source = cached_board(tasks, claimable=claimable, done=done)
     temp = Path(tempfile.mkdtemp(prefix="moss-bench-board-"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     env["PYTHONPYCACHEPREFIX"] = str(temp / "pycache")
-    moss = str(Path(sys.executable).with_name("moss"))
-    at = f"{tasks} tasks, {done} DONE"
+    installs = {"this": sys.executable, **({"baseline": baseline} if baseline else {})}
+    claimers = 8
+    total = min(480, claimable) // claimers * claimers
+    note = f"{tasks} tasks, {done} DONE, {claimable} WORKING and free"
+    out: list[shared.Row] = []
     try:
-        root = temp / "board"
-        copy_board(source, root)
-        run_process([moss, "version"], temp, env)  # warm the bytecode cache
-        startup = process_figure([moss, "version"], temp, env, 5)
-        figures = json.loads(run_process([sys.executable, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", "9"], root, env)[2])
-        claim_process = process_figure([moss, "task", "claim", "-w", "cli0", "--json"], root, env, 1)
-        write_floor = durable_write_floor(temp, 9)
-        claimers, per_claimer = 8, 60
-        rates = {}
-        for count in (1, claimers):
-            board = temp / f"concurrent-{count}"
-            copy_board(source, board)
-            register_team(board, [f"c{p}-{n:04d}" for p in range(count) for n in range(per_claimer * claimers // count)])
-            rates[count] = concurrent_claims(sys.executable, board, count, per_claimer * claimers // count, "long-lived", env)
-            shutil.rmtree(board, ignore_errors=True)
+        for label, python in installs.items():
+            root = temp / f"board-{label}"
+            copy_board(source, root)
+            figures = json.loads(
+                run_process([python, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", "5" if quick else "15"], root, env)[2]
+            )
+            check_code(python, figures.pop("code"))
+            write_floor = durable_write_floor(temp, 9)
+            rates = {}
+            for count in (1, claimers):
+                board = temp / f"concurrent-{label}-{count}"
+                copy_board(source, board)
+                register_team(board, [f"c{p}-{n:04d}" for p in range(count) for n in range(total // count)])
+                rates[count] = concurrent_claims(python, board, count, total // count, "long-lived", env)
+                shutil.rmtree(board, ignore_errors=True)
+            fresh, warm, stat = figures["claim fresh"], figures["claim warm"], figures["stat floor"]
+            common = {"size": size, "build": label, "note": note}
+            out += [
+                shared.Row(
+                    measure="board claim, fresh context", value=fresh["wall"], unit="ms", compare=shared.AT_MOST, limit=20, floor=stat["wall"],
+                    floor_name="os.stat of every board file", cpu=fresh["cpu"], **common,
+                ),
+                shared.Row(
+                    measure="board claim, long-lived context", value=warm["wall"], unit="ms", compare=shared.AT_MOST, limit=5, floor=write_floor["wall"],
+                    floor_name="one durable file write", cpu=warm["cpu"], **common,
+                ),
+                shared.Row(
+                    measure=f"claims/s, {claimers} processes, one owner each", value=rates[claimers]["rate"], unit="claims/s", compare=shared.AT_LEAST, limit=200,
+                    floor=rates[1]["rate"], floor_name="1 process", cpu=rates[claimers]["cpu_per_claim"], **common,
+                ),
+            ]  # fmt: skip
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+    return out
 
-    def row(measure: str, figure: float, unit: str, floor: float, target: str, met: bool) -> dict[str, Any]:
-        return {
-            "measure": measure,
-            "size": at,
-            "figure": round(figure, 1),
-            "unit": unit,
-            "floor": round(floor, 1),
-            "ratio": round(figure / floor, 2) if floor else None,
-            "target": target,
-            "met": met,
-        }
 
-    fresh, warm, stat = figures["claim fresh"]["wall"], figures["claim warm"]["wall"], figures["stat floor"]["wall"]
-    rate1, rate8 = rates[1]["rate"], rates[claimers]["rate"]
+def rows(size: int) -> list[dict[str, Any]]:
+    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
     return [
-        row("board claim, fresh context (floor: os.stat of every board file)", fresh, "ms", stat, "<= 20 ms", fresh <= 20),
-        row("board claim, long-lived context (floor: one durable file write)", warm, "ms", write_floor["wall"], "<= 5 ms", warm <= 5),
-        row(
-            "moss task claim process (floor: moss version)",
-            claim_process["wall"],
-            "ms",
-            startup["wall"],
-            "<= start-up + 20 ms",
-            claim_process["wall"] - startup["wall"] <= 20,
-        ),
-        row(f"claims/s from {claimers} processes, one owner each (floor: 1 process)", rate8, "claims/s", rate1, ">= 200 claims/s, one owner", rate8 >= 200),
+        {"measure": r.measure, "size": r.size, "figure": r.value, "unit": r.unit, "floor": r.floor, "ratio": r.ratio, "target": r.target, "met": r.met}
+        for r in issue_rows(size)
     ]
 
 
-def print_rows(found: list[dict[str, Any]]) -> None:
-    """The rows as a table, as `bench/all.py` prints them."""
-    print(f"{'measure':<72} {'size':<24} {'figure':>10} {'floor':>10} {'ratio':>6}  target")
-    for r in found:
-        print(
-            f"{r['measure']:<72} {r['size']:<24} {r['figure']:>10} {r['floor']:>10} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
-        )
+def rows_main() -> None:
+    """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
+    parser = argparse.ArgumentParser(description="issue 29's board rows")
+    shared.add_common_arguments(parser, default_sizes=(10_000,))
+    parser.add_argument("--rows-only", action="store_true", required=True)
+    args = parser.parse_args()
+    moss = shared.baseline_moss(args.baseline)
+    baseline = str(Path(moss).with_name("python")) if moss else None
+    found = [row for size in shared.sizes(args.sizes, (10_000,)) for row in issue_rows(size, quick=args.quick, baseline=baseline)]
+    print(f"board rows; medians, wall ms; {shared.load()} (a shared machine: noisy)")
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
 
 
 ROWS = ("list warm", "list fresh", "first read", "claim warm", "claim fresh", "moss task list", "moss task claim", "stat floor")
 
 
 def main() -> None:
+    if "--rows-only" in sys.argv[1:]:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="10,5000", help="board sizes (tasks), comma-separated")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per figure")
@@ -401,16 +415,11 @@ def main() -> None:
     parser.add_argument("--per-claimer", type=int, default=60, help="claims each claimer process makes at most")
     parser.add_argument("--baseline", default=None, help="another installation's python (the 'before'), measured alternately")
     parser.add_argument("--skip-throughput", action="store_true", help="latency only")
-    parser.add_argument("--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 20,000 tasks) and stop")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
-        return
-    if args.rows:
-        print(f"board rows at size {args.rows}; medians, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)")
-        print_rows(rows(args.rows))
         return
     installs = {"after": sys.executable, **({"before": args.baseline} if args.baseline else {})}
     moss = {label: str(Path(python).parent / "moss") for label, python in installs.items()}

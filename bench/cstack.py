@@ -4,8 +4,9 @@ beside the start-up of the same command (`cstack --version`) measured in the sam
 
 Run: .venv/bin/python bench/cstack.py [--sizes 500:1000,5000:10000] [--repeat 15]
      [--baseline /tmp/base/.venv/bin/cstack] [--json]
-     .venv/bin/python bench/cstack.py --rows 10000   (issue 29's row: 5,000 closed tasks, 10,000
-     memory entries; also `rows(size)` for bench/all.py)
+     .venv/bin/python bench/cstack.py --rows-only [--sizes 10000] [--quick] [--json ROWS]
+     (issue 29's rows, for bench/all.py: size 10000 is 5,000 closed tasks and 10,000 memory
+     entries; `rows(size)` gives them as dicts)
 
 A size is CLOSED:ENTRIES: PLAN.md gets CLOSED finished or dropped tasks (in Completed and
 Closed, as a year of `cstack done` leaves them) beside 40 open ones, MEMORY.md gets ENTRIES
@@ -33,6 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+ROWS_ARGS = ["--rows-only"]
 OPEN_TASKS = 40
 CATEGORIES = ("Decisions", "Gotchas", "Preferences", "Facts")
 
@@ -225,55 +230,75 @@ def print_table(rows: list[dict[str, Any]], installs: list[str], repeat: int) ->
     print("\ntarget: status, add, done <= start-up + 30 ms")
 
 
-def rows(size: int) -> list[dict[str, Any]]:
+def issue_rows(size: int, *, repeat: int = 5, baseline: str | None = None) -> list[shared.Row]:
     """Issue 29's cstack row at a corpus of `size` (10,000-class: PLAN.md with 5,000 closed tasks,
-    MEMORY.md with 10,000 entries): status, add and done as processes beside `cstack --version`."""
-    measured = measure({"after": str(Path(sys.executable).with_name("cstack"))}, [(size // 2, size)], 5)
+    MEMORY.md with 10,000 entries): status, add and done as processes beside `cstack --version`
+    of the same installation, measured alternately with `baseline` (another `cstack`) if given."""
+    installs = {"this": str(Path(sys.executable).with_name("cstack")), **({"baseline": baseline} if baseline else {})}
     out = []
-    for row in measured:
+    for row in measure(installs, [(size // 2, size)], repeat):
         if row["target"] is None:
             continue
-        figure, floor = row["wall_ms"], row["floor"]["wall_ms"]
         out.append(
-            {
-                "measure": f"{row['measure']} (floor: cstack --version)",
-                "size": f"{size // 2} closed, {size} memory entries",
-                "figure": round(figure, 1),
-                "unit": "ms",
-                "floor": round(floor, 1),
-                "ratio": round(figure / floor, 2) if floor else None,
-                "target": "<= start-up + 30 ms",
-                "met": figure - floor <= 30,
-            }
+            shared.Row(
+                measure=row["measure"],
+                size=size,
+                value=row["wall_ms"],
+                unit="ms",
+                compare=shared.OVER,
+                limit=30,
+                floor=row["floor"]["wall_ms"],
+                floor_name="start-up: cstack --version",
+                build=row["install"],
+                cpu=row["cpu_ms"],
+                note=f"PLAN.md {size // 2} closed tasks, MEMORY.md {size} entries",
+            )
         )
     return out
 
 
-def print_rows(found: list[dict[str, Any]]) -> None:
-    """The rows as a table, as `bench/all.py` prints them."""
-    print(f"{'measure':<46} {'size':<34} {'figure':>8} {'floor':>8} {'ratio':>6}  target")
-    for r in found:
-        print(
-            f"{r['measure']:<46} {r['size']:<34} {r['figure']:>8} {r['floor']:>8} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
-        )
+def rows(size: int) -> list[dict[str, Any]]:
+    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
+    return [as_dict(row) for row in issue_rows(size)]
+
+
+def as_dict(row: shared.Row) -> dict[str, Any]:
+    return {
+        "measure": row.measure,
+        "size": row.size,
+        "figure": row.value,
+        "unit": row.unit,
+        "floor": row.floor,
+        "ratio": row.ratio,
+        "target": row.target,
+        "met": row.met,
+    }
+
+
+def rows_main() -> None:
+    """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
+    parser = argparse.ArgumentParser(description="issue 29's cstack rows")
+    shared.add_common_arguments(parser, default_sizes=(10_000,))
+    parser.add_argument("--rows-only", action="store_true", required=True)
+    args = parser.parse_args()
+    moss = shared.baseline_moss(args.baseline)
+    baseline = str(Path(moss).with_name("cstack")) if moss else None
+    found = [row for size in shared.sizes(args.sizes, (10_000,)) for row in issue_rows(size, repeat=3 if args.quick else 7, baseline=baseline)]
+    print(f"cstack rows; medians of whole processes, wall ms; {shared.load()} (a shared machine: noisy)")
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
 
 
 def main() -> None:
+    if "--rows-only" in sys.argv[1:]:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="500:1000,5000:10000", help="CLOSED:ENTRIES pairs, comma-separated")
     parser.add_argument("--repeat", type=int, default=15, help="whole processes per figure")
     parser.add_argument("--baseline", default=None, help="another installation's cstack (the 'before'), run alternately")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON document")
-    parser.add_argument(
-        "--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 5,000 closed tasks, 10,000 entries) and stop"
-    )
     args = parser.parse_args()
-    if args.rows:
-        print(
-            f"cstack rows at size {args.rows}; medians of 5 processes, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)"
-        )
-        print_rows(rows(args.rows))
-        return
     installs = {"after": str(Path(sys.executable).with_name("cstack")), **({"before": args.baseline} if args.baseline else {})}
     sizes = [(int(a), int(b)) for a, b in (part.split(":") for part in args.sizes.split(","))]
     found = measure(installs, sizes, args.repeat)

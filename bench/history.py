@@ -4,8 +4,9 @@ floors measured in the same run.
 
 Run: .venv/bin/python bench/history.py [--commits 10000,50000] [--repeat 9]
      [--baseline /tmp/base/.venv/bin/moss] [--json]
-     .venv/bin/python bench/history.py --rows 10000   (issue 29's row: 50,000 commits; also
-     `rows(size)` for bench/all.py)
+     .venv/bin/python bench/history.py --rows-only [--sizes 10000] [--quick] [--json ROWS]
+     (issue 29's rows, for bench/all.py: size 10000 is 50,000 commits; `rows(size)` gives
+     them as dicts)
 
 The repository is written with `git fast-import` (seconds for 50,000 commits) and kept in a
 cache folder keyed by its size (`$TMPDIR/moss-bench-cache/`), then cloned (hard links) for each
@@ -37,6 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+ROWS_ARGS = ["--rows-only"]
 CAPSULES = 2000
 HOT_EVERY = 25
 TEXT = "## Objective\nKeep the invoice pipeline correct.\n\n## Current status\nStep {n} of the rollout.\n\n## Decisions\n- Round once per invoice.\n\n## Next actions\n- Check step {n}.\n\n## Key locations\n- src/billing/invoice.py\n\n## Open questions\n- none\n"
@@ -167,58 +172,74 @@ def measure(installs: dict[str, str], sizes: list[int], repeat: int) -> list[dic
     return measured
 
 
-def print_rows(found: list[dict[str, Any]]) -> None:
-    """The rows as a table, as `bench/all.py` prints them."""
-    print(f"{'measure':<80} {'size':<16} {'figure':>9} {'floor':>9} {'ratio':>6}  target")
-    for r in found:
-        print(
-            f"{r['measure']:<80} {r['size']:<16} {r['figure']:>9} {r['floor']:>9} {r['ratio']!s:>6}  {r['target']} {'met' if r['met'] else 'MISSED'} ({r['unit']})"
-        )
-
-
-def rows(size: int) -> list[dict[str, Any]]:
+def issue_rows(size: int, *, repeat: int = 3, baseline: str | None = None) -> list[shared.Row]:
     """Issue 29's history row at a corpus of `size` (10,000-class: 50,000 commits touching
-    `.moss/`), each view beside git's own cost of the same walk, measured in the same run."""
+    `.moss/`), each view beside git's own cost of the same walk, measured in the same run
+    (alternately with `baseline`, another installation's `moss`, if given)."""
     commits = 5 * size
-    found = {row["measure"].removesuffix(" (after)"): row for row in measure({"after": str(Path(sys.executable).with_name("moss"))}, [commits], 3)}
+    installs = {"this": str(Path(sys.executable).with_name("moss")), **({"baseline": baseline} if baseline else {})}
+    found = {row["measure"]: row for row in measure(installs, [commits], repeat)}
     early = commits - 40
-    pairs = [
-        ("moss history handoff", "floor: git log --follow -- PATH"),
-        ("moss history handoff --limit 20", "floor: git log -n 20 --follow -- PATH"),
-        ("moss history 'quiet note'", "floor: git log --follow -- QUIET"),
-        (f"moss fetch handoff --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
-        (f"moss fetch --id ID --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
+    views = [
+        ("moss history NAME (every version: 1 commit in 25)", "moss history handoff", "floor: git log --follow -- PATH"),
+        ("moss history NAME --limit 20", "moss history handoff --limit 20", "floor: git log -n 20 --follow -- PATH"),
+        ("moss history NAME (2 versions, deep)", "moss history 'quiet note'", "floor: git log --follow -- QUIET"),
+        ("moss fetch NAME --at (near the root)", f"moss fetch handoff --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
+        ("moss fetch --id ID --at (near the root)", f"moss fetch --id ID --at HEAD~{early}", f"floor: git rev-parse HEAD~{early}"),
     ]
     out = []
-    for view, floor in pairs:
-        figure, base = found[view]["wall_ms"], found[floor]["wall_ms"]
-        out.append(
-            {
-                "measure": f"{view} ({floor.removeprefix('floor: ')})",
-                "size": f"{commits} commits",
-                "figure": round(figure, 1),
-                "unit": "ms",
-                "floor": round(base, 1),
-                "ratio": round(figure / base, 2) if base else None,
-                "target": "<= 300 ms",
-                "met": figure <= 300,
-            }
-        )
+    for label in installs:
+        for measure_name, case, floor in views:
+            row = found[f"{case} ({label})"]
+            out.append(
+                shared.Row(
+                    measure=measure_name,
+                    size=size,
+                    value=row["wall_ms"],
+                    unit="ms",
+                    compare=shared.AT_MOST,
+                    limit=300,
+                    floor=found[floor]["wall_ms"],
+                    floor_name=floor.removeprefix("floor: "),
+                    build=label,
+                    cpu=row["cpu_ms"],
+                    note=f"{commits} commits touching .moss/",
+                )
+            )
     return out
 
 
+def rows(size: int) -> list[dict[str, Any]]:
+    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
+    return [
+        {"measure": r.measure, "size": r.size, "figure": r.value, "unit": r.unit, "floor": r.floor, "ratio": r.ratio, "target": r.target, "met": r.met}
+        for r in issue_rows(size)
+    ]
+
+
+def rows_main() -> None:
+    """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
+    parser = argparse.ArgumentParser(description="issue 29's history rows")
+    shared.add_common_arguments(parser, default_sizes=(10_000,))
+    parser.add_argument("--rows-only", action="store_true", required=True)
+    args = parser.parse_args()
+    baseline = shared.baseline_moss(args.baseline)
+    found = [row for size in shared.sizes(args.sizes, (10_000,)) for row in issue_rows(size, repeat=3 if args.quick else 7, baseline=baseline)]
+    print(f"history rows; medians of whole processes, wall ms; {shared.load()} (a shared machine: noisy)")
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
+    if "--rows-only" in sys.argv[1:]:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--commits", default="10000,50000", help="history sizes, comma-separated")
     parser.add_argument("--repeat", type=int, default=9, help="whole processes per figure")
     parser.add_argument("--baseline", default=None, help="another installation's moss (the 'before'), run alternately")
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON document")
-    parser.add_argument("--rows", type=int, default=None, metavar="SIZE", help="print issue 29's rows at this corpus size (10000: 50,000 commits) and stop")
     args = parser.parse_args()
-    if args.rows:
-        print(f"history rows at size {args.rows}; medians of 3, wall; load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus (noisy on a shared machine)")
-        print_rows(rows(args.rows))
-        return
     installs = {"after": str(Path(sys.executable).with_name("moss")), **({"before": args.baseline} if args.baseline else {})}
     found = measure(installs, [int(part) for part in args.commits.split(",")], args.repeat)
     if args.json:
