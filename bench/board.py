@@ -4,6 +4,9 @@ measured in the same run.
 
 Run: .venv/bin/python bench/board.py [--sizes 10,5000] [--repeat 20] [--claimers 8]
      [--baseline /work/wt/baseline/.venv/bin/python]
+     .venv/bin/python bench/board.py --rows-only [--sizes 10000] [--quick] [--json ROWS]
+     (issue 29's rows, for bench/all.py: size 10000 is 20,000 tasks with 15,000 DONE, generated
+     once into $TMPDIR/moss-bench-cache/; `rows(size)` gives them as dicts)
 
 Builds each board in a temporary folder (files written directly, as a git checkout would:
 epics of 100 tasks, a mix of statuses, three-step plans, definitions of done; a fifth of the
@@ -45,12 +48,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+ROWS_ARGS = ["--rows-only"]
 EPIC_SIZE = 100
 STAMP = "2026-01-21T10:00:00Z"
 
 
-def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> list[str]:
-    """Write `count` tasks (the first `claimable` WORKING and free); return the task ids."""
+def build_board(root: Path, count: int, *, claimable: int, done: int = 0, seed: int = 7) -> list[str]:
+    """Write `count` tasks (the first `claimable` WORKING and free, the next `done` DONE, as a
+    year of finished work leaves a board); return the task ids."""
     from moss_files.board import files
     from moss_files.board.model import PRIORITIES, Epic, Step, Task
     from moss_files.foundation.ids import IdSource, seeded_random
@@ -76,7 +84,7 @@ def build_board(root: Path, count: int, *, claimable: int, seed: int = 7) -> lis
     made: list[str] = []
     for index in range(count):
         task_id = ids.prefixed("TASK")
-        status = "WORKING" if index < claimable else others[index % len(others)]
+        status = "WORKING" if index < claimable else "DONE" if index < claimable + done else others[index % len(others)]
         plan = tuple(
             Step(
                 f"step-{n}",
@@ -292,10 +300,114 @@ def measure_install(python: str, moss: str, root: Path, repeat: int, env: dict[s
     return figures
 
 
+def cache_root() -> Path:
+    """Where generated boards are kept between runs (building 20,000 task files takes a minute)."""
+    return Path(os.environ.get("MOSS_BENCH_CACHE") or Path(tempfile.gettempdir()) / "moss-bench-cache")
+
+
+def cached_board(count: int, *, claimable: int, done: int, seed: int = 7) -> Path:
+    """A workspace with a generated board of this shape, built once into the cache folder."""
+    folder = cache_root() / f"board-{count}-{claimable}-{done}-{seed}-v1"
+    if (folder / ".bench-done").exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    build_board(folder, count, claimable=claimable, done=done, seed=seed)
+    (folder / ".bench-done").touch()
+    return folder
+
+
+def durable_write_floor(folder: Path, repeat: int) -> dict[str, float]:
+    """One atomic durable write of a task-sized file: what any claim that records its owner costs."""
+    from moss_files.foundation import fs
+
+    data = b"x" * 900
+    return timed(lambda n: fs.write_atomic(folder / f"floor-{n % 2}.md", data), repeat)
+
+
+def issue_rows(size: int, *, quick: bool = False, baseline: str | None = None) -> list[shared.Row]:
+    """Issue 29's board-claim row at a corpus of `size` (10,000-class: 20,000 tasks, three
+    quarters DONE, a twentieth WORKING and free): a claim in a fresh context and in a long-lived
+    one, and claims/s from 8 processes at once (each task exactly one owner, or SystemExit);
+    for this installation and, if given, `baseline` (another installation's python)."""
+    tasks = 2 * size
+    claimable, done = max(8, tasks // 20), tasks * 3 // 4
+    source = cached_board(tasks, claimable=claimable, done=done)
+    temp = Path(tempfile.mkdtemp(prefix="moss-bench-board-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env["PYTHONPYCACHEPREFIX"] = str(temp / "pycache")
+    installs = {"this": sys.executable, **({"baseline": baseline} if baseline else {})}
+    claimers = 8
+    total = min(480, claimable) // claimers * claimers
+    note = f"{tasks} tasks, {done} DONE, {claimable} WORKING and free"
+    out: list[shared.Row] = []
+    try:
+        for label, python in installs.items():
+            root = temp / f"board-{label}"
+            copy_board(source, root)
+            figures = json.loads(
+                run_process([python, str(Path(__file__).resolve()), "--child", "--root", str(root), "--repeat", "5" if quick else "15"], root, env)[2]
+            )
+            check_code(python, figures.pop("code"))
+            write_floor = durable_write_floor(temp, 9)
+            rates = {}
+            for count in (1, claimers):
+                board = temp / f"concurrent-{label}-{count}"
+                copy_board(source, board)
+                register_team(board, [f"c{p}-{n:04d}" for p in range(count) for n in range(total // count)])
+                rates[count] = concurrent_claims(python, board, count, total // count, "long-lived", env)
+                shutil.rmtree(board, ignore_errors=True)
+            fresh, warm, stat = figures["claim fresh"], figures["claim warm"], figures["stat floor"]
+            common = {"size": size, "build": label, "note": note}
+            out += [
+                shared.Row(
+                    measure="board claim, fresh context", value=fresh["wall"], unit="ms", compare=shared.AT_MOST, limit=20, floor=stat["wall"],
+                    floor_name="os.stat of every board file", cpu=fresh["cpu"], **common,
+                ),
+                shared.Row(
+                    measure="board claim, long-lived context", value=warm["wall"], unit="ms", compare=shared.AT_MOST, limit=5, floor=write_floor["wall"],
+                    floor_name="one durable file write", cpu=warm["cpu"], **common,
+                ),
+                shared.Row(
+                    measure=f"claims/s, {claimers} processes, one owner each", value=rates[claimers]["rate"], unit="claims/s", compare=shared.AT_LEAST, limit=200,
+                    floor=rates[1]["rate"], floor_name="1 process", cpu=rates[claimers]["cpu_per_claim"], **common,
+                ),
+            ]  # fmt: skip
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return out
+
+
+def rows(size: int) -> list[dict[str, Any]]:
+    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
+    return [
+        {"measure": r.measure, "size": r.size, "figure": r.value, "unit": r.unit, "floor": r.floor, "ratio": r.ratio, "target": r.target, "met": r.met}
+        for r in issue_rows(size)
+    ]
+
+
+def rows_main() -> None:
+    """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
+    parser = argparse.ArgumentParser(description="issue 29's board rows")
+    shared.add_common_arguments(parser, default_sizes=(10_000,))
+    parser.add_argument("--rows-only", action="store_true", required=True)
+    args = parser.parse_args()
+    moss = shared.baseline_moss(args.baseline)
+    baseline = str(Path(moss).with_name("python")) if moss else None
+    found = [row for size in shared.sizes(args.sizes, (10_000,)) for row in issue_rows(size, quick=args.quick, baseline=baseline)]
+    print(f"board rows; medians, wall ms; {shared.load()} (a shared machine: noisy)")
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 ROWS = ("list warm", "list fresh", "first read", "claim warm", "claim fresh", "moss task list", "moss task claim", "stat floor")
 
 
 def main() -> None:
+    if "--rows-only" in sys.argv[1:]:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", default="10,5000", help="board sizes (tasks), comma-separated")
     parser.add_argument("--repeat", type=int, default=20, help="timed calls per figure")

@@ -31,6 +31,7 @@ A missing section is created at the end of the file. Placeholders are never writ
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +97,7 @@ _PRIORITY = re.compile(r"^P(?P<level>\d+)[ \t]*:[ \t]*")
 _GROUP = re.compile(r"[ \t]*\((?P<inner>[ \t]*(?:[A-Za-z0-9][\w.-]*[ \t]*,[ \t]*)?(?:id|depends|parent)[ \t]*:[^()]*)\)", re.IGNORECASE)
 _GROUP_KEY = re.compile(r"^[ \t]*(?P<key>id|depends|parent)[ \t]*:[ \t]*(?P<value>.*?)[ \t]*$", re.IGNORECASE)
 _LABEL = re.compile(r"(?<!\S)#(?P<name>[A-Za-z][\w./-]*)")
+_PIPE = re.compile(r"\|")
 _KEYED = re.compile(r"^(?P<key>[A-Za-z][\w-]*)[ \t]*:(?:[ \t]+(?P<value>.*))?$")
 _ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
@@ -214,7 +216,7 @@ def parse_task_line(content: str) -> dict[str, Any] | None:
         return None
     rest_at = match.start("rest")
     rest = match.group("rest")
-    pipes = [rest_at + i for i, char in enumerate(rest) if char == "|"]
+    pipes = [rest_at + found.start() for found in _PIPE.finditer(rest)]
     head_end = pipes[0] if pipes else rest_at + len(rest)
     head = content[rest_at:head_end]
     segments: list[Segment] = []
@@ -268,6 +270,19 @@ def parse_task_line(content: str) -> dict[str, Any] | None:
     }
 
 
+@functools.lru_cache(maxsize=32768)
+def _task_line_once(content: str) -> dict[str, Any] | None:
+    return parse_task_line(content) if not markdown.is_placeholder_line(content) else None
+
+
+def _task_line_fields(content: str) -> dict[str, Any] | None:
+    """The fields of a task line of the plan (None for text and for a template's placeholder
+    line), remembered per line: the old and the new text of an edit share all lines but one or
+    two, and its values are immutable (the dict itself is copied)."""
+    fields = _task_line_once(content)
+    return dict(fields) if fields is not None else None
+
+
 def _read_group(inner: str) -> tuple[str | None, str | None, list[str]]:
     ident = parent = None
     depends: list[str] = []
@@ -301,13 +316,22 @@ def parse_plan(text: str, path: Path | str | None = None) -> Plan:
 
     Raises InvalidDocument when the optional frontmatter is malformed.
     """
+    return _parse_plan_once(text, path)
+
+
+# A transition plans on the file twice (a dry run before CURRENT.md is touched, then under the
+# lock) and reads both the old and the new text each time: four parses of the same two texts,
+# which with thousands of closed tasks cost most of the command. The result is immutable.
+@functools.lru_cache(maxsize=4)
+def _parse_plan_once(text: str, path: Path | str | None) -> Plan:
     doc = document.parse(text, path)
     formats.check_text("plan", text, path)  # FORMAT_TOO_NEW: a newer toolkit wrote it
     shape = markdown.outline(text, doc.body_line)
     tasks: list[Task] = []
     warnings: list[str] = []
     open_items: list[tuple[int, Task]] = []  # (indent, task) of the list items a deeper one nests under
-    current_section: tuple[str, ...] | None = None
+    current_section: tuple[str, ...] | None = None  # None: no line read yet
+    kind = "tasks"
     for index in range(shape.first, len(shape.lines)):
         if not shape.visible(index):
             continue
@@ -316,10 +340,10 @@ def parse_plan(text: str, path: Path | str | None = None) -> Plan:
         section_path = section.path if section else ()
         if section_path != current_section:
             current_section, open_items = section_path, []
-        kind = section_kind(section_path)
+            kind = section_kind(section_path)
         if kind in NOT_TASKS:
             continue
-        fields = parse_task_line(content) if not markdown.is_placeholder_line(content) else None
+        fields = _task_line_fields(content)
         if fields is None:
             if not markdown.is_blank(content) and markdown.indent_width(content) == 0 and not _ITEM_START.match(content):
                 open_items = []  # a paragraph ends the list

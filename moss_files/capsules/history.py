@@ -50,11 +50,13 @@ def history(
         path = store_.base / core.workspace_dir(where.workspace_norm) / core.slot_filename(where.name_norm)
     repo = gitrepo.open_repo(ctx.root)
     relpath = gitrepo.relpath_in_repo(repo, path)
-    versions = gitrepo.file_history(repo, relpath)
+    # By name every version is shown, so git can stop at the limit; by id some are skipped.
+    versions = gitrepo.file_history(repo, relpath, limit=most if most and where.id is None else None)
     base_rel = gitrepo.relpath_in_repo(repo, store_.base)
+    contents = gitrepo.show_files(repo, [(version.commit, version.path) for version in versions])
     rows: list[dict[str, Any]] = []
-    for version in versions:
-        present, blob_id = _capsule_id_at(repo, version.commit, version.path, base_rel)
+    for version, content in zip(versions, contents, strict=True):
+        present, blob_id = _capsule_id_in(content, version.commit, version.path, base_rel)
         if where.id is not None and blob_id not in (where.id, None):
             continue
         # A commit that moved the file away (a soft delete) shows as removed from this path.
@@ -71,9 +73,9 @@ def history(
     return data
 
 
-def _capsule_id_at(repo: Any, commit: str, path: str, base_rel: str) -> tuple[bool, str | None]:
-    """Whether the file exists at the commit, and the id of the capsule it held (None if unreadable)."""
-    data = gitrepo.show_file(repo, commit, path)
+def _capsule_id_in(data: bytes | None, commit: str, path: str, base_rel: str) -> tuple[bool, str | None]:
+    """Whether the file existed at the commit (`data` is its bytes then, or None), and the id of
+    the capsule it held (None if unreadable)."""
     if data is None:
         return False, None
     try:
@@ -116,8 +118,8 @@ def fetch_at(
             named = [p for p in gitrepo.list_files(repo, commit, base_rel) if where.id in p.rsplit("/", 1)[-1]]
             candidates = named + gitrepo.grep_files(repo, commit, where.id, base_rel)
     matches: list[tuple[Capsule, str]] = []
-    for candidate in dict.fromkeys(candidates):
-        data = gitrepo.show_file(repo, commit, candidate)
+    unique = list(dict.fromkeys(candidates))
+    for candidate, data in zip(unique, gitrepo.show_files(repo, [(commit, path) for path in unique]), strict=True):
         if data is None:
             continue
         doc = document.parse_bytes(data, f"{rev_text}:{candidate}")

@@ -8,6 +8,7 @@ and most commands never need history.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,6 +20,7 @@ from moss_files.foundation.errors import InvalidRequest, NotFound, RepoError
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
+_HEX_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +81,18 @@ def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev:
 
     An empty list when the repository has no commits or never tracked the file.
     """
-    if not _has_commits(repo):
-        return []
     args = ["log", "--follow", "--name-only", f"--format={_RECORD}%H{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"]
     if limit is not None:
         args.append(f"--max-count={limit}")
     args += [rev, "--", relpath]
-    output = str(_run(repo, *args))
+    try:
+        output = str(_run(repo, *args))
+    except RepoError:
+        # Asked only when git failed (one process less on every answer): no commits yet is
+        # an empty history, anything else the error.
+        if not _has_commits(repo):
+            return []
+        raise
     versions: list[Version] = []
     for chunk in output.split(_RECORD):
         if not chunk.strip():
@@ -143,10 +150,14 @@ def resolve(repo: git.Repo, rev: str) -> str:
     """The full commit id `rev` names. Raises InvalidRequest INVALID_REVISION (see
     `check_revision`), NotFound when it names no commit."""
     check_revision(rev)
+    # git itself resolves the revision: GitPython walks `~N` one parent object at a time in
+    # Python, seconds for a commit deep in a long history.
     try:
-        return repo.commit(rev).hexsha
-    except (GitCommandError, ValueError, LookupError, git.BadName) as exc:  # LookupError: GitPython's KeyError, IndexError
-        raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": str(exc)}) from None
+        output = str(repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"]))
+    except GitCommandError as exc:
+        reason = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ") or f"git rev-parse exited {exc.status}"
+        raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": reason}) from None
+    return output.strip()
 
 
 def show_file(repo: git.Repo, commit: str, relpath: str) -> bytes | None:
@@ -163,13 +174,48 @@ def show_file(repo: git.Repo, commit: str, relpath: str) -> bytes | None:
     return bytes(blob.data_stream.read())
 
 
+def show_files(repo: git.Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
+    """The bytes of many (commit, relpath) files at once, in order; None where a commit has no
+    such file (as `show_file`). One `git cat-file --batch` answers them all: reading each through
+    GitPython's tree objects costs milliseconds a file, seconds for a long history."""
+    if not wanted:
+        return []
+    if any("\n" in commit or "\n" in relpath for commit, relpath in wanted):
+        return [show_file(repo, commit, relpath) for commit, relpath in wanted]  # a batch line cannot hold a newline
+    request = "".join(f"{commit}:{relpath}\n" for commit, relpath in wanted).encode("utf-8", "surrogateescape")
+    top = repo.working_tree_dir or repo.git_dir
+    try:
+        done = subprocess.run(["git", "cat-file", "--batch"], cwd=top, input=request, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RepoError(f"git cat-file failed: {getattr(exc, 'stderr', b'') or exc}") from None
+    out = done.stdout
+    found: list[bytes | None] = []
+    at = 0
+    for _ in wanted:
+        end = out.index(b"\n", at)
+        header = out[at:end].split(b" ")
+        at = end + 1
+        if len(header) == 3 and header[2].isdigit() and _HEX_ID.fullmatch(header[0].decode("ascii", "replace")):
+            size = int(header[2])
+            found.append(out[at : at + size] if header[1] == b"blob" else None)
+            at += size + 1  # the object, then a newline
+        else:
+            found.append(None)  # "<commit>:<path> missing" (or ambiguous): no such file then
+    return found
+
+
 def list_files(repo: git.Repo, commit: str, under: str) -> list[str]:
     """Paths of the files below a folder at a commit (recursive), sorted."""
-    try:
-        tree = repo.commit(commit).tree / under
-    except KeyError:
-        return []
-    return sorted(str(item.path) for item in tree.traverse() if item.type == "blob")  # type: ignore[union-attr]
+    # One `git ls-tree` rather than GitPython's traversal, which reads every subtree in Python.
+    pathspec = [f"{under.rstrip('/')}/"] if under.strip("/") else []
+    output = _run(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *pathspec, stdout_as_string=False)
+    assert isinstance(output, bytes)
+    found = []
+    for entry in output.split(b"\0"):
+        meta, tab, path = entry.partition(b"\t")
+        if tab and meta.split(b" ")[1] == b"blob":
+            found.append(path.decode("utf-8", "surrogateescape"))
+    return sorted(found)
 
 
 def grep_files(repo: git.Repo, commit: str, pattern: str, under: str) -> list[str]:

@@ -324,6 +324,12 @@ def test_history_and_fetch_at_a_commit(ws: Path) -> None:
     assert by_name["dirty"] is True  # the newer capsule is not committed yet
     assert [(v["summary"], v["removed"]) for v in by_name["versions"]] == [("retire auth", True), ("second handoff", False), ("first handoff", False)]
 
+    # A limit by name stops git's walk early; by id it filters first. Both are the full list's start.
+    for address in (["auth"], ["--id", capsule_id]):
+        full = json.loads(moss(ws, "history", *address, "--json").stdout)["versions"]
+        for limit in (1, 2):
+            assert json.loads(moss(ws, "history", *address, "--limit", str(limit), "--json").stdout)["versions"] == full[:limit]
+
     old = moss(ws, "fetch", "auth", "--at", first)
     assert old.returncode == 0 and old.stdout == FULL
     at_json = json.loads(moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD~1", "--json").stdout)

@@ -435,3 +435,30 @@ def test_comments_hide_lines_but_not_text_before_them() -> None:
         ("After the comment", ("Tasks <!-- sorted by priority -->",)),
     ]
     assert [t.kind for t in parsed.tasks] == ["tasks", "tasks"]
+
+
+# --------------------------------------------------------------------------- remembered parses
+
+
+def test_a_remembered_parse_equals_a_fresh_one() -> None:
+    """parse_plan remembers recent texts and task lines; every answer equals a parse from
+    nothing, and what one caller changes in its task fields never reaches another."""
+    text = (
+        "## Tasks\n\n- [ ] (Add your first task here)\n- [ ] Parent one (id: p1)\n  - [ ] Same child line\n- [ ] Parent two (id: p2)\n  - [ ] Same child line\n"
+    )
+    first = plan.parse_plan(text, "PLAN.md")
+    again = plan.parse_plan(text, "PLAN.md")
+    assert [t.parent for t in again.tasks] == [None, "p1", None, "p2"]  # one remembered line, two parents; no placeholder
+    plan._parse_plan_once.cache_clear()
+    plan._task_line_once.cache_clear()
+    fresh = plan.parse_plan(text, "PLAN.md")
+    assert first == again == fresh
+    fields = plan._task_line_fields("- [ ] Same child line")
+    assert fields is not None
+    fields["parent"] = "changed"
+    assert plan._task_line_fields("- [ ] Same child line")["parent"] is None  # type: ignore[index]
+    for action, ref in (("start", "review-001"), ("done", "keys"), ("reopen", "test-001"), ("block", "deploy-001")):
+        remembered = plan.transition(V3, action, ref, TODAY, reason="r").text
+        plan._parse_plan_once.cache_clear()
+        plan._task_line_once.cache_clear()
+        assert plan.transition(V3, action, ref, TODAY, reason="r").text == remembered

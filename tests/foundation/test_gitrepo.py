@@ -79,3 +79,45 @@ def test_a_revision_that_is_not_one_commit_is_refused_before_git_sees_it(repo: P
     with pytest.raises(MossError) as caught:
         gitrepo.resolve(gitrepo.open_repo(repo), rev)
     assert (caught.value.code, caught.value.exit_code) == ("INVALID_REVISION", 2)
+
+
+def test_batched_reads_answer_as_one_read_per_file(repo: Path) -> None:
+    """`show_files` (one `git cat-file --batch`) equals `show_file` for every commit and path,
+    a missing file, a folder, an empty file, a binary one and a name with spaces among them."""
+    (repo / "dir").mkdir()
+    (repo / "dir" / "a b.md").write_text("one\n")
+    (repo / "empty.md").write_text("")
+    (repo / "bin.dat").write_bytes(bytes(range(256)) + b"\n\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    (repo / "dir" / "a b.md").write_text("two\nlines\n")
+    (repo / "empty.md").unlink()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second")
+    handle = gitrepo.open_repo(repo)
+    commits = [gitrepo.resolve(handle, "HEAD~1"), gitrepo.resolve(handle, "HEAD")]
+    wanted = [(commit, path) for commit in commits for path in ("dir/a b.md", "empty.md", "bin.dat", "dir", "absent.md", "dir/a b.md")]
+    batched = gitrepo.show_files(handle, wanted)
+    assert batched == [gitrepo.show_file(handle, commit, path) for commit, path in wanted]
+    assert batched[:5] == [b"one\n", b"", bytes(range(256)) + b"\n\n", None, None]
+    assert batched[7] is None  # empty.md is gone in the second commit
+    assert gitrepo.show_files(handle, []) == []
+
+
+def test_listing_and_resolving_agree_with_git(repo: Path) -> None:
+    """`list_files` lists the blobs below a folder (not a sibling sharing its prefix, not a
+    submodule), and `resolve` names the commit `git rev-parse` names."""
+    for path in ("top/a.md", "top/deep/b.md", "topper/c.md", "top.md"):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(path)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "files")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{git(repo, 'rev-parse', 'HEAD')},top/module")
+    git(repo, "commit", "-qm", "a submodule entry")
+    git(repo, "tag", "v1")
+    handle = gitrepo.open_repo(repo)
+    assert gitrepo.list_files(handle, "HEAD", "top") == ["top/a.md", "top/deep/b.md"]
+    assert gitrepo.list_files(handle, "HEAD", "top/") == ["top/a.md", "top/deep/b.md"]
+    assert gitrepo.list_files(handle, "HEAD", "nowhere") == []
+    for rev in ("HEAD", "HEAD~1", "HEAD^", "v1", "main", git(repo, "rev-parse", "--short", "HEAD~1"), "HEAD^{commit}"):
+        assert gitrepo.resolve(handle, rev) == git(repo, "rev-parse", f"{rev}^{{commit}}")
