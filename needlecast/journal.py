@@ -67,6 +67,7 @@ class Journal:
         self.records: dict[str, Record] = {}
         self._size = -1
         self._torn = False  # the file ends in a torn line (a power cut mid-append)
+        self._compacted = 0  # the file's size after this process last compacted it
 
     def load(self) -> Journal:
         """Re-read the journal if it changed on disk (another router process appended).
@@ -127,9 +128,11 @@ class Journal:
         self._size += len(payload)
 
     def oversized(self) -> bool:
-        """True when the file has grown past COMPACT_BYTES."""
+        """True when the file has grown past COMPACT_BYTES and to twice its size after the last
+        compaction: when the records it must keep (a week's) fill more than COMPACT_BYTES, a
+        compaction after every pass would rewrite them all each time."""
         try:
-            return self.path.stat().st_size >= COMPACT_BYTES
+            return self.path.stat().st_size >= max(COMPACT_BYTES, 2 * self._compacted)
         except FileNotFoundError:
             return False
 
@@ -147,6 +150,8 @@ class Journal:
             events.extend(dead_event(key, record.digest, code, record.at) for code in sorted(record.dead))
             if record.archived:
                 events.append(archived_event(key, record.digest, record.at))
-        fs.write_atomic(self.path, _encode(events))
+        data = _encode(events)
+        fs.write_atomic(self.path, data)
+        self._compacted = len(data)
         self._size = -1
         self.load()

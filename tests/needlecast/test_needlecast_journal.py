@@ -77,6 +77,20 @@ def test_a_journal_past_the_limit_is_oversized(path: Path) -> None:
     assert log.oversized()
 
 
+def test_a_journal_of_recent_records_only_is_not_compacted_again_until_it_doubles(path: Path) -> None:
+    # A week of records can fill more than COMPACT_BYTES: compacting after every pass would
+    # rewrite them all each time (a cost growing with what was routed).
+    log = Journal(path).load()
+    log.write([delivered_event(f"m{n}", "d" * 32, ["bob"], RECENT) for n in range(journal.COMPACT_BYTES // 80 + 1)])
+    assert log.oversized()
+    log.compact(set(), NOW)
+    kept = path.stat().st_size
+    assert kept >= journal.COMPACT_BYTES  # every record is recent: all kept
+    assert not log.oversized()
+    log.write([delivered_event(f"n{n}", "d" * 32, ["bob"], RECENT) for n in range(kept // 80 + 1)])
+    assert log.oversized()
+
+
 def test_a_linked_journal_is_refused(path: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere.jsonl"
     elsewhere.write_text(json.dumps(delivered_event("m1", "d1", ["bob"], RECENT)) + "\n")
