@@ -170,8 +170,11 @@ def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None
     """An editor saves (new content, atomic rename, no lock) while the tool rewrites the file in
     a loop; the tool must never replace a save it did not read. (Before writes were swapped in
     and checked, about half of these rounds lost the editor's save.)"""
-    path = tmp_path / "doc.md"
     for round_number in range(25):
+        # A file of its own each round: a reset of one file to "base" would be a hand save that
+        # drops every line of the save an earlier round's undone write kept, and the next write
+        # would rightly fold that save back (test_a_late_save_of_an_undone_write_...).
+        path = tmp_path / f"doc-{round_number}.md"
         path.write_bytes(b"base\n")
         stop = threading.Event()
 
@@ -187,7 +190,7 @@ def test_an_editor_save_racing_tool_writes_is_never_lost(tmp_path: Path) -> None
         try:
             wait_for(lambda: path.read_bytes().count(b"T\n") >= 2, message="the tool to be writing")
             saved = f"saved by an editor, round {round_number}\n".encode()
-            editor_temp = tmp_path / "editor-save.tmp"
+            editor_temp = tmp_path / f"editor-save-{round_number}.tmp"
             editor_temp.write_bytes(saved)
             os.replace(editor_temp, path)
             wait_for(

@@ -245,7 +245,7 @@ def test_reading_commands_leave_every_older_file_as_it_is(tmp_path: Path) -> Non
     from moss_files.web import board, capsules, memory, messages
 
     ctx = Context(root)
-    for page in (board.board_page(ctx), capsules.capsules_page(ctx), memory.memory_page(ctx), messages.messages_page(ctx)):
+    for page in (board.board_page(ctx, board.BoardQuery()), capsules.capsules_page(ctx), memory.memory_page(ctx), messages.messages_page(ctx)):
         assert page.title
     assert artifacts(root) == {relpath: (V1 / relpath).read_bytes() for relpath in artifacts(V1)}
 
