@@ -767,10 +767,17 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
         with fs.folder_fd(box.outbox_dir) as dir_fd:
             names = [name for name in os.listdir(dir_fd) if name.endswith(".md") and name[:1] != "."]
             capitalised = _dialect_of_file(read_in(dir_fd, box.outbox_dir, max(names)) if names else None)
-        files = [(f"{time_stamp(m.time, now)}_{safe_part(m.id or 'x')}.md", msg.render_message_document(m, capitalised=capitalised).encode("utf-8")) for m in messages]
+        files = [
+            (f"{time_stamp(m.time, now)}_{safe_part(m.id or 'x')}.md", msg.render_message_document(m, capitalised=capitalised).encode("utf-8"))
+            for m in messages
+        ]
         taken = set(names) & {name for name, _data in files}
         if taken or len({name for name, _data in files}) < len(files):
-            raise Conflict("a message with this id is already in the outbox (or twice in the batch)", code="ALREADY_EXISTS", path=box.outbox_dir / min(taken or {files[0][0]}))
+            raise Conflict(
+                "a message with this id is already in the outbox (or twice in the batch)",
+                code="ALREADY_EXISTS",
+                path=box.outbox_dir / min(taken or {files[0][0]}),
+            )
         created = create_many(box.outbox_dir, files)
         if not all(created):
             # Someone wrote one of these names since the listing: the rest are in the outbox.

@@ -136,7 +136,11 @@ def send_many(ctx: Context, items: Sequence[Any], *, source: str = "batch") -> d
             reason = f"unknown keys {', '.join(unknown)}" if unknown else "`to` is a name or a list of names, the other keys text"
             raise InvalidRequest(f"{where}: {reason}", details={"line": number})
         try:
-            messages.append(_compose(ctx, body=item.get("body") or "", to=recipients, type_=item.get("type"), thread=item.get("thread"), reply_to=item.get("reply_to"), now=now))
+            messages.append(
+                _compose(
+                    ctx, body=item.get("body") or "", to=recipients, type_=item.get("type"), thread=item.get("thread"), reply_to=item.get("reply_to"), now=now
+                )
+            )
         except InvalidRequest as err:
             raise InvalidRequest(f"{where}: {err}", code=err.code, hint=err.hint, details={"line": number}) from None
     paths = mailbox.append_outbox_many(Mailbox(ctx.root), messages, now)

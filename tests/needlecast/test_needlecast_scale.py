@@ -151,7 +151,9 @@ def prefill_archive(box: Mailbox, sender: str, layout: str, count: int, *, size:
     while number < count or (layout == "v1" and len(copies) * 120 < size):
         when = (first + timedelta(days=30 * (number % 24), seconds=number)).strftime("%Y-%m-%dT%H:%M:%SZ")
         copies.append(
-            Message(id=f"old-{sender}-{number}", sender=sender, to=("bob",), type="task", time=when, body=f"token: old-{sender}-{number}\n", extra={"routed": when})
+            Message(
+                id=f"old-{sender}-{number}", sender=sender, to=("bob",), type="task", time=when, body=f"token: old-{sender}-{number}\n", extra={"routed": when}
+            )
         )
         number += 1
     if layout == "v2":
@@ -197,7 +199,7 @@ def test_a_batch_under_kill_9_of_the_sidecar_is_delivered_exactly_once(tmp_path:
                     text=True,
                 )
             )
-        for kill in range(8):
+        for _kill in range(8):
             wait_for(lambda: sidecar.poll() is None and (read_runtime(root) or {}).get("pid") == sidecar.pid, timeout=60, message="sidecar ready")
             # Random instants while the batches are routed, some right after start-up.
             time.sleep(rng.uniform(0.02, 0.4))  # a kill instant, not a wait for a condition
