@@ -1,7 +1,7 @@
 """Long-running daemons under a compressed day of traffic: RSS and open file descriptors of the
 needlecast sidecar and of `moss serve --http`, round by round, flat after warm-up or not.
 
-    .venv/bin/python bench/daemons.py [--size 10000] [--rounds 24] [--warmup 4] [--json]
+    .venv/bin/python bench/daemons.py [--size 20000] [--rounds 24] [--warmup 12] [--json]
 
 A day is compressed into `--rounds` rounds (one per simulated hour), run back to back:
 
@@ -12,12 +12,14 @@ A day is compressed into `--rounds` rounds (one per simulated hour), run back to
   every message is delivered. Over the run the archives rotate and the journals compact, as
   they would over a day (docs/formats.md, "Rotation").
 - `moss serve --http 127.0.0.1:0` on a workspace with a board of 1,000 tasks: each round
-  serves its share of `--size` requests (the board page, a filtered column, a static file,
+  serves its share of `--size` / 5 requests (the board page, a filtered column, a static file,
   one task in ten edited in between as a CLI edit would, so the daemon's caches see changes).
 
 After each round the daemon's VmRSS (/proc/<pid>/status) and its open descriptors (the
 entries of /proc/<pid>/fd) are read. The floor of each row is the value at the end of the
-warm-up; the figure the value at the end of the day; the ratio their quotient (target: RSS
+warm-up (half the day by default: a router's journals reach their bounded size, docs/formats.md
+"Rotation", after about 1,300 messages a sender); the figure the value at the end of the day;
+the ratio their quotient (target: RSS
 ≤ 1.10× and descriptors ≤ 1.00× the warm-up's). The slope after warm-up (least squares, per
 round) is printed too: a steady leak shows as a slope that does not shrink with more rounds.
 
@@ -166,7 +168,7 @@ def serve_day(size: int, rounds: int, seed: int) -> list[tuple[float, int]]:
     from moss_files.foundation.context import Context
 
     rng = random.Random(seed)
-    per_round = max(4, size // rounds)
+    per_round = max(4, size // 5 // rounds)
     series: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory(prefix="moss-bench-daemons-") as folder:
         root = Path(folder) / "project"
@@ -234,9 +236,9 @@ def day_rows(daemon: str, size: int, series: list[tuple[float, int]], warmup: in
     ]
 
 
-def rows(size: int, rounds: int = 24, warmup: int = 4, seed: int = 29) -> list[dict[str, Any]]:
-    """The rows for bench/all.py: `size` messages through the sidecar and `size` requests to
-    `moss serve --http`, each over `rounds` rounds; the floor is the value after `warmup`."""
+def rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) -> list[dict[str, Any]]:
+    """The rows for bench/all.py: `size` messages through the sidecar and `size` / 5 requests
+    to `moss serve --http`, each over `rounds` rounds; the floor is the value after `warmup`."""
     return [
         *day_rows("needlecast sidecar", size, sidecar_day(size, rounds, seed), warmup),
         *day_rows("moss serve --http", size, serve_day(size, rounds, seed), warmup),
@@ -245,15 +247,17 @@ def rows(size: int, rounds: int = 24, warmup: int = 4, seed: int = 29) -> list[d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=10_000, help="messages routed, and requests served, over the day")
+    parser.add_argument("--size", type=int, default=20_000, help="messages routed over the day (requests served: a fifth of it)")
     parser.add_argument("--rounds", type=int, default=24, help="rounds in the day (one per simulated hour)")
-    parser.add_argument("--warmup", type=int, default=4, help="rounds of warm-up (the floor is the value after them)")
+    parser.add_argument("--warmup", type=int, default=12, help="rounds of warm-up (the floor is the value after them)")
     parser.add_argument("--seed", type=int, default=29)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     if args.warmup >= args.rounds:
         parser.error("--warmup must be below --rounds")
-    print(f"daemons over a compressed day: {args.size:,} messages and requests in {args.rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"daemons over a compressed day: {args.size:,} messages and {args.size // 5:,} requests in {args.rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
     start = time.monotonic()
     result = rows(args.size, args.rounds, args.warmup, args.seed)
     for row in result:

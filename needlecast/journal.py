@@ -25,6 +25,10 @@ from needlecast.routing import Record
 
 COMPACT_BYTES = 256 * 1024  # past this size, `compact` drops old records of routed entries
 KEEP = timedelta(days=7)  # how long records of entries gone from the outbox are kept
+# The most records of entries gone from the outbox that a compaction keeps (the newest): the
+# journal's working set, on disk and in a router's memory, is bounded by a count as well as by
+# KEEP, however many messages a week brings (docs/formats.md, "Rotation").
+KEEP_RECORDS = 1024
 
 Event = dict[str, Any]
 
@@ -137,13 +141,16 @@ class Journal:
             return False
 
     def compact(self, keep: set[str], now: datetime) -> None:
-        """Rewrite the journal without the records older than KEEP of entries not in `keep`
-        (those still pending). Recent records stay: they let the router recognise a routed
-        block that an editor's stale save puts back into the outbox."""
+        """Rewrite the journal without the records of entries not in `keep` (those still
+        pending) that are older than KEEP or beyond the KEEP_RECORDS newest. Recent records
+        stay: they let the router recognise a routed block that an editor's stale save puts
+        back into the outbox (without one, the inboxes are asked again: a cost in time only)."""
         older_than = format_time(now - KEEP)
+        gone = [(record.at, key) for key, record in self.records.items() if key not in keep and record.at >= older_than]
+        recent = {key for _at, key in sorted(gone)[-KEEP_RECORDS:]} if KEEP_RECORDS else set()
         events: list[Event] = []
         for key, record in self.records.items():
-            if key not in keep and record.at < older_than:
+            if key not in keep and key not in recent:
                 continue
             if record.delivered:
                 events.append(delivered_event(key, record.digest, sorted(record.delivered), record.at))
