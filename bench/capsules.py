@@ -33,6 +33,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
 from moss_files.capsules import bulk, search
 from moss_files.capsules import model as core
 from moss_files.capsules import service as ops
@@ -40,6 +43,9 @@ from moss_files.capsules.model import Capsule
 from moss_files.foundation.context import Context
 from moss_files.foundation.ids import IdSource, seeded_random
 from moss_files.index import service as index_service
+
+# bench/all.py runs this script with these arguments for its rows of issue 29's table.
+ROWS_ARGS = ["--rows-only"]
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.
@@ -111,17 +117,25 @@ def whole_process_ms(command: list[str], cwd: Path, repeat: int, cache: Path) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10,10000", help="Corpus sizes, comma-separated.")
+    shared.add_common_arguments(parser, default_sizes=(10, 10000))
     parser.add_argument("--repeat", type=int, default=20, help="Runs per measurement (median reported).")
-    parser.add_argument("--baseline", default=None, help="another installation's moss (the 'before'): its in-process list figures too")
     parser.add_argument("--only-listing", action="store_true", help="only the in-process list/inventory/latest table")
+    parser.add_argument("--rows-only", action="store_true", help="only list/inventory/latest as whole processes, issue 29's rows (as bench/all.py runs it)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # a corpus to measure in this process
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure_listing(Path(args.child), args.repeat)))
         return
+    sizes = shared.sizes(args.sizes, (10, 10000))
+    args.sizes = ",".join(map(str, sizes))
+    args.baseline = shared.baseline_moss(args.baseline)
+    if args.rows_only:
+        found = listing_processes(sizes, 3 if args.quick else min(args.repeat, 7), args.baseline)
+        shared.print_rows(found)
+        shared.write_rows(args.json, found)
+        return
     if args.only_listing:
-        listing_table([int(part) for part in args.sizes.split(",")], args.repeat, args.baseline)
+        listing_table(sizes, args.repeat, args.baseline)
         return
     bin_dir = Path(sys.executable).parent
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; medians of {args.repeat} runs, milliseconds")
@@ -160,8 +174,11 @@ def main() -> None:
         shutil.rmtree(baseline, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
     print(f"for reference: `moss version` {version:.0f} ms, bare `python -c pass` {bare:.0f} ms")
-    later_operations([int(part) for part in args.sizes.split(",")], args.repeat)
-    listing_table([int(part) for part in args.sizes.split(",")], args.repeat, args.baseline)
+    later_operations(sizes, args.repeat)
+    listing_table(sizes, args.repeat, args.baseline)
+    found = listing_processes([size for size in sizes if size >= 300], min(args.repeat, 7), args.baseline)
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
 
 
 def later_operations(sizes: list[int], repeat: int) -> None:
@@ -275,6 +292,73 @@ def listing_table(sizes: list[int], repeat: int, baseline: str | None) -> None:
                 print(f"  {row:<44}{cells}")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+# The commands of issue 29's listing rows, as whole processes.
+LISTING_COMMANDS: list[tuple[str, list[str]]] = [
+    ("moss list --workspace w3", ["list", "--workspace", "w3"]),
+    ("moss inventory", ["inventory"]),
+    ("moss latest --workspace w3", ["latest", "--workspace", "w3"]),
+]
+
+
+def listing_processes(sizes: list[int], repeat: int, baseline: str | None) -> list[shared.Row]:
+    """`moss list`, `inventory` and `latest` as whole processes, of this installation and the
+    baseline's, each on its own copy of a corpus of `size` capsules in 10 workspaces (cached
+    across runs), walking and with `moss index watch` running, beside the floor of the same
+    run: `python -c "import sqlite3, yaml"`. Best wall time of `repeat` runs taken in turns."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from index import Watching, process_costs
+
+    builds = {"this": str(Path(sys.executable).with_name("moss")), **({"baseline": baseline} if baseline else {})}
+    found: list[shared.Row] = []
+    floor_name = "python -c 'import sqlite3, yaml'"
+    for size in sizes:
+        corpus = shared.cached("capsules-10ws", size, 0, lambda folder, size=size: build_corpus(folder, size, workspaces=10), sources=[build_corpus])
+        tmp = Path(tempfile.mkdtemp(prefix="moss-bench-listing-"))
+        try:
+            env = shared.process_env(tmp / "pycache")
+            roots = {name: shared.copy_of(corpus, tmp / name) for name in builds}
+            time.sleep(2.1)  # files copied within the index's racy window are re-read until older
+            for name, moss in builds.items():
+                shared.run_process([moss, "index", "rebuild", "--root", str(roots[name])], env=env)
+            print(f"\ncorpus: {size} capsules in 10 workspaces; {shared.load()}; best of {repeat} whole processes, ms wall / CPU")
+            floor = {"floor": [sys.executable, "-c", "import sqlite3, yaml"]}
+            commands = {f"{name} {label}": [moss, *words, "--root", str(roots[name])] for name, moss in builds.items() for label, words in LISTING_COMMANDS}
+            walking = process_costs({**floor, **commands}, tmp, env, repeat)
+            watched: dict[str, tuple[float, float, float]] = {}
+            for name, moss in builds.items():
+                watcher = Watching(moss, roots[name], env)
+                try:
+                    mine = {key: command for key, command in commands.items() if key.startswith(f"{name} ")}
+                    measured = process_costs({**floor, **mine}, tmp, env, repeat)
+                finally:
+                    watcher.stop()
+                walking["floor"] = min(walking["floor"], measured.pop("floor"))
+                watched.update(measured)
+            startup = walking["floor"]
+            print(f"  floor {floor_name}: {startup[0]:.0f} / {startup[1]:.0f}")
+            for key in commands:
+                name, label = key.split(" ", 1)
+                print(f"  {key:<40} walking {walking[key][0]:6.0f} / {walking[key][1]:4.0f}   watcher {watched[key][0]:6.0f} / {watched[key][1]:4.0f}")
+                for how, costs in (("walking", walking), ("watcher", watched)):
+                    found.append(
+                        shared.Row(
+                            f"{label} process, {how}",
+                            size=size,
+                            build=name,
+                            value=costs[key][0],
+                            cpu=costs[key][1],
+                            unit="ms",
+                            compare=shared.OVER,
+                            limit=60,
+                            floor=startup[0],
+                            floor_name=floor_name,
+                        )  # fmt: skip
+                    )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return found
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """`moss import` of a Moss JSONL export as a whole process: capsules per second, with floors.
 
-Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss]
+Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss] [--rows-only] [--json ROWS]
 
 Writes a deterministic export (capsules of about 1.7 KB in 10 workspaces) into a temporary
 folder, then imports it into fresh git projects with this checkout's `moss` and, when
@@ -13,6 +13,11 @@ alike. Whole processes use a bytecode cache in the temp folder (PYTHONPYCACHEPRE
 once. Prints the median (and best) of `--repeat` rounds: wall time, and the process's own CPU
 time (user and system, from `os.wait4`); creating files costs system time, which is most of
 an import and all of its floor.
+
+`moss import` refuses a file over 25 MB (FILE_TOO_LARGE): an export past that (100,000
+capsules make 168 MB) is imported as parts of at most 24 MB, one after another into the same
+project, timed together (the sum of their wall and CPU times, the largest peak); the row says
+so in its note, beside the refusal of the whole file.
 """
 
 from __future__ import annotations
@@ -27,9 +32,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+# bench/all.py runs this script with these arguments for its rows of issue 29's table.
+ROWS_ARGS = ["--rows-only"]
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORDS = "auth token session cache index router inbox capsule plan task review deploy schema retry lock queue handoff decision risk test".split()
@@ -110,33 +120,28 @@ class Runs:
     wall: list[float] = field(default_factory=list)
     user: list[float] = field(default_factory=list)
     system: list[float] = field(default_factory=list)
+    peak_mb: list[float] = field(default_factory=list)
 
     def add(self, wall: float, usage: resource.struct_rusage) -> None:
         self.wall.append(wall)
         self.user.append(usage.ru_utime)
         self.system.append(usage.ru_stime)
+        self.peak_mb.append(usage.ru_maxrss / 1024)
 
     def line(self, label: str, count: int) -> str:
         wall = statistics.median(self.wall)
         return (
             f"  {label:<34} {wall:7.2f} s (best {min(self.wall):5.2f})  {count / wall:6.0f}/s   "
-            f"cpu user {statistics.median(self.user):5.2f} + sys {statistics.median(self.system):5.2f} s"
+            f"cpu user {statistics.median(self.user):5.2f} + sys {statistics.median(self.system):5.2f} s, peak {max(self.peak_mb):.0f} MB"
         )
 
 
 def timed(command: list[str], cwd: Path | None, env: dict[str, str]) -> tuple[float, resource.struct_rusage, bytes]:
-    """Run a process; its wall time, its own rusage (reaped with os.wait4), and its stdout."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err)
-        _pid, status, usage = os.wait4(process.pid, 0)
-        elapsed = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode != 0:
-            raise SystemExit(f"{command[0]} failed ({process.returncode}): {out.read()[-500:]!r} {err.read()[-500:]!r}")
-        return elapsed, usage, out.read()
+    """Run a process; its wall time, its own rusage (its peak memory its own: see
+    rows.run_process) and its stdout."""
+    done = shared.run_process(command, cwd=cwd, env=env, capture=True, peak=True)
+    usage = resource.struct_rusage((done.user / 1000, done.system / 1000, int(done.peak_mb * 1024), *([0] * 13)))
+    return done.wall / 1000, usage, done.stdout
 
 
 def fresh_project(tmp: Path, label: str, moss: str, env: dict[str, str]) -> Path:
@@ -146,13 +151,60 @@ def fresh_project(tmp: Path, label: str, moss: str, env: dict[str, str]) -> Path
     return project
 
 
-def run_import(tmp: Path, label: str, moss: str, export: Path, env: dict[str, str], count: int) -> tuple[float, resource.struct_rusage]:
+def run_import(tmp: Path, label: str, moss: str, export: Path, env: dict[str, str], count: int) -> tuple[float, resource.struct_rusage] | str:
+    """One import into a fresh project: (wall seconds, rusage), or why it was refused (an
+    older build refuses an export over its size limit)."""
     project = fresh_project(tmp, label, moss, env)
-    elapsed, usage, out = timed([moss, "import", "--path", str(export), "--json"], project, env)
+    try:
+        elapsed, usage, out = timed([moss, "import", "--path", str(export), "--json"], project, env)
+    except SystemExit as refused:
+        return str(refused)[:300]
+    finally:
+        shutil.rmtree(project)
     if json.loads(out)["imported"] != count:
         raise SystemExit(f"{label}: imported {json.loads(out)['imported']} of {count}")
-    shutil.rmtree(project)
     return elapsed, usage
+
+
+PART_BYTES = 24 * 1024 * 1024  # under `moss import`'s 25 MB limit
+
+
+def write_parts(export: Path, limit: int = PART_BYTES) -> list[Path]:
+    """The records of `export` as exports of at most `limit` bytes each (each with the header
+    line), beside it: `<stem>.part<N>.jsonl`."""
+    header, *records = export.read_bytes().splitlines(keepends=True)
+    parts: list[list[bytes]] = [[]]
+    used = len(header)
+    for record in records:
+        if parts[-1] and used + len(record) > limit:
+            parts.append([])
+            used = len(header)
+        parts[-1].append(record)
+        used += len(record)
+    paths = []
+    for number, lines in enumerate(parts):
+        path = export.with_name(f"{export.stem}.part{number}.jsonl")
+        path.write_bytes(header + b"".join(lines))
+        paths.append(path)
+    return paths
+
+
+def run_import_parts(tmp: Path, label: str, moss: str, parts: list[Path], env: dict[str, str], count: int) -> tuple[float, resource.struct_rusage]:
+    """The parts imported one after another into one fresh project: their summed wall and CPU
+    seconds and their largest peak memory, as one rusage."""
+    project = fresh_project(tmp, label, moss, env)
+    wall = user = system = 0.0
+    peak = imported = 0
+    try:
+        for part in parts:
+            elapsed, usage, out = timed([moss, "import", "--path", str(part), "--json"], project, env)
+            wall, user, system, peak = wall + elapsed, user + usage.ru_utime, system + usage.ru_stime, max(peak, usage.ru_maxrss)
+            imported += json.loads(out)["imported"]
+    finally:
+        shutil.rmtree(project)
+    if imported != count:
+        raise SystemExit(f"{label}: imported {imported} of {count} in {len(parts)} parts")
+    return wall, resource.struct_rusage((user, system, peak, *([0] * 13)))
 
 
 def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resource.struct_rusage]:
@@ -164,40 +216,91 @@ def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resou
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000")
+    shared.add_common_arguments(parser, default_sizes=(1000, 10000))
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--baseline", default=None, help="another installation's moss, measured alternately (the 'before')")
     parser.add_argument("--no-fsync-floor", action="store_true", help="leave out the slow floor of one fsync per file")
+    parser.add_argument("--rows-only", action="store_true", help="issue 29's rows only: no fsync-per-file floor, one round from 50,000 on")
     args = parser.parse_args()
     ours = str(Path(sys.executable).with_name("moss"))
-    commands = {"after": ours, **({"before": args.baseline} if args.baseline else {})}
+    baseline = shared.baseline_moss(args.baseline)
+    commands = {"after": ours, **({"before": baseline} if baseline else {})}
+    found: list[shared.Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-import-") as name:
         tmp = Path(name)
         (tmp / "home").mkdir()
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "HOME": str(tmp / "home")}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = {**shared.process_env(tmp / "pycache"), "HOME": str(tmp / "home")}
         (tmp / "home" / ".moss").mkdir()
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in shared.sizes(args.sizes, (1000, 10000)):
+            repeat = 1 if args.quick or (args.rows_only and size >= 50_000) else args.repeat
             export = tmp / "home" / ".moss" / "exports" / f"bench-{size}.jsonl"
             export.parent.mkdir(parents=True, exist_ok=True)
             total = write_export(export, size)
-            for label, moss in commands.items():  # warm the bytecode cache once
-                run_import(tmp, label, moss, export, env, size)
+            refused: dict[str, str] = {}
+            parts: list[Path] = []  # the export in parts under the limit, once a build refused it whole
+            for label, moss in commands.items():  # warm the bytecode cache once (a small import)
+                small = tmp / "home" / ".moss" / "exports" / "warm.jsonl"
+                write_export(small, 10)
+                run_import(tmp, label, moss, small, env, 10)
             runs: dict[str, Runs] = {}
-            floors = {"once": "floor: write + one syncfs", **({} if args.no_fsync_floor else {"each": "floor: write + fsync each file"})}
-            for _ in range(args.repeat):
+            no_fsync_floor = args.no_fsync_floor or args.rows_only
+            floors = {"once": "floor: write + one syncfs", **({} if no_fsync_floor else {"each": "floor: write + fsync each file"})}
+            for _ in range(repeat):
                 # Alternate every command with the floors, so the machine's load hits all alike.
                 for label, moss in commands.items():
-                    runs.setdefault(f"moss import ({label})", Runs()).add(*run_import(tmp, label, moss, export, env, size))
+                    done: tuple[float, resource.struct_rusage] | str = "refused"
+                    if label not in refused:
+                        done = run_import(tmp, label, moss, export, env, size)
+                        if isinstance(done, str):
+                            refused[label] = done
+                    if isinstance(done, str):
+                        if "FILE_TOO_LARGE" not in refused[label]:
+                            continue
+                        parts = parts or write_parts(export)
+                        done = run_import_parts(tmp, label, moss, parts, env, size)
+                    runs.setdefault(f"moss import ({label})", Runs()).add(*done)
                 for sync, label in floors.items():
                     runs.setdefault(label, Runs()).add(*run_floor(tmp, size, total // size, sync))
                 elapsed, usage, _out = timed([ours, "version"], tmp, env)
                 runs.setdefault("start-up: moss version", Runs()).add(elapsed, usage)
-            print(f"corpus: {size} capsules, export {total / 1e6:.1f} MB ({total // size} bytes a record); median of {args.repeat} (best)")
+            print(f"corpus: {size} capsules, export {total / 1e6:.1f} MB ({total // size} bytes a record); median of {repeat} (best); {shared.load()}")
             for label, measured in runs.items():
                 print(measured.line(label, size))
-            after, floor = statistics.median(runs["moss import (after)"].wall), statistics.median(runs["floor: write + one syncfs"].wall)
-            print(f"  moss import / syncfs floor: {after / floor:.2f}x wall")
+            for label, why in refused.items():
+                print(f"  moss import ({label}) refused the whole file: {why}")
+                if "FILE_TOO_LARGE" in why:
+                    print(f"  moss import ({label}) above: the export in {len(parts)} parts of at most {PART_BYTES >> 20} MB, into one project")
+            floor = statistics.median(runs["floor: write + one syncfs"].wall)
+            if "moss import (after)" in runs:
+                print(f"  moss import / syncfs floor: {statistics.median(runs['moss import (after)'].wall) / floor:.2f}x wall")
+            for label, build in (("after", "this"), ("before", "baseline")):
+                measured = runs.get(f"moss import ({label})")
+                if measured is None:
+                    continue
+                wall = statistics.median(measured.wall)
+                cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
+                note = f"refused whole (FILE_TOO_LARGE): {len(parts)} files of <= {PART_BYTES >> 20} MB, one after another" if label in refused else ""
+                found.append(
+                    shared.Row(
+                        "moss import, capsules/s",
+                        size=size,
+                        build=build,
+                        value=size / wall,
+                        cpu=cpu,
+                        unit="/s",
+                        compare=shared.AT_LEAST,
+                        limit=5000,
+                        floor=size / floor,
+                        floor_name="write + one syncfs process",
+                        note=note,
+                    )  # fmt: skip
+                )
+                found.append(
+                    shared.Row(
+                        "moss import, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300, note=note
+                    )
+                )
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
 
 
 if __name__ == "__main__":

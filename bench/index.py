@@ -1,6 +1,6 @@
 """Search index figures on a generated workspace, each printed next to the same run's floor.
 
-Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense] [--baseline MOSS] [--repeat 5]
+Run: .venv/bin/python bench/index.py [--sizes 1000 10000 50000] [--seed 42] [--dense] [--baseline MOSS] [--repeat 5] [--rows-only] [--quick] [--json ROWS]
 
 For each size, in a temporary folder, `corpus.generate_workspace` lays out insights, sessions,
 capsules, messages, board tasks and cstack files; then it measures (best of several runs, as
@@ -13,11 +13,13 @@ the machine may be busy; the floors likewise):
 - tokens (characters / 4) of scan's 20 results against expand of the same 20 ids;
 - issue 18's table, as whole processes with a bytecode cache, wall time and CPU time (user +
   system, from wait4): `moss search`, `moss index refresh` (no change) and `moss index
-  rebuild` of a baseline build of moss-files (`--baseline`: its `moss`, by default
-  /work/main's) and of this one, walking and (Linux) with each build's own `moss index watch`
+  rebuild` of a baseline build of moss-files (`--baseline`: its `moss`) and of this one, walking and (Linux) with each build's own `moss index watch`
   running, beside the floors `python -c "import sqlite3, yaml"`, a bare scandir+stat walk
   process and a bare build process (walk + read + C YAML + FTS5, loading nothing else); the
   commands take turns, `--repeat` runs each, the best counts.
+`--rows-only` measures only that table's whole processes (and the rebuild's peak memory), the
+rows `bench/all.py` collects (`--json`); `--quick` runs fewer repetitions. The corpus is
+generated once per size and seed and cached (bench/rows.py), then copied for each run.
 `--dense` uses the 40-word bodies of `corpus.generate` (every word in most documents), the
 worst case for ranking; by default bodies have a Zipf vocabulary, as real text does.
 """
@@ -41,14 +43,17 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
 from corpus import generate_workspace
 
 from moss_files.index import query as search_query
 from moss_files.index import service as search
 
+# bench/all.py runs this script with these arguments for its rows of issue 29's table.
+ROWS_ARGS = ["--rows-only"]
+
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RACY_SECONDS = 2.1
-DEFAULT_BASELINE = Path("/work/main/.venv/bin/moss")  # the main branch's build, for before/after
 BIN = Path(sys.executable).parent
 QUERY_MIX = {
     "rare term": "{rare}",
@@ -166,33 +171,30 @@ conn.close()
 """
 
 
-Cost = tuple[float, float]  # (wall ms, CPU ms: user + system of the process)
+Cost = tuple[float, float, float]  # (wall ms, CPU ms: user + system of the process, peak MB)
 
 
-def run_process(command: list[str], cwd: Path, env: dict[str, str]) -> Cost:
-    """One run of a whole process: its wall time and its CPU time (user + system, from wait4;
-    a process that starts helpers counts theirs as it waits for them)."""
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({process.returncode})")
-    return (time.perf_counter() - started) * 1000, (usage.ru_utime + usage.ru_stime) * 1000
+def run_process(command: list[str], cwd: Path, env: dict[str, str], *, peak: bool = False) -> Cost:
+    """One run of a whole process: its wall time, its CPU time (user + system, from wait4;
+    a process that starts helpers counts theirs as it waits for them) and, with `peak`, its
+    peak memory."""
+    done = shared.run_process(command, cwd=cwd, env=env, peak=peak)
+    return done.wall, done.cpu, done.peak_mb
 
 
-def process_costs(commands: dict[str, list[str]], cwd: Path, env: dict[str, str], repeats: int) -> dict[str, Cost]:
-    """Best wall time and best CPU time of `repeats` runs of each process, the commands taking
-    turns (so a change in the machine's load hits all alike), after one warming run each (the
-    bytecode cache, the page cache). On a shared machine the wall time also measures the wait
-    for a core; the CPU time is the process's own work."""
+def process_costs(commands: dict[str, list[str]], cwd: Path, env: dict[str, str], repeats: int, *, warm: bool = True, peak: bool = False) -> dict[str, Cost]:
+    """Best wall time, best CPU time and largest peak memory of `repeats` runs of each
+    process, the commands taking turns (so a change in the machine's load hits all alike),
+    after one warming run each (the bytecode cache, the page cache). On a shared machine the
+    wall time also measures the wait for a core; the CPU time is the process's own work."""
     runs: dict[str, list[Cost]] = {name: [] for name in commands}
-    for command in commands.values():
-        run_process(command, cwd, env)
+    if warm:
+        for command in commands.values():
+            run_process(command, cwd, env)
     for _ in range(repeats):
         for name, command in commands.items():
-            runs[name].append(run_process(command, cwd, env))
-    return {name: (min(r[0] for r in done), min(r[1] for r in done)) for name, done in runs.items()}
+            runs[name].append(run_process(command, cwd, env, peak=peak))
+    return {name: (min(r[0] for r in done), min(r[1] for r in done), max(r[2] for r in done)) for name, done in runs.items()}
 
 
 class Watching:
@@ -207,7 +209,7 @@ class Watching:
         python = str(Path(moss).with_name("python"))
         fingerprint = subprocess.run([python, "-c", ask], cwd=root, check=True, capture_output=True, text=True, env=env).stdout.strip()
         self.process = subprocess.Popen([moss, "index", "watch"], cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while watch.synced(root, fingerprint) is None:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -220,25 +222,31 @@ class Watching:
         self.process.wait(timeout=60)
 
 
-def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) -> None:
-    """Issue 18's table: whole processes of the baseline build and of this one, walking and
-    with each build's own watcher running, beside the floors, all from this run."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+def process_table(root: Path, tmp: Path, baseline: str | None, repeats: int, size: int, rebuild_repeats: int = 2) -> list[shared.Row]:
+    """Issue 18's and 29's table: whole processes of the baseline build and of this one,
+    walking and with each build's own watcher running, beside the floors, all from this run;
+    returns the rows of issue 29's table."""
+    env = shared.process_env(tmp / "pycache")
     builds = {"this": str(BIN / "moss"), **({"baseline": str(baseline)} if baseline else {})}
     # Each build keeps its own index, on its own copy of the workspace: two builds that know
     # different kinds would otherwise rebuild the shared index on every alternate run.
     roots = {"this": root}
     if baseline:
         roots["baseline"] = tmp / "ws-baseline"
-        shutil.copytree(root, roots["baseline"], symlinks=True)
+        shared.copy_of(root, roots["baseline"])
     floors = {
         "startup": [sys.executable, "-c", "import sqlite3, yaml"],
         "walk": [sys.executable, "-c", WALK_SCRIPT, str(root)],
     }
     build_floor = [sys.executable, "-c", BARE_BUILD_SCRIPT, str(root), str(tmp / "bare.db")]
+    time.sleep(RACY_SECONDS)  # a file indexed within the racy window of its copy is re-read until older
     rebuilds = process_costs(
-        {"floor": build_floor, **{name: [moss, "index", "rebuild", "--root", str(roots[name])] for name, moss in builds.items()}}, root, env, 2
+        {"floor": build_floor, **{name: [moss, "index", "rebuild", "--root", str(roots[name])] for name, moss in builds.items()}},
+        root,
+        env,
+        rebuild_repeats,
+        warm=False,  # each is seconds long: its own start-up is noise
+        peak=True,
     )
     walking = process_costs(
         {
@@ -263,23 +271,25 @@ def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) ->
             warm[f"{name} search"], warm[f"{name} refresh"] = found["search"], found["refresh"]
             # The floors again, measured beside these runs: the least of both rounds.
             for floor in floors:
-                walking[floor] = (min(walking[floor][0], found[floor][0]), min(walking[floor][1], found[floor][1]))
+                walking[floor] = (min(walking[floor][0], found[floor][0]), min(walking[floor][1], found[floor][1]), walking[floor][2])
 
     def cell(value: Cost | None) -> str:
         return "-" if value is None else f"{value[0]:.0f} / {value[1]:.0f}"
 
     startup, walk, build = walking["startup"], walking["walk"], rebuilds["floor"]
     print("  whole processes, ms wall / ms CPU (best of runs)   baseline     baseline+watch   this         this+watch    floor")
-    rows = (
+    lines = (
         ("moss search deploy", "search", walking, f"import sqlite3, yaml {cell(startup)}; target floor + 60"),
-        ("moss index refresh, no change", "refresh", walking, f"walk+stat process {cell(walk)}; target 1.5x"),
+        ("moss index refresh, no change", "refresh", walking, f"walk+stat process {cell(walk)}; target 1.3x"),
     )
-    for label, what, table, floor in rows:
+    for label, what, table, floor in lines:
         cells = [table.get(f"baseline {what}"), warm.get(f"baseline {what}"), table.get(f"this {what}"), warm.get(f"this {what}")]
         print(f"  {label:<46} " + " ".join(f"{cell(value):>13}" for value in cells) + f"   {floor}")
     print(
         f"  {'moss index rebuild':<46} {cell(rebuilds.get('baseline')):>13} {'-':>13} {cell(rebuilds['this']):>13} {'-':>13}   bare build process {cell(build)}; target 1.3x"
     )
+    peaks = "   ".join(f"{name} {rebuilds[name][2]:.0f} MB" for name in ("floor", *builds))
+    print(f"  {'rebuild, peak memory':<46} {peaks}")
 
     def over(value: Cost | None) -> str:
         return "-" if value is None else f"+{value[0] - startup[0]:.0f} / +{value[1] - startup[1]:.0f} ms"
@@ -290,9 +300,89 @@ def process_table(root: Path, tmp: Path, baseline: Path | None, repeats: int) ->
     for name in builds:
         print(
             f"  {name:<8} search {over(walking[f'{name} search'])} (watcher {over(warm.get(f'{name} search'))}) over the floor;"
-            f" refresh {ratio(walking[f'{name} refresh'], walk)} (watcher {ratio(warm.get(f'{name} refresh'), walk)}) the walk;"
+            f" refresh {ratio(walking[f'{name} refresh'], walk)} (watcher {over(warm.get(f'{name} refresh'))} over the floor) the walk;"
             f" rebuild {ratio(rebuilds[name], build)} the bare build   (wall / CPU)"
         )
+    found_rows: list[shared.Row] = []
+    startup_name, walk_name = "python -c 'import sqlite3, yaml'", "scandir+stat walk process"
+    for name in builds:
+        row = {"size": size, "build": name, "unit": "ms"}
+        found_rows.append(
+            shared.Row(
+                "moss search, walking",
+                value=walking[f"{name} search"][0],
+                cpu=walking[f"{name} search"][1],
+                compare=shared.OVER,
+                limit=60,
+                floor=startup[0],
+                floor_name=startup_name,
+                **row,
+            )  # fmt: skip
+        )
+        if f"{name} search" in warm:
+            found_rows.append(
+                shared.Row(
+                    "moss search, watcher",
+                    value=warm[f"{name} search"][0],
+                    cpu=warm[f"{name} search"][1],
+                    compare=shared.OVER,
+                    limit=60,
+                    floor=startup[0],
+                    floor_name=startup_name,
+                    **row,
+                )  # fmt: skip
+            )
+        found_rows.append(
+            shared.Row(
+                "moss index refresh (no change), walking",
+                value=walking[f"{name} refresh"][0],
+                cpu=walking[f"{name} refresh"][1],
+                compare=shared.RATIO,
+                limit=1.3,
+                floor=walk[0],
+                floor_name=walk_name,
+                **row,
+            )  # fmt: skip
+        )
+        if f"{name} refresh" in warm:
+            found_rows.append(
+                shared.Row(
+                    "moss index refresh (no change), watcher",
+                    value=warm[f"{name} refresh"][0],
+                    cpu=warm[f"{name} refresh"][1],
+                    compare=shared.OVER,
+                    limit=20,
+                    floor=startup[0],
+                    floor_name=startup_name,
+                    **row,
+                )  # fmt: skip
+            )
+        found_rows.append(
+            shared.Row(
+                "moss index rebuild",
+                value=rebuilds[name][0],
+                cpu=rebuilds[name][1],
+                compare=shared.RATIO,
+                limit=1.3,
+                floor=build[0],
+                floor_name="bare build process",
+                **row,
+            )  # fmt: skip
+        )
+        found_rows.append(
+            shared.Row(
+                "moss index rebuild, peak memory",
+                value=rebuilds[name][2],
+                compare=shared.AT_MOST,
+                limit=300,
+                floor=build[2],
+                floor_name="bare build process",
+                size=size,
+                build=name,
+                unit="MB",
+            )  # fmt: skip
+        )
+    return found_rows
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -326,13 +416,21 @@ def pick_words(root: Path) -> tuple[str, str]:
     return (rare[len(rare) // 2] if rare else "zzzz"), phrase
 
 
-def measure(size: int, seed: int, dense: bool, baseline: Path | None, process_repeats: int) -> None:
+def workspace_corpus(size: int, seed: int, dense: bool) -> Path:
+    """The cached workspace corpus of this size (generated on first use)."""
+    return shared.cached(f"workspace{'-dense' if dense else ''}", size, seed, lambda folder: generate_workspace(folder, size, seed, dense=dense))
+
+
+def measure(size: int, seed: int, dense: bool, baseline: str | None, process_repeats: int, *, rows_only: bool, quick: bool) -> list[shared.Row]:
     tmp = Path(tempfile.mkdtemp(prefix="moss-index-bench-"))
     try:
         root = tmp / "ws"
         started = time.perf_counter()
-        generate_workspace(root, size, seed, dense=dense)
+        shared.copy_of(workspace_corpus(size, seed, dense), root)
         made = time.perf_counter() - started
+        if rows_only:
+            print(f"\ncorpus: {size} artifacts{', dense 40-word bodies' if dense else ''}, seed {seed}, copied in {made:.1f}s; {shared.load()}")
+            return process_table(root, tmp, baseline, process_repeats, size, rebuild_repeats=1 if quick or size > 50_000 else 2)
         ctx = search.Context(root)
         index = search.open_index(ctx)
         repeats = 3 if size <= 10_000 else 1
@@ -398,7 +496,7 @@ def measure(size: int, seed: int, dense: bool, baseline: Path | None, process_re
         scan_tokens = len(json.dumps(scanned, ensure_ascii=False)) / 4
         expand_tokens = len(json.dumps(expanded, ensure_ascii=False)) / 4
 
-        print(f"\ncorpus: {size} artifacts ({files} files, {items} items{', dense 40-word bodies' if dense else ''}), seed {seed}, generated in {made:.1f}s")
+        print(f"\ncorpus: {size} artifacts ({files} files, {items} items{', dense 40-word bodies' if dense else ''}), seed {seed}, copied in {made:.1f}s")
         print(f"  full rebuild            {rebuild:8.3f} s   floor (walk+read+C YAML+FTS5 insert) {floor_build:.3f} s   {files / rebuild:,.0f} files/s")
         print(
             f"  no-change refresh       {refresh * 1000:8.1f} ms  floor (walk+stat) {floor_walk * 1000:.1f} ms   ratio {refresh / floor_walk:.2f}  (target <= 1.3)"
@@ -413,23 +511,27 @@ def measure(size: int, seed: int, dense: bool, baseline: Path | None, process_re
         print(f"  moss search (process)   {typer_ms:.0f} ms   floor python -c pass {python_floor:.0f} ms{rg_text}")
         saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0
         print(f"  tokens, 20 results      scan {scan_tokens:,.0f}   expand {expand_tokens:,.0f}   saving {saving:.0f}% (spec: 60-80%)")
-        process_table(root, tmp, baseline, process_repeats)
+        return process_table(root, tmp, baseline, process_repeats, size)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
+    shared.add_common_arguments(parser, default_sizes=(1000, 10000, 50000))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--dense", action="store_true", help="40-word bodies: every word in most documents")
-    parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE, help="the `moss` of the build to compare with (none: skip)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each whole process in the table (the best counts)")
+    parser.add_argument("--rows-only", action="store_true", help="only the whole processes of issue 29's rows (as bench/all.py runs it)")
     args = parser.parse_args()
-    baseline = args.baseline if args.baseline and args.baseline.exists() else None
-    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}")
-    for size in args.sizes:
-        measure(size, args.seed, args.dense, baseline, args.repeat)
+    baseline = shared.baseline_moss(args.baseline)
+    repeat = min(args.repeat, 3) if args.quick else args.repeat
+    print(f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}, {shared.load()}")
+    found: list[shared.Row] = []
+    for size in shared.sizes(args.sizes, (1000, 10000, 50000)):
+        found += measure(size, args.seed, args.dense, baseline, repeat, rows_only=args.rows_only, quick=args.quick)
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
 
 
 if __name__ == "__main__":

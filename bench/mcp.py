@@ -3,6 +3,7 @@
 `tools/list` per tool set.
 
 Run: .venv/bin/python bench/mcp.py [--count 10000] [--starts 15] [--calls 200]
+     .venv/bin/python bench/mcp.py --rows-only [--sizes 10000 100000] [--quick] [--json ROWS]  (issue 29's row)
 
 How it measures. Cold start: the installed `moss serve` is spawned with one JSON-RPC line at a
 time on its stdin (no client library in the way); the clock runs from just before the spawn to
@@ -37,6 +38,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE] + [str(_HERE)]
 
 import anyio  # noqa: E402
+import rows as shared  # noqa: E402
 from corpus import generate_workspace  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 
@@ -44,6 +46,9 @@ from moss_files.capsules import service as capsules  # noqa: E402
 from moss_files.foundation.context import AGENT, Context  # noqa: E402
 from moss_files.index import service as search  # noqa: E402
 from moss_files.mcp.server import TOOL_SETS, build_server, parse_sets  # noqa: E402
+
+# bench/all.py runs this script with these arguments for its row of issue 29's table.
+ROWS_ARGS = ["--rows-only"]
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -175,12 +180,83 @@ async def list_sizes(workspace: Path) -> None:
         print(f"  {label:<12} {count:>5} {sizes[0]:>8} {sizes[1]:>11}")
 
 
+async def first_list(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
+    """Seconds from spawning a stdio MCP server under the SDK's own client to the answer of its
+    first `tools/list` (the client sends `initialize` and `notifications/initialized` first),
+    and the number of tools listed."""
+    server = StdioServerParameters(command=command[0], args=command[1:], cwd=str(cwd), env=env)
+    started = time.perf_counter()
+    async with Client(server, mode="legacy") as client:
+        listed = await client.list_tools()
+        elapsed = time.perf_counter() - started
+    return elapsed, len(listed.tools)
+
+
+def first_list_rows(sizes: list[int], repeat: int) -> list[shared.Row]:
+    """Issue 29's row: `moss serve` over stdio, cold (a new process, its bytecode cached),
+    from spawn to the first `tools/list` answer, in a workspace of `size` artifacts (the
+    cached corpus of bench/index.py, its index built), beside the floor of the same run: a
+    minimal SDK server with one tool, reached the same way. Best of `repeat` runs taken in
+    turns (the machine may be shared), the median in the note."""
+    found: list[shared.Row] = []
+    moss = str(Path(sys.executable).with_name("moss"))
+    for size in sizes:
+        corpus = shared.cached("workspace", size, 42, lambda folder, size=size: generate_workspace(folder, size, 42))
+        tmp = Path(tempfile.mkdtemp(prefix="moss-bench-mcp-rows-"))
+        try:
+            env = shared.process_env(tmp / "pycache")
+            root = shared.copy_of(corpus, tmp / "ws")
+            time.sleep(2.1)  # files copied within the index's racy window are re-read until older
+            shared.run_process([moss, "index", "rebuild", "--root", str(root)], env=env)
+            floor_script = tmp / "floor_server.py"
+            floor_script.write_text(FLOOR_SERVER)
+            commands = {"moss serve": [moss, "serve"], "floor": [sys.executable, str(floor_script)]}
+            for command in commands.values():  # fills the bytecode cache
+                anyio.run(first_list, command, root, env)
+            times: dict[str, list[float]] = {name: [] for name in commands}
+            tools = 0
+            for _ in range(repeat):
+                for name, command in commands.items():
+                    elapsed, listed = anyio.run(first_list, command, root, env)
+                    times[name].append(elapsed)
+                    tools = listed if name == "moss serve" else tools
+            mine, floor = times["moss serve"], times["floor"]
+            print(
+                f"corpus: {size} artifacts; {shared.load()}; spawn -> first tools/list answer, s (best / median of {repeat}):"
+                f" moss serve ({tools} tools) {min(mine):.3f} / {statistics.median(mine):.3f}, SDK floor {min(floor):.3f} / {statistics.median(floor):.3f}",
+                flush=True,
+            )
+            found.append(
+                shared.Row(
+                    "MCP initialize -> first tools/list, cold",
+                    size=size,
+                    value=min(mine),
+                    unit="s",
+                    compare=shared.AT_MOST,
+                    limit=0.8,
+                    floor=min(floor),
+                    floor_name="SDK server with 1 tool",
+                    note=f"median {statistics.median(mine):.3f} s of {repeat}; {tools} tools",
+                )
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10000, help="Artifacts in the workspace.")
     parser.add_argument("--starts", type=int, default=15, help="Cold starts per server.")
     parser.add_argument("--calls", type=int, default=200, help="Calls per latency figure.")
+    shared.add_common_arguments(parser, default_sizes=(10_000, 100_000))
+    parser.add_argument("--rows-only", action="store_true", help="only issue 29's row, initialize -> first tools/list, at each of --sizes")
     args = parser.parse_args()
+    if args.rows_only:
+        found = first_list_rows(shared.sizes(args.sizes), 3 if args.quick else 7)
+        shared.print_rows(found)
+        shared.write_rows(args.json, found)
+        return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
     folder = Path(tempfile.mkdtemp(prefix="moss-bench-mcp-"))
     cache = Path(tempfile.mkdtemp(prefix="moss-bench-pycache-"))

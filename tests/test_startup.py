@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from typing import Any
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
 from moss_files.cli import app as cli
+from moss_files.cli import top_help
 from tests.conftest import run_cli
 
 
@@ -56,3 +59,46 @@ def test_moss_help_lists_every_command_and_runs_build_one() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stderr.strip().splitlines()[-1] == "['fetch', 'version']"
+
+
+TYPER_HELP = "import sys\nfrom moss_files.cli.app import app\napp(sys.argv[1:], prog_name='moss')\n"
+TOP_HELP_PROBE = (
+    "import sys\n"
+    "from moss_files.cli import main as m\n"
+    "sys.argv = ['moss', *sys.argv[1:]]\n"
+    "try:\n"
+    "    m.main()\n"
+    "except SystemExit as done:\n"
+    "    print(done.code, 'typer' in sys.modules, file=sys.stderr)\n"
+)
+
+
+def help_env(columns: str | None) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    return env
+
+
+def test_top_help_text_is_what_typer_renders_now() -> None:
+    # A stale copy (a command added, a first help sentence changed) fails here: regenerate it
+    # with `.venv/bin/python -m moss_files.cli.top_help`.
+    assert top_help.TEXT == top_help.render()
+
+
+@pytest.mark.parametrize("columns", [None, "80", "200", "79", "60"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_moss_help_prints_what_typer_prints_and_loads_typer_only_when_narrow(columns: str | None, flag: str) -> None:
+    env = help_env(columns)
+    typer_run = subprocess.run([sys.executable, "-c", TYPER_HELP, flag], capture_output=True, text=True, timeout=60, env=env, check=False)
+    probe = subprocess.run([sys.executable, "-c", TOP_HELP_PROBE, flag], capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert typer_run.returncode == 0, typer_run.stderr
+    assert probe.stdout == typer_run.stdout
+    narrow = columns is not None and int(columns) < top_help.MIN_COLUMNS
+    assert probe.stderr.split() == ["0", str(narrow)], probe.stderr
+
+
+def test_other_help_requests_still_go_to_typer() -> None:
+    for words in (["--help", "--version"], ["version", "--help"], ["--version"]):
+        probe = subprocess.run([sys.executable, "-c", TOP_HELP_PROBE, *words], capture_output=True, text=True, timeout=60, env=help_env("80"), check=False)
+        assert probe.stderr.split()[-1] == "True", (words, probe.stderr)

@@ -2,7 +2,9 @@
 
 `main` runs the common forms of `moss search` and `moss index refresh|rebuild` without typer
 (`cli.quick`: they are a few milliseconds of work, and typer's machinery cost a search process
-more than its query), and `moss hook EVENT` (`hooks.run`: an agent's hook, on its path); every
+more than its query), `moss hook EVENT` (`hooks.run`: an agent's hook, on its path), and
+`moss --help` / `moss -h` at a terminal of 80 columns or more (`cli.top_help`: the page typer
+prints, kept as text, where typer would load every feature module to write it); every
 other invocation goes to the typer app in `cli.app`, which builds only the command it runs. This module imports neither, so a quick run never loads typer.
 `app` and the app's helpers are still reachable as this module's attributes, loaded on first
 use.
@@ -25,6 +27,8 @@ def main() -> None:
         from moss_files.hooks import run
 
         raise SystemExit(run.main(argv[1:]))
+    if argv in (["--help"], ["-h"]) and _print_top_help():
+        raise SystemExit(0)
     from moss_files.cli import quick
 
     status = quick.run(argv)
@@ -35,6 +39,29 @@ def main() -> None:
 
     warn_if_clone_lacks_merge_driver(argv, setup_commands=quick.SETUP_COMMANDS)
     app()
+
+
+def _print_top_help() -> bool:
+    """Print `moss --help` from `cli.top_help` when typer would print that very text (click
+    wraps it at 78 columns, and writes to the streams as they are); False to leave it to typer."""
+    import shutil
+
+    from moss_files.cli import streams, top_help
+
+    if shutil.get_terminal_size().columns < top_help.MIN_COLUMNS or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
+        return False
+    try:
+        sys.stdout.write(top_help.TEXT)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # As click: the reader went away (`moss --help | head -1`); keep the interpreter's
+        # final flush from failing again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None
+    return True
 
 
 def __getattr__(name: str) -> Any:

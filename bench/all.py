@@ -1,0 +1,166 @@
+"""Every row of issue 29's table in one run: each bench below measures its rows at each size
+beside floors from the same run, and this prints one table with the growth exponent of each
+row between sizes.
+
+Run: .venv/bin/python bench/all.py [--quick] [--sizes 10000 100000] [--baseline /path/to/other/checkout/.venv/bin/moss] [--only NAME ...] [--json rows.json]
+
+`--quick` runs every row at 10,000 only, with fewer repetitions (a few minutes). `--sizes`
+(or `--size`) picks the corpus sizes: `--size 100000` runs the 100k corpus, `--size 200` a tiny
+one (the test suite's smoke run). `--json PATH` also writes every row as one JSON list (`-`:
+to stdout, the progress then going to stderr), each row with the name of its bench added. `--baseline` names another installation's
+`moss` (or its `python`, or its checkout): the benches measure it beside this one, and the
+table shows both ("before" and "after"). The growth exponent of a row is log(value at the
+larger size / value at the smaller) / log(larger / smaller): 1.0 grows as the corpus does; a
+rate is turned into time per run first. Each bench prints its own figures as it goes; the
+table follows at the end.
+
+HOW A BENCH JOINS THIS TABLE (the convention; no edit of this file is needed). A script
+`bench/NAME.py` takes part when it assigns, at its top level, a literal list of strings to
+`ROWS_ARGS`: the arguments that make it measure only its rows of issue 29's table, e.g.
+
+    ROWS_ARGS = ["--rows-only"]
+
+This script finds such scripts by reading their source (it imports none of them) and runs
+each as its own process, in the order of their names:
+
+    python bench/NAME.py *ROWS_ARGS --sizes N [N ...] --json PATH [--quick] [--baseline MOSS]
+
+The script measures each size beside its floors from the same run, writes its rows to PATH
+as one JSON list (`rows.write_rows`; a row is `rows.Row`: measure, size, build, value, unit,
+floor, floor_name, ratio, over, target, met, cpu, note) and exits 0. `rows.add_common_arguments`
+adds those four options; `rows.cached` and `rows.copy_of` give it a corpus generated once per
+size; `rows.run_process(..., peak=True)` times a child with its own peak memory. A bench that
+fails (non-zero exit, no PATH written) is reported as failed and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+
+def discover(folder: Path = shared.BENCH) -> list[tuple[str, Path, list[str]]]:
+    """The benches that take part (see the module's docstring): (name, script, its ROWS_ARGS),
+    in the order of their names. A script is read, never imported."""
+    found = []
+    for script in sorted(folder.glob("*.py")):
+        try:
+            tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+            if any(isinstance(target, ast.Name) and target.id == "ROWS_ARGS" for target in targets):
+                value = ast.literal_eval(node.value)  # type: ignore[arg-type]
+                if not (isinstance(value, list) and all(isinstance(word, str) for word in value)):
+                    raise SystemExit(f"{script}: ROWS_ARGS must be a list of strings")
+                found.append((script.stem, script, value))
+    return found
+
+
+def exponent(small: dict, large: dict) -> float | None:
+    """The growth exponent of one row between two sizes (of time: a rate is inverted)."""
+    a, b = small["value"], large["value"]
+    if not a or not b or large["size"] == small["size"]:
+        return None
+    if small["compare"] == shared.AT_LEAST:  # items/s: time per run is size / rate
+        a, b = small["size"] / a, large["size"] / b
+    return math.log(b / a) / math.log(large["size"] / small["size"])
+
+
+def table(found: list[dict]) -> None:
+    """One line per (measure, size, build): figure, floor, ratio and excess over the floor,
+    target and whether it is met; then the growth exponent per (measure, build)."""
+    builds = list(dict.fromkeys(row["build"] for row in found))
+    order = list(dict.fromkeys(row["measure"] for row in found))
+    width = max([len(m) for m in order] + [len("measure")])
+    build_head = f" {'build':<8}" if len(builds) > 1 else ""
+    print(f"\n{'measure':<{width}} {'size':>7}{build_head} {'figure':>12} {'floor':>12} {'ratio':>6} {'over':>9}  {'target':<22} met?  floor is")
+    for measure in order:
+        mine = [row for row in found if row["measure"] == measure]
+        for size in sorted({row["size"] for row in mine}):
+            for build in builds:
+                row = next((r for r in mine if r["size"] == size and r["build"] == build), None)
+                if row is None:
+                    continue
+                unit = row["unit"]
+                floor = "-" if row["floor"] is None else f"{row['floor']:.1f} {unit}"
+                ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+                over = "-" if row["over"] is None or row["compare"] != shared.OVER else f"{row['over']:+.0f} {unit}"
+                build_cell = f" {build:<8}" if len(builds) > 1 else ""
+                print(
+                    f"{measure:<{width}} {size or '-':>7}{build_cell} {row['value']:>9.1f} {unit:<2} {floor:>12} {ratio:>6} {over:>9}  {row['target']:<22} "
+                    f"{'yes ' if row['met'] else 'NO  '}  {row['floor_name']}"
+                )
+        for build in builds:
+            series = sorted((r for r in mine if r["build"] == build), key=lambda r: r["size"])
+            if len(series) >= 2:
+                grown = exponent(series[0], series[-1])
+                if grown is not None:
+                    label = f"{build} " if len(builds) > 1 else ""
+                    print(f"{'':<{width}} {'growth':>7} {label}exponent {grown:.2f} ({series[0]['size']} -> {series[-1]['size']})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every row at 10,000 only, fewer repetitions")
+    parser.add_argument("--sizes", "--size", nargs="+", default=None, help="corpus sizes (default 10000 100000; --quick: 10000)")
+    parser.add_argument("--baseline", default=None, help="another checkout's moss or python (its .venv/bin/...), measured beside this one")
+    benches = discover()
+    parser.add_argument("--only", nargs="+", default=None, help="only these benches: " + ", ".join(name for name, _, _ in benches))
+    parser.add_argument("--json", type=str, default=None, help="also write every row to this file as one JSON list ('-': stdout)")
+    args = parser.parse_args()
+    # With --json -, stdout carries the JSON only: the progress and the table go to stderr.
+    say = sys.stderr if args.json == "-" else sys.stdout
+    sizes = shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES)
+    baseline = shared.baseline_moss(args.baseline)
+    unknown = set(args.only or ()) - {name for name, _, _ in benches}
+    if unknown:
+        raise SystemExit(f"--only: no bench named {', '.join(sorted(unknown))} (there are: {', '.join(name for name, _, _ in benches)})")
+    chosen = [bench for bench in benches if args.only is None or bench[0] in args.only]
+    print(f"bench/all.py: sizes {', '.join(map(str, sizes))}; {shared.load()}; python {sys.version.split()[0]}", file=say, flush=True)
+    found: list[dict] = []
+    failed: list[str] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="moss-bench-all-") as name:
+        for bench, script, extra in chosen:
+            out = Path(name) / f"{bench}.json"
+            command = [sys.executable, str(script), *extra, "--sizes", *map(str, sizes), "--json", str(out)]
+            if args.quick:
+                command.append("--quick")
+            if baseline:
+                command += ["--baseline", baseline]
+            print(f"\n=== {bench}: {' '.join(command[1:])}   ({shared.load()})", file=say, flush=True)
+            began = time.perf_counter()
+            done = subprocess.run(command, check=False, stdout=say)
+            if done.returncode != 0 or not out.exists():
+                print(f"=== {bench} failed (exit {done.returncode})", file=say, flush=True)
+                failed.append(bench)
+                continue
+            found.extend({**row, "bench": bench} for row in json.loads(out.read_text(encoding="utf-8")))
+            print(f"=== {bench}: {time.perf_counter() - began:.0f}s", file=say, flush=True)
+    print(f"\nall rows, {time.perf_counter() - started:.0f}s in all; {shared.load()} at the end", file=say)
+    with contextlib.redirect_stdout(say):
+        table(found)
+    if failed:
+        print(f"\nfailed benches: {', '.join(failed)}", file=say)
+    if args.json == "-":
+        print(json.dumps(found, indent=1))
+    elif args.json:
+        Path(args.json).write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
