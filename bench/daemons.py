@@ -24,7 +24,8 @@ warm-up (target: ≤ 1.10×). Descriptors: the most after warm-up beside the mos
 (target: ≤ 1.00×). The RSS slope after warm-up (least squares, per round) is printed too: a
 steady leak shows as a slope that does not shrink with more rounds.
 
-`rows(size)` returns the rows for bench/all.py. Nothing outside temporary folders is written.
+`rows(size)` returns the rows as dicts; `--rows-only [--sizes N...] [--json PATH]` writes them
+for bench/all.py (ROWS_ARGS). Nothing outside temporary folders is written.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -210,53 +212,81 @@ def slope(values: list[float]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values)) / sum((x - mean_x) ** 2 for x in range(count))
 
 
-def day_rows(daemon: str, size: int, series: list[tuple[float, int]], warmup: int) -> list[dict[str, Any]]:
-    """The RSS and descriptor rows of one daemon's series, the warm-up's end as the floor."""
-    warm = series[min(warmup, len(series)) - 1]
-    last = series[-1]
-    rss_ratio = last[0] / warm[0]
-    # Descriptors: the most after warm-up beside the most during it (a leak raises the most;
-    # a descriptor a pass holds at the instant of a reading does not).
+# bench/all.py runs `daemons.py --rows-only --sizes N... --json PATH` (bench/rows.py).
+ROWS_ARGS = ["--rows-only"]
+
+
+def day_rows(daemon: str, size: int, series: list[tuple[float, int]], warmup: int) -> list[Any]:
+    """The RSS and descriptor rows (`bench/rows.Row`) of one daemon's series: RSS at the end
+    of the day beside the end of the warm-up (target ≤ RSS_TARGET×); descriptors, the most
+    after warm-up beside the most during it (a leak raises the most; a descriptor a pass holds
+    at the instant of a reading does not; target ≤ 1×)."""
+    import rows as shared
+
+    warm, last = series[min(warmup, len(series)) - 1], series[-1]
     fd_floor = max(fds for _rss, fds in series[:warmup])
     fd_figure = max(fds for _rss, fds in series[warmup:]) if len(series) > warmup else last[1]
-    fd_ratio = fd_figure / fd_floor
+    rss_series = " ".join(f"{rss:.1f}" for rss, _fds in series)
+    fd_series = " ".join(str(fds) for _rss, fds in series)
     return [
-        {
-            "measure": f"{daemon}: RSS after a compressed day",
-            "size": size,
-            "figure": round(last[0], 1),
-            "unit": "MiB",
-            "floor": round(warm[0], 1),
-            "ratio": round(rss_ratio, 3),
-            "target": f"flat after warm-up (≤ {RSS_TARGET:.2f}×)",
-            "met": rss_ratio <= RSS_TARGET,
-            "series": [round(rss, 1) for rss, _fds in series],
-            "slope_per_round": round(slope([rss for rss, _fds in series[warmup:]]), 3),
-        },
-        {
-            "measure": f"{daemon}: open file descriptors after warm-up, the most (floor: the most during it)",
-            "size": size,
-            "figure": fd_figure,
-            "unit": "fds",
-            "floor": fd_floor,
-            "ratio": round(fd_ratio, 3),
-            "target": "flat after warm-up (≤ 1.00×)",
-            "met": fd_ratio <= 1.0,
-            "series": [fds for _rss, fds in series],
-        },
+        shared.Row(
+            f"{daemon} RSS, compressed day",
+            size,
+            last[0],
+            "MiB",
+            shared.RATIO,
+            RSS_TARGET,
+            floor=warm[0],
+            floor_name=f"RSS after {warmup} rounds of warm-up",
+            note=f"per round: {rss_series}; slope after warm-up {slope([rss for rss, _fds in series[warmup:]]):.3f} MiB/round",
+        ),
+        shared.Row(
+            f"{daemon} fds after warm-up",
+            size,
+            fd_figure,
+            "fds",
+            shared.RATIO,
+            1.0,
+            floor=fd_floor,
+            floor_name="the most during warm-up",
+            note=f"per round: {fd_series}",
+        ),
     ]
 
 
-def rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) -> list[dict[str, Any]]:
-    """The rows for bench/all.py: `size` messages through the sidecar and `size` / 5 requests
-    to `moss serve --http`, each over `rounds` rounds; the floor is the value after `warmup`."""
+def table_rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) -> list[Any]:
+    """Issue 29's daemon rows (`bench/rows.Row`): `size` messages through the sidecar and
+    `size` / 5 requests to `moss serve --http`, each over `rounds` rounds; the floors are the
+    values after `warmup` rounds."""
     return [
         *day_rows("needlecast sidecar", size, sidecar_day(size, rounds, seed), warmup),
         *day_rows("moss serve --http", size, serve_day(size, rounds, seed), warmup),
     ]
 
 
+def rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) -> list[dict[str, Any]]:
+    """`table_rows` as dicts (measure, size, figure, unit, floor, ratio, target, met and the
+    rest of a `bench/rows.Row`), for a caller that imports this script."""
+    return [{**asdict(row), "figure": row.value} for row in table_rows(size, rounds, warmup, seed)]
+
+
+def rows_main() -> None:
+    """`--rows-only`: measure issue 29's rows at each size and write them (bench/all.py)."""
+    import rows as shared
+
+    parser = argparse.ArgumentParser(description="issue 29's daemon rows")
+    shared.add_common_arguments(parser)
+    parser.add_argument("--rows-only", action="store_true")
+    args = parser.parse_args()
+    found = [row for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES) for row in table_rows(size)]
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
+    if "--rows-only" in sys.argv:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20_000, help="messages routed over the day (requests served: a fifth of it)")
     parser.add_argument("--rounds", type=int, default=24, help="rounds in the day (one per simulated hour)")
@@ -270,16 +300,13 @@ def main() -> None:
         f"daemons over a compressed day: {args.size:,} messages and {args.size // 5:,} requests in {args.rounds} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
     )
     start = time.monotonic()
-    result = rows(args.size, args.rounds, args.warmup, args.seed)
+    result = table_rows(args.size, args.rounds, args.warmup, args.seed)
     for row in result:
-        print(f"{row['measure']}: {row['figure']} {row['unit']} (after warm-up {row['floor']}, ratio {row['ratio']}) {'met' if row['met'] else 'NOT met'}")
-        print(
-            f"  series: {' '.join(str(value) for value in row['series'])}"
-            + (f"; slope after warm-up {row['slope_per_round']} MiB/round" if "slope_per_round" in row else "")
-        )
+        print(f"{row.measure}: {row.value:g} {row.unit} ({row.floor_name} {row.floor:g}, ratio {row.ratio}) {'met' if row.met else 'NOT met'}")
+        print(f"  {row.note}")
     print(f"({time.monotonic() - start:.0f} s)")
     if args.json:
-        print(json.dumps(result, indent=1))
+        print(json.dumps([asdict(row) for row in result], indent=1))
 
 
 if __name__ == "__main__":

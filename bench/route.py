@@ -28,7 +28,8 @@ history. Its burst is written as a batch (`mailbox.append_outbox_many`, what `ne
 --batch` does: one durable step for a sender's messages), end to end from the writer's start
 to the last delivery, beside the batched writer alone as its floor. `--json` prints the
 history rows as one JSON document after the tables. `rows(size)` gives bench/all.py the same
-figures with `size` archived messages.
+figures with `size` archived messages, and `--rows-only [--sizes N...] [--json PATH] [--quick]`
+writes them for bench/all.py (ROWS_ARGS).
 
 `--baseline DIR` runs the burst a second time, in the same run, with the sidecar and writer of
 another checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
@@ -54,6 +55,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/rows.py
 
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
@@ -533,53 +536,85 @@ def print_history(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def rows(size: int) -> list[dict[str, Any]]:
-    """The issue-29 rows for `bench/all.py`, with `size` messages already in each archive: per
-    layout, the route latency p95 beside the same with empty archives (the floor, target within
-    ±20%), and a batched burst of 1,000 end to end beside the batched writer alone (target
-    ≥ 1,000 messages/s); medians of three turns each."""
+# bench/all.py runs `route.py --rows-only --sizes N... --json PATH` (bench/rows.py).
+ROWS_ARGS = ["--rows-only"]
+
+
+def table_rows(size: int, turns: int = 3) -> list[Any]:
+    """Issue 29's rows with `size` messages already in each archive, as `bench/rows.Row`s: per
+    layout, the route latency p95 beside the same with empty archives (the floor; target
+    ≤ 1.2× it: a lower ratio is the shared machine's noise, history cannot make routing
+    faster), and a batched burst of 1,000 end to end (target ≥ 1,000 messages/s) beside the
+    batched writer alone. Empty and full take turns `turns` times (one run's p95 swings by half
+    on a shared machine); the medians are compared."""
+    import rows as shared
+
     args = argparse.Namespace(messages=80, burst=1000, seed=7)
-    result: list[dict[str, Any]] = []
+    result: list[Any] = []
+    keys = ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")
     for layout in ("v1", "v2"):
-        # Empty and full take turns, three times: on a shared machine one run's p95 swings
-        # by half; the medians of three are compared.
         empties, fulls = [], []
-        for _turn in range(3):
+        for _turn in range(turns):
             empties.append(history_row(layout, 0, args, None))
             fulls.append(history_row(layout, size, args, None))
-        empty = {key: statistics.median(row[key] for row in empties) for key in ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")}
-        full = {key: statistics.median(row[key] for row in fulls) for key in ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")}
-        ratio = full["p95_ms"] / empty["p95_ms"]
+        empty = {key: statistics.median(row[key] for row in empties) for key in keys}
+        full = {key: statistics.median(row[key] for row in fulls) for key in keys}
         result.append(
-            {
-                "measure": f"route latency p95, {layout}, archive of {size:,} vs empty",
-                "size": size,
-                "figure": round(full["p95_ms"], 2),
-                "unit": "ms",
-                "floor": round(empty["p95_ms"], 2),
-                "ratio": round(ratio, 2),
-                "target": "p95 within ±20% of an empty archive's",
-                # Below 0.8 is the shared machine's noise (history cannot make routing
-                # faster): what the target guards against is growth.
-                "met": ratio <= 1.2,
-            }
+            shared.Row(
+                f"route p95, {layout}, archived vs empty",
+                size,
+                full["p95_ms"],
+                "ms",
+                shared.RATIO,
+                1.2,
+                floor=empty["p95_ms"],
+                floor_name="p95 with empty archives",
+                note=f"medians of {turns} turns",
+            )
         )
         result.append(
-            {
-                "measure": f"burst, batched send, end to end, {layout}, archive of {size:,}",
-                "size": size,
-                "figure": round(full["end_to_end_per_s"]),
-                "unit": "msg/s",
-                "floor": round(full["writer_alone_per_s"]),
-                "ratio": round(full["end_to_end_per_s"] / full["writer_alone_per_s"], 2),
-                "target": "≥ 1,000 msg/s (floor: the batched writer alone)",
-                "met": full["end_to_end_per_s"] >= 1000,
-            }
+            shared.Row(
+                f"burst via send --batch, {layout}",
+                size,
+                full["end_to_end_per_s"],
+                "msg/s",
+                shared.AT_LEAST,
+                1000,
+                floor=full["writer_alone_per_s"],
+                floor_name="the batched writer alone",
+                note=f"1,000 messages; medians of {turns} turns",
+            )
         )
     return result
 
 
+def rows(size: int) -> list[dict[str, Any]]:
+    """`table_rows(size)` as dicts (measure, size, figure, unit, floor, ratio, target, met and
+    the rest of a `bench/rows.Row`), for a caller that imports this script."""
+    from dataclasses import asdict
+
+    return [{**asdict(row), "figure": row.value} for row in table_rows(size)]
+
+
+def rows_main() -> None:
+    """`--rows-only`: measure issue 29's rows at each size and write them (bench/all.py)."""
+    import rows as shared
+
+    parser = argparse.ArgumentParser(description="issue 29's routing rows")
+    shared.add_common_arguments(parser)
+    parser.add_argument("--rows-only", action="store_true")
+    args = parser.parse_args()
+    found = [
+        row for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES) for row in table_rows(size, 1 if args.quick else 3)
+    ]
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
+    if "--rows-only" in sys.argv:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layout", choices=("v1", "v2", "both"), default="both")
     parser.add_argument("--messages", type=int, default=100, help="latency samples per directory size")
