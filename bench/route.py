@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/route.py [--layout v1|v2|both] [--messages 100] [--burst 1000]
                                     [--baseline DIR] [--skip-latency] [--repeat 1]
-                                    [--writers 1] [--sends 30]
+                                    [--writers 1] [--sends 30] [--archived 100000]
+                                    [--history-only] [--json]
 
 For each directory size (2, 10 and 50 sleeves) it builds an envoy root in a temporary folder,
 starts `needlecast sidecar` as a real process, and measures the time from a message written
@@ -18,6 +19,17 @@ message), one after the other. Each row gives its rate and CPU, the sidecar's CP
 the whole process, all threads) per message, and, as the floor of the end-to-end figure, the
 same writer with no sidecar running. Then `needlecast send` itself is timed, one process per
 message, as a person's or an agent's loop of sends would run it.
+
+History (`--archived N`, 100,000 by default; 0 skips it): the same latency and a burst on a
+directory of two sleeves whose archives already hold N routed messages each (cached by layout
+and size in `$TMPDIR/needlecast-bench-corpus/`, copied for each run), beside the same
+directory with empty archives measured in the same run: the p95 ratio is the growth with
+history. Its burst is written as a batch (`mailbox.append_outbox_many`, what `needlecast send
+--batch` does: one durable step for a sender's messages), end to end from the writer's start
+to the last delivery, beside the batched writer alone as its floor. `--json` prints the
+history rows as one JSON document after the tables. `rows(size)` gives bench/all.py the same
+figures with `size` archived messages, and `--rows-only [--sizes N...] [--json PATH] [--quick]`
+writes them for bench/all.py (ROWS_ARGS).
 
 `--baseline DIR` runs the burst a second time, in the same run, with the sidecar and writer of
 another checkout (for example `git worktree add /tmp/needlecast-base <commit>`), so a change is
@@ -40,8 +52,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/rows.py
 
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
@@ -49,8 +64,8 @@ from needlecast.message import Message
 
 BIN = Path(sys.executable).parent
 SIZES = (2, 10, 50)
-GAP_SECONDS = 0.02
-SETTLE_SECONDS = 1.0  # quiet time before each burst measurement  # pause between latency samples, so each one starts from an idle sidecar
+GAP_SECONDS = 0.02  # pause between latency samples, so each one starts from an idle sidecar
+SETTLE_SECONDS = 1.0  # quiet time before each burst measurement
 
 
 # A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
@@ -71,6 +86,33 @@ for number, (sender, recipient) in plan[mine::writers]:
     message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n")
     mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
 print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}))
+"""
+
+
+# A batched burst's writer: argv root, count, seed, sleeve names; each sender's messages go to
+# its outbox in one call (`append_outbox_many`, what `needlecast send --batch` runs), or one by
+# one where the checkout has no such call; prints its start, end, CPU and whether it batched.
+BATCH_WRITER = """
+import json, random, sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+from needlecast import mailbox
+from needlecast.mailbox import Mailbox
+from needlecast.message import Message
+root, count, rng, names, prefix = Path(sys.argv[1]), int(sys.argv[2]), random.Random(int(sys.argv[3])), sys.argv[4].split(","), sys.argv[5]
+by_sender = {}
+for number in range(count):
+    sender, recipient = rng.sample(names, 2)
+    by_sender.setdefault(sender, []).append(Message(id=f"{prefix}-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n"))
+batched = hasattr(mailbox, "append_outbox_many")
+start, cpu = time.monotonic(), time.process_time()
+for sender, messages in by_sender.items():
+    if batched:
+        mailbox.append_outbox_many(Mailbox(root / sender), messages, datetime.now(UTC))
+    else:
+        for message in messages:
+            mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
+print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu, "batched": batched}))
 """
 
 
@@ -348,7 +390,231 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+HISTORY_SLEEVES = ("s00", "s01")
+
+
+def archive_corpus(layout: str, archived: int) -> Path:
+    """A directory of two sleeves whose archives hold `archived` routed messages each, written
+    once per layout and size under `$TMPDIR/needlecast-bench-corpus/` (the same bytes each
+    time) and reused by later runs."""
+    from needlecast import message as msg
+
+    cache = Path(tempfile.gettempdir()) / "needlecast-bench-corpus" / f"{layout}-{archived}"
+    if (cache / "complete").exists():
+        return cache
+    if cache.exists():
+        subprocess.run(["rm", "-rf", str(cache)], check=True)
+    cache.mkdir(parents=True)
+    first = datetime(2025, 1, 1, tzinfo=UTC)
+    for sender in HISTORY_SLEEVES:
+        box = mailbox.init_mailbox(cache / sender, layout)
+        other = next(name for name in HISTORY_SLEEVES if name != sender)
+        copies = []
+        for number in range(archived):
+            when = (first + timedelta(seconds=300 * number)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            copies.append(
+                Message(
+                    id=f"old-{sender}-{number}",
+                    sender=sender,
+                    to=(other,),
+                    type="task",
+                    time=when,
+                    body=f"archived message {number}\n",
+                    extra={"routed": when, "delivered_to": [other]},
+                )
+            )
+        if layout == "v2":
+            # As rotation leaves an archive (docs/formats.md, "Rotation"): a folder per month.
+            for copy in copies:
+                name = mailbox.message_file_name(copy, first)
+                month = box.archive_dir / name[:7]
+                month.mkdir(parents=True, exist_ok=True)
+                (month / name).write_bytes(msg.render_message_document(copy).encode())
+        else:
+            box.archive_file.write_text("# Archive\n\n" + "".join(msg.render_block(copy) for copy in copies))
+    (cache / "complete").write_text("")
+    return cache
+
+
+def history_copy(layout: str, archived: int, into: Path) -> Path:
+    """A fresh copy of the archive corpus in `into` (v2's message files hard-linked: nothing
+    rewrites an archive file in place; v1's archive.md copied, as routing appends to it)."""
+    root = into / "root"
+    if archived == 0:
+        build(root, len(HISTORY_SLEEVES), layout)
+        return root
+    corpus = archive_corpus(layout, archived)
+    subprocess.run(["cp", "-a" if layout == "v1" else "-al", str(corpus), str(root)], check=True)
+    return root
+
+
+def batch_burst(root: Path, count: int, seed: int, code: Path | None, prefix: str) -> tuple[dict[str, int], dict[str, Any]]:
+    """Write a burst of `count` messages as one batch per sender (BATCH_WRITER); return
+    ({recipient: count}, the writer's report)."""
+    python, env = python_of(code)
+    process = subprocess.run([*python, "-c", BATCH_WRITER, str(root), str(count), str(seed), ",".join(HISTORY_SLEEVES), prefix], env=env, capture_output=True)
+    if process.returncode != 0:
+        raise SystemExit(f"the batch writer failed: {process.stderr.decode()[-2000:]}")
+    rng = random.Random(seed)
+    expected: dict[str, int] = {}
+    for _number in range(count):
+        _sender, recipient = rng.sample(list(HISTORY_SLEEVES), 2)
+        expected[recipient] = expected.get(recipient, 0) + 1
+    return expected, json.loads(process.stdout)
+
+
+def history_row(layout: str, archived: int, args: argparse.Namespace, code: Path | None) -> dict[str, Any]:
+    """Latency and a batched burst on the two-sleeve directory with `archived` messages in each
+    archive: p50/p95 ms, the writer alone and end to end in messages/s, the sidecar's CPU."""
+    names = list(HISTORY_SLEEVES)
+    row: dict[str, Any] = {"layout": layout, "archived": archived, "code": "baseline" if code else "this"}
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = history_copy(layout, archived, Path(folder))
+        settle()
+        sidecar = start_sidecar(root, code)
+        try:
+            latency(root, names, 5, random.Random(args.seed), prefix="warm")
+            values = latency(root, names, args.messages, random.Random(args.seed + 1))
+            settle()
+            before = process_cpu(sidecar.pid)
+            expected, report = batch_burst(root, args.burst, args.seed, code, "hburst")
+            start = report["start"]
+            running, _ = wait_history_burst(root, expected, start, "hburst")
+            after = process_cpu(sidecar.pid)
+        finally:
+            stop_sidecar(sidecar)
+    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
+        root = history_copy(layout, archived, Path(folder))
+        settle()
+        _expected, alone = batch_burst(root, args.burst, args.seed, code, "hburst")
+    row.update(
+        p50_ms=statistics.median(values) if values else None,
+        p95_ms=percentile(values, 0.95) if values else None,
+        max_ms=max(values) if values else None,
+        batched=report["batched"],
+        writer_alone_per_s=args.burst / (alone["end"] - alone["start"]),
+        end_to_end_per_s=args.burst / running,
+        sidecar_cpu_ms_per_message=None if after is None or before is None else (after - before) * 1000 / args.burst,
+    )
+    return row
+
+
+def wait_history_burst(root: Path, expected: dict[str, int], start: float, prefix: str) -> tuple[float, float]:
+    """`wait_burst` for a burst whose ids start with `prefix`."""
+    deadline = time.monotonic() + 300
+    pending = dict(expected)
+    while pending:
+        for recipient in list(pending):
+            box = Mailbox(root / recipient)
+            if box.inbox_dir.is_dir():
+                count = sum(1 for name in os.listdir(box.inbox_dir) if f"_{prefix}-" in name)
+            else:
+                count = box.inbox_file.read_bytes().count(f"\nid: {prefix}-".encode())
+            if count >= expected[recipient]:
+                del pending[recipient]
+        if time.monotonic() > deadline:
+            raise SystemExit(f"history burst not delivered within 300 s; waiting on {sorted(pending)}")
+        time.sleep(0.002)
+    return time.monotonic() - start, 0.0
+
+
+def print_history(rows: list[dict[str, Any]]) -> None:
+    """The history table: each row beside the same code and layout with empty archives."""
+    print(
+        f"{'code':<10}{'layout':<8}{'archived':>9}{'p50 ms':>8}{'p95 ms':>8}{'p95 ratio':>10}{'alone/s':>9}{'e2e/s':>8}{'e2e ratio':>10}{'cpu ms':>8}{'batched':>8}"
+    )
+    floors = {(row["code"], row["layout"]): row for row in rows if row["archived"] == 0}
+    for row in rows:
+        floor = floors.get((row["code"], row["layout"]))
+        row["p95_ratio"] = row["p95_ms"] / floor["p95_ms"] if floor and floor["p95_ms"] else None
+        row["end_to_end_ratio_to_alone"] = row["end_to_end_per_s"] / row["writer_alone_per_s"]
+        cpu = row["sidecar_cpu_ms_per_message"]
+        print(
+            f"{row['code']:<10}{row['layout']:<8}{row['archived']:>9}{row['p50_ms']:>8.1f}{row['p95_ms']:>8.1f}"
+            f"{(row['p95_ratio'] or 0):>10.2f}{row['writer_alone_per_s']:>9.0f}{row['end_to_end_per_s']:>8.0f}"
+            f"{row['end_to_end_ratio_to_alone']:>10.2f}{'-' if cpu is None else f'{cpu:.2f}':>8}{'yes' if row['batched'] else 'no':>8}"
+        )
+
+
+# bench/all.py runs `route.py --rows-only --sizes N... --json PATH` (bench/rows.py).
+ROWS_ARGS = ["--rows-only"]
+
+
+def table_rows(size: int, turns: int = 3) -> list[Any]:
+    """Issue 29's rows with `size` messages already in each archive, as `bench/rows.Row`s: per
+    layout, the route latency p95 beside the same with empty archives (the floor; target
+    ≤ 1.2× it: a lower ratio is the shared machine's noise, history cannot make routing
+    faster), and a batched burst of 1,000 end to end (target ≥ 1,000 messages/s) beside the
+    batched writer alone. Empty and full take turns `turns` times (one run's p95 swings by half
+    on a shared machine); the medians are compared."""
+    import rows as shared
+
+    args = argparse.Namespace(messages=80, burst=1000, seed=7)
+    result: list[Any] = []
+    keys = ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")
+    for layout in ("v1", "v2"):
+        empties, fulls = [], []
+        for _turn in range(turns):
+            empties.append(history_row(layout, 0, args, None))
+            fulls.append(history_row(layout, size, args, None))
+        empty = {key: statistics.median(row[key] for row in empties) for key in keys}
+        full = {key: statistics.median(row[key] for row in fulls) for key in keys}
+        result.append(
+            shared.Row(
+                f"route p95, {layout}, archived vs empty",
+                size,
+                full["p95_ms"],
+                "ms",
+                shared.RATIO,
+                1.2,
+                floor=empty["p95_ms"],
+                floor_name="p95 with empty archives",
+                note=f"medians of {turns} turns",
+            )
+        )
+        result.append(
+            shared.Row(
+                f"burst via send --batch, {layout}",
+                size,
+                full["end_to_end_per_s"],
+                "msg/s",
+                shared.AT_LEAST,
+                1000,
+                floor=full["writer_alone_per_s"],
+                floor_name="the batched writer alone",
+                note=f"1,000 messages; medians of {turns} turns",
+            )
+        )
+    return result
+
+
+def rows(size: int) -> list[dict[str, Any]]:
+    """`table_rows(size)` as dicts (measure, size, figure, unit, floor, ratio, target, met and
+    the rest of a `bench/rows.Row`), for a caller that imports this script."""
+    from dataclasses import asdict
+
+    return [{**asdict(row), "figure": row.value} for row in table_rows(size)]
+
+
+def rows_main() -> None:
+    """`--rows-only`: measure issue 29's rows at each size and write them (bench/all.py)."""
+    import rows as shared
+
+    parser = argparse.ArgumentParser(description="issue 29's routing rows")
+    shared.add_common_arguments(parser)
+    parser.add_argument("--rows-only", action="store_true")
+    args = parser.parse_args()
+    found = [
+        row for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES) for row in table_rows(size, 1 if args.quick else 3)
+    ]
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
+    if "--rows-only" in sys.argv:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layout", choices=("v1", "v2", "both"), default="both")
     parser.add_argument("--messages", type=int, default=100, help="latency samples per directory size")
@@ -360,12 +626,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="burst runs per checkout and layout; the medians are printed")
     parser.add_argument("--writers", type=int, default=1, help="writer processes sharing the burst, writing at once")
     parser.add_argument("--sends", type=int, default=30, help="`needlecast send` processes timed (0: none)")
+    parser.add_argument("--archived", type=int, default=100_000, help="messages already in each archive for the history rows (0: no history rows)")
+    parser.add_argument("--history-only", action="store_true", help="measure the history rows only")
+    parser.add_argument("--json", action="store_true", help="print the history rows as JSON after the tables")
     args = parser.parse_args()
     layouts = ("v1", "v2") if args.layout == "both" else (args.layout,)
     print(
         f"needlecast routing bench: Python {platform.python_version()}, {platform.system()} {platform.release()}, "
         f"{os.cpu_count()} CPUs, temp folder {tempfile.gettempdir()}"
     )
+    if args.history_only:
+        history(args, layouts)
+        return
     if args.skip_latency:
         args.messages = 0
     print(f"latency: {args.messages} messages one at a time ({GAP_SECONDS * 1000:.0f} ms apart), random sender and recipient, sidecar with inotify")
@@ -413,6 +685,21 @@ def main() -> None:
             for label, code in codes:
                 wall, cpu = send_processes(layout, args.sends, code)
                 print(f"{label:<10}{layout:<8}{wall * 1000:>9.0f}{cpu * 1000:>7.0f}")
+    if args.archived:
+        history(args, layouts)
+
+
+def history(args: argparse.Namespace, layouts: tuple[str, ...]) -> None:
+    """The history rows: each layout with empty archives (the floor) and with `--archived`."""
+    print(
+        f"history: 2 sleeves, {args.archived} messages already in each sender's archive beside empty archives; latency of {args.messages} messages; "
+        f"a burst of {args.burst} written as one batch per sender, end to end (writer start to last delivery) beside the batched writer alone"
+    )
+    codes: list[tuple[str, Path | None]] = [("this", None)] + ([("baseline", args.baseline)] if args.baseline else [])
+    rows = [history_row(layout, archived, args, code) for layout in layouts for _label, code in codes for archived in (0, args.archived)]
+    print_history(rows)
+    if args.json:
+        print(json.dumps({"bench": "route-history", "cpus": os.cpu_count(), "load": os.getloadavg(), "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

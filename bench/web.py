@@ -1,9 +1,14 @@
-"""Web view figures: time to first byte and full load of the board page with 10 and 5,000 tasks,
-cold (the first request after the daemon starts) and warm, over HTTP and in a browser; the
+"""Web view figures: time to first byte and full load of the board page with 10, 5,000 and
+20,000 tasks, cold (the first request after the daemon starts) and warm, over HTTP and in a
+browser; the
 bytes an open board is sent per live change; and the latency from a file change to the change
 in an open page's DOM.
 
-Run: .venv/bin/python bench/web.py [--sizes 10,5000] [--repeat 20] [--samples 30]
+Run: .venv/bin/python bench/web.py [--sizes 10,5000,20000] [--repeat 20] [--samples 30]
+
+`rows(size)` gives the issue-29 rows (first byte cold and warm at `size` tasks) as dicts;
+`--rows-only [--sizes N...] [--json PATH] [--quick]` writes them for bench/all.py (ROWS_ARGS),
+at a fifth of each corpus size in tasks.
 
 How it measures. Each board is written in a temporary folder as bench/board.py writes one
 (epics of 100 tasks, a mix of statuses, three-step plans; the DONE ones given completion times
@@ -285,9 +290,87 @@ def live_changes(root: Path, samples: int) -> dict[str, Any]:
     return {"full": full, "one": one_at_a_time, "busy": busy, "edits": len(backlog), "latency": latency}
 
 
+# bench/all.py runs `web.py --rows-only --sizes N... --json PATH` (bench/rows.py): at a corpus
+# of N artifacts the board holds N / 5 tasks (20,000 at 100,000, the size issue 29 names).
+ROWS_ARGS = ["--rows-only"]
+
+
+def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None) -> list[Any]:
+    """Issue 29's web rows (`bench/rows.Row`) at `tasks` tasks: the board page's first byte
+    cold (the first request to a daemon that has read the board ahead, as it does when it
+    starts; target ≤ 300 ms) and warm (the median of `repeat`; target ≤ 50 ms), each beside a
+    static file's first byte from the same daemon (routing and guard, no use case). `size`
+    is the corpus size the rows are filed under (default: `tasks`)."""
+    import rows as shared
+
+    with tempfile.TemporaryDirectory(prefix="moss-bench-web-") as folder:
+        root = Path(folder) / "project"
+        root.mkdir()
+        write_board(root, tasks)
+        with daemon(root) as (port, log):
+            ahead = read_ahead(log)
+            cold = fetch(port, "/board")[0]
+            warm = [fetch(port, "/board")[0] for _ in range(repeat)]
+            static = statistics.median(fetch(port, "/static/style.css")[0] for _ in range(repeat))
+    filed = tasks if size is None else size
+    return [
+        shared.Row(
+            "web board first byte, cold (read ahead)",
+            filed,
+            cold,
+            "ms",
+            shared.AT_MOST,
+            300,
+            floor=static,
+            floor_name="a static file's first byte",
+            note=f"{tasks:,} tasks; the daemon read the board ahead in {ahead:.1f} s",
+        ),
+        shared.Row(
+            "web board first byte, warm p50",
+            filed,
+            statistics.median(warm),
+            "ms",
+            shared.AT_MOST,
+            50,
+            floor=static,
+            floor_name="a static file's first byte",
+            note=f"{tasks:,} tasks; p95 {percentile(warm, 0.95):.1f} ms of {repeat}",
+        ),
+    ]
+
+
+def rows(size: int, repeat: int = 20) -> list[dict[str, Any]]:
+    """`table_rows(size)` (a board of `size` tasks) as dicts (measure, size, figure, unit,
+    floor, ratio, target, met and the rest of a `bench/rows.Row`)."""
+    from dataclasses import asdict
+
+    return [{**asdict(row), "figure": row.value} for row in table_rows(size, repeat)]
+
+
+def rows_main() -> None:
+    """`--rows-only`: measure issue 29's rows at each corpus size (a fifth of it in tasks) and
+    write them (bench/all.py)."""
+    import rows as shared
+
+    parser = argparse.ArgumentParser(description="issue 29's web board rows")
+    shared.add_common_arguments(parser)
+    parser.add_argument("--rows-only", action="store_true")
+    args = parser.parse_args()
+    found = [
+        row
+        for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES)
+        for row in table_rows(max(1, size // 5), 10 if args.quick else 20, size=size)
+    ]
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
+    if "--rows-only" in sys.argv:
+        rows_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10,5000", help="board sizes (tasks), comma-separated")
+    parser.add_argument("--sizes", default="10,5000,20000", help="board sizes (tasks), comma-separated")
     parser.add_argument("--repeat", type=int, default=20, help="warm requests per page figure")
     parser.add_argument("--samples", type=int, default=30, help="file changes per latency figure")
     args = parser.parse_args()

@@ -8,6 +8,7 @@ clock, `notify` for log lines) and typed keyword arguments, and return the JSON-
 `needlecast <command> --json` and the `needlecast.*` MCP tool print:
 
     a sleeve's:  init_workspace(ctx, layout=)    send(ctx, body=, to=, type_=, thread=, reply_to=)
+                 send_many(ctx, items, source=)
                  list_inbox(ctx, unread=, sender=, thread=)     read_message(ctx, key=)
                  wait_for_mail(ctx, timeout=, unread=, poll=)
                  list_outbox(ctx)                list_dead_letters(ctx)      retry_dead_letter(ctx, key=)
@@ -41,6 +42,7 @@ _EXPORTS = {
     # a sleeve's use cases
     "init_workspace": "needlecast.service",
     "send": "needlecast.service",
+    "send_many": "needlecast.service",
     "list_inbox": "needlecast.service",
     "read_message": "needlecast.service",
     "inbox_glance": "needlecast.service",

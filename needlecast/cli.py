@@ -21,7 +21,9 @@ import typer
 
 import needlecast
 from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, default_port, emit, new_app, note, read_stdin_if, reporting, warn_if_clone_lacks_merge_driver
+from moss_files.foundation import structured
 from moss_files.foundation.context import Context
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 from moss_files.foundation.workspace import find_workspace
 
 app = new_app("needlecast: messages between sleeves, routed exactly once, as markdown files in git.")
@@ -99,15 +101,54 @@ def send(
     sender: Annotated[
         str | None, typer.Option("--from", help=f"This sleeve's name (default: env {SLEEVE_ENV}, else the folder name).", show_default=False)
     ] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            help="Send many messages at once: a file (or '-', stdin) of JSON lines, each {to, body, type?, thread?, reply_to?}; one durable write.",
+            show_default=False,
+        ),
+    ] = None,
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a message to this sleeve's outbox; the router delivers it."""
     with reporting(as_json):
         ctx = _workspace(root, sender)
-        text = read_stdin_if(body) if to or reply_to else ""
-        data = needlecast.send(ctx, body=text, to=to or (), type_=type_, thread=thread, reply_to=reply_to)
-    emit(data, as_json, text=data["message"]["id"])
+        if batch is not None:
+            if body is not None or to or type_ or thread or reply_to:
+                raise InvalidRequest("--batch takes each message's text and options from its lines; give no text, --to, --type, --thread or --reply-to")
+            data = needlecast.send_many(ctx, _batch_items(batch), source="stdin" if batch == "-" else batch)
+        else:
+            text = read_stdin_if(body) if to or reply_to else ""
+            data = needlecast.send(ctx, body=text, to=to or (), type_=type_, thread=thread, reply_to=reply_to)
+    if batch is not None:
+        emit(data, as_json, text="\n".join(message["id"] for message in data["messages"]))
+    else:
+        emit(data, as_json, text=data["message"]["id"])
+
+
+def _batch_items(source: str) -> list[Any]:
+    """The JSON values of a `--batch` file's (or stdin's) non-blank lines. Raises
+    InvalidRequest naming the line that is not JSON, NotFound for a missing file."""
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise NotFound(f"no batch file {source}", path=Path(source)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"cannot read the batch file {source}: {exc}") from None
+    items: list[Any] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(structured.loads_json(line))
+        except (ValueError, MossError) as exc:
+            raise InvalidRequest(f"{'stdin' if source == '-' else source} line {number} is not JSON: {exc}", details={"line": number}) from None
+    return items
 
 
 @app.command("inbox")

@@ -25,6 +25,10 @@ from needlecast.routing import Record
 
 COMPACT_BYTES = 256 * 1024  # past this size, `compact` drops old records of routed entries
 KEEP = timedelta(days=7)  # how long records of entries gone from the outbox are kept
+# The most records of entries gone from the outbox that a compaction keeps (the newest): the
+# journal's working set, on disk and in a router's memory, is bounded by a count as well as by
+# KEEP, however many messages a week brings (docs/formats.md, "Rotation").
+KEEP_RECORDS = 1024
 
 Event = dict[str, Any]
 
@@ -67,6 +71,7 @@ class Journal:
         self.records: dict[str, Record] = {}
         self._size = -1
         self._torn = False  # the file ends in a torn line (a power cut mid-append)
+        self._compacted = 0  # the file's size after this process last compacted it
 
     def load(self) -> Journal:
         """Re-read the journal if it changed on disk (another router process appended).
@@ -127,26 +132,33 @@ class Journal:
         self._size += len(payload)
 
     def oversized(self) -> bool:
-        """True when the file has grown past COMPACT_BYTES."""
+        """True when the file has grown past COMPACT_BYTES and to twice its size after the last
+        compaction: when the records it must keep (a week's) fill more than COMPACT_BYTES, a
+        compaction after every pass would rewrite them all each time."""
         try:
-            return self.path.stat().st_size >= COMPACT_BYTES
+            return self.path.stat().st_size >= max(COMPACT_BYTES, 2 * self._compacted)
         except FileNotFoundError:
             return False
 
     def compact(self, keep: set[str], now: datetime) -> None:
-        """Rewrite the journal without the records older than KEEP of entries not in `keep`
-        (those still pending). Recent records stay: they let the router recognise a routed
-        block that an editor's stale save puts back into the outbox."""
+        """Rewrite the journal without the records of entries not in `keep` (those still
+        pending) that are older than KEEP or beyond the KEEP_RECORDS newest. Recent records
+        stay: they let the router recognise a routed block that an editor's stale save puts
+        back into the outbox (without one, the inboxes are asked again: a cost in time only)."""
         older_than = format_time(now - KEEP)
+        gone = [(record.at, key) for key, record in self.records.items() if key not in keep and record.at >= older_than]
+        recent = {key for _at, key in sorted(gone)[-KEEP_RECORDS:]} if KEEP_RECORDS else set()
         events: list[Event] = []
         for key, record in self.records.items():
-            if key not in keep and record.at < older_than:
+            if key not in keep and key not in recent:
                 continue
             if record.delivered:
                 events.append(delivered_event(key, record.digest, sorted(record.delivered), record.at))
             events.extend(dead_event(key, record.digest, code, record.at) for code in sorted(record.dead))
             if record.archived:
                 events.append(archived_event(key, record.digest, record.at))
-        fs.write_atomic(self.path, _encode(events))
+        data = _encode(events)
+        fs.write_atomic(self.path, data)
+        self._compacted = len(data)
         self._size = -1
         self.load()

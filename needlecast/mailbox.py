@@ -45,6 +45,7 @@ from needlecast.shared_file import (
     create_in_folders,
     create_many,
     fold_leftovers,
+    fsync_all,
     list_names,
     read_ends,
     read_if_any,
@@ -65,6 +66,14 @@ _BAD_BYTES = re.compile("[\udc80-\udcff]")  # how `mail_text` keeps bytes that a
 # The most a v1 mailbox file (inbox.md, outbox.md, archive.md) may hold: readers refuse a larger
 # file whole, so delivery never grows an inbox past it (INBOX_FULL holds the messages instead).
 MAX_MAILBOX_BYTES = 64 * 1024 * 1024
+# History is rotated so that routing works on a bounded set (docs/formats.md, "Rotation"): a
+# file-per-message archive keeps at most ARCHIVE_TOP_FILES messages at its top before the routed
+# ones move into a folder per month (`archive/2026-01/`); `archive.md` becomes a segment
+# (`archived/<time>.md`) once it holds ARCHIVE_SEGMENT_BYTES.
+ARCHIVE_TOP_FILES = 256
+ARCHIVE_SEGMENT_BYTES = 4 * 1024 * 1024
+SEGMENTS_DIR = "archived"
+_MONTH = re.compile(r"(?P<month>[0-9]{4}-[0-9]{2})-[0-9]{2}T[^_]*_")
 
 
 # --------------------------------------------------------------------------- layout
@@ -103,6 +112,11 @@ class Mailbox:
     @property
     def archive_dir(self) -> Path:
         return self.dir / "archive"
+
+    @property
+    def segments_dir(self) -> Path:
+        """Where `archive.md` goes once it is full: one file per segment, oldest first."""
+        return self.dir / SEGMENTS_DIR
 
     @property
     def dead_dir(self) -> Path:
@@ -147,7 +161,7 @@ class Mailbox:
 
 
 # The files and folders of `.needlecast/` that the toolkit reads or writes.
-_CHECKED_NAMES = ("inbox.md", "outbox.md", "archive.md", "read.log", "inbox", "outbox", "archive", "dead-letters", STATE_DIR)
+_CHECKED_NAMES = ("inbox.md", "outbox.md", "archive.md", "read.log", "inbox", "outbox", "archive", SEGMENTS_DIR, "dead-letters", STATE_DIR)
 
 
 def init_mailbox(root: Path, layout: str = "v1") -> Mailbox:
@@ -372,12 +386,31 @@ def read_inbox(box: Mailbox) -> list[Entry]:
 def read_archive(box: Mailbox, sender: str) -> list[Entry]:
     """Every entry of a sleeve's archive (both layouts), oldest first within each."""
     box.check_links()
-    entries, _preamble = scan_mailfile(read_if_any(box.archive_file), box.archive_file, sender)
-    for path in _message_files(box.archive_dir):
+    entries: list[Entry] = []
+    for path in [*_message_files(box.segments_dir), box.archive_file]:
+        entries.extend(scan_mailfile(read_if_any(path), path, sender)[0])
+    for path in archive_message_files(box):
         data = read_if_any(path)
         if data is not None:
             entries.append(scan_message_file(data, path, sender))
     return entries
+
+
+def archive_message_files(box: Mailbox) -> list[Path]:
+    """The files of a file-per-message archive, oldest first: its month folders' (rotated, in
+    month order), then its top's."""
+    months = sorted(name for name in _names(box.archive_dir) if _MONTH_FOLDER.fullmatch(name) and (box.archive_dir / name).is_dir())
+    return [path for month in months for path in _message_files(box.archive_dir / month)] + _message_files(box.archive_dir)
+
+
+_MONTH_FOLDER = re.compile(r"[0-9]{4}-[0-9]{2}")
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return fs.list_names(folder)
+    except FileNotFoundError:
+        return []
 
 
 # --------------------------------------------------------------------------- merge rules
@@ -712,6 +745,60 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
     return box.outbox_file
 
 
+def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> list[Path]:
+    """Add several messages to the sleeve's own outbox in one durable step; return the file
+    written for each (`append_outbox`, for a batch).
+
+    Every message is checked before anything is written. v2 creates one file per message,
+    made durable together (`shared_file.create_many`); v1 appends all the blocks with a single
+    write under the outbox lock. Either the whole batch is in the outbox or, after a crash,
+    none of it, except v2 files written but not all named (each whole; the router routes each
+    once). Raises Conflict ALREADY_EXISTS, writing nothing, when the outbox holds a file of one
+    of the batch's ids.
+    """
+    if not messages:
+        return []
+    for message in messages:
+        msg.check_writable(message)
+        msg.check_size(message)
+    box.check_links()
+    messages = [msg.with_changes(message, body=msg.normalize_body(message.body)) for message in messages]
+    if box.outbox_dir.is_dir():
+        with fs.folder_fd(box.outbox_dir) as dir_fd:
+            names = [name for name in os.listdir(dir_fd) if name.endswith(".md") and name[:1] != "."]
+            capitalised = _dialect_of_file(read_in(dir_fd, box.outbox_dir, max(names)) if names else None)
+        files = [
+            (f"{time_stamp(m.time, now)}_{safe_part(m.id or 'x')}.md", msg.render_message_document(m, capitalised=capitalised).encode("utf-8"))
+            for m in messages
+        ]
+        taken = set(names) & {name for name, _data in files}
+        if taken or len({name for name, _data in files}) < len(files):
+            raise Conflict(
+                "a message with this id is already in the outbox (or twice in the batch)",
+                code="ALREADY_EXISTS",
+                path=box.outbox_dir / min(taken or {files[0][0]}),
+            )
+        created = create_many(box.outbox_dir, files)
+        if not all(created):
+            # Someone wrote one of these names since the listing: the rest are in the outbox.
+            name = next(name for (name, _data), made in zip(files, created, strict=True) if not made)
+            raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
+        return [box.outbox_dir / name for name, _data in files]
+    box.dir.mkdir(parents=True, exist_ok=True)
+    with fs.locked(box.outbox_file):
+        refuse_conflicted(box.outbox_file, read_if_any(box.outbox_file))
+        head, tail = read_ends(box.outbox_file)
+        if head is None:
+            fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
+            head, tail = read_ends(box.outbox_file)
+        formats.check_text("mailbox", (head or b"").decode("utf-8", "replace"), box.outbox_file)
+        capitalised = _dialect_hint(head or b"")
+        blocks = "".join(msg.render_block(message, capitalised=capitalised) for message in messages)
+        prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
+        fs.append_line(box.outbox_file, (prefix + blocks).encode("utf-8"))  # one write for the whole batch
+    return [box.outbox_file] * len(messages)
+
+
 def _dialect_hint(head: bytes) -> bool:
     """True when the first message block in `head` uses capitalised keys."""
     text = head.decode("utf-8", "replace")
@@ -721,8 +808,9 @@ def _dialect_hint(head: bytes) -> bool:
 # --------------------------------------------------------------------------- archive, removal
 
 
-def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool) -> None:
-    """Record routed messages in the sender's archive, each once (by id)."""
+def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool, segment_bytes: int = ARCHIVE_SEGMENT_BYTES) -> None:
+    """Record routed messages in the sender's archive, each once (by id); `archive.md` first
+    becomes a segment when it holds `segment_bytes` (`_rotate_archive_file`)."""
     if not messages:
         return
     if files:
@@ -730,6 +818,7 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         create_files(box.archive_dir, archive_files(box, messages, now))
         return
     with fs.locked(box.archive_file):
+        _rotate_archive_file(box, now, segment_bytes)
         head, _tail = read_ends(box.archive_file)
         if head is None:
             head = formats.stamp_text("mailbox", "# Archive\n\n").encode("utf-8")
@@ -740,13 +829,80 @@ def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool
         # Only a crash between this append and the journal's `archived` record can make the
         # router archive a batch again, and then the batch is what the file ends with: look
         # for each block's opening lines in the tail rather than reading the whole archive.
-        _head, recent = read_ends(box.archive_file, 0, 2 * sum(len(b.encode()) for b in blocks) + 4096)
+        window = 2 * sum(len(b.encode()) for b in blocks) + 4096
+        _head, recent = read_ends(box.archive_file, 0, window)
+        if len(recent) < window:
+            # Just rotated: the batch a crash left may end the newest segment instead.
+            recent = _newest_segment_tail(box, window) + recent
         todo = [b for b in blocks if _opening(b) not in recent]
         if not todo:
             return
         tail = recent[-2:]
         prefix = "" if tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
         fs.append_line(box.archive_file, (prefix + "".join(todo)).encode("utf-8"))  # whole blocks: one write
+
+
+def _rotate_archive_file(box: Mailbox, now: datetime, segment_bytes: int) -> None:
+    """Make `archive.md` a segment (`archived/<time>.md`) once it holds `segment_bytes`;
+    the caller holds the archive's lock. One rename: at every instant each block is in exactly
+    one file, and the next append starts a new `archive.md`."""
+    try:
+        size = os.lstat(box.archive_file).st_size
+    except FileNotFoundError:
+        return
+    if size < segment_bytes:
+        return
+    box.segments_dir.mkdir(exist_ok=True)
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H-%M-%SZ")
+    taken = set(_names(box.segments_dir))
+    name = next(f"{stamp}{'' if n == 0 else f'-{n}'}.md" for n in range(len(taken) + 1) if f"{stamp}{'' if n == 0 else f'-{n}'}.md" not in taken)
+    with fs.folder_fd(box.dir) as dir_fd, fs.folder_fd(box.segments_dir) as segments_fd:
+        # rename(2), not link and unlink: a kill between those would leave the blocks twice.
+        # Under the archive's lock nobody else names a segment, so nothing is replaced.
+        os.rename("archive.md", name, src_dir_fd=dir_fd, dst_dir_fd=segments_fd)
+        os.fsync(segments_fd)
+        os.fsync(dir_fd)
+
+
+def _newest_segment_tail(box: Mailbox, size: int) -> bytes:
+    """The last `size` bytes of the newest `archive.md` segment (b"" without one)."""
+    names = _message_files(box.segments_dir)
+    return read_ends(names[-1], 0, size)[1] if names else b""
+
+
+def rotate_archive_folder(box: Mailbox, pending: Iterable[Entry], sender: str, *, top_files: int = ARCHIVE_TOP_FILES) -> int:
+    """Move the routed messages of a file-per-message archive's top into a folder per month
+    (`archive/2026-01/`, the month of the file name's time) once the top holds more than
+    `top_files`; return how many moved. The caller holds the sender's route lock.
+
+    A message still in the outbox (`pending`) stays at the top, where the router looks for a
+    copy that a killed pass archived already. Each move is one rename, so a message is in
+    exactly one place at every instant; the folders are made durable together at the end.
+    """
+    names = message_names(box.archive_dir)
+    if len(names) <= top_files:
+        return 0
+    keep = {f"_{safe_part(sender, 40)}_{safe_part(entry.key)}.md" for entry in pending}
+    moves: dict[str, list[str]] = {}
+    for name in names:
+        match = _MONTH.match(name)
+        if match and "_" + name.partition("_")[2] not in keep:
+            moves.setdefault(match.group("month"), []).append(name)
+    moved = 0
+    with ExitStack() as stack:
+        top = stack.enter_context(fs.folder_fd(box.archive_dir))
+        touched = [top]
+        for month, files in moves.items():
+            folder = stack.enter_context(fs.folder_fd(box.archive_dir / month, create=True))
+            touched.append(folder)
+            there = set(os.listdir(folder))
+            for name in files:
+                if name in there:
+                    continue  # a copy there already (a git merge brought it): leave both to a person
+                os.rename(name, name, src_dir_fd=top, dst_dir_fd=folder)
+                moved += 1
+        fsync_all(touched)
+    return moved
 
 
 def archive_files(box: Mailbox, messages: list[Message], now: datetime) -> list[tuple[str, bytes]]:

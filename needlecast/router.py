@@ -153,8 +153,13 @@ class Router:
         peers: Mapping[str, Peer] | None = None,
         host_name: str | None = None,
         self_name: str | None = None,
+        archive_top_files: int = mailbox.ARCHIVE_TOP_FILES,
+        archive_segment_bytes: int = mailbox.ARCHIVE_SEGMENT_BYTES,
     ) -> None:
         self.root = root.resolve()
+        # When the senders' archives rotate (docs/formats.md, "Rotation"); tests set them low.
+        self.archive_top_files = archive_top_files
+        self.archive_segment_bytes = archive_segment_bytes
         self.clock = clock
         self.environ = dict(environ or {})
         self.peers = dict(peers or {})
@@ -303,6 +308,10 @@ class Router:
             if any(entry.source != work.box.outbox_file for entry in finished):
                 settle.append(work.box.outbox_dir)
             work.report.removed += len(finished)
+        if work.box.archive_dir.is_dir():
+            # Every entry this pass read stays at the archive's top: one not removed yet may be
+            # archived there already, and the next pass looks for it there.
+            mailbox.rotate_archive_folder(work.box, [entry for entry, _plan in work.plans], work.sender, top_files=self.archive_top_files)
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
 
     def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
@@ -466,7 +475,7 @@ class Router:
         events: list[dict[str, Any]] = []
         for files, items in self._to_archive(work).items():
             if items:
-                mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files)
+                mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files, segment_bytes=self.archive_segment_bytes)
                 work.report.archived += len(items)
                 events.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _ in items)
         work.journal.write(events)

@@ -72,6 +72,13 @@ def send(
     `response` the default type. Raises InvalidRequest without recipients or with an empty
     body (blanks only), NotFound for an unknown `reply_to`.
     """
+    message = _compose(ctx, body=body, to=to, type_=type_, thread=thread, reply_to=reply_to, now=ctx.now())
+    path = mailbox.append_outbox(Mailbox(ctx.root), message, ctx.now())
+    return {"ok": True, "message": message_to_dict(message), "path": str(path)}
+
+
+def _compose(ctx: Context, *, body: str, to: Sequence[str], type_: str | None, thread: str | None, reply_to: str | None, now: Any) -> Message:
+    """The message `send` writes (see there); raises as `send`."""
     recipients = [name.strip() for item in to for name in item.split(",") if name.strip()]
     extra: dict[str, str] = {}
     if reply_to:
@@ -86,8 +93,7 @@ def send(
         raise InvalidRequest("say who the message is for (--to)")
     if not body.strip():
         raise InvalidRequest("nothing to send: the message is empty", hint="pass the text as an argument or pipe it on stdin")
-    now = ctx.now()
-    message = Message(
+    return Message(
         id=f"msg-{ctx.new_ulid()}",
         sender=_sleeve(ctx),
         to=tuple(recipients),
@@ -97,8 +103,48 @@ def send(
         body=body,
         extra=extra,
     )
-    path = mailbox.append_outbox(Mailbox(ctx.root), message, now)
-    return {"ok": True, "message": message_to_dict(message), "path": str(path)}
+
+
+BATCH_KEYS = frozenset({"to", "body", "type", "thread", "reply_to"})
+
+
+def send_many(ctx: Context, items: Sequence[Any], *, source: str = "batch") -> dict[str, Any]:
+    """`needlecast send --batch`: write many messages from the context's sleeve to its outbox in
+    one durable step (`mailbox.append_outbox_many`); returns `{ok, count, messages, paths}`.
+
+    Each item is a mapping with `to` (a name, comma-separated names or a list), `body`, and
+    optionally `type`, `thread` and `reply_to`, as `send` takes them. Every item is checked
+    before anything is written: raises InvalidRequest naming the item (`source`, message N)
+    for one that is not such a mapping, or as `send` for one `send` would refuse.
+    """
+    now = ctx.now()
+    messages: list[Message] = []
+    for number, item in enumerate(items, start=1):
+        where = f"{source}, message {number}"
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"{where}: each message is a JSON object with `to` and `body`", details={"line": number})
+        unknown = sorted(set(item) - BATCH_KEYS)
+        to = item.get("to")
+        recipients = [to] if isinstance(to, str) else to
+        texts = [item.get(key) for key in ("body", "type", "thread", "reply_to")]
+        if (
+            unknown
+            or not isinstance(recipients, list)
+            or not all(isinstance(name, str) for name in recipients)
+            or not all(value is None or isinstance(value, str) for value in texts)
+        ):
+            reason = f"unknown keys {', '.join(unknown)}" if unknown else "`to` is a name or a list of names, the other keys text"
+            raise InvalidRequest(f"{where}: {reason}", details={"line": number})
+        try:
+            messages.append(
+                _compose(
+                    ctx, body=item.get("body") or "", to=recipients, type_=item.get("type"), thread=item.get("thread"), reply_to=item.get("reply_to"), now=now
+                )
+            )
+        except InvalidRequest as err:
+            raise InvalidRequest(f"{where}: {err}", code=err.code, hint=err.hint, details={"line": number}) from None
+    paths = mailbox.append_outbox_many(Mailbox(ctx.root), messages, now)
+    return {"ok": True, "count": len(messages), "messages": [message_to_dict(m) for m in messages], "paths": sorted({str(path) for path in paths})}
 
 
 def list_inbox(ctx: Context, *, unread: bool = False, sender: str | None = None, thread: str | None = None) -> dict[str, Any]:

@@ -301,9 +301,11 @@ def cstack_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
 
 def _box_of(relpath: str) -> str:
-    """inbox | outbox | archive, from `inbox.md` or a file under `inbox/`."""
+    """inbox | outbox | archive, from `inbox.md` or a file under `inbox/` (an `archive.md`
+    segment under `archived/` is the archive's)."""
     parts = relpath.split("/")
-    return parts[1][: -len(".md")] if parts[1].endswith(".md") else parts[1]
+    box = parts[1][: -len(".md")] if parts[1].endswith(".md") else parts[1]
+    return "archive" if box == "archived" else box
 
 
 def _message_entry(message: Any, *, box: str, fallback_id: str, anchor: str, line: int) -> Entry:

@@ -45,7 +45,7 @@ SOURCES: tuple[Source, ...] = (
     Source(
         "mailbox",
         ("message",),
-        (Place(".needlecast", recursive=False, names=frozenset({"inbox.md", "outbox.md", "archive.md"})),),
+        (Place(".needlecast", recursive=False, names=frozenset({"inbox.md", "outbox.md", "archive.md"})), Place(".needlecast/archived", recursive=False)),
         *_reader(READERS, "mailbox"),
     ),
     Source(

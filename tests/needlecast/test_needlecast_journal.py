@@ -77,6 +77,32 @@ def test_a_journal_past_the_limit_is_oversized(path: Path) -> None:
     assert log.oversized()
 
 
+def test_a_journal_of_recent_records_only_is_not_compacted_again_until_it_doubles(path: Path) -> None:
+    # The records that must stay can fill more than COMPACT_BYTES: compacting after every pass would
+    # rewrite them all each time (a cost growing with what was routed).
+    log = Journal(path).load()
+    log.write([delivered_event(f"m{n}", "d" * 32, ["bob"], RECENT) for n in range(journal.COMPACT_BYTES // 80 + 1)])
+    assert log.oversized()
+    log.compact(set(log.records), NOW)
+    kept = path.stat().st_size
+    assert kept >= journal.COMPACT_BYTES  # every record is of a pending entry: all kept
+    assert not log.oversized()
+    log.write([delivered_event(f"n{n}", "d" * 32, ["bob"], RECENT) for n in range(kept // 80 + 1)])
+    assert log.oversized()
+
+
+def test_compaction_keeps_the_newest_records_of_routed_entries_up_to_a_count(path: Path) -> None:
+    # A busy week must not make the journal (and a router's memory) grow with it.
+    log = Journal(path).load()
+    count = journal.KEEP_RECORDS + 50
+    times = [f"2026-01-20T10:{n // 60:02d}:{n % 60:02d}Z" for n in range(count)]  # all within KEEP of NOW
+    log.write([delivered_event(f"m{n}", "d" * 32, ["bob"], at) for n, at in enumerate(times)])
+    log.write([delivered_event("pending", "e" * 32, ["bob"], OLD)])
+    log.compact({"pending"}, NOW)
+    fresh = Journal(path).load()
+    assert set(fresh.records) == {f"m{n}" for n in range(50, count)} | {"pending"}
+
+
 def test_a_linked_journal_is_refused(path: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere.jsonl"
     elsewhere.write_text(json.dumps(delivered_event("m1", "d1", ["bob"], RECENT)) + "\n")

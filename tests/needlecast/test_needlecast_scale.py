@@ -1,0 +1,348 @@
+"""Scale by ten (issue 29): a batched send (`needlecast send --batch`) and the archives' rotation
+(docs/formats.md, "Rotation"), each exactly once, including under kill -9 of the sidecar."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conftest import BIN, run_cli
+from helpers import wait_for
+
+from needlecast import mailbox
+from needlecast import message as msg
+from needlecast.mailbox import Mailbox
+from needlecast.message import Message
+from needlecast.router import Router
+from needlecast.sidecar import read_runtime
+
+TOKEN = re.compile(r"token: (\S+)")
+
+
+def nc(*args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("needlecast", *args, cwd=cwd, input=input)
+
+
+def envoy(tmp_path: Path, layout: str, names: tuple[str, ...] = ("alice", "bob", "carol")) -> Path:
+    root = tmp_path / "envoy"
+    for name in names:
+        mailbox.init_mailbox(root / name, layout)
+    return root
+
+
+def error_of(result: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(result.stderr.strip().splitlines()[-1])["error"]
+
+
+def tokens(entries: list[mailbox.Entry]) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for entry in entries:
+        assert entry.problem is None, entry.problem
+        assert entry.message is not None
+        found.update(TOKEN.findall(entry.message.body))
+    return found
+
+
+# --------------------------------------------------------------------------- send --batch
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_send_batch_writes_each_line_as_one_message(tmp_path: Path, layout: str) -> None:
+    root = envoy(tmp_path, layout)
+    lines = [
+        {"to": "bob", "body": "token: one"},
+        {"to": ["bob", "carol"], "body": "token: two\n\nsecond paragraph\n---\nnot a header", "type": "question", "thread": "t1"},
+        {"to": "carol, bob", "body": "token: three"},
+    ]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    result = nc("send", "--batch", str(batch), "--json", cwd=root / "alice")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["count"] == 3
+    assert len({m["id"] for m in data["messages"]}) == 3
+    assert [m["to"] for m in data["messages"]] == [["bob"], ["bob", "carol"], ["carol", "bob"]]
+    assert data["messages"][1]["type"] == "question" and data["messages"][1]["thread"] == "t1"
+    # From stdin, without --json: the ids, one a line.
+    plain = nc("send", "--batch", "-", cwd=root / "alice", input=json.dumps({"to": "bob", "body": "token: four"}) + "\n")
+    assert plain.returncode == 0, plain.stderr
+    assert re.fullmatch(r"msg-\S+\n", plain.stdout)
+    assert len(mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries) == 4
+
+    Router(root).route_all()
+    assert tokens(mailbox.read_inbox(Mailbox(root / "bob"))) == Counter({"one": 1, "two": 1, "three": 1, "four": 1})
+    assert tokens(mailbox.read_inbox(Mailbox(root / "carol"))) == Counter({"two": 1, "three": 1})
+    two = next(e.message for e in mailbox.read_inbox(Mailbox(root / "carol")) if e.message and "two" in e.message.body)
+    assert two.body.rstrip("\n") == lines[1]["body"]  # the body's `---` line survives the block format
+    assert not mailbox.read_outbox(Mailbox(root / "alice"), "alice").entries
+
+
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_a_bad_batch_is_refused_whole_naming_its_line(tmp_path: Path, layout: str) -> None:
+    root = envoy(tmp_path, layout)
+    sleeve = root / "alice"
+    good = json.dumps({"to": "bob", "body": "fine"})
+    cases = {
+        "not json": (f"{good}\n{{to: bob\n", "line 2"),
+        "no recipient": (f"{good}\n\n{json.dumps({'body': 'for nobody'})}\n", "message 2"),
+        "empty body": (f"{good}\n{json.dumps({'to': 'bob', 'body': '  '})}\n", "message 2"),
+        "unknown key": (f"{json.dumps({'to': 'bob', 'body': 'x', 'priority': 'high'})}\n", "unknown keys priority"),
+        "not an object": (f"{good}\n[1, 2]\n", "message 2"),
+        "a number for a name": (f"{json.dumps({'to': ['bob', 3], 'body': 'x'})}\n", "message 1"),
+    }
+    for label, (text, where) in cases.items():
+        batch = tmp_path / "batch.jsonl"
+        batch.write_text(text)
+        result = nc("send", "--batch", str(batch), "--json", cwd=sleeve)
+        assert result.returncode == 2, (label, result.stdout, result.stderr)
+        error = error_of(result)
+        assert error["code"] == "INVALID_REQUEST", label
+        assert where in error["message"], (label, error["message"])
+        assert "Traceback" not in result.stderr
+    with_options = nc("send", "--batch", str(batch), "--to", "bob", cwd=sleeve)
+    assert with_options.returncode == 2 and "--batch" in with_options.stderr
+    missing = nc("send", "--batch", str(tmp_path / "absent.jsonl"), "--json", cwd=sleeve)
+    assert missing.returncode == 3 and error_of(missing)["code"] == "NOT_FOUND"
+    # Nothing of any refused batch was written.
+    assert not mailbox.read_outbox(Mailbox(sleeve), "alice").entries
+
+
+def test_a_batch_reusing_an_id_of_the_outbox_writes_nothing(tmp_path: Path) -> None:
+    root = envoy(tmp_path, "v2")
+    box = Mailbox(root / "alice")
+    now = datetime.now(UTC)
+    first = [Message(id=f"m{n}", sender="alice", to=("bob",), type="task", body=f"token: m{n}\n") for n in range(3)]
+    mailbox.append_outbox_many(box, first, now)
+    before = sorted(p.name for p in box.outbox_dir.iterdir())
+    again = [Message(id="new", sender="alice", to=("bob",), type="task", body="token: new\n"), first[1]]
+    with pytest.raises(mailbox.Conflict):
+        mailbox.append_outbox_many(box, again, now)
+    assert sorted(p.name for p in box.outbox_dir.iterdir()) == before
+
+
+# --------------------------------------------------------------------------- kill -9 of the sidecar
+
+
+def start_sidecar(root: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(BIN / "needlecast"), "sidecar", "--root", str(root), "--port", "0", "--no-index-watch", "--sweep", "0.5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def prefill_archive(box: Mailbox, sender: str, layout: str, count: int, *, size: int = 0) -> set[str]:
+    """Give `sender`'s archive `count` routed messages (or, v1, at least `size` bytes of them),
+    each dated a month apart over two years; returns their tokens."""
+    first = datetime(2025, 1, 1, tzinfo=UTC)
+    copies: list[Message] = []
+    number = 0
+    while number < count or (layout == "v1" and len(copies) * 120 < size):
+        when = (first + timedelta(days=30 * (number % 24), seconds=number)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        copies.append(
+            Message(
+                id=f"old-{sender}-{number}", sender=sender, to=("bob",), type="task", time=when, body=f"token: old-{sender}-{number}\n", extra={"routed": when}
+            )
+        )
+        number += 1
+    if layout == "v2":
+        box.archive_dir.mkdir(exist_ok=True)
+        for copy in copies:
+            (box.archive_dir / mailbox.message_file_name(copy, first)).write_bytes(msg.render_message_document(copy).encode())
+    else:
+        box.archive_file.write_text("# Archive\n\n" + "".join(msg.render_block(copy) for copy in copies))
+    return {f"old-{sender}-{n}" for n in range(number)}
+
+
+@pytest.mark.slow  # kill -9 of real sidecars
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_a_batch_under_kill_9_of_the_sidecar_is_delivered_exactly_once(tmp_path: Path, layout: str) -> None:
+    names = ("alice", "bob", "carol")
+    root = envoy(tmp_path, layout, names)
+    # Archives just below the rotation points, so the kills also land in rotations.
+    old = {
+        sender: prefill_archive(Mailbox(root / sender), sender, layout, mailbox.ARCHIVE_TOP_FILES - 10, size=mailbox.ARCHIVE_SEGMENT_BYTES - 20_000)
+        for sender in ("alice", "bob")
+    }
+    per_sender = 300
+    rng = random.Random(f"batch-{layout}")
+    expected: dict[str, set[str]] = {name: set() for name in names}
+    batches: list[subprocess.Popen[str]] = []
+    for sender in ("alice", "bob"):
+        others = [n for n in names if n != sender]
+        lines = []
+        for number in range(per_sender):
+            to = rng.sample(others, rng.choice((1, 2)))
+            for recipient in to:
+                expected[recipient].add(f"{sender}-{number}")
+            lines.append(json.dumps({"to": to, "body": f"token: {sender}-{number}\n\nsecond paragraph\n"}))
+        (tmp_path / f"{sender}.jsonl").write_text("\n".join(lines) + "\n")
+    sidecar = start_sidecar(root)
+    try:
+        for sender in ("alice", "bob"):
+            batches.append(
+                subprocess.Popen(
+                    [str(BIN / "needlecast"), "send", "--batch", str(tmp_path / f"{sender}.jsonl"), "--json", "--root", str(root / sender)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for _kill in range(8):
+            wait_for(lambda: sidecar.poll() is None and (read_runtime(root) or {}).get("pid") == sidecar.pid, timeout=60, message="sidecar ready")
+            # Random instants while the batches are routed, some right after start-up.
+            time.sleep(rng.uniform(0.02, 0.4))  # a kill instant, not a wait for a condition
+            os.killpg(sidecar.pid, signal.SIGKILL)
+            sidecar.wait(timeout=10)
+            sidecar = start_sidecar(root)
+        for process in batches:
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
+            assert json.loads(out)["count"] == per_sender
+        wait_for(lambda: all(not mailbox.read_outbox(Mailbox(root / s), s).entries for s in names), timeout=120, message="outboxes drained")
+    finally:
+        os.killpg(sidecar.pid, signal.SIGTERM)
+        sidecar.wait(timeout=30)
+
+    for name in names:
+        got = tokens(mailbox.read_inbox(Mailbox(root / name)))
+        assert [t for t, n in got.items() if n > 1] == [], f"{name} got duplicates"
+        assert set(got) == expected[name], f"{name}: missing {sorted(expected[name] - set(got))[:5]} extra {sorted(set(got) - expected[name])[:5]}"
+        assert mailbox.read_dead_letters(Mailbox(root / name)) == []
+    for sender in ("alice", "bob"):
+        box = Mailbox(root / sender)
+        archived = tokens(mailbox.read_archive(box, sender))
+        assert max(archived.values()) == 1, "a message was archived twice"
+        assert set(archived) == old[sender] | {f"{sender}-{n}" for n in range(per_sender)}
+        # The rotation ran: the working set is bounded.
+        if layout == "v2":
+            assert len(mailbox.message_names(box.archive_dir)) <= mailbox.ARCHIVE_TOP_FILES + per_sender
+            assert any(p.is_dir() for p in box.archive_dir.iterdir())
+        else:
+            assert list(box.segments_dir.glob("*.md"))
+            assert box.archive_file.stat().st_size < mailbox.ARCHIVE_SEGMENT_BYTES
+        assert [p.name for p in box.dir.rglob("*") if ".tmp-" in p.name] == []
+
+
+# --------------------------------------------------------------------------- rotation at every crash point
+
+DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink")
+TOP, SEGMENT = 4, 900
+
+
+def _rotation_scenario(root: Path) -> None:
+    """alice (v1) with an archive.md past the segment size; bob (v2) with an archive top past
+    its limit; both with mail to send."""
+    mailbox.init_mailbox(root / "alice", "v1")
+    mailbox.init_mailbox(root / "bob", "v2")
+    mailbox.init_mailbox(root / "carol", "v1")
+    prefill_archive(Mailbox(root / "alice"), "alice", "v1", 8)
+    prefill_archive(Mailbox(root / "bob"), "bob", "v2", 9)
+    with open(Mailbox(root / "alice").outbox_file, "a") as handle:
+        handle.write("".join(f"---\nid: a{n}\nto: [bob, carol]\ntype: task\n---\ntoken: a{n}\n\n" for n in range(5)))
+    for n in range(5):
+        (Mailbox(root / "bob").outbox_dir / f"000{n}_b{n}.md").write_text(f"---\nid: b{n}\nto: carol\n---\ntoken: b{n}\n")
+
+
+def _rotation_outcome(root: Path) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for name in ("alice", "bob", "carol"):
+        box = Mailbox(root / name)
+        result[f"{name}:inbox"] = sorted(tokens(mailbox.read_inbox(box)).elements())
+        result[f"{name}:outbox"] = [e.key for e in mailbox.read_outbox(box, name).entries]
+        result[f"{name}:archived"] = sorted(tokens(mailbox.read_archive(box, name)).elements())
+        result[f"{name}:dead"] = len(mailbox.read_dead_letters(box))
+        result[f"{name}:litter"] = sorted(p.name for p in box.dir.rglob("*") if ".tmp-" in p.name)
+    return result
+
+
+def _route(root: Path) -> None:
+    Router(root, archive_top_files=TOP, archive_segment_bytes=SEGMENT).route_all()
+
+
+def _crash_at(root: Path, step: int) -> bool:
+    """One routing pass (rotating at TOP and SEGMENT) in a forked child that SIGKILLs itself
+    just before its `step`-th durable system call; True if it died there."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns to pytest
+        calls = [0]
+
+        def crashing(real):  # type: ignore[no-untyped-def]
+            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+                calls[0] += 1
+                if calls[0] == step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real(*args, **kwargs)
+
+            return call
+
+        try:
+            for name in DURABLE_CALLS:
+                setattr(os, name, crashing(getattr(os, name)))
+            _route(root)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+@pytest.mark.slow  # a routing pass per crash point
+def test_a_rotation_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    start = tmp_path / "start"
+    _rotation_scenario(start)
+    reference = tmp_path / "reference"
+    shutil.copytree(start, reference)
+    _route(reference)
+    _route(reference)
+    expected = _rotation_outcome(reference)
+    assert expected["carol:inbox"] == sorted([f"a{n}" for n in range(5)] + [f"b{n}" for n in range(5)])
+    assert expected["alice:archived"] == sorted([f"old-alice-{n}" for n in range(8)] + [f"a{n}" for n in range(5)])
+    assert expected["bob:archived"] == sorted([f"old-bob-{n}" for n in range(9)] + [f"b{n}" for n in range(5)])
+    # The reference really rotated: a segment of alice's archive.md, bob's months in folders.
+    assert list(Mailbox(reference / "alice").segments_dir.glob("*.md"))
+    # (The top keeps the messages of the last pass: a copy a killed pass archived is looked for there.)
+    assert [name for name in mailbox.message_names(Mailbox(reference / "bob").archive_dir) if "_old-" in name] == []
+    step = 0
+    while True:
+        step += 1
+        run = tmp_path / f"run-{step}"
+        shutil.copytree(start, run)
+        crashed = _crash_at(run, step)
+        if crashed:
+            _crash_at(run, step)  # a second kill at the same point of the recovery pass
+        _route(run)
+        _route(run)
+        assert _rotation_outcome(run) == expected, f"outcome differs after a kill at durable step {step}"
+        shutil.rmtree(run)
+        if not crashed:
+            break
+    assert step > 20  # the scenario really exercised many crash points
+
+
+def test_a_rotated_message_file_keeps_its_git_history(tmp_path: Path) -> None:
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    sleeve = root / "alice"
+    git = ["git", "-C", str(sleeve), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    prefill_archive(Mailbox(sleeve), "alice", "v2", 6)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "archived"], check=True)
+    (Mailbox(sleeve).outbox_dir / "0001_new.md").write_text("---\nid: new\nto: bob\n---\ntoken: new\n")
+    _route(root)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "rotated"], check=True)
+    moved = sorted(p for p in Mailbox(sleeve).archive_dir.glob("*/*.md"))
+    assert moved
+    log = subprocess.run([*git, "log", "--follow", "--format=%s", "--", str(moved[0].relative_to(sleeve))], capture_output=True, text=True, check=True)
+    assert log.stdout.split() == ["rotated", "archived"]
