@@ -257,24 +257,6 @@ def issue_rows(size: int, *, repeat: int = 5, baseline: str | None = None) -> li
     return out
 
 
-def rows(size: int) -> list[dict[str, Any]]:
-    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
-    return [as_dict(row) for row in issue_rows(size)]
-
-
-def as_dict(row: shared.Row) -> dict[str, Any]:
-    return {
-        "measure": row.measure,
-        "size": row.size,
-        "figure": row.value,
-        "unit": row.unit,
-        "floor": row.floor,
-        "ratio": row.ratio,
-        "target": row.target,
-        "met": row.met,
-    }
-
-
 def rows_main() -> None:
     """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
     parser = argparse.ArgumentParser(description="issue 29's cstack rows")

@@ -264,12 +264,6 @@ def table_rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) ->
     ]
 
 
-def rows(size: int, rounds: int = 24, warmup: int = 12, seed: int = 29) -> list[dict[str, Any]]:
-    """`table_rows` as dicts (measure, size, figure, unit, floor, ratio, target, met and the
-    rest of a `bench/rows.Row`), for a caller that imports this script."""
-    return [{**asdict(row), "figure": row.value} for row in table_rows(size, rounds, warmup, seed)]
-
-
 def rows_main() -> None:
     """`--rows-only`: measure issue 29's rows at each size and write them (bench/all.py)."""
     import rows as shared

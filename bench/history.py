@@ -209,14 +209,6 @@ def issue_rows(size: int, *, repeat: int = 3, baseline: str | None = None) -> li
     return out
 
 
-def rows(size: int) -> list[dict[str, Any]]:
-    """`issue_rows` as plain dicts: measure, size, figure, unit, floor, ratio, target, met."""
-    return [
-        {"measure": r.measure, "size": r.size, "figure": r.value, "unit": r.unit, "floor": r.floor, "ratio": r.ratio, "target": r.target, "met": r.met}
-        for r in issue_rows(size)
-    ]
-
-
 def rows_main() -> None:
     """`--rows-only`: issue 29's rows at each `--sizes`, for `bench/all.py` (see bench/rows.py)."""
     parser = argparse.ArgumentParser(description="issue 29's history rows")

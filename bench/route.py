@@ -588,14 +588,6 @@ def table_rows(size: int, turns: int = 3) -> list[Any]:
     return result
 
 
-def rows(size: int) -> list[dict[str, Any]]:
-    """`table_rows(size)` as dicts (measure, size, figure, unit, floor, ratio, target, met and
-    the rest of a `bench/rows.Row`), for a caller that imports this script."""
-    from dataclasses import asdict
-
-    return [{**asdict(row), "figure": row.value} for row in table_rows(size)]
-
-
 def rows_main() -> None:
     """`--rows-only`: measure issue 29's rows at each size and write them (bench/all.py)."""
     import rows as shared

@@ -339,14 +339,6 @@ def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None) -> list
     ]
 
 
-def rows(size: int, repeat: int = 20) -> list[dict[str, Any]]:
-    """`table_rows(size)` (a board of `size` tasks) as dicts (measure, size, figure, unit,
-    floor, ratio, target, met and the rest of a `bench/rows.Row`)."""
-    from dataclasses import asdict
-
-    return [{**asdict(row), "figure": row.value} for row in table_rows(size, repeat)]
-
-
 def rows_main() -> None:
     """`--rows-only`: measure issue 29's rows at each corpus size (a fifth of it in tasks) and
     write them (bench/all.py)."""
