@@ -1,7 +1,9 @@
-"""Test helpers: deadline-based waiting."""
+"""Test helpers: deadline-based waiting, and a run killed at a chosen system call."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -19,3 +21,30 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def killed_at(step: int, calls: tuple[str, ...], action: Callable[[], object]) -> bool:
+    """Run `action` in a forked child that SIGKILLs itself just before its `step`-th call of
+    any of the `os` functions named in `calls` (the durable steps of a write); True if it died
+    there, False if `action` finished first. No timing is involved, so each step is reached."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns to pytest
+        counted = [0]
+
+        def crashing(real):  # type: ignore[no-untyped-def]
+            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+                counted[0] += 1
+                if counted[0] == step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return real(*args, **kwargs)
+
+            return call
+
+        try:
+            for name in calls:
+                setattr(os, name, crashing(getattr(os, name)))
+            action()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from helpers import killed_at
 
 from moss_files.capsules import service as ops
 from moss_files.capsules import transfer
@@ -164,29 +164,9 @@ DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link",
 
 
 def _import_killed_at(ctx: ops.Context, export: Path, step: int) -> bool:
-    """Run an import in a forked child that SIGKILLs itself just before its `step`-th durable
-    system call. True if it died there, False if the import finished first."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns to pytest
-        calls = [0]
-
-        def crashing(real):  # type: ignore[no-untyped-def]
-            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
-                calls[0] += 1
-                if calls[0] == step:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            return call
-
-        try:
-            for name in DURABLE_CALLS:
-                setattr(os, name, crashing(getattr(os, name)))
-            transfer.import_capsules(ctx, path=str(export))
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status)
+    """An import killed just before its `step`-th durable system call; True if it died there,
+    False if the import finished first."""
+    return killed_at(step, DURABLE_CALLS, lambda: transfer.import_capsules(ctx, path=str(export)))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, run_cli
-from helpers import wait_for
+from helpers import killed_at, wait_for
 
 from needlecast import mailbox
 from needlecast import message as msg
@@ -272,29 +272,9 @@ def _route(root: Path) -> None:
 
 
 def _crash_at(root: Path, step: int) -> bool:
-    """One routing pass (rotating at TOP and SEGMENT) in a forked child that SIGKILLs itself
-    just before its `step`-th durable system call; True if it died there."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns to pytest
-        calls = [0]
-
-        def crashing(real):  # type: ignore[no-untyped-def]
-            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
-                calls[0] += 1
-                if calls[0] == step:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            return call
-
-        try:
-            for name in DURABLE_CALLS:
-                setattr(os, name, crashing(getattr(os, name)))
-            _route(root)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status)
+    """One routing pass (rotating at TOP and SEGMENT) killed just before its `step`-th durable
+    system call; True if it died there."""
+    return killed_at(step, DURABLE_CALLS, lambda: _route(root))
 
 
 @pytest.mark.slow  # a routing pass per crash point

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN
-from helpers import wait_for
+from helpers import killed_at, wait_for
 
 from needlecast import mailbox
 from needlecast.mailbox import Mailbox
@@ -204,31 +204,11 @@ def _outcome(root: Path) -> dict[str, object]:
 
 
 def _crash_at(root: Path, step: int) -> bool:
-    """Run one routing pass in a forked child that SIGKILLs itself just before its `step`-th
-    durable system call. True if it died there, False if the pass finished first."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns to pytest
-        calls = [0]
+    """One routing pass killed just before its `step`-th durable system call; True if it died
+    there, False if the pass finished first."""
+    from needlecast.router import Router
 
-        def crashing(real):  # type: ignore[no-untyped-def]
-            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
-                calls[0] += 1
-                if calls[0] == step:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return real(*args, **kwargs)
-
-            return call
-
-        try:
-            for name in DURABLE_CALLS:
-                setattr(os, name, crashing(getattr(os, name)))
-            from needlecast.router import Router
-
-            Router(root).route_all()
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status)
+    return killed_at(step, DURABLE_CALLS, lambda: Router(root).route_all())
 
 
 def test_a_kill_before_any_durable_step_changes_nothing_in_the_outcome(tmp_path: Path) -> None:
