@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -34,7 +34,7 @@ from moss_files.foundation.errors import MossError
 from moss_files.migrate import backlog_format as fmt
 from moss_files.migrate import tasks as board_items
 from moss_files.migrate.ledger import Account, base_field
-from moss_files.migrate.model import SKIP, Candidate, Item, Where, derived_id, iso_time
+from moss_files.migrate.model import SKIP, Candidate, Comment, Item, TrackerPlan, Where, derived_id, iso_time
 
 SYSTEM = "backlog"
 # Each folder Backlog.md reads: the status its files have here when the folder decides it.
@@ -68,24 +68,6 @@ class Entry:
     is_file: bool = True
     text: str | None = None
     problem: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Comment:
-    """A board comment made from a Backlog.md comment: the task's new id and the record."""
-
-    task: str
-    record: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Result:
-    """The plan of a Backlog.md folder: candidates, skipped entries, comments, notes."""
-
-    candidates: list[Candidate] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    comments: dict[str, list[Comment]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 def parse_config(text: str) -> tuple[Config, list[str]]:
@@ -161,12 +143,12 @@ def plan(
     imported: Mapping[tuple[str, str], str],
     today: str,
     max_comment_bytes: int | None = None,
-) -> Result:
+) -> TrackerPlan:
     """Candidates for every task and milestone file Backlog.md reads (and an epic for each
     milestone value that names no milestone file, and one for tasks without a milestone),
     every other entry skipped with the reason."""
     imported_from = f"{SYSTEM}:{scope}" if scope != SYSTEM else SYSTEM
-    result = Result()
+    result = TrackerPlan()
     tasks: list[_Parsed] = []
     milestones: list[_Parsed] = []
     for entry in entries:

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from moss_files.board.model import Epic, Task
 from moss_files.migrate import tasks as board_items
 from moss_files.migrate.ledger import Account, base_field
-from moss_files.migrate.model import SKIP, Candidate, Item, Where, derived_id, iso_time, source_error
+from moss_files.migrate.model import SKIP, Comment, Item, TrackerPlan, Where, derived_id, iso_time, source_error
 
 SYSTEM = "beads"
 _TASK_STATUS = {
@@ -64,24 +63,6 @@ _PRIORITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
 _TEXTS = ("description", "design", "notes", "acceptance_criteria")
 
 
-@dataclass(frozen=True, slots=True)
-class Comment:
-    """A board comment made from a Beads comment: the task's new id and the JSONL record."""
-
-    task: str
-    record: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Result:
-    """The plan of a Beads file: candidates, skipped records, comments for new tasks, notes."""
-
-    candidates: list[Candidate] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    comments: dict[str, list[Comment]] = field(default_factory=dict)  # by the task's new id
-    notes: list[str] = field(default_factory=list)
-
-
 def _text(record: Mapping[str, Any], key: str, where: Where) -> str | None:
     value = record.get(key)
     if value is None or value == "":
@@ -105,12 +86,12 @@ def plan(
     include_deleted: bool,
     today: str,
     max_comment_bytes: int | None = None,
-) -> Result:
+) -> TrackerPlan:
     """Candidates for every issue, items skipped (tombstones, records that are not issues),
     the comments of each task and notes. Raises SOURCE_INVALID naming the line of a record
     whose text field is not text (Beads refuses such a file as a whole)."""
     imported_from = f"{SYSTEM}:{scope}" if scope != SYSTEM else SYSTEM
-    result = Result()
+    result = TrackerPlan()
     issues: list[tuple[Where, dict[str, Any]]] = []
     deleted: set[str] = set()
     for where, record in records:

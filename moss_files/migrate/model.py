@@ -102,6 +102,26 @@ class Item:
 
 
 @dataclass(frozen=True, slots=True)
+class Comment:
+    """A board comment made from a source's comment (Moe, Beads, Backlog.md): the task's new
+    id and the comment's JSONL record."""
+
+    task: str
+    record: dict[str, Any]
+
+
+@dataclass(slots=True)
+class TrackerPlan:
+    """The plan of an issue tracker's export (Backlog.md's folder, a Beads file): candidates,
+    skipped entries, the comments of new tasks (by the task's new id), notes."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    skipped: list[Item] = field(default_factory=list)
+    comments: dict[str, list[Comment]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class Write:
     """One write the plan makes. `create`: a new file, never replacing one. `append`: bytes added
     at the end of a file (a log). `replace`: a file rewritten, only if it still holds `expected`."""

@@ -52,7 +52,7 @@ from moss_files.foundation.errors import InvalidDocument
 from moss_files.foundation.ids import CROCKFORD
 from moss_files.migrate import tasks as board_items
 from moss_files.migrate.ledger import Account, account_rest, is_empty
-from moss_files.migrate.model import SKIP, Candidate, Item, Where, day_of, derived_id, iso_time, source_error, with_provenance
+from moss_files.migrate.model import SKIP, Candidate, Comment, Item, Where, day_of, derived_id, iso_time, source_error, with_provenance
 
 SYSTEM = "moe"
 KINDS = ("epic", "task", "worker", "team", "proposal")
@@ -78,14 +78,6 @@ class Source:
     messages: Mapping[str, Sequence[tuple[Where, Any]]] = field(default_factory=dict)  # Moe channel id -> lines
     decisions: Sequence[tuple[Where, Any]] = ()
     unreadable: Sequence[tuple[str, Where, str]] = ()  # (kind, where, why) of files and lines no reader could read
-
-
-@dataclass(frozen=True, slots=True)
-class Comment:
-    """A board comment made from a Moe comment: the task's new id and the JSONL record."""
-
-    task: str
-    record: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
