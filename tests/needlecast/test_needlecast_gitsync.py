@@ -84,6 +84,13 @@ def block(ident: str, sender: str) -> str:
     return f"---\nid: {ident}\nfrom: {sender}\nto: [me]\ntype: task\n---\nfrom {sender}\n\n"
 
 
+def append_mail(clone: Path, *, outbox: str, inbox: str) -> None:
+    """Append a hand-written block to a clone's v1 outbox and one to its inbox."""
+    for name, text in (("outbox.md", outbox), ("inbox.md", inbox)):
+        with open(clone / ".needlecast" / name, "a") as handle:
+            handle.write(text)
+
+
 def test_changes_travel_and_mailboxes_merge_through_the_driver(clones: tuple[Path, Path]) -> None:
     first, second = clones
     a = Syncing(first)
@@ -224,16 +231,10 @@ def test_a_write_landing_while_a_round_merges_is_never_overwritten(clones: tuple
     from needlecast.gitsync import GitSync, GitSyncSettings
 
     first, second = clones
-    with open(first / ".needlecast" / "outbox.md", "a") as handle:
-        handle.write(block("out-first", "first"))
-    with open(first / ".needlecast" / "inbox.md", "a") as handle:
-        handle.write(block("in-first", "ann"))
+    append_mail(first, outbox=block("out-first", "first"), inbox=block("in-first", "ann"))
     git(first, "commit", "-q", "-am", "first's messages")
     git(first, "push", "-q", "origin", "HEAD:main")
-    with open(second / ".needlecast" / "outbox.md", "a") as handle:
-        handle.write(block("out-second", "second"))
-    with open(second / ".needlecast" / "inbox.md", "a") as handle:
-        handle.write(block("in-second", "ben"))
+    append_mail(second, outbox=block("out-second", "second"), inbox=block("in-second", "ben"))
     sync = GitSync(second, GitSyncSettings(), name="second", clock=lambda: datetime.now(UTC), environ=os.environ)
     sync.setup()
     sent = second.parent / "sent-mid-merge"
@@ -271,17 +272,11 @@ def test_a_write_landing_while_a_conflicted_merge_runs_in_the_work_tree_is_kept(
 
     first, second = clones
     (first / ".cstack" / "notes.md").write_text("changed in the first clone\n")
-    with open(first / ".needlecast" / "outbox.md", "a") as handle:
-        handle.write(block("out-first", "first"))
-    with open(first / ".needlecast" / "inbox.md", "a") as handle:
-        handle.write(block("in-first", "ann"))
+    append_mail(first, outbox=block("out-first", "first"), inbox=block("in-first", "ann"))
     git(first, "commit", "-q", "-am", "first's work")
     git(first, "push", "-q", "origin", "HEAD:main")
     (second / ".cstack" / "notes.md").write_text("changed in the second clone\n")
-    with open(second / ".needlecast" / "outbox.md", "a") as handle:
-        handle.write(block("out-second", "second"))
-    with open(second / ".needlecast" / "inbox.md", "a") as handle:
-        handle.write(block("in-second", "ben"))
+    append_mail(second, outbox=block("out-second", "second"), inbox=block("in-second", "ben"))
     sync = GitSync(second, GitSyncSettings(), name="second", clock=lambda: datetime.now(UTC), environ=os.environ)
     sync.setup()
     sent = second.parent / "sent-mid-merge"
