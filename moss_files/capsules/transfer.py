@@ -18,7 +18,7 @@ from moss_files.capsules.model import Capsule
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import MAX_FILE_BYTES, CapsuleStore, StoredCapsule, raise_first
 from moss_files.foundation import datafiles, document, fs
-from moss_files.foundation.arguments import optional, refuse
+from moss_files.foundation.arguments import given_path, optional
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
@@ -40,18 +40,10 @@ def check_transfer_path(raw: str | None, ctx: Context, *, reading: bool) -> Path
 
     Raises InvalidRequest (details.reason) before anything is read or written.
     """
-    if not raw:
-        raise refuse("path", "is required")
-    text = raw
-    if "\0" in text:
-        raise InvalidRequest("path must not contain NUL characters", details={"reason": "nul"})
-    path = Path(text).expanduser()
-    if ".." in path.parts:
-        raise InvalidRequest("path must not contain '..'", details={"reason": "traversal", "path": text})
+    path = given_path(raw)
+    text = str(raw)
     if path.suffix != ".jsonl" or path.name == ".jsonl":
         raise InvalidRequest("path must name a .jsonl file", details={"reason": "extension", "path": text})
-    if not path.is_absolute():
-        path = Path.cwd() / path
     parent = path.parent
     if parent.is_symlink():
         raise InvalidRequest("the folder of path is a symbolic link", details={"reason": "symlink", "path": text})

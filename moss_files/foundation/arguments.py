@@ -9,6 +9,7 @@ INVALID_REQUEST with `details.field` naming the argument as its caller spelled i
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from moss_files.foundation.errors import InvalidRequest
@@ -65,3 +66,17 @@ def one_line(value: str | None, field: str) -> str | None:
     if value is not None and ("\n" in value or "\r" in value):
         raise refuse(field, "must be a single line")
     return value
+
+
+def given_path(raw: str | None) -> Path:
+    """A path a caller gave (`path`), made absolute against the working folder: refused when
+    missing, holding NUL or going up with `..` (details.reason: nul, traversal). What the
+    path may name (its suffix, links, allowed folders) is the caller's to check next."""
+    if not raw:
+        raise refuse("path", "is required")
+    if "\0" in raw:
+        raise InvalidRequest("path must not contain NUL characters", details={"reason": "nul"})
+    path = Path(raw).expanduser()
+    if ".." in path.parts:
+        raise InvalidRequest("path must not contain '..'", details={"reason": "traversal", "path": raw})
+    return path if path.is_absolute() else Path.cwd() / path

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import datafiles, fs
-from moss_files.foundation.arguments import refuse
+from moss_files.foundation.arguments import given_path
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError, NotFound
 from moss_files.loopflow import exchange
@@ -97,15 +97,7 @@ def check_folder(raw: str, ctx: Context) -> Path:
     """The folder to write `.loop-flow/` into: it exists, is no link, has no `..`, and (unless
     `allow_unsafe_paths`) is an export folder or an `allowed_paths` entry, or directly inside
     one. Raises InvalidRequest (details.reason), NotFound for a folder that does not exist."""
-    if not raw or not raw.strip():
-        raise refuse("path", "is required")
-    if "\0" in raw:
-        raise InvalidRequest("path must not contain NUL characters", details={"reason": "nul"})
-    path = Path(raw).expanduser()
-    if ".." in path.parts:
-        raise InvalidRequest("path must not contain '..'", details={"reason": "traversal", "path": raw})
-    if not path.is_absolute():
-        path = Path.cwd() / path
+    path = given_path(raw if raw.strip() else None)
     if path.is_symlink() or (path / FOLDER).is_symlink():
         raise InvalidRequest("path (or its .loop-flow folder) is a symbolic link", details={"reason": "symlink", "path": raw})
     if not ctx.config.allow_unsafe_paths:

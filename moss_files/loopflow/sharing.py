@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from moss_files.foundation import datafiles, fs
-from moss_files.foundation.arguments import refuse
+from moss_files.foundation.arguments import given_path
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from moss_files.loopflow import bundles
@@ -43,17 +43,9 @@ def check_bundle_path(raw: str | None, ctx: Context, *, reading: bool) -> Path:
     """A bundle path the caller may use: `.json`, no `..`, no link (file or folder), directly
     inside an allowed folder unless `allow_unsafe_paths`. Raises InvalidRequest (details.reason),
     NotFound for a bundle to read that does not exist."""
-    if not raw:
-        raise refuse("path", "is required")
-    if "\0" in raw:
-        raise InvalidRequest("path must not contain NUL characters", details={"reason": "nul"})
-    path = Path(raw).expanduser()
-    if ".." in path.parts:
-        raise InvalidRequest("path must not contain '..'", details={"reason": "traversal", "path": raw})
+    path = given_path(raw)
     if path.suffix != ".json" or path.name == ".json":
         raise InvalidRequest("path must name a .json file", details={"reason": "extension", "path": raw})
-    if not path.is_absolute():
-        path = Path.cwd() / path
     if path.parent.is_symlink() or path.is_symlink():
         raise InvalidRequest("path (or its folder) is a symbolic link", details={"reason": "symlink", "path": raw})
     if not ctx.config.allow_unsafe_paths:
