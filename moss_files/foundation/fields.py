@@ -15,6 +15,7 @@ from typing import Any
 
 from moss_files.foundation.document import Document
 from moss_files.foundation.errors import InvalidDocument
+from moss_files.foundation.ids import is_safe_id
 
 _SCALARS = (str, int, float)
 
@@ -78,6 +79,16 @@ class FieldReader:
     def error(self, key: str | None, message: str) -> InvalidDocument:
         """The SCHEMA_ERROR for a value of `key`, at its line."""
         return InvalidDocument(message, code="SCHEMA_ERROR", path=self.path, line=key_line(self.doc, key))
+
+    def item_id(self, kind: str, fallback_id: str | None, *, max_length: int = 128) -> str:
+        """The document's `id` (else `fallback_id`, the file's stem), which names its file:
+        SCHEMA_ERROR when there is none, or it holds more than letters, digits, '.', '_', '-'."""
+        item_id = (self.text("id") or "").strip() or (fallback_id or "")
+        if not item_id:
+            raise InvalidDocument(f"{kind} has no id", code="SCHEMA_ERROR", path=self.path, line=1)
+        if not is_safe_id(item_id, max_length=max_length):
+            raise self.error(self.key("id"), f"id {item_id!r} may hold only letters, digits, '.', '_' and '-'")
+        return item_id
 
     def text(self, name: str, *, default: str | None = None, blank_is_default: bool = False) -> str | None:
         """A scalar as text (numbers read as written); `default` when absent or null (or blank,

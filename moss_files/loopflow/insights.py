@@ -30,7 +30,7 @@ from typing import Any
 
 from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidDocument, InvalidRequest
+from moss_files.foundation.errors import InvalidRequest
 from moss_files.foundation.fields import FieldReader
 from moss_files.foundation.ids import is_safe_id
 
@@ -109,11 +109,7 @@ def parse_insight(doc: Document, path: Path | str | None = None, *, fallback_id:
     """
     formats.check_document("insight", doc, path)
     reader = FieldReader(doc, path)
-    insight_id = (reader.text("id") or "").strip() or (fallback_id or "")
-    if not insight_id:
-        raise InvalidDocument("insight has no id", code="SCHEMA_ERROR", path=path, line=1)
-    if not is_valid_id(insight_id):
-        raise reader.error(reader.key("id"), f"id {insight_id!r} may hold only letters, digits, '.', '_' and '-'")
+    insight_id = reader.item_id("insight", fallback_id)
     return Insight(
         id=insight_id,
         content=doc.body,

@@ -25,7 +25,7 @@ from typing import Any
 
 from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidDocument, InvalidRequest
+from moss_files.foundation.errors import InvalidRequest
 from moss_files.foundation.fields import FieldReader
 from moss_files.foundation.ids import format_time, is_safe_id
 
@@ -66,11 +66,7 @@ def parse_observation(doc: Document, path: Path | str | None = None, *, fallback
     """
     formats.check_document("observation", doc, path)
     reader = FieldReader(doc, path)
-    observation_id = (reader.text("id") or "").strip() or (fallback_id or "")
-    if not observation_id:
-        raise InvalidDocument("observation has no id", code="SCHEMA_ERROR", path=path, line=1)
-    if not is_safe_id(observation_id, max_length=128):
-        raise reader.error(reader.key("id"), f"id {observation_id!r} may hold only letters, digits, '.', '_' and '-'")
+    observation_id = reader.item_id("observation", fallback_id)
     context_key, context = reader.mapping("context")
     if any(not isinstance(key, str) for key in context):
         raise reader.error(context_key, "'context' must map names to values")

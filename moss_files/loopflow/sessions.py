@@ -30,7 +30,7 @@ from typing import Any
 
 from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidDocument, InvalidRequest
+from moss_files.foundation.errors import InvalidRequest
 from moss_files.foundation.fields import FieldReader
 from moss_files.foundation.ids import is_safe_id
 
@@ -193,11 +193,7 @@ def parse_session(doc: Document, path: Path | str | None = None, *, fallback_id:
     """
     formats.check_document("session", doc, path)
     reader = FieldReader(doc, path)
-    session_id = (reader.text("id") or "").strip() or (fallback_id or "")
-    if not session_id:
-        raise InvalidDocument("session has no id", code="SCHEMA_ERROR", path=path, line=1)
-    if not is_safe_id(session_id, max_length=128):
-        raise reader.error(reader.key("id"), f"id {session_id!r} may hold only letters, digits, '.', '_' and '-'")
+    session_id = reader.item_id("session", fallback_id)
     outcome = reader.text("outcome")
     if outcome is not None and outcome.strip():
         outcome = outcome.strip().upper().replace("-", "_").replace(" ", "_")
