@@ -14,9 +14,9 @@ from typing import Any
 from moss_files.board import files, rules, shapes
 from moss_files.board.model import (
     EPIC_STATUSES,
-    Board,
     PRIORITIES,
     STATUSES,
+    Board,
     Task,
     board_key,
     check_choice,
