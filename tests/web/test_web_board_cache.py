@@ -104,7 +104,10 @@ def branch_with_many_changes(root: Path, ids: list[str]) -> None:
     git(root, "checkout", "-q", "-b", "other")
     folder = tasks_folder(root)
     for n, task_id in enumerate(ids[5:30]):
-        hand_write(folder / f"{task_id}.md", lambda task, n=n: replace(task, title=f"Other {n}", status=("DONE", "REVIEW", "BACKLOG")[n % 3], completed="2026-02-01T10:00:00Z"))
+        hand_write(
+            folder / f"{task_id}.md",
+            lambda task, n=n: replace(task, title=f"Other {n}", status=("DONE", "REVIEW", "BACKLOG")[n % 3], completed="2026-02-01T10:00:00Z"),
+        )
     for task_id in ids[30:34]:
         (folder / f"{task_id}.md").unlink()
     source = (folder / f"{ids[35]}.md").read_text()
