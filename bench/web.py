@@ -7,8 +7,9 @@ in an open page's DOM.
 Run: .venv/bin/python bench/web.py [--sizes 10,5000,20000] [--repeat 20] [--samples 30]
 
 `rows(size)` gives the issue-29 rows (first byte cold and warm at `size` tasks) as dicts;
-`--rows-only [--sizes N...] [--json PATH] [--quick]` writes them for bench/all.py (ROWS_ARGS),
-at a fifth of each corpus size in tasks.
+`--rows-only [--sizes N...] [--json PATH] [--quick] [--baseline MOSS]` writes them for
+bench/all.py (ROWS_ARGS), at a fifth of each corpus size in tasks; with `--baseline`, another
+installation's daemon is measured on the same board after this one's (build `baseline`).
 
 How it measures. Each board is written in a temporary folder as bench/board.py writes one
 (epics of 100 tasks, a mix of statuses, three-step plans; the DONE ones given completion times
@@ -130,14 +131,14 @@ def write_board(root: Path, size: int) -> None:
 
 
 @contextmanager
-def daemon(root: Path) -> Iterator[tuple[int, Path]]:
-    """`moss serve --http 127.0.0.1:0` on `root`: its port, as soon as its record appears, and
-    its log."""
+def daemon(root: Path, moss: str | None = None) -> Iterator[tuple[int, Path]]:
+    """`moss serve --http 127.0.0.1:0` on `root` (this installation's moss, or `moss`): its
+    port, as soon as its record appears, and its log."""
     (root / ".moss" / "run" / "mcp.json").unlink(missing_ok=True)
     log = root.parent / f"serve-{time.monotonic_ns()}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink
+            [moss or str(BIN / "moss"), "serve", "--http", "127.0.0.1:0"], cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink
         )
     try:
         deadline = time.monotonic() + 60
@@ -295,48 +296,54 @@ def live_changes(root: Path, samples: int) -> dict[str, Any]:
 ROWS_ARGS = ["--rows-only"]
 
 
-def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None) -> list[Any]:
+def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None, baseline: str | None = None) -> list[Any]:
     """Issue 29's web rows (`bench/rows.Row`) at `tasks` tasks: the board page's first byte
     cold (the first request to a daemon that has read the board ahead, as it does when it
     starts; target ≤ 300 ms) and warm (the median of `repeat`; target ≤ 50 ms), each beside a
     static file's first byte from the same daemon (routing and guard, no use case). `size`
-    is the corpus size the rows are filed under (default: `tasks`)."""
+    is the corpus size the rows are filed under (default: `tasks`). With `baseline` (another
+    installation's moss), its daemon is measured too, on the same board, after this one's."""
     import rows as shared
 
+    filed = tasks if size is None else size
+    found = []
     with tempfile.TemporaryDirectory(prefix="moss-bench-web-") as folder:
         root = Path(folder) / "project"
         root.mkdir()
         write_board(root, tasks)
-        with daemon(root) as (port, log):
-            ahead = read_ahead(log)
-            cold = fetch(port, "/board")[0]
-            warm = [fetch(port, "/board")[0] for _ in range(repeat)]
-            static = statistics.median(fetch(port, "/static/style.css")[0] for _ in range(repeat))
-    filed = tasks if size is None else size
-    return [
-        shared.Row(
-            "web board first byte, cold (read ahead)",
-            filed,
-            cold,
-            "ms",
-            shared.AT_MOST,
-            300,
-            floor=static,
-            floor_name="a static file's first byte",
-            note=f"{tasks:,} tasks; the daemon read the board ahead in {ahead:.1f} s",
-        ),
-        shared.Row(
-            "web board first byte, warm p50",
-            filed,
-            statistics.median(warm),
-            "ms",
-            shared.AT_MOST,
-            50,
-            floor=static,
-            floor_name="a static file's first byte",
-            note=f"{tasks:,} tasks; p95 {percentile(warm, 0.95):.1f} ms of {repeat}",
-        ),
-    ]
+        for build, moss in [("this", None)] + ([("baseline", baseline)] if baseline else []):
+            with daemon(root, moss) as (port, log):
+                ahead = read_ahead(log)
+                cold = fetch(port, "/board")[0]
+                warm = [fetch(port, "/board")[0] for _ in range(repeat)]
+                static = statistics.median(fetch(port, "/static/style.css")[0] for _ in range(repeat))
+            found += [
+                shared.Row(
+                    "web board first byte, cold (read ahead)",
+                    filed,
+                    cold,
+                    "ms",
+                    shared.AT_MOST,
+                    300,
+                    floor=static,
+                    floor_name="a static file's first byte",
+                    build=build,
+                    note=f"{tasks:,} tasks; the daemon read the board ahead in {ahead:.1f} s",
+                ),
+                shared.Row(
+                    "web board first byte, warm p50",
+                    filed,
+                    statistics.median(warm),
+                    "ms",
+                    shared.AT_MOST,
+                    50,
+                    floor=static,
+                    floor_name="a static file's first byte",
+                    build=build,
+                    note=f"{tasks:,} tasks; p95 {percentile(warm, 0.95):.1f} ms of {repeat}",
+                ),
+            ]
+    return found
 
 
 def rows_main() -> None:
@@ -351,7 +358,7 @@ def rows_main() -> None:
     found = [
         row
         for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES)
-        for row in table_rows(max(1, size // 5), 10 if args.quick else 20, size=size)
+        for row in table_rows(max(1, size // 5), 10 if args.quick else 20, size=size, baseline=shared.baseline_moss(args.baseline))
     ]
     shared.print_rows(found)
     shared.write_rows(args.json, found)

@@ -16,6 +16,7 @@ from moss_files.board.model import (
     EPIC_STATUSES,
     PRIORITIES,
     STATUSES,
+    Board,
     Task,
     board_key,
     check_choice,
@@ -137,8 +138,10 @@ def board_view(
     statuses: Sequence[str] | None = None,
     limits: Mapping[str, int] | None = None,
     offset: int = 0,
+    board: Board | None = None,
 ) -> dict[str, Any]:
-    """The board as a board view shows it, from one read of the board: for each status of
+    """The board as a board view shows it, from one read of the board (`board`, a load the
+    caller made, else one made now): for each status of
     `statuses` (the six working columns by default), its total and its cards (brief records)
     in the column's order (`rules.column_order`: DONE by completion time, the newest first),
     from `offset`, at most `limits[status]` (DEFAULT_CARDS; at most MAX_CARDS). The filters
@@ -155,8 +158,8 @@ def board_view(
     chosen_label = arguments.optional(label)
     first = arguments.count(offset, "offset", default=0, minimum=0, maximum=10_000_000)
     sizes = {status: arguments.count((limits or {}).get(status), "limit", default=DEFAULT_CARDS, maximum=MAX_CARDS) for status in wanted}
-    store = board_store(ctx)
-    board = store.load()
+    if board is None:
+        board = board_store(ctx).load()
     if epic_id:
         find_epic(board, epic_id)
     everything = list(board.tasks.values())

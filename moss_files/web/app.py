@@ -225,10 +225,14 @@ class WebApp:
         self._warming.start()
 
     def _warm(self) -> None:
-        """Read the board (and load the page renderers) before the first visitor asks."""
+        """Read the board and build its first page (`board.BoardPages` keeps it) before the
+        first visitor asks. Twice: the board store watches its files from its second load on
+        (setting up those watches is the second load's cost), so the first visitor's load
+        checks only the files changed since."""
         started = time.monotonic()
         try:
-            board.board_page(self.ctx, board.BoardQuery())
+            for _ in range(2):
+                board.board_page(self.ctx, board.BoardQuery())
         except MossError as err:
             say(self.log, "warn", f"moss serve: the board could not be read ahead ({err.code}); the first page reads it")
             return

@@ -23,11 +23,16 @@ names one), so a click or a key changes the task file exactly as the command wou
 from __future__ import annotations
 
 import json
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from moss_files.board import claims, conversation, editing, plans, queries, rules
+from moss_files.board.model import Board
+from moss_files.board.usecase import board_store
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import Conflict, InvalidRequest
 from moss_files.web.html import (
@@ -76,6 +81,8 @@ MORE_CARDS = 100  # what a column's "show more" adds
 LONG_TITLE = 60  # characters of a card's title that surely show whole (three lines of a narrow column)
 ACTIVITY_SHOWN = 100
 LIVE = ("board",)
+PAGES_KEY = "web.board-pages"
+CACHED_PAGES = 16  # board pages kept per board read: the queries people have open at once
 PRIORITY_CHOICES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
 NEW_STATUSES = ("BACKLOG", "PLANNING", "WORKING")  # what `moss task new --status` takes
 # What each action does: the banner shown after it.
@@ -167,10 +174,81 @@ class BoardQuery:
 # --------------------------------------------------------------------------- the board
 
 
+class BoardPages:
+    """The board pages built from one read of the board, by query: the read model a long-lived
+    server keeps, so that a page asked for again costs a load of the board (which checks
+    every file, or, in a server, only those its file events name: `BoardStore`) and a
+    comparison, not a rebuild of every column, count and choice.
+
+    Files are the truth: every request loads the board first, and a page is reused only when
+    that load equals the one the page was built from (`Board` compares its project, epics,
+    tasks, workers, teams and problems by value; an unchanged file gives the very object it
+    gave before, so the comparison is one look per task). Any difference drops every page.
+    Pages are kept with a stand-in for the CSRF token, put in per request (`with_csrf`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._board: Board | None = None
+        self._pages: OrderedDict[tuple[Any, ...], tuple[Page, frozenset[str]]] = OrderedDict()
+        # Random per process: no file holds it; it is as long as a real token (`app._csrf_token`).
+        self.stand_in = secrets.token_hex(20)
+
+    def get(self, board: Board, key: tuple[Any, ...]) -> tuple[Page, frozenset[str]] | None:
+        """The page kept for `key` when it was built from a board equal to `board`."""
+        with self._lock:
+            if self._board is None or not (self._board is board or self._board == board):
+                return None
+            found = self._pages.get(key)
+            if found is not None:
+                self._pages.move_to_end(key)
+            return found
+
+    def put(self, board: Board, key: tuple[Any, ...], page: Page) -> tuple[Page, frozenset[str]]:
+        """Keep `page`, built from `board`, under `key` (dropping the pages of another board);
+        it with the keys of its parts that hold the CSRF stand-in."""
+        marked = frozenset(name for name, markup in page.parts.items() if self.stand_in in markup)
+        with self._lock:
+            if self._board is None or not (self._board is board or self._board == board):
+                self._pages.clear()
+                self._board = board
+            self._pages[key] = (page, marked)
+            while len(self._pages) > CACHED_PAGES:
+                self._pages.popitem(last=False)
+        return page, marked
+
+    def with_csrf(self, kept: tuple[Page, frozenset[str]], csrf: str) -> Page:
+        """A kept page with the request's CSRF token in place of the stand-in."""
+        page, marked = kept
+        body = Html(page.body.replace(self.stand_in, csrf)) if self.stand_in in page.body else page.body
+        if not marked and body is page.body:
+            return page
+        parts = dict(page.parts)
+        for name in marked:
+            parts[name] = Html(parts[name].replace(self.stand_in, csrf))
+        return Page(page.title, body, page.live, page.status, page.headers, parts, page.lists)
+
+
+def board_pages(ctx: Context) -> BoardPages:
+    """The board pages kept for the context's life (a server's)."""
+    return ctx.resource(PAGES_KEY, BoardPages)
+
+
 def board_page(ctx: Context, query: BoardQuery, *, csrf: str = "") -> Page:
     """The board: one column per status (or only `query.status`, paged), each with its cards in
     the column's order (Done: the last completed first), filtered by epic, holder, priority and
-    label; a form to create a task; the workers."""
+    label; a form to create a task; the workers. Built once per board read and query
+    (`BoardPages`): the board is loaded, and the page kept for an equal board is reused."""
+    pages = board_pages(ctx)
+    board = board_store(ctx).load()
+    key = (query.epic, query.owner, query.priority, query.label, query.status, query.offset, query.limit, tuple(sorted(query.limits.items())), query.created)
+    kept = pages.get(board, key)
+    if kept is None:
+        kept = pages.put(board, key, build_board_page(ctx, board, query, csrf=pages.stand_in))
+    return pages.with_csrf(kept, csrf)
+
+
+def build_board_page(ctx: Context, board: Board, query: BoardQuery, *, csrf: str) -> Page:
+    """`board_page` built from `board`, a load of the board."""
     shown = (query.status,) if query.status else COLUMNS
     view = queries.board_view(
         ctx,
@@ -181,6 +259,7 @@ def board_page(ctx: Context, query: BoardQuery, *, csrf: str = "") -> Page:
         statuses=shown,
         limits={status: query.size(status) for status in shown},
         offset=query.offset if query.status else 0,
+        board=board,
     )
     live = Live()
     title = view["project"].get("name") or "Board"
