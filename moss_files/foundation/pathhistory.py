@@ -137,8 +137,7 @@ class PathHistory:
                 if not self._inside(path):
                     raise Unavailable(f"git follows {relpath} to {path}, outside {self.under}")
                 rows = conn.execute(
-                    "SELECT c.seq, c.id, ch.status FROM changes ch JOIN commits c ON c.id = ch.commit_id"
-                    " WHERE ch.path = ? AND c.seq > ? ORDER BY c.seq",
+                    "SELECT c.seq, c.id, ch.status FROM changes ch JOIN commits c ON c.id = ch.commit_id WHERE ch.path = ? AND c.seq > ? ORDER BY c.seq",
                     (path, after),
                 )
                 return [Step(*row) for row in rows]
@@ -213,7 +212,7 @@ class PathHistory:
             if meta != wanted:
                 if meta.get("under") != self.under:
                     for table in ("meta", "commits", "changes", "follows", "derived"):
-                        conn.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+                        conn.execute(f"DELETE FROM {table}")
                     meta = {}
                 same_grafts = meta.get("signature") == signature
                 if not (same_grafts and "head" in meta and self._extend(conn, meta["head"], head)):
@@ -241,7 +240,7 @@ class PathHistory:
             return False
         for start in range(0, len(new), _CHUNK):
             chunk = [c.commit for c in new[start : start + _CHUNK]]
-            if conn.execute(f"SELECT 1 FROM commits WHERE hash IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone():  # noqa: S608 - placeholders
+            if conn.execute(f"SELECT 1 FROM commits WHERE hash IN ({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone():
                 return False  # seen before in another walk (a reset back and forth): read it all
         self._add(conn, [(first - len(new) + index, commit) for index, commit in enumerate(new)])
         return True
@@ -261,7 +260,7 @@ class PathHistory:
                 continue
             if seen is not None:  # other parents than when it was diffed
                 for table in ("changes", "follows"):
-                    conn.execute(f"DELETE FROM {table} WHERE commit_id = ?", (seen[0],))  # noqa: S608 - fixed names
+                    conn.execute(f"DELETE FROM {table} WHERE commit_id = ?", (seen[0],))
                 conn.execute("DELETE FROM commits WHERE id = ?", (seen[0],))
             fresh.append((seq, commit))
         conn.executemany("UPDATE commits SET seq = ? WHERE id = ?", kept)
