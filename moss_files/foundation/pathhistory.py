@@ -133,31 +133,40 @@ class PathHistory:
             if head is None:
                 return []
 
+            shown: dict[tuple[int, str], Touch] = {}
+
             def touches(path: str, after: int) -> list[Step]:
                 if not self._inside(path):
                     raise Unavailable(f"git follows {relpath} to {path}, outside {self.under}")
                 rows = conn.execute(
-                    "SELECT c.seq, c.id, ch.status FROM changes ch JOIN commits c ON c.id = ch.commit_id WHERE ch.path = ? AND c.seq > ? ORDER BY c.seq",
+                    "SELECT c.seq, c.id, ch.status, c.hash, c.date, c.author, c.email, c.summary, ch.blob, ch.mode"
+                    " FROM changes ch JOIN commits c ON c.id = ch.commit_id WHERE ch.path = ? AND c.seq > ? ORDER BY c.seq",
                     (path, after),
                 )
-                return [Step(*row) for row in rows]
+                steps = []
+                for seq, commit_id, status, commit, date, author, email, summary, blob, mode in rows:
+                    steps.append(Step(seq, commit_id, status))
+                    shown[(commit_id, path)] = Touch(gitrepo.Version(commit, date, author, email, summary, path), blob, mode)
+                return steps
 
-            found: list[tuple[Step, str]] = []
+            found: list[Touch] = []
             for step, path in follow(relpath, touches, lambda step, path: self._source(conn, step, path)):
-                found.append((step, path))
+                found.append(shown[(step.commit_id, path)])
                 if limit is not None and len(found) >= limit:
                     break
-            return [self._touch(conn, step, path) for step, path in found]
+            return found
 
     def derived(self, kind: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str], str | None]:
         """What `remember` kept of `kind` for these (blob, path) keys; a key never kept is left
         out. `kind` names the derivation and its version: a new way of deriving, a new kind."""
         with self._connection() as conn:
+            wanted = set(keys)
+            blobs = sorted({blob for blob, _ in wanted})
             found: dict[tuple[str, str], str | None] = {}
-            for blob, path in dict.fromkeys(keys):
-                row = conn.execute("SELECT value FROM derived WHERE kind = ? AND blob = ? AND path = ?", (kind, blob, path)).fetchone()
-                if row is not None:
-                    found[(blob, path)] = row[0]
+            for start in range(0, len(blobs), _CHUNK):
+                chunk = blobs[start : start + _CHUNK]
+                rows = conn.execute(f"SELECT blob, path, value FROM derived WHERE kind = ? AND blob IN ({','.join('?' * len(chunk))})", [kind, *chunk])
+                found.update(((blob, path), value) for blob, path, value in rows if (blob, path) in wanted)
             return found
 
     def remember(self, kind: str, values: dict[tuple[str, str], str | None]) -> None:
@@ -177,11 +186,6 @@ class PathHistory:
 
     def _inside(self, relpath: str) -> bool:
         return not self.under or relpath.startswith(f"{self.under}/")
-
-    def _touch(self, conn: sqlite3.Connection, step: Step, path: str) -> Touch:
-        commit, date, author, email, summary = conn.execute("SELECT hash, date, author, email, summary FROM commits WHERE id = ?", (step.commit_id,)).fetchone()
-        blob, mode = conn.execute("SELECT blob, mode FROM changes WHERE path = ? AND commit_id = ?", (path, step.commit_id)).fetchone()
-        return Touch(gitrepo.Version(commit, date, author, email, summary, path), blob, mode)
 
     def _source(self, conn: sqlite3.Connection, step: Step, path: str) -> str | None:
         """Where `git log --follow` goes on from `path`, added at `step`: asked of git once, kept."""
