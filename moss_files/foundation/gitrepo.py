@@ -404,7 +404,7 @@ def _changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[s
     found: dict[str, list[PathChange]] = {commit: [] for commit in commits}
     top = repo.working_tree_dir or repo.git_dir
     request = "".join(f"{commit}\n" for commit in commits).encode("ascii")
-    command = ["git", "diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", f"{under.rstrip('/')}/"]
+    command = ["git", "diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *([f"{under.rstrip('/')}/"] if under.strip("/") else [])]
     try:
         done = subprocess.run(command, cwd=top, input=request, capture_output=True, check=True)
     except (OSError, subprocess.CalledProcessError) as exc:

@@ -119,7 +119,8 @@ class PathHistory:
         self.repo = repo
         self.folder = Path(folder)
         self.path = self.folder / DB_NAME
-        self.under = under.strip("/")
+        under = under.strip("/")
+        self.under = "" if under == "." else under  # "": the whole repository
 
     # ----------------------------------------------------------------- questions
 
@@ -298,6 +299,8 @@ class PathHistory:
             raise Unavailable(f"the history cache cannot be used: {exc}") from None
         try:
             yield conn
+        except (MossError, UnicodeError) as exc:  # git failed here (asked again, it says why), or a path SQLite cannot hold
+            raise Unavailable(f"the history cache cannot answer: {exc}") from None
         except sqlite3.Error as exc:
             if getattr(exc, "sqlite_errorname", "") in _CORRUPT:
                 self._remove()  # derived: the next use makes it anew
