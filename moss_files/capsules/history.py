@@ -14,10 +14,11 @@ from typing import Any
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
 from moss_files.capsules.store import CapsuleStore, StoredCapsule
-from moss_files.foundation import document, gitrepo, pathhistory
+from moss_files.foundation import document, gitrepo
 from moss_files.foundation.arguments import count, required
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import MossError, NotFound
+from moss_files.index import pathhistory
 
 # The workspace's cache folder (as `index.database.CACHE_DIR`, not imported: the search index's
 # modules are not needed here). The history record lives beside the search index, git-ignored.
@@ -81,7 +82,7 @@ def _versions(ctx: Context, repo: Any, relpath: str, *, limit: int | None, base_
     """The versions of the file at `relpath` as `git log --follow` lists them (at most
     `limit`), each with whether the file was there after it and the capsule id it held.
 
-    Read from the workspace's history record (`foundation.pathhistory`), which keeps both;
+    Read from the workspace's history record (`index.pathhistory`), which keeps both;
     where the record cannot answer (outside the capsules folder, a repository with
     replacement refs, an unwritable cache folder), from git itself: the same answer, slower."""
     record = pathhistory.PathHistory(repo, ctx.root / CACHE_DIR, base_rel)

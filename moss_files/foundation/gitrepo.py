@@ -19,6 +19,8 @@ from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from moss_files.foundation.errors import InvalidRequest, NotFound, RepoError
 
+Repo = git.Repo  # what `open_repo` returns, named for modules that must not import GitPython
+
 _FIELD = "\x1f"
 _RECORD = "\x1e"
 _HEX_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -294,7 +296,7 @@ def current_branch(root: Path) -> str | None:
 
 
 # --------------------------------------------------------------------------- for the history cache
-# `foundation.pathhistory` keeps a derived record of which commits touched which paths; these
+# `index.pathhistory` keeps a derived record of which commits touched which paths; these
 # read what it derives from. Every reading here is a pure function of its commit ids (and of
 # the repository's grafts: `history_signature`), so what the cache keeps never goes stale.
 

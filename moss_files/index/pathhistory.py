@@ -1,7 +1,8 @@
 """A derived, disposable record of which commits touched which paths below one folder of a
 repository, so that a file's history as `git log --follow -- PATH` shows it is read without
 walking the whole of git's history each time. Edge layer: one SQLite file (the workspace's
-cache folder, git-ignored, safe to delete), filled from git through `gitrepo`.
+cache folder, beside the search index; git-ignored, safe to delete), filled from git through
+`foundation.gitrepo`. It loads nothing of the search index.
 
 What it keeps:
 - `commits`: every commit reachable from the HEAD it was last brought up to, with its parents,
@@ -34,8 +35,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import git
 
 from moss_files.foundation import fs, gitrepo
 from moss_files.foundation.errors import MossError
@@ -115,7 +114,7 @@ class PathHistory:
     """The record of one repository's history below the folder `under` (relative to the
     work tree), kept in `folder`/history.db."""
 
-    def __init__(self, repo: git.Repo, folder: Path, under: str) -> None:
+    def __init__(self, repo: gitrepo.Repo, folder: Path, under: str) -> None:
         self.repo = repo
         self.folder = Path(folder)
         self.path = self.folder / DB_NAME

@@ -1,4 +1,4 @@
-"""The path-history record (`foundation.pathhistory`) against git itself, in real repositories:
+"""The path-history record (`index.pathhistory`) against git itself, in real repositories:
 its answer for a path equals `git log --follow -- PATH` (through `gitrepo.file_history`, which
 asks git) after renames, moves between folders, copies, deletes and re-adds, merges, rewritten
 history, in a shallow clone, under concurrent commits and writers, and after a kill -9."""
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from moss_files.foundation import gitrepo, pathhistory
+from moss_files.foundation import gitrepo
+from moss_files.index import pathhistory
 
 UNDER = ".moss/capsules"
 ENV = {"GIT_CONFIG_NOSYSTEM": "1"}
@@ -265,7 +266,7 @@ def test_commits_landing_while_processes_update_the_record(repo: Path) -> None:
             commit(repo, f"c {step}")
 
     script = (
-        "import sys; from pathlib import Path; from moss_files.foundation import gitrepo, pathhistory\n"
+        "import sys; from pathlib import Path; from moss_files.foundation import gitrepo; from moss_files.index import pathhistory\n"
         "root = Path(sys.argv[1])\n"
         "for _ in range(15):\n"
         "    pathhistory.PathHistory(gitrepo.open_repo(root), root / '.moss/cache', sys.argv[2]).history(sys.argv[2] + '/a.md')\n"
@@ -299,7 +300,7 @@ def test_kill_9_during_the_first_build_leaves_no_wrong_record(repo: Path) -> Non
     assert importer.wait() == 0
     git(repo, "reset", "-q", "--hard")
     script = (
-        "import sys; from pathlib import Path; from moss_files.foundation import gitrepo, pathhistory\n"
+        "import sys; from pathlib import Path; from moss_files.foundation import gitrepo; from moss_files.index import pathhistory\n"
         "root = Path(sys.argv[1])\n"
         "pathhistory.PathHistory(gitrepo.open_repo(root), root / '.moss/cache', sys.argv[2]).bring_up_to_date()\n"
     )
