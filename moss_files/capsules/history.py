@@ -8,6 +8,7 @@ each commit held. Returns the shapes `moss history --json` and `moss fetch --at 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -76,6 +77,22 @@ def history(
         data.update(workspace=where.workspace_norm, name=where.name_norm)
     data.update(path=relpath, dirty=bool(status.strip()), versions=rows)
     return data
+
+
+def keep_record(root: Path) -> str:
+    """Bring the workspace's path-history record up to HEAD (the first time: build it from the
+    whole history), as `moss serve --http` does when it starts, so that the first `moss
+    history` finds it made. Returns a line for the daemon's log; never raises."""
+    started = time.monotonic()
+    try:
+        repo = gitrepo.open_repo(root)
+        record = pathhistory.PathHistory(repo, root / CACHE_DIR, gitrepo.relpath_in_repo(repo, CapsuleStore(root).base))
+        head = record.bring_up_to_date()
+    except (MossError, pathhistory.Unavailable) as exc:
+        return f"history record not kept ({exc}); moss history asks git"
+    if head is None:
+        return "history record: no commits yet"
+    return f"history record up to commit {head[:12]} ({time.monotonic() - started:.1f} s)"
 
 
 def _versions(ctx: Context, repo: Any, relpath: str, *, limit: int | None, base_rel: str) -> tuple[list[gitrepo.Version], list[tuple[bool, str | None]]]:

@@ -3,11 +3,15 @@ it does from git alone: the same versions, ids, `removed` flags and limits, by n
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import BIN, run_cli
+from helpers import wait_for
 
 FULL = (
     "## Objective\nShip auth.\n\n## Current status\nHalf.\n\n## Decisions\n- JWT.\n\n## Next actions\n- Tests.\n\n"
@@ -76,3 +80,36 @@ def test_history_from_the_record_equals_history_from_git(repo: Path) -> None:
     two = git(ws, "hash-object", "-w", "--stdin", input="two\n")
     git(ws, "replace", one, two)
     assert answers(ws, queries) == from_record
+
+
+def test_the_http_daemon_builds_the_record_when_it_starts(repo: Path, tmp_path: Path) -> None:
+    ws = repo
+    (ws / ".moss").mkdir()
+    moss(ws, "store", "--name", "auth", input=FULL)
+    commit(ws, "auth")
+    head = git(ws, "rev-parse", "HEAD")
+    database = ws / ".moss" / "cache" / "history.db"
+
+    def recorded_head() -> str | None:
+        if not database.exists():
+            return None
+        with contextlib.closing(sqlite3.connect(database)) as conn:
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'head'").fetchone()
+            except sqlite3.OperationalError:
+                return None  # the schema is being made
+        return row[0] if row else None
+
+    with (tmp_path / "daemon.log").open("wb") as log:
+        daemon = subprocess.Popen(
+            [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0", "--no-index-watch"], cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
+        )
+    try:
+        wait_for(lambda: recorded_head() == head, timeout=60, message="the daemon's history record")
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=10)
+    assert f"history record up to commit {head[:12]}" in (tmp_path / "daemon.log").read_text()
