@@ -104,7 +104,7 @@ def _versions(ctx: Context, repo: Any, relpath: str, *, limit: int | None, base_
     replacement refs, an unwritable cache folder), from git itself: the same answer, slower."""
     record = pathhistory.PathHistory(repo, ctx.root / CACHE_DIR, base_rel)
     try:
-        touches = record.history(relpath, limit=limit)
+        touches = record.history(relpath, limit=limit, show_root=gitrepo.shows_root_commits(repo))
         return [touch.version for touch in touches], _ids_of(repo, record, touches, base_rel)
     except pathhistory.Unavailable:
         pass

@@ -328,10 +328,23 @@ class PathChange:
 
 def head_commit(repo: git.Repo) -> str | None:
     """The commit HEAD names; None on an unborn branch."""
+    # Read from the refs alone: `repo.head.commit` would start a lasting `git cat-file` process
+    # to learn the object's type.
     try:
-        return str(repo.head.commit.hexsha)
+        return str(git.SymbolicReference.dereference_recursive(repo, "HEAD"))
     except ValueError:
         return None
+
+
+def shows_root_commits(repo: git.Repo) -> bool:
+    """Whether `git log` shows a root commit's changes here (`log.showRoot`, true unless set
+    false): with it false, `git log --follow` leaves out the root commit (and a shallow
+    clone's boundary) that added a file."""
+    try:
+        value = repo.config_reader().get_value("log", "showRoot", True)
+    except Exception:
+        return True
+    return str(value).strip().lower() not in ("false", "no", "off", "0")
 
 
 def history_signature(repo: git.Repo) -> str | None:

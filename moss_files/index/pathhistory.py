@@ -123,9 +123,11 @@ class PathHistory:
 
     # ----------------------------------------------------------------- questions
 
-    def history(self, relpath: str, *, limit: int | None = None) -> list[Touch]:
+    def history(self, relpath: str, *, limit: int | None = None, show_root: bool = True) -> list[Touch]:
         """The versions of `relpath` as `git log --follow -- relpath` at HEAD lists them, newest
-        first, at most `limit`. Brings the record up to HEAD first. Raises Unavailable."""
+        first, at most `limit`; without `show_root` (git's `log.showRoot` set false), leaving
+        out commits without parents as git does. Brings the record up to HEAD first. Raises
+        Unavailable."""
         if not self._inside(relpath):
             raise Unavailable(f"{relpath} is outside {self.under}")
         with self._connection() as conn:
@@ -140,8 +142,9 @@ class PathHistory:
                     raise Unavailable(f"git follows {relpath} to {path}, outside {self.under}")
                 rows = conn.execute(
                     "SELECT c.seq, c.id, ch.status, c.hash, c.date, c.author, c.email, c.summary, ch.blob, ch.mode"
-                    " FROM changes ch JOIN commits c ON c.id = ch.commit_id WHERE ch.path = ? AND c.seq > ? ORDER BY c.seq",
-                    (path, after),
+                    " FROM changes ch JOIN commits c ON c.id = ch.commit_id WHERE ch.path = ? AND c.seq > ?"
+                    f"{'' if show_root else ' AND c.parents != ?'} ORDER BY c.seq",
+                    (path, after) if show_root else (path, after, ""),
                 )
                 steps = []
                 for seq, commit_id, status, commit, date, author, email, summary, blob, mode in rows:

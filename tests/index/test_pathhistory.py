@@ -181,6 +181,26 @@ def test_shallow_clone_then_deepened(repo: Path, tmp_path: Path) -> None:
     assert len(from_record(clone, p("b.md"))) == 9
 
 
+def test_root_commits_hidden_as_git_hides_them(repo: Path, tmp_path: Path) -> None:
+    write(repo, p("a.md"), body(0))
+    commit(repo, "root")
+    write(repo, p("a.md"), body(1))
+    commit(repo, "two")
+    write(repo, p("a.md"), body(2))
+    commit(repo, "three")
+    git(repo, "config", "log.showRoot", "false")
+    handle = gitrepo.open_repo(repo)
+    assert not gitrepo.shows_root_commits(handle)
+    hidden = [touch.version for touch in record(repo).history(p("a.md"), show_root=False)]
+    assert hidden == from_git(repo, p("a.md")) and [v.summary for v in hidden] == ["three", "two"]
+    clone = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "2", f"file://{repo}", str(clone))
+    git(clone, "config", "log.showRoot", "false")  # the boundary is a root too
+    assert [touch.version for touch in record(clone).history(p("a.md"), show_root=False)] == from_git(clone, p("a.md"))
+    git(repo, "config", "log.showRoot", "true")
+    assert gitrepo.shows_root_commits(gitrepo.open_repo(repo))
+
+
 def test_history_unborn_branch_and_replacement_refs(repo: Path) -> None:
     assert record(repo).history(p("a.md")) == []
     write(repo, p("a.md"), body(0))
