@@ -7,6 +7,7 @@ and most commands never need history.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from moss_files.foundation.errors import InvalidRequest, NotFound, RepoError
+
+Repo = git.Repo  # what `open_repo` returns, named for modules that must not import GitPython
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -182,7 +185,13 @@ def show_files(repo: git.Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes 
         return []
     if any("\n" in commit or "\n" in relpath for commit, relpath in wanted):
         return [show_file(repo, commit, relpath) for commit, relpath in wanted]  # a batch line cannot hold a newline
-    request = "".join(f"{commit}:{relpath}\n" for commit, relpath in wanted).encode("utf-8", "surrogateescape")
+    return _cat_file_batch(repo, [f"{commit}:{relpath}" for commit, relpath in wanted])
+
+
+def _cat_file_batch(repo: git.Repo, specs: Sequence[str]) -> list[bytes | None]:
+    """The blob each object name in `specs` names (one `git cat-file --batch`), None where it
+    names nothing or no blob."""
+    request = "".join(f"{spec}\n" for spec in specs).encode("utf-8", "surrogateescape")
     top = repo.working_tree_dir or repo.git_dir
     try:
         done = subprocess.run(["git", "cat-file", "--batch"], cwd=top, input=request, capture_output=True, check=True)
@@ -191,7 +200,7 @@ def show_files(repo: git.Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes 
     out = done.stdout
     found: list[bytes | None] = []
     at = 0
-    for _ in wanted:
+    for _ in specs:
         end = out.index(b"\n", at)
         header = out[at:end].split(b" ")
         at = end + 1
@@ -284,3 +293,177 @@ def current_branch(root: Path) -> str | None:
         if exc.status == 1:
             return None  # symbolic-ref --quiet exits 1 for a detached HEAD
         raise RepoError(f"git symbolic-ref failed: {exc.stderr}") from None
+
+
+# --------------------------------------------------------------------------- for the history cache
+# `index.pathhistory` keeps a derived record of which commits touched which paths; these
+# read what it derives from. Every reading here is a pure function of its commit ids (and of
+# the repository's grafts: `history_signature`), so what the cache keeps never goes stale.
+
+
+@dataclass(frozen=True, slots=True)
+class WalkedCommit:
+    """One commit of a walk, with its parents (as this repository sees them: a shallow clone's
+    boundary has none) and what a Version shows of it."""
+
+    commit: str
+    parents: tuple[str, ...]
+    date: str
+    author: str
+    email: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class PathChange:
+    """One path a commit changed against its one parent (or, for a root, the empty tree), as
+    `git diff-tree --no-renames --raw` gives it: `status` A, M, D or T; `blob` the new object
+    (None after a delete), `mode` its file mode ("000000" after a delete)."""
+
+    path: str
+    status: str
+    blob: str | None
+    mode: str
+
+
+def head_commit(repo: git.Repo) -> str | None:
+    """The commit HEAD names; None on an unborn branch."""
+    # Read from the refs alone: `repo.head.commit` would start a lasting `git cat-file` process
+    # to learn the object's type.
+    try:
+        return str(git.SymbolicReference.dereference_recursive(repo, "HEAD"))
+    except ValueError:
+        return None
+
+
+def shows_root_commits(repo: git.Repo) -> bool:
+    """Whether `git log` shows a root commit's changes here (`log.showRoot`, true unless set
+    false): with it false, `git log --follow` leaves out the root commit (and a shallow
+    clone's boundary) that added a file."""
+    try:
+        value = repo.config_reader().get_value("log", "showRoot", True)
+    except Exception:
+        return True
+    return str(value).strip().lower() not in ("false", "no", "off", "0")
+
+
+def history_signature(repo: git.Repo) -> str | None:
+    """What, besides the commits, decides the parents git sees: the shallow boundary and the
+    graft file, as one text. None when the repository has replacement refs (`git replace`),
+    which change any commit's parents at any time: no derived record of history is safe then."""
+    common = Path(repo.common_dir)
+    replace = common / "refs" / "replace"
+    if replace.is_dir() and any(replace.rglob("*")):
+        return None
+    try:
+        if b" refs/replace/" in (common / "packed-refs").read_bytes():
+            return None
+    except FileNotFoundError:
+        pass
+    parts = []
+    for name in ("shallow", "info/grafts"):
+        try:
+            parts.append((common / name).read_bytes().decode("ascii", "replace"))
+        except FileNotFoundError:
+            parts.append("")
+    return "\n--\n".join(parts)
+
+
+def walk_commits(repo: git.Repo, head: str, *, exclude: str | None = None) -> list[WalkedCommit]:
+    """The commits reachable from `head` (and not from `exclude`), in the order `git log`
+    walks them, which is the order `git log --follow` shows them in. Raises RepoError."""
+    fields = f"%H{_FIELD}%P{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"
+    args = ["-c", "log.showSignature=false", "log", "-z", "--no-decorate", "--no-color", f"--format={fields}", head]
+    if exclude is not None:
+        args.append(f"^{exclude}")
+    output = _run(repo, *args, "--", stdout_as_string=False)
+    assert isinstance(output, bytes)
+    walked = []
+    for record in output.decode("utf-8", "surrogateescape").split("\0"):
+        if not record:
+            continue
+        parts = record.split(_FIELD)
+        if len(parts) != 6 or not _HEX_ID.fullmatch(parts[0]):
+            raise RepoError(f"git log gave an unreadable record: {record[:80]!r}")
+        walked.append(WalkedCommit(parts[0], tuple(parts[1].split()), parts[2], parts[3], parts[4], parts[5]))
+    return walked
+
+
+def changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
+    """For each of `commits` (none a merge), the paths below the folder `under` it changed
+    against its parent (a root, or a shallow clone's boundary, against the empty tree), renames
+    as a delete and an add. `git diff-tree --stdin` answers them: for a long list, a few of them
+    side by side on the machine's cores (reading each commit's trees is the whole cost, seconds
+    for 50,000 commits). Raises RepoError."""
+    if not commits:
+        return {}
+    parts = min(_DIFF_PROCESSES, os.cpu_count() or 1) if len(commits) >= _PARALLEL_DIFF_MIN else 1
+    size = -(-len(commits) // parts)
+    chunks = [commits[start : start + size] for start in range(0, len(commits), size)]
+    if len(chunks) == 1:
+        return _changed_paths(repo, chunks[0], under)
+    from concurrent.futures import ThreadPoolExecutor  # only a first build of a long history needs it
+
+    with ThreadPoolExecutor(len(chunks)) as pool:  # each thread waits on its own git process
+        found: dict[str, list[PathChange]] = {}
+        for part in pool.map(lambda chunk: _changed_paths(repo, chunk, under), chunks):
+            found.update(part)
+    return found
+
+
+_DIFF_PROCESSES = 4
+_PARALLEL_DIFF_MIN = 2000
+
+
+def _changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
+    found: dict[str, list[PathChange]] = {commit: [] for commit in commits}
+    top = repo.working_tree_dir or repo.git_dir
+    request = "".join(f"{commit}\n" for commit in commits).encode("ascii")
+    command = ["git", "diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *([f"{under.rstrip('/')}/"] if under.strip("/") else [])]
+    try:
+        done = subprocess.run(command, cwd=top, input=request, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RepoError(f"git diff-tree failed: {getattr(exc, 'stderr', b'') or exc}") from None
+    tokens = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    current: list[PathChange] | None = None
+    index = 0
+    while index < len(tokens):
+        token = tokens[index].strip("\n")
+        index += 1
+        if not token:
+            continue
+        if token.startswith(":"):
+            meta = token[1:].split(" ")
+            if current is None or len(meta) != 5 or index >= len(tokens):
+                raise RepoError(f"git diff-tree gave an unreadable line: {token[:80]!r}")
+            path, status = tokens[index], meta[4][:1]
+            index += 1
+            blob = None if status == "D" else meta[3]
+            current.append(PathChange(path, status, blob, meta[1]))
+        elif token in found:
+            current = found[token]
+        else:
+            raise RepoError(f"git diff-tree named a commit it was not asked for: {token[:80]!r}")
+    return found
+
+
+def follow_source(repo: git.Repo, commit: str, relpath: str) -> str | None:
+    """Where `git log --follow` goes on from `relpath` at `commit`, a commit that adds it: the
+    path it was renamed or copied from (git's own detection: renames, and copies of any file
+    of the parent), or None when it was new there."""
+    output = _run(repo, "log", "--follow", "-n", "1", "--name-status", "-z", "--format=%H", commit, "--", relpath, stdout_as_string=False)
+    assert isinstance(output, bytes)
+    tokens = [token.strip("\n") for token in output.decode("utf-8", "surrogateescape").split("\0")]
+    tokens = [token for token in tokens if token]
+    if len(tokens) < 3 or tokens[0] != commit:
+        return None
+    if tokens[1][:1] in ("R", "C") and len(tokens) >= 4 and tokens[3] == relpath:
+        return tokens[2]
+    return None
+
+
+def read_blobs(repo: git.Repo, blobs: Sequence[str]) -> list[bytes | None]:
+    """The bytes of many blobs by object id, in order (None where one is missing or no blob)."""
+    if not blobs:
+        return []
+    return _cat_file_batch(repo, blobs)

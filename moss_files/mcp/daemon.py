@@ -365,11 +365,19 @@ class Daemon:
             if self.web_url:
                 self.log(f"moss serve: pages on {self.web_url} (live updates by {self._web_app.watcher.mode})")
             self.ready.set()
+            # The path-history record `moss history` reads, made (or brought up to HEAD) while
+            # the daemon serves: in a long history its first build takes seconds.
+            threading.Thread(target=self._keep_history_record, name="history-record", daemon=True).start()
             if self._stop_requested:  # a signal before the server existed
                 self._server.stop()
             self._server.run()
             self.log("moss serve: stopped")
         return 0
+
+    def _keep_history_record(self) -> None:
+        from moss_files.capsules import history  # GitPython and SQLite: loaded in this thread only
+
+        self.log(f"moss serve: {history.keep_record(self.root)}")
 
     def _prepare(self, run_dir: Path) -> None:
         try:
