@@ -105,15 +105,29 @@ def outline(text: str, first_line: int = 1) -> Outline:
     """Read the structure of `text`; `first_line` (1-based) is where the body starts."""
     lines = tuple(split_lines(text))
     first = max(first_line - 1, 0)
-    hidden: list[bool] = []
+    hidden = hidden_lines(lines, first)
     headings: list[tuple[int, int, str]] = []
+    for index, line in enumerate(lines):
+        if line[:1] == "#" and not hidden[index]:  # only a line starting with '#' can be a heading
+            match = _HEADING.match(strip_ending(line))
+            if match:
+                headings.append((index, len(match.group(1)), match.group(2).strip()))
+    return Outline(lines, tuple(hidden), _sections(headings, len(lines)), first, newline_of(text))
+
+
+def hidden_lines(lines: Sequence[str], first: int = 0) -> list[bool]:
+    """For each line, whether it is hidden text: before `first` (the frontmatter), inside an
+    HTML comment or inside a fenced code block."""
+    hidden: list[bool] = [True] * min(first, len(lines))
     in_comment = False
     in_fence = False
-    for index, line in enumerate(lines):
-        content = strip_ending(line)
-        if index < first:
-            hidden.append(True)
+    for index in range(len(hidden), len(lines)):
+        line = lines[index]
+        # Most lines hold none of the characters that open or close hidden text: visible.
+        if not in_fence and not in_comment and "<!--" not in line and "```" not in line and "~~~" not in line:
+            hidden.append(False)
             continue
+        content = strip_ending(line)
         if in_fence:
             hidden.append(True)
             if _FENCE.match(content):
@@ -123,7 +137,6 @@ def outline(text: str, first_line: int = 1) -> Outline:
             hidden.append(True)
             in_comment = _still_in_comment(content, 0)
             continue
-        stripped = content.lstrip()
         if _FENCE.match(content):
             hidden.append(True)
             in_fence = True
@@ -131,14 +144,11 @@ def outline(text: str, first_line: int = 1) -> Outline:
         opening = content.find("<!--")
         if opening >= 0:
             in_comment = _still_in_comment(content, opening + 4)
-            if stripped.startswith("<!--"):
+            if content.lstrip().startswith("<!--"):
                 hidden.append(True)
                 continue
         hidden.append(False)
-        match = _HEADING.match(content)
-        if match:
-            headings.append((index, len(match.group(1)), match.group(2).strip()))
-    return Outline(lines, tuple(hidden), _sections(headings, len(lines)), first, newline_of(text))
+    return hidden
 
 
 def _still_in_comment(content: str, position: int) -> bool:

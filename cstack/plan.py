@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date
 from itertools import pairwise
 from pathlib import Path
@@ -43,7 +44,7 @@ from typing import Any
 from cstack import markdown
 from cstack.markdown import Outline
 from moss_files.foundation import document, formats
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 MARKER_STATUS = {" ": "pending", ">": "in_progress", "x": "done", "X": "done", "!": "blocked", "~": "closed"}
 STATUS_MARKER = {"pending": " ", "in_progress": ">", "done": "x", "blocked": "!", "closed": "~"}
@@ -567,6 +568,24 @@ def transition(
     Raises NotFound / InvalidRequest (addressing, a missing or multi-line reason) and Conflict
     INVALID_TRANSITION when the task's status does not allow the action.
     """
+    if action in _RULES:
+        words = ref.split() if ref is not None else []
+        fast = _on_condensed(text, words[:1], lambda small: _transition_full(small, action, ref, today, reason=reason, path=path), path, ref)
+        if fast is not None:
+            return fast
+    return _transition_full(text, action, ref, today, reason=reason, path=path)
+
+
+def _transition_full(
+    text: str,
+    action: str,
+    ref: str | None,
+    today: date,
+    *,
+    reason: str | None = None,
+    path: Path | str | None = None,
+) -> Change:
+    """`transition` on the whole parsed plan: the definition the condensed run must equal."""
     rule = _RULES[action]
     plan = parse_plan(text, path)
     task = find_task(plan, ref, path) if ref is not None else _only_active(plan, action, path)
@@ -754,6 +773,36 @@ def add_task(
     Raises InvalidRequest (empty title, bad priority, bad id, multi-line spec), Conflict
     ALREADY_EXISTS (the id is taken) and NotFound (a dependency or parent id no task carries).
     """
+    fields = parse_task_line(f"- [ ] {spec.strip()}") if spec.strip() and "\n" not in spec and "\r" not in spec else None
+    if fields is not None:
+        # The plan matters to an addition through the ids it names (taken? known?) and the
+        # place of the new line; both survive condensing when those ids are kept.
+        names = [ident, parent, fields["id"], fields["parent"], *depends, *fields["depends"]]
+        tokens = [word for name in names if name for word in name.split()[:1]]
+        fast = _on_condensed(
+            text,
+            tokens,
+            lambda small: _add_task_full(small, spec, today, ident=ident, depends=depends, parent=parent, section=section, path=path),
+            path,
+            None,
+        )
+        if fast is not None:
+            return fast
+    return _add_task_full(text, spec, today, ident=ident, depends=depends, parent=parent, section=section, path=path)
+
+
+def _add_task_full(
+    text: str,
+    spec: str,
+    today: date,
+    *,
+    ident: str | None = None,
+    depends: Sequence[str] = (),
+    parent: str | None = None,
+    section: str = "tasks",
+    path: Path | str | None = None,
+) -> Change:
+    """`add_task` on the whole parsed plan: the definition the condensed run must equal."""
     if section not in SECTIONS or section in ("completed", "closed"):
         raise InvalidRequest(
             f"cannot add to section '{section}'",
@@ -812,6 +861,169 @@ def add_task(
     new_plan = parse_plan(new_text, path)
     after = next(t for t in new_plan.tasks if t.line == index + 1)
     return Change(new_text, after, None, "add")
+
+
+# --------------------------------------------------------------------------- condensing
+#
+# A plan that has lived a year holds thousands of finished tasks that a transition or an
+# addition never looks at, yet parsing them costs most of the command. So `transition` and
+# `add_task` first run on a condensed copy of the text: every run of consecutive finished tasks
+# that cannot matter to the edit is replaced by one stand-in line, the edit is planned on that
+# small text, and the stand-ins are then expanded back into the exact lines they replaced. The
+# result (text, task, numbers, lines) is the full run's, byte for byte; whenever the copy cannot
+# be shown to decide alike, the full run decides.
+#
+# A line may go into a run when it is visible (not frontmatter, comment or code), at indent 0,
+# marked `[x]`, `[X]` or `[~]`, not a placeholder, names no `parent`, holds none of the words
+# the edit looks up (the task's reference, the ids an addition names) nor anything that opens
+# hidden text, and the line after it is such a line too (so a run never ends a section's list,
+# never carries indented detail lines or subtasks, and what follows it nests exactly as before).
+# Such a task is finished, so no dependency or subtask check can be about it; its id is none the
+# edit names; and the stand-in, a finished task line at indent 0 itself, takes its place for
+# sections, nesting, placement and moves.
+
+_STAND_IN = "\ue000"  # a private-use character: a plan holding it is never condensed
+_RUN_CANDIDATE = re.compile(r"[-*+][ \t]+\[[xX~]\][ \t]+(?P<first>\S)")
+_MIN_RUN = 3  # shorter runs are not worth a stand-in
+_LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
+
+
+@functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
+def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, list[str]]] | None:
+    """The condensed text and, by stand-in line (without its ending), the lines it replaces;
+    None when condensing would not shrink it by half. Nothing is condensed up to the
+    `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
+    folded = [word.casefold() for word in words]
+    if _STAND_IN in text or any(_STAND_IN in word for word in folded):
+        return None
+    lines = markdown.split_lines(text)
+    hidden = markdown.hidden_lines(lines, document.parse(text, path).body_line - 1)
+    named = _lines_holding(text, ["parent", *folded])
+    candidate = [False] * len(lines)
+    for index, line in enumerate(lines):
+        if keep_tasks > 0:
+            keep_tasks -= 1 if not hidden[index] and _LOOKS_LIKE_TASK.match(line) else 0
+            continue
+        if line[:1] not in "-*+" or hidden[index] or index in named:
+            continue
+        found = _RUN_CANDIDATE.match(line)
+        if found is None or found.group("first") in "(_*-\u2014\u2013" or "<!--" in line or "```" in line or "~~~" in line:
+            continue
+        # Past those first characters only a short text ("none", "n/a", "tbd") is a placeholder.
+        if len(line) - found.start("first") <= 6 and markdown.is_placeholder_line(markdown.strip_ending(line)):
+            continue
+        candidate[index] = True
+    out: list[str] = []
+    runs: dict[str, list[str]] = {}
+    index = 0
+    while index < len(lines):
+        end = index
+        while end + 1 < len(lines) and candidate[end] and candidate[end + 1]:
+            end += 1  # lines[index:end] may go; lines[end] stays to close the run
+        if end - index >= _MIN_RUN:
+            content = f"- [x] {_STAND_IN}{len(runs)}{_STAND_IN}"
+            runs[content] = lines[index:end]
+            out.append(content + markdown.ending_of(lines[index]))
+            index = end
+        else:
+            out.append(lines[index])
+            index += 1
+    return ("".join(out), runs) if len(out) * 2 <= len(lines) else None
+
+
+def _lines_holding(text: str, words: Sequence[str]) -> set[int]:
+    """The indexes of the lines whose case-folded text holds one of the (case-folded) `words`.
+
+    Case folding maps each character on its own and never makes or removes a line break, so
+    the folded text has the same lines, and a line holds a word exactly when its fold does."""
+    folded = text.casefold()
+    starts = [0]
+    at = folded.find("\n")
+    while at >= 0:
+        starts.append(at + 1)
+        at = folded.find("\n", at + 1)
+    found: set[int] = set()
+    for word in words:
+        if not word:
+            return set(range(len(starts)))
+        at = folded.find(word)
+        while at >= 0:
+            line = bisect_right(starts, at) - 1
+            found.add(line)
+            at = folded.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
+    return found
+
+
+def _expand(text: str, runs: dict[str, list[str]]) -> str | None:
+    """The condensed `text` with each stand-in replaced by its lines; None unless each stand-in
+    is found exactly once, unchanged."""
+    out: list[str] = []
+    seen = 0
+    for line in markdown.split_lines(text):
+        if _STAND_IN in line:
+            run = runs.get(markdown.strip_ending(line))
+            if run is None or markdown.ending_of(line) != markdown.ending_of(run[0]):
+                return None
+            out.extend(run)
+            seen += 1
+        else:
+            out.append(line)
+    return "".join(out) if seen == len(runs) else None
+
+
+def _real_task(task: Task, small: Plan, runs: dict[str, list[str]]) -> Task | None:
+    """`task` of the condensed plan `small` with the line and numbers it has in the full text;
+    None for a stand-in."""
+    if _STAND_IN in task.text:
+        return None
+    extra_lines = extra_tasks = 0
+    extra_before_outer = 0
+    numbers = {t.line: t.number for t in small.tasks}
+    for index, line in enumerate(small.outline.lines):
+        if index >= task.line - 1:
+            break
+        run = runs.get(markdown.strip_ending(line)) if _STAND_IN in line else None
+        if run is None:
+            continue
+        extra_lines += len(run) - 1
+        number = numbers.get(index + 1)
+        if number is not None:
+            extra_tasks += len(run) - 1
+            if task.nested_in is not None and number < task.nested_in:
+                extra_before_outer += len(run) - 1
+    nested_in = task.nested_in + extra_before_outer if task.nested_in is not None else None
+    return replace(task, line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
+
+
+def _on_condensed(
+    text: str,
+    words: Sequence[str],
+    edit: Callable[[str], Change],
+    path: Path | str | None,
+    ref: str | None,
+) -> Change | None:
+    """`edit` run on the condensed text, its change carried back to the full text; None when
+    the full text must decide (nothing to condense, an error to report with the file's own
+    numbers, a task named by a number that condensing may have shifted)."""
+    try:
+        number = ref.strip() if ref is not None else ""
+        condensed = _condense(text, tuple(words), path, int(number) if number.isdigit() else 0)
+        if condensed is None:
+            return None
+        small_text, runs = condensed
+        made = edit(small_text)
+    except MossError:
+        return None  # the full run raises the error, with the file's own lines and numbers
+    new_text = _expand(made.text, runs)
+    if new_text is None:
+        return None
+    after = _real_task(made.task, parse_plan(made.text, path), runs)
+    before = _real_task(made.before, parse_plan(small_text, path), runs) if made.before is not None else None
+    if after is None or (made.before is not None and before is None):
+        return None
+    if ref is not None and ref.strip().isdigit() and (before is None or before.number != int(ref.strip()) or before.number != made.before.number):
+        return None  # a number names the n-th task of the whole file: only when none was condensed away before it
+    return Change(new_text, after, before, made.action, made.moved_from)
 
 
 # --------------------------------------------------------------------------- queries
