@@ -891,7 +891,7 @@ _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 @functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, list[str]]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
-    None when condensing would not shrink it by half. Nothing is condensed up to the
+    None when condensing would not take a quarter of its lines away. Nothing is condensed up to the
     `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
     folded = [word.casefold() for word in words]
     if _STAND_IN in text or any(_STAND_IN in word for word in folded):
@@ -928,7 +928,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         else:
             out.append(lines[index])
             index += 1
-    return ("".join(out), runs) if len(out) * 2 <= len(lines) else None
+    return ("".join(out), runs) if (len(lines) - len(out)) * 4 >= len(lines) else None
 
 
 def _lines_holding(text: str, words: Sequence[str]) -> set[int]:
