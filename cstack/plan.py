@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import functools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
@@ -874,16 +874,19 @@ def _add_task_full(
 # be shown to decide alike, the full run decides.
 #
 # A line may go into a run when it is visible (not frontmatter, comment or code), at indent 0,
-# marked `[x]`, `[X]` or `[~]`, not a placeholder, names no `parent`, holds none of the words
-# the edit looks up (the task's reference, the ids an addition names) nor anything that opens
-# hidden text, and the line after it is such a line too (so a run never ends a section's list,
+# marked `[x]`, `[X]` or `[~]`, with a text of seven characters or more that does not start like
+# a placeholder's (so it is a task), names no `parent`, holds none of the words the edit looks up
+# (the task's reference, the ids an addition names) nor anything that opens hidden text, and the
+# line after it is such a line too (so a run never ends a section's list,
 # never carries indented detail lines or subtasks, and what follows it nests exactly as before).
 # Such a task is finished, so no dependency or subtask check can be about it; its id is none the
 # edit names; and the stand-in, a finished task line at indent 0 itself, takes its place for
 # sections, nesting, placement and moves.
 
 _STAND_IN = "\ue000"  # a private-use character: a plan holding it is never condensed
-_RUN_CANDIDATE = re.compile(r"[-*+][ \t]+\[[xX~]\][ \t]+(?P<first>\S)")
+# Lines at indent 0 marked finished whose text is at least seven characters long and does not
+# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending.
+_CANDIDATE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
 _MIN_RUN = 3  # shorter runs are not worth a stand-in
 _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 
@@ -891,44 +894,63 @@ _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 @functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, list[str]]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
-    None when condensing would not take a quarter of its lines away. Nothing is condensed up to the
-    `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
+    None when condensing would not take a quarter of its lines away. Nothing is condensed up
+    to the `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
     folded = [word.casefold() for word in words]
     if _STAND_IN in text or any(_STAND_IN in word for word in folded):
         return None
     lines = markdown.split_lines(text)
+    starts = [0, *accumulate(map(len, lines))]
     hidden = markdown.hidden_lines(lines, document.parse(text, path).body_line - 1)
-    named = _lines_holding(text, ["parent", *folded])
-    candidate = [False] * len(lines)
-    for index, line in enumerate(lines):
-        if keep_tasks > 0:
+    protected = 0  # lines before this index stay
+    if keep_tasks > 0:
+        for index, line in enumerate(lines):
             keep_tasks -= 1 if not hidden[index] and _LOOKS_LIKE_TASK.match(line) else 0
-            continue
-        if line[:1] not in "-*+" or hidden[index] or index in named:
-            continue
-        found = _RUN_CANDIDATE.match(line)
-        if found is None or found.group("first") in "(_*-\u2014\u2013" or "<!--" in line or "```" in line or "~~~" in line:
-            continue
-        # Past those first characters only a short text ("none", "n/a", "tbd") is a placeholder.
-        if len(line) - found.start("first") <= 6 and markdown.is_placeholder_line(markdown.strip_ending(line)):
-            continue
-        candidate[index] = True
-    out: list[str] = []
-    runs: dict[str, list[str]] = {}
-    index = 0
-    while index < len(lines):
-        end = index
-        while end + 1 < len(lines) and candidate[end] and candidate[end + 1]:
-            end += 1  # lines[index:end] may go; lines[end] stays to close the run
-        if end - index >= _MIN_RUN:
-            content = f"- [x] {_STAND_IN}{len(runs)}{_STAND_IN}"
-            runs[content] = lines[index:end]
-            out.append(content + markdown.ending_of(lines[index]))
-            index = end
+            if keep_tasks == 0:
+                protected = index + 1
+                break
         else:
-            out.append(lines[index])
-            index += 1
-    return ("".join(out), runs) if (len(lines) - len(out)) * 4 >= len(lines) else None
+            return None
+    spans: list[tuple[int, int]] = []  # [first, last] line indexes of consecutive candidates
+    excluded = ["parent", "<!--", "```", "~~~", *folded]
+    # Blocks of lines shaped like candidates are found in one pass over the text; only a block
+    # holding an excluded word is looked at line by line.
+    for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
+        first = bisect_left(starts, block.start())
+        last = first + block.group().count("\n") - 1
+        if hidden[first]:
+            continue  # in a comment or code: none of its lines opens or closes one, so all are text
+        low = block.group().casefold()
+        if not any(word in low for word in excluded):
+            spans.append((first, last))
+            continue
+        begin = None
+        for index in range(first, last + 1):
+            line_low = lines[index].casefold()
+            if hidden[index] or any(word in line_low for word in excluded):
+                if begin is not None:
+                    spans.append((begin, index - 1))
+                begin = None
+            elif begin is None:
+                begin = index
+        if begin is not None:
+            spans.append((begin, last))
+    pieces: list[str] = []
+    runs: dict[str, list[str]] = {}
+    at = 0  # line index up to which `pieces` holds the text
+    removed = 0
+    for first, last in spans:
+        if last - first < _MIN_RUN:
+            continue
+        # lines[first:last] go; lines[last] stays, so what follows nests and places as before.
+        content = f"- [x] {_STAND_IN}{len(runs)}{_STAND_IN}"
+        runs[content] = lines[first:last]
+        pieces.append(text[starts[at] : starts[first]])
+        pieces.append(content + markdown.ending_of(lines[first]))
+        at = last
+        removed += last - first - 1
+    pieces.append(text[starts[at] :])
+    return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
 
 
 def _lines_holding(text: str, words: Sequence[str]) -> set[int]:

