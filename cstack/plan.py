@@ -1043,7 +1043,7 @@ def _on_condensed(
     before = _real_task(made.before, parse_plan(small_text, path), runs) if made.before is not None else None
     if after is None or (made.before is not None and before is None):
         return None
-    if ref is not None and ref.strip().isdigit() and (before is None or before.number != int(ref.strip()) or before.number != made.before.number):
+    if ref is not None and ref.strip().isdigit() and (before is None or made.before is None or not before.number == made.before.number == int(ref.strip())):
         return None  # a number names the n-th task of the whole file: only when none was condensed away before it
     return Change(new_text, after, before, made.action, made.moved_from)
 
