@@ -27,6 +27,11 @@ of a Backlog item → Tasks. A moved line goes after the last task of its new se
 section without tasks it takes the place of a placeholder line such as `_None._` (the
 templates' stand-in for "empty"); failing that it follows the section's last line of text.
 A missing section is created at the end of the file. Placeholders are never written back.
+
+Cost: `transition` and `add_task` plan on a condensed copy of the text in which each run of
+finished tasks the edit cannot touch is one stand-in line (see "condensing" below), so a plan
+with thousands of closed tasks is not parsed whole for a one-line change; the answer is the
+full parse's, byte for byte, and the full parse decides whenever that cannot be shown.
 """
 
 from __future__ import annotations
@@ -912,7 +917,10 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         else:
             return None
     spans: list[tuple[int, int]] = []  # [first, last] line indexes of consecutive candidates
-    excluded = ["parent", "<!--", "```", "~~~", *folded]
+    holding = _lines_holding(text, ["parent", "<!--", "```", "~~~", *folded], starts, len(lines) * 3 // 4)
+    if holding is None:
+        return None  # a word found on most lines (a task named by a short number): little to gain
+    excluded = sorted(holding)
     # Blocks of lines shaped like candidates are found in one pass over the text; only a block
     # holding an excluded word is looked at line by line.
     for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
@@ -920,14 +928,13 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         last = first + block.group().count("\n") - 1
         if hidden[first]:
             continue  # in a comment or code: none of its lines opens or closes one, so all are text
-        low = block.group().casefold()
-        if not any(word in low for word in excluded):
+        inside = set(excluded[bisect_left(excluded, first) : bisect_right(excluded, last)])
+        if not inside:
             spans.append((first, last))
             continue
         begin = None
         for index in range(first, last + 1):
-            line_low = lines[index].casefold()
-            if hidden[index] or any(word in line_low for word in excluded):
+            if hidden[index] or index in inside:
                 if begin is not None:
                     spans.append((begin, index - 1))
                 begin = None
@@ -953,25 +960,27 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
 
 
-def _lines_holding(text: str, words: Sequence[str]) -> set[int]:
-    """The indexes of the lines whose case-folded text holds one of the (case-folded) `words`.
+def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int) -> set[int] | None:
+    """The indexes of the lines whose case-folded text holds one of the (case-folded) `words`
+    (None when they are more than `limit`); `starts` are the offsets at which the lines of
+    `text` start.
 
-    Case folding maps each character on its own and never makes or removes a line break, so
-    the folded text has the same lines, and a line holds a word exactly when its fold does."""
+    Case folding maps each character on its own to one or more characters and never makes or
+    removes a line break, so the folded text has the same lines (at the same offsets when it is
+    as long as the text), and a line holds a word exactly when its fold does."""
     folded = text.casefold()
-    starts = [0]
-    at = folded.find("\n")
-    while at >= 0:
-        starts.append(at + 1)
-        at = folded.find("\n", at + 1)
+    if len(folded) != len(text):
+        starts = [0, *accumulate(map(len, markdown.split_lines(folded)))]
     found: set[int] = set()
     for word in words:
         if not word:
-            return set(range(len(starts)))
+            return None
         at = folded.find(word)
         while at >= 0:
             line = bisect_right(starts, at) - 1
             found.add(line)
+            if len(found) > limit:
+                return None
             at = folded.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
     return found
 

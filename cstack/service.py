@@ -14,7 +14,7 @@ from datetime import UTC, date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cstack import current, plan, store
+from cstack import plan, store
 from cstack.plan import Change, Plan
 
 if TYPE_CHECKING:
@@ -171,6 +171,8 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     title, status, line}`), of which `ctx.notify` is warned, since a `done` without a task
     name then cannot tell which one is meant.
     """
+    from cstack import current  # here: of the task commands only the transitions touch CURRENT.md
+
     root = ctx.root
     store.require_stack(root)
     today = _today(ctx)

@@ -187,3 +187,48 @@ def test_condensed_long_plan_done_keeps_every_other_byte() -> None:
     assert made == plan._transition_full(text, "done", "now", TODAY)
     assert made.task.number == 3001 and made.task.line == 3008
     assert made.text == text.replace("- [ ] Now (id: now)\n", "").replace(closed, closed + "- [x] Now (id: now) | closed: 2026-01-21 | modified: 2026-01-21\n")
+
+
+def reference_hidden(lines: list[str], first: int) -> list[bool]:
+    """Which lines are hidden, line by line: the plain reading `markdown.hidden_lines` must equal."""
+    hidden: list[bool] = []
+    in_comment = in_fence = False
+    for index, line in enumerate(lines):
+        content = markdown.strip_ending(line)
+        fence = markdown._FENCE.match(content) is not None
+        if index < first:
+            hidden.append(True)
+        elif in_fence:
+            hidden.append(True)
+            in_fence = not fence
+        elif in_comment:
+            hidden.append(True)
+            in_comment = markdown._still_in_comment(content, 0)
+        elif fence:
+            hidden.append(True)
+            in_fence = True
+        else:
+            opening = content.find("<!--")
+            if opening >= 0:
+                in_comment = markdown._still_in_comment(content, opening + 4)
+            hidden.append(opening >= 0 and content.lstrip().startswith("<!--"))
+    return hidden
+
+
+TRICKY = [
+    "a <!-- b\nc\nd --> e <!-- f\ng -->\n- [x] after\n",
+    "<!-->\nx\n-->\n",
+    "```\n<!--\n```\nvisible\n~~~\n```\n~~~\n",
+    "   ```py\ncode\n    ```\nstill code\n```\n",
+    "<!-- one --> <!-- two\nhidden\n--> after\n",
+    "no end <!--\n" + "x\n" * 5,
+    "---\ntitle: x\n---\n<!-- c -->\nbody\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
+    for text in [generated(seed), *TRICKY]:
+        lines = markdown.split_lines(text)
+        for first in (0, 1, 3):
+            assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
