@@ -232,3 +232,31 @@ def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
         lines = markdown.split_lines(text)
         for first in (0, 1, 3):
             assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
+
+
+def test_done_and_add_through_the_files_write_what_the_full_plan_writes(tmp_path: Path) -> None:
+    """End to end on a real `.cstack/`: the bytes `cstack done` and `cstack add` leave in a long
+    PLAN.md (CRLF, hand text, a comment) are those of the full parse's edit."""
+    from datetime import UTC, datetime
+
+    import cstack
+    from moss_files.foundation.context import Context
+    from moss_files.foundation.ids import fixed_clock
+
+    closed = "".join(f"- [x] P2: Finished {n} #old (id: c{n}) | closed: 2025-01-01\r\n" for n in range(400))
+    text = (
+        "# Plan\r\n\r\n## Tasks\r\n\r\n<!-- - [ ] an example -->\r\n- [ ] Now (id: now)\r\n- [>] Other (id: other)\r\n"
+        f"\r\nHand text.\r\n\r\n## Completed\r\n\r\n{closed}\r\n## Closed\r\n"
+    )
+    root = tmp_path / "project"
+    (root / ".cstack").mkdir(parents=True)
+    (root / ".cstack" / "PLAN.md").write_bytes(text.encode())
+    ctx = Context(root, clock=fixed_clock(datetime(2026, 1, 21, 12, tzinfo=UTC)))
+    done = cstack.transition(ctx, action="done", task="now", reason="shipped")
+    expected = plan._transition_full(text, "done", "now", TODAY, reason="shipped")
+    assert (root / ".cstack" / "PLAN.md").read_bytes() == expected.text.encode()
+    assert done["task"] == plan.task_to_dict(expected.task) and done["task"]["number"] == 402
+    added = cstack.add_task(ctx, task="P1: Next #billing", ident="next")
+    expected_add = plan._add_task_full(expected.text, "P1: Next #billing", TODAY, ident="next")
+    assert (root / ".cstack" / "PLAN.md").read_bytes() == expected_add.text.encode()
+    assert added["task"] == plan.task_to_dict(expected_add.task)
