@@ -9,8 +9,10 @@ text, not structure: the templates keep example task lines inside `<!-- ... -->`
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
@@ -105,40 +107,55 @@ def outline(text: str, first_line: int = 1) -> Outline:
     """Read the structure of `text`; `first_line` (1-based) is where the body starts."""
     lines = tuple(split_lines(text))
     first = max(first_line - 1, 0)
-    hidden: list[bool] = []
+    hidden = hidden_lines(lines, first)
     headings: list[tuple[int, int, str]] = []
-    in_comment = False
-    in_fence = False
     for index, line in enumerate(lines):
-        content = strip_ending(line)
-        if index < first:
-            hidden.append(True)
-            continue
-        if in_fence:
-            hidden.append(True)
-            if _FENCE.match(content):
-                in_fence = False
-            continue
-        if in_comment:
-            hidden.append(True)
-            in_comment = _still_in_comment(content, 0)
-            continue
-        stripped = content.lstrip()
-        if _FENCE.match(content):
-            hidden.append(True)
-            in_fence = True
-            continue
-        opening = content.find("<!--")
-        if opening >= 0:
-            in_comment = _still_in_comment(content, opening + 4)
-            if stripped.startswith("<!--"):
-                hidden.append(True)
-                continue
-        hidden.append(False)
-        match = _HEADING.match(content)
-        if match:
-            headings.append((index, len(match.group(1)), match.group(2).strip()))
+        if line[:1] == "#" and not hidden[index]:  # only a line starting with '#' can be a heading
+            match = _HEADING.match(strip_ending(line))
+            if match:
+                headings.append((index, len(match.group(1)), match.group(2).strip()))
     return Outline(lines, tuple(hidden), _sections(headings, len(lines)), first, newline_of(text))
+
+
+def hidden_lines(lines: Sequence[str], first: int = 0) -> list[bool]:
+    """For each line, whether it is hidden text: before `first` (the frontmatter), inside an
+    HTML comment or inside a fenced code block."""
+    total = len(lines)
+    first = min(max(first, 0), total)
+    hidden = [True] * first + [False] * (total - first)
+    # Only a line holding `<!--`, `-->`, ``` or ~~~ can open or close hidden text; the lines
+    # between two such lines share one state. One search over the text finds them.
+    ends = list(accumulate(map(len, lines[first:])))
+    marked = sorted({first + bisect_right(ends, found.start()) for found in _HIDING.finditer("".join(lines[first:]))})
+    in_comment = in_fence = False
+    previous = first
+    for index in marked:
+        if in_comment or in_fence:
+            hidden[previous:index] = [True] * (index - previous)
+        hidden[index], in_comment, in_fence = _hiding_step(strip_ending(lines[index]), in_comment, in_fence)
+        previous = index + 1
+    if in_comment or in_fence:
+        hidden[previous:] = [True] * (total - previous)
+    return hidden
+
+
+_HIDING = re.compile(r"<!--|-->|```|~~~")
+
+
+def _hiding_step(content: str, in_comment: bool, in_fence: bool) -> tuple[bool, bool, bool]:
+    """(hidden, in_comment, in_fence) for one line, given the state before it."""
+    if in_fence:
+        return True, in_comment, not _FENCE.match(content)
+    if in_comment:
+        return True, _still_in_comment(content, 0), in_fence
+    if _FENCE.match(content):
+        return True, in_comment, True
+    opening = content.find("<!--")
+    if opening >= 0:
+        in_comment = _still_in_comment(content, opening + 4)
+        if content.lstrip().startswith("<!--"):
+            return True, in_comment, in_fence
+    return False, in_comment, in_fence
 
 
 def _still_in_comment(content: str, position: int) -> bool:

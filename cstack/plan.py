@@ -27,23 +27,29 @@ of a Backlog item → Tasks. A moved line goes after the last task of its new se
 section without tasks it takes the place of a placeholder line such as `_None._` (the
 templates' stand-in for "empty"); failing that it follows the section's last line of text.
 A missing section is created at the end of the file. Placeholders are never written back.
+
+Cost: `transition` and `add_task` plan on a condensed copy of the text in which each run of
+finished tasks the edit cannot touch is one stand-in line (see "condensing" below), so a plan
+with thousands of closed tasks is not parsed whole for a one-line change; the answer is the
+full parse's, byte for byte, and the full parse decides whenever that cannot be shown.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Any
 
 from cstack import markdown
 from cstack.markdown import Outline
 from moss_files.foundation import document, formats
-from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, NotFound
+from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 
 MARKER_STATUS = {" ": "pending", ">": "in_progress", "x": "done", "X": "done", "!": "blocked", "~": "closed"}
 STATUS_MARKER = {"pending": " ", "in_progress": ">", "done": "x", "blocked": "!", "closed": "~"}
@@ -567,6 +573,24 @@ def transition(
     Raises NotFound / InvalidRequest (addressing, a missing or multi-line reason) and Conflict
     INVALID_TRANSITION when the task's status does not allow the action.
     """
+    if action in _RULES:
+        words = ref.split() if ref is not None else []
+        fast = _on_condensed(text, words[:1], lambda small: _transition_full(small, action, ref, today, reason=reason, path=path), path, ref)
+        if fast is not None:
+            return fast
+    return _transition_full(text, action, ref, today, reason=reason, path=path)
+
+
+def _transition_full(
+    text: str,
+    action: str,
+    ref: str | None,
+    today: date,
+    *,
+    reason: str | None = None,
+    path: Path | str | None = None,
+) -> Change:
+    """`transition` on the whole parsed plan: the definition the condensed run must equal."""
     rule = _RULES[action]
     plan = parse_plan(text, path)
     task = find_task(plan, ref, path) if ref is not None else _only_active(plan, action, path)
@@ -754,6 +778,36 @@ def add_task(
     Raises InvalidRequest (empty title, bad priority, bad id, multi-line spec), Conflict
     ALREADY_EXISTS (the id is taken) and NotFound (a dependency or parent id no task carries).
     """
+    fields = parse_task_line(f"- [ ] {spec.strip()}") if spec.strip() and "\n" not in spec and "\r" not in spec else None
+    if fields is not None:
+        # The plan matters to an addition through the ids it names (taken? known?) and the
+        # place of the new line; both survive condensing when those ids are kept.
+        names = [ident, parent, fields["id"], fields["parent"], *depends, *fields["depends"]]
+        tokens = [word for name in names if name for word in name.split()[:1]]
+        fast = _on_condensed(
+            text,
+            tokens,
+            lambda small: _add_task_full(small, spec, today, ident=ident, depends=depends, parent=parent, section=section, path=path),
+            path,
+            None,
+        )
+        if fast is not None:
+            return fast
+    return _add_task_full(text, spec, today, ident=ident, depends=depends, parent=parent, section=section, path=path)
+
+
+def _add_task_full(
+    text: str,
+    spec: str,
+    today: date,
+    *,
+    ident: str | None = None,
+    depends: Sequence[str] = (),
+    parent: str | None = None,
+    section: str = "tasks",
+    path: Path | str | None = None,
+) -> Change:
+    """`add_task` on the whole parsed plan: the definition the condensed run must equal."""
     if section not in SECTIONS or section in ("completed", "closed"):
         raise InvalidRequest(
             f"cannot add to section '{section}'",
@@ -812,6 +866,195 @@ def add_task(
     new_plan = parse_plan(new_text, path)
     after = next(t for t in new_plan.tasks if t.line == index + 1)
     return Change(new_text, after, None, "add")
+
+
+# --------------------------------------------------------------------------- condensing
+#
+# A plan that has lived a year holds thousands of finished tasks that a transition or an
+# addition never looks at, yet parsing them costs most of the command. So `transition` and
+# `add_task` first run on a condensed copy of the text: every run of consecutive finished tasks
+# that cannot matter to the edit is replaced by one stand-in line, the edit is planned on that
+# small text, and the stand-ins are then expanded back into the exact lines they replaced. The
+# result (text, task, numbers, lines) is the full run's, byte for byte; whenever the copy cannot
+# be shown to decide alike, the full run decides.
+#
+# A line may go into a run when it is visible (not frontmatter, comment or code), at indent 0,
+# marked `[x]`, `[X]` or `[~]`, with a text of seven characters or more that does not start like
+# a placeholder's (so it is a task), names no `parent`, holds none of the words the edit looks up
+# (the task's reference, the ids an addition names) nor anything that opens hidden text, and the
+# line after it is such a line too (so a run never ends a section's list,
+# never carries indented detail lines or subtasks, and what follows it nests exactly as before).
+# Such a task is finished, so no dependency or subtask check can be about it; its id is none the
+# edit names; and the stand-in, a finished task line at indent 0 itself, takes its place for
+# sections, nesting, placement and moves.
+
+_STAND_IN = "\ue000"  # a private-use character: a plan holding it is never condensed
+# Lines at indent 0 marked finished whose text is at least seven characters long and does not
+# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending.
+_CANDIDATE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
+_MIN_RUN = 3  # shorter runs are not worth a stand-in
+_LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
+
+
+@functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
+def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, list[str]]] | None:
+    """The condensed text and, by stand-in line (without its ending), the lines it replaces;
+    None when condensing would not take a quarter of its lines away. Nothing is condensed up
+    to the `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
+    folded = [word.casefold() for word in words]
+    if _STAND_IN in text or any(_STAND_IN in word for word in folded):
+        return None
+    lines = markdown.split_lines(text)
+    starts = [0, *accumulate(map(len, lines))]
+    hidden = markdown.hidden_lines(lines, document.parse(text, path).body_line - 1)
+    protected = 0  # lines before this index stay
+    if keep_tasks > 0:
+        for index, line in enumerate(lines):
+            keep_tasks -= 1 if not hidden[index] and _LOOKS_LIKE_TASK.match(line) else 0
+            if keep_tasks == 0:
+                protected = index + 1
+                break
+        else:
+            return None
+    spans: list[tuple[int, int]] = []  # [first, last] line indexes of consecutive candidates
+    holding = _lines_holding(text, ["parent", "<!--", "```", "~~~", *folded], starts, len(lines) * 3 // 4)
+    if holding is None:
+        return None  # a word found on most lines (a task named by a short number): little to gain
+    excluded = sorted(holding)
+    # Blocks of lines shaped like candidates are found in one pass over the text; only a block
+    # holding an excluded word is looked at line by line.
+    for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
+        first = bisect_left(starts, block.start())
+        last = first + block.group().count("\n") - 1
+        if hidden[first]:
+            continue  # in a comment or code: none of its lines opens or closes one, so all are text
+        inside = set(excluded[bisect_left(excluded, first) : bisect_right(excluded, last)])
+        if not inside:
+            spans.append((first, last))
+            continue
+        begin = None
+        for index in range(first, last + 1):
+            if hidden[index] or index in inside:
+                if begin is not None:
+                    spans.append((begin, index - 1))
+                begin = None
+            elif begin is None:
+                begin = index
+        if begin is not None:
+            spans.append((begin, last))
+    pieces: list[str] = []
+    runs: dict[str, list[str]] = {}
+    at = 0  # line index up to which `pieces` holds the text
+    removed = 0
+    for first, last in spans:
+        if last - first < _MIN_RUN:
+            continue
+        # lines[first:last] go; lines[last] stays, so what follows nests and places as before.
+        content = f"- [x] {_STAND_IN}{len(runs)}{_STAND_IN}"
+        runs[content] = lines[first:last]
+        pieces.append(text[starts[at] : starts[first]])
+        pieces.append(content + markdown.ending_of(lines[first]))
+        at = last
+        removed += last - first - 1
+    pieces.append(text[starts[at] :])
+    return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
+
+
+def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int) -> set[int] | None:
+    """The indexes of the lines whose case-folded text holds one of the (case-folded) `words`
+    (None when they are more than `limit`); `starts` are the offsets at which the lines of
+    `text` start.
+
+    Case folding maps each character on its own to one or more characters and never makes or
+    removes a line break, so the folded text has the same lines (at the same offsets when it is
+    as long as the text), and a line holds a word exactly when its fold does."""
+    folded = text.casefold()
+    if len(folded) != len(text):
+        starts = [0, *accumulate(map(len, markdown.split_lines(folded)))]
+    found: set[int] = set()
+    for word in words:
+        if not word:
+            return None
+        at = folded.find(word)
+        while at >= 0:
+            line = bisect_right(starts, at) - 1
+            found.add(line)
+            if len(found) > limit:
+                return None
+            at = folded.find(word, starts[line + 1]) if line + 1 < len(starts) else -1
+    return found
+
+
+def _expand(text: str, runs: dict[str, list[str]]) -> str | None:
+    """The condensed `text` with each stand-in replaced by its lines; None unless each stand-in
+    is found exactly once, unchanged."""
+    out: list[str] = []
+    seen = 0
+    for line in markdown.split_lines(text):
+        if _STAND_IN in line:
+            run = runs.get(markdown.strip_ending(line))
+            if run is None or markdown.ending_of(line) != markdown.ending_of(run[0]):
+                return None
+            out.extend(run)
+            seen += 1
+        else:
+            out.append(line)
+    return "".join(out) if seen == len(runs) else None
+
+
+def _real_task(task: Task, small: Plan, runs: dict[str, list[str]]) -> Task | None:
+    """`task` of the condensed plan `small` with the line and numbers it has in the full text;
+    None for a stand-in."""
+    if _STAND_IN in task.text:
+        return None
+    extra_lines = extra_tasks = 0
+    extra_before_outer = 0
+    numbers = {t.line: t.number for t in small.tasks}
+    for index, line in enumerate(small.outline.lines):
+        if index >= task.line - 1:
+            break
+        run = runs.get(markdown.strip_ending(line)) if _STAND_IN in line else None
+        if run is None:
+            continue
+        extra_lines += len(run) - 1
+        number = numbers.get(index + 1)
+        if number is not None:
+            extra_tasks += len(run) - 1
+            if task.nested_in is not None and number < task.nested_in:
+                extra_before_outer += len(run) - 1
+    nested_in = task.nested_in + extra_before_outer if task.nested_in is not None else None
+    return replace(task, line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
+
+
+def _on_condensed(
+    text: str,
+    words: Sequence[str],
+    edit: Callable[[str], Change],
+    path: Path | str | None,
+    ref: str | None,
+) -> Change | None:
+    """`edit` run on the condensed text, its change carried back to the full text; None when
+    the full text must decide (nothing to condense, an error to report with the file's own
+    numbers, a task named by a number that condensing may have shifted)."""
+    try:
+        number = ref.strip() if ref is not None else ""
+        condensed = _condense(text, tuple(words), path, int(number) if number.isdigit() else 0)
+        if condensed is None:
+            return None
+        small_text, runs = condensed
+        made = edit(small_text)
+    except MossError:
+        return None  # the full run raises the error, with the file's own lines and numbers
+    new_text = _expand(made.text, runs)
+    if new_text is None:
+        return None
+    after = _real_task(made.task, parse_plan(made.text, path), runs)
+    before = _real_task(made.before, parse_plan(small_text, path), runs) if made.before is not None else None
+    if after is None or (made.before is not None and before is None):
+        return None
+    if ref is not None and ref.strip().isdigit() and (before is None or made.before is None or not before.number == made.before.number == int(ref.strip())):
+        return None  # a number names the n-th task of the whole file: only when none was condensed away before it
+    return Change(new_text, after, before, made.action, made.moved_from)
 
 
 # --------------------------------------------------------------------------- queries

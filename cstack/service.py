@@ -14,11 +14,11 @@ from datetime import UTC, date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cstack import current, memory, plan, store
-from cstack.memory import Memory, Remembered
+from cstack import plan, store
 from cstack.plan import Change, Plan
 
 if TYPE_CHECKING:
+    from cstack.memory import Memory, Remembered
     from moss_files.foundation.context import Context
 
 STATS_KEYS = ("exists", "open", "ready", "in_progress", "blocked", "closed", "total")
@@ -38,6 +38,8 @@ def read_plan(root: Path) -> Plan:
 
 def read_memory(root: Path) -> Memory:
     """MEMORY.md, parsed (no entries when it is missing). Raises InvalidDocument when malformed."""
+    from cstack import memory  # here: the task commands never read MEMORY.md
+
     loaded = store.read_file(Path(root), store.MEMORY)
     return memory.parse_memory(loaded.text, loaded.path)
 
@@ -111,6 +113,8 @@ def list_memory(ctx: Context, *, category: str | None = None) -> dict[str, Any]:
 
     Raises InvalidRequest for an unknown category.
     """
+    from cstack import memory
+
     store.require_stack(ctx.root)
     parsed = read_memory(ctx.root)
     wanted = memory.category_of(category) if category else None
@@ -167,6 +171,8 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     title, status, line}`), of which `ctx.notify` is warned, since a `done` without a task
     name then cannot tell which one is meant.
     """
+    from cstack import current  # here: of the task commands only the transitions touch CURRENT.md
+
     root = ctx.root
     store.require_stack(root)
     today = _today(ctx)
@@ -219,6 +225,8 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
 def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:
     """`cstack remember`: append a dated entry to MEMORY.md (made from the template if
     missing) under `category`, or the one its keywords suggest; returns the entry."""
+    from cstack import memory
+
     store.require_stack(ctx.root)
     today = _today(ctx)
     path = store.file_path(ctx.root, store.MEMORY)

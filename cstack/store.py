@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
@@ -82,6 +81,8 @@ def read_file(root: Path, name: str) -> Loaded:
 
 def template_text(name: str) -> str:
     """The toolkit's template for a memory file."""
+    from importlib import resources  # here: only a missing file needs it, and it costs milliseconds to load
+
     node = resources.files("moss_files.templates").joinpath("cstack", name)
     try:
         return node.read_text(encoding="utf-8")

@@ -1,0 +1,262 @@
+"""Transitions and additions plan on a condensed PLAN.md (runs of finished tasks they cannot
+touch replaced by one stand-in line). Their answer must be the full plan's, byte for byte: for
+many generated plans (every dialect fixture, with finished tasks, hand text, comments, code
+fences, placeholders, subtasks, odd spacing, CRLF and a missing final newline inserted at random
+places), each transition and addition returns the same change (text, task, numbers, lines), or
+raises the same error, as planning on the whole parsed file."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cstack import markdown, plan
+from moss_files.foundation.errors import MossError
+
+TODAY = date(2026, 1, 21)
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "cstack"
+BASES = sorted([*FIXTURES.glob("plan_*.md"), *(FIXTURES / "history").glob("plan_*.md")])
+PLAIN_BASE = (
+    "# Plan\n\n## Tasks\n\n- [ ] P1: Open one (id: o1)\n- [>] Open two (id: o2)\n\n## Completed\n\n_None._\n\n## Closed\n\n## Backlog\n\n### Bugs\n_None._\n"
+)
+
+
+def finished_line(rng: random.Random, n: int) -> str:
+    bullet = rng.choice("-*+")
+    marker = rng.choice("xxxX~")
+    gap = rng.choice([" ", " ", "  ", "\t"])
+    odd = ["Open two", "Auth", "Design auth flow", "none", "_done_", "(nothing)", "—"]
+    title = rng.choice(odd) if rng.random() < 0.06 else rng.choice(["Finished item", "Rounding fix"])
+    parts = [f"{bullet}{gap}[{marker}]{gap}"]
+    if rng.random() < 0.5:
+        parts.append(f"P{rng.choice('01239')}: ")
+    parts.append(f"{title} {n}" if rng.random() < 0.9 else title)
+    if rng.random() < 0.3:
+        parts.append(f" #area{n % 3}")
+    roll = rng.random()
+    if roll < 0.6:
+        ident = rng.choice([*[f"c{n}"] * 12, "o1", "task-001", str(n), f"C{n}"])
+        extra = rng.choice(["", "", "", "", "", "", "", "", ", depends: o1", ", parent: o1", f", parent: c{n - 1}"])
+        parts.append(f" (id: {ident}{extra})")
+    elif roll < 0.7:
+        parts.append(f" | id: c{n}")
+    if rng.random() < 0.04:
+        parts.append(" | parent: o2")
+    parts.append(f" | closed: 2025-0{1 + n % 9}-1{n % 9}")
+    if rng.random() < 0.3:
+        parts.append(rng.choice([" | reason: shipped", " | free text", "   "]))
+    return "".join(parts)
+
+
+def chunk(rng: random.Random, counter: list[int]) -> list[str]:
+    """A few lines a person or the tool could have put into a plan."""
+    kind = rng.random()
+    counter[0] += 1
+    n = counter[0]
+    if kind < 0.45:
+        lines = []
+        for _ in range(rng.choice([rng.randint(1, 12), rng.randint(40, 90)])):
+            counter[0] += 1
+            lines.append(finished_line(rng, counter[0]))
+            if rng.random() < 0.03:
+                lines.append(rng.choice(["  detail of the task", "\tmore detail", "  - [ ] open subtask", "  - [x] done subtask", ""]))
+        return lines
+    return rng.choice(
+        [
+            [f"- [ ] Open item {n} (id: o{n})"],
+            [f"- [>] Working on {n}"],
+            [f"- [!] Stuck {n} | blocked: vendor"],
+            [f"- [ ] Depends {n} (depends: c{n - 2})"],
+            [f"  - [ ] Nested open {n}"],
+            ["", f"A paragraph about item {n}.", ""],
+            ["- a plain item", f"  - [ ] under a plain item {n}"],
+            ["1. numbered"],
+            ["<!--", f"- [x] hidden {n} (id: h{n})", "-->"],
+            [f"text <!-- opens here {n}", "- [x] in comment", "- [x] still in comment", "still -->"],
+            ["```", f"- [x] in code {n}", "- [x] more code", "```"],
+            ["~~~md", "- [~] in tilde code", "~~~"],
+            ["<!-- old tasks", *(f"- [x] Old {n + i} (id: c{n + i})" for i in range(8)), "-->"],
+            ["```", *(f"- [x] Code {n + i}" for i in range(8)), "```"],
+            ["_None._"],
+            ["- [x] none", "- [x] (empty)"],
+            ["## Completed"],
+            ["## Closed"],
+            ["## Tasks"],
+            ["## Notes", "- [x] a note that looks like a task", "- [x] another"],
+            ["## Backlog", "### Bugs"],
+            ["---"],
+            [""],
+            ["- [x] P1: Open two (id: o2)"],
+        ]
+    )
+
+
+def generated(seed: int) -> str:
+    rng = random.Random(seed)
+    base = BASES[seed % len(BASES)].read_text(encoding="utf-8") if seed % 7 else PLAIN_BASE
+    lines = markdown.split_lines(base)
+    counter = [seed * 1000]
+    for _ in range(rng.randint(2, 8)):
+        at = rng.randint(0, len(lines))
+        lines[at:at] = [line + "\n" for line in chunk(rng, counter)]
+    text = "".join(lines)
+    if rng.random() < 0.25:
+        text = text.replace("\n", "\r\n")
+    if rng.random() < 0.2:
+        text = text.rstrip("\r\n")
+    return text
+
+
+def outcome(call: Callable[[], plan.Change]) -> tuple[Any, ...]:
+    try:
+        return ("ok", call())
+    except MossError as err:
+        return ("error", type(err).__name__, err.code, err.message, err.path, err.line, err.details, err.hint)
+
+
+def refs_for(text: str, rng: random.Random) -> list[str | None]:
+    try:
+        tasks = plan.parse_plan(text).tasks
+    except MossError:
+        return ["o1", "1", None]
+    refs: list[str | None] = [None, "o1", "o2", "c3", "missing", "1", str(len(tasks)), str(len(tasks) + 1), "Open", "finished item"]
+    for task in rng.sample(tasks, min(6, len(tasks))):
+        refs += [task.id, str(task.number), task.title, task.title[:4]]
+    return refs
+
+
+SEEDS = range(160)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_transition_on_condensed_plan_equals_the_full_plan(seed: int) -> None:
+    text = generated(seed)
+    rng = random.Random(seed)
+    for ref in refs_for(text, rng):
+        for action in plan.ACTIONS:
+            reason = rng.choice([None, "shipped", "waiting | on"])
+            fast = outcome(lambda: plan.transition(text, action, ref, TODAY, reason=reason, path="PLAN.md"))
+            full = outcome(lambda: plan._transition_full(text, action, ref, TODAY, reason=reason, path="PLAN.md"))
+            assert fast == full, (seed, action, ref, reason)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_addition_on_condensed_plan_equals_the_full_plan(seed: int) -> None:
+    text = generated(seed)
+    rng = random.Random(seed)
+    specs = ["P1: New work #billing", "P2: New (id: n1, depends: o1)", "Child (parent: o2)", "P9: too low", "- [ ] marked", "x (id: c5)"]
+    for spec in specs:
+        for options in (
+            {},
+            {"ident": "o1"},
+            {"ident": "fresh"},
+            {"depends": ["c4"]},
+            {"parent": "o1"},
+            {"section": rng.choice(["backlog-bugs", "backlog", "tasks"])},
+        ):
+            fast = outcome(lambda: plan.add_task(text, spec, TODAY, path="PLAN.md", **options))
+            full = outcome(lambda: plan._add_task_full(text, spec, TODAY, path="PLAN.md", **options))
+            assert fast == full, (seed, spec, options)
+
+
+def test_generated_plans_are_condensed() -> None:
+    """The comparisons above test the condensed path, not only its fallback: many generated
+    plans do condense for a transition by id."""
+    condensed = sum(1 for seed in SEEDS if _condensed(generated(seed)))
+    assert condensed >= len(SEEDS) // 4
+
+
+def _condensed(text: str) -> bool:
+    try:
+        return plan._condense(text, ("o1",), None) is not None
+    except MossError:
+        return False
+
+
+def test_condensed_long_plan_done_keeps_every_other_byte() -> None:
+    """A year of closed tasks: `done` moves one line and changes nothing else, as the full run."""
+    closed = "".join(f"- [x] Finished {n} (id: c{n}) | closed: 2025-01-01\n" for n in range(3000))
+    text = f"# Plan\n\n## Tasks\n\n- [ ] Now (id: now)\n\n## Completed\n\n{closed}\n## Closed\n\n- [~] Dropped | closed: 2025-01-01\n"
+    assert plan._condense(text, ("now",), None) is not None
+    made = plan.transition(text, "done", "now", TODAY)
+    assert made == plan._transition_full(text, "done", "now", TODAY)
+    assert made.task.number == 3001 and made.task.line == 3008
+    assert made.text == text.replace("- [ ] Now (id: now)\n", "").replace(closed, closed + "- [x] Now (id: now) | closed: 2026-01-21 | modified: 2026-01-21\n")
+
+
+def reference_hidden(lines: list[str], first: int) -> list[bool]:
+    """Which lines are hidden, line by line: the plain reading `markdown.hidden_lines` must equal."""
+    hidden: list[bool] = []
+    in_comment = in_fence = False
+    for index, line in enumerate(lines):
+        content = markdown.strip_ending(line)
+        fence = markdown._FENCE.match(content) is not None
+        if index < first:
+            hidden.append(True)
+        elif in_fence:
+            hidden.append(True)
+            in_fence = not fence
+        elif in_comment:
+            hidden.append(True)
+            in_comment = markdown._still_in_comment(content, 0)
+        elif fence:
+            hidden.append(True)
+            in_fence = True
+        else:
+            opening = content.find("<!--")
+            if opening >= 0:
+                in_comment = markdown._still_in_comment(content, opening + 4)
+            hidden.append(opening >= 0 and content.lstrip().startswith("<!--"))
+    return hidden
+
+
+TRICKY = [
+    "a <!-- b\nc\nd --> e <!-- f\ng -->\n- [x] after\n",
+    "<!-->\nx\n-->\n",
+    "```\n<!--\n```\nvisible\n~~~\n```\n~~~\n",
+    "   ```py\ncode\n    ```\nstill code\n```\n",
+    "<!-- one --> <!-- two\nhidden\n--> after\n",
+    "no end <!--\n" + "x\n" * 5,
+    "---\ntitle: x\n---\n<!-- c -->\nbody\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
+    for text in [generated(seed), *TRICKY]:
+        lines = markdown.split_lines(text)
+        for first in (0, 1, 3):
+            assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
+
+
+def test_done_and_add_through_the_files_write_what_the_full_plan_writes(tmp_path: Path) -> None:
+    """End to end on a real `.cstack/`: the bytes `cstack done` and `cstack add` leave in a long
+    PLAN.md (CRLF, hand text, a comment) are those of the full parse's edit."""
+    from datetime import UTC, datetime
+
+    import cstack
+    from moss_files.foundation.context import Context
+    from moss_files.foundation.ids import fixed_clock
+
+    closed = "".join(f"- [x] P2: Finished {n} #old (id: c{n}) | closed: 2025-01-01\r\n" for n in range(400))
+    text = (
+        "# Plan\r\n\r\n## Tasks\r\n\r\n<!-- - [ ] an example -->\r\n- [ ] Now (id: now)\r\n- [>] Other (id: other)\r\n"
+        f"\r\nHand text.\r\n\r\n## Completed\r\n\r\n{closed}\r\n## Closed\r\n"
+    )
+    root = tmp_path / "project"
+    (root / ".cstack").mkdir(parents=True)
+    (root / ".cstack" / "PLAN.md").write_bytes(text.encode())
+    ctx = Context(root, clock=fixed_clock(datetime(2026, 1, 21, 12, tzinfo=UTC)))
+    done = cstack.transition(ctx, action="done", task="now", reason="shipped")
+    expected = plan._transition_full(text, "done", "now", TODAY, reason="shipped")
+    assert (root / ".cstack" / "PLAN.md").read_bytes() == expected.text.encode()
+    assert done["task"] == plan.task_to_dict(expected.task) and done["task"]["number"] == 402
+    added = cstack.add_task(ctx, task="P1: Next #billing", ident="next")
+    expected_add = plan._add_task_full(expected.text, "P1: Next #billing", TODAY, ident="next")
+    assert (root / ".cstack" / "PLAN.md").read_bytes() == expected_add.text.encode()
+    assert added["task"] == plan.task_to_dict(expected_add.task)
