@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
@@ -404,8 +405,7 @@ class CapsuleStore:
             fs.remove(stored.path)
 
 
-@dataclass(frozen=True, slots=True)
-class FolderPart:
+class FolderPart(NamedTuple):
     """One capsule folder as `CapsuleStore.listing` reads it: its capsule files, whether it
     holds a stray entry, and the folders below it that the listing enters (the workspaces of
     the capsules folder; `deleted` of a workspace)."""
