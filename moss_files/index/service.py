@@ -410,14 +410,10 @@ def capsule_items(
     # folder (below a workspace folder for the whole store, right below `base` for one).
     in_deleted = "instr(substr(path, :rest), '/deleted/') != 0" if folder is None else "substr(path, :rest, 8) = 'deleted/'"
     within = "path > :base AND path < :end" + ("" if include_deleted else f" AND NOT {in_deleted}")
-    # An item in a deleted/ folder is always soft-deleted (`status` 'deleted'), so the folder
-    # test runs for those alone (`OR` stops at the first true term); the whole store's takes a
-    # GLOB, several times quicker than instr() on every path.
-    if folder is None:
-        in_deleted = f"path GLOB '{CAPSULES}/*/deleted/*'"
-    items_within = "path > :base AND path < :end" + ("" if include_deleted else f" AND (status IS NOT 'deleted' OR NOT {in_deleted})")
-    scope = "kind = 'capsule' AND " + items_within
-    chosen = scope if include_deleted else scope + " AND status IS NOT 'deleted'"
+    capsules = "kind = 'capsule' AND path > :base AND path < :end"
+    # An item in a deleted/ folder is always soft-deleted (status 'deleted'): without the
+    # deleted ones, the rows left are the live ones, and the folder test is never needed.
+    chosen = capsules if include_deleted else capsules + " AND status IS NOT 'deleted'"
     # A filter matches the casefolded facet; where the wanted value is not casefolded itself,
     # only capsules whose own value is not casefolded (`cased`) can hold it. Those with a
     # `cased` filtered field are the rows the caller must check against their files.
@@ -437,13 +433,23 @@ def capsule_items(
 
     def work(view: Any) -> CapsuleItems:
         conn = view.conn
-        # Files with problems are few: found through their own partial index.
-        query = f"SELECT count(*) FROM files INDEXED BY files_problems WHERE problems IS NOT NULL AND source = 'capsule' AND {within}"
-        (unreadable,) = conn.execute(query, params).fetchone()
-        # The counts from the narrow capsules_scope index, never the wide rows.
-        query = f"SELECT count(*), count(ts), coalesce(sum(status IS NOT 'deleted'), 0) FROM items INDEXED BY capsules_scope WHERE {scope}"
-        items, dated, live = conn.execute(query, params).fetchone()
-        total = None if checks else (items if include_deleted else live)
+
+        def one(query: str) -> Any:
+            return conn.execute(query, params).fetchone()
+
+        # Each count from a partial index of its own, never the wide rows: files with problems
+        # and soft-deleted items (few, mostly), undated items (first in capsules_recent), and
+        # every capsule item below `base` (one narrow entry each).
+        (unreadable,) = one(f"SELECT count(*) FROM files INDEXED BY files_problems WHERE problems IS NOT NULL AND source = 'capsule' AND {within}")
+        (undated,) = one(
+            f"SELECT count(*) FROM items INDEXED BY capsules_recent WHERE {capsules} AND ts IS NULL{'' if include_deleted else f' AND NOT {in_deleted}'}"
+        )
+        (below,) = one(f"SELECT count(*) FROM items INDEXED BY capsules_scope WHERE {capsules}")
+        deleted, in_folders = one(
+            f"SELECT count(*), coalesce(sum({in_deleted}), 0) FROM items INDEXED BY capsules_deleted WHERE {capsules} AND status = 'deleted'"
+        )
+        items = below if include_deleted else below - in_folders
+        total = None if checks else (items if include_deleted else below - deleted)
         if checks or count is None:
             # Every row that may match: read in table order (as many as the capsules, mostly),
             # cheaper than looking each up through an index.
@@ -455,7 +461,7 @@ def capsule_items(
                 f" ORDER BY ts DESC, id DESC LIMIT {int(count)} OFFSET {int(start)}"
             )
         rows = conn.execute(query, params).fetchall()
-        return CapsuleItems(unreadable, items, items - dated, total, rows)
+        return CapsuleItems(unreadable, items, undated, total, rows)
 
     index = open_index(ctx)
     if only_if_built and not index.path.exists():
