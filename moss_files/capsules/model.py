@@ -10,8 +10,6 @@ text byte for byte. Where it lives under `.moss/capsules/` is part of its meanin
 
 from __future__ import annotations
 
-import hashlib
-import html
 import json
 import math
 import re
@@ -443,7 +441,9 @@ def encode_component(norm: str) -> str:
     if encoded in WINDOWS_RESERVED:
         encoded = f"%{ord(encoded[0]):02X}{encoded[1:]}"
     if len(encoded) > MAX_STEM:
-        digest = hashlib.blake2b(norm.encode("utf-8"), digest_size=16).hexdigest()
+        from hashlib import blake2b  # here: only overlong names need it, and it loads OpenSSL
+
+        digest = blake2b(norm.encode("utf-8"), digest_size=16).hexdigest()
         cut = encoded[: MAX_STEM - 34]
         cut = cut[: cut.rfind("%")] if "%" in cut[-2:] else cut  # never split an escape
         encoded = f"{cut}~{digest}"
@@ -517,8 +517,10 @@ def provisional_id(relpath: PurePosixPath, created_ms: int | None) -> str:
 
     It stays the same while the file stays where it is, and the next tool write stores it.
     """
+    from hashlib import blake2b  # here: a hand-written capsule without an id is rare
+
     moment = (created_ms or 0) & ((1 << 48) - 1)
-    randomness = hashlib.blake2b(str(relpath).encode("utf-8"), digest_size=10).digest()
+    randomness = blake2b(str(relpath).encode("utf-8"), digest_size=10).digest()
     number = int.from_bytes(moment.to_bytes(6, "big") + randomness, "big")
     alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
     return "".join(alphabet[(number >> shift) & 31] for shift in range(125, -1, -5))
@@ -1190,6 +1192,8 @@ def snippet(text: str, terms: Sequence[str], *, max_chars: int = SNIPPET_CHARS) 
         if space > start + max_chars // 2:
             end = space
     window = flat[start:end]
+    import html  # here: only a search's snippet escapes text
+
     out: list[str] = []
     at = 0
     if pattern is not None:

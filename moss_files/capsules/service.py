@@ -544,21 +544,22 @@ def _through_index(
 
     The index is refreshed first (or vouched for by its watcher), so it holds every capsule
     file as it is now; what it cannot show is checked here: a stray entry beside the capsule
-    files (a listing of the folders, no file opened), a file it could not read, a file count
-    that differs from the listing's (a change in between), two capsules tied in the order at
+    files (the store's census of its folders: no file opened, and a folder listed only when
+    it changed), a file it could not read, a count of items that differs from the census's
+    count of files (a change in between), two capsules tied in the order at
     the page (the file scan's order of equals is its own), and a page file that changed since
     the refresh. The index holds run, phase, role, tags and names casefolded, and marks the
     capsules whose values are not: with such a filter, those capsules' files decide."""
     if through_index is False:
         return None
     store_ = _store_of(ctx)
-    listing = store_.listing(ws, include_deleted=include_deleted, ordered=False)
-    if listing.strays:
+    files, strays = store_.census(ws, include_deleted=include_deleted)
+    if strays:
         return None
     run_id, phase, role = filters
     unfiltered = run_id is None and phase is None and role is None and tag is None and prefix is None
     # Few files, or a page that holds every file anyway: reading them all costs no more.
-    if through_index is None and (len(listing.files) < INDEX_FROM or (unfiltered and offset == 0 and limit >= len(listing.files))):
+    if through_index is None and (files < INDEX_FROM or (unfiltered and offset == 0 and limit >= files)):
         return None
     from moss_files.index import service as index_service
 
@@ -578,7 +579,7 @@ def _through_index(
         )
     except MossError:
         return None
-    if found is None or found.unreadable or found.undated or not found.files == found.items == len(listing.files):
+    if found is None or found.unreadable or found.undated or found.items != files:
         return None
     window: list[tuple[int | None, str, str, bool, Capsule | None]] = []
     for path, capsule_id, updated, status, to_check in found.rows:

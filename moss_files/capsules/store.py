@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
@@ -191,6 +192,32 @@ class CapsuleStore:
                 else:
                     add_stray(prefix + name)
         return Listing(files, strays)
+
+    def census(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> tuple[int, bool]:
+        """What `listing` tells of one workspace (or all) without its names: how many capsule
+        files there are, and whether any stray entry lies beside them. Each folder's part is
+        kept in `.moss/cache/` (see `FolderCensus`) and used again while the folder is the same
+        one, unchanged since (its ctime), so a large store is not listed on every call."""
+        self.settle()
+        census = FolderCensus(self)
+        strays = False
+        if workspace_norm is not None:
+            folders = [folder.relative_to(self.base).as_posix() for folder in self.workspace_folders(workspace_norm)]
+            for folder in folders:
+                fs.check_confined(self.base / folder)
+        else:
+            fs.check_confined(self.base)
+            top = census.folder("")
+            folders, strays = list(top.folders), top.strays
+        files = 0
+        for folder in folders:
+            part = census.folder(folder)
+            files, strays = files + part.files, strays or part.strays
+            if include_deleted and part.folders:
+                inner = census.folder(f"{folder}/{core.DELETED_DIR}")
+                files, strays = files + inner.files, strays or inner.strays
+        census.save()
+        return files, strays
 
     def scan(self, workspace_norm: str | None = None, *, include_deleted: bool = True) -> Scan:
         """Read every capsule of one workspace (or all), reporting files that fail to parse."""
@@ -376,6 +403,110 @@ class CapsuleStore:
                     path=self.display(stored.path),
                 )
             fs.remove(stored.path)
+
+
+class FolderPart(NamedTuple):
+    """One capsule folder as `CapsuleStore.listing` reads it: its capsule files, whether it
+    holds a stray entry, and the folders below it that the listing enters (the workspaces of
+    the capsules folder; `deleted` of a workspace)."""
+
+    files: int
+    strays: bool
+    folders: tuple[str, ...]
+
+
+class FolderCensus:
+    """Each capsule folder's `FolderPart`, kept in `.moss/cache/capsule-folders.json` with the
+    folder's identity and ctime (device, inode, ctime_ns) and used again while they are the
+    same. A folder's ctime moves with every entry created, removed or renamed in it (by any
+    program, git included) and no user can set it, so an unchanged ctime means the same
+    entries; one within `RACY_SECONDS` of now might change again within the same clock tick,
+    so such a folder is listed each time and not kept. The cache is derived and per machine:
+    it is written only where `.moss/cache/` exists, and a missing, unreadable or foreign one
+    is read as empty."""
+
+    NAME = "capsule-folders.json"
+    VERSION = 1
+    RACY_SECONDS = 2.0
+
+    def __init__(self, store: CapsuleStore) -> None:
+        self.store = store
+        self.path = store.root / ".moss" / "cache" / self.NAME
+        self.kept: dict[str, list[object]] = self._load()
+        self.changed = False
+        self.now_ns = 0
+
+    def _load(self) -> dict[str, list[object]]:
+        import json
+
+        try:
+            data = json.loads(fs.read_bytes(self.path, max_bytes=1 << 24))
+        except (OSError, MossError, ValueError):
+            return {}
+        folders = data.get("folders") if isinstance(data, dict) and data.get("version") == self.VERSION else None
+        return folders if isinstance(folders, dict) else {}
+
+    def folder(self, relpath: str) -> FolderPart:
+        """The part of the folder `relpath` (relative to the capsules folder; "" for itself)."""
+        import time
+
+        path = f"{self.store.base}/{relpath}" if relpath else str(self.store.base)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            info = None
+        key = [info.st_dev, info.st_ino, info.st_ctime_ns] if info is not None and stat.S_ISDIR(info.st_mode) else None
+        kept = self.kept.get(relpath)
+        if key is not None and isinstance(kept, list) and len(kept) == 6 and kept[:3] == key:
+            files, strays, folders = kept[3:]
+            if isinstance(files, int) and isinstance(strays, bool) and isinstance(folders, list):
+                return FolderPart(files, strays, tuple(str(name) for name in folders))
+        part = _read_part(path, relpath)
+        self.now_ns = self.now_ns or time.time_ns()
+        if key is not None and key[2] < self.now_ns - int(self.RACY_SECONDS * 1e9):
+            self.kept[relpath] = [*key, part.files, part.strays, list(part.folders)]
+            self.changed = True
+        return part
+
+    def save(self) -> None:
+        """Write the parts read anew, when the cache folder exists; a cache that cannot be
+        written is left as it is (the next call lists those folders again)."""
+        if not self.changed or not self.path.parent.is_dir():
+            return
+        import json
+
+        data = json.dumps({"version": self.VERSION, "folders": self.kept}, separators=(",", ":")).encode()
+        try:
+            fs.check_confined(self.path.parent)
+            fs.write_atomic(self.path, data)
+        except (OSError, MossError):
+            pass
+        self.changed = False
+
+
+def _read_part(path: str, relpath: str) -> FolderPart:
+    """A folder's part as `CapsuleStore.listing` reads it (see FolderPart)."""
+    files = 0
+    strays = False
+    folders: list[str] = []
+    depth = relpath.count("/") + 1 if relpath else 0  # 0 the capsules folder, 1 a workspace, 2 its deleted/
+    for entry in _entries(path):
+        name = entry.name
+        if depth == 0:
+            if entry.is_dir(follow_symlinks=False):
+                if not fs.is_temporary(Path(name)):
+                    folders.append(name)
+            elif not _ignored(name):
+                strays = True
+        elif name.endswith(core.SUFFIX) and not name.startswith(".") and entry.is_file(follow_symlinks=False):
+            files += 1
+        elif _ignored(name):
+            continue
+        elif depth == 1 and name == core.DELETED_DIR and entry.is_dir(follow_symlinks=False):
+            folders.append(name)
+        else:
+            strays = True
+    return FolderPart(files, strays, tuple(sorted(folders)))
 
 
 def raise_first(problems: tuple[MossError, ...] | list[MossError]) -> None:

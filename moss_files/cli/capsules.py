@@ -12,7 +12,6 @@ The git history module loads only in the commands that read history (`history`,
 from __future__ import annotations
 
 import functools
-import html
 import json
 import sys
 from collections.abc import Callable
@@ -22,7 +21,6 @@ from typing import Annotated, Any
 import typer
 
 from moss_files.capsules import service as capsules
-from moss_files.capsules import transfer
 from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
 from moss_files.cli.support import JsonOpt, RootOpt, confirm, emit, note, report, reporting
 from moss_files.foundation import config, document, structured
@@ -503,6 +501,8 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             if export_format != "moss":
                 raise InvalidRequest(f"--format must be moss or loopflow, not {export_format!r}", details={"field": "format"})
+            from moss_files.capsules import transfer
+
             result = transfer.export(_context(root), path=path, workspace=workspace, include_deleted=include_deleted)
         emit(result, as_json, text=f"exported {result['count']} capsule(s) to {result['path']}")
 
@@ -515,6 +515,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import a JSONL export, all or nothing (exit 4 for bad lines, 5 for collisions)."""
         with reporting(as_json):
+            from moss_files.capsules import transfer
+
             result = transfer.import_capsules(_context(root), path=path, mode=mode)
         lines = [f"imported {result['imported']} capsule(s)"] if not result["errors"] else []
         emit(result, as_json, text="\n".join(lines))
@@ -630,6 +632,8 @@ def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, wor
 
 def _plain_snippet(snippet: str) -> str:
     """A search snippet for a terminal: the <b> marks as *, the HTML escapes undone."""
+    import html
+
     return html.unescape(snippet.replace("<b>", "*").replace("</b>", "*"))
 
 

@@ -24,10 +24,8 @@ and while recovering; readers that see a batch's names take that lock and call `
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import secrets
 import stat
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -83,7 +81,7 @@ class FileBatch:
         anything is visible when a target is not as planned; nothing is left behind then."""
         if not self.changes:
             return
-        token = f"{BATCH_PREFIX}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        token = f"{BATCH_PREFIX}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
         entries: list[dict[str, object]] = []
         with fs.folder_fd(self.folder, create=True) as base_fd:
             try:
@@ -314,6 +312,8 @@ _libc: list[object] = []
 def _syncfs(fd: int) -> bool:
     if not _libc:
         try:
+            import ctypes  # here: every reader of the store imports this module, few commit a batch
+
             _libc.append(getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None))
         except OSError:
             _libc.append(None)

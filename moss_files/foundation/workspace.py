@@ -97,13 +97,13 @@ def explicit_root(text: str, *, home: Path | None = None) -> Path:
     no directory, NotFound PROJECT_NOT_FOUND for a word that is neither, NotFound when a
     registered project's folder is gone, InvalidDocument when our registry cannot be read.
     """
-    from moss_files.foundation import projects  # here: only a one-word root reads the registry
-    from moss_files.foundation.errors import NotFound
-
     root = Path(text).expanduser()
     here = root if root.is_absolute() else Path.cwd() / root
     text = str(Path(text))  # as typer hands --root over: `./web` is `web`, in every entry point alike
-    if projects.is_name(text):
+    if "/" not in text and _is_project_name(text):
+        from moss_files.foundation import projects  # here: only a one-word root reads the registry
+        from moss_files.foundation.errors import NotFound
+
         home = home or Path.home()
         registry = projects.read_registry(home)
         found = registry.named(text)
@@ -131,3 +131,11 @@ def explicit_root(text: str, *, home: Path | None = None) -> Path:
     if not here.is_dir():
         raise InvalidRequest(f"workspace root {root} is not a directory", path=root)
     return here.resolve()
+
+
+def _is_project_name(text: str) -> bool:
+    """`projects.is_name`, loaded only for a root without a separator (a path never names a
+    project, and most roots are paths: their commands do not load the registry's module)."""
+    from moss_files.foundation import projects
+
+    return projects.is_name(text)

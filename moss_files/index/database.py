@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3  # 2: items.handle (a capsule's workspace/name); 3: source_id facets (old ids of migrated items)
+SCHEMA_VERSION = 4  # 2: items.handle (a capsule's workspace/name); 3: source_id facets (old ids of migrated items); 4: capsule listing indexes
 CACHE_DIR = Path(".moss") / "cache"
 DB_NAME = "index.db"
 LOCK_NAME = "index.lock"
@@ -93,6 +93,9 @@ CREATE TABLE items(
 CREATE TABLE facets(item INTEGER NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL);
 CREATE VIRTUAL TABLE items_fts USING fts5({", ".join(COLUMNS)}, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3');
 """
+# The capsules_ indexes serve `moss list|inventory|latest` (service.capsule_items): the newest
+# page in index order without sorting every capsule (and the undated ones, first in it), the
+# scope's count from a narrow index rather than the wide rows, and the soft-deleted ones apart.
 INDEXES = """
 CREATE INDEX items_id ON items(id COLLATE NOCASE);
 CREATE INDEX items_date ON items(date);
@@ -100,6 +103,9 @@ CREATE INDEX items_kind ON items(kind, date);
 CREATE INDEX facets_lookup ON facets(field, value, item);
 CREATE INDEX facets_item ON facets(item);
 CREATE INDEX files_problems ON files(path) WHERE problems IS NOT NULL;
+CREATE INDEX capsules_recent ON items(ts DESC, id DESC, path, status) WHERE kind = 'capsule';
+CREATE INDEX capsules_scope ON items(path) WHERE kind = 'capsule';
+CREATE INDEX capsules_deleted ON items(path) WHERE kind = 'capsule' AND status = 'deleted';
 """
 _ITEM_COLUMNS = "i.rowid, i.kind, i.id, i.path, i.anchor, i.line, i.title, i.summary, i.status, i.date, i.updated, i.handle"
 _CORRUPT = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}

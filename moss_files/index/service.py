@@ -368,9 +368,8 @@ def index_status(ctx: Context) -> dict[str, Any]:
 class CapsuleItems:
     """What the index holds about the capsule files of one scope (see `capsule_items`)."""
 
-    files: int  # capsule files in the scope
-    unreadable: int  # of them, files the index could not (fully) read
-    items: int  # capsule items in the scope (one per readable file)
+    unreadable: int  # capsule files in the scope the index could not (fully) read
+    items: int  # capsule items in the scope: one per file read without a problem
     undated: int  # of them, items without a usable `updated` time
     total: int | None  # items that pass the filters (None with `filters` or `name_prefix`: every row is given)
     rows: list[tuple[str, str, str, str, int]]  # (path, id, updated, status, to check), newest first
@@ -393,28 +392,28 @@ def capsule_items(
 
     The scope is the capsule files directly in the workspace folders, and with
     `include_deleted` those in their `deleted/` folders; soft-deleted items count only with
-    `include_deleted`. `rows` are in the order `updated` then `id`, both descending: `count`
-    of them (all without `count`) from `start`, and `total` says how many there are. With
-    `filters` (`{"run": …, "phase": …, "role": …, "tag": …}`, matched exactly) or
-    `name_prefix` (a prefix of the normalized name), every row that may match is given, and
-    those marked "to check" match only if their file says so: the index holds these values
-    casefolded, and knows which capsules hold values that are not. With `only_if_built`,
-    None when there is no cache file yet (building one costs more than reading the capsules
-    once)."""
-    from moss_files.index.readers import CAPSULES
+    `include_deleted`. The capsule reader turns every file it reads without a problem into
+    exactly one item, so with no unreadable file the items are the files, one each. `rows`
+    are in the order `updated` then `id`, both descending: `count` of them (all without
+    `count`) from `start`, and `total` says how many there are. With `filters` (`{"run": …,
+    "phase": …, "role": …, "tag": …}`, matched exactly) or `name_prefix` (a prefix of the
+    normalized name), every row that may match is given, and those marked "to check" match
+    only if their file says so: the index holds these values casefolded, and knows which
+    capsules hold values that are not. With `only_if_built`, None when there is no cache
+    file yet (building one costs more than reading the capsules once)."""
+    # sources, not readers: naming the folder must not load every kind's reader.
+    from moss_files.index.sources import CAPSULES
 
     base = f"{CAPSULES}/" if folder is None else f"{CAPSULES}/{folder}/"
+    params: dict[str, Any] = {"base": base, "end": base[:-1] + "0", "rest": len(base) + 1}
     # A path in the scope: below `base`, and unless deleted ones count, not in a deleted/
     # folder (below a workspace folder for the whole store, right below `base` for one).
-    not_deleted = ""
-    if not include_deleted:
-        not_deleted = " AND instr(substr(path, :rest), '/deleted/') = 0" if folder is None else " AND substr(path, :rest, 8) != 'deleted/'"
-    within = "path > :base AND path < :end" + not_deleted
-    # Items are read in table order (as many as the capsules, mostly): cheaper than looking
-    # each up through an index on path or kind.
-    scope = "kind = 'capsule' AND +path > :base AND +path < :end" + not_deleted
-    chosen = scope if include_deleted else scope + " AND status IS NOT 'deleted'"
-    params: dict[str, Any] = {"base": base, "end": base[:-1] + "0", "rest": len(base) + 1}
+    in_deleted = "instr(substr(path, :rest), '/deleted/') != 0" if folder is None else "substr(path, :rest, 8) = 'deleted/'"
+    within = "path > :base AND path < :end" + ("" if include_deleted else f" AND NOT {in_deleted}")
+    capsules = "kind = 'capsule' AND path > :base AND path < :end"
+    # An item in a deleted/ folder is always soft-deleted (status 'deleted'): without the
+    # deleted ones, the rows left are the live ones, and the folder test is never needed.
+    chosen = capsules if include_deleted else capsules + " AND status IS NOT 'deleted'"
     # A filter matches the casefolded facet; where the wanted value is not casefolded itself,
     # only capsules whose own value is not casefolded (`cased`) can hold it. Those with a
     # `cased` filtered field are the rows the caller must check against their files.
@@ -434,14 +433,35 @@ def capsule_items(
 
     def work(view: Any) -> CapsuleItems:
         conn = view.conn
-        files, unreadable = conn.execute(f"SELECT count(*), count(problems) FROM files WHERE source = 'capsule' AND {within}", params).fetchone()
-        query = f"SELECT count(*), count(ts), coalesce(sum(status IS NOT 'deleted'), 0) FROM items NOT INDEXED WHERE {scope}"
-        items, dated, live = conn.execute(query, params).fetchone()
-        total = None if checks else (items if include_deleted else live)
-        page = "" if checks or count is None else f" LIMIT {int(count)} OFFSET {int(start)}"
-        query = f"SELECT path, id, updated, status, {check} FROM items NOT INDEXED WHERE {chosen} ORDER BY ts DESC, id DESC{page}"
+
+        def one(query: str) -> Any:
+            return conn.execute(query, params).fetchone()
+
+        # Each count from a partial index of its own, never the wide rows: files with problems
+        # and soft-deleted items (few, mostly), undated items (first in capsules_recent), and
+        # every capsule item below `base` (one narrow entry each).
+        (unreadable,) = one(f"SELECT count(*) FROM files INDEXED BY files_problems WHERE problems IS NOT NULL AND source = 'capsule' AND {within}")
+        (undated,) = one(
+            f"SELECT count(*) FROM items INDEXED BY capsules_recent WHERE {capsules} AND ts IS NULL{'' if include_deleted else f' AND NOT {in_deleted}'}"
+        )
+        (below,) = one(f"SELECT count(*) FROM items INDEXED BY capsules_scope WHERE {capsules}")
+        deleted, in_folders = one(
+            f"SELECT count(*), coalesce(sum({in_deleted}), 0) FROM items INDEXED BY capsules_deleted WHERE {capsules} AND status = 'deleted'"
+        )
+        items = below if include_deleted else below - in_folders
+        total = None if checks else (items if include_deleted else below - deleted)
+        if checks or count is None:
+            # Every row that may match: read in table order (as many as the capsules, mostly),
+            # cheaper than looking each up through an index.
+            query = f"SELECT path, id, updated, status, {check} FROM items NOT INDEXED WHERE {chosen} ORDER BY ts DESC, id DESC"
+        else:
+            # One page, newest first, in capsules_recent's order: no sort, and it stops there.
+            query = (
+                f"SELECT path, id, updated, status, 0 FROM items INDEXED BY capsules_recent WHERE {chosen}"
+                f" ORDER BY ts DESC, id DESC LIMIT {int(count)} OFFSET {int(start)}"
+            )
         rows = conn.execute(query, params).fetchall()
-        return CapsuleItems(files, unreadable, items, items - dated, total, rows)
+        return CapsuleItems(unreadable, items, undated, total, rows)
 
     index = open_index(ctx)
     if only_if_built and not index.path.exists():

@@ -132,9 +132,12 @@ def synced(root: Path, registry_fingerprint: str, *, timeout: float = SYNC_TIMEO
     path = str(socket_path(root))
     if len(path.encode()) > _SUN_PATH_MAX or not os.path.exists(path):
         return None
-    import socket  # here: a query with no watcher never pays for it
+    # The C module alone: `socket` builds its enums at import (a millisecond of every query's
+    # start-up), and a plain Unix stream needs none of it. Here: a query with no watcher
+    # never pays even for this.
+    import _socket
 
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         client.settimeout(timeout)
         client.connect(path)
