@@ -519,44 +519,102 @@ def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
 
 @dataclass(slots=True)
 class _Index:
-    """What an inbox held when last read: its text, where its last block starts, and the
-    (from, id) -> digest of every message before that block."""
+    """What an inbox held when last read, in a few bytes a message: the length and hash of its
+    text then, where its last block starts, and for every message before that block the hash
+    of its (from, id) -> where its block lies (start << 32 | length). Neither the text nor the
+    messages are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
 
-    text: str
+    length: int
+    digest: bytes
     last_start: int
-    before: dict[tuple[str, str], str]
+    before: dict[int, int]
 
 
 _INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
 
 
-def _identities(text: str, path: Path) -> dict[tuple[str, str], str]:
+def _text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+
+
+def _identity_hash(identity: tuple[str, str]) -> int:
+    data = f"{identity[0]}\x00{identity[1]}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+class _InboxIdentities:
+    """(from, id) -> content digest of the readable messages of an inbox's text: the messages
+    of its last block and those added since (`recent`) are held whole; for the others the
+    index says where the block lies, and that block alone is parsed to answer (a hash shared
+    by two identities is settled by reading the whole text)."""
+
+    def __init__(self, text: str, path: Path, before: dict[int, int], recent: dict[tuple[str, str], str]) -> None:
+        self.text, self.path, self.before, self.recent = text, path, before, recent
+
+    def get(self, identity: tuple[str, str]) -> str | None:
+        if identity in self.recent:
+            return self.recent[identity]
+        spot = self.before.get(_identity_hash(identity))
+        if spot is None:
+            return None
+        start, length = spot >> 32, spot & 0xFFFFFFFF
+        blocks = msg.split_blocks(self.text[start : start + length]).blocks
+        found = _inbox_identity(blocks[0], self.path) if len(blocks) == 1 and len(blocks[0].raw) == length else None
+        if found is not None and found[0] == identity:
+            return found[1]
+        return self.read_all().get(identity)
+
+    def read_all(self) -> dict[tuple[str, str], str]:
+        """Every readable message of the text, parsed (the slow answer)."""
+        have: dict[tuple[str, str], str] = {}
+        for block in msg.split_blocks(self.text).blocks:
+            entry = _inbox_identity(block, self.path)
+            if entry is not None:
+                have[entry[0]] = entry[1]
+        have.update(self.recent)
+        return have
+
+    def __contains__(self, identity: tuple[str, str]) -> bool:
+        return self.get(identity) is not None
+
+    def __getitem__(self, identity: tuple[str, str]) -> str:
+        found = self.get(identity)
+        if found is None:
+            raise KeyError(identity)
+        return found
+
+    def __setitem__(self, identity: tuple[str, str], digest: str) -> None:
+        self.recent[identity] = digest
+
+
+def _identities(text: str, path: Path) -> _InboxIdentities:
     """(from, id) -> content digest of every readable message in an inbox's text.
 
-    Inboxes mostly grow at the end, so the last reading is kept and only what follows its last
-    block is parsed again; any other change means a full read.
+    Inboxes mostly grow at the end, so the last reading is kept (`_Index`) and only what
+    follows its last block is parsed again; any other change means a full read.
     """
     cached = _INDEXES.get(path)
     start, before = 0, {}
-    if cached is not None and text.startswith(cached.text):
+    if cached is not None and len(text) >= cached.length and _text_digest(text[: cached.length]) == cached.digest:
         start, before = cached.last_start, dict(cached.before)
     mailfile = msg.split_blocks(text[start:])
     position = start + len(mailfile.preamble)
-    have = dict(before)
+    recent: dict[tuple[str, str], str] = {}
     last_start = position
     for number, block in enumerate(mailfile.blocks):
         entry = _inbox_identity(block, path)
         if number == len(mailfile.blocks) - 1:
             last_start = position
+            if entry is not None:
+                recent[entry[0]] = entry[1]
         elif entry is not None:
-            before[entry[0]] = entry[1]
-        if entry is not None:
-            have[entry[0]] = entry[1]
+            # A mailbox file holds at most MAX_MAILBOX_BYTES, so 32 bits hold a block's length.
+            before[_identity_hash(entry[0])] = position << 32 | len(block.raw)
         position += len(block.raw)
     if not mailfile.blocks:
         last_start = start
-    _INDEXES[path] = _Index(text, last_start, before)
-    return have
+    _INDEXES[path] = _Index(len(text), _text_digest(text), last_start, before)
+    return _InboxIdentities(text, path, before, recent)
 
 
 def _inbox_identity(block: msg.Block, path: Path) -> tuple[tuple[str, str], str] | None:
@@ -578,7 +636,7 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
         results.clear()
         text, bom = (template("inbox.md"), False) if data is None else mail_text(data)
         formats.check_text("mailbox", text, box.inbox_file)  # never write into a newer format
-        have = _identities(text, box.inbox_file) if data is not None else {}
+        have = _identities(text, box.inbox_file) if data is not None else _InboxIdentities("", box.inbox_file, {}, {})
         mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8", "surrogateescape"))
         newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         blocks = []
