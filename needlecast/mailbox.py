@@ -880,10 +880,13 @@ def archive(
         written = archive_files(box, messages, now, top)
         try:
             create_files(box.archive_dir, written)
-        finally:
+        except BaseException:
             if top is not None:
-                top.add(name for name, _data in written)
-                top.sign(box.archive_dir)
+                top.forget_all()  # some of the files may be in place: list the top again
+            raise
+        if top is not None:
+            top.add(name for name, _data in written)
+            top.sign(box.archive_dir)
         return
     with fs.locked(box.archive_file):
         _rotate_archive_file(box, now, segment_bytes)
@@ -992,10 +995,13 @@ def rotate_archive_folder(
                         gone.append(name)
                     # else a copy there already (a git merge brought it): both stay, for a person
             fsync_all(touched)
-    finally:
+    except BaseException:
         if top is not None:
-            top.forget(gone)
-            top.sign(box.archive_dir)
+            top.forget_all()  # list the top again next time
+        raise
+    if top is not None:
+        top.forget(gone)
+        top.sign(box.archive_dir)
     return moved
 
 
@@ -1021,6 +1027,10 @@ class ArchiveTop:
             _time, separator, rest = name.partition("_")
             if separator and self.suffixes.get("_" + rest) == name:
                 del self.suffixes["_" + rest]
+
+    def forget_all(self) -> None:
+        """Make the next `refresh` list the folder again (after a change that failed midway)."""
+        self.signature = None
 
     def sign(self, folder: Path) -> None:
         """Record the folder's signature after a change of the caller's own."""
