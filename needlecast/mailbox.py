@@ -51,6 +51,7 @@ from needlecast.shared_file import (
     read_if_any,
     read_in,
     refuse_conflicted,
+    rename_noreplace,
     rewrite,
     side_name,
 )
@@ -518,44 +519,102 @@ def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
 
 @dataclass(slots=True)
 class _Index:
-    """What an inbox held when last read: its text, where its last block starts, and the
-    (from, id) -> digest of every message before that block."""
+    """What an inbox held when last read, in a few bytes a message: the length and hash of its
+    text then, where its last block starts, and for every message before that block the hash
+    of its (from, id) -> where its block lies (start << 32 | length). Neither the text nor the
+    messages are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
 
-    text: str
+    length: int
+    digest: bytes
     last_start: int
-    before: dict[tuple[str, str], str]
+    before: dict[int, int]
 
 
 _INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
 
 
-def _identities(text: str, path: Path) -> dict[tuple[str, str], str]:
+def _text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+
+
+def _identity_hash(identity: tuple[str, str]) -> int:
+    data = f"{identity[0]}\x00{identity[1]}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+
+
+class _InboxIdentities:
+    """(from, id) -> content digest of the readable messages of an inbox's text: the messages
+    of its last block and those added since (`recent`) are held whole; for the others the
+    index says where the block lies, and that block alone is parsed to answer (a hash shared
+    by two identities is settled by reading the whole text)."""
+
+    def __init__(self, text: str, path: Path, before: dict[int, int], recent: dict[tuple[str, str], str]) -> None:
+        self.text, self.path, self.before, self.recent = text, path, before, recent
+
+    def get(self, identity: tuple[str, str]) -> str | None:
+        if identity in self.recent:
+            return self.recent[identity]
+        spot = self.before.get(_identity_hash(identity))
+        if spot is None:
+            return None
+        start, length = spot >> 32, spot & 0xFFFFFFFF
+        blocks = msg.split_blocks(self.text[start : start + length]).blocks
+        found = _inbox_identity(blocks[0], self.path) if len(blocks) == 1 and len(blocks[0].raw) == length else None
+        if found is not None and found[0] == identity:
+            return found[1]
+        return self.read_all().get(identity)
+
+    def read_all(self) -> dict[tuple[str, str], str]:
+        """Every readable message of the text, parsed (the slow answer)."""
+        have: dict[tuple[str, str], str] = {}
+        for block in msg.split_blocks(self.text).blocks:
+            entry = _inbox_identity(block, self.path)
+            if entry is not None:
+                have[entry[0]] = entry[1]
+        have.update(self.recent)
+        return have
+
+    def __contains__(self, identity: tuple[str, str]) -> bool:
+        return self.get(identity) is not None
+
+    def __getitem__(self, identity: tuple[str, str]) -> str:
+        found = self.get(identity)
+        if found is None:
+            raise KeyError(identity)
+        return found
+
+    def __setitem__(self, identity: tuple[str, str], digest: str) -> None:
+        self.recent[identity] = digest
+
+
+def _identities(text: str, path: Path) -> _InboxIdentities:
     """(from, id) -> content digest of every readable message in an inbox's text.
 
-    Inboxes mostly grow at the end, so the last reading is kept and only what follows its last
-    block is parsed again; any other change means a full read.
+    Inboxes mostly grow at the end, so the last reading is kept (`_Index`) and only what
+    follows its last block is parsed again; any other change means a full read.
     """
     cached = _INDEXES.get(path)
     start, before = 0, {}
-    if cached is not None and text.startswith(cached.text):
+    if cached is not None and len(text) >= cached.length and _text_digest(text[: cached.length]) == cached.digest:
         start, before = cached.last_start, dict(cached.before)
     mailfile = msg.split_blocks(text[start:])
     position = start + len(mailfile.preamble)
-    have = dict(before)
+    recent: dict[tuple[str, str], str] = {}
     last_start = position
     for number, block in enumerate(mailfile.blocks):
         entry = _inbox_identity(block, path)
         if number == len(mailfile.blocks) - 1:
             last_start = position
+            if entry is not None:
+                recent[entry[0]] = entry[1]
         elif entry is not None:
-            before[entry[0]] = entry[1]
-        if entry is not None:
-            have[entry[0]] = entry[1]
+            # A mailbox file holds at most MAX_MAILBOX_BYTES, so 32 bits hold a block's length.
+            before[_identity_hash(entry[0])] = position << 32 | len(block.raw)
         position += len(block.raw)
     if not mailfile.blocks:
         last_start = start
-    _INDEXES[path] = _Index(text, last_start, before)
-    return have
+    _INDEXES[path] = _Index(len(text), _text_digest(text), last_start, before)
+    return _InboxIdentities(text, path, before, recent)
 
 
 def _inbox_identity(block: msg.Block, path: Path) -> tuple[tuple[str, str], str] | None:
@@ -577,7 +636,7 @@ def _deliver_file(box: Mailbox, messages: list[Message]) -> list[str]:
         results.clear()
         text, bom = (template("inbox.md"), False) if data is None else mail_text(data)
         formats.check_text("mailbox", text, box.inbox_file)  # never write into a newer format
-        have = _identities(text, box.inbox_file) if data is not None else {}
+        have = _identities(text, box.inbox_file) if data is not None else _InboxIdentities("", box.inbox_file, {}, {})
         mailfile_dialect = _dialect_hint(text[:8192].encode("utf-8", "surrogateescape"))
         newline = "\r\n" if "\r\n" in text[: text.find("\n") + 1] else "\n"
         blocks = []
@@ -808,14 +867,26 @@ def _dialect_hint(head: bytes) -> bool:
 # --------------------------------------------------------------------------- archive, removal
 
 
-def archive(box: Mailbox, messages: list[Message], now: datetime, *, files: bool, segment_bytes: int = ARCHIVE_SEGMENT_BYTES) -> None:
+def archive(
+    box: Mailbox, messages: list[Message], now: datetime, *, files: bool, segment_bytes: int = ARCHIVE_SEGMENT_BYTES, top: ArchiveTop | None = None
+) -> None:
     """Record routed messages in the sender's archive, each once (by id); `archive.md` first
-    becomes a segment when it holds `segment_bytes` (`_rotate_archive_file`)."""
+    becomes a segment when it holds `segment_bytes` (`_rotate_archive_file`). `top`: what the
+    caller knows the file-per-message archive's top holds (`archive_top`), kept up to date."""
     if not messages:
         return
     if files:
         box.archive_dir.mkdir(parents=True, exist_ok=True)
-        create_files(box.archive_dir, archive_files(box, messages, now))
+        written = archive_files(box, messages, now, top)
+        try:
+            create_files(box.archive_dir, written)
+        except BaseException:
+            if top is not None:
+                top.forget_all()  # some of the files may be in place: list the top again
+            raise
+        if top is not None:
+            top.add(name for name, _data in written)
+            top.sign(box.archive_dir)
         return
     with fs.locked(box.archive_file):
         _rotate_archive_file(box, now, segment_bytes)
@@ -870,18 +941,30 @@ def _newest_segment_tail(box: Mailbox, size: int) -> bytes:
     return read_ends(names[-1], 0, size)[1] if names else b""
 
 
-def rotate_archive_folder(box: Mailbox, pending: Iterable[Entry], sender: str, *, top_files: int = ARCHIVE_TOP_FILES) -> int:
+def rotate_archive_folder(
+    box: Mailbox,
+    pending: Iterable[Entry],
+    sender: str,
+    *,
+    top_files: int = ARCHIVE_TOP_FILES,
+    top: ArchiveTop | None = None,
+) -> int:
     """Move the routed messages of a file-per-message archive's top into a folder per month
     (`archive/2026-01/`, the month of the file name's time) once the top holds more than
     `top_files`; return how many moved. The caller holds the sender's route lock.
 
+    `top`: what the caller knows the top holds (`archive_top`), kept up to date here, so that a
+    pass does not list the top (a folder that once held many files stays slow to list).
+
     A message still in the outbox (`pending`) stays at the top, where the router looks for a
-    copy that a killed pass archived already. Each move is one rename, so a message is in
-    exactly one place at every instant; the folders are made durable together at the end.
+    copy that a killed pass archived already. Each move is one rename that never replaces a
+    file (renameat2 RENAME_NOREPLACE; else the month folder is listed first), so a message is
+    in exactly one place at every instant; the folders are made durable together at the end.
     """
-    names = message_names(box.archive_dir)
-    if len(names) <= top_files:
+    known = archive_top(box, top).names
+    if len(known) <= top_files:
         return 0
+    names = sorted(known)
     keep = {f"_{safe_part(sender, 40)}_{safe_part(entry.key)}.md" for entry in pending}
     moves: dict[str, list[str]] = {}
     for name in names:
@@ -889,26 +972,100 @@ def rotate_archive_folder(box: Mailbox, pending: Iterable[Entry], sender: str, *
         if match and "_" + name.partition("_")[2] not in keep:
             moves.setdefault(match.group("month"), []).append(name)
     moved = 0
-    with ExitStack() as stack:
-        top = stack.enter_context(fs.folder_fd(box.archive_dir))
-        touched = [top]
-        for month, files in moves.items():
-            folder = stack.enter_context(fs.folder_fd(box.archive_dir / month, create=True))
-            touched.append(folder)
-            there = set(os.listdir(folder))
-            for name in files:
-                if name in there:
-                    continue  # a copy there already (a git merge brought it): leave both to a person
-                os.rename(name, name, src_dir_fd=top, dst_dir_fd=folder)
-                moved += 1
-        fsync_all(touched)
+    gone: list[str] = []
+    try:
+        with ExitStack() as stack:
+            top_fd = stack.enter_context(fs.folder_fd(box.archive_dir))
+            touched = [top_fd]
+            for month, files in moves.items():
+                folder = stack.enter_context(fs.folder_fd(box.archive_dir / month, create=True))
+                touched.append(folder)
+                there: set[str] | None = None
+                for name in files:
+                    done = rename_noreplace(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
+                    if done is None:
+                        # No RENAME_NOREPLACE here: look at the month folder once, then rename.
+                        there = set(os.listdir(folder)) if there is None else there
+                        if name not in there:
+                            os.rename(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
+                            there.add(name)
+                            done = True
+                    if done:
+                        moved += 1
+                        gone.append(name)
+                    # else a copy there already (a git merge brought it): both stay, for a person
+            fsync_all(touched)
+    except BaseException:
+        if top is not None:
+            top.forget_all()  # list the top again next time
+        raise
+    if top is not None:
+        top.forget(gone)
+        top.sign(box.archive_dir)
     return moved
 
 
-def archive_files(box: Mailbox, messages: list[Message], now: datetime) -> list[tuple[str, bytes]]:
+@dataclass(slots=True)
+class ArchiveTop:
+    """The message file names at the top of a file-per-message archive, as a router listed
+    them and then changed them itself (`archive_top`), with the folder's signature after its
+    own last change: a change by anyone else (a git pull, a person, another router) changes
+    the signature, and the top is listed again."""
+
+    names: set[str]
+    suffixes: dict[str, str]  # `_<from>_<id>.md` -> file name (`_folder_index`)
+    signature: tuple[int, int, int] | None
+
+    def add(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.names.add(name)
+            self.suffixes.update(_folder_index([name]))
+
+    def forget(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.names.discard(name)
+            _time, separator, rest = name.partition("_")
+            if separator and self.suffixes.get("_" + rest) == name:
+                del self.suffixes["_" + rest]
+
+    def forget_all(self) -> None:
+        """Make the next `refresh` list the folder again (after a change that failed midway)."""
+        self.signature = None
+
+    def sign(self, folder: Path) -> None:
+        """Record the folder's signature after a change of the caller's own."""
+        self.signature = _folder_signature(folder)
+
+    def refresh(self, folder: Path) -> ArchiveTop:
+        """List the folder again unless it is unchanged since the holder's own last change."""
+        signature = _folder_signature(folder)
+        if signature is None or signature != self.signature:
+            names = message_names(folder)
+            self.names, self.suffixes, self.signature = set(names), _folder_index(names), signature
+        return self
+
+
+def _folder_signature(folder: Path) -> tuple[int, int, int] | None:
+    """(inode, change time, links) of a folder: any name added or removed changes it (Linux
+    gives a folder changed after a look at it a fine-grained time); None when it is missing."""
+    try:
+        found = os.stat(folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return (found.st_ino, found.st_ctime_ns, found.st_nlink)
+
+
+def archive_top(box: Mailbox, known: ArchiveTop | None = None) -> ArchiveTop:
+    """What a file-per-message archive's top holds: `known` when the folder is unchanged since
+    its holder's own last change (its signature), else a fresh listing."""
+    return (known if known is not None else ArchiveTop(set(), {}, None)).refresh(box.archive_dir)
+
+
+def archive_files(box: Mailbox, messages: list[Message], now: datetime, top: ArchiveTop | None = None) -> list[tuple[str, bytes]]:
     """The (name, bytes) of the file-per-message archive files to create for `messages`: those
-    whose id the archive does not hold yet (a repeat after a crash finds its copy there)."""
-    index = _folder_index(message_names(box.archive_dir))
+    whose id the archive's top does not hold yet (a repeat after a crash finds its copy there;
+    `top` is what the caller knows the top holds, else it is listed)."""
+    index = archive_top(box, top).suffixes
     return [(message_file_name(m, now), msg.render_message_document(m).encode("utf-8")) for m in messages if _suffix(m) not in index]
 
 

@@ -169,6 +169,9 @@ class Router:
         self.http_timeout = http_timeout
         self._journals: dict[Path, Journal] = {}
         self._recovered: set[Path] = set()  # senders whose folders this process has checked
+        # What each sender's file-per-message archive top holds, kept up to date by this router's
+        # own changes and listed again when someone else changed the folder, or at a full pass.
+        self._archive_tops: dict[Path, mailbox.ArchiveTop] = {}
         self.directory: Directory | None = None
 
     # ----------------------------------------------------------------- directory
@@ -198,6 +201,7 @@ class Router:
         """
         self.refresh()
         self._recovered.clear()
+        self._archive_tops.clear()
         return self.route_senders(self.senders())
 
     def route_names(self, names: set[str]) -> RouteReport:
@@ -211,6 +215,11 @@ class Router:
         if journal is None:
             journal = self._journals[box.journal] = Journal(box.journal)
         return journal.load()
+
+    def _archive_top(self, box: Mailbox) -> mailbox.ArchiveTop:
+        """What `box`'s archive top holds (listed only when changed by someone else)."""
+        top = self._archive_tops[box.root] = mailbox.archive_top(box, self._archive_tops.get(box.root))
+        return top
 
     def route_sender(self, sleeve: Sleeve) -> RouteReport:
         """Route one local sender's outbox; failures become problems in the report."""
@@ -311,7 +320,8 @@ class Router:
         if work.box.archive_dir.is_dir():
             # Every entry this pass read stays at the archive's top: one not removed yet may be
             # archived there already, and the next pass looks for it there.
-            mailbox.rotate_archive_folder(work.box, [entry for entry, _plan in work.plans], work.sender, top_files=self.archive_top_files)
+            pending = [entry for entry, _plan in work.plans]
+            mailbox.rotate_archive_folder(work.box, pending, work.sender, top_files=self.archive_top_files, top=self._archive_top(work.box))
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
 
     def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
@@ -391,7 +401,8 @@ class Router:
                 later = {entry.key for entry, plan in work.plans if plan.dead} | set(work.conflicts)
                 ready = [(entry, copy) for entry, copy in self._to_archive(work)[True] if entry.key not in later]
                 if ready:
-                    files = self._guarded(work.sender, work.report, partial(mailbox.archive_files, work.box, [copy for _, copy in ready], now))
+                    top = self._guarded(work.sender, work.report, partial(self._archive_top, work.box))
+                    files = None if top is None else mailbox.archive_files(work.box, [copy for _, copy in ready], now, top)
                     if files is not None:
                         archiving.append((work, ready))
                         groups.append((work.box.archive_dir, files))
@@ -405,6 +416,8 @@ class Router:
                 shared_file.make_durable([folder for folder, _files in groups])
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
+                for work, _ready in archiving:
+                    self._archive_tops.pop(work.box.root, None)  # some files may be in place
                 failure = exc if isinstance(exc, MossError) else _unwritable(exc)
                 for state in saved:
                     state.restore()
@@ -414,7 +427,10 @@ class Router:
                     work.unarchived.update(entry.key for entry, _copy in ready)
                     work.report.problems.append({"sleeve": work.sender, **error_body(failure)["error"]})
                 return
-        for work, ready in archiving:
+        for (work, ready), (folder, files) in zip(archiving, groups[len(inbox_groups) :], strict=True):
+            top = self._archive_tops[work.box.root]
+            top.add(name for name, _data in files)
+            top.sign(folder)
             work.report.archived += len(ready)
             work.archived.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _copy in ready)
             work.batched.update(entry.key for entry, _copy in ready)
@@ -475,7 +491,8 @@ class Router:
         events: list[dict[str, Any]] = []
         for files, items in self._to_archive(work).items():
             if items:
-                mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files, segment_bytes=self.archive_segment_bytes)
+                top = self._archive_top(work.box) if files else None
+                mailbox.archive(work.box, [copy for _, copy in items], work.now, files=files, segment_bytes=self.archive_segment_bytes, top=top)
                 work.report.archived += len(items)
                 events.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _ in items)
         work.journal.write(events)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import re
 import secrets
@@ -443,6 +444,38 @@ def make_durable(paths: list[Path]) -> None:
         fsync_all(fds)
     finally:
         _close_all(fds)
+
+
+_RENAME_NOREPLACE = 1
+_noreplace_state: dict[str, Any] = {}
+
+
+def rename_noreplace(source: str, target: str, *, src_dir_fd: int, dst_dir_fd: int) -> bool | None:
+    """Rename `source` (in the folder `src_dir_fd`) to `target` (in `dst_dir_fd`) unless
+    `target` exists, in one call (Linux renameat2 RENAME_NOREPLACE): True when renamed, False
+    when `target` exists (nothing done), None where the kernel, C library or file system cannot
+    do it (nothing done: the caller checks the name itself, then renames)."""
+    if _noreplace_state.get("unsupported"):
+        return None
+    call = _noreplace_state.get("call")
+    if call is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            call = libc.renameat2
+        except (OSError, AttributeError):
+            _noreplace_state["unsupported"] = True
+            return None
+        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        _noreplace_state["call"] = call
+    if call(src_dir_fd, os.fsencode(source), dst_dir_fd, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.EEXIST:
+        return False
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        _noreplace_state["unsupported"] = True
+        return None
+    raise OSError(code, os.strerror(code), source)
 
 
 def list_names(folder: Path) -> list[str]:

@@ -326,3 +326,75 @@ def test_a_rotated_message_file_keeps_its_git_history(tmp_path: Path) -> None:
     assert moved
     log = subprocess.run([*git, "log", "--follow", "--format=%s", "--", str(moved[0].relative_to(sleeve))], capture_output=True, text=True, check=True)
     assert log.stdout.split() == ["rotated", "archived"]
+
+
+# --------------------------------------------------------------------------- the archive top a router keeps
+
+
+def _listed(box: Mailbox) -> set[str]:
+    return set(mailbox.message_names(box.archive_dir))
+
+
+def test_the_archive_top_kept_in_memory_equals_a_listing_after_every_change(tmp_path: Path) -> None:
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    box = Mailbox(root / "alice")
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    prefill_archive(box, "alice", "v2", 6)
+    top = mailbox.archive_top(box)
+    assert top.names == _listed(box)
+    # Our own changes keep it up to date (and it is not listed again: same object, same names).
+    copies = [Message(id=f"new-{n}", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=f"token: new-{n}\n") for n in range(3)]
+    mailbox.archive(box, copies, now, files=True, top=top)
+    assert mailbox.archive_top(box, top) is top and top.names == _listed(box)
+    # A second archiving of the same ids writes nothing: the index knows them.
+    mailbox.archive(box, copies, now, files=True, top=top)
+    assert top.names == _listed(box) and len(top.names) == 9
+    moved = mailbox.rotate_archive_folder(box, [], "alice", top_files=2, top=top)
+    assert moved == 9 and top.names == _listed(box) == set()
+    # Changes by others (a git pull, a person) are seen: the folder's signature changed.
+    hand = box.archive_dir / "2026-03-02T00-00-00Z_alice_by-hand.md"
+    hand.write_text("---\nid: by-hand\nfrom: alice\nto: bob\n---\ntoken: by-hand\n")
+    assert mailbox.archive_top(box, top).names == _listed(box) == {hand.name}
+    assert "_alice_by-hand.md" in top.suffixes
+    hand.unlink()
+    assert mailbox.archive_top(box, top).names == _listed(box) == set()
+    assert top.suffixes == {}
+
+
+def test_a_copy_another_clone_archived_meanwhile_is_not_archived_twice(tmp_path: Path) -> None:
+    """A long-lived router keeps its senders' archive tops in memory; a copy that appears in the
+    top by other means (a git pull of another clone's routing) between its passes is seen."""
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    box = Mailbox(root / "alice")
+    router = Router(root, archive_top_files=4)
+    router.route_all()
+    now = datetime.now(UTC)
+    for round_number in range(3):
+        batch = [Message(id=f"r{round_number}-{n}", sender="alice", to=("bob",), type="task", body=f"token: r{round_number}-{n}\n") for n in range(3)]
+        mailbox.append_outbox_many(box, batch, now)
+        router.route_names({"alice"})
+    # The other clone routed `pulled` (written without a time, so each router dates it by its own
+    # pass, and the copies' names differ) already: its archive copy arrives before our pass.
+    (box.outbox_dir / "0001_pulled.md").write_text("---\nid: pulled\nto: bob\ntype: task\n---\ntoken: pulled\n")
+    pulled = Message(id="pulled", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body="token: pulled\n")
+    copy = msg.with_changes(pulled, extra={"routed": "2026-03-01T10:00:01Z", "delivered_to": ["bob"]})
+    (box.archive_dir / mailbox.message_file_name(copy, now)).write_bytes(msg.render_message_document(copy).encode())
+    router.route_names({"alice"})
+    archived = tokens(mailbox.read_archive(box, "alice"))
+    assert archived == Counter({f"r{r}-{n}": 1 for r in range(3) for n in range(3)} | {"pulled": 1})
+    assert tokens(mailbox.read_inbox(Mailbox(root / "bob"))) == Counter({f"r{r}-{n}": 1 for r in range(3) for n in range(3)} | {"pulled": 1})
+    assert not mailbox.read_outbox(box, "alice").entries
+
+
+def test_a_rotation_leaves_a_name_its_month_folder_holds_already(tmp_path: Path) -> None:
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    box = Mailbox(root / "alice")
+    prefill_archive(box, "alice", "v2", 6)
+    first = mailbox.message_names(box.archive_dir)[0]
+    month = box.archive_dir / first[:7]
+    month.mkdir()
+    (month / first).write_text("---\nid: other\nfrom: alice\nto: bob\n---\ntoken: merged in\n")
+    moved = mailbox.rotate_archive_folder(box, [], "alice", top_files=2)
+    assert moved == 5
+    assert mailbox.message_names(box.archive_dir) == [first]  # nothing replaced: both stay
+    assert (month / first).read_text().endswith("token: merged in\n")

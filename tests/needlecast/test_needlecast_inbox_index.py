@@ -1,0 +1,95 @@
+"""The index a process keeps of each v1 inbox it delivers into (`mailbox._INDEXES`): a few bytes
+a message, never the inbox's text, and every answer it gives equals a fresh reading of the file:
+nothing delivered twice, nothing held back as present that the inbox does not hold."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+from needlecast import mailbox
+from needlecast import message as msg
+from needlecast.mailbox import Mailbox
+from needlecast.message import Message
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def message(sender: str, ident: str, body: str) -> Message:
+    return Message(id=ident, sender=sender, to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=body)
+
+
+def fresh_reading(box: Mailbox) -> dict[tuple[str, str], str]:
+    """(from, id) -> digest of every message of the inbox, read whole (the slow answer)."""
+    return {(e.message.sender or "", e.key): e.digest for e in mailbox.read_inbox(box) if e.message is not None}
+
+
+def expected_result(reading: dict[tuple[str, str], str], m: Message) -> str:
+    held = reading.get((m.sender or "", m.id or ""))
+    if held is None:
+        return mailbox.DELIVERED
+    return mailbox.PRESENT if held == msg.content_digest(m) else mailbox.CONFLICT
+
+
+def test_every_delivery_answer_equals_a_fresh_reading_of_the_inbox(tmp_path: Path) -> None:
+    box = mailbox.init_mailbox(tmp_path / "bob", "v1")
+    rng = random.Random(29)
+    sent: list[Message] = []
+    for round_number in range(40):
+        batch: list[Message] = []
+        for _ in range(rng.randint(1, 6)):
+            choice = rng.random()
+            if sent and choice < 0.25:
+                batch.append(rng.choice(sent))  # a repeat (a router's retry after a crash)
+            elif sent and choice < 0.35:
+                old = rng.choice(sent)
+                batch.append(msg.with_changes(old, body=old.body + "changed\n"))  # same id, other content
+            else:
+                batch.append(message(rng.choice(["alice", "carol"]), f"m{round_number}-{len(batch)}", f"token {round_number}\n"))
+        if round_number % 7 == 3:
+            # A person appends a block by hand (`>>`), as agents may.
+            with open(box.inbox_file, "a") as handle:
+                handle.write(f"\n---\nid: hand-{round_number}\nfrom: dave\nto: bob\n---\nby hand\n")
+        if round_number % 11 == 5:
+            # An editor rewrites the file in place, deleting a message in the middle.
+            blocks = box.inbox_file.read_text().split("\n---\nid: ")
+            if len(blocks) > 3:
+                del blocks[2]
+                box.inbox_file.write_text("\n---\nid: ".join(blocks))
+        reading = fresh_reading(box)
+        seen: dict[tuple[str, str], str] = {}
+        wanted = []
+        for m in batch:
+            identity = (m.sender or "", m.id or "")
+            if identity in seen:  # twice in one batch: the first one decides
+                wanted.append(mailbox.PRESENT if seen[identity] == msg.content_digest(m) else mailbox.CONFLICT)
+                continue
+            wanted.append(expected_result(reading, m))
+            if wanted[-1] == mailbox.DELIVERED:
+                seen[identity] = msg.content_digest(m)
+        assert mailbox.deliver(box, batch, NOW) == wanted, f"round {round_number}"
+        sent.extend(m for m, result in zip(batch, wanted, strict=True) if result == mailbox.DELIVERED)
+    # Each message is in the inbox once.
+    keys = [(e.message.sender, e.key) for e in mailbox.read_inbox(box) if e.message is not None]
+    assert len(keys) == len(set(keys))
+    # The index holds no copy of the inbox: a few numbers a message.
+    index = mailbox._INDEXES[box.inbox_file]
+    assert not any(isinstance(getattr(index, name), str) for name in index.__slots__)
+
+
+def test_a_shared_hash_is_settled_by_reading_the_whole_inbox(tmp_path: Path) -> None:
+    """Two identities whose hashes meet: the index points at another message's block; the
+    answer still comes from the file."""
+    box = mailbox.init_mailbox(tmp_path / "bob", "v1")
+    first, second = message("alice", "one", "first\n"), message("alice", "two", "second\n")
+    mailbox.deliver(box, [first, second, message("alice", "three", "last\n")], NOW)
+    text = box.inbox_file.read_text()
+    start = text.index("---\nid: one")
+    length = text.index("---\nid: two") - start
+    # `two`'s hash pointing at `one`'s block, and an absent identity's at it too.
+    before = {mailbox._identity_hash(("alice", "two")): start << 32 | length, mailbox._identity_hash(("alice", "absent")): start << 32 | length}
+    lookup = mailbox._InboxIdentities(text, box.inbox_file, before, {})
+    assert lookup.get(("alice", "two")) == msg.content_digest(second)
+    assert lookup.get(("alice", "absent")) is None
+    assert mailbox.deliver(box, [first, second, message("alice", "four", "new\n")], NOW) == [mailbox.PRESENT, mailbox.PRESENT, mailbox.DELIVERED]
