@@ -268,4 +268,5 @@ def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], act
     for target, data in creates:
         changes.create(target, data)
     changes.commit()
-    store_.remember([(target, data, written[target]) for target, data, *_digest in (*rewrites, *creates)], gone)
+    done = [(target, data) for target, data, _digest in rewrites] + creates
+    store_.remember([(target, data, written[target]) for target, data in done], gone)
