@@ -221,44 +221,63 @@ class CapsuleStore:
         now_ns = time.time_ns()  # before any stat: a file changed after it is racy, never trusted
         found: list[CapsuleKey] = []
         learned: list[key_cache.Learned] = []
-        base = str(self.base)
-        for relpath in listing.files:
-            entry = cached.get(relpath)
-            try:
-                before = os.lstat(f"{base}/{relpath}")
-            except FileNotFoundError:
-                continue  # gone since the listing, as `scan` finds it gone
-            except OSError:
-                before = None
-            if before is not None and key_cache.usable(entry, before.st_ctime_ns):
-                assert entry is not None
-                found.append(entry.key)
-                continue
-            path = self.base / relpath
-            try:
-                snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
-            except MossError as err:
-                problems.append(err)
-                continue
-            if snapshot.data is None:
-                continue
-            # The stat from before the read still holds after it: these bytes had that mtime.
-            still = before is not None and _unchanged(path, before)
-            if still and before is not None and key_cache.confirmed(entry, before.st_mtime_ns, snapshot.digest):
-                assert entry is not None
-                key = entry.key
-            else:
-                try:
-                    stored = self._parse(path, snapshot)
-                except MossError as err:
-                    problems.append(err)
-                    continue
-                key = CapsuleKey.of(stored.capsule, stored.relpath)
-            found.append(key)
-            # A parse may take the mtime after `still` was asked; a change in between moves the
-            # ctime and the mtime from those remembered, so the next `keys` parses again.
-            if still and before is not None:
-                learned.append(key_cache.Learned(relpath, before.st_mtime_ns, before.st_ctime_ns, snapshot.digest, key))
+        folders: dict[str, int | None] = {}  # folder (relative) -> its descriptor, None: unusable
+        try:
+            for relpath in listing.files:
+                folder, _, name = relpath.rpartition("/")
+                if folder not in folders:
+                    try:
+                        folders[folder] = fs.open_folder(self.base / folder)
+                    except (OSError, MossError):
+                        folders[folder] = None  # its files take the path of `scan`, with its errors
+                dir_fd = folders[folder]
+                entry = cached.get(relpath)
+                before: os.stat_result | None = None
+                data: bytes | None = None
+                if dir_fd is not None:
+                    try:
+                        before = os.lstat(name, dir_fd=dir_fd)
+                        if key_cache.usable(entry, before.st_ctime_ns):
+                            assert entry is not None
+                            found.append(entry.key)
+                            continue
+                        data, info = fs.read_in(dir_fd, name, max_bytes=MAX_FILE_BYTES)
+                    except FileNotFoundError:
+                        continue  # gone since the listing, as `scan` finds it gone
+                    except (OSError, MossError):
+                        before = data = None  # read it as `scan` does, for the same answer or error
+                path = self.base / relpath
+                if data is None:
+                    try:
+                        snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
+                    except MossError as err:
+                        problems.append(err)
+                        continue
+                    if snapshot.data is None:
+                        continue
+                else:
+                    snapshot = fs.Snapshot(path, data, fs.digest_of(data), fs.identity_of(info))
+                # The stat from before the read still holds after it: these bytes had that mtime.
+                still = before is not None and dir_fd is not None and _unchanged(dir_fd, name, before)
+                if still and before is not None and key_cache.confirmed(entry, before.st_mtime_ns, snapshot.digest):
+                    assert entry is not None
+                    key = entry.key
+                else:
+                    try:
+                        stored = self._parse(path, snapshot)
+                    except MossError as err:
+                        problems.append(err)
+                        continue
+                    key = CapsuleKey.of(stored.capsule, stored.relpath)
+                found.append(key)
+                # A parse may take the mtime after `still` was asked; a change in between moves
+                # the ctime and the mtime from those remembered, so the next `keys` parses again.
+                if still and before is not None:
+                    learned.append(key_cache.Learned(relpath, before.st_mtime_ns, before.st_ctime_ns, snapshot.digest, key))
+        finally:
+            for dir_fd in folders.values():
+                if dir_fd is not None:
+                    os.close(dir_fd)
         cache.save(learned, key_cache.missing(cached, listing.files), now_ns=now_ns)
         return found, problems
 
@@ -499,10 +518,10 @@ def _stray(store: CapsuleStore, path: Path) -> MossError:
     return InvalidDocument(f"{store.display(path)} {reason}", code="SCHEMA_ERROR", path=store.display(path))
 
 
-def _unchanged(path: Path, before: os.stat_result) -> bool:
-    """Whether the file at `path` has the mtime and ctime it had in `before`."""
+def _unchanged(dir_fd: int, name: str, before: os.stat_result) -> bool:
+    """Whether the file `name` in the folder `dir_fd` has the mtime and ctime it had in `before`."""
     try:
-        now = os.lstat(path)
+        now = os.lstat(name, dir_fd=dir_fd)
     except OSError:
         return False
     return (now.st_mtime_ns, now.st_ctime_ns, now.st_ino) == (before.st_mtime_ns, before.st_ctime_ns, before.st_ino)

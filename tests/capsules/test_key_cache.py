@@ -163,3 +163,23 @@ def test_an_import_killed_at_any_durable_step_and_run_again_leaves_each_capsule_
         if not crashed:
             break
     assert step > 20
+
+
+def test_keys_report_the_problems_the_full_scan_reports(tmp_path: Path) -> None:
+    """A broken file, a link in a capsule's place and a linked workspace folder: `keys` names
+    each as `scan` does (an import then refuses, as before), cached or not."""
+    root, files = imported(tmp_path, count=10)
+    settle_cache(root)
+    base = root / ".moss" / "capsules"
+    files[0].write_bytes(b"---\nid: [unclosed\n---\nbody\n")
+    os.symlink(files[1], files[1].with_name("linked.md"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.md").write_bytes(files[2].read_bytes())
+    os.symlink(outside, base / "linked-ws")
+    scan = CapsuleStore(root).scan(None, include_deleted=True)
+    for _ in range(2):
+        found, problems = CapsuleStore(root).keys()
+        assert [(p.code, p.path) for p in problems] == [(p.code, p.path) for p in scan.problems]
+        assert len(problems) == 3
+        assert {k.relpath for k in found} == {s.relpath.as_posix() for s in scan.capsules}
