@@ -210,9 +210,9 @@ class CapsuleStore:
     def keys(self) -> tuple[list[CapsuleKey], list[MossError]]:
         """The key (id, name slot, deleted) of every capsule file, deleted ones included, and
         every problem: what `scan(None, include_deleted=True)` finds, read through the key
-        cache (`capsules.keys`), so that only files the cache cannot vouch for are parsed.
+        cache (`index.capsule_keys`), so that only files the cache cannot vouch for are parsed.
         Keeps the cache up to date. A bulk writer's view: it holds no capsule's text."""
-        from moss_files.capsules import keys as key_cache  # sqlite3: only for bulk writers
+        from moss_files.index import capsule_keys as key_cache  # sqlite3: only for bulk writers
 
         listing = self.listing(None, include_deleted=True)
         problems: list[MossError] = [_stray(self, self.base / relpath) for relpath in listing.strays]
@@ -285,7 +285,7 @@ class CapsuleStore:
         """Tell the key cache what a writer just put in these files (and which it removed), so
         the next `keys` checks their bytes rather than parsing them. A file changed since is
         parsed again: its bytes or mtime no longer match."""
-        from moss_files.capsules import keys as key_cache
+        from moss_files.index import capsule_keys as key_cache
 
         now_ns = time.time_ns()
         learned = []

@@ -1,4 +1,4 @@
-"""The capsule key cache (`capsules.keys`) behind an import's collision check: what
+"""The capsule key cache (`index.capsule_keys`) behind an import's collision check: what
 `CapsuleStore.keys` answers through it always equals what parsing every capsule file gives,
 whatever happened to the files since (hand edits in the same clock tick, restored mtimes,
 moves, deletions, a broken cache), and an import killed at any durable step and run again
@@ -14,9 +14,9 @@ import pytest
 from helpers import killed_at
 from test_import_batch import DURABLE_CALLS, context, files_of, records, write_export
 
-from moss_files.capsules import keys as key_cache
 from moss_files.capsules import transfer
 from moss_files.capsules.store import CapsuleStore
+from moss_files.index import capsule_keys as key_cache
 
 OTHER_ID = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 

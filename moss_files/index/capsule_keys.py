@@ -104,7 +104,7 @@ class KeyCache:
         if not rows and not forgotten:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _ensure_folder(self.path.parent)
             with _connect(self.path) as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany("DELETE FROM keys WHERE path = ?", forgotten)
@@ -120,6 +120,17 @@ class KeyCache:
                 os.unlink(f"{self.path}{suffix}")
             except OSError:
                 pass
+
+
+def _ensure_folder(folder: Path) -> None:
+    """Make the cache folder, git-ignored by a `.gitignore` of `*` inside (as the search index
+    makes it), so the cache stays out of git where `moss init` never ran."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(folder / ".gitignore", "x", encoding="utf-8") as handle:
+            handle.write("# moss-files search cache: per machine, safe to delete\n*\n")
+    except FileExistsError:
+        pass
 
 
 class _connect:
