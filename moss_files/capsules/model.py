@@ -1056,6 +1056,22 @@ def with_changes(capsule: Capsule, **changes: Any) -> Capsule:
 
 
 @dataclass(frozen=True, slots=True)
+class CapsuleKey:
+    """What an import must know of a capsule already in the workspace: its id, its name slot
+    and whether it is deleted (so whether it holds its name), and where its file is."""
+
+    id: str
+    workspace_norm: str
+    name_norm: str | None
+    deleted: bool
+    relpath: str  # relative to the capsules folder, with '/'
+
+    @classmethod
+    def of(cls, capsule: Capsule, relpath: PurePosixPath) -> CapsuleKey:
+        return cls(capsule.id, capsule.workspace_norm, capsule.name_norm, capsule.deleted, relpath.as_posix())
+
+
+@dataclass(frozen=True, slots=True)
 class ImportAction:
     """One write an import will make: create a capsule, or replace the capsule `replaces`."""
 
@@ -1068,7 +1084,7 @@ IMPORT_MODES = ("error", "replace", "rename")
 
 
 def plan_import(
-    existing: Sequence[Capsule],
+    existing: Sequence[Capsule | CapsuleKey],
     records: Sequence[tuple[int, Capsule]],
     mode: str,
     new_id: Any,
@@ -1082,7 +1098,7 @@ def plan_import(
     name becomes `name-1`, `name-2`, ... Collisions between records of the same file count too.
     Returns the actions and Moss-shaped per-line errors; any error means nothing is written.
     """
-    by_id: dict[str, Capsule] = {c.id: c for c in existing}
+    by_id: dict[str, Capsule | CapsuleKey] = {c.id: c for c in existing}
     live_names: dict[tuple[str, str], str] = {(c.workspace_norm, c.name_norm): c.id for c in existing if c.name_norm and not c.deleted}
     actions: list[ImportAction] = []
     errors: list[dict[str, Any]] = []

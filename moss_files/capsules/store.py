@@ -19,14 +19,15 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from moss_files.capsules import model as core
-from moss_files.capsules.model import Capsule
+from moss_files.capsules.model import Capsule, CapsuleKey
 from moss_files.foundation import batch, document, fs
 from moss_files.foundation.errors import Conflict, InvalidDocument, MossError, NotFound
 
@@ -232,6 +233,96 @@ class CapsuleStore:
             if stored is not None:
                 capsules.append(stored)
         return Scan(tuple(capsules), tuple(problems))
+
+    def keys(self) -> tuple[list[CapsuleKey], list[MossError]]:
+        """The key (id, name slot, deleted) of every capsule file, deleted ones included, and
+        every problem: what `scan(None, include_deleted=True)` finds, read through the key
+        cache (`index.capsule_keys`), so that only files the cache cannot vouch for are parsed.
+        Keeps the cache up to date. A bulk writer's view: it holds no capsule's text."""
+        from moss_files.index import capsule_keys as key_cache  # sqlite3: only for bulk writers
+
+        listing = self.listing(None, include_deleted=True)
+        problems: list[MossError] = [_stray(self, self.base / relpath) for relpath in listing.strays]
+        cache = key_cache.KeyCache(self.root)
+        cached = cache.load()
+        now_ns = time.time_ns()  # before any stat: a file changed after it is racy, never trusted
+        found: list[CapsuleKey] = []
+        learned: list[key_cache.Learned] = []
+        folders: dict[str, int | None] = {}  # folder (relative) -> its descriptor, None: unusable
+        try:
+            for relpath in listing.files:
+                folder, _, name = relpath.rpartition("/")
+                if folder not in folders:
+                    try:
+                        folders[folder] = fs.open_folder(self.base / folder)
+                    except (OSError, MossError):
+                        folders[folder] = None  # its files take the path of `scan`, with its errors
+                dir_fd = folders[folder]
+                entry = cached.get(relpath)
+                before: os.stat_result | None = None
+                data: bytes | None = None
+                if dir_fd is not None:
+                    try:
+                        before = os.lstat(name, dir_fd=dir_fd)
+                        if key_cache.usable(entry, before.st_ctime_ns):
+                            assert entry is not None
+                            found.append(entry.key)
+                            continue
+                        data, info = fs.read_in(dir_fd, name, max_bytes=MAX_FILE_BYTES)
+                    except FileNotFoundError:
+                        continue  # gone since the listing, as `scan` finds it gone
+                    except (OSError, MossError):
+                        before = data = None  # read it as `scan` does, for the same answer or error
+                path = self.base / relpath
+                if data is None:
+                    try:
+                        snapshot = fs.read_snapshot(path, max_bytes=MAX_FILE_BYTES)
+                    except MossError as err:
+                        problems.append(err)
+                        continue
+                    if snapshot.data is None:
+                        continue
+                else:
+                    snapshot = fs.Snapshot(path, data, fs.digest_of(data), fs.identity_of(info))
+                # The stat from before the read still holds after it: these bytes had that mtime.
+                still = before is not None and dir_fd is not None and _unchanged(dir_fd, name, before)
+                if still and before is not None and key_cache.confirmed(entry, before.st_mtime_ns, snapshot.digest):
+                    assert entry is not None
+                    key = entry.key
+                else:
+                    try:
+                        stored = self._parse(path, snapshot)
+                    except MossError as err:
+                        problems.append(err)
+                        continue
+                    key = CapsuleKey.of(stored.capsule, stored.relpath)
+                found.append(key)
+                # A parse may take the mtime after `still` was asked; a change in between moves
+                # the ctime and the mtime from those remembered, so the next `keys` parses again.
+                if still and before is not None:
+                    learned.append(key_cache.Learned(relpath, before.st_mtime_ns, before.st_ctime_ns, snapshot.digest, key))
+        finally:
+            for dir_fd in folders.values():
+                if dir_fd is not None:
+                    os.close(dir_fd)
+        cache.save(learned, key_cache.missing(cached, listing.files), now_ns=now_ns)
+        return found, problems
+
+    def remember(self, written: Sequence[tuple[PurePosixPath, bytes, CapsuleKey]], gone: Sequence[PurePosixPath] = ()) -> None:
+        """Tell the key cache what a writer just put in these files (and which it removed), so
+        the next `keys` checks their bytes rather than parsing them. A file changed since is
+        parsed again: its bytes or mtime no longer match."""
+        from moss_files.index import capsule_keys as key_cache
+
+        now_ns = time.time_ns()
+        learned = []
+        for relpath, data, key in written:
+            try:
+                st = os.lstat(self.path_of(relpath))
+            except OSError:
+                continue
+            learned.append(key_cache.Learned(relpath.as_posix(), st.st_mtime_ns, st.st_ctime_ns, fs.digest_of(data), key))
+        key_cache.KeyCache(self.root).save(learned, [relpath.as_posix() for relpath in gone], now_ns=now_ns)
 
     def find_by_name(self, workspace_norm: str, name_norm: str, *, include_deleted: bool = False) -> StoredCapsule | None:
         """The live capsule holding a name; with `include_deleted`, else the newest deleted one."""
@@ -556,6 +647,15 @@ def _stray(store: CapsuleStore, path: Path) -> MossError:
     else:
         reason = "is not a capsule file (capsule files end in .md)"
     return InvalidDocument(f"{store.display(path)} {reason}", code="SCHEMA_ERROR", path=store.display(path))
+
+
+def _unchanged(dir_fd: int, name: str, before: os.stat_result) -> bool:
+    """Whether the file `name` in the folder `dir_fd` has the mtime and ctime it had in `before`."""
+    try:
+        now = os.lstat(name, dir_fd=dir_fd)
+    except OSError:
+        return False
+    return (now.st_mtime_ns, now.st_ctime_ns, now.st_ino) == (before.st_mtime_ns, before.st_ctime_ns, before.st_ino)
 
 
 def _mtime_ms(path: Path) -> int:

@@ -165,12 +165,13 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
         return {"imported": 0, "skipped": 0, "errors": errors}
     store_ = CapsuleStore(ctx.root)
     with store_.writing():
-        scan = store_.scan(None, include_deleted=True)
-        raise_first(scan.problems)  # an unreadable capsule could be a collision we cannot see
-        actions, errors = core.plan_import([s.capsule for s in scan.capsules], records, import_mode, ctx.new_ulid)
+        # The ids and name slots taken (through the key cache: not every capsule parsed).
+        keys, problems = store_.keys()
+        raise_first(problems)  # an unreadable capsule could be a collision we cannot see
+        actions, errors = core.plan_import(keys, records, import_mode, ctx.new_ulid)
         if errors:
             return {"imported": 0, "skipped": 0, "errors": errors}
-        _apply_import(store_, {s.capsule.id: s for s in scan.capsules}, actions, batched=batched)
+        _apply_import(store_, _replaced(store_, keys, actions), actions, batched=batched)
     return {"imported": len(actions), "skipped": 0, "errors": []}
 
 
@@ -191,6 +192,22 @@ def import_refusal(result: Mapping[str, Any]) -> MossError | None:
             hint='mode "replace" updates the capsules in place; mode "rename" imports them under new names',
         )
     return InvalidDocument(f"import refused, nothing imported: {len(errors)} line(s) cannot be imported ({where})", details=dict(result))
+
+
+def _replaced(store_: CapsuleStore, keys: Sequence[core.CapsuleKey], actions: Sequence[core.ImportAction]) -> dict[str, StoredCapsule]:
+    """The capsules the actions replace, read from their files (by id). Raises Conflict
+    STALE_WRITE when such a file no longer holds the capsule its key was read from."""
+    wanted = {action.replaces for action in actions if action.replaces is not None}
+    found: dict[str, StoredCapsule] = {}
+    for key in keys:
+        if key.id not in wanted:
+            continue
+        path = store_.base / key.relpath
+        stored = store_.read(path)
+        if stored is None or stored.capsule.id != key.id:
+            raise Conflict("file changed since it was read; nothing was written", code="STALE_WRITE", path=store_.display(path))
+        found[key.id] = stored
+    return found
 
 
 def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:
@@ -227,9 +244,12 @@ def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], act
     changes = FileBatch(store_.base)
     rewrites: list[tuple[PurePosixPath, bytes, str]] = []
     creates: list[tuple[PurePosixPath, bytes]] = []
+    written: dict[PurePosixPath, core.CapsuleKey] = {}
+    gone: list[PurePosixPath] = []
     for action in actions:
         capsule = action.capsule
         target = core.capsule_relpath(capsule)
+        written[target] = core.CapsuleKey.of(capsule, target)
         if action.replaces is None:
             creates.append((target, document.encode(core.render_capsule(capsule))))
             continue
@@ -242,8 +262,11 @@ def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], act
         old_text, _bom = document.decode(old.snapshot.data, str(old.path))
         creates.append((target, document.encode(core.edit_capsule(old_text, capsule, str(old.path)))))
         changes.remove(old.relpath, old.snapshot.digest)
+        gone.append(old.relpath)
     for target, data, digest in rewrites:
         changes.replace(target, data, digest)
     for target, data in creates:
         changes.create(target, data)
     changes.commit()
+    done = [(target, data) for target, data, _digest in rewrites] + creates
+    store_.remember([(target, data, written[target]) for target, data in done], gone)

@@ -29,7 +29,6 @@ from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
 from moss_files.index.model import (
     SOURCE_ID_FACET,
-    Entry,
     Extracted,
     FileInput,
     Problem,
@@ -62,6 +61,7 @@ BATCH_FILES = 1000
 PARALLEL_MIN_FILES = 4000  # a full build of at least this many files extracts in worker processes
 MAX_BUILD_WORKERS = 4
 MMAP_BYTES = 256 * 1024 * 1024
+FTS_HASH_BYTES = 8 * 1024 * 1024  # FTS5's buffer of pending terms in a build (its default: 1 MB)
 COLUMNS = ("id", "title", "tags", "body", "extra")
 
 TABLES = f"""
@@ -185,64 +185,92 @@ def _flock(path: Path, *, exclusive: bool, timeout: float = LOCK_TIMEOUT) -> Abs
 # --------------------------------------------------------------------------- rows
 
 
-class _Batch:
-    """Rows for a set of files, collected so each table gets one executemany."""
+class _Rows:
+    """The rows of some files for each table, their items numbered from 1 in the order read:
+    an item's rowid is its number plus the base its writer gives. Built where the files are
+    extracted (a build's worker process, or here), so the writer only hands whole lists to
+    SQLite; it pickles as one object of plain tuples."""
 
-    def __init__(self, registry: Registry, next_rowid: int) -> None:
-        self.registry = registry
-        self.rowid = next_rowid
+    def __init__(self) -> None:
         self.files: list[tuple[Any, ...]] = []
         self.items: list[tuple[Any, ...]] = []
         self.facets: list[tuple[Any, ...]] = []
         self.fts: list[tuple[Any, ...]] = []
+        self.count = 0  # items numbered so far
         self.problem_files = 0
-        self.stored: list[tuple[str, str, Signature]] = []
+
+    def add(self, done: _Done) -> None:
         from moss_files.index.query import timestamp_of
 
-        self.timestamp_of = timestamp_of
-
-    def add(self, read: FileRead, source: Source, now_ns: int) -> None:
-        self.add_extracted(_extract_read(self.registry, read, source, now_ns))
-
-    def add_extracted(self, done: _Done) -> None:
         relpath, source_name, stat, file_digest, now_ns, extracted = done
         problems = _json().dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
         self.problem_files += bool(extracted.problems)
-        sig = stored_signature(stat, now_ns)
-        self.files.append((relpath, source_name, sig, stat[0], file_digest, problems))
-        self.stored.append((relpath, source_name, sig))
+        self.files.append((relpath, source_name, stored_signature(stat, now_ns), stat[0], file_digest, problems))
+        items, facets, fts = self.items, self.facets, self.fts
         for entry in extracted.entries:
-            self.rowid += 1
-            self._add_entry(self.rowid, relpath, entry)
-
-    def _add_entry(self, rowid: int, relpath: str, entry: Entry) -> None:
-        when = self.timestamp_of(entry.updated or entry.date)
-        self.items.append(
-            (
-                rowid,
-                relpath,
-                entry.anchor,
-                entry.kind,
-                entry.id,
-                entry.line,
-                entry.title,
-                entry.summary,
-                entry.status,
-                entry.date,
-                entry.updated,
-                when,
-                entry.handle,
+            self.count += 1
+            number = self.count
+            items.append(
+                (
+                    number,
+                    relpath,
+                    entry.anchor,
+                    entry.kind,
+                    entry.id,
+                    entry.line,
+                    entry.title,
+                    entry.summary,
+                    entry.status,
+                    entry.date,
+                    entry.updated,
+                    timestamp_of(entry.updated or entry.date),
+                    entry.handle,
+                )
             )
-        )
-        self.facets.extend((rowid, name, value) for name, value in facets_of(entry))
-        self.fts.append((rowid, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
+            facets.extend((number, name, value) for name, value in facets_of(entry))
+            fts.append((number, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
+
+    def write(self, conn: sqlite3.Connection, base: int) -> None:
+        """Insert the rows, item number n as rowid `base + n` (SQLite adds it: no row is
+        copied here)."""
+        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)", self.files)
+        conn.executemany(f"INSERT INTO items VALUES (? + {int(base)}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.items)
+        conn.executemany(f"INSERT INTO facets VALUES (? + {int(base)}, ?, ?)", self.facets)
+        conn.executemany(f"INSERT INTO items_fts(rowid, {', '.join(COLUMNS)}) VALUES (? + {int(base)}, ?, ?, ?, ?, ?)", self.fts)
+
+
+class _Batch:
+    """Rows for a set of files, collected so each table gets one executemany per set."""
+
+    def __init__(self, registry: Registry, next_rowid: int) -> None:
+        self.registry = registry
+        self.rowid = next_rowid
+        self.pending: list[_Rows] = []
+        self.problem_files = 0
+        self.stored: list[tuple[str, str, Signature]] = []
+
+    def add(self, read: FileRead, source: Source, now_ns: int) -> None:
+        if not self.pending:
+            self.pending.append(_Rows())
+        rows = self.pending[-1]
+        files, problem_files = len(rows.files), rows.problem_files
+        rows.add(_extract_read(self.registry, read, source, now_ns))
+        self._note(rows.files[files:], rows.problem_files - problem_files)
+
+    def add_rows(self, rows: _Rows) -> None:
+        """Rows a build's reader made (see `_read_and_extract`)."""
+        self.pending.append(rows)
+        self._note(rows.files, rows.problem_files)
+
+    def _note(self, files: list[tuple[Any, ...]], problem_files: int) -> None:
+        self.stored.extend((row[0], row[1], row[2]) for row in files)
+        self.problem_files += problem_files
 
     def write(self, conn: sqlite3.Connection) -> None:
-        conn.executemany("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)", self.files)
-        conn.executemany("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.items)
-        conn.executemany("INSERT INTO facets VALUES (?, ?, ?)", self.facets)
-        conn.executemany(f"INSERT INTO items_fts(rowid, {', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", self.fts)
-        self.files, self.items, self.facets, self.fts = [], [], [], []
+        for rows in self.pending:
+            rows.write(conn, self.rowid)
+            self.rowid += rows.count
+        self.pending = []
 
 
 # One file read and extracted: (relpath, source name, stat, digest, when read, rows).
@@ -257,19 +285,19 @@ def _extract_read(registry: Registry, read: FileRead, source: Source, now_ns: in
     return (read.relpath, source.name, read.stat, read.digest, now_ns, extracted)
 
 
-def _read_and_extract(root: Path, registry: Registry, paths: Sequence[str]) -> list[_Done]:
-    """Read and extract files (in a worker process of a parallel build); each file's time
-    is taken right after its read, as the racy rule needs."""
-    out: list[_Done] = []
+def _read_and_extract(root: Path, registry: Registry, paths: Sequence[str]) -> _Rows:
+    """Read and extract files, into rows (in a worker process of a parallel build); each
+    file's time is taken right after its read, as the racy rule needs."""
+    rows = _Rows()
     for relpath in paths:
         read = read_file(root, relpath)
         source = registry.source_for(relpath)
         if read is not None and source is not None:
-            out.append(_extract_read(registry, read, source, time.time_ns()))
-    return out
+            rows.add(_extract_read(registry, read, source, time.time_ns()))
+    return rows
 
 
-def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], workers: int) -> Iterator[list[_Done]]:
+def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], workers: int) -> Iterator[_Rows]:
     """The files read and extracted, chunk by chunk in order: in `workers` processes when that
     pays (a big tree, a registry that can be sent to them), else here."""
     import pickle
@@ -304,7 +332,7 @@ def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], work
             stream = procs[number % workers].stdout
             assert stream is not None
             try:
-                done: list[_Done] = pickle.load(stream)
+                done: _Rows = pickle.load(stream)
             except (EOFError, pickle.UnpicklingError):  # a worker died: read the rest here
                 for rest in chunks[number:]:
                     yield _read_and_extract(root, registry, rest)
@@ -576,6 +604,15 @@ class SearchIndex:
         """Create the tables in an empty database and index every file into them."""
         started = time.perf_counter()
         conn.executescript(TABLES)
+        # FTS5 writes its pending terms out as a new segment each time they pass `hashsize`
+        # (1 MB by default), and merges those segments as they pile up: a full build with a
+        # bigger buffer writes and merges a few large segments instead (a quarter less of its
+        # CPU at 100,000 files). The setting is stored with the table; later refreshes write
+        # at most one transaction's terms either way.
+        try:
+            conn.execute("INSERT INTO items_fts(items_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
+        except sqlite3.OperationalError:
+            pass  # an SQLite without the setting builds with its default buffer
         # Listed without a stat each: every file's stat is taken when it is read, and that is
         # the signature stored with what was read.
         tree = walk(self.root, self.registry, stat=False)
@@ -583,9 +620,8 @@ class SearchIndex:
         batch = _Batch(self.registry, 0)
         conn.execute("BEGIN")
         workers = self.build_workers if self.build_workers is not None else build_workers(len(paths))
-        for chunk, done in zip(range(0, len(paths), BATCH_FILES), _extracted_chunks(self.root, self.registry, paths, workers), strict=True):
-            for item in done:
-                batch.add_extracted(item)
+        for chunk, rows in zip(range(0, len(paths), BATCH_FILES), _extracted_chunks(self.root, self.registry, paths, workers), strict=True):
+            batch.add_rows(rows)
             batch.write(conn)
             done_files = min(chunk + BATCH_FILES, len(paths))
             if self.progress is not None and done_files < len(paths):

@@ -56,10 +56,13 @@ def code_of(call: Any, *args: Any, **kwargs: Any) -> tuple[str, int]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under .moss/ except lock files, for 'nothing changed' checks."""
+    """Every file under .moss/ except lock files and the derived caches of `.moss/cache/`
+    (per machine, git-ignored, safe to delete), for 'nothing changed' checks."""
     base = root / ".moss"
     return {
-        str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file() and not p.name.endswith(".lock") and ".locks" not in p.parts
+        str(p.relative_to(base)): p.read_bytes()
+        for p in sorted(base.rglob("*"))
+        if p.is_file() and not p.name.endswith(".lock") and ".locks" not in p.parts and p.relative_to(base).parts[0] != "cache"
     }
 
 

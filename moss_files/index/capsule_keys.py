@@ -1,0 +1,174 @@
+"""The capsule key cache: what each capsule file says its id, workspace, name and deleted state
+are, remembered per machine so that a bulk writer (an import) need not parse every capsule to
+know which ids and names are taken. Edge layer: owns one SQLite file,
+`.moss/cache/capsule-keys.db` (git-ignored, derived, always safe to delete).
+
+The files stay the truth. An entry is used only when the file is provably the one it was made
+from: its ctime (which every change of a file moves) equals the stored signature, or, when the
+signature was stored as racy (see `index.model.stored_signature`) or moved without a change,
+its bytes hash to the stored digest and its mtime is the stored one (a capsule's missing times
+derive from its mtime; its key does not today, and the mtime check keeps that safe). Anything else is parsed again, and an unreadable file is never
+cached, so the caller sees its error every time. A cache that cannot be opened, read or written
+is ignored: the answer is then the full parse's, only slower.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from moss_files.capsules.model import CapsuleKey
+from moss_files.index.model import Signature, stored_signature
+
+CACHE_FILE = Path(".moss") / "cache" / "capsule-keys.db"
+VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys(
+    path TEXT PRIMARY KEY,
+    sig INTEGER,
+    mtime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    id TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    name TEXT,
+    deleted INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Cached:
+    """One remembered file: its signature (None: racy, check the digest), mtime, digest, key."""
+
+    sig: Signature
+    mtime_ns: int
+    digest: str
+    key: CapsuleKey
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """A key to remember for the file at `relpath`: read from its bytes (`digest`) when it had
+    the stat `(mtime_ns, ctime_ns)`, at `now_ns`."""
+
+    relpath: str
+    mtime_ns: int
+    ctime_ns: int
+    digest: str
+    key: CapsuleKey
+
+
+class KeyCache:
+    """The key cache of one workspace root."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / CACHE_FILE
+
+    def load(self) -> dict[str, Cached]:
+        """Every remembered entry by path relative to the capsules folder; empty when the
+        cache is missing or unusable."""
+        try:
+            if not self.path.is_file():
+                return {}
+            with _connect(self.path) as conn:
+                rows = conn.execute("SELECT path, sig, mtime_ns, digest, id, workspace, name, deleted FROM keys").fetchall()
+        except (sqlite3.Error, OSError):
+            return {}
+        return {
+            path: Cached(sig, mtime_ns, digest, CapsuleKey(capsule_id, workspace, name, bool(deleted), path))
+            for path, sig, mtime_ns, digest, capsule_id, workspace, name, deleted in rows
+        }
+
+    def save(self, learned: Iterable[Learned], gone: Iterable[str] = (), *, now_ns: int | None = None) -> None:
+        """Remember `learned` (a racy stat is stored as racy) and forget `gone`. Never raises:
+        a cache that cannot be written only makes the next reader parse."""
+        now = time.time_ns() if now_ns is None else now_ns
+        rows = [
+            (
+                item.relpath,
+                stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now),
+                item.mtime_ns,
+                item.digest,
+                item.key.id,
+                item.key.workspace_norm,
+                item.key.name_norm,
+                int(item.key.deleted),
+            )
+            for item in learned
+        ]
+        forgotten = [(path,) for path in gone]
+        if not rows and not forgotten:
+            return
+        try:
+            _ensure_folder(self.path.parent)
+            with _connect(self.path) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("DELETE FROM keys WHERE path = ?", forgotten)
+                conn.executemany("INSERT OR REPLACE INTO keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                conn.execute("COMMIT")
+        except (sqlite3.Error, OSError):
+            self.drop()
+
+    def drop(self) -> None:
+        """Delete the cache file (an unusable cache is rebuilt by the next save)."""
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except OSError:
+                pass
+
+
+def _ensure_folder(folder: Path) -> None:
+    """Make the cache folder, git-ignored by a `.gitignore` of `*` inside (as the search index
+    makes it), so the cache stays out of git where `moss init` never ran."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(folder / ".gitignore", "x", encoding="utf-8") as handle:
+            handle.write("# moss-files search cache: per machine, safe to delete\n*\n")
+    except FileExistsError:
+        pass
+
+
+class _connect:
+    """A connection to the cache file with its schema, closed on exit."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != VERSION:
+                conn.execute("DROP TABLE IF EXISTS keys")
+                conn.execute(f"PRAGMA user_version = {VERSION}")
+            conn.execute(_SCHEMA)
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+        return conn
+
+    def __exit__(self, *_exc: object) -> None:
+        self.conn.close()
+
+
+def usable(entry: Cached | None, ctime_ns: int) -> bool:
+    """Whether `entry` holds for a file whose ctime is `ctime_ns`, without reading it."""
+    return entry is not None and entry.sig is not None and entry.sig == ctime_ns
+
+
+def confirmed(entry: Cached | None, mtime_ns: int, digest: str) -> bool:
+    """Whether `entry` holds for a file read with this mtime and digest."""
+    return entry is not None and entry.mtime_ns == mtime_ns and entry.digest == digest
+
+
+def missing(cached: Mapping[str, Cached], present: Iterable[str]) -> set[str]:
+    """The remembered paths that are no longer capsule files."""
+    return set(cached) - set(present)
