@@ -88,6 +88,12 @@ CACHE_REWRITE_AFTER = 64
 # A store loaded this many times lives long (a server's): it watches its folders' file events
 # (`_Watch`) rather than take the stat of every file at every load.
 WATCH_AFTER = 2
+# How long a full check of the board (the stat of every file) stays the basis of a claim in a
+# process without file watches (`outline(..., bounded=True)`): within it, only the files moss
+# wrote since (named in the cache file) and those the check could not settle are looked at
+# again, and the folders' own stat must be the one recorded; so an edit in place by another
+# program (an editor, `sed -i` keeps a rename and is seen at once) is seen at most this late.
+CHECK_TRUSTED_NS = 1_000_000_000
 PROJECT_FILE = "project.md"
 LOG_FILE = "activity.jsonl"
 THREAD_FOLDERS = {"chat": "chat", "comments": "comments"}
@@ -169,6 +175,20 @@ class _Read:
         if self.record is None:
             self.record = json.dumps(_to_record(self.value), separators=(",", ":")).encode("utf-8")
         return self.record
+
+
+@dataclass(slots=True)
+class _Checked:
+    """The newest full check of the board the cache file records (a `{"checked": …}` line):
+    when it started (wall clock, ns), each folder's stat key (inode, mtime, ctime) taken
+    before it was listed, and per folder the names it could not settle for good (files in
+    their racy window, files that do not read); then, from the delta lines after it, the
+    names moss wrote or read since (checked again by a bounded load) and each folder's stat
+    key after the newest of those writes."""
+
+    at_ns: int
+    folders: dict[str, tuple[int, int, int]]
+    check: dict[str, set[str]]
 
 
 class _Saved:
@@ -498,6 +518,10 @@ class BoardStore:
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
         self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
+        self._checked: _Checked | None = None  # the newest full check the cache file records
+        # The folders the last bounded load took from that check without looking at every
+        # file (`confirm` looks at the files a claim chose by); None when it checked every file.
+        self._trusted: dict[str, _Folder] | None = None
 
     # ----------------------------------------------------------------- locations
 
@@ -546,13 +570,63 @@ class BoardStore:
         """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
         return self._board(None, outline=False)
 
-    def outline(self, statuses: Collection[str] | None = None) -> Board:
+    def outline(self, statuses: Collection[str] | None = None, *, bounded: bool = False) -> Board:
         """The board as claims and listings need it, without building every task: epics,
         workers and teams in full, and in outline (OUTLINE_FIELDS; the other fields hold their
         defaults) the tasks whose status is in `statuses` (every task when None), every task
         somebody holds while it is in flight, and the tasks those depend on. Every file that
-        cannot be read is in `problems`, as `load` gives them; every file was checked now."""
-        return self._board(statuses, outline=True)
+        cannot be read is in `problems`, as `load` gives them; every file was checked now.
+
+        With `bounded` (a claim's first look), a store that does not watch the files may answer
+        from the cache file's newest full check when it is under CHECK_TRUSTED_NS old and every
+        folder's stat is the one recorded since: the files moss wrote since are checked, the
+        others are taken as that check found them, so an edit in place by another program may
+        be missed for that long. `trusting` then says so, and `confirm` checks the files a
+        decision rests on."""
+        return self._board(statuses, outline=True, bounded=bounded)
+
+    @property
+    def trusting(self) -> bool:
+        """Whether the last load took files from a full check without looking at each one."""
+        return self._trusted is not None
+
+    def confirm(self, kind: str, item_ids: Collection[str]) -> bool:
+        """Whether the files of these items are still the ones the last load used (or still
+        absent): their stat keys, and their bytes within the racy window. True at once when
+        that load checked every file."""
+        with self._mutex:
+            trusted = self._trusted
+            if trusted is None:
+                return True
+            found = trusted.get(kind)
+            if found is None:
+                return True  # a folder that load read in full
+            directory = self.base / FOLDERS[kind]
+            try:
+                dir_fd = fs.open_folder(directory)
+            except (OSError, MossError):
+                return False
+            try:
+                now_ns = time.time_ns()
+                for item_id in item_ids:
+                    name = f"{item_id}.md"
+                    source = found.entries.get(name) if is_valid_name(item_id) else None
+                    try:
+                        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except (FileNotFoundError, ValueError):
+                        if source is not None or name in found.problems:
+                            return False
+                        continue
+                    if source is None:
+                        return False  # there now, not then
+                    if isinstance(source, _Read):
+                        if not self._still_valid(source, info, dir_fd, name, now_ns):
+                            return False
+                    elif found.saved is None or found.saved.key(source) != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+                        return False
+                return True
+            finally:
+                os.close(dir_fd)
 
     def load_kind(self, kind: str) -> tuple[dict[str, Any], list[MossError]]:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
@@ -572,13 +646,13 @@ class BoardStore:
                     problems.clear()
             raise AssertionError("unreachable")
 
-    def _board(self, statuses: Collection[str] | None, *, outline: bool) -> Board:
+    def _board(self, statuses: Collection[str] | None, *, outline: bool, bounded: bool = False) -> Board:
         with self._mutex:
             try:
-                return self._assemble(statuses, outline)
+                return self._assemble(statuses, outline, bounded)
             except _CacheDamaged:
                 self._drop_cache()
-                return self._assemble(statuses, outline)
+                return self._assemble(statuses, outline, False)
 
     def close(self) -> None:
         """Stop watching the board's files (a server that shuts down; also done when the store
@@ -647,16 +721,28 @@ class BoardStore:
             self._watch = None
         self._watching = False
 
-    def _assemble(self, statuses: Collection[str] | None, outline: bool) -> Board:
+    def _assemble(self, statuses: Collection[str] | None, outline: bool, bounded: bool = False) -> Board:
         self._open_cache()
         self._look()
         problems: list[MossError] = []
         now_ns = time.time_ns()
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
-        for kind in _BOARD_KINDS:
-            synced[kind] = self._sync(kind, problems, now_ns)
-            problems.extend(synced[kind].problem_list())
+        self._trusted = None
+        trusted = self._from_check(now_ns) if bounded and self._watch is None else None
+        walk: dict[str, Any] | None = None
+        if trusted is not None:
+            synced = trusted
+            self._trusted = trusted
+            for kind in _BOARD_KINDS:
+                problems.extend(synced[kind].problem_list())
+        else:
+            # Every file is checked now: the cache file may record this check, for the
+            # bounded loads that follow (each folder's stat key is taken before it is listed).
+            walk = {"at": now_ns, "folders": {}} if self._watch is None else None
+            for kind in _BOARD_KINDS:
+                synced[kind] = self._sync(kind, problems, now_ns, walk)
+                problems.extend(synced[kind].problem_list())
         tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
@@ -667,8 +753,80 @@ class BoardStore:
             problems=tuple(problems),
         )
         if self.persist:
+            if walk is not None and (self._saved or self._wrote):
+                # Now, before any write that follows this load (a claim's): the line comes
+                # before their delta lines, whose folder keys then supersede the check's.
+                self._record_check(synced, walk)
             self._save(synced)
         return board
+
+    def _from_check(self, now_ns: int) -> dict[str, _Folder] | None:
+        """The board folders as the cache file's newest full check found them, with the files
+        moss wrote (or read) since checked again; None when that check is too old or a
+        folder's stat is not the one recorded (a name came or went behind moss's back)."""
+        checked = self._checked
+        if checked is None or not 0 <= now_ns - checked.at_ns <= CHECK_TRUSTED_NS:
+            return None
+        found: dict[str, _Folder] = {}
+        for kind in _BOARD_KINDS:
+            recorded = checked.folders.get(kind)
+            saved = self._saved.get(kind)
+            if recorded is None or saved is None:
+                return None
+            try:
+                dir_fd = fs.open_folder(self.base / FOLDERS[kind])
+            except (OSError, MossError):
+                return None
+            try:
+                info = os.fstat(dir_fd)
+                if (info.st_ino, info.st_mtime_ns, info.st_ctime_ns) != recorded:
+                    return None
+                found[kind] = self._sync_checked(kind, dir_fd, saved, checked.check.get(kind, set()), now_ns)
+            except PermissionError:
+                return None
+            finally:
+                os.close(dir_fd)
+        return found
+
+    def _sync_checked(self, kind: str, dir_fd: int, saved: _Saved, check: set[str], now_ns: int) -> _Folder:
+        """One folder as the full check found it: each file in the cache file's body at its
+        place, each one a delta line records as that record, and the names in `check` (those
+        the check left open and those written since) looked at again now."""
+        found = _Folder(saved, tasks=kind == "task")
+        found.entries = dict(saved.index)  # the body's names, in name order
+        reads = self._reads[kind]
+        for name, read in reads.items():
+            if name not in check:
+                if isinstance(read.value, MossError):
+                    found.fail(name, read.value)
+                else:
+                    found.put(name, read)
+        prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
+        for name in sorted(check):
+            if not is_valid_name(name[:-3]):
+                found.fail(name, _bad_name(prefix, name))
+                continue
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                found.drop(name)
+                reads.pop(name, None)
+                continue
+            source = reads.get(name)
+            position = saved.index.get(name)
+            if source is not None and self._still_valid(source, info, dir_fd, name, now_ns):
+                fresh: _Read | None = source
+            elif source is None and position is not None and saved.key(position) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+                continue
+            else:
+                fresh = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+            if fresh is None:
+                found.drop(name)
+            elif isinstance(fresh.value, MossError):
+                found.fail(name, fresh.value)
+            else:
+                found.put(name, fresh)
+        return found
 
     def _load_project(self, problems: list[MossError], now_ns: int) -> Project:
         try:
@@ -709,7 +867,7 @@ class BoardStore:
         project: Project = read.value
         return project
 
-    def _sync(self, kind: str, problems: list[MossError], now_ns: int) -> _Folder:
+    def _sync(self, kind: str, problems: list[MossError], now_ns: int, walk: dict[str, Any] | None = None) -> _Folder:
         """The item files of one kind as they are now (see `_Folder`): each file's place in the
         cache file when its stat key still matches there, else how this store read it (now,
         when it changed). A folder that cannot be read goes to `problems`.
@@ -743,6 +901,9 @@ class BoardStore:
                     return found
                 except Unavailable:  # no watch to be had here, or the watch limit reached
                     self._stop_watching()
+            if walk is not None:
+                info = os.fstat(dir_fd)
+                walk["folders"][kind] = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
             return self._sync_all(kind, dir_fd, None, now_ns)
         except PermissionError as exc:
             # A folder that may be listed but not looked into: no file in it can be read.
@@ -983,16 +1144,43 @@ class BoardStore:
             if not line:
                 continue
             try:
-                for kind, name, ino, size, mtime_ns, ctime_ns, record, *digest in json.loads(line)["delta"]:
+                entry = json.loads(line)
+                if "checked" in entry:
+                    self._take_checked(entry["checked"])
+                    taken += 1
+                    continue
+                for kind, name, ino, size, mtime_ns, ctime_ns, record, *written_with in entry["delta"]:
                     if not (name.endswith(".md") and is_valid_name(name[:-3])):
                         raise _CacheDamaged
                     value = _from_record(_CLASSES[kind], record)
-                    written = bytes.fromhex(digest[0]) if digest else b""
+                    written = bytes.fromhex(written_with[0]) if written_with else b""
                     self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
                     taken += 1
+                    checked = self._checked
+                    if checked is not None:
+                        # Changed since the check: a bounded load looks at it again; a writer
+                        # also records its folder's stat after its write.
+                        checked.check.setdefault(kind, set()).add(name)
+                        if len(written_with) > 1 and kind in checked.folders:
+                            ino_, mtime_, ctime_ = written_with[1]
+                            checked.folders[kind] = (int(ino_), int(mtime_), int(ctime_))
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
                 continue  # a line cut short by a crash (the cache is not fsynced)
         return taken
+
+    def _take_checked(self, record: dict[str, Any]) -> None:
+        """Take in a full check's line (see `_Checked`); one that does not read is ignored."""
+        try:
+            folders = {str(kind): (int(ino), int(mtime), int(ctime)) for kind, (ino, mtime, ctime) in record["folders"].items()}
+            check = {str(kind): {str(name) for name in names} for kind, names in record["check"].items()}
+            at_ns = int(record["at"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self._checked = None
+            return
+        if any(not (name.endswith(".md") and is_valid_name(name[:-3])) for names in check.values() for name in names):
+            self._checked = None  # not a line this code wrote
+            return
+        self._checked = _Checked(at_ns, folders, check)
 
     def _take_tail(self) -> None:
         """A watching store: take in the delta lines other processes appended since it read the
@@ -1042,6 +1230,8 @@ class BoardStore:
         self._project = None
         self._appended = 0
         self._pending.clear()
+        self._checked = None
+        self._trusted = None
 
     def _save(self, synced: dict[str, _Folder]) -> None:
         """Bring the cache file up to date with what this store read: append the new reads, or
@@ -1065,6 +1255,31 @@ class BoardStore:
             self._append(pending)
         else:
             self._rewrite(synced)
+
+    def _record_check(self, synced: dict[str, _Folder], walk: dict[str, Any]) -> None:
+        """Append the line of a full check: when it began, each folder's stat key before it
+        was listed, and the names the cache file does not settle: files in their racy window
+        (which it leaves out), files that do not read, and files read now whose records are
+        not in it yet (appended after this line, or not at all)."""
+        if set(walk["folders"]) != set(_BOARD_KINDS):
+            return  # a folder missing or unreadable: bounded loads check every file
+        unsaved: dict[str, set[str]] = {}
+        for kind, name in self._pending:
+            unsaved.setdefault(kind, set()).add(name)
+        check: dict[str, list[str]] = {}
+        for kind in _BOARD_KINDS:
+            found = synced[kind]
+            waiting = unsaved.get(kind, set())
+            names = [name for name, source in found.entries.items() if isinstance(source, _Read) and (source.racy or name in waiting)]
+            names += list(found.problems)
+            if names:
+                check[kind] = sorted(names)
+        line = json.dumps({"checked": {"at": walk["at"], "folders": walk["folders"], "check": check}}, separators=(",", ":")).encode("utf-8")
+        try:
+            fs.append_line(self.root / CACHE_FILE, line, durable=False)
+        except (OSError, MossError):
+            return
+        self._appended += 1
 
     def _append(self, pending: list[tuple[str, str]]) -> None:
         rows = []
@@ -1234,12 +1449,21 @@ class BoardStore:
             self._reads[kind][name] = read
             if not self.persist or not (self._saved or self._wrote):
                 return
-            row = b"[%s,%s,%d,%d,%d,%d,%s,%s]" % (
+            try:
+                # The folder's stat after this write: a bounded load trusts a full check only
+                # while each folder's stat is the newest one recorded (see `_Checked`).
+                folder = os.stat(path.parent)
+            except OSError:
+                return
+            row = b"[%s,%s,%d,%d,%d,%d,%s,%s,[%d,%d,%d]]" % (
                 json.dumps(kind).encode(),
                 json.dumps(name).encode(),
                 *read.key,
                 read.saved_form(),
                 json.dumps(read.digest.hex()).encode(),
+                folder.st_ino,
+                folder.st_mtime_ns,
+                folder.st_ctime_ns,
             )
             try:
                 fs.append_line(self.root / CACHE_FILE, b'{"delta":[' + row + b"]}", durable=False)
