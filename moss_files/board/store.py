@@ -187,7 +187,7 @@ class _Checked:
     key after the newest of those writes."""
 
     at_ns: int
-    folders: dict[str, tuple[int, int, int]]
+    folders: dict[str, tuple[int, int, int] | None]  # None: no such folder
     check: dict[str, set[str]]
 
 
@@ -599,11 +599,13 @@ class BoardStore:
             if trusted is None:
                 return True
             found = trusted.get(kind)
-            if found is None:
-                return True  # a folder that load read in full
+            if found is None or not item_ids:
+                return True  # a folder that load read in full, or nothing to look at
             directory = self.base / FOLDERS[kind]
             try:
                 dir_fd = fs.open_folder(directory)
+            except FileNotFoundError:
+                return not any(f"{item_id}.md" in found.entries or f"{item_id}.md" in found.problems for item_id in item_ids)
             except (OSError, MossError):
                 return False
             try:
@@ -769,13 +771,21 @@ class BoardStore:
             return None
         found: dict[str, _Folder] = {}
         for kind in _BOARD_KINDS:
-            recorded = checked.folders.get(kind)
-            saved = self._saved.get(kind)
-            if recorded is None or saved is None:
+            if kind not in checked.folders:
                 return None
+            recorded = checked.folders[kind]
+            saved = self._saved.get(kind)
             try:
                 dir_fd = fs.open_folder(self.base / FOLDERS[kind])
+            except FileNotFoundError:
+                if recorded is not None:
+                    return None
+                found[kind] = _Folder(None, tasks=kind == "task")  # none then, none now
+                continue
             except (OSError, MossError):
+                return None
+            if recorded is None or saved is None:
+                os.close(dir_fd)
                 return None
             try:
                 info = os.fstat(dir_fd)
@@ -883,6 +893,8 @@ class BoardStore:
         except FileNotFoundError:
             if watch is not None:
                 watch.forget(kind)
+            if walk is not None:
+                walk["folders"][kind] = None  # no such folder: a bounded load expects none
             return _Folder(None, tasks=kind == "task")
         except InvalidRequest:
             problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
@@ -1171,7 +1183,9 @@ class BoardStore:
     def _take_checked(self, record: dict[str, Any]) -> None:
         """Take in a full check's line (see `_Checked`); one that does not read is ignored."""
         try:
-            folders = {str(kind): (int(ino), int(mtime), int(ctime)) for kind, (ino, mtime, ctime) in record["folders"].items()}
+            folders: dict[str, tuple[int, int, int] | None] = {
+                str(kind): None if key is None else (int(key[0]), int(key[1]), int(key[2])) for kind, key in record["folders"].items()
+            }
             check = {str(kind): {str(name) for name in names} for kind, names in record["check"].items()}
             at_ns = int(record["at"])
         except (ValueError, TypeError, KeyError, AttributeError):
