@@ -30,6 +30,11 @@ too recently for its key to reveal the next change (the racy window) has its byt
 with those it was parsed from. A long-lived store instead watches its folders and files
 (`_Watch`, Linux inotify on local file systems): the kernel names every file changed since the
 last load, and only those are checked. Either way a load's answer is the files' answer.
+One exception, for claims only (`outline(..., bounded=True)`, see `_Checked`): a store without
+watches may take the cache file's newest full check, under CHECK_TRUSTED_NS old, while every
+folder's stat is the one recorded since, looking again only at the files moss wrote since and
+those the check left open; an edit in place by another program may then go unseen that long,
+so the claim checks the files its decision rests on under the lock.
 
 The cache file holds each folder's names and stat keys as columns, each file's record (decoded
 on first need), and for tasks an *outline* (every field but OUTLINE_OMITS) grouped by status,
@@ -1284,7 +1289,9 @@ class BoardStore:
         for kind in _BOARD_KINDS:
             found = synced[kind]
             waiting = unsaved.get(kind, set())
-            names = [name for name, source in found.entries.items() if isinstance(source, _Read) and (source.racy or name in waiting)]
+            # Only files read (not taken from the body) can be either: look at those alone.
+            entries = found.entries
+            names = [name for name, read in self._reads[kind].items() if entries.get(name) is read and (read.racy or name in waiting)]
             names += list(found.problems)
             if names:
                 check[kind] = sorted(names)
