@@ -206,9 +206,9 @@ class _Saved:
     __slots__ = (
         "kind",
         "names",
-        "ids",
         "index",
-        "keys",
+        "key_column",
+        "_keys",
         "spans",
         "data",
         "offset",
@@ -228,12 +228,12 @@ class _Saved:
         self.offset = offset  # where the spans count from
         count = section["count"]
         self.names: list[str] = self._text(section["names"]).split("\n") if count else []
-        self.keys = self._numbers(section["keys"]).tolist()  # a list's items are ready objects: quicker to compare
+        self.key_column = self._numbers(section["keys"])
+        self._keys: list[int] | None = None
         self.spans = self._numbers(section["spans"])
-        if not isinstance(count, int) or len(self.names) != count or len(self.keys) != 4 * count or len(self.spans) != 2 * count:
+        if not isinstance(count, int) or len(self.names) != count or len(self.key_column) != 4 * count or len(self.spans) != 2 * count:
             raise _CacheDamaged
         self.index = dict(zip(self.names, range(count), strict=True))
-        self.ids = [name[:-3] for name in self.names]
         self.values: dict[int, Any] = {}
         self.status: list[str] = []
         self.holder: list[str | None] = []
@@ -279,9 +279,18 @@ class _Saved:
         """The places of the tasks the cache file holds as held in flight."""
         return self.held
 
+    @property
+    def keys(self) -> list[int]:
+        """Every file's stat key, four integers each, as a list (made on first need: a list's
+        items are ready objects, quicker to compare one by one in a walk over every file)."""
+        if self._keys is None:
+            self._keys = self.key_column.tolist()
+        return self._keys
+
     def key(self, position: int) -> StatKey:
         at = 4 * position
-        return (self.keys[at], self.keys[at + 1], self.keys[at + 2], self.keys[at + 3])
+        column = self.key_column
+        return (column[at], column[at + 1], column[at + 2], column[at + 3])
 
     def raw(self, position: int) -> bytes:
         """The record of the file at `position`, as the cache file's JSON bytes."""
