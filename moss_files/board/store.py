@@ -196,6 +196,55 @@ class _Checked:
     check: dict[str, set[str]]
 
 
+class _CacheBody:
+    """The cache file's bytes, read as they are asked for (by absolute position): each
+    folder's columns in one read each at the start (`prefetch`), a record alone, and the whole
+    file at once after many records (a listing of every task). A claim needs the columns and a
+    few records of a file that holds every task's record. Its own descriptor keeps the file
+    it read, even after another process writes the cache file anew."""
+
+    MISSES_BEFORE_WHOLE = 32
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.blocks: list[tuple[int, bytes]] = []
+        self.whole: bytes | None = None
+        self.misses = 0
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    def read(self, start: int, end: int) -> bytes:
+        if not 0 <= start <= end <= self.size:
+            raise _CacheDamaged
+        try:
+            data = os.pread(self.fd, end - start, start)
+        except OSError:
+            raise _CacheDamaged from None
+        if len(data) != end - start:
+            raise _CacheDamaged  # cut short: not a file this code wrote (it only appends)
+        return data
+
+    def prefetch(self, start: int, end: int) -> None:
+        if end > start:
+            self.blocks.append((start, self.read(start, end)))
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, end = part.start, part.stop
+        if not 0 <= start <= end <= self.size:
+            raise _CacheDamaged
+        if self.whole is not None:
+            return self.whole[start:end]
+        for at, block in self.blocks:
+            if at <= start and end <= at + len(block):
+                return block[start - at : end - at]
+        self.misses += 1
+        if self.misses > self.MISSES_BEFORE_WHOLE:
+            self.whole = self.read(0, self.size)
+            self.blocks.clear()
+            return self.whole[start:end]
+        return self.read(start, end)
+
+
 class _Saved:
     """One board folder as the cache file holds it: the names of its files and their stat
     keys, and their records, decoded on first need; for tasks also each one's status and
@@ -222,7 +271,7 @@ class _Saved:
         "held",
     )
 
-    def __init__(self, kind: str, section: dict[str, Any], data: bytes, offset: int) -> None:
+    def __init__(self, kind: str, section: dict[str, Any], data: _CacheBody, offset: int) -> None:
         self.kind = kind
         self.data = data
         self.offset = offset  # where the spans count from
@@ -525,7 +574,6 @@ class BoardStore:
         self._pending: list[tuple[str, str]] = []  # (kind, name) read since, not yet in it
         self._parsed = 0  # files parsed by this store (not taken from the cache file)
         self._wrote = False  # whether this store wrote the cache file
-        self._cache_fd: int | None = None
         self._cache_at: tuple[int, int] | None = None  # (inode, bytes taken in) of the cache file
         self._writers = 0  # this store's operations under the board lock now
         self._loads = 0
@@ -1134,32 +1182,48 @@ class BoardStore:
         self._cache_read = True
         try:
             with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
-                self._cache_fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
-            with os.fdopen(self._cache_fd, "rb") as handle:
-                data = handle.read()
-                self._take_cache(data)
+                fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
         except (OSError, MossError):
             return  # no cache: read the files
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return
+        body = _CacheBody(fd, info.st_size)  # closes the descriptor once unused
+        try:
+            self._take_cache(body, info.st_ino)
         except (_CacheDamaged, ValueError, TypeError, KeyError, AttributeError, IndexError):
             self._drop_cache()
-        finally:
-            self._cache_fd = None
 
-    def _take_cache(self, data: bytes) -> None:
-        end = data.find(b"\n")
+    def _take_cache(self, data: _CacheBody, inode: int) -> None:
+        head = b""
+        end = -1
+        while end < 0 and len(head) < data.size:
+            head = data.read(0, min(data.size, max(1 << 16, 2 * len(head))))
+            end = head.find(b"\n")
         if end < 0:
             raise _CacheDamaged
-        header = json.loads(data[:end])
+        header = json.loads(head[:end])
         if header.get("version") != CACHE_VERSION or header.get("layout") != _LAYOUT or header.get("byteorder") != sys.byteorder:
             raise _CacheDamaged
         offset = end + 1
-        saved = {kind: _Saved(kind, section, data, offset) for kind, section in header["folders"].items() if kind in FOLDERS}
+        sections = {kind: section for kind, section in header["folders"].items() if kind in FOLDERS}
+        for section in sections.values():
+            # Each folder's columns lie together after its records: one read for them all.
+            spans = [section[name] for name in ("names", "keys", "spans", "status", "holder") if name in section]
+            spans += list(section.get("groups", {}).values())
+            if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans):
+                raise _CacheDamaged
+            if spans:
+                data.prefetch(offset + min(span[0] for span in spans), offset + max(span[1] for span in spans))
+        saved = {kind: _Saved(kind, section, data, offset) for kind, section in sections.items()}
         for part in saved.values():
             if part.names and not _cached_names_valid(part.names):
                 raise _CacheDamaged  # not a cache this code wrote
-        self._appended = self._take_deltas(data[offset + header["body"] :])
+        self._appended = self._take_deltas(data.read(offset + header["body"], data.size))
         self._saved = saved
-        self._cache_at = (os.fstat(self._cache_fd).st_ino if self._cache_fd is not None else 0, len(data))
+        self._cache_at = (inode, data.size)
 
     def _take_deltas(self, data: bytes) -> int:
         """Take in delta lines: the records of files read (or written, with a digest of the
