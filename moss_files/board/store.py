@@ -800,6 +800,9 @@ class BoardStore:
         if trusted is not None:
             synced = trusted
             self._trusted = trusted
+            # Not a load a long-lived store is told by: a command's claim that looks again at
+            # every file after it must not start watching 20,000 files for one more look.
+            self._loads -= 1
             for kind in _BOARD_KINDS:
                 problems.extend(synced[kind].problem_list())
         else:

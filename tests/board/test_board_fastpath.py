@@ -699,7 +699,9 @@ def test_a_task_made_unready_by_an_edit_in_place_is_never_claimed(repo: Path) ->
     for round_number in range(10):
         queries.list_tasks(Context(repo))  # a full look just before: the claim plans from the check
         same_size_edit(first, "status: WORKING", "status: BACKLOG")
-        assert bounded_claim(repo, f"w{round_number}")[0] == "TASK-b"  # TASK-a's own file is checked
+        ctx = Context(repo, actor=AGENT)
+        assert claim_result(ctx, f"w{round_number}") == "TASK-b"  # TASK-a's own file is checked
+        assert board_store(ctx)._watch is None  # a command's second look starts no file watches
         claims.release_task(Context(repo), task_id="TASK-b")
         same_size_edit(first, "status: BACKLOG", "status: WORKING")
 
