@@ -1339,6 +1339,8 @@ class BoardStore:
             return
         pending = list(dict.fromkeys((kind, name) for kind, name in self._pending if (read := self._reads[kind].get(name)) is not None and not read.racy))
         if not pending:
+            if self._appended > CACHE_REWRITE_AFTER and (self._saved or self._wrote) and self._watch is None:
+                self._rewrite(synced)  # full checks' lines alone grew many: every process reads them
             return
         if not self._saved and not self._wrote:  # no cache file this store can use
             if self._parsed >= CACHE_REWRITE_AFTER:

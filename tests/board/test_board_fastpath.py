@@ -743,3 +743,13 @@ def test_a_full_look_is_recorded_and_each_write_records_its_folder(repo: Path) -
     written = next(row for row in rows if row[1] == "TASK-a.md")
     after = (repo / ".moss" / "board" / "tasks").stat()
     assert written[8] == [after.st_ino, after.st_mtime_ns, after.st_ctime_ns]
+
+
+def test_the_lines_of_full_checks_do_not_grow_the_cache_file_without_bound(repo: Path) -> None:
+    two_tasks(repo)
+    settle(repo)
+    for _ in range(2 * CACHE_REWRITE_AFTER + 5):  # listings of a board nobody changes
+        queries.list_tasks(Context(repo))
+    lines = appended_lines(repo / CACHE_FILE)
+    assert len(lines) <= CACHE_REWRITE_AFTER + 1  # written anew once they grew many
+    assert bounded_claim(repo)[0] == "TASK-a"
