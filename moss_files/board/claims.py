@@ -14,7 +14,8 @@ from typing import Any
 
 from moss_files.board import oversight, review, rules, shapes, worktree
 from moss_files.board.leases import revive
-from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Project, Task, check_status, check_statuses
+from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Board, Project, Task, check_status, check_statuses
+from moss_files.board.store import BoardStore
 from moss_files.board.usecase import (
     board_store,
     caller,
@@ -38,7 +39,7 @@ from moss_files.board.usecase import (
 )
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN, Context
-from moss_files.foundation.errors import Conflict, InvalidRequest
+from moss_files.foundation.errors import Conflict, InvalidRequest, MossError
 
 MAX_HANDOFFS = 20
 
@@ -78,7 +79,20 @@ def claim_next_task(
     weighed = (*wanted, "AWAITING_APPROVAL")
     task_id = task_id.strip() if task_id else None
     with store.writing():
-        board = settle_leases(ctx, store.outline(weighed))
+        # First from the cache file's latest full check (`outline(bounded=True)`), which skips
+        # the stat of every file; a claim it gives is made only once the files it rests on
+        # (the task, its dependencies, the worker's own) prove unchanged, and any other answer
+        # (nothing to claim, a refusal, a conflict) is given only from a look at every file.
+        board = store.outline(weighed, bounded=True)
+        trusted = store.trusting
+        if trusted:
+            try:
+                plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
+            except MossError:
+                plan = None
+            if plan is None or plan.task is None or not _confirmed(store, board, plan.task, worker):
+                board, trusted = store.outline(weighed), False
+        board = settle_leases(ctx, board)
         if epic_id:
             find_epic(board, epic_id.strip())
         if task_id is not None and task_id not in board.tasks:
@@ -90,17 +104,12 @@ def claim_next_task(
         board = settle_approvals(ctx, board)
         if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
             revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
-            board = store.outline(weighed)
-        plan = rules.plan_claim(
-            board,
-            wanted,
-            worker,
-            epic_id=epic_id.strip() if epic_id else None,
-            replace_existing=replace_existing,
-            blocked=question_blocked(ctx),
-            prefer_adjacent=prefer_adjacent_in_epic,
-            task_id=task_id,
-        )
+            board, trusted = store.outline(weighed), False
+        plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
+        if trusted and (plan.task is None or not _confirmed(store, board, plan.task, worker)):
+            # The settling above changed what the claim gives: from a look at every file.
+            board = settle_approvals(ctx, settle_leases(ctx, store.outline(weighed)))
+            plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
         if plan.already is not None:
             held = plan.already
             touch(ctx, board, worker)  # asking is a sign of life
@@ -151,6 +160,41 @@ def claim_next_task(
     if task.handoffs:
         result.update(handoff_hint(ctx, task))
     return with_problems(result, board.problems)
+
+
+def _plan(
+    ctx: Context,
+    board: Board,
+    wanted: Sequence[str],
+    worker: str | None,
+    epic_id: str | None,
+    replace_existing: bool,
+    prefer_adjacent: bool,
+    task_id: str | None,
+) -> rules.ClaimPlan:
+    return rules.plan_claim(
+        board,
+        wanted,
+        worker,
+        epic_id=epic_id.strip() if epic_id else None,
+        replace_existing=replace_existing,
+        blocked=question_blocked(ctx),
+        prefer_adjacent=prefer_adjacent,
+        task_id=task_id,
+    )
+
+
+def _confirmed(store: BoardStore, board: Board, task: Task, worker: str | None) -> bool:
+    """Whether the files a claim planned from the cache file's full check rests on are still
+    as that check (and the writes since) left them: the task, the tasks it depends on, the
+    task the worker holds, if any, and the worker's and its holder's files."""
+    tasks = {task.id, *task.depends_on}
+    if worker is not None:
+        held = board.active_task_of(worker)
+        if held is not None:
+            tasks.add(held.id)
+    workers = {name for name in (worker, task.assigned_worker) if name}
+    return store.confirm("task", tasks) and store.confirm("worker", workers)
 
 
 def handoff_hint(ctx: Context, task: Task) -> dict[str, Any]:

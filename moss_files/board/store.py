@@ -30,6 +30,11 @@ too recently for its key to reveal the next change (the racy window) has its byt
 with those it was parsed from. A long-lived store instead watches its folders and files
 (`_Watch`, Linux inotify on local file systems): the kernel names every file changed since the
 last load, and only those are checked. Either way a load's answer is the files' answer.
+One exception, for claims only (`outline(..., bounded=True)`, see `_Checked`): a store without
+watches may take the cache file's newest full check, under CHECK_TRUSTED_NS old, while every
+folder's stat is the one recorded since, looking again only at the files moss wrote since and
+those the check left open; an edit in place by another program may then go unseen that long,
+so the claim checks the files its decision rests on under the lock.
 
 The cache file holds each folder's names and stat keys as columns, each file's record (decoded
 on first need), and for tasks an *outline* (every field but OUTLINE_OMITS) grouped by status,
@@ -88,6 +93,12 @@ CACHE_REWRITE_AFTER = 64
 # A store loaded this many times lives long (a server's): it watches its folders' file events
 # (`_Watch`) rather than take the stat of every file at every load.
 WATCH_AFTER = 2
+# How long a full check of the board (the stat of every file) stays the basis of a claim in a
+# process without file watches (`outline(..., bounded=True)`): within it, only the files moss
+# wrote since (named in the cache file) and those the check could not settle are looked at
+# again, and the folders' own stat must be the one recorded; so an edit in place by another
+# program (an editor, `sed -i` keeps a rename and is seen at once) is seen at most this late.
+CHECK_TRUSTED_NS = 1_000_000_000
 PROJECT_FILE = "project.md"
 LOG_FILE = "activity.jsonl"
 THREAD_FOLDERS = {"chat": "chat", "comments": "comments"}
@@ -171,6 +182,69 @@ class _Read:
         return self.record
 
 
+@dataclass(slots=True)
+class _Checked:
+    """The newest full check of the board the cache file records (a `{"checked": …}` line):
+    when it started (wall clock, ns), each folder's stat key (inode, mtime, ctime) taken
+    before it was listed, and per folder the names it could not settle for good (files in
+    their racy window, files that do not read); then, from the delta lines after it, the
+    names moss wrote or read since (checked again by a bounded load) and each folder's stat
+    key after the newest of those writes."""
+
+    at_ns: int
+    folders: dict[str, tuple[int, int, int] | None]  # None: no such folder
+    check: dict[str, set[str]]
+
+
+class _CacheBody:
+    """The cache file's bytes, read as they are asked for (by absolute position): each
+    folder's columns in one read each at the start (`prefetch`), a record alone, and the whole
+    file at once after many records (a listing of every task). A claim needs the columns and a
+    few records of a file that holds every task's record. Its own descriptor keeps the file
+    it read, even after another process writes the cache file anew."""
+
+    MISSES_BEFORE_WHOLE = 32
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.blocks: list[tuple[int, bytes]] = []
+        self.whole: bytes | None = None
+        self.misses = 0
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    def read(self, start: int, end: int) -> bytes:
+        if not 0 <= start <= end <= self.size:
+            raise _CacheDamaged
+        try:
+            data = os.pread(self.fd, end - start, start)
+        except OSError:
+            raise _CacheDamaged from None
+        if len(data) != end - start:
+            raise _CacheDamaged  # cut short: not a file this code wrote (it only appends)
+        return data
+
+    def prefetch(self, start: int, end: int) -> None:
+        if end > start:
+            self.blocks.append((start, self.read(start, end)))
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, end = part.start, part.stop
+        if not 0 <= start <= end <= self.size:
+            raise _CacheDamaged
+        if self.whole is not None:
+            return self.whole[start:end]
+        for at, block in self.blocks:
+            if at <= start and end <= at + len(block):
+                return block[start - at : end - at]
+        self.misses += 1
+        if self.misses > self.MISSES_BEFORE_WHOLE:
+            self.whole = self.read(0, self.size)
+            self.blocks.clear()
+            return self.whole[start:end]
+        return self.read(start, end)
+
+
 class _Saved:
     """One board folder as the cache file holds it: the names of its files and their stat
     keys, and their records, decoded on first need; for tasks also each one's status and
@@ -181,9 +255,9 @@ class _Saved:
     __slots__ = (
         "kind",
         "names",
-        "ids",
         "index",
-        "keys",
+        "key_column",
+        "_keys",
         "spans",
         "data",
         "offset",
@@ -197,18 +271,18 @@ class _Saved:
         "held",
     )
 
-    def __init__(self, kind: str, section: dict[str, Any], data: bytes, offset: int) -> None:
+    def __init__(self, kind: str, section: dict[str, Any], data: _CacheBody, offset: int) -> None:
         self.kind = kind
         self.data = data
         self.offset = offset  # where the spans count from
         count = section["count"]
         self.names: list[str] = self._text(section["names"]).split("\n") if count else []
-        self.keys = self._numbers(section["keys"]).tolist()  # a list's items are ready objects: quicker to compare
+        self.key_column = self._numbers(section["keys"])
+        self._keys: list[int] | None = None
         self.spans = self._numbers(section["spans"])
-        if not isinstance(count, int) or len(self.names) != count or len(self.keys) != 4 * count or len(self.spans) != 2 * count:
+        if not isinstance(count, int) or len(self.names) != count or len(self.key_column) != 4 * count or len(self.spans) != 2 * count:
             raise _CacheDamaged
         self.index = dict(zip(self.names, range(count), strict=True))
-        self.ids = [name[:-3] for name in self.names]
         self.values: dict[int, Any] = {}
         self.status: list[str] = []
         self.holder: list[str | None] = []
@@ -254,9 +328,18 @@ class _Saved:
         """The places of the tasks the cache file holds as held in flight."""
         return self.held
 
+    @property
+    def keys(self) -> list[int]:
+        """Every file's stat key, four integers each, as a list (made on first need: a list's
+        items are ready objects, quicker to compare one by one in a walk over every file)."""
+        if self._keys is None:
+            self._keys = self.key_column.tolist()
+        return self._keys
+
     def key(self, position: int) -> StatKey:
         at = 4 * position
-        return (self.keys[at], self.keys[at + 1], self.keys[at + 2], self.keys[at + 3])
+        column = self.key_column
+        return (column[at], column[at + 1], column[at + 2], column[at + 3])
 
     def raw(self, position: int) -> bytes:
         """The record of the file at `position`, as the cache file's JSON bytes."""
@@ -491,13 +574,16 @@ class BoardStore:
         self._pending: list[tuple[str, str]] = []  # (kind, name) read since, not yet in it
         self._parsed = 0  # files parsed by this store (not taken from the cache file)
         self._wrote = False  # whether this store wrote the cache file
-        self._cache_fd: int | None = None
         self._cache_at: tuple[int, int] | None = None  # (inode, bytes taken in) of the cache file
         self._writers = 0  # this store's operations under the board lock now
         self._loads = 0
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
         self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
+        self._checked: _Checked | None = None  # the newest full check the cache file records
+        # The folders the last bounded load took from that check without looking at every
+        # file (`confirm` looks at the files a claim chose by); None when it checked every file.
+        self._trusted: dict[str, _Folder] | None = None
 
     # ----------------------------------------------------------------- locations
 
@@ -525,7 +611,9 @@ class BoardStore:
 
         Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
         """
-        with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
+        # The renames' and appends' fsyncs wait until the lock is let go (`fs.syncs_deferred`):
+        # the next writer need not wait on them, and the operation answers only after them.
+        with fs.syncs_deferred(), fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
             with self._mutex:
                 self._writers += 1
             try:
@@ -546,13 +634,65 @@ class BoardStore:
         """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
         return self._board(None, outline=False)
 
-    def outline(self, statuses: Collection[str] | None = None) -> Board:
+    def outline(self, statuses: Collection[str] | None = None, *, bounded: bool = False) -> Board:
         """The board as claims and listings need it, without building every task: epics,
         workers and teams in full, and in outline (OUTLINE_FIELDS; the other fields hold their
         defaults) the tasks whose status is in `statuses` (every task when None), every task
         somebody holds while it is in flight, and the tasks those depend on. Every file that
-        cannot be read is in `problems`, as `load` gives them; every file was checked now."""
-        return self._board(statuses, outline=True)
+        cannot be read is in `problems`, as `load` gives them; every file was checked now.
+
+        With `bounded` (a claim's first look), a store that does not watch the files may answer
+        from the cache file's newest full check when it is under CHECK_TRUSTED_NS old and every
+        folder's stat is the one recorded since: the files moss wrote since are checked, the
+        others are taken as that check found them, so an edit in place by another program may
+        be missed for that long. `trusting` then says so, and `confirm` checks the files a
+        decision rests on."""
+        return self._board(statuses, outline=True, bounded=bounded)
+
+    @property
+    def trusting(self) -> bool:
+        """Whether the last load took files from a full check without looking at each one."""
+        return self._trusted is not None
+
+    def confirm(self, kind: str, item_ids: Collection[str]) -> bool:
+        """Whether the files of these items are still the ones the last load used (or still
+        absent): their stat keys, and their bytes within the racy window. True at once when
+        that load checked every file."""
+        with self._mutex:
+            trusted = self._trusted
+            if trusted is None:
+                return True
+            found = trusted.get(kind)
+            if found is None or not item_ids:
+                return True  # a folder that load read in full, or nothing to look at
+            directory = self.base / FOLDERS[kind]
+            try:
+                dir_fd = fs.open_folder(directory)
+            except FileNotFoundError:
+                return not any(f"{item_id}.md" in found.entries or f"{item_id}.md" in found.problems for item_id in item_ids)
+            except (OSError, MossError):
+                return False
+            try:
+                now_ns = time.time_ns()
+                for item_id in item_ids:
+                    name = f"{item_id}.md"
+                    source = found.entries.get(name) if is_valid_name(item_id) else None
+                    try:
+                        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    except (FileNotFoundError, ValueError):
+                        if source is not None or name in found.problems:
+                            return False
+                        continue
+                    if source is None:
+                        return False  # there now, not then
+                    if isinstance(source, _Read):
+                        if not self._still_valid(source, info, dir_fd, name, now_ns):
+                            return False
+                    elif found.saved is None or found.saved.key(source) != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+                        return False
+                return True
+            finally:
+                os.close(dir_fd)
 
     def load_kind(self, kind: str) -> tuple[dict[str, Any], list[MossError]]:
         """Every item of one kind by id, and the files of that kind that cannot be read."""
@@ -572,13 +712,13 @@ class BoardStore:
                     problems.clear()
             raise AssertionError("unreachable")
 
-    def _board(self, statuses: Collection[str] | None, *, outline: bool) -> Board:
+    def _board(self, statuses: Collection[str] | None, *, outline: bool, bounded: bool = False) -> Board:
         with self._mutex:
             try:
-                return self._assemble(statuses, outline)
+                return self._assemble(statuses, outline, bounded)
             except _CacheDamaged:
                 self._drop_cache()
-                return self._assemble(statuses, outline)
+                return self._assemble(statuses, outline, False)
 
     def close(self) -> None:
         """Stop watching the board's files (a server that shuts down; also done when the store
@@ -647,16 +787,31 @@ class BoardStore:
             self._watch = None
         self._watching = False
 
-    def _assemble(self, statuses: Collection[str] | None, outline: bool) -> Board:
+    def _assemble(self, statuses: Collection[str] | None, outline: bool, bounded: bool = False) -> Board:
         self._open_cache()
         self._look()
         problems: list[MossError] = []
         now_ns = time.time_ns()
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
-        for kind in _BOARD_KINDS:
-            synced[kind] = self._sync(kind, problems, now_ns)
-            problems.extend(synced[kind].problem_list())
+        self._trusted = None
+        trusted = self._from_check(now_ns) if bounded and self._watch is None else None
+        walk: dict[str, Any] | None = None
+        if trusted is not None:
+            synced = trusted
+            self._trusted = trusted
+            # Not a load a long-lived store is told by: a command's claim that looks again at
+            # every file after it must not start watching 20,000 files for one more look.
+            self._loads -= 1
+            for kind in _BOARD_KINDS:
+                problems.extend(synced[kind].problem_list())
+        else:
+            # Every file is checked now: the cache file may record this check, for the
+            # bounded loads that follow (each folder's stat key is taken before it is listed).
+            walk = {"at": now_ns, "folders": {}} if self._watch is None else None
+            for kind in _BOARD_KINDS:
+                synced[kind] = self._sync(kind, problems, now_ns, walk)
+                problems.extend(synced[kind].problem_list())
         tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
@@ -667,8 +822,88 @@ class BoardStore:
             problems=tuple(problems),
         )
         if self.persist:
+            if walk is not None and (self._saved or self._wrote):
+                # Now, before any write that follows this load (a claim's): the line comes
+                # before their delta lines, whose folder keys then supersede the check's.
+                self._record_check(synced, walk)
             self._save(synced)
         return board
+
+    def _from_check(self, now_ns: int) -> dict[str, _Folder] | None:
+        """The board folders as the cache file's newest full check found them, with the files
+        moss wrote (or read) since checked again; None when that check is too old or a
+        folder's stat is not the one recorded (a name came or went behind moss's back)."""
+        checked = self._checked
+        if checked is None or not 0 <= now_ns - checked.at_ns <= CHECK_TRUSTED_NS:
+            return None
+        found: dict[str, _Folder] = {}
+        for kind in _BOARD_KINDS:
+            if kind not in checked.folders:
+                return None
+            recorded = checked.folders[kind]
+            saved = self._saved.get(kind)
+            try:
+                dir_fd = fs.open_folder(self.base / FOLDERS[kind])
+            except FileNotFoundError:
+                if recorded is not None:
+                    return None
+                found[kind] = _Folder(None, tasks=kind == "task")  # none then, none now
+                continue
+            except (OSError, MossError):
+                return None
+            if recorded is None or saved is None:
+                os.close(dir_fd)
+                return None
+            try:
+                info = os.fstat(dir_fd)
+                if (info.st_ino, info.st_mtime_ns, info.st_ctime_ns) != recorded:
+                    return None
+                found[kind] = self._sync_checked(kind, dir_fd, saved, checked.check.get(kind, set()), now_ns)
+            except PermissionError:
+                return None
+            finally:
+                os.close(dir_fd)
+        return found
+
+    def _sync_checked(self, kind: str, dir_fd: int, saved: _Saved, check: set[str], now_ns: int) -> _Folder:
+        """One folder as the full check found it: each file in the cache file's body at its
+        place, each one a delta line records as that record, and the names in `check` (those
+        the check left open and those written since) looked at again now."""
+        found = _Folder(saved, tasks=kind == "task")
+        found.entries = dict(saved.index)  # the body's names, in name order
+        reads = self._reads[kind]
+        for name, read in reads.items():
+            if name not in check:
+                if isinstance(read.value, MossError):
+                    found.fail(name, read.value)
+                else:
+                    found.put(name, read)
+        prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
+        for name in sorted(check):
+            if not is_valid_name(name[:-3]):
+                found.fail(name, _bad_name(prefix, name))
+                continue
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                found.drop(name)
+                reads.pop(name, None)
+                continue
+            source = reads.get(name)
+            position = saved.index.get(name)
+            if source is not None and self._still_valid(source, info, dir_fd, name, now_ns):
+                fresh: _Read | None = source
+            elif source is None and position is not None and saved.key(position) == (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns):
+                continue
+            else:
+                fresh = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+            if fresh is None:
+                found.drop(name)
+            elif isinstance(fresh.value, MossError):
+                found.fail(name, fresh.value)
+            else:
+                found.put(name, fresh)
+        return found
 
     def _load_project(self, problems: list[MossError], now_ns: int) -> Project:
         try:
@@ -709,7 +944,7 @@ class BoardStore:
         project: Project = read.value
         return project
 
-    def _sync(self, kind: str, problems: list[MossError], now_ns: int) -> _Folder:
+    def _sync(self, kind: str, problems: list[MossError], now_ns: int, walk: dict[str, Any] | None = None) -> _Folder:
         """The item files of one kind as they are now (see `_Folder`): each file's place in the
         cache file when its stat key still matches there, else how this store read it (now,
         when it changed). A folder that cannot be read goes to `problems`.
@@ -725,6 +960,8 @@ class BoardStore:
         except FileNotFoundError:
             if watch is not None:
                 watch.forget(kind)
+            if walk is not None:
+                walk["folders"][kind] = None  # no such folder: a bounded load expects none
             return _Folder(None, tasks=kind == "task")
         except InvalidRequest:
             problems.append(InvalidDocument(f"{folder} must be a folder", code="INVALID_DOCUMENT", path=self.display(directory)))
@@ -743,6 +980,9 @@ class BoardStore:
                     return found
                 except Unavailable:  # no watch to be had here, or the watch limit reached
                     self._stop_watching()
+            if walk is not None:
+                info = os.fstat(dir_fd)
+                walk["folders"][kind] = [info.st_ino, info.st_mtime_ns, info.st_ctime_ns]
             return self._sync_all(kind, dir_fd, None, now_ns)
         except PermissionError as exc:
             # A folder that may be listed but not looked into: no file in it can be read.
@@ -947,32 +1187,48 @@ class BoardStore:
         self._cache_read = True
         try:
             with fs.folder_fd((self.root / CACHE_FILE).parent) as dir_fd:
-                self._cache_fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
-            with os.fdopen(self._cache_fd, "rb") as handle:
-                data = handle.read()
-                self._take_cache(data)
+                fd = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)  # a FIFO there: no cache
         except (OSError, MossError):
             return  # no cache: read the files
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return
+        body = _CacheBody(fd, info.st_size)  # closes the descriptor once unused
+        try:
+            self._take_cache(body, info.st_ino)
         except (_CacheDamaged, ValueError, TypeError, KeyError, AttributeError, IndexError):
             self._drop_cache()
-        finally:
-            self._cache_fd = None
 
-    def _take_cache(self, data: bytes) -> None:
-        end = data.find(b"\n")
+    def _take_cache(self, data: _CacheBody, inode: int) -> None:
+        head = b""
+        end = -1
+        while end < 0 and len(head) < data.size:
+            head = data.read(0, min(data.size, max(1 << 16, 2 * len(head))))
+            end = head.find(b"\n")
         if end < 0:
             raise _CacheDamaged
-        header = json.loads(data[:end])
+        header = json.loads(head[:end])
         if header.get("version") != CACHE_VERSION or header.get("layout") != _LAYOUT or header.get("byteorder") != sys.byteorder:
             raise _CacheDamaged
         offset = end + 1
-        saved = {kind: _Saved(kind, section, data, offset) for kind, section in header["folders"].items() if kind in FOLDERS}
+        sections = {kind: section for kind, section in header["folders"].items() if kind in FOLDERS}
+        for section in sections.values():
+            # Each folder's columns lie together after its records: one read for them all.
+            spans = [section[name] for name in ("names", "keys", "spans", "status", "holder") if name in section]
+            spans += list(section.get("groups", {}).values())
+            if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans):
+                raise _CacheDamaged
+            if spans:
+                data.prefetch(offset + min(span[0] for span in spans), offset + max(span[1] for span in spans))
+        saved = {kind: _Saved(kind, section, data, offset) for kind, section in sections.items()}
         for part in saved.values():
             if part.names and not _cached_names_valid(part.names):
                 raise _CacheDamaged  # not a cache this code wrote
-        self._appended = self._take_deltas(data[offset + header["body"] :])
+        self._appended = self._take_deltas(data.read(offset + header["body"], data.size))
         self._saved = saved
-        self._cache_at = (os.fstat(self._cache_fd).st_ino if self._cache_fd is not None else 0, len(data))
+        self._cache_at = (inode, data.size)
 
     def _take_deltas(self, data: bytes) -> int:
         """Take in delta lines: the records of files read (or written, with a digest of the
@@ -983,16 +1239,45 @@ class BoardStore:
             if not line:
                 continue
             try:
-                for kind, name, ino, size, mtime_ns, ctime_ns, record, *digest in json.loads(line)["delta"]:
+                entry = json.loads(line)
+                if "checked" in entry:
+                    self._take_checked(entry["checked"])
+                    taken += 1
+                    continue
+                for kind, name, ino, size, mtime_ns, ctime_ns, record, *written_with in entry["delta"]:
                     if not (name.endswith(".md") and is_valid_name(name[:-3])):
                         raise _CacheDamaged
                     value = _from_record(_CLASSES[kind], record)
-                    written = bytes.fromhex(digest[0]) if digest else b""
+                    written = bytes.fromhex(written_with[0]) if written_with else b""
                     self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
                     taken += 1
+                    checked = self._checked
+                    if checked is not None:
+                        # Changed since the check: a bounded load looks at it again; a writer
+                        # also records its folder's stat after its write.
+                        checked.check.setdefault(kind, set()).add(name)
+                        if len(written_with) > 1 and kind in checked.folders:
+                            ino_, mtime_, ctime_ = written_with[1]
+                            checked.folders[kind] = (int(ino_), int(mtime_), int(ctime_))
             except (ValueError, TypeError, KeyError, AttributeError, IndexError):
                 continue  # a line cut short by a crash (the cache is not fsynced)
         return taken
+
+    def _take_checked(self, record: dict[str, Any]) -> None:
+        """Take in a full check's line (see `_Checked`); one that does not read is ignored."""
+        try:
+            folders: dict[str, tuple[int, int, int] | None] = {
+                str(kind): None if key is None else (int(key[0]), int(key[1]), int(key[2])) for kind, key in record["folders"].items()
+            }
+            check = {str(kind): {str(name) for name in names} for kind, names in record["check"].items()}
+            at_ns = int(record["at"])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            self._checked = None
+            return
+        if any(not (name.endswith(".md") and is_valid_name(name[:-3])) for names in check.values() for name in names):
+            self._checked = None  # not a line this code wrote
+            return
+        self._checked = _Checked(at_ns, folders, check)
 
     def _take_tail(self) -> None:
         """A watching store: take in the delta lines other processes appended since it read the
@@ -1042,6 +1327,8 @@ class BoardStore:
         self._project = None
         self._appended = 0
         self._pending.clear()
+        self._checked = None
+        self._trusted = None
 
     def _save(self, synced: dict[str, _Folder]) -> None:
         """Bring the cache file up to date with what this store read: append the new reads, or
@@ -1052,6 +1339,8 @@ class BoardStore:
             return
         pending = list(dict.fromkeys((kind, name) for kind, name in self._pending if (read := self._reads[kind].get(name)) is not None and not read.racy))
         if not pending:
+            if self._appended > CACHE_REWRITE_AFTER and (self._saved or self._wrote) and self._watch is None:
+                self._rewrite(synced)  # full checks' lines alone grew many: every process reads them
             return
         if not self._saved and not self._wrote:  # no cache file this store can use
             if self._parsed >= CACHE_REWRITE_AFTER:
@@ -1065,6 +1354,33 @@ class BoardStore:
             self._append(pending)
         else:
             self._rewrite(synced)
+
+    def _record_check(self, synced: dict[str, _Folder], walk: dict[str, Any]) -> None:
+        """Append the line of a full check: when it began, each folder's stat key before it
+        was listed, and the names the cache file does not settle: files in their racy window
+        (which it leaves out), files that do not read, and files read now whose records are
+        not in it yet (appended after this line, or not at all)."""
+        if set(walk["folders"]) != set(_BOARD_KINDS):
+            return  # a folder missing or unreadable: bounded loads check every file
+        unsaved: dict[str, set[str]] = {}
+        for kind, name in self._pending:
+            unsaved.setdefault(kind, set()).add(name)
+        check: dict[str, list[str]] = {}
+        for kind in _BOARD_KINDS:
+            found = synced[kind]
+            waiting = unsaved.get(kind, set())
+            # Only files read (not taken from the body) can be either: look at those alone.
+            entries = found.entries
+            names = [name for name, read in self._reads[kind].items() if entries.get(name) is read and (read.racy or name in waiting)]
+            names += list(found.problems)
+            if names:
+                check[kind] = sorted(names)
+        line = json.dumps({"checked": {"at": walk["at"], "folders": walk["folders"], "check": check}}, separators=(",", ":")).encode("utf-8")
+        try:
+            fs.append_line(self.root / CACHE_FILE, line, durable=False)
+        except (OSError, MossError):
+            return
+        self._appended += 1
 
     def _append(self, pending: list[tuple[str, str]]) -> None:
         rows = []
@@ -1234,12 +1550,21 @@ class BoardStore:
             self._reads[kind][name] = read
             if not self.persist or not (self._saved or self._wrote):
                 return
-            row = b"[%s,%s,%d,%d,%d,%d,%s,%s]" % (
+            try:
+                # The folder's stat after this write: a bounded load trusts a full check only
+                # while each folder's stat is the newest one recorded (see `_Checked`).
+                folder = os.stat(path.parent)
+            except OSError:
+                return
+            row = b"[%s,%s,%d,%d,%d,%d,%s,%s,[%d,%d,%d]]" % (
                 json.dumps(kind).encode(),
                 json.dumps(name).encode(),
                 *read.key,
                 read.saved_form(),
                 json.dumps(read.digest.hex()).encode(),
+                folder.st_ino,
+                folder.st_mtime_ns,
+                folder.st_ctime_ns,
             )
             try:
                 fs.append_line(self.root / CACHE_FILE, b'{"delta":[' + row + b"]}", durable=False)

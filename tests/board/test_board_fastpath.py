@@ -40,7 +40,7 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, OUTLINE_FIELDS, BoardStore, racy_window
+from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CHECK_TRUSTED_NS, OUTLINE_FIELDS, BoardStore, racy_window
 from moss_files.board.usecase import STORE_KEY, board_store
 from moss_files.foundation import document, fs, inotify
 from moss_files.foundation.context import AGENT, Context
@@ -455,10 +455,13 @@ def test_files_changed_within_the_racy_window_never_enter_the_cache_file(repo: P
     second.write_text(second.read_text().replace("title: second", "title: SECOND"))
     listed = queries.list_tasks(Context(repo))  # reads both, too recent for their keys to be kept
     assert {t["title"] for t in listed["tasks"]} >= {"FIRST", "SECOND"}
-    assert cache.read_bytes() == written
+    since = [json.loads(line) for line in cache.read_bytes()[len(written) :].splitlines()]
+    assert cache.read_bytes().startswith(written) and all("delta" not in line for line in since)
+    # The line that records that full look names them as files a claim must look at again.
+    assert set(since[-1]["checked"]["check"]["task"]) >= {"TASK-a.md", "TASK-b.md"}
     settle(repo)
     queries.list_tasks(Context(repo))  # past the window now: appended
-    appended = [row[1] for line in cache.read_bytes()[len(written) :].splitlines() for row in json.loads(line)["delta"]]
+    appended = [row[1] for line in cache.read_bytes()[len(written) :].splitlines() for row in json.loads(line).get("delta", ())]
     assert sorted(appended) == ["TASK-a.md", "TASK-b.md"]
 
 
@@ -561,7 +564,7 @@ from moss_files.board import claims, queries
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import MossError
 
-root, prefix, go, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+root, prefix, go, ready, mode = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
 ctx = Context(root, actor="agent")
 queries.list_tasks(ctx)
 queries.list_tasks(ctx)  # a long-lived context: it watches the board's files from now on
@@ -574,14 +577,17 @@ while not go.exists():
 results = []
 for n in range(4):
     try:
-        results.append(claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=f"{prefix}-{n}"))
+        # "fresh": a new context per claim, as `moss task claim` (from the cache file's check).
+        claimer = ctx if mode == "long-lived" else Context(root, actor="agent")
+        results.append(claims.claim_next_task(claimer, statuses=["WORKING"], worker_id=f"{prefix}-{n}"))
     except MossError as err:
         results.append({"error": err.code})
 print(json.dumps(results))
 """
 
 
-def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task_one_owner(repo: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["long-lived", "fresh"])
+def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task_one_owner(repo: Path, tmp_path: Path, mode: str) -> None:
     base = repo / ".moss" / "board"
     for folder in ("epics", "tasks", "workers", "teams"):
         (base / folder).mkdir(parents=True)
@@ -600,7 +606,9 @@ def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task
     go, ready = tmp_path / "go", tmp_path / "ready"
     ready.mkdir()
     procs = [
-        subprocess.Popen([sys.executable, "-c", CLAIMER, str(repo), prefix, str(go), str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, str(repo), prefix, str(go), str(ready), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for prefix in prefixes
     ]
     wait_for(lambda: len(list(ready.iterdir())) == len(prefixes), timeout=60, message="claimers ready")
@@ -615,3 +623,133 @@ def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task
     assert all(r.get("hasNext") or r == {"hasNext": False} for r in results)
     owners = {t["id"]: t["assignedWorkerId"] for t in queries.list_tasks(Context(repo))["tasks"] if t["assignedWorkerId"]}
     assert set(owners) == free and len(set(owners.values())) == len(free)  # on disk too: one worker per task
+
+
+# --------------------------------------------------------------------------- claims from a full check
+
+
+def moss_round(gen: Generated, number: int) -> None:
+    """A round of changes moss's own commands make, each in a process of its own (a fresh
+    context): claims, releases, moves and a new task; and one file added by rename, as git
+    adds one (its folder's stat changes)."""
+    rng = gen.rng
+    for _n in range(3):
+        worker = rng.choice(gen.workers[:8])
+        try:
+            claims.claim_next_task(fresh(gen.root), statuses=list(rng.choice(CLAIMS)), worker_id=worker)
+        except MossError:
+            pass  # a conflict the rules raise: still a real answer
+    held = [t for t in scan(gen.root).tasks.values() if t.assigned_worker and t.status in ACTIVE]
+    for task in rng.sample(held, min(2, len(held))):
+        claims.release_task(Context(gen.root, clock=fixed_clock), task_id=task.id)
+    movable = [t for t in scan(gen.root).tasks.values() if t.status == "BACKLOG"]
+    if movable:
+        claims.set_task_status(Context(gen.root, clock=fixed_clock), task_id=rng.choice(movable).id, status="PLANNING")
+    task_id = f"TASK-g{number:03d}"
+    temp = gen.base / "tasks" / f".{task_id}.tmp"
+    temp.write_text(files.render_task(random_task(rng, task_id, gen.epics, gen.workers, gen.ids)))
+    os.replace(temp, gen.base / "tasks" / f"{task_id}.md")
+    gen.ids.append(task_id)
+
+
+def test_a_bounded_outline_and_claim_equal_the_full_scan_after_moss_writes_and_files_added(tmp_path: Path) -> None:
+    gen = Generated(tmp_path / "project", seed=29, tasks=160)
+    settle(gen.root)
+    trusted_rounds = 0
+    for number in range(12):
+        moss_round(gen, number)
+        queries.list_tasks(fresh(gen.root))  # a full look, as any listing: the cache file records it
+        full = scan(gen.root)
+        for statuses in (("WORKING", "AWAITING_APPROVAL"), ("PLANNING", "WORKING", "REVIEW", "AWAITING_APPROVAL")):
+            store = BoardStore(gen.root)
+            board = store.outline(statuses, bounded=True)
+            trusted_rounds += store.trusting
+            assert_same(board, full, statuses, workers=workers_to_ask(gen, full), epics=[None, gen.epics[0]])
+        # What a claim would give (no worker: shown, not claimed), through the use case.
+        for statuses in CLAIMS:
+            expected = outcome(lambda statuses=statuses: rules.plan_claim(full, statuses, None))
+            result = claims.claim_next_task(fresh(gen.root), statuses=list(statuses))
+            assert ("plan", result["task"]["id"] if result["hasNext"] else None, result.get("takenOverFrom"), None) == expected
+    assert trusted_rounds  # the cache file's check was taken, not every file's stat
+
+
+def bounded_claim(root: Path, worker: str | None = None) -> tuple[str | None, bool]:
+    """A claim in a fresh context (no worker: what it would give); and whether its first look
+    was taken from the cache file's full check."""
+    ctx = Context(root, actor=AGENT)
+    result = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id=worker)
+    return (result["task"]["id"] if result["hasNext"] else None), board_store(ctx).trusting
+
+
+def test_a_task_made_ready_by_an_edit_in_place_is_offered_within_the_bound(repo: Path) -> None:
+    first, _second = two_tasks(repo)
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    settle(repo)
+    # A claim from the check right after a full look (retried: on a busy machine a second may pass).
+    wait_for(lambda: queries.list_tasks(Context(repo)) and bounded_claim(repo) == ("TASK-b", True), timeout=30, message="a claim from the check")
+    same_size_edit(first, "status: BACKLOG", "status: WORKING")  # in place: the folder's stat stays
+    # Offered within CHECK_TRUSTED_NS of the last full look (then a claim looks at every file).
+    wait_for(lambda: bounded_claim(repo)[0] == "TASK-a", timeout=CHECK_TRUSTED_NS / 1e9 + 30, message="the edited task offered")
+    assert claims.claim_next_task(Context(repo, actor=AGENT), statuses=["WORKING"], worker_id="w1")["task"]["id"] == "TASK-a"
+
+
+def test_a_task_made_unready_by_an_edit_in_place_is_never_claimed(repo: Path) -> None:
+    first, _second = two_tasks(repo)
+    for round_number in range(6):
+        settle(repo)
+        for _ in range(2):  # full looks: the cache file holds TASK-a as WORKING, settled
+            queries.list_tasks(Context(repo))
+        same_size_edit(first, "status: WORKING", "status: BACKLOG")
+        ctx = Context(repo, actor=AGENT)
+        assert claim_result(ctx, f"w{round_number}") == "TASK-b"  # TASK-a's own file is checked
+        assert board_store(ctx)._watch is None  # a command's second look starts no file watches
+        claims.release_task(Context(repo), task_id="TASK-b")
+        same_size_edit(first, "status: BACKLOG", "status: WORKING")
+
+
+def test_a_file_added_or_removed_by_rename_is_seen_by_the_next_claim(repo: Path) -> None:
+    first, second = two_tasks(repo)
+    settle(repo)
+    queries.list_tasks(Context(repo))
+    temp = first.with_name(".TASK-0.tmp")
+    temp.write_text(files.render_task(Task("TASK-0", "EPIC-1", "urgent", status="WORKING", priority="CRITICAL", created=STAMP)))
+    os.replace(temp, first.with_name("TASK-0.md"))  # as git adds a file
+    assert bounded_claim(repo) == ("TASK-0", False)  # the folder's stat changed: every file looked at
+    queries.list_tasks(Context(repo))
+    first.with_name("TASK-0.md").unlink()
+    first.unlink()
+    assert bounded_claim(repo)[0] == "TASK-b"
+
+
+def appended_lines(cache: Path) -> list[dict[str, Any]]:
+    """The lines appended to the cache file after its body."""
+    data = cache.read_bytes()
+    end = data.index(b"\n")
+    start = end + 1 + json.loads(data[:end])["body"]
+    return [json.loads(line) for line in data[start:].split(b"\n") if line]
+
+
+def test_a_full_look_is_recorded_and_each_write_records_its_folder(repo: Path) -> None:
+    two_tasks(repo)
+    settle(repo)
+    queries.list_tasks(Context(repo))
+    queries.list_tasks(Context(repo))
+    cache = repo / CACHE_FILE
+    checked = [line["checked"] for line in appended_lines(cache) if "checked" in line]
+    tasks_folder = (repo / ".moss" / "board" / "tasks").stat()
+    assert checked and checked[-1]["folders"]["task"] == [tasks_folder.st_ino, tasks_folder.st_mtime_ns, tasks_folder.st_ctime_ns]
+    assert bounded_claim(repo, "w1")[0] == "TASK-a"
+    rows = [row for line in appended_lines(cache) for row in line.get("delta", ())]
+    written = next(row for row in rows if row[1] == "TASK-a.md")
+    after = (repo / ".moss" / "board" / "tasks").stat()
+    assert written[8] == [after.st_ino, after.st_mtime_ns, after.st_ctime_ns]
+
+
+def test_the_lines_of_full_checks_do_not_grow_the_cache_file_without_bound(repo: Path) -> None:
+    two_tasks(repo)
+    settle(repo)
+    for _ in range(2 * CACHE_REWRITE_AFTER + 5):  # listings of a board nobody changes
+        queries.list_tasks(Context(repo))
+    lines = appended_lines(repo / CACHE_FILE)
+    assert len(lines) <= CACHE_REWRITE_AFTER + 1  # written anew once they grew many
+    assert bounded_claim(repo)[0] == "TASK-a"
