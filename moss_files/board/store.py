@@ -611,9 +611,7 @@ class BoardStore:
 
         Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
         """
-        # The renames' and appends' fsyncs wait until the lock is let go (`fs.syncs_deferred`):
-        # the next writer need not wait on them, and the operation answers only after them.
-        with fs.syncs_deferred(), fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
+        with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
             with self._mutex:
                 self._writers += 1
             try:

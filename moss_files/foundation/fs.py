@@ -512,66 +512,10 @@ def _create_unnamed(dir_fd: int, path: Path, data: bytes) -> bool | None:
     return True
 
 
-_deferred = threading.local()
-
-
-@contextmanager
-def syncs_deferred() -> Iterator[None]:
-    """On this thread, within the block, leave two fsyncs to its end, once per file or folder:
-    that of the folder a `write_if_unchanged` renamed into (the new bytes are fsynced before
-    the rename, as always) and that of a file `append_line` appended to. A caller that holds a
-    lock over several writes lets the lock go first and makes them durable after it, so the
-    next holder does not wait on them; it must answer only after the block ends (a power cut
-    before then loses writes nobody was told of, in the order made). Nested blocks sync at
-    the outermost's end."""
-    if getattr(_deferred, "paths", None) is not None:
-        yield
-        return
-    _deferred.paths = {}
-    failed = True
-    try:
-        yield
-        failed = False
-    finally:
-        paths, _deferred.paths = _deferred.paths, None
-        try:
-            for path, is_folder in paths.items():
-                _sync_now(path, is_folder)
-        except (OSError, MossError):
-            if not failed:
-                raise  # else the block's own error is the one to see
-
-
-def _sync_now(path: Path, is_folder: bool) -> None:
-    if is_folder:
-        with folder_fd(path) as fd:
-            os.fsync(fd)
-        return
-    with folder_fd(path.parent) as dir_fd:
-        try:
-            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return  # removed since: nothing of it to keep
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _sync_later(path: Path, *, folder: bool) -> bool:
-    """Record `path` for the enclosing `syncs_deferred` block; False when there is none."""
-    paths = getattr(_deferred, "paths", None)
-    if paths is None:
-        return False
-    paths[path] = folder
-    return True
-
-
 def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
     """Append one record with a single write(2) on an O_APPEND descriptor, then fsync (unless
     not `durable`: a derived cache that may lose its last lines in a power cut, or a caller that
-    makes many files durable together and fsyncs this one later; inside `syncs_deferred`, at
-    the block's end)."""
+    makes many files durable together and fsyncs this one later)."""
     if not line.endswith(b"\n"):
         line += b"\n"
     with folder_fd(path.parent, create=True) as dir_fd:
@@ -580,7 +524,7 @@ def append_line(path: Path, line: bytes, *, durable: bool = True) -> None:
             written = os.write(fd, line)
             if written != len(line):
                 raise MossError(f"short append ({written} of {len(line)} bytes)", path=path)
-            if durable and not _sync_later(path, folder=False):
+            if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -883,8 +827,7 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
                 os.replace(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
             _unlink_quietly(dir_fd, temp)
-        if not _sync_later(path.parent, folder=True):
-            os.fsync(dir_fd)
+        os.fsync(dir_fd)
 
 
 def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import killed_at, wait_for
+from helpers import wait_for
 
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import Conflict
@@ -413,40 +413,3 @@ def test_a_fifo_where_a_file_should_be_is_refused_without_waiting_for_a_writer(t
     # A subprocess with a deadline: a read that waits on the FIFO must fail the test, not hang it.
     done = subprocess.run([sys.executable, "-c", NOT_A_FILE, str(path), operation], capture_output=True, text=True, timeout=30)
     assert done.stdout.split() == ["NOT_REGULAR_FILE", "fifo"], done.stderr
-
-
-# --------------------------------------------------------------------------- deferred fsyncs
-
-
-def deferred_writes(root: Path) -> None:
-    """A rename and an append inside one `syncs_deferred` block, then a marker (no fsync)."""
-    target, log = root / "task.md", root / "activity.jsonl"
-    with fs.syncs_deferred():
-        fs.modify(target, lambda snapshot: b"claimed\n")
-        fs.append_line(log, b'{"event":"TASK_CLAIMED"}')
-        (root / "marker").write_text("the block's body ran")
-
-
-def test_syncs_deferred_makes_the_folder_and_the_log_durable_after_the_block_body(tmp_path: Path) -> None:
-    (tmp_path / "task.md").write_bytes(b"free\n")
-    fs.modify(tmp_path / "task.md", lambda snapshot: b"free\n\n")  # its lock folder made (fsyncs of its own) before
-    # fsyncs: 1 is the new bytes' (before the rename, as always); 2 and 3 come after the body.
-    assert killed_at(2, ("fsync",), lambda: deferred_writes(tmp_path))
-    assert (tmp_path / "marker").exists()  # without the deferral the folder's fsync came first
-    assert (tmp_path / "task.md").read_bytes() == b"claimed\n"
-    assert (tmp_path / "activity.jsonl").read_bytes() == b'{"event":"TASK_CLAIMED"}\n'
-    (tmp_path / "marker").unlink()
-    (tmp_path / "task.md").write_bytes(b"free\n")
-    assert not killed_at(4, ("fsync",), lambda: deferred_writes(tmp_path))  # three fsyncs in all: each file once
-
-
-def test_syncs_deferred_nests_and_lets_the_blocks_error_through(tmp_path: Path) -> None:
-    target = tmp_path / "task.md"
-    target.write_bytes(b"free\n")
-    with pytest.raises(Conflict), fs.syncs_deferred():
-        with fs.syncs_deferred():
-            fs.modify(target, lambda snapshot: b"claimed\n")
-        raise Conflict("refused after the write", code="CONFLICT")
-    assert target.read_bytes() == b"claimed\n"  # written, and synced as the block ended
-    fs.append_line(tmp_path / "after.jsonl", b"{}")  # outside any block: synced at once, as before
-    assert (tmp_path / "after.jsonl").read_bytes() == b"{}\n"
