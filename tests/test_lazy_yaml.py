@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import run_cli
@@ -73,3 +75,23 @@ def test_moss_list_does_not_import_yaml_for_capsules_the_toolkit_wrote(repo: Pat
     stdout, stderr = run_logged("moss", "list", "--json", cwd=repo)
     assert sorted(item["name"] for item in json.loads(stdout)["items"]) == ["alpha", "beta"]
     assert not loads_yaml(stderr)
+
+
+READER_PROBE = """
+import sys
+from moss_files.foundation import document, yaml_reader
+seen = ['yaml' in sys.modules]
+document.parse("# no frontmatter\\n")
+seen.append('yaml' in sys.modules)
+simple = yaml_reader.load_fast("name: a\\ntags: [x, y]\\n")
+seen.append('yaml' in sys.modules)
+first = yaml_reader.load_fast("text: |\\n  one\\n  two\\n")
+second = yaml_reader.load_fast("m: {a: 1}\\n")
+seen.append('yaml' in sys.modules)
+print(seen, simple, first, second, yaml_reader._fast_loader.cache_info().misses)
+"""
+
+
+def test_the_reader_imports_yaml_at_the_first_document_the_scanner_declines_and_builds_its_loader_once() -> None:
+    done = subprocess.run([sys.executable, "-c", READER_PROBE], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[False, False, False, True] {'name': 'a', 'tags': ['x', 'y']} {'text': 'one\\ntwo\\n'} {'m': {'a': 1}} 1"
