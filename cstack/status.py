@@ -44,16 +44,22 @@ def read_status(root: Path) -> Status:
 
     Raises InvalidDocument when the file is malformed.
     """
-    loaded = store.read_file(Path(root), store.CURRENT)
+    return _status_of(store.read_file(Path(root), store.CURRENT))
+
+
+def _status_of(loaded: store.Loaded) -> Status:
     return Status(loaded.exists, str(loaded.path), current.parse_current(loaded.text, loaded.path), loaded.modified)
 
 
 def conflicted_files(root: Path) -> list[dict[str, Any]]:
     """The error bodies of the memory files that hold git conflict markers (MERGE_CONFLICT
     with file and line), in CURRENT, PLAN, MEMORY order."""
+    return _conflicts_in([store.read_file(Path(root), name) for name in store.FILES])
+
+
+def _conflicts_in(files: list[store.Loaded]) -> list[dict[str, Any]]:
     found = []
-    for name in store.FILES:
-        loaded = store.read_file(Path(root), name)
+    for loaded in files:
         line = conflicts.first_marker_line(loaded.text)
         if line is not None:
             found.append(error_body(conflicts.conflict_error(loaded.path, line))["error"])
@@ -69,10 +75,11 @@ def show_status(ctx: Context) -> dict[str, Any]:
     malformed.
     """
     store.require_stack(ctx.root)
-    problems = conflicted_files(ctx.root)
+    files = {name: store.read_file(ctx.root, name) for name in store.FILES}  # each read once
+    problems = _conflicts_in(list(files.values()))
     if any(Path(problem["path"]).name == store.CURRENT for problem in problems):
         path = store.file_path(ctx.root, store.CURRENT)
         status = Status(True, str(path), current.parse_current("", path), None)
     else:
-        status = read_status(ctx.root)
+        status = _status_of(files[store.CURRENT])
     return {**status_to_dict(status), "problems": problems}

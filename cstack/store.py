@@ -65,12 +65,16 @@ def file_path(root: Path, name: str) -> Path:
 
 
 def read_file(root: Path, name: str) -> Loaded:
-    """Read one memory file. Raises InvalidDocument for a file that is not UTF-8 text."""
+    """Read one memory file. Raises InvalidDocument for a file that is not UTF-8 text.
+
+    For reading only: a change goes through `update`, which reads the file again under its lock
+    and checks it did not change before writing.
+    """
     path = file_path(root, name)
-    snapshot = fs.read_snapshot(path)
-    if snapshot.data is None:
+    data = fs.read_if_present(path)  # no fingerprint: nothing is written back from this read
+    if data is None:
         return Loaded(path, "", False, None)
-    text, _bom = document.decode(snapshot.data, path)
+    text, _bom = document.decode(data, path)
     try:
         mtime = path.stat().st_mtime
     except FileNotFoundError:

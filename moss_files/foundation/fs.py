@@ -349,6 +349,22 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     Raises InvalidDocument SYMLINK_REFUSED for a link, NOT_REGULAR_FILE, FILE_TOO_LARGE over
     `max_bytes`; RepoError NOT_READABLE.
     """
+    read = _read_or_none(path, max_bytes)
+    if read is None:
+        return Snapshot(path, None, "")
+    data, identity = read
+    return Snapshot(path, data, digest_of(data), identity)
+
+
+def read_if_present(path: Path, *, max_bytes: int | None = None) -> bytes | None:
+    """A file's bytes as `read_snapshot` reads them (None for a missing file), without the
+    fingerprint: for a reader that writes nothing back, so needs no changed-since-read check
+    (hashing a large file costs more than reading it). Raises what `read_snapshot` raises."""
+    read = _read_or_none(path, max_bytes)
+    return None if read is None else read[0]
+
+
+def _read_or_none(path: Path, max_bytes: int | None) -> tuple[bytes, Identity] | None:
     folder = os.path.dirname(path) or "."
     try:
         dir_fd = open_folder(folder)
@@ -357,16 +373,15 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
         finally:
             os.close(dir_fd)
         try:
-            data, identity = _read_fd(fd, path, max_bytes)
+            return _read_fd(fd, path, max_bytes)
         finally:
             os.close(fd)
     except FileNotFoundError:
-        return Snapshot(path, None, "")
+        return None
     except NotADirectoryError:
         raise InvalidRequest("a file stands where a folder should be", path=path.parent) from None
     except PermissionError as exc:
         raise not_readable(path, exc) from None
-    return Snapshot(path, data, digest_of(data), identity)
 
 
 def read_in(dir_fd: int, path: Path | str, *, max_bytes: int | None = None) -> tuple[bytes, os.stat_result]:

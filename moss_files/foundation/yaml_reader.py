@@ -4,17 +4,22 @@ Core layer: no I/O. The scanner handles the shapes tools and people usually writ
 back to the C loader for the rest. Scalars resolve with the rules in `yaml12`; aliases,
 anchors and explicit tags are refused and duplicate keys reported, so this path and the
 round-trip edit path (`yamlrt`, ruamel.yaml) agree on every document they accept.
+
+PyYAML is imported on first use of the C loader, not with this module: every command imports
+this module, most read only files without frontmatter or with frontmatter the scanner reads,
+and importing PyYAML costs several milliseconds of each process's start-up.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation import yaml_scalars as yaml12
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_DEPTH = 32
 
@@ -192,17 +197,33 @@ def _inline_value(text: str) -> Any:
     return _resolve(text)
 
 
-_BaseFastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+@functools.cache
+def _fast_loader() -> type:
+    """PyYAML's C loader with YAML 1.2 core-schema resolution and no timestamps, built (and
+    PyYAML imported) on first use."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _FastLoader(base):  # type: ignore[misc,valid-type]
+        """PyYAML's C loader with YAML 1.2 core-schema resolution and no timestamps."""
+
+        yaml_implicit_resolvers: dict[Any, Any] = {}
+
+    for tag, regexp, first in yaml12.IMPLICIT_RULES:
+        _FastLoader.add_implicit_resolver(tag, regexp, list(first) + ([""] if tag == yaml12.TAG_NULL else []))
+    _FastLoader.add_constructor(yaml12.TAG_INT, _construct_int)
+    _FastLoader.add_constructor(yaml12.TAG_FLOAT, _construct_float)
+    _FastLoader.add_constructor(yaml12.TAG_BOOL, _construct_bool)
+    _FastLoader.add_constructor(yaml12.TAG_NULL, _construct_null)
+    return _FastLoader
 
 
-class _FastLoader(_BaseFastLoader):  # type: ignore[misc,valid-type]
-    """PyYAML's C loader with YAML 1.2 core-schema resolution and no timestamps."""
-
-    yaml_implicit_resolvers: dict[Any, Any] = {}
-
-
-for _tag, _regexp, _first in yaml12.IMPLICIT_RULES:
-    _FastLoader.add_implicit_resolver(_tag, _regexp, list(_first) + ([""] if _tag == yaml12.TAG_NULL else []))
+def __getattr__(name: str) -> Any:
+    # `_FastLoader` stays a module attribute for the tests that drive the C loader directly.
+    if name == "_FastLoader":
+        return _fast_loader()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _construct_int(loader: Any, node: yaml.ScalarNode) -> int:
@@ -233,12 +254,6 @@ def _construct_null(loader: Any, node: yaml.ScalarNode) -> None:
     return None
 
 
-_FastLoader.add_constructor(yaml12.TAG_INT, _construct_int)
-_FastLoader.add_constructor(yaml12.TAG_FLOAT, _construct_float)
-_FastLoader.add_constructor(yaml12.TAG_BOOL, _construct_bool)
-_FastLoader.add_constructor(yaml12.TAG_NULL, _construct_null)
-
-
 def load_fast(yaml_text: str) -> dict[str, Any]:
     """Return the frontmatter mapping as plain Python values.
 
@@ -248,7 +263,9 @@ def load_fast(yaml_text: str) -> dict[str, Any]:
     simple = scan_simple(yaml_text)
     if simple is not None:
         return simple
-    loader = _FastLoader(yaml_text)
+    import yaml  # loaded once, by `_fast_loader`; this is a dictionary look-up
+
+    loader = _fast_loader()(yaml_text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -284,6 +301,8 @@ def _check_tree(root: yaml.Node, yaml_text: str) -> None:
     Walks the composed node graph iteratively, so a hostile document cannot exhaust the stack,
     and refuses aliases outright, so a "billion laughs" document cannot exhaust memory later.
     """
+    import yaml  # already loaded: only the C loader makes nodes
+
     if not isinstance(root, yaml.MappingNode):
         return  # construct, then report FRONTMATTER_NOT_MAPPING with the value's type
     seen: set[int] = set()

@@ -102,3 +102,15 @@ def test_template_has_the_reference_structure() -> None:
     current_text = root.joinpath("CURRENT.md").read_text(encoding="utf-8")
     assert "**Task:** _none_ | **Status:** -- | **Started:** --" in current_text
     assert "> **Last Updated:** -- | **Active Task:** _none_" in current_text
+
+
+def test_current_md_of_a_newer_format_is_refused_and_a_bad_marker_reported() -> None:
+    from moss_files.foundation import formats
+    from moss_files.foundation.errors import InvalidDocument
+
+    assert current.FORMAT_MARKER == formats.MARKER  # parse_current checks the format only when the marker is there
+    for text, code in (("<!-- moss_format: 7 -->\n# Current\n", "FORMAT_TOO_NEW"), ("---\nstatus: working\n---\n<!-- moss_format: x -->\n", "SCHEMA_ERROR")):
+        with pytest.raises(InvalidDocument) as caught:
+            current.parse_current(text, ".cstack/CURRENT.md")
+        assert caught.value.code == code
+    assert current.parse_current("<!-- moss_format: 1 -->\n## Now\n\n- Round once.\n").focus == "- Round once."

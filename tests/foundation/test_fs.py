@@ -15,7 +15,7 @@ import pytest
 from helpers import wait_for
 
 from moss_files.foundation import document, fs
-from moss_files.foundation.errors import Conflict
+from moss_files.foundation.errors import Conflict, MossError
 
 COUNTER_SCRIPT = textwrap.dedent(
     """
@@ -208,7 +208,7 @@ TOOL_WRITER_SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
     from moss_files.foundation import fs
-    from moss_files.foundation.errors import Conflict
+    from moss_files.foundation.errors import Conflict, MossError
     path, stop_file, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     n = refused = 0
     while not stop_file.exists():
@@ -388,6 +388,8 @@ try:
         fs.read_bytes(path)
     elif operation == "read_snapshot":
         fs.read_snapshot(path)
+    elif operation == "read_if_present":
+        fs.read_if_present(path)
     elif operation == "read_in":
         with fs.folder_fd(path.parent) as dir_fd:
             fs.read_in(dir_fd, path.name)
@@ -405,7 +407,7 @@ except MossError as err:
 """
 
 
-@pytest.mark.parametrize("operation", ["read_bytes", "read_snapshot", "read_in", "read_given_file", "modify", "write_if_unchanged"])
+@pytest.mark.parametrize("operation", ["read_bytes", "read_snapshot", "read_if_present", "read_in", "read_given_file", "modify", "write_if_unchanged"])
 def test_a_fifo_where_a_file_should_be_is_refused_without_waiting_for_a_writer(tmp_path: Path, operation: str) -> None:
     path = tmp_path / ".moss" / "capsules" / "default" / "a.md"
     path.parent.mkdir(parents=True)
@@ -413,3 +415,19 @@ def test_a_fifo_where_a_file_should_be_is_refused_without_waiting_for_a_writer(t
     # A subprocess with a deadline: a read that waits on the FIFO must fail the test, not hang it.
     done = subprocess.run([sys.executable, "-c", NOT_A_FILE, str(path), operation], capture_output=True, text=True, timeout=30)
     assert done.stdout.split() == ["NOT_REGULAR_FILE", "fifo"], done.stderr
+
+
+def test_read_if_present_reads_what_read_snapshot_reads_and_refuses_what_it_refuses(tmp_path: Path) -> None:
+    folder = tmp_path / ".cstack"
+    folder.mkdir()
+    (folder / "PLAN.md").write_bytes(b"# Plan\r\n\xc3\xa9\n")
+    (folder / "empty.md").write_bytes(b"")
+    (folder / "link.md").symlink_to(folder / "PLAN.md")
+    for name in ("PLAN.md", "empty.md", "missing.md"):
+        assert fs.read_if_present(folder / name) == fs.read_snapshot(folder / name).data, name
+    for path, max_bytes in ((folder / "link.md", None), (folder / "PLAN.md", 3), (folder / "PLAN.md" / "below.md", None)):
+        with pytest.raises(MossError) as plain:
+            fs.read_if_present(path, max_bytes=max_bytes)
+        with pytest.raises(MossError) as hashed:
+            fs.read_snapshot(path, max_bytes=max_bytes)
+        assert (plain.value.code, type(plain.value)) == (hashed.value.code, type(hashed.value)), path
