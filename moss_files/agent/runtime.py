@@ -142,7 +142,7 @@ def launch_command(server: ServerSettings) -> tuple[str | None, tuple[str, ...]]
     moss_files`): the server is then this very toolkit, started whether or not `moss` is on PATH
     (a virtualenv's moss run by its path)."""
     if server.command == OWN_COMMAND and sys.executable:
-        return sys.executable, ("-m", "moss_files", *server.args)
+        return sys.executable, ("-P", "-m", "moss_files", *server.args)  # -P: the working folder never shadows the toolkit
     return server.command, server.args
 
 

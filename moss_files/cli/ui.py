@@ -138,7 +138,8 @@ def _start(root: Path, port: int | None) -> tuple[dict[str, Any], Path]:
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
     address = "127.0.0.1" if port is None else f"127.0.0.1:{port}"  # alone: the default port, or the next free one
-    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "serve", "--http", address, "--root", str(root)]
+    # -P: the daemon runs in the project folder, which must never shadow this toolkit's modules.
+    command = [sys.executable, "-P", "-c", "from moss_files.cli.main import main; main()", "serve", "--http", address, "--root", str(root)]
     with log_path.open("ab") as log:
         child = subprocess.Popen(command, cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT

@@ -321,7 +321,9 @@ def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], work
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    command = [sys.executable, "-c", "from moss_files.index.database import extract_worker; extract_worker()"]
+    # -P: the working folder (a project anyone may have written) is never put on the
+    # worker's import path, so a `moss_files` folder there cannot stand in for this toolkit.
+    command = [sys.executable, "-P", "-c", "from moss_files.index.database import extract_worker; extract_worker()"]
     procs = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) for _ in payloads]
     try:
         for proc, payload in zip(procs, payloads, strict=True):

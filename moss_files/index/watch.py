@@ -414,7 +414,7 @@ def start_beside(root: Path, *, log: Callable[[str], None]) -> subprocess.Popen[
     if not sys.platform.startswith("linux"):
         log("search index watcher: not started (it needs Linux inotify); searches walk the files")
         return None
-    command = [sys.executable, "-c", "from moss_files.cli.main import main; main()", "index", "watch", "--with-parent", "--root", str(root)]
+    command = [sys.executable, "-P", "-c", "from moss_files.cli.main import main; main()", "index", "watch", "--with-parent", "--root", str(root)]
     try:
         # stderr is the daemon's: the watcher tells only problems there.
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
