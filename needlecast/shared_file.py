@@ -446,35 +446,18 @@ def make_durable(paths: list[Path]) -> None:
         _close_all(fds)
 
 
-_RENAME_NOREPLACE = 1
-_noreplace_state: dict[str, Any] = {}
-
-
 def rename_noreplace(source: str, target: str, *, src_dir_fd: int, dst_dir_fd: int) -> bool | None:
     """Rename `source` (in the folder `src_dir_fd`) to `target` (in `dst_dir_fd`) unless
     `target` exists, in one call (Linux renameat2 RENAME_NOREPLACE): True when renamed, False
     when `target` exists (nothing done), None where the kernel, C library or file system cannot
     do it (nothing done: the caller checks the name itself, then renames)."""
-    if _noreplace_state.get("unsupported"):
+    code = fs.renameat2(source, target, fs.RENAME_NOREPLACE, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+    if code is None:
         return None
-    call = _noreplace_state.get("call")
-    if call is None:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            call = libc.renameat2
-        except (OSError, AttributeError):
-            _noreplace_state["unsupported"] = True
-            return None
-        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-        _noreplace_state["call"] = call
-    if call(src_dir_fd, os.fsencode(source), dst_dir_fd, os.fsencode(target), _RENAME_NOREPLACE) == 0:
+    if code == 0:
         return True
-    code = ctypes.get_errno()
     if code == errno.EEXIST:
         return False
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        _noreplace_state["unsupported"] = True
-        return None
     raise OSError(code, os.strerror(code), source)
 
 

@@ -1092,9 +1092,37 @@ def _durable_temp(dir_fd: int, path: Path, data: bytes, mode: int | None) -> tup
     return name, identity_of(info)
 
 
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-_exchange_state: dict[str, Any] = {}
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+_renameat2_state: dict[str, Any] = {}  # "call": the C function; "missing": no renameat2; "refused": flags the kernel refused
+
+
+def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCWD, dst_dir_fd: int = AT_FDCWD) -> int | None:
+    """Linux renameat2(2) with `flags`: 0 when done, else the errno it failed with; None, having
+    done nothing, where the C library, kernel or file system lacks it or those flags (known once
+    and remembered, so callers fall back without asking again)."""
+    if _renameat2_state.get("missing") or flags in _renameat2_state.get("refused", ()):
+        return None
+    import ctypes  # here: only the renames that need this call load the C library
+    import ctypes.util
+
+    call = _renameat2_state.get("call")
+    if call is None:
+        try:
+            call = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).renameat2
+        except (OSError, AttributeError):
+            _renameat2_state["missing"] = True
+            return None
+        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        _renameat2_state["call"] = call
+    if call(src_dir_fd, os.fsencode(source), dst_dir_fd, os.fsencode(target), flags) == 0:
+        return 0
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        _renameat2_state.setdefault("refused", set()).add(flags)
+        return None
+    return code
 
 
 def exchange(first: Path | str, second: Path | str, *, dir_fd: int | None = None) -> bool:
@@ -1103,29 +1131,13 @@ def exchange(first: Path | str, second: Path | str, *, dir_fd: int | None = None
 
     Returns False, having done nothing, where the kernel or file system cannot do it.
     """
-    if _exchange_state.get("unsupported"):
+    base = AT_FDCWD if dir_fd is None else dir_fd
+    code = renameat2(str(first), str(second), RENAME_EXCHANGE, src_dir_fd=base, dst_dir_fd=base)
+    if code is None:
         return False
-    import ctypes  # here: only an exchange needs the C library
-    import ctypes.util
-
-    renameat2 = _exchange_state.get("renameat2")
-    if renameat2 is None:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            renameat2 = libc.renameat2
-        except (OSError, AttributeError):
-            _exchange_state["unsupported"] = True
-            return False
-        renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-        _exchange_state["renameat2"] = renameat2
-    base = _AT_FDCWD if dir_fd is None else dir_fd
-    if renameat2(base, os.fsencode(first), base, os.fsencode(second), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        _exchange_state["unsupported"] = True
-        return False
-    raise OSError(code, os.strerror(code), str(second))
+    if code:
+        raise OSError(code, os.strerror(code), str(second))
+    return True
 
 
 def modify(
