@@ -790,17 +790,7 @@ def append_outbox(box: Mailbox, message: Message, now: datetime) -> Path:
             if not fs.create_exclusive(path, data, dir_fd=dir_fd):
                 raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=path)
         return path
-    box.dir.mkdir(parents=True, exist_ok=True)
-    with fs.locked(box.outbox_file):
-        refuse_conflicted(box.outbox_file, read_if_any(box.outbox_file))
-        head, tail = read_ends(box.outbox_file)
-        if head is None:
-            fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
-            head, tail = read_ends(box.outbox_file)
-        formats.check_text("mailbox", (head or b"").decode("utf-8", "replace"), box.outbox_file)  # never append to a newer format
-        block = msg.render_block(message, capitalised=_dialect_hint(head or b""))
-        prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
-        fs.append_line(box.outbox_file, (prefix + block).encode("utf-8"))  # one write; a block ends in a line break
+    _append_blocks(box, [message])
     return box.outbox_file
 
 
@@ -843,6 +833,14 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
             name = next(name for (name, _data), made in zip(files, created, strict=True) if not made)
             raise Conflict("a message with this id is already in the outbox", code="ALREADY_EXISTS", path=box.outbox_dir / name)
         return [box.outbox_dir / name for name, _data in files]
+    _append_blocks(box, messages)
+    return [box.outbox_file] * len(messages)
+
+
+def _append_blocks(box: Mailbox, messages: list[Message]) -> None:
+    """Append the messages' blocks to the one-file (v1) outbox in one write, under its lock:
+    refused when it holds conflict markers or a newer format, made from the template when
+    missing, written in the dialect (key case) its first block uses."""
     box.dir.mkdir(parents=True, exist_ok=True)
     with fs.locked(box.outbox_file):
         refuse_conflicted(box.outbox_file, read_if_any(box.outbox_file))
@@ -850,12 +848,11 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
         if head is None:
             fs.create_exclusive(box.outbox_file, template("outbox.md").encode("utf-8"))
             head, tail = read_ends(box.outbox_file)
-        formats.check_text("mailbox", (head or b"").decode("utf-8", "replace"), box.outbox_file)
+        formats.check_text("mailbox", (head or b"").decode("utf-8", "replace"), box.outbox_file)  # never append to a newer format
         capitalised = _dialect_hint(head or b"")
         blocks = "".join(msg.render_block(message, capitalised=capitalised) for message in messages)
         prefix = "" if not tail or tail.endswith(b"\n\n") else ("\n" if tail.endswith(b"\n") else "\n\n")
-        fs.append_line(box.outbox_file, (prefix + blocks).encode("utf-8"))  # one write for the whole batch
-    return [box.outbox_file] * len(messages)
+        fs.append_line(box.outbox_file, (prefix + blocks).encode("utf-8"))  # one write; a block ends in a line break
 
 
 def _dialect_hint(head: bytes) -> bool:
