@@ -1098,6 +1098,27 @@ AT_FDCWD = -100
 _renameat2_state: dict[str, Any] = {}  # "call": the C function; "missing": no renameat2; "refused": flags the kernel refused
 
 
+def _libc_function(name: str) -> Any:
+    """The C library's function `name` (errno kept for ctypes.get_errno), or None without it.
+
+    The process's own symbols come first: the interpreter is linked with the C library, so they
+    hold its functions. `ctypes.util.find_library` is only the fallback, because it runs
+    `ldconfig -p` in a child process and loads tempfile and random, about 15 ms of a write.
+    """
+    import ctypes
+
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        pass
+    import ctypes.util
+
+    try:
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCWD, dst_dir_fd: int = AT_FDCWD) -> int | None:
     """Linux renameat2(2) with `flags`: 0 when done, else the errno it failed with; None, having
     done nothing, where the C library, kernel or file system lacks it or those flags (known once
@@ -1105,13 +1126,11 @@ def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCW
     if _renameat2_state.get("missing") or flags in _renameat2_state.get("refused", ()):
         return None
     import ctypes  # here: only the renames that need this call load the C library
-    import ctypes.util
 
     call = _renameat2_state.get("call")
     if call is None:
-        try:
-            call = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).renameat2
-        except (OSError, AttributeError):
+        call = _libc_function("renameat2")
+        if call is None:
             _renameat2_state["missing"] = True
             return None
         call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]

@@ -431,3 +431,25 @@ def test_read_if_present_reads_what_read_snapshot_reads_and_refuses_what_it_refu
         with pytest.raises(MossError) as hashed:
             fs.read_snapshot(path, max_bytes=max_bytes)
         assert (plain.value.code, type(plain.value)) == (hashed.value.code, type(hashed.value)), path
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is a Linux system call")
+def test_a_write_swaps_by_renameat2_without_asking_ldconfig(tmp_path: Path) -> None:
+    """The atomic exchange of a save found renameat2 through ctypes.util.find_library, which
+    runs `ldconfig -p` in a child process and loads tempfile and random: ~15 ms of every
+    `cstack add`. The interpreter's own symbols hold the C library's functions."""
+    path = tmp_path / ".cstack" / "PLAN.md"
+    path.parent.mkdir()
+    path.write_bytes(b"old\n")
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from moss_files.foundation import fs
+        fs.modify(Path(sys.argv[1]), lambda snapshot: b"new\\n")
+        print(fs._renameat2_state.get("call") is not None, "ctypes.util" in sys.modules)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False"]
+    assert path.read_bytes() == b"new\n"
