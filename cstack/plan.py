@@ -675,6 +675,32 @@ def also_in_progress(plan: Plan, task: Task) -> list[dict[str, Any]]:
     return [_brief(other) for other in plan.tasks if other.status == "in_progress" and other.line != task.line]
 
 
+def start_notes(text: str, task: Task, path: Path | str | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+    """What a start of `task` (as it reads in the plan `text` the start wrote) has to tell: the
+    ids of its dependencies not met, and `also_in_progress`. The same answers as
+    `dependencies` and `also_in_progress` over `parse_plan(text)`, read from the condensed
+    text: condensing keeps each line that holds one of the task's dependency ids (so every
+    task carrying such an id, whatever its status) and every unfinished task, and only the
+    numbers and lines of the tasks it keeps are carried back to the full text's."""
+    try:
+        condensed = _condense(text, task.depends, path)
+    except MossError:
+        condensed = None
+    if condensed is None:
+        whole = parse_plan(text, path)
+        return [dep.id for dep in dependencies(whole, task) if not dep.met], also_in_progress(whole, task)
+    small_text, runs = condensed
+    small = parse_plan(small_text, path)
+    unmet = [dep.id for dep in dependencies(small, task) if not dep.met]
+    others = []
+    for other in small.tasks:
+        if other.status == "in_progress":
+            real = _real_task(other, small, runs)
+            if real is not None and real.line != task.line:
+                others.append(_brief(real))
+    return unmet, others
+
+
 def _only_active(plan: Plan, action: str, path: Path | str | None) -> Task:
     active = [task for task in plan.tasks if task.status == "in_progress"]
     if len(active) == 1:

@@ -204,17 +204,17 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
         followed = store.update(root, store.CURRENT, follow, create=False)
         if followed.note:
             ctx.say(f"note: {followed.note}")
-    if action == "start" and ctx.notify is not None:  # a note for a person; agents see `depends`
-        unmet = [dep.id for dep in plan.dependencies(read_plan(root), made.task) if not dep.met]
-        if unmet:
-            ctx.say(f"note: started although it waits on {', '.join(unmet)}")
     result = {
         **plan.change_to_dict(made),
         "current_updated": followed.updated,
         "current": {"updated": followed.updated, "places": list(followed.places), "note": followed.note},
     }
     if action == "start":
-        others = plan.also_in_progress(plan.parse_plan(made.text, path), made.task)
+        # Both from the text the start wrote, condensed: a parse of the whole plan for these
+        # two answers cost more than the rest of the command.
+        unmet, others = plan.start_notes(made.text, made.task, path)
+        if unmet:  # a note for a person; agents see `depends`
+            ctx.say(f"note: started although it waits on {', '.join(unmet)}")
         result["also_in_progress"] = others
         if others:
             names = ", ".join(str(other["id"] or other["number"]) for other in others)

@@ -164,6 +164,40 @@ def test_addition_on_condensed_plan_equals_the_full_plan(seed: int) -> None:
             assert fast == full, (seed, spec, options)
 
 
+def full_start_notes(made: plan.Change) -> tuple[list[str], list[dict[str, Any]]]:
+    """What `start_notes` must answer: asked of the whole parsed plan the start wrote."""
+    whole = plan.parse_plan(made.text, "PLAN.md")
+    return [dep.id for dep in plan.dependencies(whole, made.task) if not dep.met], plan.also_in_progress(whole, made.task)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_start_notes_on_condensed_plan_equal_the_full_plan(seed: int) -> None:
+    text = generated(seed)
+    rng = random.Random(seed)
+    for ref in refs_for(text, rng):
+        try:
+            made = plan.transition(text, "start", ref, TODAY, path="PLAN.md")
+        except MossError:
+            continue
+        assert plan.start_notes(made.text, made.task, "PLAN.md") == full_start_notes(made), (seed, ref)
+
+
+def test_start_notes_of_a_long_plan_find_dependencies_and_other_work_behind_condensed_runs() -> None:
+    """Dependencies on finished, open and unknown ids, and tasks in progress after thousands of
+    closed ones (their numbers and lines those of the whole file)."""
+    closed = "".join(f"- [x] Finished {n} (id: c{n}) | closed: 2025-01-01\n" for n in range(3000))
+    text = (
+        "# Plan\n\n## Tasks\n\n- [ ] Next (id: next, depends: c10, c2999, ghost, open1)\n- [ ] Open one (id: open1)\n- [>] Early\n"
+        f"\n## Completed\n\n{closed}\n## Backlog\n\n- [>] Late one\n  - [>] Late subtask\n"
+    )
+    made = plan.transition(text, "start", "next", TODAY, path="PLAN.md")
+    assert plan._condense(made.text, made.task.depends, "PLAN.md") is not None
+    unmet, others = plan.start_notes(made.text, made.task, "PLAN.md")
+    assert (unmet, others) == full_start_notes(made)
+    assert unmet == ["ghost", "open1"]
+    assert [(other["title"], other["number"]) for other in others] == [("Early", 3), ("Late one", 3004), ("Late subtask", 3005)]
+
+
 def test_generated_plans_are_condensed() -> None:
     """The comparisons above test the condensed path, not only its fallback: many generated
     plans do condense for a transition by id."""
