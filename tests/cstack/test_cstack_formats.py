@@ -114,3 +114,16 @@ def test_current_md_of_a_newer_format_is_refused_and_a_bad_marker_reported() -> 
             current.parse_current(text, ".cstack/CURRENT.md")
         assert caught.value.code == code
     assert current.parse_current("<!-- moss_format: 1 -->\n## Now\n\n- Round once.\n").focus == "- Round once."
+
+
+def test_plan_md_of_a_newer_format_is_refused_and_a_bad_marker_reported() -> None:
+    from cstack import plan
+    from moss_files.foundation import formats
+    from moss_files.foundation.errors import InvalidDocument
+
+    assert plan.FORMAT_MARKER == formats.MARKER  # parse_plan checks the format only when the marker is there
+    for text, code in (("<!-- moss_format: 7 -->\n# Plan\n", "FORMAT_TOO_NEW"), ("---\nowner: me\n---\n<!-- moss_format: x -->\n", "SCHEMA_ERROR")):
+        with pytest.raises(InvalidDocument) as caught:
+            plan.parse_plan(text, ".cstack/PLAN.md")
+        assert caught.value.code == code
+    assert [task.title for task in plan.parse_plan("<!-- moss_format: 2 -->\n## Tasks\n\n- [ ] Round once\n").tasks] == ["Round once"]

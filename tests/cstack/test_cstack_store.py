@@ -85,6 +85,28 @@ def test_cstack_status_loads_only_what_current_md_needs() -> None:
     assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.status", "cstack.store"])
 
 
+def test_add_and_done_on_unmarked_files_load_neither_the_format_table_nor_ctypes_util(stack: Path) -> None:
+    """The format table is for marked files (an unmarked memory file is at the current version),
+    and find_library ran `ldconfig -p` in a child process: each cost milliseconds of a write."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from datetime import UTC, datetime
+        from pathlib import Path
+        import cstack
+        from moss_files.foundation.context import Context
+        ctx = Context(Path(sys.argv[1]), clock=lambda: datetime(2026, 1, 21, tzinfo=UTC))
+        cstack.add_task(ctx, task="P1: Round once", ident="r1")
+        cstack.transition(ctx, action="start", task="r1")
+        cstack.transition(ctx, action="done", task="r1")
+        print(sorted(m for m in ("moss_files.foundation.formats", "ctypes.util") if m in sys.modules))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(stack)], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert "- [x] P1: Round once (id: r1)" in (stack / ".cstack" / "PLAN.md").read_text(encoding="utf-8")
+
+
 def test_writes_need_a_stack_but_create_missing_files_from_templates(repo: Path) -> None:
     with pytest.raises(NotFound):
         cstack.add_task(at(repo), task="x")

@@ -235,3 +235,45 @@ def test_the_format_versions_table_in_the_docs_names_every_kind_at_its_version()
     for spec in formats.KINDS.values():
         (row,) = [row for row in rows if f"`{spec.name}`" in row.split("|")[1]]
         assert row.split("|")[3].strip() == str(spec.current), spec.name
+
+
+def test_kinds_current_when_unmarked_are_those_at_version_1_that_are_rewritten() -> None:
+    """fs.modify skips the format table for these kinds when their bytes hold no marker."""
+    from moss_files.foundation import fs
+
+    assert fs.CURRENT_UNMARKED == {name for name, spec in formats.KINDS.items() if spec.current == 1 and spec.rewritable}
+    assert fs._MARKER_BYTES == formats.MARKER.encode()
+
+
+UNMARKED = [
+    b"# Plan\n\n## Tasks\n\n- [ ] one\n",
+    b"\xef\xbb\xbf# Plan\r\n\r\n- [x] done\r\n",
+    b"---\ntitle: x\n---\n# Current\n",
+    b"---\ntitle: [unclosed\n# Current\n",
+    b"---\na: 1\n",
+    b"# Memory\n\xe9 not utf-8\n",
+    b"# Memory\n\x00 binary\n",
+    b"",
+    b"<!-- moss_form at: 2 -->\n# Plan\n",
+]
+
+
+@pytest.mark.parametrize("data", UNMARKED)
+def test_an_unmarked_file_of_a_current_unmarked_kind_is_edited_as_the_format_table_would_have_it(tmp_path: Path, data: bytes) -> None:
+    """The fast path of fs._upgraded equals the table's answer: the bytes as they are (an
+    unreadable file is left for the edit to report, as the table's path leaves it)."""
+    from moss_files.foundation import fs
+
+    for kind in sorted(fs.CURRENT_UNMARKED):
+        relpath = formats.KINDS[kind].places[0]
+        snapshot = fs.Snapshot(tmp_path / Path(relpath).name, data, fs.digest_of(data))
+        try:
+            table = formats.upgrade_bytes(kind, data, formats.Facts(relpath), max_bytes=document.DEFAULT_MAX_BYTES)
+        except InvalidDocument as err:
+            assert err.code != "FORMAT_TOO_NEW"
+            table = data
+        assert fs._upgraded(snapshot, kind, relpath, None).data == table == data, kind
+    marked = b"<!-- moss_format: 9 -->\n# Plan\n"  # the marker takes the table's path
+    with pytest.raises(InvalidDocument) as caught:
+        fs._upgraded(fs.Snapshot(tmp_path / "PLAN.md", marked, fs.digest_of(marked)), "plan", ".cstack/PLAN.md", None)
+    assert caught.value.code == "FORMAT_TOO_NEW"

@@ -453,3 +453,19 @@ def test_a_write_swaps_by_renameat2_without_asking_ldconfig(tmp_path: Path) -> N
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "False"]
     assert path.read_bytes() == b"new\n"
+
+
+def test_the_changed_since_read_check_compares_bytes_as_the_digests_would(tmp_path: Path) -> None:
+    """_inspect compares the bytes of a file whose identity is unchanged (exact, and cheaper
+    than hashing a large file); its answer is the digests' answer."""
+    path = tmp_path / "PLAN.md"
+    path.write_bytes(b"x" * 100_000 + b"\n")
+    read = fs.read_snapshot(path)
+    same_identity_other_bytes = fs.Snapshot(path, b"y" * 100_000 + b"\n", fs.digest_of(b"y" * 100_000 + b"\n"), read.identity)
+    with fs.folder_fd(tmp_path) as dir_fd:
+        assert fs._inspect(dir_fd, path.name, read) is None
+        changed = fs._inspect(dir_fd, path.name, same_identity_other_bytes)
+    assert changed is not None and changed.data == read.data and changed.digest == read.digest != same_identity_other_bytes.digest
+    with fs.locked(path):
+        fs.write_if_unchanged(read, b"new\n")
+    assert path.read_bytes() == b"new\n"
