@@ -120,6 +120,12 @@ def outline(text: str, first_line: int = 1) -> Outline:
 def hidden_lines(lines: Sequence[str], first: int = 0) -> list[bool]:
     """For each line, whether it is hidden text: before `first` (the frontmatter), inside an
     HTML comment or inside a fenced code block."""
+    return hiding(lines, first)[0]
+
+
+def hiding(lines: Sequence[str], first: int = 0) -> tuple[list[bool], list[int]]:
+    """`hidden_lines`, and the indexes (ascending) of the lines from `first` on that hold
+    `<!--`, `-->`, ``` or ~~~: the only lines that can open or close hidden text."""
     total = len(lines)
     first = min(max(first, 0), total)
     hidden = [True] * first + [False] * (total - first)
@@ -136,7 +142,7 @@ def hidden_lines(lines: Sequence[str], first: int = 0) -> list[bool]:
         previous = index + 1
     if in_comment or in_fence:
         hidden[previous:] = [True] * (total - previous)
-    return hidden
+    return hidden, marked
 
 
 _HIDING = re.compile(r"<!--|-->|```|~~~")

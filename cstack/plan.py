@@ -923,11 +923,12 @@ _STAND_IN = "\ue000"  # a private-use character: a plan holding it is never cond
 # start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending.
 _CANDIDATE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
 _MIN_RUN = 3  # shorter runs are not worth a stand-in
+Run = tuple[str, int]  # the lines a stand-in replaces, as one text, and how many they are
 _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 
 
 @functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
-def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, list[str]]] | None:
+def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, Run]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
     None when condensing would not take a quarter of its lines away. Nothing is condensed up
     to the `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
@@ -936,7 +937,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         return None
     lines = markdown.split_lines(text)
     starts = [0, *accumulate(map(len, lines))]
-    hidden = markdown.hidden_lines(lines, document.parse(text, path).body_line - 1)
+    hidden, marks = markdown.hiding(lines, document.parse(text, path).body_line - 1)
     protected = 0  # lines before this index stay
     if keep_tasks > 0:
         for index, line in enumerate(lines):
@@ -947,7 +948,8 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         else:
             return None
     spans: list[tuple[int, int]] = []  # [first, last] line indexes of consecutive candidates
-    holding = _lines_holding(text, ["parent", "<!--", "```", "~~~", *folded], starts, len(lines) * 3 // 4)
+    # Excluded: the lines holding a word, and those that may open or close hidden text.
+    holding = _lines_holding(text, ["parent", *folded], starts, len(lines) * 3 // 4, set(marks))
     if holding is None:
         return None  # a word found on most lines (a task named by a short number): little to gain
     excluded = sorted(holding)
@@ -955,7 +957,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     # holding an excluded word is looked at line by line.
     for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
         first = bisect_left(starts, block.start())
-        last = first + block.group().count("\n") - 1
+        last = first + text.count("\n", block.start(), block.end()) - 1
         if hidden[first]:
             continue  # in a comment or code: none of its lines opens or closes one, so all are text
         inside = set(excluded[bisect_left(excluded, first) : bisect_right(excluded, last)])
@@ -973,7 +975,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         if begin is not None:
             spans.append((begin, last))
     pieces: list[str] = []
-    runs: dict[str, list[str]] = {}
+    runs: dict[str, Run] = {}
     at = 0  # line index up to which `pieces` holds the text
     removed = 0
     for first, last in spans:
@@ -981,7 +983,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
             continue
         # lines[first:last] go; lines[last] stays, so what follows nests and places as before.
         content = f"- [x] {_STAND_IN}{len(runs)}{_STAND_IN}"
-        runs[content] = lines[first:last]
+        runs[content] = (text[starts[first] : starts[last]], last - first)
         pieces.append(text[starts[at] : starts[first]])
         pieces.append(content + markdown.ending_of(lines[first]))
         at = last
@@ -990,10 +992,10 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
 
 
-def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int) -> set[int] | None:
-    """The indexes of the lines whose case-folded text holds one of the (case-folded) `words`
-    (None when they are more than `limit`); `starts` are the offsets at which the lines of
-    `text` start.
+def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int, found: set[int]) -> set[int] | None:
+    """`found` with the indexes of the lines whose case-folded text holds one of the
+    (case-folded) `words` (None when they are more than `limit`); `starts` are the offsets at
+    which the lines of `text` start.
 
     Case folding maps each character on its own to one or more characters and never makes or
     removes a line break, so the folded text has the same lines (at the same offsets when it is
@@ -1001,7 +1003,8 @@ def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit
     folded = text.casefold()
     if len(folded) != len(text):
         starts = [0, *accumulate(map(len, markdown.split_lines(folded)))]
-    found: set[int] = set()
+    if len(found) > limit:
+        return None
     for word in words:
         if not word:
             return None
@@ -1015,7 +1018,7 @@ def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit
     return found
 
 
-def _expand(text: str, runs: dict[str, list[str]]) -> str | None:
+def _expand(text: str, runs: dict[str, Run]) -> str | None:
     """The condensed `text` with each stand-in replaced by its lines; None unless each stand-in
     is found exactly once, unchanged."""
     out: list[str] = []
@@ -1023,16 +1026,16 @@ def _expand(text: str, runs: dict[str, list[str]]) -> str | None:
     for line in markdown.split_lines(text):
         if _STAND_IN in line:
             run = runs.get(markdown.strip_ending(line))
-            if run is None or markdown.ending_of(line) != markdown.ending_of(run[0]):
+            if run is None or markdown.ending_of(line) != markdown.ending_of(run[0][: run[0].find("\n") + 1]):
                 return None
-            out.extend(run)
+            out.append(run[0])
             seen += 1
         else:
             out.append(line)
     return "".join(out) if seen == len(runs) else None
 
 
-def _real_task(task: Task, small: Plan, runs: dict[str, list[str]]) -> Task | None:
+def _real_task(task: Task, small: Plan, runs: dict[str, Run]) -> Task | None:
     """`task` of the condensed plan `small` with the line and numbers it has in the full text;
     None for a stand-in."""
     if _STAND_IN in task.text:
@@ -1046,12 +1049,12 @@ def _real_task(task: Task, small: Plan, runs: dict[str, list[str]]) -> Task | No
         run = runs.get(markdown.strip_ending(line)) if _STAND_IN in line else None
         if run is None:
             continue
-        extra_lines += len(run) - 1
+        extra_lines += run[1] - 1
         number = numbers.get(index + 1)
         if number is not None:
-            extra_tasks += len(run) - 1
+            extra_tasks += run[1] - 1
             if task.nested_in is not None and number < task.nested_in:
-                extra_before_outer += len(run) - 1
+                extra_before_outer += run[1] - 1
     nested_in = task.nested_in + extra_before_outer if task.nested_in is not None else None
     return replace(task, line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
 

@@ -180,15 +180,21 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     current_path = store.file_path(root, store.CURRENT)
     follows = action in current.FOLLOWED
     loaded = store.read_file(root, store.CURRENT) if follows else None
+    dry_run: tuple[str, Change] | None = None
     if loaded is not None and loaded.exists:
         # Planned on the files as they are now, so that nothing is written when CURRENT.md
         # cannot follow; the writes below plan again on what they find.
-        planned = plan.transition(store.read_file(root, store.PLAN).text, action, task, today, reason=reason, path=path)
+        planned_on = store.read_file(root, store.PLAN).text
+        planned = plan.transition(planned_on, action, task, today, reason=reason, path=path)
         current.parse_current(loaded.text, current_path)
         current.follow_transition(loaded.text, action, planned.task.title, today, current_path)
+        dry_run = (planned_on, planned)
 
     def change(text: str) -> tuple[str, Change]:
-        made = plan.transition(text, action, task, today, reason=reason, path=path)
+        if dry_run is not None and text == dry_run[0]:
+            made = dry_run[1]  # plan.transition is a function of its arguments: the same text plans the same change
+        else:
+            made = plan.transition(text, action, task, today, reason=reason, path=path)
         return made.text, made
 
     made = store.update(root, store.PLAN, change, create=False)

@@ -266,6 +266,8 @@ def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
         lines = markdown.split_lines(text)
         for first in (0, 1, 3):
             assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
+            marks = [index for index, line in enumerate(lines) if index >= first and any(mark in line for mark in ("<!--", "-->", "```", "~~~"))]
+            assert markdown.hiding(lines, first) == (reference_hidden(lines, first), marks), (seed, first)
 
 
 def test_done_and_add_through_the_files_write_what_the_full_plan_writes(tmp_path: Path) -> None:
