@@ -931,13 +931,17 @@ _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, Run]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
     None when condensing would not take a quarter of its lines away. Nothing is condensed up
-    to the `keep_tasks`-th line that looks like a task. Raises what `document.parse` raises."""
+    to the `keep_tasks`-th line that looks like a task. Raises what `document.split` raises."""
     folded = [word.casefold() for word in words]
     if _STAND_IN in text or any(_STAND_IN in word for word in folded):
         return None
     lines = markdown.split_lines(text)
     starts = [0, *accumulate(map(len, lines))]
-    hidden, marks = markdown.hiding(lines, document.parse(text, path).body_line - 1)
+    # The frontmatter's lines (document.split's three parts before the body) are hidden. The
+    # rest of what document.parse checks (conflict markers, the YAML) the edit's own parse of
+    # the condensed text checks: condensing leaves those lines as they are.
+    head, frontmatter, tail, _body = document.split(text, path)
+    hidden, marks = markdown.hiding(lines, (head + frontmatter + tail).count("\n"))
     protected = 0  # lines before this index stay
     if keep_tasks > 0:
         for index, line in enumerate(lines):

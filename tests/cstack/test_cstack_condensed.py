@@ -223,6 +223,28 @@ def test_condensed_long_plan_done_keeps_every_other_byte() -> None:
     assert made.text == text.replace("- [ ] Now (id: now)\n", "").replace(closed, closed + "- [x] Now (id: now) | closed: 2026-01-21 | modified: 2026-01-21\n")
 
 
+@pytest.mark.parametrize(
+    "hazard",
+    [
+        "<<<<<<< ours\n- [ ] Ours (id: ours)\n=======\n- [ ] Theirs (id: theirs)\n>>>>>>> theirs\n",
+        "```\n<<<<<<< not a marker in code\n```\n",
+    ],
+)
+def test_a_long_plan_with_conflict_markers_errs_or_edits_as_the_full_plan(hazard: str) -> None:
+    """_condense finds the frontmatter by splitting alone; the markers are the edit's parse's
+    to find, as the full plan's parse finds them."""
+    closed = "".join(f"- [x] Finished {n} (id: c{n}) | closed: 2025-01-01\n" for n in range(300))
+    for front in ("", "---\nowner: me\n---\n"):
+        text = f"{front}# Plan\n\n## Tasks\n\n- [ ] Now (id: now)\n{hazard}\n## Completed\n\n{closed}\n## Closed\n"
+        assert plan._condense(text, ("now",), "PLAN.md") is not None
+        for action in ("start", "done"):
+            fast = outcome(lambda: plan.transition(text, action, "now", TODAY, path="PLAN.md"))
+            assert fast == outcome(lambda: plan._transition_full(text, action, "now", TODAY, path="PLAN.md"))
+        added = outcome(lambda: plan.add_task(text, "P1: New", TODAY, path="PLAN.md"))
+        assert added == outcome(lambda: plan._add_task_full(text, "P1: New", TODAY, path="PLAN.md"))
+        assert (added[0] == "error") == hazard.startswith("<<<")
+
+
 def reference_hidden(lines: list[str], first: int) -> list[bool]:
     """Which lines are hidden, line by line: the plain reading `markdown.hidden_lines` must equal."""
     hidden: list[bool] = []
@@ -257,6 +279,8 @@ TRICKY = [
     "<!-- one --> <!-- two\nhidden\n--> after\n",
     "no end <!--\n" + "x\n" * 5,
     "---\ntitle: x\n---\n<!-- c -->\nbody\n",
+    "<!---->\n-->\n>\n->\n--\n>--> ~~ ~~~~\n`` ```\n",
+    "~" * 400 + "\n<!--\n" + "`" * 300 + "\n-->\nafter\n",  # marks' characters everywhere: the regular expression's search
 ]
 
 
