@@ -12,13 +12,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation import conflicts
-from moss_files.foundation import yaml_reader as yamlio
-from moss_files.foundation import yaml_scalars as yaml12
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError
-from moss_files.foundation.yaml_reader import YamlProblem
+
+if TYPE_CHECKING:
+    from moss_files.foundation.yaml_reader import YamlProblem
+
+# The YAML reader (yaml_reader, yaml_scalars) loads where a frontmatter is read or edited: a
+# file without one (PLAN.md, CURRENT.md) never needs it, and it costs a millisecond to load.
 
 BOM = "\ufeff"
 FENCE = "---"
@@ -160,6 +163,9 @@ def parse_bytes(data: bytes, path: Path | str | None = None, *, max_bytes: int =
 
 
 def _load(fm_text: str, path: Path | str | None) -> dict[str, Any]:
+    from moss_files.foundation import yaml_reader as yamlio
+    from moss_files.foundation.yaml_reader import YamlProblem
+
     try:
         return yamlio.load_fast(fm_text)
     except YamlProblem as problem:
@@ -333,6 +339,7 @@ def edit_frontmatter(
     if quick is not None and _reads_as(quick, expected):
         return head + quick + tail + doc.body
     from moss_files.foundation import yaml_editor as yamlrt  # ruamel loads only for edits the quick splice cannot do
+    from moss_files.foundation.yaml_reader import YamlProblem
 
     try:
         roundtrip = yamlrt.load_roundtrip(doc.frontmatter_text)
@@ -347,6 +354,9 @@ def edit_frontmatter(
 
 
 def _reads_as(fm_text: str, expected: Mapping[str, Any]) -> bool:
+    from moss_files.foundation import yaml_reader as yamlio
+    from moss_files.foundation.yaml_reader import YamlProblem
+
     try:
         got = yamlio.load_fast(fm_text)
     except YamlProblem:
@@ -407,6 +417,8 @@ def _splice_simple(fm_text: str, changes: Mapping[str, Any], nl: str) -> str | N
     """The common edit without ruamel: frontmatter the plain scanner reads, new values that are
     plain scalars or lists of them. Returns None for anything else (the round-trip path then
     does the edit); the caller re-reads the result either way."""
+    from moss_files.foundation import yaml_reader as yamlio
+
     if yamlio.scan_simple(fm_text) is None:
         return None
     lines = fm_text.splitlines(keepends=True)
@@ -423,6 +435,8 @@ def _splice_scalars(fm_text: str, meta: Mapping[str, Any], changes: Mapping[str,
     value is no list or mapping. Returns None for anything else."""
     if any(value is not DELETE and isinstance(value, list | dict) for value in changes.values()):
         return None
+    from moss_files.foundation import yaml_reader as yamlio
+
     if any(isinstance(meta.get(key), list | dict) for key in changes) or not yamlio.plain_lines(fm_text):
         return None
     lines = fm_text.splitlines(keepends=True)
@@ -525,6 +539,9 @@ def _quick_scalar(value: Any, quote: str) -> str | None:
         return f"'{value}'"
     if quote == '"':
         return f'"{value}"'
+    from moss_files.foundation import yaml_reader as yamlio
+    from moss_files.foundation import yaml_scalars as yaml12
+
     if not isinstance(yamlio.resolve_plain_cached(value), str) or yaml12.YAML11_LOOKALIKE_RE.match(value):
         return None  # would read as another type somewhere: let the round-trip path quote it
     return value

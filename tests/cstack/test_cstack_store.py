@@ -85,9 +85,10 @@ def test_cstack_status_loads_only_what_current_md_needs() -> None:
     assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.status", "cstack.store"])
 
 
-def test_add_and_done_on_unmarked_files_load_neither_the_format_table_nor_ctypes_util(stack: Path) -> None:
+def test_add_and_done_on_unmarked_files_load_neither_the_format_table_nor_ctypes_util_nor_yaml(stack: Path) -> None:
     """The format table is for marked files (an unmarked memory file is at the current version),
-    and find_library ran `ldconfig -p` in a child process: each cost milliseconds of a write."""
+    find_library ran `ldconfig -p` in a child process, and the YAML reader is for frontmatter,
+    which the templates lack: each cost milliseconds of a write."""
     code = textwrap.dedent(
         """
         import sys
@@ -99,7 +100,7 @@ def test_add_and_done_on_unmarked_files_load_neither_the_format_table_nor_ctypes
         cstack.add_task(ctx, task="P1: Round once", ident="r1")
         cstack.transition(ctx, action="start", task="r1")
         cstack.transition(ctx, action="done", task="r1")
-        print(sorted(m for m in ("moss_files.foundation.formats", "ctypes.util") if m in sys.modules))
+        print(sorted(m for m in ("moss_files.foundation.formats", "ctypes.util", "moss_files.foundation.yaml_reader") if m in sys.modules))
         """
     )
     out = subprocess.run([sys.executable, "-c", code, str(stack)], capture_output=True, text=True, check=True).stdout
