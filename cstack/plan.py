@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from itertools import accumulate, pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cstack import markdown
 from cstack.markdown import Outline
@@ -538,8 +538,7 @@ def set_marker(content: str, marker: str) -> str:
 # --------------------------------------------------------------------------- transitions
 
 
-@dataclass(frozen=True, slots=True)
-class _Rule:
+class _Rule(NamedTuple):  # a NamedTuple: made in a fifth of a frozen dataclass's time, at every import
     allowed: frozenset[str]
     marker: str
     remove: tuple[str, ...] = ()
