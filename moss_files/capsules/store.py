@@ -259,6 +259,11 @@ class CapsuleStore:
                         folders[folder] = None  # its files take the path of `scan`, with its errors
                 dir_fd = folders[folder]
                 entry = cached.get(relpath)
+                # A file the cache holds no signature for is read: its racy window is judged from
+                # a time taken just before its stat rather than the start of `keys`, so that a
+                # file an import wrote a second before this one began (racy at `now_ns`) is
+                # often stored with its signature, and the next `keys` need not read it again.
+                seen_ns = time.time_ns() if entry is None or entry.sig is None else now_ns
                 before: os.stat_result | None = None
                 data: bytes | None = None
                 if dir_fd is not None:
@@ -300,7 +305,7 @@ class CapsuleStore:
                 # A parse may take the mtime after `still` was asked; a change in between moves
                 # the ctime and the mtime from those remembered, so the next `keys` parses again.
                 if still and before is not None:
-                    learned.append(key_cache.Learned(relpath, before.st_mtime_ns, before.st_ctime_ns, snapshot.digest, key))
+                    learned.append(key_cache.Learned(relpath, before.st_mtime_ns, before.st_ctime_ns, snapshot.digest, key, seen_ns))
         finally:
             for dir_fd in folders.values():
                 if dir_fd is not None:

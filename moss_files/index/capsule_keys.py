@@ -53,13 +53,15 @@ class Cached:
 @dataclass(frozen=True, slots=True)
 class Learned:
     """A key to remember for the file at `relpath`: read from its bytes (`digest`) when it had
-    the stat `(mtime_ns, ctime_ns)`, at `now_ns`."""
+    the stat `(mtime_ns, ctime_ns)`, seen at `seen_ns` (a time taken before that stat; None:
+    the `now_ns` of the save, taken before every stat of the batch)."""
 
     relpath: str
     mtime_ns: int
     ctime_ns: int
     digest: str
     key: CapsuleKey
+    seen_ns: int | None = None
 
 
 class KeyCache:
@@ -84,13 +86,14 @@ class KeyCache:
         }
 
     def save(self, learned: Iterable[Learned], gone: Iterable[str] = (), *, now_ns: int | None = None) -> None:
-        """Remember `learned` (a racy stat is stored as racy) and forget `gone`. Never raises:
+        """Remember `learned` (a racy stat is stored as racy: judged at each item's `seen_ns`,
+        else at `now_ns`) and forget `gone`. Never raises:
         a cache that cannot be written only makes the next reader parse."""
         now = time.time_ns() if now_ns is None else now_ns
         rows = [
             (
                 item.relpath,
-                stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now),
+                stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now if item.seen_ns is None else item.seen_ns),
                 item.mtime_ns,
                 item.digest,
                 item.key.id,

@@ -17,6 +17,7 @@ from test_import_batch import DURABLE_CALLS, context, files_of, records, write_e
 from moss_files.capsules import transfer
 from moss_files.capsules.store import CapsuleStore
 from moss_files.index import capsule_keys as key_cache
+from moss_files.index.model import RACY_WINDOW_NS
 
 OTHER_ID = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 
@@ -183,3 +184,29 @@ def test_keys_report_the_problems_the_full_scan_reports(tmp_path: Path) -> None:
         assert [(p.code, p.path) for p in problems] == [(p.code, p.path) for p in scan.problems]
         assert len(problems) == 3
         assert {k.relpath for k in found} == {s.relpath.as_posix() for s in scan.capsules}
+
+
+def test_each_learned_key_is_judged_racy_at_the_moment_its_file_was_stat_ed(tmp_path: Path) -> None:
+    """`keys` reads a file the cache holds no signature for (one an import wrote a moment
+    ago) and stores it judged at the time taken just before that file's stat, not at the
+    start of the call: stored with its signature once that moment is a racy window past the
+    ctime (so the next import does not read it again), racy while it is not, whatever the
+    save's own time."""
+    root, files = imported(tmp_path, count=3)
+    base = CapsuleStore(root).base
+    relpath = files[0].relative_to(base).as_posix()
+    entry = key_cache.KeyCache(root).load()[relpath]
+    st = os.lstat(files[0])
+    window = RACY_WINDOW_NS
+
+    def stored(seen_ns: int | None, now_ns: int) -> int | None:
+        cache = key_cache.KeyCache(root)
+        cache.save([key_cache.Learned(relpath, st.st_mtime_ns, st.st_ctime_ns, entry.digest, entry.key, seen_ns)], now_ns=now_ns)
+        return cache.load()[relpath].sig
+
+    assert stored(st.st_ctime_ns + window, now_ns=st.st_ctime_ns) == st.st_ctime_ns
+    assert stored(st.st_ctime_ns + 1, now_ns=st.st_ctime_ns + 3_600 * 10**9) is None
+    assert stored(None, now_ns=st.st_ctime_ns + 1) is None
+    assert stored(None, now_ns=st.st_ctime_ns + window) == st.st_ctime_ns
+    # Whatever was stored, the keys equal the full parse's.
+    assert by_keys(root) == by_scan(root)
