@@ -19,6 +19,7 @@ durable writes, appends and locks are `moss_files.foundation.fs`'s.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import secrets
 import stat
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -517,17 +519,51 @@ def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
             raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
 
 
+class _Spots:
+    """Hash of a message's (from, id) -> where its block lies (start << 32 | length), in about
+    16 bytes a message: two aligned arrays of 64-bit numbers sorted by hash, and the newest
+    spots in a dict, merged into the arrays once it holds an eighth as many (a dict of every
+    message took ~180 bytes each, a router's memory growing with every inbox it delivers into
+    for as long as the inbox is not emptied). A hash met twice keeps the later spot."""
+
+    __slots__ = ("fresh", "hashes", "spots")
+
+    def __init__(self) -> None:
+        self.hashes = array("Q")
+        self.spots = array("Q")
+        self.fresh: dict[int, int] = {}
+
+    def get(self, key: int) -> int | None:
+        found = self.fresh.get(key)
+        if found is not None:
+            return found
+        at = bisect.bisect_left(self.hashes, key)
+        return self.spots[at] if at < len(self.hashes) and self.hashes[at] == key else None
+
+    def add_all(self, found: list[tuple[int, int]]) -> None:
+        self.fresh.update(found)
+        if len(self.fresh) <= max(64, len(self.hashes) // 8):
+            return
+        fresh = self.fresh
+        # One number a message (hash << 64 | spot): sorting them sorts by hash, spots aligned.
+        kept = (key << 64 | spot for key, spot in zip(self.hashes, self.spots, strict=True) if key not in fresh)
+        both = sorted([*kept, *(key << 64 | spot for key, spot in fresh.items())])
+        self.hashes = array("Q", (number >> 64 for number in both))
+        self.spots = array("Q", (number & 0xFFFFFFFFFFFFFFFF for number in both))
+        self.fresh = {}
+
+
 @dataclass(slots=True)
 class _Index:
     """What an inbox held when last read, in a few bytes a message: the length and hash of its
     text then, where its last block starts, and for every message before that block the hash
-    of its (from, id) -> where its block lies (start << 32 | length). Neither the text nor the
-    messages are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
+    of its (from, id) -> where its block lies (`_Spots`). Neither the text nor the messages
+    are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
 
     length: int
     digest: bytes
     last_start: int
-    before: dict[int, int]
+    before: _Spots
 
 
 _INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
@@ -548,7 +584,7 @@ class _InboxIdentities:
     index says where the block lies, and that block alone is parsed to answer (a hash shared
     by two identities is settled by reading the whole text)."""
 
-    def __init__(self, text: str, path: Path, before: dict[int, int], recent: dict[tuple[str, str], str]) -> None:
+    def __init__(self, text: str, path: Path, before: _Spots | dict[int, int], recent: dict[tuple[str, str], str]) -> None:
         self.text, self.path, self.before, self.recent = text, path, before, recent
 
     def get(self, identity: tuple[str, str]) -> str | None:
@@ -593,13 +629,15 @@ def _identities(text: str, path: Path) -> _InboxIdentities:
     Inboxes mostly grow at the end, so the last reading is kept (`_Index`) and only what
     follows its last block is parsed again; any other change means a full read.
     """
-    cached = _INDEXES.get(path)
-    start, before = 0, {}
+    cached = _INDEXES.pop(path, None)  # put back once brought up to date
+    start, before = 0, _Spots()
     if cached is not None and len(text) >= cached.length and _text_digest(text[: cached.length]) == cached.digest:
-        start, before = cached.last_start, dict(cached.before)
+        # Extended in place: a spot of a block read since is checked against the text (`get`).
+        start, before = cached.last_start, cached.before
     mailfile = msg.split_blocks(text[start:])
     position = start + len(mailfile.preamble)
     recent: dict[tuple[str, str], str] = {}
+    found: list[tuple[int, int]] = []
     last_start = position
     for number, block in enumerate(mailfile.blocks):
         entry = _inbox_identity(block, path)
@@ -609,10 +647,11 @@ def _identities(text: str, path: Path) -> _InboxIdentities:
                 recent[entry[0]] = entry[1]
         elif entry is not None:
             # A mailbox file holds at most MAX_MAILBOX_BYTES, so 32 bits hold a block's length.
-            before[_identity_hash(entry[0])] = position << 32 | len(block.raw)
+            found.append((_identity_hash(entry[0]), position << 32 | len(block.raw)))
         position += len(block.raw)
     if not mailfile.blocks:
         last_start = start
+    before.add_all(found)
     _INDEXES[path] = _Index(len(text), _text_digest(text), last_start, before)
     return _InboxIdentities(text, path, before, recent)
 

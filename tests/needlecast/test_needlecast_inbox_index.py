@@ -93,3 +93,38 @@ def test_a_shared_hash_is_settled_by_reading_the_whole_inbox(tmp_path: Path) -> 
     assert lookup.get(("alice", "two")) == msg.content_digest(second)
     assert lookup.get(("alice", "absent")) is None
     assert mailbox.deliver(box, [first, second, message("alice", "four", "new\n")], NOW) == [mailbox.PRESENT, mailbox.PRESENT, mailbox.DELIVERED]
+
+
+def test_a_large_inbox_is_indexed_in_a_few_dozen_bytes_a_message_and_answers_as_its_file(tmp_path: Path) -> None:
+    """3,000 messages delivered in batches (the index's newest spots merged into its sorted
+    arrays several times): every answer, for messages held, absent and reused ids, equals a
+    fresh reading, and the index a router keeps holds ~16-30 bytes a message (a dict of
+    Python numbers held ~180)."""
+    import gc
+    import tracemalloc
+
+    box = mailbox.init_mailbox(tmp_path / "bob", "v1")
+    sent = [message(("alice", "carol")[n % 2], f"m{n}", f"token {n}\n") for n in range(3000)]
+    for start in range(0, len(sent), 150):
+        assert mailbox.deliver(box, sent[start : start + 150], NOW) == [mailbox.DELIVERED] * 150
+    rng = random.Random(29)
+    probe = rng.sample(sent, 200)
+    asked = [*probe, *(msg.with_changes(m, body="other\n") for m in probe[:50]), *(message("alice", f"absent-{n}", "x\n") for n in range(50))]
+    reading = fresh_reading(box)
+    assert mailbox.deliver(box, asked, NOW) == [expected_result(reading, m) for m in asked]
+    assert fresh_reading(box).keys() == reading.keys() | {("alice", f"absent-{n}") for n in range(50)}
+
+    text = box.inbox_file.read_text()
+    mailbox._INDEXES.pop(box.inbox_file, None)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        lookup = mailbox._identities(text, box.inbox_file)
+        del lookup
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    # What the index holds (what parsing the messages caches elsewhere, e.g. their scalars, not).
+    held = sum(stat.size for stat in snapshot.filter_traces([tracemalloc.Filter(True, mailbox.__file__)]).statistics("filename"))
+    assert held / 3050 < 40
