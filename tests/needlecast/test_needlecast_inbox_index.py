@@ -177,7 +177,10 @@ def test_a_delivery_into_a_large_message_folder_holds_no_list_of_it(tmp_path: Pa
     from contextlib import ExitStack
 
     box = mailbox.init_mailbox(tmp_path / "bob", "v2")
-    mailbox.create_files(box.inbox_dir, [(mailbox.message_file_name(m, NOW), msg.render_message_document(m).encode()) for m in (message("alice", f"m{n}", f"{n}\n") for n in range(3000))])
+    mailbox.create_files(
+        box.inbox_dir,
+        [(mailbox.message_file_name(m, NOW), msg.render_message_document(m).encode()) for m in (message("alice", f"m{n}", f"{n}\n") for n in range(3000))],
+    )
     batch = [message("alice", "m17", "17\n"), message("alice", "m18", "other\n"), message("carol", "new", "new\n")]
     tracemalloc.start()
     try:
