@@ -569,8 +569,18 @@ class _Index:
 _INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
 
 
-def _text_digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+def _text_digest(text: str, length: int | None = None) -> bytes:
+    """The hash of `text[:length]` (all of it by default), taken a MiB at a time: the bytes of a
+    whole inbox (and a copy of its text once it had grown) raised a router's memory by the
+    inbox's size at each delivery."""
+    digest = hashlib.blake2b(digest_size=16)
+    end = len(text) if length is None else min(length, len(text))
+    for start in range(0, end, _DIGEST_CHUNK):
+        digest.update(text[start : min(end, start + _DIGEST_CHUNK)].encode("utf-8", "surrogateescape"))
+    return digest.digest()
+
+
+_DIGEST_CHUNK = 1 << 20
 
 
 def _identity_hash(identity: tuple[str, str]) -> int:
@@ -631,7 +641,7 @@ def _identities(text: str, path: Path) -> _InboxIdentities:
     """
     cached = _INDEXES.pop(path, None)  # put back once brought up to date
     start, before = 0, _Spots()
-    if cached is not None and len(text) >= cached.length and _text_digest(text[: cached.length]) == cached.digest:
+    if cached is not None and len(text) >= cached.length and _text_digest(text, cached.length) == cached.digest:
         # Extended in place: a spot of a block read since is checked against the text (`get`).
         start, before = cached.last_start, cached.before
     mailfile = msg.split_blocks(text[start:])
