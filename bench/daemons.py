@@ -17,8 +17,10 @@ A day is compressed into `--rounds` rounds (one per simulated hour), run back to
 
 After each round the daemon's VmRSS (/proc/<pid>/status) and its open descriptors (the
 entries of /proc/<pid>/fd) are read, the least of five readings 10 ms apart (a pass that is
-still closing its folders is no leak). Warm-up is half the day by default: a router's journals
-reach their bounded size (docs/formats.md, "Rotation") after about 1,300 messages a sender.
+still closing its folders is no leak). Warm-up is half the day by default. A router's journal
+(docs/formats.md, "Rotation") is rewritten down to its 1,024 newest records whenever it doubles,
+so its working set (about 2,000 records a sender, ~230 bytes each in memory) is first reached
+after about 2,500 messages a sender: after the warm-up at --quick (1,250 a sender by then).
 RSS: the figure is the value at the end of the day, the floor the value at the end of the
 warm-up (target: ≤ 1.10×). Descriptors: the most after warm-up beside the most during it
 (target: ≤ 1.00×). The RSS slope after warm-up (least squares, per round) is printed too: a

@@ -14,6 +14,7 @@ correctness. Appends are one write each (`fs.append_line`); a torn last line is 
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,6 +30,9 @@ KEEP = timedelta(days=7)  # how long records of entries gone from the outbox are
 # journal's working set, on disk and in a router's memory, is bounded by a count as well as by
 # KEEP, however many messages a week brings (docs/formats.md, "Rotation").
 KEEP_RECORDS = 1024
+# Distinct recipient (and dead-letter code) sets a journal shares among its records: a router's
+# memory then holds each set once rather than once a record. Past this many, a set is not shared.
+MAX_SHARED_SETS = 256
 
 Event = dict[str, Any]
 
@@ -72,6 +76,8 @@ class Journal:
         self._size = -1
         self._torn = False  # the file ends in a torn line (a power cut mid-append)
         self._compacted = 0  # the file's size after this process last compacted it
+        self._shared: dict[frozenset[str], frozenset[str]] = {}  # one copy of each name set
+        self._last_at = ""  # the events of one pass share their time: one copy of it
 
     def load(self) -> Journal:
         """Re-read the journal if it changed on disk (another router process appended).
@@ -89,7 +95,7 @@ class Journal:
             data = fs.read_bytes(self.path)
         except FileNotFoundError:
             data = b""
-        for line in data.splitlines():
+        for line in io.BytesIO(data):  # a line at a time: no list of every line beside the data
             try:
                 self._apply(json.loads(line))
             except (ValueError, KeyError, TypeError, AttributeError):
@@ -103,14 +109,25 @@ class Journal:
         record = self.records.get(key)
         if record is None or record.digest != event["d"]:
             record = self.records[key] = Record(event["d"])
-        record.at = event.get("at", record.at)
+        at = event.get("at", record.at)
+        record.at = at if at != self._last_at else self._last_at
+        self._last_at = record.at
         op = event["op"]
         if op == "delivered":
-            record.delivered.update(event["to"])
+            record.delivered = self._share(record.delivered.union(event["to"]))
         elif op == "dead":
-            record.dead.add(event["code"])
+            record.dead = self._share(record.dead.union((event["code"],)))
         elif op == "archived":
             record.archived = True
+
+    def _share(self, names: frozenset[str]) -> frozenset[str]:
+        """`names` as the one copy that every record with the same names holds."""
+        found = self._shared.get(names)
+        if found is not None:
+            return found
+        if len(self._shared) < MAX_SHARED_SETS:
+            self._shared[names] = names
+        return names
 
     def get(self, key: str) -> Record | None:
         """What the journal knows about entry `key`."""

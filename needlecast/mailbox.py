@@ -19,6 +19,7 @@ durable writes, appends and locks are `moss_files.foundation.fs`'s.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import re
 import secrets
 import stat
 import time
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -517,24 +519,68 @@ def _check_deliverable(batches: list[tuple[Mailbox, list[Message]]]) -> None:
             raise NotFound("workspace has no .needlecast folder", code="SLEEVE_UNAVAILABLE", path=box.dir)
 
 
+class _Spots:
+    """Hash of a message's (from, id) -> where its block lies (start << 32 | length), in about
+    16 bytes a message: two aligned arrays of 64-bit numbers sorted by hash, and the newest
+    spots in a dict, merged into the arrays once it holds an eighth as many (a dict of every
+    message took ~180 bytes each, a router's memory growing with every inbox it delivers into
+    for as long as the inbox is not emptied). A hash met twice keeps the later spot."""
+
+    __slots__ = ("fresh", "hashes", "spots")
+
+    def __init__(self) -> None:
+        self.hashes = array("Q")
+        self.spots = array("Q")
+        self.fresh: dict[int, int] = {}
+
+    def get(self, key: int) -> int | None:
+        found = self.fresh.get(key)
+        if found is not None:
+            return found
+        at = bisect.bisect_left(self.hashes, key)
+        return self.spots[at] if at < len(self.hashes) and self.hashes[at] == key else None
+
+    def add_all(self, found: list[tuple[int, int]]) -> None:
+        self.fresh.update(found)
+        if len(self.fresh) <= max(64, len(self.hashes) // 8):
+            return
+        fresh = self.fresh
+        # One number a message (hash << 64 | spot): sorting them sorts by hash, spots aligned.
+        kept = (key << 64 | spot for key, spot in zip(self.hashes, self.spots, strict=True) if key not in fresh)
+        both = sorted([*kept, *(key << 64 | spot for key, spot in fresh.items())])
+        self.hashes = array("Q", (number >> 64 for number in both))
+        self.spots = array("Q", (number & 0xFFFFFFFFFFFFFFFF for number in both))
+        self.fresh = {}
+
+
 @dataclass(slots=True)
 class _Index:
     """What an inbox held when last read, in a few bytes a message: the length and hash of its
     text then, where its last block starts, and for every message before that block the hash
-    of its (from, id) -> where its block lies (start << 32 | length). Neither the text nor the
-    messages are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
+    of its (from, id) -> where its block lies (`_Spots`). Neither the text nor the messages
+    are kept: a router delivering into a v1 inbox for a year holds no copy of it."""
 
     length: int
     digest: bytes
     last_start: int
-    before: dict[int, int]
+    before: _Spots
 
 
 _INDEXES: dict[Path, _Index] = {}  # used under each inbox's lock, so never shared mid-update
 
 
-def _text_digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+def _text_digest(text: str, length: int | None = None) -> bytes:
+    """The hash of `text[:length]` (all of it by default), taken a MiB at a time: the bytes of a
+    whole inbox (and a copy of its text once it had grown) raised a router's memory by the
+    inbox's size at each delivery."""
+    digest = hashlib.blake2b(digest_size=16)
+    end = len(text) if length is None else min(length, len(text))
+    for start in range(0, end, _DIGEST_CHUNK):
+        digest.update(text[start : min(end, start + _DIGEST_CHUNK)].encode("utf-8", "surrogateescape"))
+    return digest.digest()
+
+
+_DIGEST_CHUNK = 1 << 20
 
 
 def _identity_hash(identity: tuple[str, str]) -> int:
@@ -548,7 +594,7 @@ class _InboxIdentities:
     index says where the block lies, and that block alone is parsed to answer (a hash shared
     by two identities is settled by reading the whole text)."""
 
-    def __init__(self, text: str, path: Path, before: dict[int, int], recent: dict[tuple[str, str], str]) -> None:
+    def __init__(self, text: str, path: Path, before: _Spots | dict[int, int], recent: dict[tuple[str, str], str]) -> None:
         self.text, self.path, self.before, self.recent = text, path, before, recent
 
     def get(self, identity: tuple[str, str]) -> str | None:
@@ -593,13 +639,15 @@ def _identities(text: str, path: Path) -> _InboxIdentities:
     Inboxes mostly grow at the end, so the last reading is kept (`_Index`) and only what
     follows its last block is parsed again; any other change means a full read.
     """
-    cached = _INDEXES.get(path)
-    start, before = 0, {}
-    if cached is not None and len(text) >= cached.length and _text_digest(text[: cached.length]) == cached.digest:
-        start, before = cached.last_start, dict(cached.before)
+    cached = _INDEXES.pop(path, None)  # put back once brought up to date
+    start, before = 0, _Spots()
+    if cached is not None and len(text) >= cached.length and _text_digest(text, cached.length) == cached.digest:
+        # Extended in place: a spot of a block read since is checked against the text (`get`).
+        start, before = cached.last_start, cached.before
     mailfile = msg.split_blocks(text[start:])
     position = start + len(mailfile.preamble)
     recent: dict[tuple[str, str], str] = {}
+    found: list[tuple[int, int]] = []
     last_start = position
     for number, block in enumerate(mailfile.blocks):
         entry = _inbox_identity(block, path)
@@ -609,10 +657,11 @@ def _identities(text: str, path: Path) -> _InboxIdentities:
                 recent[entry[0]] = entry[1]
         elif entry is not None:
             # A mailbox file holds at most MAX_MAILBOX_BYTES, so 32 bits hold a block's length.
-            before[_identity_hash(entry[0])] = position << 32 | len(block.raw)
+            found.append((_identity_hash(entry[0]), position << 32 | len(block.raw)))
         position += len(block.raw)
     if not mailfile.blocks:
         last_start = start
+    before.add_all(found)
     _INDEXES[path] = _Index(len(text), _text_digest(text), last_start, before)
     return _InboxIdentities(text, path, before, recent)
 
@@ -704,8 +753,9 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
     written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
     for box, messages in batches:
         if box.inbox_dir not in planned:
-            names = message_names(box.inbox_dir)
-            planned[box.inbox_dir] = (_folder_index(names), _folder_dialect(box.inbox_dir, names))
+            wanted = {_suffix(message) for other, listed in batches if other.inbox_dir == box.inbox_dir for message in listed}
+            index, newest = _find_suffixes(box.inbox_dir, wanted)
+            planned[box.inbox_dir] = (index, _dialect_of_file(read_if_any(box.inbox_dir / newest)) if newest else False)
         index, capitalised = planned[box.inbox_dir]
         ours = written.setdefault(box.inbox_dir, {})
         found: list[str] = []
@@ -730,6 +780,34 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
     return FolderDelivery(results, groups)
 
 
+def _find_suffixes(folder: Path, wanted: set[str]) -> tuple[dict[str, str], str | None]:
+    """The message files of a file-per-message folder whose `_<from>_<id>.md` suffix is in
+    `wanted` (suffix -> name; the newest name when several share one, as `_folder_index` of the
+    sorted names), and the newest message file's name (None without one). The folder is read
+    entry by entry: what this holds grows with the batch, never with the folder (a list and an
+    index of every name took ~200 bytes a message at each pass, an unread inbox of 25,000
+    messages raising a router's memory by 5 MB)."""
+    found: dict[str, str] = {}
+    newest: str | None = None
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                # Dot files are our temporary and lock files, or an editor's swap files.
+                if not name.endswith(".md") or name[:1] == ".":
+                    continue
+                if newest is None or name > newest:
+                    newest = name
+                _time, separator, rest = name.partition("_")
+                if separator and "_" + rest in wanted and name > found.get("_" + rest, ""):
+                    found["_" + rest] = name
+    except FileNotFoundError:
+        return {}, None
+    except PermissionError as exc:
+        raise fs.not_readable(str(folder), exc, folder=True) from None
+    return found, newest
+
+
 def _deliver_files(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
     """Deliver into file-per-message inboxes, holding every one's lock until all the new
     files are durable."""
@@ -748,12 +826,6 @@ def create_files(folder: Path, files: list[tuple[str, bytes]]) -> list[bool]:
     durable and never replacing a file, with one durable step for the batch
     (`shared_file.create_many`)."""
     return create_many(folder, files)
-
-
-def _folder_dialect(folder: Path, names: list[str]) -> bool:
-    """True when the newest message file of a folder (of its sorted `names`) uses capitalised
-    keys."""
-    return _dialect_of_file(read_if_any(folder / names[-1])) if names else False
 
 
 def _dialect_of_file(data: bytes | None) -> bool:

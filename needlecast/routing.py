@@ -34,11 +34,13 @@ class Entry:
 
 @dataclass(slots=True)
 class Record:
-    """What a sender's delivery journal knows about one entry."""
+    """What a sender's delivery journal knows about one entry. The name sets are frozen: a
+    journal holds a thousand or more records in a router's memory, and shares one set among
+    every record with the same recipients (`Journal`) instead of a set of its own for each."""
 
     digest: str
-    delivered: set[str] = field(default_factory=set)
-    dead: set[str] = field(default_factory=set)  # error codes already dead-lettered
+    delivered: frozenset[str] = frozenset()
+    dead: frozenset[str] = frozenset()  # error codes already dead-lettered
     archived: bool = False
     at: str = ""
 
@@ -159,7 +161,7 @@ def plan_entry(entry: Entry, sender: str, directory: Directory, record: Record |
         return EntryPlan(entry.key, None, dead=(DeadNote("DUPLICATE_MESSAGE_ID", reason),))
     if record is not None and record.digest == entry.digest and record.settled():
         return EntryPlan(entry.key, None, remove_only=True)
-    done_dead = record.dead if record is not None and record.digest == entry.digest else set()
+    done_dead = record.dead if record is not None and record.digest == entry.digest else frozenset()
     if entry.problem is not None and entry.problem.code in ("MERGE_CONFLICT", "FORMAT_TOO_NEW"):
         # Half of a git merge, or a file a newer moss-files wrote: neither delivered nor
         # dead-lettered nor removed until a person resolves it (or upgrades moss-files).

@@ -44,3 +44,19 @@ def test_values_that_need_quotes_are_left_to_ruamel() -> None:
     for value in ("true", "no", "0755", "1.5", "null", "~", "a: b", "ends:", "x #y", "", " lead", "trail ", "-dash", "été"):
         assert yamlrt.dump_simple({"k": value}) is None, value
     assert yamlrt.dump_simple({"k": []}) is None and yamlrt.dump_simple({"k": None}) is None
+
+
+def test_the_plain_scalar_cache_keeps_a_bounded_working_set_for_a_stream_of_new_values() -> None:
+    """A daemon reading a message stream meets new ids and times forever: the cache of
+    resolved scalars stays at 1,024 entries (it held 8,192, ~1.5 MB, filled only after
+    ~8,000 messages), and answers as the uncached resolution."""
+    from moss_files.foundation import yaml_reader
+    from moss_files.foundation import yaml_scalars as yaml12
+
+    for number in range(5000):
+        assert yaml_reader.load_fast(f"id: msg-{number}\ntime: 2026-03-01T10:{number % 60:02d}:00Z\ncount: {number}\n") == {
+            "id": f"msg-{number}",
+            "time": yaml12.resolve_plain(f"2026-03-01T10:{number % 60:02d}:00Z"),
+            "count": number,
+        }
+    assert yaml_reader.resolve_plain_cached.cache_info().currsize <= 1024
