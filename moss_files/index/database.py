@@ -433,10 +433,13 @@ class SearchIndex:
 
     # ----------------------------------------------------------------- use
 
-    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None) -> T:
+    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None, scope: str | None = None) -> T:
         """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
         With `paths` (relative to the root), the refresh looks at those files alone, as a
-        watcher does with the files its events name; it never asks a watcher. Where the cache
+        watcher does with the files its events name; it never asks a watcher. With `scope` (a
+        folder relative to the root), a refresh without a watcher walks that folder alone, for
+        `work` that reads only the rows of files below it (the rest are left as they were,
+        until a refresh that walks them). Where the cache
         folder cannot be written (a read-only checkout), the index is built in memory for this
         one call instead, and `notify` says so.
 
@@ -445,21 +448,21 @@ class SearchIndex:
         """
         fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
         try:
-            return self._run_cached(work, refresh, paths)
+            return self._run_cached(work, refresh, paths, scope)
         except CacheError as err:
             if err.code != "NOT_WRITABLE":
                 raise
             self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
             return self._run_in_memory(work)
 
-    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None) -> T:
+    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None, scope: str | None = None) -> T:
         # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
         warm = self._watcher_synced() if refresh and paths is None else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths)
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths, scope=scope)
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
@@ -657,6 +660,28 @@ class SearchIndex:
         )
 
 
+def _matched_trees(value: str | None) -> dict[str, str]:
+    """The trees the index matches exactly, from the meta row `tree`: {folder: fingerprint},
+    the whole tree's under "". The row holds the whole tree's fingerprint alone (as every
+    version of this index writes it), or with folders' trees as lines `folder<TAB>fingerprint`
+    (the whole tree's folder empty). Every write of the index deletes the row, so each tree
+    in it is one the index still matches; a version that knows only the whole tree finds the
+    lines no fingerprint of its, compares file by file, and deletes the row as it writes."""
+    if not value:
+        return {}
+    if "\t" not in value:
+        return {"": value}
+    return dict(line.split("\t", 1) for line in value.split("\n") if "\t" in line)
+
+
+def _tree_value(trees: dict[str, str]) -> str:
+    """The meta row `tree` for these trees (see `_matched_trees`)."""
+    kept = {folder: print_ for folder, print_ in trees.items() if "\t" not in folder and "\n" not in folder}
+    if set(kept) <= {""}:
+        return kept.get("", "")
+    return "\n".join(f"{folder}\t{print_}" for folder, print_ in sorted(kept.items()))
+
+
 def _rebuild_message(reason: str) -> str:
     if reason == "missing":
         return "search index built"
@@ -677,19 +702,31 @@ class View:
 
     # ----------------------------------------------------------------- refresh
 
-    def refresh(self, paths: Collection[str] | None = None) -> RefreshReport:
+    def refresh(self, paths: Collection[str] | None = None, *, scope: str | None = None) -> RefreshReport:
         """Bring the index in step with the files; cheap when nothing changed. With `paths`,
         only those files (relative to the root) are looked at: each one's rows are made to
-        match the file, or removed when it is gone or no source owns it any more."""
+        match the file, or removed when it is gone or no source owns it any more. With
+        `scope` (a folder relative to the root), only the files below it: those the walk
+        lists there, and those the index holds there."""
         started = time.perf_counter()
         root = self.index.root
-        if paths is None:
+        whole = paths is None and scope is None  # a walk of every folder: it counts the files
+        matched = _matched_trees(self.index.meta.get("tree"))
+        if paths is None and scope is not None:
+            tree = walk(root, self.registry, under=scope)
+            fingerprint = tree.fingerprint()
+            if fingerprint == matched.get(scope):
+                return RefreshReport(files=self._file_count(), seconds=time.perf_counter() - started)
+            disk = tree.signatures()
+            below = {"low": f"{scope}/", "high": f"{scope}0"}  # '0' follows '/': every path below
+            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files WHERE path > :low AND path < :high", below))
+        elif paths is None:
             tree = walk(root, self.registry)
             fingerprint = tree.fingerprint()
-            if fingerprint == self.index.meta.get("tree"):
+            if fingerprint == matched.get(""):
                 return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
             disk = tree.signatures()
-            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+            cached = dict(self.conn.execute("SELECT path, sig FROM files"))
         else:
             fingerprint = None
             disk = stat_paths(root, self.registry, paths)
@@ -697,8 +734,8 @@ class View:
         plan = plan_refresh(disk, cached)
         if plan.empty:
             if fingerprint is not None:
-                self._remember_tree(fingerprint)
-            return RefreshReport(files=len(disk) if paths is None else self._file_count(), seconds=time.perf_counter() - started)
+                self._remember_tree(fingerprint, scope or "")
+            return RefreshReport(files=len(disk) if whole else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
@@ -709,10 +746,10 @@ class View:
         work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
         gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
         if not work and not gone:
-            files = len(disk) if paths is None else self._file_count()
+            files = len(disk) if whole else self._file_count()
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
-        return report if paths is None else replace(report, files=self._file_count())
+        return report if whole else replace(report, files=self._file_count())
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""
@@ -726,13 +763,16 @@ class View:
     def _file_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
-    def _remember_tree(self, fingerprint: str) -> None:
-        """Store the fingerprint of the tree the index now matches exactly, if no other writer
-        is busy (it only saves the next refresh a comparison; it is never needed)."""
+    def _remember_tree(self, fingerprint: str, scope: str = "") -> None:
+        """Store the fingerprint of the tree (or of the folder `scope`'s tree) the index now
+        matches exactly, if no other writer is busy (it only saves the next refresh a
+        comparison; it is never needed)."""
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (fingerprint,))
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'tree'").fetchone()
+            value = _tree_value({**_matched_trees(row[0] if row else None), scope: fingerprint})
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (value,))
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             if getattr(exc, "sqlite_errorname", None) != "SQLITE_BUSY" and _not_writable(exc, self.index.path) is None:
@@ -772,7 +812,7 @@ class View:
         gone = list(gone)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree
+            conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree (and its folders' trees)
             stored = self._stored(work)
             batch = _Batch(self.registry, conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0])
             touched = changed = added = 0
