@@ -325,7 +325,8 @@ def run(argv: Sequence[str]) -> int | None:
         command = _index_refresh if argv[1] == "refresh" else _index_rebuild
     elif argv[:1] and argv[0] in LISTING_COMMANDS:
         params = parse_listing(argv[1:], argv[0])
-        command = {"list": _list, "inventory": _inventory, "latest": _latest}[argv[0]]
+        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest}
+        command = runners[argv[0]]
     else:
         return None
     if params is None or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
