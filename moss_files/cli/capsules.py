@@ -22,9 +22,9 @@ import typer
 
 from moss_files.capsules import service as capsules
 from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
+from moss_files.cli import quick
 from moss_files.cli.support import JsonOpt, RootOpt, confirm, emit, note, report, reporting
-from moss_files.foundation import config, document, structured
-from moss_files.foundation import workspace as workspaces
+from moss_files.foundation import document, structured
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
 
@@ -40,17 +40,13 @@ RoleOpt = Annotated[str | None, typer.Option("--role", help="Only capsules of th
 DeletedOpt = Annotated[bool, typer.Option("--include-deleted", help="Include soft-deleted capsules.")]
 
 
-def _row(item: dict[str, Any]) -> str:
-    """One human line for a capsule summary."""
-    handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
-    flag = " (deleted)" if item.get("deleted_at") else ""
-    title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
-    return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
+# One rendering with the typer-free `moss list|inventory|latest` (cli.quick).
+_row = quick.capsule_row
+_listing = quick.capsule_listing
 
 
 def _context(root: Path | None) -> Context:
-    top = workspaces.find_workspace(explicit=root)
-    return Context(top, config=config.load_config(top))
+    return quick.capsule_context(root)
 
 
 def _read_text(value: str | None, what: str) -> str | None:
@@ -79,11 +75,8 @@ def _out(text: str) -> None:
 
 
 def _warn_problems(result: dict[str, Any]) -> None:
-    for problem in result.get("problems", []):
-        where = problem.get("path", "")
-        if problem.get("line"):
-            where += f":{problem['line']}"
-        note(f"warning[{problem['code']}] {where}: {problem['message']}")
+    for line in quick.problem_lines(result):
+        note(line)
 
 
 def register(app: typer.Typer) -> None:
@@ -281,8 +274,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit(result, True)
         elif item is None:
-            filtered = ", ".join(f"{key} {value!r}" for key, value in (("run", run_id), ("phase", phase), ("role", role)) if value)
-            report(NotFound(f"no capsule in workspace {workspace!r}" + (f" with {filtered}" if filtered else "")))
+            report(quick.no_latest_error(workspace, run_id, phase, role))
         elif include_text:
             _out(item["capsule_text"])
         else:
@@ -650,11 +642,3 @@ def _days(text: str | None) -> int | None:
         return int(value)
     except ValueError:
         raise InvalidRequest(f"--older-than takes days, such as 7d; got {text!r}") from None
-
-
-def _listing(result: dict[str, Any]) -> str:
-    page = result["pagination"]
-    lines = [_row(item) for item in result["items"]]
-    shown = f"{page['offset'] + 1}-{page['offset'] + len(result['items'])}" if result["items"] else "none"
-    lines.append(f"({shown} of {page['total']}{', more with --offset' if page['has_more'] else ''})")
-    return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""`moss search` and `moss index refresh|rebuild` run without typer, in their common forms.
+"""`moss search`, `moss index refresh|rebuild` and `moss list|inventory|latest` run without
+typer, in their common forms.
 
 Entry layer. A search is a few milliseconds of work; building typer's machinery and the
 command costs a process more than that, so `cli.main` hands its arguments here first. An
@@ -7,9 +8,11 @@ convert as click converts them) runs here and prints what the typer command prin
 byte, with the same exit status. Anything else (`--help`, an option that needs a value and has
 none, a flag given a value, no query words, a command or option of another shape, an output
 stream click would re-encode) returns None and goes to typer, which runs or reports it.
-tests/index/test_quick_cli.py compares the two on generated command lines and on real runs.
+tests/index/test_quick_cli.py and tests/capsules/test_quick_listing_cli.py compare the two on
+generated command lines and on real runs.
 
-The rendering of these commands lives here, and `cli.search` (their typer twins) uses it.
+The rendering of these commands lives here, and `cli.search` and `cli.capsules` (their typer
+twins) use it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,29 @@ _SEARCH_VALUES = {"--kind": "kind", "--limit": "limit", "--offset": "offset", "-
 _SEARCH_FLAGS = {"--all": "match_all", "--raw": "raw", "--json": "as_json"}
 _INTEGERS = ("limit", "offset")
 _INDEX_COMMANDS = ("refresh", "rebuild")
+# `moss list|inventory|latest`: (their parameters' defaults, value options, flags), as
+# cli.capsules declares them (a test compares with click's parsing of the typer commands).
+_FILTER_OPTIONS = {"--run-id": "run_id", "--phase": "phase", "--role": "role", "--root": "root", "--project": "root"}
+_PAGE_OPTIONS = {"--limit": "limit", "-l": "limit", "--offset": "offset", "-o": "offset"}
+_WORKSPACE_OPTIONS = {"--workspace": "workspace", "-w": "workspace"}
+_FILTERS = {"run_id": None, "phase": None, "role": None, "include_deleted": False, "root": None, "as_json": False}
+LISTING_COMMANDS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]]] = {
+    "list": (
+        {"workspace": "default", "limit": 20, "offset": 0, **_FILTERS},
+        {**_WORKSPACE_OPTIONS, **_PAGE_OPTIONS, **_FILTER_OPTIONS},
+        {"--include-deleted": "include_deleted", "--json": "as_json"},
+    ),
+    "inventory": (
+        {"workspace": None, "tag": None, "name_prefix": None, "limit": 100, "offset": 0, **_FILTERS},
+        {**_WORKSPACE_OPTIONS, "--tag": "tag", "--name-prefix": "name_prefix", **_PAGE_OPTIONS, **_FILTER_OPTIONS},
+        {"--include-deleted": "include_deleted", "--json": "as_json"},
+    ),
+    "latest": (
+        {"workspace": "default", "include_text": False, **_FILTERS},
+        {**_WORKSPACE_OPTIONS, **_FILTER_OPTIONS},
+        {"--include-text": "include_text", "--include-deleted": "include_deleted", "--json": "as_json"},
+    ),
+}
 SETUP_COMMANDS = ("init", "merge", "version", "codes")  # moss commands run without the merge-driver warning
 
 
@@ -94,6 +120,44 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
         return None  # click: "Missing argument 'QUERY...'."
     params["query"] = tuple(words)
     params["kind"] = tuple(kinds)
+    if params["root"] is None:
+        params["root"] = _env_root()
+    return params
+
+
+def parse_listing(args: Sequence[str], command: str) -> dict[str, Any] | None:
+    """The parameters typer would give `moss list|inventory|latest` (`command`) for `args` (the
+    words after it), in click's types (ints, the root as a string); None when this parser is
+    not certain, or click would refuse them: help, a word that is no option of the command, an
+    option that needs a value and has none, a value that starts with `-` or is empty, a flag
+    given a value, a short option with its value attached (`-l5`)."""
+    defaults, values, flags = LISTING_COMMANDS[command]
+    params = dict(defaults)
+    position = 0
+    while position < len(args):
+        token = args[position]
+        position += 1
+        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        if name in flags and not equals:
+            params[flags[name]] = True
+            continue
+        if name not in values:
+            return None
+        if not equals:
+            if position >= len(args):
+                return None
+            value = args[position]
+            position += 1
+        if not value or value.startswith("-"):
+            return None
+        key = values[name]
+        if key in _INTEGERS:
+            try:
+                params[key] = int(value)  # click's INT converts with int() too
+            except ValueError:
+                return None
+        else:
+            params[key] = value
     if params["root"] is None:
         params["root"] = _env_root()
     return params
@@ -200,6 +264,53 @@ def workspace_context(root: Path | str | None, note: Callable[[str], None] = str
     return Context(top, notify=note, progress=progress_printer(note))
 
 
+def capsule_row(item: dict[str, Any]) -> str:
+    """One human line for a capsule summary."""
+    from moss_files.capsules.model import ms_to_rfc3339
+
+    handle = f"{item['workspace']}/{item['name']}" if item.get("name") else f"{item['workspace']}/@{item['id']}"
+    flag = " (deleted)" if item.get("deleted_at") else ""
+    title = f"  {item['title']}" if item.get("title") and item.get("title") != item.get("name") else ""
+    return f"{ms_to_rfc3339(item['updated_at'] * 1000)}  {item['id']}  {handle}  {item['capsule_chars']} chars{title}{flag}"
+
+
+def capsule_listing(result: dict[str, Any]) -> str:
+    """The human text of `moss list|inventory`: a line per capsule, then the page's place."""
+    page = result["pagination"]
+    lines = [capsule_row(item) for item in result["items"]]
+    shown = f"{page['offset'] + 1}-{page['offset'] + len(result['items'])}" if result["items"] else "none"
+    lines.append(f"({shown} of {page['total']}{', more with --offset' if page['has_more'] else ''})")
+    return "\n".join(lines)
+
+
+def problem_lines(result: dict[str, Any]) -> list[str]:
+    """The stderr warnings for the files a capsule use case could not read."""
+    lines = []
+    for problem in result.get("problems", []):
+        where = problem.get("path", "")
+        if problem.get("line"):
+            where += f":{problem['line']}"
+        lines.append(f"warning[{problem['code']}] {where}: {problem['message']}")
+    return lines
+
+
+def no_latest_error(workspace: str, run_id: str | None, phase: str | None, role: str | None) -> Any:
+    """The NotFound `moss latest` reports when no capsule qualifies."""
+    from moss_files.foundation.errors import NotFound
+
+    filtered = ", ".join(f"{key} {value!r}" for key, value in (("run", run_id), ("phase", phase), ("role", role)) if value)
+    return NotFound(f"no capsule in workspace {workspace!r}" + (f" with {filtered}" if filtered else ""))
+
+
+def capsule_context(root: Path | str | None) -> Context:
+    """The Context of the capsule commands: the workspace at (or around) `root`, with its settings."""
+    from moss_files.foundation import config, workspace
+    from moss_files.foundation.context import Context
+
+    top = workspace.find_workspace(explicit=root)
+    return Context(top, config=config.load_config(top))
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -212,6 +323,10 @@ def run(argv: Sequence[str]) -> int | None:
     elif len(argv) >= 2 and argv[0] == "index" and argv[1] in _INDEX_COMMANDS:
         params = parse_index(argv[2:], argv[1])
         command = _index_refresh if argv[1] == "refresh" else _index_rebuild
+    elif argv[:1] and argv[0] in LISTING_COMMANDS:
+        params = parse_listing(argv[1:], argv[0])
+        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest}
+        command = runners[argv[0]]
     else:
         return None
     if params is None or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
@@ -285,3 +400,101 @@ def _index_rebuild(root: str | None, as_json: bool, summaries: str) -> int:
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status
+
+
+def _listed(as_json: bool, work: Callable[[], dict[str, Any]]) -> int:
+    """Run a listing use case and print its page, as `moss list|inventory` print it."""
+    status, result = _reported(as_json, work)
+    if status:
+        return status
+    for line in problem_lines(result):
+        streams.note(line)
+    streams.emit(result, as_json, text=capsule_listing(result))
+    return 0
+
+
+def _path(root: str | None) -> Path | None:
+    """The root as click hands it to the typer command (a Path)."""
+    from pathlib import Path
+
+    return Path(root) if root is not None else None
+
+
+def _list(
+    workspace: str, limit: int, offset: int, include_deleted: bool, run_id: str | None, phase: str | None, role: str | None, root: str | None, as_json: bool
+) -> int:
+    from moss_files.capsules import service as capsules
+
+    return _listed(
+        as_json,
+        lambda: capsules.list_capsules(
+            capsule_context(_path(root)),
+            workspace=workspace,
+            limit=limit,
+            offset=offset,
+            include_deleted=include_deleted,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+        ),
+    )
+
+
+def _inventory(
+    workspace: str | None,
+    tag: str | None,
+    name_prefix: str | None,
+    limit: int,
+    offset: int,
+    include_deleted: bool,
+    run_id: str | None,
+    phase: str | None,
+    role: str | None,
+    root: str | None,
+    as_json: bool,
+) -> int:
+    from moss_files.capsules import service as capsules
+
+    return _listed(
+        as_json,
+        lambda: capsules.inventory(
+            capsule_context(_path(root)),
+            workspace=workspace,
+            tag=tag,
+            name_prefix=name_prefix,
+            run_id=run_id,
+            phase=phase,
+            role=role,
+            include_deleted=include_deleted,
+            limit=limit,
+            offset=offset,
+        ),
+    )
+
+
+def _latest(
+    workspace: str, include_text: bool, include_deleted: bool, run_id: str | None, phase: str | None, role: str | None, root: str | None, as_json: bool
+) -> int:
+    from moss_files.capsules import service as capsules
+
+    status, result = _reported(
+        as_json,
+        lambda: capsules.latest(
+            capsule_context(_path(root)), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role
+        ),
+    )
+    if status:
+        return status
+    for line in problem_lines(result):
+        streams.note(line)
+    item = result["item"]
+    if as_json:
+        streams.emit(result, True)
+    elif item is None:
+        streams.report(no_latest_error(workspace, run_id, phase, role), False)
+    elif include_text:
+        sys.stdout.write(item["capsule_text"])  # as is: a capsule's bytes must not gain a newline
+        sys.stdout.flush()
+    else:
+        streams.emit(item, False, text=capsule_row(item))
+    return 3 if item is None else 0

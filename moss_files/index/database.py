@@ -63,6 +63,13 @@ MAX_BUILD_WORKERS = 4
 MMAP_BYTES = 256 * 1024 * 1024
 FTS_HASH_BYTES = 8 * 1024 * 1024  # FTS5's buffer of pending terms in a build (its default: 1 MB)
 COLUMNS = ("id", "title", "tags", "body", "extra")
+# A text search without filters ranks first its RANK_POOL matches of best bm25 (or
+# RANK_POOL_PER_ROW times the rows its page needs, up to RANK_POOL_MAX), and every match only
+# when those cannot vouch for the page (View._ranked_from_pool). On the generated 100,000-item
+# workspace a page of 21 rows needed a pool of 80 to 250, one of 201 rows 660 to 890.
+RANK_POOL = 400
+RANK_POOL_PER_ROW = 8
+RANK_POOL_MAX = 4000
 
 TABLES = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -426,10 +433,13 @@ class SearchIndex:
 
     # ----------------------------------------------------------------- use
 
-    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None) -> T:
+    def run(self, work: Callable[[View], T], *, refresh: bool = True, paths: Collection[str] | None = None, scope: str | None = None) -> T:
         """Open the index (rebuilding it when unusable), refresh it, and return `work(view)`.
         With `paths` (relative to the root), the refresh looks at those files alone, as a
-        watcher does with the files its events name; it never asks a watcher. Where the cache
+        watcher does with the files its events name; it never asks a watcher. With `scope` (a
+        folder relative to the root), a refresh without a watcher walks that folder alone, for
+        `work` that reads only the rows of files below it (the rest are left as they were,
+        until a refresh that walks them). Where the cache
         folder cannot be written (a read-only checkout), the index is built in memory for this
         one call instead, and `notify` says so.
 
@@ -438,21 +448,21 @@ class SearchIndex:
         """
         fs.check_confined(self.dir)  # a linked `.moss/` must not put the cache somewhere else
         try:
-            return self._run_cached(work, refresh, paths)
+            return self._run_cached(work, refresh, paths, scope)
         except CacheError as err:
             if err.code != "NOT_WRITABLE":
                 raise
             self.notify(f"cannot write the search cache in {self.dir} ({err.message}); searching without one")
             return self._run_in_memory(work)
 
-    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None) -> T:
+    def _run_cached(self, work: Callable[[View], T], refresh: bool, paths: Collection[str] | None, scope: str | None = None) -> T:
         # A running watcher that answers `sync` has the index fresh as of this moment: no walk.
         warm = self._watcher_synced() if refresh and paths is None else None
         for attempt in range(3):
             try:
                 with self._view() as view:
                     if refresh:
-                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths)
+                        self.last_refresh = RefreshReport(files=warm, watched=True) if warm is not None else view.refresh(paths, scope=scope)
                     return work(view)
             except _Unusable as unusable:
                 if attempt == 2:
@@ -650,6 +660,28 @@ class SearchIndex:
         )
 
 
+def _matched_trees(value: str | None) -> dict[str, str]:
+    """The trees the index matches exactly, from the meta row `tree`: {folder: fingerprint},
+    the whole tree's under "". The row holds the whole tree's fingerprint alone (as every
+    version of this index writes it), or with folders' trees as lines `folder<TAB>fingerprint`
+    (the whole tree's folder empty). Every write of the index deletes the row, so each tree
+    in it is one the index still matches; a version that knows only the whole tree finds the
+    lines no fingerprint of its, compares file by file, and deletes the row as it writes."""
+    if not value:
+        return {}
+    if "\t" not in value:
+        return {"": value}
+    return dict(line.split("\t", 1) for line in value.split("\n") if "\t" in line)
+
+
+def _tree_value(trees: dict[str, str]) -> str:
+    """The meta row `tree` for these trees (see `_matched_trees`)."""
+    kept = {folder: print_ for folder, print_ in trees.items() if "\t" not in folder and "\n" not in folder}
+    if set(kept) <= {""}:
+        return kept.get("", "")
+    return "\n".join(f"{folder}\t{print_}" for folder, print_ in sorted(kept.items()))
+
+
 def _rebuild_message(reason: str) -> str:
     if reason == "missing":
         return "search index built"
@@ -666,22 +698,35 @@ class View:
         self.index = index
         self.conn = conn
         self.registry = index.registry
+        self.last_ranking: str | None = None  # how the last text search ranked: "pool" or "full"
 
     # ----------------------------------------------------------------- refresh
 
-    def refresh(self, paths: Collection[str] | None = None) -> RefreshReport:
+    def refresh(self, paths: Collection[str] | None = None, *, scope: str | None = None) -> RefreshReport:
         """Bring the index in step with the files; cheap when nothing changed. With `paths`,
         only those files (relative to the root) are looked at: each one's rows are made to
-        match the file, or removed when it is gone or no source owns it any more."""
+        match the file, or removed when it is gone or no source owns it any more. With
+        `scope` (a folder relative to the root), only the files below it: those the walk
+        lists there, and those the index holds there."""
         started = time.perf_counter()
         root = self.index.root
-        if paths is None:
+        whole = paths is None and scope is None  # a walk of every folder: it counts the files
+        matched = _matched_trees(self.index.meta.get("tree"))
+        if paths is None and scope is not None:
+            tree = walk(root, self.registry, under=scope)
+            fingerprint = tree.fingerprint()
+            if fingerprint == matched.get(scope):
+                return RefreshReport(files=self._file_count(), seconds=time.perf_counter() - started)
+            disk = tree.signatures()
+            below = {"low": f"{scope}/", "high": f"{scope}0"}  # '0' follows '/': every path below
+            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files WHERE path > :low AND path < :high", below))
+        elif paths is None:
             tree = walk(root, self.registry)
             fingerprint = tree.fingerprint()
-            if fingerprint == self.index.meta.get("tree"):
+            if fingerprint == matched.get(""):
                 return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
             disk = tree.signatures()
-            cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files"))
+            cached = dict(self.conn.execute("SELECT path, sig FROM files"))
         else:
             fingerprint = None
             disk = stat_paths(root, self.registry, paths)
@@ -689,8 +734,8 @@ class View:
         plan = plan_refresh(disk, cached)
         if plan.empty:
             if fingerprint is not None:
-                self._remember_tree(fingerprint)
-            return RefreshReport(files=len(disk) if paths is None else self._file_count(), seconds=time.perf_counter() - started)
+                self._remember_tree(fingerprint, scope or "")
+            return RefreshReport(files=len(disk) if whole else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
@@ -701,10 +746,10 @@ class View:
         work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
         gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
         if not work and not gone:
-            files = len(disk) if paths is None else self._file_count()
+            files = len(disk) if whole else self._file_count()
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
-        return report if paths is None else replace(report, files=self._file_count())
+        return report if whole else replace(report, files=self._file_count())
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""
@@ -718,13 +763,16 @@ class View:
     def _file_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
-    def _remember_tree(self, fingerprint: str) -> None:
-        """Store the fingerprint of the tree the index now matches exactly, if no other writer
-        is busy (it only saves the next refresh a comparison; it is never needed)."""
+    def _remember_tree(self, fingerprint: str, scope: str = "") -> None:
+        """Store the fingerprint of the tree (or of the folder `scope`'s tree) the index now
+        matches exactly, if no other writer is busy (it only saves the next refresh a
+        comparison; it is never needed)."""
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (fingerprint,))
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'tree'").fetchone()
+            value = _tree_value({**_matched_trees(row[0] if row else None), scope: fingerprint})
+            self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (value,))
             self.conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             if getattr(exc, "sqlite_errorname", None) != "SQLITE_BUSY" and _not_writable(exc, self.index.path) is None:
@@ -764,7 +812,7 @@ class View:
         gone = list(gone)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree
+            conn.execute("DELETE FROM meta WHERE key = 'tree'")  # the index is leaving that tree (and its folders' trees)
             stored = self._stored(work)
             batch = _Batch(self.registry, conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0])
             touched = changed = added = 0
@@ -830,8 +878,13 @@ class View:
         offset: int = 0,
         match_all: bool = False,
         raw: str | None = None,
+        pool: int | None = None,
     ) -> Found:
-        """Items matching the query, best first (newest first when it has no text)."""
+        """Items matching the query, best first (newest first when it has no text). A text
+        query without filters ranks a pool of its matches of best bm25 first (see
+        `_ranked_from_pool`): `pool` of them (None: as many as its page needs, see RANK_POOL;
+        0: none, every match is ranked; the answer is the same). `last_ranking` says which
+        ranking answered."""
         from moss_files.index.query import FIELD_WEIGHTS, RECENCY_DAYS, RECENCY_MAX_BOOST, exclusion_expression, fts_expression
 
         where, params = self._where(query, kinds, now)
@@ -842,6 +895,21 @@ class View:
         # then each match's row is joined for the filters and the recency boost.
         if expression:
             boost = f"(1.0 + {RECENCY_MAX_BOOST} * coalesce(max(0.0, min(1.0, 1.0 - (? - i.ts) / {86400.0 * RECENCY_DAYS})), 0.0))"
+            if pool is None:
+                pool = max(RANK_POOL, RANK_POOL_PER_ROW * (offset + limit + 1))
+                pool = pool if pool <= RANK_POOL_MAX else 0  # a deep page: ranking every match costs no more
+            # A filter drops matches from the pool as well, leaving it too few to vouch for a page.
+            pooled = pool > 0 and not query.filters and not kinds
+            try:
+                found = self._ranked_from_pool(expression, weights, boost, where, params, now.timestamp(), limit, offset, pool) if pooled else None
+            except sqlite3.OperationalError as exc:
+                if raw is not None and getattr(exc, "sqlite_errorname", None) == "SQLITE_ERROR":
+                    raise InvalidRequest(f"invalid FTS5 query: {exc}", hint="drop --raw to have the text escaped") from None
+                raise
+            if found is not None:
+                self.last_ranking = "pool"
+                return found
+            self.last_ranking = "full"
             sql = (
                 f"SELECT {_ITEM_COLUMNS}, -bm25(items_fts, {weights}) * {boost} AS score "
                 f"FROM items_fts CROSS JOIN items i ON i.rowid = items_fts.rowid "
@@ -866,6 +934,50 @@ class View:
                 raise InvalidRequest(f"invalid FTS5 query: {exc}", hint="drop --raw to have the text escaped") from None
             raise
         return Found(tuple(_hit(row) for row in rows[:limit]), len(rows) > limit)
+
+    def _ranked_from_pool(
+        self, expression: str, weights: str, boost: str, where: str, params: list[Any], now: float, limit: int, offset: int, pool: int
+    ) -> Found | None:
+        """The page `search` gives for a text query, ranked from the matches of best bm25
+        alone (the pool): None when the pool cannot vouch for the page (the full ranking
+        decides then).
+
+        The full ranking computes bm25 for every match (FTS5 has no top-k), then joins each
+        match's row for the filters and the recency boost and sorts them all: on a common term
+        (a third of 100,000 items) the join and sort cost as much as bm25 itself. The score is
+        bm25 times a boost between 1 and 1 + RECENCY_MAX_BOOST, so a match outside the pool
+        (bm25 at most the pool's least, `floor`) scores at most `floor` times the largest
+        boost. Ranking the pool alone, with the very expressions, filters and order of the
+        full ranking, gives the first offset + limit + 1 rows of the full ranking whenever
+        the last of them scores above that bound: every row outside the pool then ranks
+        below it (ties included, as they score the same), and the rows above it are all in
+        the pool. The pool's bm25 values go back to SQLite as bound doubles, so every score
+        is the very number the full ranking computes."""
+        from moss_files.index.query import RECENCY_MAX_BOOST
+
+        wanted = offset + limit + 1
+        if 2 * pool + len(params) + 2 > self.conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER):
+            return None  # more than this SQLite binds at once
+        top = self.conn.execute(
+            f"SELECT rowid, -bm25(items_fts, {weights}) AS b FROM items_fts WHERE items_fts MATCH ? ORDER BY b DESC LIMIT ?", (expression, pool)
+        ).fetchall()
+        if not top:
+            return Found((), False)
+        rows = self.conn.execute(
+            f"WITH pool(id, b) AS (VALUES {', '.join(['(?, ?)'] * len(top))}) "
+            f"SELECT {_ITEM_COLUMNS}, pool.b * {boost} AS score FROM pool CROSS JOIN items i ON i.rowid = pool.id "
+            f"WHERE 1{where} ORDER BY score DESC, i.date DESC, i.id, i.path, i.anchor LIMIT ?",
+            [*(value for row in top for value in row), now, *params, wanted],
+        ).fetchall()
+        if len(top) == pool:  # more matches may lie outside the pool
+            floor = top[-1][1]
+            # Above the largest boost by a margin, so no rounding in SQLite's arithmetic can
+            # make a score outside the pool reach the bound.
+            bound = max(floor, floor * (1.0 + RECENCY_MAX_BOOST) * (1.0 + 1e-9))
+            if len(rows) < wanted or not rows[-1][-1] > bound:
+                return None
+        page = rows[offset:]
+        return Found(tuple(_hit(row) for row in page[:limit]), len(page) > limit)
 
     def _where(self, query: ParsedQuery, kinds: Sequence[str], now: datetime) -> tuple[str, list[Any]]:
         from moss_files.index.query import DATE_FIELDS, Filter

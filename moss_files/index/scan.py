@@ -47,19 +47,25 @@ _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BY_DESCRIPTOR = os.scandir in os.supports_fd
 
 
-def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
+def walk(root: Path, registry: Registry, *, stat: bool = True, under: str | None = None) -> Tree:
     """Every file some source owns, with its signature (see `model.signature`); with `stat`
-    false, the files alone (`sigs` empty), for a caller that takes each one's stat itself."""
+    false, the files alone (`sigs` empty), for a caller that takes each one's stat itself.
+    With `under` (a folder relative to the root), the files of the whole walk that lie below
+    that folder, and no folder elsewhere is listed."""
     base = str(root)
     paths: list[str] = []
     sigs: list[int] = []
     links: list[str] = []
     unreadable: list[str] = []
     stack: list[str] = []
-    for top in registry.tops:
-        if registry.descend(top):
-            # A toolkit folder that is a link leads out of the workspace: never read there.
-            (links if os.path.islink(f"{base}/{top}") else stack).append(top)
+    if under is not None:
+        if _walk_enters(base, registry, under):
+            stack.append(under)
+    else:
+        for top in registry.tops:
+            if registry.descend(top):
+                # A toolkit folder that is a link leads out of the workspace: never read there.
+                (links if os.path.islink(f"{base}/{top}") else stack).append(top)
     add_path = paths.append
     add_sig = sigs.append
     while stack:
@@ -118,6 +124,25 @@ def walk(root: Path, registry: Registry, *, stat: bool = True) -> Tree:
             if fd >= 0:
                 os.close(fd)
     return Tree(paths, sigs, sorted(links), sorted(unreadable))
+
+
+def _walk_enters(base: str, registry: Registry, folder: str) -> bool:
+    """Whether the whole walk would enter `folder`: below a top folder of the registry, every
+    folder on the way one it descends into, a folder (never a link), its name not hidden."""
+    parts = folder.split("/")
+    if parts[0] not in registry.tops:
+        return False
+    for depth in range(1, len(parts) + 1):
+        here = "/".join(parts[:depth])
+        if (depth > 1 and parts[depth - 1][:1] in ("", ".")) or not registry.descend(here):
+            return False
+        try:
+            mode = os.lstat(f"{base}/{here}").st_mode
+        except OSError:
+            return False
+        if not stat_module.S_ISDIR(mode):
+            return False  # a link (the walk lists it, never enters it), a file, gone
+    return True
 
 
 def stat_paths(root: Path, registry: Registry, paths: Iterable[str]) -> dict[str, Signature]:

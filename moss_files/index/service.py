@@ -386,8 +386,8 @@ def capsule_items(
     count: int | None = None,
     only_if_built: bool = False,
 ) -> CapsuleItems | None:
-    """The capsule items the index holds (refreshed first) below `.moss/capsules/` (or one
-    workspace `folder` of it), for `moss list`, `inventory` and `latest`, which read through
+    """The capsule items the index holds below `.moss/capsules/` (or one workspace `folder` of
+    it), the files there refreshed first, for `moss list`, `inventory` and `latest`, which read through
     the index and fall back to the files wherever it cannot answer as they would.
 
     The scope is the capsule files directly in the workspace folders, and with
@@ -466,7 +466,9 @@ def capsule_items(
     index = open_index(ctx)
     if only_if_built and not index.path.exists():
         return None
-    return index.run(work)
+    # Every row read is of a file below `base`: without a watcher, the refresh walks that
+    # folder alone (a workspace's tenth of 100,000 capsules, not every artifact).
+    return index.run(work, scope=base[:-1])
 
 
 def index_watch(
