@@ -69,7 +69,8 @@ SETTLE_SECONDS = 1.0  # quiet time before each burst measurement
 
 
 # A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
-# (it writes the messages whose number it is modulo that); prints its start, end and CPU.
+# (it writes the messages whose number it is modulo that); prints its start, end and CPU. Each
+# message carries its time, as `needlecast send` writes it.
 WRITER = """
 import json, random, sys, time
 from datetime import UTC, datetime
@@ -83,7 +84,7 @@ mine, writers = int(sys.argv[5]), int(sys.argv[6])
 plan = [(number, rng.sample(names, 2)) for number in range(count)]
 start, cpu = time.monotonic(), time.process_time()
 for number, (sender, recipient) in plan[mine::writers]:
-    message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n")
+    message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), body=f"burst {number}\\n")
     mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
 print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}))
 """
@@ -91,7 +92,8 @@ print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_t
 
 # A batched burst's writer: argv root, count, seed, sleeve names; each sender's messages go to
 # its outbox in one call (`append_outbox_many`, what `needlecast send --batch` runs), or one by
-# one where the checkout has no such call; prints its start, end, CPU and whether it batched.
+# one where the checkout has no such call, each with the batch's time as `send --batch` gives
+# it; prints its start, end, CPU and whether it batched.
 BATCH_WRITER = """
 import json, random, sys, time
 from datetime import UTC, datetime
@@ -100,10 +102,11 @@ from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 root, count, rng, names, prefix = Path(sys.argv[1]), int(sys.argv[2]), random.Random(int(sys.argv[3])), sys.argv[4].split(","), sys.argv[5]
+stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # `send --batch` gives every message the batch's time
 by_sender = {}
 for number in range(count):
     sender, recipient = rng.sample(names, 2)
-    by_sender.setdefault(sender, []).append(Message(id=f"{prefix}-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n"))
+    by_sender.setdefault(sender, []).append(Message(id=f"{prefix}-{number}", sender=sender, to=(recipient,), type="task", time=stamp, body=f"burst {number}\\n"))
 batched = hasattr(mailbox, "append_outbox_many")
 start, cpu = time.monotonic(), time.process_time()
 for sender, messages in by_sender.items():

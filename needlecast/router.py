@@ -101,6 +101,7 @@ class _Pass:
     archived: list[dict[str, Any]] = field(default_factory=list)  # `archived` facts of the pass's batch, not yet journaled
     batched: set[str] = field(default_factory=set)  # keys archived in the pass's batch
     unarchived: set[str] = field(default_factory=set)  # keys whose archive file the batch failed to write
+    set_aside: dict[Path, str] = field(default_factory=dict)  # outbox files set aside, linked as a delivered copy: source -> name aside
 
 
 @dataclass(slots=True)
@@ -312,8 +313,11 @@ class Router:
             settle.append(work.journal.path)
         self._dead_letters(work)
         finished = self._archive(work)
+        removed = {entry.source for entry in finished}
+        if any(source not in removed for source in work.set_aside):
+            mailbox.put_back_aside(work.box, {source: name for source, name in work.set_aside.items() if source not in removed})
         if finished:
-            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal), settle=False)
+            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal), settle=False, set_aside=work.set_aside)
             if any(entry.source != work.box.outbox_file for entry in finished):
                 settle.append(work.box.outbox_dir)
             work.report.removed += len(finished)
@@ -410,12 +414,22 @@ class Router:
                 return
             try:
                 # The inbox files first: a message reaches its inbox without waiting for its
-                # archive copy, which follows in the same pass.
-                shared_file.create_in_folders(inbox_groups, settle=False)
+                # archive copy, which follows in the same pass. An outbox file that is already
+                # the inbox copy's bytes is linked there rather than written again.
+                linked = self._link_copies(together, planned, archiving) if planned is not None else set()
+                shared_file.create_in_folders(
+                    [
+                        (folder, [file for number, file in enumerate(files) if (group, number) not in linked])
+                        for group, (folder, files) in enumerate(inbox_groups)
+                    ],
+                    settle=False,
+                )
                 shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
                 shared_file.make_durable([folder for folder, _files in groups])
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
+                for work in works:
+                    self._put_back(work)
                 for work, _ready in archiving:
                     self._archive_tops.pop(work.box.root, None)  # some files may be in place
                 failure = exc if isinstance(exc, MossError) else _unwritable(exc)
@@ -434,6 +448,50 @@ class Router:
             work.report.archived += len(ready)
             work.archived.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _copy in ready)
             work.batched.update(entry.key for entry, _copy in ready)
+
+    def _link_copies(
+        self,
+        together: list[tuple[str, list[tuple[_Pass, Entry, EntryPlan]], Mailbox]],
+        planned: mailbox.FolderDelivery,
+        archiving: list[tuple[_Pass, list[tuple[Entry, Message]]]],
+    ) -> set[tuple[int, int]]:
+        """Link into its first file-per-message inbox each outbox file that is archived in this
+        batch and holds exactly the bytes of its inbox copy, set aside in its outbox first
+        (`mailbox.set_aside_outbox_files`, which keeps only a file still as routed; `_finish`
+        deletes it there). A file created costs an inode, a link only a name: this spares one
+        new file per message. Return the (group, file) of `planned.groups` linked."""
+        ready = {id(entry) for _work, items in archiving for entry, _copy in items}
+        chosen: dict[int, tuple[_Pass, list[tuple[int, int, Entry]]]] = {}  # id(work) -> (work, [(group, file, entry)])
+        taken: set[int] = set()
+        for group, ((_name, items, _box), results) in enumerate(zip(together, planned.results, strict=True)):
+            folder, files = planned.groups[group]
+            number = -1
+            for (work, entry, _plan), result in zip(items, results, strict=True):
+                if result != mailbox.DELIVERED:
+                    continue
+                number += 1  # a new file for each delivered message, in order
+                if id(entry) in ready and id(entry) not in taken and entry.source.parent == work.box.outbox_dir and files[number][1] == entry.raw:
+                    taken.add(id(entry))
+                    chosen.setdefault(id(work), (work, []))[1].append((group, number, entry))
+        linked: set[tuple[int, int]] = set()
+        for work, picks in chosen.values():
+            work.set_aside.update(mailbox.set_aside_outbox_files(work.box, [entry for _group, _number, entry in picks]))
+            kept = [(group, number, entry) for group, number, entry in picks if entry.source in work.set_aside]
+            links = [(work.set_aside[entry.source], planned.groups[group][0], planned.groups[group][1][number][0]) for group, number, entry in kept]
+            for (group, number, _entry), done in zip(kept, shared_file.link_files(work.box.outbox_dir, links), strict=True):
+                if done is not None:
+                    linked.add((group, number))
+        return linked
+
+    def _put_back(self, work: _Pass) -> None:
+        """Put the sender's outbox files set aside for this pass back under their names."""
+        if work.set_aside:
+            aside, work.set_aside = work.set_aside, {}
+            try:
+                mailbox.put_back_aside(work.box, aside)
+            except (MossError, OSError) as exc:
+                # What stays aside, the next pass's recovery puts back (`recover_mailbox`).
+                say(self.log, "warn", f"needlecast: {work.sender}: {exc}")
 
     def _dead_letters(self, work: _Pass) -> None:
         """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""
