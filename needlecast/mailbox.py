@@ -1178,14 +1178,14 @@ def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True, se
         if settle:
             os.fsync(dir_fd)
     for moved, name in restore:
-        _restore(moved, name)
+        _restore(moved, name, unshare=False)  # set aside here, never linked
 
 
-def _restore(moved: Path, name: str) -> None:
+def _restore(moved: Path, name: str, *, unshare: bool = True) -> None:
     # Put back a file that must not be removed, under a fresh name if its own was taken.
     target = moved.with_name(name)
     try:
-        shared = os.stat(moved, follow_symlinks=False).st_nlink > 1
+        shared = unshare and os.stat(moved, follow_symlinks=False).st_nlink > 1
     except FileNotFoundError:
         return
     if shared:
@@ -1202,8 +1202,11 @@ def _restore(moved: Path, name: str) -> None:
 
 def set_aside_outbox_files(box: Mailbox, entries: list[Entry]) -> dict[Path, str]:
     """Rename routed v2 outbox files aside in their folder (`side_name` "aside"), each kept
-    aside only when it still holds the bytes it was routed with (else put back at once);
-    return {entry source: name aside} of those kept. The caller holds the sender's route lock.
+    aside only when it still holds the bytes it was routed with and is a file like one this
+    process would create (its owner, the mode its umask gives, no other name: nobody else can
+    change it through another path or wider rights once it is someone's inbox copy); the
+    others are put back at once. Return {entry source: name aside} of those kept. The caller
+    holds the sender's route lock.
 
     A file set aside can become a recipient's delivered copy by a link (one directory entry
     where a new file costs an inode), and is then deleted by `remove_from_outbox(set_aside=)`,
@@ -1214,6 +1217,7 @@ def set_aside_outbox_files(box: Mailbox, entries: list[Entry]) -> dict[Path, str
     """
     kept: dict[Path, str] = {}
     restore: list[tuple[Path, str]] = []
+    mode, owner = fs.new_file_mode(), os.geteuid()
     with fs.folder_fd(box.outbox_dir) as dir_fd:
         for entry in entries:
             moved = side_name(entry.source, "aside")
@@ -1221,12 +1225,14 @@ def set_aside_outbox_files(box: Mailbox, entries: list[Entry]) -> dict[Path, str
                 os.rename(entry.source.name, moved.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except FileNotFoundError:
                 continue
-            if (read_in(dir_fd, box.outbox_dir, moved.name) or b"") == entry.raw:
+            found = os.stat(moved.name, dir_fd=dir_fd, follow_symlinks=False)
+            plain = stat.S_ISREG(found.st_mode) and found.st_nlink == 1 and found.st_uid == owner and stat.S_IMODE(found.st_mode) == mode
+            if plain and (read_in(dir_fd, box.outbox_dir, moved.name) or b"") == entry.raw:
                 kept[entry.source] = moved.name
             else:
                 restore.append((moved, entry.source.name))
     for moved, name in restore:
-        _restore(moved, name)
+        _restore(moved, name, unshare=False)  # never linked: any other name is the writer's own
     return kept
 
 
