@@ -5,7 +5,9 @@ what is left to do, and applies it through `mailbox` (local sleeves) or `remote`
 other hosts). Each step is idempotent and the order makes every crash point safe:
 
 1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op; a file-per-message
-   entry that needs nothing else is archived in the same batch (the archive takes an id once);
+   entry that needs nothing else is archived in the same batch (the archive takes an id once),
+   and when its outbox file is its inbox copy byte for byte, that file is set aside in the
+   outbox and linked into the inbox instead of a new file (`_link_copies`);
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
 4. archive the rest in the sender's workspace (by id, once), then journal `archived`;
