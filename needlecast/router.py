@@ -427,7 +427,10 @@ class Router:
                     settle=False,
                 )
                 shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
-                shared_file.make_durable([folder for folder, _files in groups])
+                # A linked file's bytes are made durable here too: its writer may not have (a
+                # file written by hand), and its outbox name goes once this step is done.
+                linked_files = [inbox_groups[group][0] / inbox_groups[group][1][number][0] for group, number in sorted(linked)]
+                shared_file.make_durable([folder for folder, _files in groups] + linked_files)
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
                 for work in works:
