@@ -292,11 +292,17 @@ class Router:
         journal = self._journal(box)
         sender = sleeve.name
         done = _done_by(journal)
-        mailbox.recover_mailbox(box, done, sender, thorough=box.root not in self._recovered)
+        thorough = box.root not in self._recovered
+        mailbox.recover_mailbox(box, done, sender, thorough=thorough)
         self._recovered.add(box.root)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
+            if thorough and box.archive_dir.is_dir():
+                # A pass killed after its last removal and before its rotation left nothing to
+                # route, and so no pass to rotate: the first pass of a process, and each full
+                # sweep, rotates the top all the same.
+                mailbox.rotate_archive_folder(box, [], sender, top_files=self.archive_top_files, top=self._archive_top(box))
             return None
         now = self.clock()
         stamp = format_time(now)

@@ -24,6 +24,7 @@ from needlecast.routing import delivered_copy
 TOKEN = re.compile(r"token: (\S+)")
 DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink")
 TIME = "2026-03-01T10:00:00Z"
+TOP = 4  # archive top files before rotation, for these tests
 
 
 def send(root: Path, sender: str, messages: list[tuple[str, tuple[str, ...]]]) -> list[Path]:
@@ -48,6 +49,22 @@ def scenario(root: Path) -> None:
     send(root, "alice", [("a0", ("bob",)), ("a1", ("bob",)), ("a2", ("bob", "carol")), ("a3", ("dave",)), ("a4", ("carol",))])
     send(root, "bob", [("b0", ("carol",)), ("b1", ("alice",))])
     (Mailbox(root / "bob").outbox_dir / "0000_b2.md").write_text("---\nid: b2\nto: carol\n---\ntoken: b2\n")
+    # Archive tops past TOP, so that each pass also rotates (docs/formats.md, "Rotation").
+    for sender in ("alice", "bob"):
+        box = Mailbox(root / sender)
+        box.archive_dir.mkdir(exist_ok=True)
+        for number in range(TOP + 2):
+            when = f"2025-{number % 12 + 1:02d}-01T00:00:00Z"
+            copy = Message(
+                id=f"old-{sender}-{number}",
+                sender=sender,
+                to=("carol",),
+                type="task",
+                time=when,
+                body=f"token: old-{sender}-{number}\n",
+                extra={"routed": when},
+            )
+            (box.archive_dir / mailbox.message_file_name(copy, mailbox_now())).write_bytes(msg.render_message_document(copy).encode())
 
 
 def outcome(root: Path) -> dict[str, object]:
@@ -62,11 +79,13 @@ def outcome(root: Path) -> dict[str, object]:
         result[f"{name}:dead"] = len(mailbox.read_dead_letters(box))
         result[f"{name}:litter"] = sorted(p.name for p in box.dir.rglob("*") if ".tmp-" in p.name)
         result[f"{name}:shared"] = sorted(p.name for p in box.dir.rglob("*.md") if p.is_file() and p.stat().st_nlink > 1)
+        # Rotation ran: no message of an earlier month is left at the archive's top.
+        result[f"{name}:unrotated"] = sorted(n for n in mailbox.message_names(box.archive_dir) if "_old-" in n) if box.archive_dir.is_dir() else []
     return result
 
 
 def route(root: Path) -> None:
-    Router(root).route_all()
+    Router(root, archive_top_files=TOP).route_all()
 
 
 def test_a_message_written_as_send_writes_it_is_linked_into_its_inbox(tmp_path: Path) -> None:
@@ -96,29 +115,33 @@ def test_a_message_written_as_send_writes_it_is_linked_into_its_inbox(tmp_path: 
             assert path.read_bytes() == msg.render_message_document(copy).encode()
     assert outcome(root) == {
         "alice:inbox": ["b1"],
-        "alice:archived": ["a0", "a1", "a2", "a3", "a4"],
+        "alice:archived": ["a0", "a1", "a2", "a3", "a4"] + [f"old-alice-{n}" for n in range(TOP + 2)],
         "alice:outbox": [],
         "alice:dead": 0,
         "alice:litter": [],
         "alice:shared": [],
+        "alice:unrotated": [],
         "bob:inbox": ["a0", "a1", "a2"],
-        "bob:archived": ["b0", "b1", "b2"],
+        "bob:archived": ["b0", "b1", "b2"] + [f"old-bob-{n}" for n in range(TOP + 2)],
         "bob:outbox": [],
         "bob:dead": 0,
         "bob:litter": [],
         "bob:shared": [],
+        "bob:unrotated": [],
         "carol:inbox": ["a2", "a4", "b0", "b2"],
         "carol:archived": [],
         "carol:outbox": [],
         "carol:dead": 0,
         "carol:litter": [],
         "carol:shared": [],
+        "carol:unrotated": [],
         "dave:inbox": ["a3"],
         "dave:archived": [],
         "dave:outbox": [],
         "dave:dead": 0,
         "dave:litter": [],
         "dave:shared": [],
+        "dave:unrotated": [],
     }
     # The archive copy is still a file of its own, with what the router adds.
     archived = next(Mailbox(root / "alice").archive_dir.glob("*_alice_a0.md"))
