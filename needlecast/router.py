@@ -475,7 +475,7 @@ class Router:
         chosen: dict[int, tuple[_Pass, list[tuple[int, int, Entry]]]] = {}  # id(work) -> (work, [(group, file, entry)])
         taken: set[int] = set()
         for group, ((_name, items, _box), results) in enumerate(zip(together, planned.results, strict=True)):
-            folder, files = planned.groups[group]
+            files = planned.groups[group][1]
             number = -1
             for (work, entry, _plan), result in zip(items, results, strict=True):
                 if result != mailbox.DELIVERED:
