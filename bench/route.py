@@ -28,7 +28,7 @@ history. Its burst is written as a batch (`mailbox.append_outbox_many`, what `ne
 --batch` does: one durable step for a sender's messages), end to end from the writer's start
 to the last delivery, beside the batched writer alone as its floor. `--json` prints the
 history rows as one JSON document after the tables. `rows(size)` gives bench/all.py the same
-figures with `size` archived messages, and `--rows-only [--sizes N...] [--json PATH] [--quick]`
+figures with `size` archived messages, and `--rows-only [--sizes N...] [--json PATH] [--quick] [--baseline MOSS]`
 writes them for bench/all.py (ROWS_ARGS).
 
 `--baseline DIR` runs the burst a second time, in the same run, with the sidecar and writer of
@@ -69,7 +69,8 @@ SETTLE_SECONDS = 1.0  # quiet time before each burst measurement
 
 
 # A burst's writer: argv root, count, seed, sleeve names, its number and the number of writers
-# (it writes the messages whose number it is modulo that); prints its start, end and CPU.
+# (it writes the messages whose number it is modulo that); prints its start, end and CPU. Each
+# message carries its time, as `needlecast send` writes it.
 WRITER = """
 import json, random, sys, time
 from datetime import UTC, datetime
@@ -83,7 +84,7 @@ mine, writers = int(sys.argv[5]), int(sys.argv[6])
 plan = [(number, rng.sample(names, 2)) for number in range(count)]
 start, cpu = time.monotonic(), time.process_time()
 for number, (sender, recipient) in plan[mine::writers]:
-    message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n")
+    message = Message(id=f"burst-{number}", sender=sender, to=(recipient,), type="task", time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), body=f"burst {number}\\n")
     mailbox.append_outbox(Mailbox(root / sender), message, datetime.now(UTC))
 print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_time() - cpu}))
 """
@@ -91,7 +92,8 @@ print(json.dumps({"start": start, "end": time.monotonic(), "cpu": time.process_t
 
 # A batched burst's writer: argv root, count, seed, sleeve names; each sender's messages go to
 # its outbox in one call (`append_outbox_many`, what `needlecast send --batch` runs), or one by
-# one where the checkout has no such call; prints its start, end, CPU and whether it batched.
+# one where the checkout has no such call, each with the batch's time as `send --batch` gives
+# it; prints its start, end, CPU and whether it batched.
 BATCH_WRITER = """
 import json, random, sys, time
 from datetime import UTC, datetime
@@ -100,10 +102,11 @@ from needlecast import mailbox
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 root, count, rng, names, prefix = Path(sys.argv[1]), int(sys.argv[2]), random.Random(int(sys.argv[3])), sys.argv[4].split(","), sys.argv[5]
+stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # `send --batch` gives every message the batch's time
 by_sender = {}
 for number in range(count):
     sender, recipient = rng.sample(names, 2)
-    by_sender.setdefault(sender, []).append(Message(id=f"{prefix}-{number}", sender=sender, to=(recipient,), type="task", body=f"burst {number}\\n"))
+    by_sender.setdefault(sender, []).append(Message(id=f"{prefix}-{number}", sender=sender, to=(recipient,), type="task", time=stamp, body=f"burst {number}\\n"))
 batched = hasattr(mailbox, "append_outbox_many")
 start, cpu = time.monotonic(), time.process_time()
 for sender, messages in by_sender.items():
@@ -540,51 +543,58 @@ def print_history(rows: list[dict[str, Any]]) -> None:
 ROWS_ARGS = ["--rows-only"]
 
 
-def table_rows(size: int, turns: int = 3) -> list[Any]:
+def table_rows(size: int, turns: int = 3, baseline: Path | None = None) -> list[Any]:
     """Issue 29's rows with `size` messages already in each archive, as `bench/rows.Row`s: per
     layout, the route latency p95 beside the same with empty archives (the floor; target
     ≤ 1.2× it: a lower ratio is the shared machine's noise, history cannot make routing
     faster), and a batched burst of 1,000 end to end (target ≥ 1,000 messages/s) beside the
     batched writer alone. Empty and full take turns `turns` times (one run's p95 swings by half
-    on a shared machine); the medians are compared."""
+    on a shared machine); the medians are compared. With `baseline` (another checkout) its
+    rows too, as "baseline", each turn measured right after this checkout's."""
     import rows as shared
 
     args = argparse.Namespace(messages=80, burst=1000, seed=7)
     result: list[Any] = []
     keys = ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")
+    builds: list[tuple[str, Path | None]] = [("this", None)] + ([("baseline", baseline)] if baseline is not None else [])
     for layout in ("v1", "v2"):
-        empties, fulls = [], []
+        empties: dict[str, list[dict[str, Any]]] = {label: [] for label, _code in builds}
+        fulls: dict[str, list[dict[str, Any]]] = {label: [] for label, _code in builds}
         for _turn in range(turns):
-            empties.append(history_row(layout, 0, args, None))
-            fulls.append(history_row(layout, size, args, None))
-        empty = {key: statistics.median(row[key] for row in empties) for key in keys}
-        full = {key: statistics.median(row[key] for row in fulls) for key in keys}
-        result.append(
-            shared.Row(
-                f"route p95, {layout}, archived vs empty",
-                size,
-                full["p95_ms"],
-                "ms",
-                shared.RATIO,
-                1.2,
-                floor=empty["p95_ms"],
-                floor_name="p95 with empty archives",
-                note=f"medians of {turns} turns",
+            for label, code in builds:
+                empties[label].append(history_row(layout, 0, args, code))
+                fulls[label].append(history_row(layout, size, args, code))
+        for label, _code in builds:
+            empty = {key: statistics.median(row[key] for row in empties[label]) for key in keys}
+            full = {key: statistics.median(row[key] for row in fulls[label]) for key in keys}
+            result.append(
+                shared.Row(
+                    f"route p95, {layout}, archived vs empty",
+                    size,
+                    full["p95_ms"],
+                    "ms",
+                    shared.RATIO,
+                    1.2,
+                    floor=empty["p95_ms"],
+                    floor_name="p95 with empty archives",
+                    build=label,
+                    note=f"medians of {turns} turns",
+                )
             )
-        )
-        result.append(
-            shared.Row(
-                f"burst via send --batch, {layout}",
-                size,
-                full["end_to_end_per_s"],
-                "msg/s",
-                shared.AT_LEAST,
-                1000,
-                floor=full["writer_alone_per_s"],
-                floor_name="the batched writer alone",
-                note=f"1,000 messages; medians of {turns} turns",
+            result.append(
+                shared.Row(
+                    f"burst via send --batch, {layout}",
+                    size,
+                    full["end_to_end_per_s"],
+                    "msg/s",
+                    shared.AT_LEAST,
+                    1000,
+                    floor=full["writer_alone_per_s"],
+                    floor_name="the batched writer alone",
+                    build=label,
+                    note=f"1,000 messages; medians of {turns} turns",
+                )
             )
-        )
     return result
 
 
@@ -596,8 +606,12 @@ def rows_main() -> None:
     shared.add_common_arguments(parser)
     parser.add_argument("--rows-only", action="store_true")
     args = parser.parse_args()
+    moss = shared.baseline_moss(args.baseline)
+    baseline = Path(moss).resolve().parent.parent.parent if moss else None  # <checkout>/.venv/bin/moss
     found = [
-        row for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES) for row in table_rows(size, 1 if args.quick else 3)
+        row
+        for size in shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES)
+        for row in table_rows(size, 1 if args.quick else 3, baseline)
     ]
     shared.print_rows(found)
     shared.write_rows(args.json, found)

@@ -28,7 +28,7 @@ import secrets
 import stat
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -1158,11 +1158,15 @@ def outbox_settled(done: Callable[[Entry], bool], sender: str) -> Callable[[byte
     )
 
 
-def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool], *, settle: bool = True) -> None:
+def remove_from_outbox(
+    box: Mailbox, sender: str, routed: Iterable[Entry], done: Callable[[Entry], bool], *, settle: bool = True, set_aside: Mapping[Path, str] | None = None
+) -> None:
     """Take routed entries out of the outbox; blocks that changed or were added meanwhile stay.
 
     With `settle` False the removal of file-per-message entries is not made durable here: the
-    caller makes `box.outbox_dir` durable later (with the other outboxes of its pass)."""
+    caller makes `box.outbox_dir` durable later (with the other outboxes of its pass).
+    `set_aside`: file-per-message entries already set aside and compared
+    (`set_aside_outbox_files`), by their name aside."""
     file_entries = [entry for entry in routed if entry.source == box.outbox_file]
     folder_entries = [entry for entry in routed if entry.source != box.outbox_file]
     if file_entries:
@@ -1186,7 +1190,7 @@ def remove_from_outbox(box: Mailbox, sender: str, routed: Iterable[Entry], done:
 
         rewrite(box.outbox_file, transform, outbox_merge(done, sender), settled=outbox_settled(done, sender))
     if folder_entries:
-        _remove_files(box, folder_entries, settle=settle)
+        _remove_files(box, folder_entries, settle=settle, set_aside=set_aside)
 
 
 def rewrite_mailbox_file(path: Path, transform: Callable[[bytes | None], bytes | None]) -> bool:
@@ -1212,7 +1216,7 @@ def _stamped(entry: Entry) -> bytes:
     return entry.raw[: first_break + 1] + key + b": " + entry.key.encode() + newline + entry.raw[first_break + 1 :]
 
 
-def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True) -> None:
+def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True, set_aside: Mapping[Path, str] | None = None) -> None:
     """Remove routed v2 outbox files, each unless it changed since it was routed.
 
     Each file is first renamed aside inside its own folder (so nobody can rewrite it while it
@@ -1220,10 +1224,20 @@ def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True) ->
     watched folder is an unpaired inotify move, which watchdog holds back for half a second,
     delaying every event after it. The folder is opened once for the batch and made durable
     once at the end (by the caller instead, with `settle` False).
+
+    `set_aside`: entries (by source) that `set_aside_outbox_files` already set aside and
+    compared, by the name they have now: that name is deleted.
     """
     restore: list[tuple[Path, str]] = []
+    aside = set_aside or {}
     with fs.folder_fd(box.outbox_dir) as dir_fd:
         for entry in entries:
+            if entry.source in aside:
+                try:
+                    os.unlink(aside[entry.source], dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass
+                continue
             moved = side_name(entry.source, "aside")
             try:
                 os.rename(entry.source.name, moved.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -1236,14 +1250,69 @@ def _remove_files(box: Mailbox, entries: list[Entry], *, settle: bool = True) ->
         if settle:
             os.fsync(dir_fd)
     for moved, name in restore:
-        _restore(moved, name)
+        _restore(moved, name, unshare=False)  # set aside here, never linked
 
 
-def _restore(moved: Path, name: str) -> None:
+def _restore(moved: Path, name: str, *, unshare: bool = True) -> None:
     # Put back a file that must not be removed, under a fresh name if its own was taken.
     target = moved.with_name(name)
+    try:
+        shared = unshare and os.stat(moved, follow_symlinks=False).st_nlink > 1
+    except FileNotFoundError:
+        return
+    if shared:
+        # Linked into an inbox as its delivered copy (`set_aside_outbox_files`): the outbox gets
+        # a copy of its own, so that an edit to one file never changes the other.
+        data = fs.read_bytes(moved)
+        if not fs.create_exclusive(target, data):
+            fs.create_exclusive(target.with_name(f"{target.stem}.{secrets.token_hex(3)}.md"), data)
+        moved.unlink()
+        return
     if not fs.move_exclusive(moved, target):
         fs.move_exclusive(moved, target.with_name(f"{target.stem}.{secrets.token_hex(3)}.md"))
+
+
+def set_aside_outbox_files(box: Mailbox, entries: list[Entry]) -> dict[Path, str]:
+    """Rename routed v2 outbox files aside in their folder (`side_name` "aside"), each kept
+    aside only when it still holds the bytes it was routed with and is a file like one this
+    process would create (its owner, the mode its umask gives, no other name: nobody else can
+    change it through another path or wider rights once it is someone's inbox copy); the
+    others are put back at once. Return {entry source: name aside} of those kept. The caller
+    holds the sender's route lock.
+
+    A file set aside can become a recipient's delivered copy by a link (one directory entry
+    where a new file costs an inode), and is then deleted by `remove_from_outbox(set_aside=)`,
+    or put back by `put_back_aside`. A kill in between leaves it aside, and the next pass's
+    `recover_mailbox` puts it back (as a copy of its own, when an inbox shares it) unless the
+    journal says it was archived: it is routed again, and each inbox and the archive take it
+    once.
+    """
+    kept: dict[Path, str] = {}
+    restore: list[tuple[Path, str]] = []
+    mode, owner = fs.new_file_mode(), os.geteuid()
+    with fs.folder_fd(box.outbox_dir) as dir_fd:
+        for entry in entries:
+            moved = side_name(entry.source, "aside")
+            try:
+                os.rename(entry.source.name, moved.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except FileNotFoundError:
+                continue
+            found = os.stat(moved.name, dir_fd=dir_fd, follow_symlinks=False)
+            plain = stat.S_ISREG(found.st_mode) and found.st_nlink == 1 and found.st_uid == owner and stat.S_IMODE(found.st_mode) == mode
+            if plain and (read_in(dir_fd, box.outbox_dir, moved.name) or b"") == entry.raw:
+                kept[entry.source] = moved.name
+            else:
+                restore.append((moved, entry.source.name))
+    for moved, name in restore:
+        _restore(moved, name, unshare=False)  # never linked: any other name is the writer's own
+    return kept
+
+
+def put_back_aside(box: Mailbox, set_aside: Mapping[Path, str]) -> None:
+    """Put outbox files set aside by `set_aside_outbox_files` back under their names (a copy of
+    their own where an inbox shares the file), for entries that stay in the outbox."""
+    for source, name in set_aside.items():
+        _restore(box.outbox_dir / name, source.name)
 
 
 def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *, thorough: bool = True) -> None:

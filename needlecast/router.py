@@ -5,7 +5,9 @@ what is left to do, and applies it through `mailbox` (local sleeves) or `remote`
 other hosts). Each step is idempotent and the order makes every crash point safe:
 
 1. deliver: an inbox takes a (from, id) only once, so a repeat is a no-op; a file-per-message
-   entry that needs nothing else is archived in the same batch (the archive takes an id once);
+   entry that needs nothing else is archived in the same batch (the archive takes an id once),
+   and when its outbox file is its inbox copy byte for byte, that file is set aside in the
+   outbox and linked into the inbox instead of a new file (`_link_copies`);
 2. journal `delivered` (a cache: losing it only means asking the inboxes again);
 3. dead letters and bounces (dead letters named by id and code, bounces by a derived id);
 4. archive the rest in the sender's workspace (by id, once), then journal `archived`;
@@ -101,6 +103,7 @@ class _Pass:
     archived: list[dict[str, Any]] = field(default_factory=list)  # `archived` facts of the pass's batch, not yet journaled
     batched: set[str] = field(default_factory=set)  # keys archived in the pass's batch
     unarchived: set[str] = field(default_factory=set)  # keys whose archive file the batch failed to write
+    set_aside: dict[Path, str] = field(default_factory=dict)  # outbox files set aside, linked as a delivered copy: source -> name aside
 
 
 @dataclass(slots=True)
@@ -289,11 +292,17 @@ class Router:
         journal = self._journal(box)
         sender = sleeve.name
         done = _done_by(journal)
-        mailbox.recover_mailbox(box, done, sender, thorough=box.root not in self._recovered)
+        thorough = box.root not in self._recovered
+        mailbox.recover_mailbox(box, done, sender, thorough=thorough)
         self._recovered.add(box.root)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
+            if thorough and box.archive_dir.is_dir():
+                # A pass killed after its last removal and before its rotation left nothing to
+                # route, and so no pass to rotate: the first pass of a process, and each full
+                # sweep, rotates the top all the same.
+                mailbox.rotate_archive_folder(box, [], sender, top_files=self.archive_top_files, top=self._archive_top(box))
             return None
         now = self.clock()
         stamp = format_time(now)
@@ -312,8 +321,11 @@ class Router:
             settle.append(work.journal.path)
         self._dead_letters(work)
         finished = self._archive(work)
+        removed = {entry.source for entry in finished}
+        if any(source not in removed for source in work.set_aside):
+            mailbox.put_back_aside(work.box, {source: name for source, name in work.set_aside.items() if source not in removed})
         if finished:
-            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal), settle=False)
+            mailbox.remove_from_outbox(work.box, work.sender, finished, _done_by(work.journal), settle=False, set_aside=work.set_aside)
             if any(entry.source != work.box.outbox_file for entry in finished):
                 settle.append(work.box.outbox_dir)
             work.report.removed += len(finished)
@@ -410,12 +422,25 @@ class Router:
                 return
             try:
                 # The inbox files first: a message reaches its inbox without waiting for its
-                # archive copy, which follows in the same pass.
-                shared_file.create_in_folders(inbox_groups, settle=False)
+                # archive copy, which follows in the same pass. An outbox file that is already
+                # the inbox copy's bytes is linked there rather than written again.
+                linked = self._link_copies(together, planned, archiving) if planned is not None else set()
+                shared_file.create_in_folders(
+                    [
+                        (folder, [file for number, file in enumerate(files) if (group, number) not in linked])
+                        for group, (folder, files) in enumerate(inbox_groups)
+                    ],
+                    settle=False,
+                )
                 shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
-                shared_file.make_durable([folder for folder, _files in groups])
+                # A linked file's bytes are made durable here too: its writer may not have (a
+                # file written by hand), and its outbox name goes once this step is done.
+                linked_files = [inbox_groups[group][0] / inbox_groups[group][1][number][0] for group, number in sorted(linked)]
+                shared_file.make_durable([folder for folder, _files in groups] + linked_files)
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
+                for work in works:
+                    self._put_back(work)
                 for work, _ready in archiving:
                     self._archive_tops.pop(work.box.root, None)  # some files may be in place
                 failure = exc if isinstance(exc, MossError) else _unwritable(exc)
@@ -434,6 +459,50 @@ class Router:
             work.report.archived += len(ready)
             work.archived.extend(archived_event(entry.key, entry.digest, work.stamp) for entry, _copy in ready)
             work.batched.update(entry.key for entry, _copy in ready)
+
+    def _link_copies(
+        self,
+        together: list[tuple[str, list[tuple[_Pass, Entry, EntryPlan]], Mailbox]],
+        planned: mailbox.FolderDelivery,
+        archiving: list[tuple[_Pass, list[tuple[Entry, Message]]]],
+    ) -> set[tuple[int, int]]:
+        """Link into its first file-per-message inbox each outbox file that is archived in this
+        batch and holds exactly the bytes of its inbox copy, set aside in its outbox first
+        (`mailbox.set_aside_outbox_files`, which keeps only a file still as routed; `_finish`
+        deletes it there). A file created costs an inode, a link only a name: this spares one
+        new file per message. Return the (group, file) of `planned.groups` linked."""
+        ready = {id(entry) for _work, items in archiving for entry, _copy in items}
+        chosen: dict[int, tuple[_Pass, list[tuple[int, int, Entry]]]] = {}  # id(work) -> (work, [(group, file, entry)])
+        taken: set[int] = set()
+        for group, ((_name, items, _box), results) in enumerate(zip(together, planned.results, strict=True)):
+            files = planned.groups[group][1]
+            number = -1
+            for (work, entry, _plan), result in zip(items, results, strict=True):
+                if result != mailbox.DELIVERED:
+                    continue
+                number += 1  # a new file for each delivered message, in order
+                if id(entry) in ready and id(entry) not in taken and entry.source.parent == work.box.outbox_dir and files[number][1] == entry.raw:
+                    taken.add(id(entry))
+                    chosen.setdefault(id(work), (work, []))[1].append((group, number, entry))
+        linked: set[tuple[int, int]] = set()
+        for work, picks in chosen.values():
+            work.set_aside.update(mailbox.set_aside_outbox_files(work.box, [entry for _group, _number, entry in picks]))
+            kept = [(group, number, entry) for group, number, entry in picks if entry.source in work.set_aside]
+            links = [(work.set_aside[entry.source], planned.groups[group][0], planned.groups[group][1][number][0]) for group, number, entry in kept]
+            for (group, number, _entry), done in zip(kept, shared_file.link_files(work.box.outbox_dir, links), strict=True):
+                if done is not None:
+                    linked.add((group, number))
+        return linked
+
+    def _put_back(self, work: _Pass) -> None:
+        """Put the sender's outbox files set aside for this pass back under their names."""
+        if work.set_aside:
+            aside, work.set_aside = work.set_aside, {}
+            try:
+                mailbox.put_back_aside(work.box, aside)
+            except (MossError, OSError) as exc:
+                # What stays aside, the next pass's recovery puts back (`recover_mailbox`).
+                say(self.log, "warn", f"needlecast: {work.sender}: {exc}")
 
     def _dead_letters(self, work: _Pass) -> None:
         """Step 3: dead letters, each followed by a bounce into the sender's own inbox."""

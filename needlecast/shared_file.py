@@ -461,6 +461,31 @@ def rename_noreplace(source: str, target: str, *, src_dir_fd: int, dst_dir_fd: i
     raise OSError(code, os.strerror(code), source)
 
 
+def link_files(source: Path, links: list[tuple[str, Path, str]]) -> list[bool | None]:
+    """Give files of the folder `source` a second name: each (source name, folder, name) is
+    linked unless the name exists. Per link, True when made, False when the name was taken,
+    None where a link cannot be made (another file system or mount, a file system without
+    links, a file the caller may not link: the caller writes a copy instead). The new names
+    are left for the caller to make durable (`make_durable` of the folders)."""
+    done: list[bool | None] = []
+    with ExitStack() as stack:
+        source_fd = stack.enter_context(fs.folder_fd(source))
+        folders: dict[Path, int] = {}
+        for name, folder, target in links:
+            if folder not in folders:
+                folders[folder] = stack.enter_context(fs.folder_fd(folder, create=True))
+            try:
+                os.link(name, target, src_dir_fd=source_fd, dst_dir_fd=folders[folder], follow_symlinks=False)
+                done.append(True)
+            except FileExistsError:
+                done.append(False)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise
+                done.append(None)
+    return done
+
+
 def list_names(folder: Path) -> list[str]:
     """The names in `folder` (none when it is missing). Raises NOT_READABLE."""
     try:

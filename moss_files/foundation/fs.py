@@ -604,6 +604,11 @@ def _umask() -> int:
     return current
 
 
+def new_file_mode() -> int:
+    """The permission bits a file this process creates gets (0o666 less the umask)."""
+    return 0o666 & ~_umask()
+
+
 def read_given_file(path: Path, *, max_bytes: int, what: str) -> bytes:
     """The bytes of a file a person named on the command line or in a tool call (an import
     file, a sharing bundle), wherever it lies: opened without following a link, refused unless
