@@ -269,6 +269,7 @@ class _Saved:
         "outlines",
         "by_status",
         "held",
+        "_held_set",
     )
 
     def __init__(self, kind: str, section: dict[str, Any], data: _CacheBody, offset: int) -> None:
@@ -297,6 +298,7 @@ class _Saved:
                 raise _CacheDamaged
             if not isinstance(self.held, list) or any(not isinstance(at, int) or not 0 <= at < count for at in self.held):
                 raise _CacheDamaged
+        self._held_set: set[int] | None = None
         self.rows: dict[int, list[Any]] = {}
         self.outlines: dict[int, Task] = {}
         self.by_status: dict[str, list[int]] | None = None
@@ -327,6 +329,12 @@ class _Saved:
     def held_places(self) -> list[int]:
         """The places of the tasks the cache file holds as held in flight."""
         return self.held
+
+    def held_set(self) -> set[int]:
+        """`held_places` as a set (made on first need)."""
+        if self._held_set is None:
+            self._held_set = set(self.held)
+        return self._held_set
 
     @property
     def keys(self) -> list[int]:
@@ -403,7 +411,7 @@ class _Folder:
     places, `select` costs what it selects. A watched folder's is kept from load to load and
     changed where events name files."""
 
-    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered")
+    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered", "selections")
 
     def __init__(self, saved: _Saved | None, *, tasks: bool) -> None:
         self.saved = saved  # what the places in `entries` refer to
@@ -413,8 +421,17 @@ class _Folder:
         self.read_status: dict[str, set[str]] = {}
         self.read_held: set[str] = set()
         self.ordered = True
+        # A watched folder's outlines by the statuses asked (`BoardStore._outlines`), kept from
+        # load to load with the names changed since, which alone are looked at again.
+        self.selections: dict[frozenset[str], tuple[dict[str, Task], set[str]]] = {}
+
+    def touch(self, name: str) -> None:
+        for _chosen, changed in self.selections.values():
+            changed.add(name)
 
     def put(self, name: str, source: int | _Read) -> None:
+        if self.selections:
+            self.touch(name)
         old = self.entries.get(name)
         self.problems.pop(name, None)
         if old is None:
@@ -433,6 +450,8 @@ class _Folder:
         self.problems[name] = problem
 
     def drop(self, name: str) -> None:
+        if self.selections:
+            self.touch(name)
         old = self.entries.pop(name, None)
         self.problems.pop(name, None)
         if isinstance(old, _Read) and self.tasks:
@@ -451,6 +470,18 @@ class _Folder:
 
     def problem_list(self) -> list[MossError]:
         return [self.problems[name] for name in sorted(self.problems)]
+
+    def selected(self, name: str, statuses: Collection[str]) -> bool:
+        """Whether `select(statuses)` gives `name` (one name's answer, for a kept selection)."""
+        source = self.entries.get(name)
+        if source is None:
+            return False
+        if isinstance(source, _Read):
+            task = source.value
+            return task.status in statuses or (task.assigned_worker is not None and task.status in ACTIVE)
+        saved = self.saved
+        assert saved is not None
+        return saved.status[source] in statuses or source in saved.held_set()
 
     def select(self, statuses: Collection[str]) -> set[str]:
         """The names of the tasks in `statuses`, and of those held in flight."""
@@ -810,7 +841,8 @@ class BoardStore:
             for kind in _BOARD_KINDS:
                 synced[kind] = self._sync(kind, problems, now_ns, walk)
                 problems.extend(synced[kind].problem_list())
-        tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
+        watched = self._watch is not None and trusted is None and self._watch.listing.get("task") is synced["task"]
+        tasks = self._outlines(synced["task"], statuses, keep=watched) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
             epics=self._entities(synced["epic"]),
@@ -1154,16 +1186,33 @@ class BoardStore:
         return {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
 
     @staticmethod
-    def _outlines(found: _Folder, statuses: Collection[str] | None) -> dict[str, Task]:
+    def _outlines(found: _Folder, statuses: Collection[str] | None, *, keep: bool = False) -> dict[str, Task]:
         """The outlines `outline` gives: the tasks in `statuses` (all when None), those held in
-        flight, and their dependencies; in name order, as `load` orders its tasks."""
+        flight, and their dependencies; in name order, as `load` orders its tasks. With `keep`
+        (a watched folder, kept from load to load), the selection is kept for the next call."""
         saved = found.saved
         entries = found.entries
         if statuses is None:
             return {name[:-3]: _outline_of(saved, source) for name, source in found.items()}
-        chosen: dict[str, Task] = {}
-        for name in found.select(statuses):
-            chosen[name] = _outline_of(saved, entries[name])
+        asked = frozenset(statuses)
+        kept = found.selections.get(asked) if found.tasks else None
+        if kept is not None:
+            # A watched folder's selection from its last load: only the names changed since
+            # (every put and drop names them) are looked at again.
+            chosen, changed = kept
+            for name in changed:
+                if found.selected(name, asked):
+                    chosen[name] = _outline_of(saved, entries[name])
+                else:
+                    chosen.pop(name, None)
+            changed.clear()
+        else:
+            chosen = {name: _outline_of(saved, entries[name]) for name in found.select(statuses)}
+            if keep:
+                if len(found.selections) >= 4:
+                    found.selections.clear()
+                found.selections[asked] = (chosen, set())
+        chosen = dict(chosen)
         needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
         for name in needed:
             source = entries.get(name)
