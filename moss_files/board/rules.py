@@ -18,7 +18,6 @@ own checks:
 from __future__ import annotations
 
 import re
-import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -641,10 +640,10 @@ class ClaimQueue:
     hand edits, checkouts and other processes' writes all arrive as new objects), places
     again the tasks that changed, came or went, and starts over when an epic changed (its
     order ranks every task of it). The order it gives is therefore the sort of this board's
-    tasks, whatever happened to the files in between."""
+    tasks, whatever happened to the files in between. Not for two threads at once: claims
+    use it under the board lock, which threads take in turn."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
@@ -658,14 +657,13 @@ class ClaimQueue:
         tasks first, each part in queue order. None when two tasks cannot be ranked against
         each other (a value of a kind no sort could compare: the caller sorts the candidates
         alone, as without a queue, and meets it there only if a candidate carries it)."""
-        with self._lock:
-            try:
-                self._follow(board)
-            except (TypeError, ValueError):
-                self._reset()
-                return None
-            kept = self._tasks
-            order = [kept[name] for _key, name in self._order]
+        try:
+            self._follow(board)
+        except (TypeError, ValueError):
+            self._reset()
+            return None
+        kept = self._tasks
+        order = [kept[name] for _key, name in self._order]
         if adjacent:
             return [task for task in order if task.epic == adjacent] + [task for task in order if task.epic != adjacent]
         return order

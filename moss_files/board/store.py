@@ -1565,17 +1565,26 @@ class BoardStore:
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            work = snapshot.data
+            if not _at_current_version(kind, doc, relpath):
+                # An edit of an older file writes it at the current format version (what
+                # `fs.modify` with `kind` does, which parses every file once more to tell).
+                work = fs.upgraded(snapshot, kind, relpath, MAX_FILE_BYTES).data
+                if work != snapshot.data:
+                    doc = document.parse_bytes(work, relpath, max_bytes=MAX_FILE_BYTES)
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
             text = files.edit_text(doc, old, new, kind, relpath)
             if text is None:
                 return None
-            produced.append(document.encode(text, doc.bom))
-            return produced[0]
+            data = document.encode(text, doc.bom)
+            if data == work:
+                return None  # nothing changed: the upgrade alone is never written
+            produced.append(data)
+            return data
 
-        # kind: an edit of an older file writes it at the current format version.
-        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind=kind, relpath=relpath)
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
         if produced and written.data is produced[0]:
             self._wrote_file(kind, item_id, produced[0])
         return result[0]
@@ -1799,6 +1808,17 @@ def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:
         return source.outline
     assert saved is not None
     return saved.outline(source)
+
+
+def _at_current_version(kind: str, doc: document.Document, relpath: str) -> bool:
+    """Whether a parsed board file is at its kind's current format version (False for an
+    older one, and for a marker `fs.upgraded` must judge: it raises FORMAT_TOO_NEW)."""
+    from moss_files.foundation import formats  # as fs.upgraded imports it: only writers need it
+
+    try:
+        return formats.check_document(kind, doc, relpath) == formats.KINDS[kind].current
+    except InvalidDocument:
+        return False
 
 
 def racy_window(mtime_ns: int, ctime_ns: int) -> int:

@@ -1205,7 +1205,7 @@ def modify(
             if not _stale_retry(settle_displaced, path, max_bytes=max_bytes):
                 continue
             snapshot = read_snapshot(path, max_bytes=max_bytes)
-            work = snapshot if kind is None else _upgraded(snapshot, kind, relpath, max_bytes)
+            work = snapshot if kind is None else upgraded(snapshot, kind, relpath, max_bytes)
             new = transform(work)
             if new is None or new == work.data:
                 return snapshot
@@ -1229,8 +1229,9 @@ def _stale_retry(step: Callable[..., None], *args: Any, **kwargs: Any) -> bool:
     return True
 
 
-def _upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:
-    """The snapshot a tool edit works on: the file's bytes at its kind's current version."""
+def upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:
+    """The snapshot a tool edit works on: the file's bytes at its kind's current version (what
+    `modify` with `kind` hands its transform)."""
     if snapshot.data is None:
         return snapshot
     from moss_files.foundation import document, formats  # here: a search process never edits
