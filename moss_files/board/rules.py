@@ -22,6 +22,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from moss_files.board.model import (
@@ -193,6 +194,13 @@ def parse_time(value: str | None) -> datetime | None:
     """A timestamp string as an aware datetime (None when absent or unreadable)."""
     if not value:
         return None
+    if type(value) is str:
+        return _parse_time_text(value)
+    return _parse_time_text.__wrapped__(value)
+
+
+@lru_cache(maxsize=4096)  # each claim weighs the lease of every held task's worker: the same stamps
+def _parse_time_text(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:

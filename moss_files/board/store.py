@@ -411,7 +411,7 @@ class _Folder:
     places, `select` costs what it selects. A watched folder's is kept from load to load and
     changed where events name files."""
 
-    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered", "selections")
+    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered", "selections", "kept_entities")
 
     def __init__(self, saved: _Saved | None, *, tasks: bool) -> None:
         self.saved = saved  # what the places in `entries` refer to
@@ -424,13 +424,17 @@ class _Folder:
         # A watched folder's outlines by the statuses asked (`BoardStore._outlines`), kept from
         # load to load with the names changed since, which alone are looked at again.
         self.selections: dict[frozenset[str], tuple[dict[str, Task], set[str]]] = {}
+        # Likewise its entities by id (`BoardStore._entities`), with the names changed since.
+        self.kept_entities: tuple[dict[str, Any], set[str]] | None = None
 
     def touch(self, name: str) -> None:
         for _chosen, changed in self.selections.values():
             changed.add(name)
+        if self.kept_entities is not None:
+            self.kept_entities[1].add(name)
 
     def put(self, name: str, source: int | _Read) -> None:
-        if self.selections:
+        if self.selections or self.kept_entities is not None:
             self.touch(name)
         old = self.entries.get(name)
         self.problems.pop(name, None)
@@ -450,7 +454,7 @@ class _Folder:
         self.problems[name] = problem
 
     def drop(self, name: str) -> None:
-        if self.selections:
+        if self.selections or self.kept_entities is not None:
             self.touch(name)
         old = self.entries.pop(name, None)
         self.problems.pop(name, None)
@@ -841,14 +845,16 @@ class BoardStore:
             for kind in _BOARD_KINDS:
                 synced[kind] = self._sync(kind, problems, now_ns, walk)
                 problems.extend(synced[kind].problem_list())
-        watched = self._watch is not None and trusted is None and self._watch.listing.get("task") is synced["task"]
-        tasks = self._outlines(synced["task"], statuses, keep=watched) if outline else self._entities(synced["task"])
+        # A watched folder is kept from load to load: so are the answers drawn from it.
+        watch = self._watch if trusted is None else None
+        watched = {kind: watch is not None and watch.listing.get(kind) is synced[kind] for kind in _BOARD_KINDS}
+        tasks = self._outlines(synced["task"], statuses, keep=watched["task"]) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
-            epics=self._entities(synced["epic"]),
+            epics=self._entities(synced["epic"], keep=watched["epic"]),
             tasks=tasks,
-            workers=self._entities(synced["worker"]),
-            teams=self._entities(synced["team"]),
+            workers=self._entities(synced["worker"], keep=watched["worker"]),
+            teams=self._entities(synced["team"], keep=watched["team"]),
             problems=tuple(problems),
         )
         if self.persist:
@@ -1181,9 +1187,27 @@ class BoardStore:
         return read
 
     @staticmethod
-    def _entities(found: _Folder) -> dict[str, Any]:
+    def _entities(found: _Folder, *, keep: bool = False) -> dict[str, Any]:
+        """Every item of a folder by id, in name order. With `keep` (a watched folder, kept from
+        load to load), the answer is kept and the next call looks again only at the names
+        changed since (a name that came or went: every name, to keep the order)."""
         saved = found.saved
-        return {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
+        kept = found.kept_entities if keep else None
+        if kept is not None:
+            values, changed = kept
+            for name in changed:
+                source = found.entries.get(name)
+                if source is None or name[:-3] not in values:
+                    break
+                values[name[:-3]] = source.value if isinstance(source, _Read) else saved.value(source)  # type: ignore[union-attr]
+            else:
+                changed.clear()
+                return dict(values)
+        values = {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
+        if keep:
+            found.kept_entities = (values, set())
+            return dict(values)
+        return values
 
     @staticmethod
     def _outlines(found: _Folder, statuses: Collection[str] | None, *, keep: bool = False) -> dict[str, Task]:
