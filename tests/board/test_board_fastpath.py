@@ -582,9 +582,7 @@ def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, worker
                     for adjacent_first in (True, False):
 
                         def decide(kept: rules.ClaimQueue | None, wanted: tuple[str, ...] = wanted, worker: str | None = worker) -> rules.ClaimPlan:
-                            return rules.plan_claim(
-                                board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept
-                            )
+                            return rules.plan_claim(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept)
 
                         assert outcome(lambda: decide(queue)) == outcome(lambda: decide(None)), (wanted, worker, epic, take_over)
 
@@ -614,7 +612,12 @@ def test_a_kept_claim_queue_plans_what_the_sort_plans_after_hand_edits_checkouts
         expected = outcome(lambda: rules.plan_claim(full, statuses, worker))
         try:
             result = claims.claim_next_task(server, statuses=list(statuses), worker_id=worker)
-            got = ("plan", result["task"]["id"] if result["hasNext"] else None, result.get("takenOverFrom"), (result.get("alreadyAssigned") or {}).get("taskId"))
+            got = (
+                "plan",
+                result["task"]["id"] if result["hasNext"] else None,
+                result.get("takenOverFrom"),
+                (result.get("alreadyAssigned") or {}).get("taskId"),
+            )
         except Conflict as err:
             got = ("error", err.code, err.details.get("taskId"))
         assert got == expected, number
