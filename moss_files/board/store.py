@@ -1934,18 +1934,30 @@ _TASK_SLOTS = tuple(getattr(Task, name).__set__ for name in _NAMES[Task])
 _DIRECT = not hasattr(Task, "__post_init__")
 
 
+# Each slot is set once: the row's values (tuples made of the lists JSON gives) and, for the
+# fields outlines leave out, their defaults (a fresh one from each default factory).
+_OUTLINE_PUTS = tuple((_TASK_SLOTS[at], at in _OUTLINE_TUPLE_AT) for at in _OUTLINE_AT)
+_OMITTED_PUTS = tuple((_TASK_SLOTS[at], _TASK_DEFAULTS[at]) for at in range(len(_TASK_SLOTS)) if at not in _OUTLINE_AT and at not in dict(_TASK_FACTORIES))
+_OMITTED_FACTORIES = tuple((_TASK_SLOTS[at], factory) for at, factory in _TASK_FACTORIES if at not in _OUTLINE_AT)
+_OUTLINE_FACTORIES = tuple((at, factory) for at, factory in _TASK_FACTORIES if at in _OUTLINE_AT)
+
+
 def _outline_task(row: list[Any]) -> Task:
     """The task an outline row stands for: OUTLINE_FIELDS from the row, every other field its default."""
-    values = _TASK_DEFAULTS.copy()
-    for at, value in zip(_OUTLINE_AT, row, strict=True):
-        values[at] = value
-    for at in _OUTLINE_TUPLE_AT:
-        values[at] = tuple(values[at])
-    for at, factory in _TASK_FACTORIES:
-        values[at] = factory()
-    if not _DIRECT:
+    if not _DIRECT or _OUTLINE_FACTORIES or len(row) != len(_OUTLINE_PUTS):
+        values = _TASK_DEFAULTS.copy()
+        for at, value in zip(_OUTLINE_AT, row, strict=True):  # ValueError for a row of another length
+            values[at] = value
+        for at in _OUTLINE_TUPLE_AT:
+            values[at] = tuple(values[at])
+        for at, factory in _TASK_FACTORIES:
+            values[at] = factory()
         return Task(*values)
     task = object.__new__(Task)
-    for put, value in zip(_TASK_SLOTS, values, strict=True):
+    for (put, as_tuple), value in zip(_OUTLINE_PUTS, row):
+        put(task, tuple(value) if as_tuple else value)
+    for put, value in _OMITTED_PUTS:
         put(task, value)
+    for put, factory in _OMITTED_FACTORIES:
+        put(task, factory())
     return task
