@@ -1593,7 +1593,7 @@ class BoardStore:
             if not _at_current_version(kind, doc, relpath):
                 # An edit of an older file writes it at the current format version (what
                 # `fs.modify` with `kind` does, which parses every file once more to tell).
-                work = fs.upgraded(snapshot, kind, relpath, MAX_FILE_BYTES).data
+                work = fs.upgraded(snapshot, kind, relpath, MAX_FILE_BYTES).data or snapshot.data
                 if work != snapshot.data:
                     doc = document.parse_bytes(work, relpath, max_bytes=MAX_FILE_BYTES)
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
@@ -1954,7 +1954,7 @@ def _outline_task(row: list[Any]) -> Task:
             values[at] = factory()
         return Task(*values)
     task = object.__new__(Task)
-    for (put, as_tuple), value in zip(_OUTLINE_PUTS, row):
+    for (put, as_tuple), value in zip(_OUTLINE_PUTS, row, strict=True):
         put(task, tuple(value) if as_tuple else value)
     for put, value in _OMITTED_PUTS:
         put(task, value)
