@@ -42,6 +42,8 @@ from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError
 
 MAX_HANDOFFS = 20
+# The context's tasks in claim order, kept between its claims (see `rules.ClaimQueue`).
+QUEUE_KEY = "board.claim_queue"
 
 
 def claim_next_task(
@@ -181,6 +183,7 @@ def _plan(
         blocked=question_blocked(ctx),
         prefer_adjacent=prefer_adjacent,
         task_id=task_id,
+        queue=ctx.resource(QUEUE_KEY, rules.ClaimQueue),
     )
 
 

@@ -18,9 +18,11 @@ own checks:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from moss_files.board.model import (
@@ -192,6 +194,13 @@ def parse_time(value: str | None) -> datetime | None:
     """A timestamp string as an aware datetime (None when absent or unreadable)."""
     if not value:
         return None
+    if type(value) is str:
+        return _parse_time_text(value)
+    return _parse_time_text.__wrapped__(value)
+
+
+@lru_cache(maxsize=4096)  # each claim weighs the lease of every held task's worker: the same stamps
+def _parse_time_text(value: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -495,6 +504,7 @@ def plan_claim(
     blocked: Callable[[Task], bool] | None = None,
     prefer_adjacent: bool = True,
     task_id: str | None = None,
+    queue: ClaimQueue | None = None,
 ) -> ClaimPlan:
     """Choose the task `worker_id` claims next (only `task_id` when given, Moe's explicit
     taskId; `unclaimable` says why it is not offered): with `prefer_adjacent` (Moe's
@@ -512,6 +522,10 @@ def plan_claim(
     `blocked(task)` says whether a candidate waits on something the board's files other than
     the task's own hold (an unanswered question to a human); it is asked only of candidates
     about to be chosen, so a claim reads few of those files.
+
+    `queue` (a long-lived caller's ClaimQueue) keeps the tasks in claim order from one board
+    to the next, so a claim looks at the candidates in order until one is offered instead of
+    sorting them all; the plan is the one the sort gives.
 
     Raises InvalidRequest for bad statuses and Conflict WORKER_CONFLICT when the only tasks
     left are barred by the solo-worker rule.
@@ -549,9 +563,16 @@ def plan_claim(
             return False
         return not (task.status == "WORKING" and waiting_on(task, board.tasks, board.epics))
 
-    ranked = sorted((t for t in board.tasks.values() if offered(t)), key=claim_order(board, worker_id, prefer_adjacent and epic_id is None))
+    order = claim_order(board, worker_id, prefer_adjacent and epic_id is None)
+    kept = queue.ordered(board, _adjacent_epic(board, worker_id) if prefer_adjacent and epic_id is None else None) if queue is not None else None
+    if kept is None:
+        candidates: Iterable[Task] = sorted((t for t in board.tasks.values() if offered(t)), key=order)
+    else:
+        candidates = (t for t in kept if offered(t))  # looked at in order until one is given
+    ranked: list[Task] = []  # the candidates looked at, in claim order: all of them once the loop ends
     conflicts: list[Task] = []
-    for task in ranked:
+    for task in candidates:
+        ranked.append(task)
         if _owner_alive(board, task.assigned_worker):
             continue
         barred = rivals(task)
@@ -599,16 +620,82 @@ def unclaimable(board: Board, task: Task, statuses: Sequence[str], worker_id: st
     return ""
 
 
+def _adjacent_epic(board: Board, worker_id: str | None) -> str | None:
+    """The epic of the worker's last claim (claims prefer it), if any."""
+    worker = board.workers.get(worker_id) if worker_id is not None else None
+    return (worker.last_epic or None) if worker is not None else None
+
+
 def claim_order(board: Board, worker_id: str | None, prefer_adjacent: bool) -> Callable[[Task], tuple[Any, ...]]:
     """The sort key of claim candidates: the queue order (`rank_key`), led, when
     `prefer_adjacent`, by whether a task is in the epic of the worker's last claim, so a
     worker keeps to one epic while it has work (Moe: a worker waking from wait_for_task picks
     up the next task beside the one it finished, not one in an unrelated epic)."""
-    worker = board.workers.get(worker_id) if worker_id is not None and prefer_adjacent else None
-    adjacent = worker.last_epic if worker is not None else None
+    adjacent = _adjacent_epic(board, worker_id) if prefer_adjacent else None
     if not adjacent:
         return lambda task: rank_key(task, board.epics)
     return lambda task: (task.epic != adjacent, *rank_key(task, board.epics))
+
+
+class ClaimQueue:
+    """A board's tasks in queue order (`rank_key`, then the name they are filed under), kept
+    from one board to the next by a long-lived caller (a server's claims), so that a claim
+    need not sort a thousand candidates each time.
+
+    Derived from the board it is handed, never from memory alone: each `ordered` call compares
+    the board's task and epic objects with the ones it placed (by identity: a store gives the
+    same object for a file it found unchanged and a new one for every file read again, so
+    hand edits, checkouts and other processes' writes all arrive as new objects), places
+    again the tasks that changed, came or went, and starts over when an epic changed (its
+    order ranks every task of it). The order it gives is therefore the sort of this board's
+    tasks, whatever happened to the files in between. Not for two threads at once: claims
+    use it under the board lock, which threads take in turn."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._tasks: dict[str, Task] = {}
+        self._epics: dict[str, Epic] = {}
+        self._keys: dict[str, tuple[Any, ...]] = {}
+        self._order: list[tuple[tuple[Any, ...], str]] = []
+
+    def ordered(self, board: Board, adjacent: str | None = None) -> list[Task] | None:
+        """The board's tasks in claim order (`claim_order`'s): with `adjacent`, that epic's
+        tasks first, each part in queue order. None when two tasks cannot be ranked against
+        each other (a value of a kind no sort could compare: the caller sorts the candidates
+        alone, as without a queue, and meets it there only if a candidate carries it)."""
+        try:
+            self._follow(board)
+        except (TypeError, ValueError):
+            self._reset()
+            return None
+        kept = self._tasks
+        order = [kept[name] for _key, name in self._order]
+        if adjacent:
+            return [task for task in order if task.epic == adjacent] + [task for task in order if task.epic != adjacent]
+        return order
+
+    def _follow(self, board: Board) -> None:
+        epics = board.epics
+        if len(epics) != len(self._epics) or any(self._epics.get(name) is not epic for name, epic in epics.items()):
+            self._epics = dict(epics)
+            self._tasks = dict(board.tasks)
+            self._keys = {name: (*rank_key(task, epics), name) for name, task in self._tasks.items()}
+            self._order = sorted((key, name) for name, key in self._keys.items())
+            return
+        tasks, kept, keys, order = board.tasks, self._tasks, self._keys, self._order
+        for name in [name for name in kept if name not in tasks]:
+            del kept[name]
+            del order[bisect_left(order, (keys.pop(name), name))]
+        for name, task in tasks.items():
+            if kept.get(name) is task:
+                continue
+            if name in kept:
+                del order[bisect_left(order, (keys[name], name))]
+            kept[name] = task
+            keys[name] = key = (*rank_key(task, epics), name)
+            insort(order, (key, name))
 
 
 def wait_answer(

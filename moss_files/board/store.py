@@ -269,6 +269,7 @@ class _Saved:
         "outlines",
         "by_status",
         "held",
+        "_held_set",
     )
 
     def __init__(self, kind: str, section: dict[str, Any], data: _CacheBody, offset: int) -> None:
@@ -297,6 +298,7 @@ class _Saved:
                 raise _CacheDamaged
             if not isinstance(self.held, list) or any(not isinstance(at, int) or not 0 <= at < count for at in self.held):
                 raise _CacheDamaged
+        self._held_set: set[int] | None = None
         self.rows: dict[int, list[Any]] = {}
         self.outlines: dict[int, Task] = {}
         self.by_status: dict[str, list[int]] | None = None
@@ -327,6 +329,12 @@ class _Saved:
     def held_places(self) -> list[int]:
         """The places of the tasks the cache file holds as held in flight."""
         return self.held
+
+    def held_set(self) -> set[int]:
+        """`held_places` as a set (made on first need)."""
+        if self._held_set is None:
+            self._held_set = set(self.held)
+        return self._held_set
 
     @property
     def keys(self) -> list[int]:
@@ -403,7 +411,7 @@ class _Folder:
     places, `select` costs what it selects. A watched folder's is kept from load to load and
     changed where events name files."""
 
-    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered")
+    __slots__ = ("saved", "tasks", "entries", "problems", "read_status", "read_held", "ordered", "selections", "kept_entities")
 
     def __init__(self, saved: _Saved | None, *, tasks: bool) -> None:
         self.saved = saved  # what the places in `entries` refer to
@@ -413,8 +421,21 @@ class _Folder:
         self.read_status: dict[str, set[str]] = {}
         self.read_held: set[str] = set()
         self.ordered = True
+        # A watched folder's outlines by the statuses asked (`BoardStore._outlines`), kept from
+        # load to load with the names changed since, which alone are looked at again.
+        self.selections: dict[frozenset[str], tuple[dict[str, Task], set[str]]] = {}
+        # Likewise its entities by id (`BoardStore._entities`), with the names changed since.
+        self.kept_entities: tuple[dict[str, Any], set[str]] | None = None
+
+    def touch(self, name: str) -> None:
+        for _chosen, changed in self.selections.values():
+            changed.add(name)
+        if self.kept_entities is not None:
+            self.kept_entities[1].add(name)
 
     def put(self, name: str, source: int | _Read) -> None:
+        if self.selections or self.kept_entities is not None:
+            self.touch(name)
         old = self.entries.get(name)
         self.problems.pop(name, None)
         if old is None:
@@ -433,6 +454,8 @@ class _Folder:
         self.problems[name] = problem
 
     def drop(self, name: str) -> None:
+        if self.selections or self.kept_entities is not None:
+            self.touch(name)
         old = self.entries.pop(name, None)
         self.problems.pop(name, None)
         if isinstance(old, _Read) and self.tasks:
@@ -451,6 +474,18 @@ class _Folder:
 
     def problem_list(self) -> list[MossError]:
         return [self.problems[name] for name in sorted(self.problems)]
+
+    def selected(self, name: str, statuses: Collection[str]) -> bool:
+        """Whether `select(statuses)` gives `name` (one name's answer, for a kept selection)."""
+        source = self.entries.get(name)
+        if source is None:
+            return False
+        if isinstance(source, _Read):
+            task = source.value
+            return task.status in statuses or (task.assigned_worker is not None and task.status in ACTIVE)
+        saved = self.saved
+        assert saved is not None
+        return saved.status[source] in statuses or source in saved.held_set()
 
     def select(self, statuses: Collection[str]) -> set[str]:
         """The names of the tasks in `statuses`, and of those held in flight."""
@@ -810,13 +845,16 @@ class BoardStore:
             for kind in _BOARD_KINDS:
                 synced[kind] = self._sync(kind, problems, now_ns, walk)
                 problems.extend(synced[kind].problem_list())
-        tasks = self._outlines(synced["task"], statuses) if outline else self._entities(synced["task"])
+        # A watched folder is kept from load to load: so are the answers drawn from it.
+        watch = self._watch if trusted is None else None
+        watched = {kind: watch is not None and watch.listing.get(kind) is synced[kind] for kind in _BOARD_KINDS}
+        tasks = self._outlines(synced["task"], statuses, keep=watched["task"]) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
-            epics=self._entities(synced["epic"]),
+            epics=self._entities(synced["epic"], keep=watched["epic"]),
             tasks=tasks,
-            workers=self._entities(synced["worker"]),
-            teams=self._entities(synced["team"]),
+            workers=self._entities(synced["worker"], keep=watched["worker"]),
+            teams=self._entities(synced["team"], keep=watched["team"]),
             problems=tuple(problems),
         )
         if self.persist:
@@ -1149,21 +1187,56 @@ class BoardStore:
         return read
 
     @staticmethod
-    def _entities(found: _Folder) -> dict[str, Any]:
+    def _entities(found: _Folder, *, keep: bool = False) -> dict[str, Any]:
+        """Every item of a folder by id, in name order. With `keep` (a watched folder, kept from
+        load to load), the answer is kept and the next call looks again only at the names
+        changed since (a name that came or went: every name, to keep the order)."""
         saved = found.saved
-        return {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
+        kept = found.kept_entities if keep else None
+        if kept is not None:
+            values, changed = kept
+            for name in changed:
+                source = found.entries.get(name)
+                if source is None or name[:-3] not in values:
+                    break
+                values[name[:-3]] = source.value if isinstance(source, _Read) else saved.value(source)  # type: ignore[union-attr]
+            else:
+                changed.clear()
+                return dict(values)
+        values = {name[:-3]: source.value if isinstance(source, _Read) else saved.value(source) for name, source in found.items()}  # type: ignore[union-attr]
+        if keep:
+            found.kept_entities = (values, set())
+            return dict(values)
+        return values
 
     @staticmethod
-    def _outlines(found: _Folder, statuses: Collection[str] | None) -> dict[str, Task]:
+    def _outlines(found: _Folder, statuses: Collection[str] | None, *, keep: bool = False) -> dict[str, Task]:
         """The outlines `outline` gives: the tasks in `statuses` (all when None), those held in
-        flight, and their dependencies; in name order, as `load` orders its tasks."""
+        flight, and their dependencies; in name order, as `load` orders its tasks. With `keep`
+        (a watched folder, kept from load to load), the selection is kept for the next call."""
         saved = found.saved
         entries = found.entries
         if statuses is None:
             return {name[:-3]: _outline_of(saved, source) for name, source in found.items()}
-        chosen: dict[str, Task] = {}
-        for name in found.select(statuses):
-            chosen[name] = _outline_of(saved, entries[name])
+        asked = frozenset(statuses)
+        kept = found.selections.get(asked) if found.tasks else None
+        if kept is not None:
+            # A watched folder's selection from its last load: only the names changed since
+            # (every put and drop names them) are looked at again.
+            chosen, changed = kept
+            for name in changed:
+                if found.selected(name, asked):
+                    chosen[name] = _outline_of(saved, entries[name])
+                else:
+                    chosen.pop(name, None)
+            changed.clear()
+        else:
+            chosen = {name: _outline_of(saved, entries[name]) for name in found.select(statuses)}
+            if keep:
+                if len(found.selections) >= 4:
+                    found.selections.clear()
+                found.selections[asked] = (chosen, set())
+        chosen = dict(chosen)
         needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
         for name in needed:
             source = entries.get(name)
@@ -1516,17 +1589,26 @@ class BoardStore:
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            work = snapshot.data
+            if not _at_current_version(kind, doc, relpath):
+                # An edit of an older file writes it at the current format version (what
+                # `fs.modify` with `kind` does, which parses every file once more to tell).
+                work = fs.upgraded(snapshot, kind, relpath, MAX_FILE_BYTES).data or snapshot.data
+                if work != snapshot.data:
+                    doc = document.parse_bytes(work, relpath, max_bytes=MAX_FILE_BYTES)
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
             text = files.edit_text(doc, old, new, kind, relpath)
             if text is None:
                 return None
-            produced.append(document.encode(text, doc.bom))
-            return produced[0]
+            data = document.encode(text, doc.bom)
+            if data == work:
+                return None  # nothing changed: the upgrade alone is never written
+            produced.append(data)
+            return data
 
-        # kind: an edit of an older file writes it at the current format version.
-        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, kind=kind, relpath=relpath)
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
         if produced and written.data is produced[0]:
             self._wrote_file(kind, item_id, produced[0])
         return result[0]
@@ -1752,6 +1834,17 @@ def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:
     return saved.outline(source)
 
 
+def _at_current_version(kind: str, doc: document.Document, relpath: str) -> bool:
+    """Whether a parsed board file is at its kind's current format version (False for an
+    older one, and for a marker `fs.upgraded` must judge: it raises FORMAT_TOO_NEW)."""
+    from moss_files.foundation import formats  # as fs.upgraded imports it: only writers need it
+
+    try:
+        return formats.check_document(kind, doc, relpath) == formats.KINDS[kind].current
+    except InvalidDocument:
+        return False
+
+
 def racy_window(mtime_ns: int, ctime_ns: int) -> int:
     """How long after its last change a file's stat cannot yet be trusted to reveal the next."""
     return FINE_RACY_NS if (mtime_ns % 1_000_000_000 or ctime_ns % 1_000_000_000) else COARSE_RACY_NS
@@ -1841,18 +1934,30 @@ _TASK_SLOTS = tuple(getattr(Task, name).__set__ for name in _NAMES[Task])
 _DIRECT = not hasattr(Task, "__post_init__")
 
 
+# Each slot is set once: the row's values (tuples made of the lists JSON gives) and, for the
+# fields outlines leave out, their defaults (a fresh one from each default factory).
+_OUTLINE_PUTS = tuple((_TASK_SLOTS[at], at in _OUTLINE_TUPLE_AT) for at in _OUTLINE_AT)
+_OMITTED_PUTS = tuple((_TASK_SLOTS[at], _TASK_DEFAULTS[at]) for at in range(len(_TASK_SLOTS)) if at not in _OUTLINE_AT and at not in dict(_TASK_FACTORIES))
+_OMITTED_FACTORIES = tuple((_TASK_SLOTS[at], factory) for at, factory in _TASK_FACTORIES if at not in _OUTLINE_AT)
+_OUTLINE_FACTORIES = tuple((at, factory) for at, factory in _TASK_FACTORIES if at in _OUTLINE_AT)
+
+
 def _outline_task(row: list[Any]) -> Task:
     """The task an outline row stands for: OUTLINE_FIELDS from the row, every other field its default."""
-    values = _TASK_DEFAULTS.copy()
-    for at, value in zip(_OUTLINE_AT, row, strict=True):
-        values[at] = value
-    for at in _OUTLINE_TUPLE_AT:
-        values[at] = tuple(values[at])
-    for at, factory in _TASK_FACTORIES:
-        values[at] = factory()
-    if not _DIRECT:
+    if not _DIRECT or _OUTLINE_FACTORIES or len(row) != len(_OUTLINE_PUTS):
+        values = _TASK_DEFAULTS.copy()
+        for at, value in zip(_OUTLINE_AT, row, strict=True):  # ValueError for a row of another length
+            values[at] = value
+        for at in _OUTLINE_TUPLE_AT:
+            values[at] = tuple(values[at])
+        for at, factory in _TASK_FACTORIES:
+            values[at] = factory()
         return Task(*values)
     task = object.__new__(Task)
-    for put, value in zip(_TASK_SLOTS, values, strict=True):
+    for (put, as_tuple), value in zip(_OUTLINE_PUTS, row, strict=True):
+        put(task, tuple(value) if as_tuple else value)
+    for put, value in _OMITTED_PUTS:
         put(task, value)
+    for put, factory in _OMITTED_FACTORIES:
+        put(task, factory())
     return task

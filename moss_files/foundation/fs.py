@@ -755,8 +755,9 @@ def flocked(
     This is the one lock of the toolkit. Each acquisition opens its own descriptor, and flock
     locks belong to the open file, so two threads of one process exclude each other just as
     two processes do; the kernel releases the lock of a process that dies. A held lock is
-    polled (every 5 ms at most, so a released one is not left idle for long); between polls
-    `while_waiting` may do work the holder's critical section would otherwise do later.
+    waited for in the kernel (`_wait_for_flock`), which hands it over the moment it is free;
+    meanwhile, every 5 ms, `while_waiting` may do work the holder's critical section would
+    otherwise do later.
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
     within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
@@ -775,24 +776,57 @@ def flocked(
         raise unwritable(f"cannot make the lock file: {reason}", code="NOT_WRITABLE", path=lock_file) from None
     try:
         deadline = time.monotonic() + timeout
-        delay = 0.001
-        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
-        while True:
-            try:
-                fcntl.flock(fd, mode)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
-                if while_waiting is not None:
-                    while_waiting()
-                time.sleep(delay)  # polling a held lock; bounded by the deadline above
-                delay = min(delay * 2, 0.005)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            if not _wait_for_flock(fd, mode, deadline, while_waiting):
+                raise error(f"lock held by another process for over {timeout:g}s", code="LOCK_TIMEOUT", path=shown or lock_file, hint=hint) from None
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable[[], object] | None) -> bool:
+    """Wait until `fd`'s open file gets the flock `mode` or `deadline` (time.monotonic) passes;
+    whether it got it. Calls `while_waiting` about every 5 ms meanwhile.
+
+    A thread blocks in flock(2), so the kernel hands the lock over the moment its holder lets
+    go (polling left it idle for up to a polling interval, with several waiters every time).
+    The thread locks through its own duplicate of `fd`: one open file, so the lock it gets is
+    `fd`'s, and a descriptor nobody else closes, so a retry after a signal cannot lock another
+    file that took the number. It closes the duplicate once flock returns, which leaves the
+    lock with `fd` (a flock lasts while any descriptor of its open file does). After a
+    timeout the thread is left waiting; when it gets the lock late, closing the duplicate
+    (the open file's last descriptor, `fd` being closed by then) lets it go at once."""
+    if time.monotonic() >= deadline:
+        return False
+    spare = os.dup(fd)
+    done = threading.Event()
+    failure: list[OSError] = []
+
+    def wait() -> None:
+        try:
+            fcntl.flock(spare, mode)
+        except OSError as exc:  # EDEADLK, ENOLCK: reported by the caller
+            failure.append(exc)
+        finally:
+            os.close(spare)
+            done.set()
+
+    threading.Thread(target=wait, name="moss-flock-wait", daemon=True).start()
+    while True:
+        left = deadline - time.monotonic()
+        if done.wait(max(0.0, min(left, 0.005))):
+            if failure:
+                raise failure[0]
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        if while_waiting is not None:
+            while_waiting()
 
 
 def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
@@ -1197,7 +1231,7 @@ def modify(
             if not _stale_retry(settle_displaced, path, max_bytes=max_bytes):
                 continue
             snapshot = read_snapshot(path, max_bytes=max_bytes)
-            work = snapshot if kind is None else _upgraded(snapshot, kind, relpath, max_bytes)
+            work = snapshot if kind is None else upgraded(snapshot, kind, relpath, max_bytes)
             new = transform(work)
             if new is None or new == work.data:
                 return snapshot
@@ -1229,8 +1263,9 @@ CURRENT_UNMARKED = frozenset({"mailbox", "current", "plan", "memory"})
 _MARKER_BYTES = b"moss_format"
 
 
-def _upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:
-    """The snapshot a tool edit works on: the file's bytes at its kind's current version."""
+def upgraded(snapshot: Snapshot, kind: str, relpath: str | None, max_bytes: int | None) -> Snapshot:
+    """The snapshot a tool edit works on: the file's bytes at its kind's current version (what
+    `modify` with `kind` hands its transform)."""
     if snapshot.data is None:
         return snapshot
     if kind in CURRENT_UNMARKED and _MARKER_BYTES not in snapshot.data:

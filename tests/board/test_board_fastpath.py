@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -553,6 +554,85 @@ def test_claims_append_to_the_cache_file_and_never_rewrite_it(repo: Path) -> Non
     assert cache.read_bytes().split(b"\n", 1)[0] == header
     deltas = [json.loads(line) for line in cache.read_bytes().split(b"\n")[1:] if line.startswith(b'{"delta"')]
     assert deltas and all(row[0] in ("task", "worker") for line in deltas for row in line["delta"])
+
+
+# --------------------------------------------------------------------------- the kept claim queue
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def commit_all(root: Path, message: str) -> str:
+    git(root, "add", "-A")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "--allow-empty", "-m", message)
+    return git(root, "rev-parse", "HEAD")
+
+
+def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, workers: list[str | None], epics: list[str | None]) -> None:
+    """The kept queue's order is the sort of this board's tasks, and every claim decision made
+    through it is the one the plain sort makes."""
+    for worker in workers:
+        adjacent = board.workers[worker].last_epic if worker in board.workers else None
+        assert queue.ordered(board, adjacent) == sorted(board.tasks.values(), key=rules.claim_order(board, worker, True))
+        for wanted in CLAIMS:
+            for epic in epics:
+                for take_over in (False, True):
+                    for adjacent_first in (True, False):
+
+                        def decide(kept: rules.ClaimQueue | None, wanted: tuple[str, ...] = wanted, worker: str | None = worker) -> rules.ClaimPlan:
+                            return rules.plan_claim(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept)
+
+                        assert outcome(lambda: decide(queue)) == outcome(lambda: decide(None)), (wanted, worker, epic, take_over)
+
+
+def test_a_kept_claim_queue_plans_what_the_sort_plans_after_hand_edits_checkouts_and_claims(repo: Path) -> None:
+    gen = Generated(repo, seed=41, tasks=160)
+    for worker in gen.workers[:4]:  # claims prefer the epic of a worker's last claim
+        path = gen.base / "workers" / f"{worker}.md"
+        path.write_text(files.render_worker(Worker(worker, type="worker", heartbeat=stamp(1), last_epic=gen.rng.choice(gen.epics))))
+    commits = [commit_all(repo, "generated")]
+    long_lived = BoardStore(repo)
+    server = Context(repo, actor=AGENT, clock=fixed_clock)  # its claims keep a queue of their own
+    # One queue per source of boards, and one fed by all of them in turn.
+    queues = {name: rules.ClaimQueue() for name in ("long-lived", "fresh", "scan", "mixed")}
+    weighed = ("PLANNING", "WORKING", "REVIEW", "AWAITING_APPROVAL")
+    for number in range(10):
+        full = scan(repo)
+        asked_workers = [*workers_to_ask(gen, full), *gen.workers[:4]]
+        asked_epics: list[str | None] = [None, gen.epics[0], gen.epics[5]]
+        boards = {"long-lived": long_lived.outline(weighed), "fresh": BoardStore(repo).outline(weighed), "scan": full}
+        for name, board in boards.items():
+            assert_queue_plans_as_the_sort(queues[name], board, asked_workers, asked_epics)
+            assert_queue_plans_as_the_sort(queues["mixed"], board, asked_workers, asked_epics)
+        # A server's claim (its context's kept queue) gives the task the plain sort of the files gives.
+        worker = gen.rng.choice([w for w in gen.workers if w in full.workers and full.workers[w].status not in GONE_WORKER_STATUSES])
+        statuses = gen.rng.choice(CLAIMS)
+        expected = outcome(lambda: rules.plan_claim(full, statuses, worker))
+        try:
+            result = claims.claim_next_task(server, statuses=list(statuses), worker_id=worker)
+            got = (
+                "plan",
+                result["task"]["id"] if result["hasNext"] else None,
+                result.get("takenOverFrom"),
+                (result.get("alreadyAssigned") or {}).get("taskId"),
+            )
+        except Conflict as err:
+            got = ("error", err.code, err.details.get("taskId"))
+        assert got == expected, number
+        if number % 3 == 2:
+            # git checkout of an earlier commit: files come, go and change behind every store's back.
+            commits.append(commit_all(repo, f"round {number}"))
+            git(repo, "checkout", "-q", "--detach", gen.rng.choice(commits[:-1]))
+            git(repo, "clean", "-fdq", ".moss")
+            gen.ids = sorted(p.stem for p in (gen.base / "tasks").glob("*.md"))
+        else:
+            gen.mutate()
+            # An epic moved in the queue (its order ranks each of its tasks), edited in place.
+            epic_path = gen.base / "epics" / f"{gen.rng.choice(gen.epics)}.md"
+            epic_path.write_text(re.sub(r"\norder: \d+", f"\norder: {gen.rng.randrange(0, 9)}", epic_path.read_text()))
+    long_lived.close()
 
 
 # --------------------------------------------------------------------------- one owner, at scale

@@ -260,7 +260,7 @@ UNMARKED = [
 
 @pytest.mark.parametrize("data", UNMARKED)
 def test_an_unmarked_file_of_a_current_unmarked_kind_is_edited_as_the_format_table_would_have_it(tmp_path: Path, data: bytes) -> None:
-    """The fast path of fs._upgraded equals the table's answer: the bytes as they are (an
+    """The fast path of fs.upgraded equals the table's answer: the bytes as they are (an
     unreadable file is left for the edit to report, as the table's path leaves it)."""
     from moss_files.foundation import fs
 
@@ -272,8 +272,8 @@ def test_an_unmarked_file_of_a_current_unmarked_kind_is_edited_as_the_format_tab
         except InvalidDocument as err:
             assert err.code != "FORMAT_TOO_NEW"
             table = data
-        assert fs._upgraded(snapshot, kind, relpath, None).data == table == data, kind
+        assert fs.upgraded(snapshot, kind, relpath, None).data == table == data, kind
     marked = b"<!-- moss_format: 9 -->\n# Plan\n"  # the marker takes the table's path
     with pytest.raises(InvalidDocument) as caught:
-        fs._upgraded(fs.Snapshot(tmp_path / "PLAN.md", marked, fs.digest_of(marked)), "plan", ".cstack/PLAN.md", None)
+        fs.upgraded(fs.Snapshot(tmp_path / "PLAN.md", marked, fs.digest_of(marked)), "plan", ".cstack/PLAN.md", None)
     assert caught.value.code == "FORMAT_TOO_NEW"

@@ -137,6 +137,38 @@ def test_lock_timeout_when_another_process_holds_the_lock(tmp_path: Path) -> Non
         pass
 
 
+def test_a_waiter_that_timed_out_never_keeps_the_lock_once_its_holder_lets_go(tmp_path: Path) -> None:
+    # The waiter blocks in flock(2) on a thread of its own; after LOCK_TIMEOUT that thread is
+    # left waiting, and when it gets the lock late it must let it go at once.
+    path = tmp_path / "doc.md"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from moss_files.foundation import fs\n"
+            "with fs.locked(Path(sys.argv[1])):\n    print('held', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    waits: list[int] = []
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(Conflict) as caught, fs.locked(path, timeout=0.3, while_waiting=lambda: waits.append(1)):
+            pass
+        assert caught.value.code == "LOCK_TIMEOUT"
+        assert waits  # the wait did the caller's work meanwhile
+    finally:
+        holder.communicate("", timeout=30)
+    wait_for(lambda: not any(t.name == "moss-flock-wait" for t in threading.enumerate()), timeout=10, message="the abandoned waiter ended")
+    # Free for another process at once (timeout 0: no waiting at all).
+    probe = "import sys; from pathlib import Path; from moss_files.foundation import fs\nwith fs.locked(Path(sys.argv[1]), timeout=0): print('got')"
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "got", done.stderr
+
+
 def test_concurrent_appends_keep_every_line_whole(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     script = (
