@@ -90,13 +90,13 @@ def print_rows(rows: Sequence[Row]) -> None:
     """The rows as a small table on stdout, as `bench/all.py` prints them."""
     if not rows:
         return
-    print(f"\n  {'measure':<44} {'size':>7} {'build':<8} {'value':>10} {'floor':>10} {'ratio':>6} {'over':>8}  target")
+    print(f"\n  {'measure':<44} {'size':>7} {'build':<8} {'value':>16} {'floor':>10} {'ratio':>6} {'over':>8}  target")
     for row in rows:
         floor = "-" if row.floor is None else f"{row.floor:.1f}"
         ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
         over = "-" if row.over is None else f"{row.over:+.1f}"
         print(
-            f"  {row.measure:<44} {row.size:>7} {row.build:<8} {row.value:>8.1f}{row.unit[:2]:>2} {floor:>10} {ratio:>6} {over:>8}  "
+            f"  {row.measure:<44} {row.size:>7} {row.build:<8} {f'{row.value:.1f} {row.unit}':>16} {floor:>10} {ratio:>6} {over:>8}  "
             f"{row.target} {'met' if row.met else 'NOT MET'}"
         )
 
