@@ -14,7 +14,6 @@ mid-line (`carry_over`).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import re
@@ -300,13 +299,10 @@ _syncfs_state: dict[str, Any] = {}
 
 def _syncfs() -> Callable[[int], int] | None:
     if "call" not in _syncfs_state:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            call = libc.syncfs
+        call = fs.libc_function("syncfs")  # None: not Linux, or a C library without it
+        if call is not None:
             call.argtypes = [ctypes.c_int]
-            _syncfs_state["call"] = call
-        except (OSError, AttributeError):  # not Linux, or a libc without it
-            _syncfs_state["call"] = None
+        _syncfs_state["call"] = call
     return _syncfs_state["call"]
 
 

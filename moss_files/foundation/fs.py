@@ -1139,7 +1139,7 @@ AT_FDCWD = -100
 _renameat2_state: dict[str, Any] = {}  # "call": the C function; "missing": no renameat2; "refused": flags the kernel refused
 
 
-def _libc_function(name: str) -> Any:
+def libc_function(name: str) -> Any:
     """The C library's function `name` (errno kept for ctypes.get_errno), or None without it.
 
     The process's own symbols come first: the interpreter is linked with the C library, so they
@@ -1170,7 +1170,7 @@ def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCW
 
     call = _renameat2_state.get("call")
     if call is None:
-        call = _libc_function("renameat2")
+        call = libc_function("renameat2")
         if call is None:
             _renameat2_state["missing"] = True
             return None

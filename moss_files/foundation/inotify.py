@@ -12,7 +12,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from typing import Any
+
+from moss_files.foundation import fs
 
 # <sys/inotify.h>
 IN_MODIFY = 0x2
@@ -45,25 +46,12 @@ _EVENT = struct.Struct("iIII")
 # changed by other machines or processes behind the kernel's back: not trusted.
 LOCAL_FILE_SYSTEMS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0x52654973, 0x3153464A, 0x794C7630})
 
-_libc: list[Any] = []
-
-
-def _c() -> Any:
-    # ctypes is loaded on first use: a search process imports the watcher's module for its
-    # handshake and never watches anything.
-    if not _libc:
-        import ctypes.util
-
-        _libc.append(ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True))
-    return _libc[0]
-
 
 def local_file_system(path: str) -> bool:
     """Whether `path` lies on a local file system that reports every change to inotify (see
     LOCAL_FILE_SYSTEMS); False when that cannot be told."""
-    try:
-        statfs = _c().statfs
-    except (OSError, AttributeError):
+    statfs = fs.libc_function("statfs")
+    if statfs is None:
         return False
     import ctypes
 
@@ -84,13 +72,12 @@ class Inotify:
     def __init__(self) -> None:
         import ctypes
 
-        try:
-            libc = _c()
-            self._add = libc.inotify_add_watch
-            self._remove = libc.inotify_rm_watch
-            init = libc.inotify_init1
-        except (OSError, AttributeError):
-            raise Unavailable("this system has no inotify") from None
+        # The C library from the process's own symbols (fs.libc_function: no child ldconfig).
+        self._add = fs.libc_function("inotify_add_watch")
+        self._remove = fs.libc_function("inotify_rm_watch")
+        init = fs.libc_function("inotify_init1")
+        if self._add is None or self._remove is None or init is None:
+            raise Unavailable("this system has no inotify")
         self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         fd = init(_IN_NONBLOCK | _IN_CLOEXEC)
         if fd < 0:
