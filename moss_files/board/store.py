@@ -453,6 +453,15 @@ class _Folder:
         self.drop(name)
         self.problems[name] = problem
 
+    def take(self, name: str, read: _Read | None) -> None:
+        """Record what reading `name` gave: gone (None), a problem, or its value."""
+        if read is None:
+            self.drop(name)
+        elif isinstance(read.value, MossError):
+            self.fail(name, read.value)
+        else:
+            self.put(name, read)
+
     def drop(self, name: str) -> None:
         if self.selections or self.kept_entities is not None:
             self.touch(name)
@@ -910,10 +919,7 @@ class BoardStore:
         reads = self._reads[kind]
         for name, read in reads.items():
             if name not in check:
-                if isinstance(read.value, MossError):
-                    found.fail(name, read.value)
-                else:
-                    found.put(name, read)
+                found.take(name, read)
         prefix = f"{BOARD_DIR}/{FOLDERS[kind]}/"
         for name in sorted(check):
             if not is_valid_name(name[:-3]):
@@ -933,12 +939,7 @@ class BoardStore:
                 continue
             else:
                 fresh = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
-            if fresh is None:
-                found.drop(name)
-            elif isinstance(fresh.value, MossError):
-                found.fail(name, fresh.value)
-            else:
-                found.put(name, fresh)
+            found.take(name, fresh)
         return found
 
     def _load_project(self, problems: list[MossError], now_ns: int) -> Project:
@@ -1127,13 +1128,7 @@ class BoardStore:
             if not parse:
                 later.add(name)
                 continue
-            read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
-            if read is None:
-                found.drop(name)
-            elif isinstance(read.value, MossError):
-                found.fail(name, read.value)
-            else:
-                found.put(name, read)
+            found.take(name, self._read(kind, dir_fd, name, prefix + name, info, now_ns))
         if later:
             watch.dirty.setdefault(kind, set()).update(later)
         return found
