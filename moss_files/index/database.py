@@ -29,6 +29,7 @@ from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
 from moss_files.index.model import (
     SOURCE_ID_FACET,
+    WATCH_SOCKET,
     Extracted,
     FileInput,
     Problem,
@@ -475,6 +476,9 @@ class SearchIndex:
         every change; None when no watcher answers so (the query walks)."""
         if not self.ask_watcher or self.dir != self.root / CACHE_DIR:
             return None  # the watcher keeps the workspace's own cache, not this one
+        if not os.path.exists(f"{self.root}/{WATCH_SOCKET}"):
+            # No watcher: the query walks without loading the watcher's module (and inotify's).
+            return None
         from moss_files.index import watch
 
         return watch.synced(self.root, self.registry.fingerprint)
@@ -707,16 +711,18 @@ class View:
         only those files (relative to the root) are looked at: each one's rows are made to
         match the file, or removed when it is gone or no source owns it any more. With
         `scope` (a folder relative to the root), only the files below it: those the walk
-        lists there, and those the index holds there."""
+        lists there, and those the index holds there; the report's `files` then counts the
+        files below it (counting the whole table's would cost its caller more than the walk
+        of a small folder)."""
         started = time.perf_counter()
         root = self.index.root
-        whole = paths is None and scope is None  # a walk of every folder: it counts the files
+        walked = paths is None  # a walk (of every folder, or of the scope's) counts the files
         matched = _matched_trees(self.index.meta.get("tree"))
         if paths is None and scope is not None:
             tree = walk(root, self.registry, under=scope)
             fingerprint = tree.fingerprint()
             if fingerprint == matched.get(scope):
-                return RefreshReport(files=self._file_count(), seconds=time.perf_counter() - started)
+                return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
             disk = tree.signatures()
             below = {"low": f"{scope}/", "high": f"{scope}0"}  # '0' follows '/': every path below
             cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files WHERE path > :low AND path < :high", below))
@@ -735,7 +741,7 @@ class View:
         if plan.empty:
             if fingerprint is not None:
                 self._remember_tree(fingerprint, scope or "")
-            return RefreshReport(files=len(disk) if whole else self._file_count(), seconds=time.perf_counter() - started)
+            return RefreshReport(files=len(disk) if walked else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
         for relpath in (*plan.added, *plan.changed):
@@ -746,10 +752,10 @@ class View:
         work = [path for path, read in reads.items() if self._needs_write(path, read, stored.get(path), now_ns)]
         gone = [*plan.removed, *(path for path in (*plan.added, *plan.changed) if path not in reads and path in cached)]
         if not work and not gone:
-            files = len(disk) if whole else self._file_count()
+            files = len(disk) if walked else self._file_count()
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
-        return report if whole else replace(report, files=self._file_count())
+        return report if walked else replace(report, files=self._file_count())
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""

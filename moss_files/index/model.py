@@ -42,6 +42,9 @@ EXCLUDED = (".moss/cache", ".moss/run")
 SUFFIX = ".md"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_SUMMARY = 100  # == summaries.MAX_SUMMARY (a test checks)
+# Where a running `moss index watch` listens, relative to the root (`watch.socket_path`):
+# named here so that a query looks for it before it loads the watcher's module.
+WATCH_SOCKET = ".moss/run/index.sock"
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,13 +49,13 @@ from moss_files.foundation.inotify import (
     Unavailable,
 )
 from moss_files.foundation.loglevels import say
-from moss_files.index.model import RefreshReport, Registry
+from moss_files.index.model import WATCH_SOCKET, RefreshReport, Registry
 
 if TYPE_CHECKING:
     import socket
     import subprocess
 
-SOCKET_PATH = Path(".moss") / "run" / "index.sock"
+SOCKET_PATH = Path(WATCH_SOCKET)
 SYNC_TIMEOUT = 10.0  # a busy watcher may be walking a large tree; past this the query walks
 REQUEST_TIMEOUT = 2.0  # a client that connects and says nothing holds the watcher no longer
 SETTLE_SECONDS = 0.02  # events are applied once none came for this long (a burst is one refresh)

@@ -271,3 +271,19 @@ def test_a_common_search_never_loads_typer(ws: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ws, capture_output=True, text=True, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "0 False", done.stderr
+
+
+def test_a_search_without_a_watcher_never_loads_the_watchers_module(ws: Path) -> None:
+    """No watcher's socket: the query walks, and loads neither the watcher nor inotify."""
+    assert not (ws / ".moss" / "run" / "index.sock").exists()
+    probe = (
+        "import sys\n"
+        "sys.argv = ['moss', 'search', 'deploy', '--json']\n"
+        "from moss_files.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, [m for m in ('moss_files.index.watch', 'moss_files.foundation.inotify') if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ws, capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "0 []", done.stderr

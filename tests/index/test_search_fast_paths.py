@@ -232,6 +232,36 @@ def test_a_folder_the_index_matched_is_walked_again_after_any_write(tmp_path: Pa
     assert below(scoped, folder) == below(snapshot(root, rebuild=True), folder)
 
 
+def test_a_refresh_of_one_folder_reports_the_files_the_whole_walk_lists_there(tmp_path: Path) -> None:
+    """A scoped refresh counts the files below its folder (not the whole table), whether it
+    found changes, found none, or matched the folder's remembered tree."""
+    root = tmp_path / "ws"
+    generated(root, 200, 7)
+    folder = ".moss/capsules/team-1"
+    index = service.open_index(service.Context(root))
+    index.ask_watcher = False
+    index.rebuild()
+
+    def there() -> int:
+        return sum(1 for path in scan.walk(root, sources.default_registry(), stat=False).paths if path.startswith(folder + "/"))
+
+    rng = random.Random(7)
+    for _ in range(2):
+        capsule_edits(root, rng, folder)
+        index.run(lambda view: None, scope=folder)
+        assert index.last_refresh is not None and index.last_refresh.files == there()
+
+    def remembered() -> bool:
+        index.run(lambda view: None, scope=folder)
+        row = index.run(lambda view: view.conn.execute("SELECT value FROM meta WHERE key = 'tree'").fetchone(), refresh=False)
+        return row is not None and f"{folder}\t" in row[0]
+
+    wait_for(remembered, timeout=30, interval=0.2, message="the folder's tree remembered")
+    index.run(lambda view: None, scope=folder)
+    assert index.last_refresh is not None and index.last_refresh.files == there() > 0
+    assert index.last_refresh.files < index.run(lambda view: view._file_count(), refresh=False)
+
+
 def test_the_walk_of_one_folder_lists_what_the_whole_walk_lists_there(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     generated(root, 120, 4)
