@@ -20,10 +20,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import CacheError, InvalidRequest, MossError
@@ -137,8 +136,7 @@ def _not_writable(exc: sqlite3.Error | OSError, where: Path) -> CacheError | Non
     return CacheError(f"the search cache cannot be written: {reason}", code="NOT_WRITABLE", path=where)
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(NamedTuple):
     """One indexed item as a query returns it."""
 
     kind: str
@@ -155,16 +153,14 @@ class Hit:
     score: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """A page of hits, and whether more matches follow it."""
 
     hits: tuple[Hit, ...]
     more: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
+class _Stored(NamedTuple):
     """What the index holds about one file."""
 
     sig: Signature
@@ -755,7 +751,7 @@ class View:
             files = len(disk) if walked else self._file_count()
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
-        return report if walked else replace(report, files=self._file_count())
+        return report if walked else report._replace(files=self._file_count())
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from moss_files.foundation.errors import MossError
 
@@ -75,8 +75,7 @@ class Entry:
     handle: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
+class Problem(NamedTuple):
     """Why a file, or part of it, is not (fully) in the index. Errors leave items out;
     warnings mark text that was read differently than it may have been meant."""
 
@@ -91,16 +90,14 @@ def problem_from(err: MossError) -> Problem:
     return Problem(err.code, err.message, err.line)
 
 
-@dataclass(frozen=True, slots=True)
-class Extracted:
+class Extracted(NamedTuple):
     """A source's reading of one file."""
 
     entries: tuple[Entry, ...] = ()
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class FileInput:
+class FileInput(NamedTuple):
     """One file as a source sees it: its path relative to the workspace, bytes and mtime."""
 
     relpath: str
@@ -187,8 +184,7 @@ class Source:
     uses_mtime: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Route:
+class _Route(NamedTuple):
     by_name: Mapping[str, Source]
     default: Source | None
 
@@ -354,8 +350,7 @@ def facets_of(entry: Entry) -> tuple[tuple[str, str], ...]:
 # --------------------------------------------------------------------------- refresh planning
 
 
-@dataclass(frozen=True, slots=True)
-class RefreshPlan:
+class RefreshPlan(NamedTuple):
     """Files to read because they are new or their signature changed, and files gone."""
 
     added: tuple[str, ...] = ()
@@ -398,8 +393,7 @@ def digest(data: bytes) -> str:
     return blake2b(data, digest_size=16).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class RefreshReport:
+class RefreshReport(NamedTuple):
     """What a refresh or rebuild did."""
 
     files: int

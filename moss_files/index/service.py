@@ -12,8 +12,8 @@ that only names these use cases never pays for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
@@ -364,8 +364,7 @@ def index_status(ctx: Context) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class CapsuleItems:
+class CapsuleItems(NamedTuple):
     """What the index holds about the capsule files of one scope (see `capsule_items`)."""
 
     unreadable: int  # capsule files in the scope the index could not (fully) read
