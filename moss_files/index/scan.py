@@ -19,9 +19,6 @@ from typing import Any, NamedTuple
 from moss_files.foundation.fs import not_regular
 from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, blake2b, digest, signature
 
-# The records of this module (and of the index's other hot paths) are NamedTuples: every
-# query process defines them at start-up, in a fifth of a frozen dataclass's time.
-
 
 class Tree(NamedTuple):
     """The files some source owns, in walk order, with their signatures."""
