@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from moss_files.foundation import document, formats, structured
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
@@ -156,8 +156,7 @@ def datetime_to_ms(moment: datetime) -> int:
 # --------------------------------------------------------------------------- lint
 
 
-@dataclass(frozen=True, slots=True)
-class LintResult:
+class LintResult(NamedTuple):
     """What lint found: the size and the canonical names of missing sections."""
 
     chars: int
@@ -285,8 +284,7 @@ def fenced_lines(lines: Sequence[str]) -> set[int]:
 # --------------------------------------------------------------------------- sections
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
+class Section(NamedTuple):
     """A markdown section: offsets into the text, end exclusive."""
 
     header: str  # the whole header line, without its line ending
@@ -526,8 +524,7 @@ def provisional_id(relpath: PurePosixPath, created_ms: int | None) -> str:
     return "".join(alphabet[(number >> shift) & 31] for shift in range(125, -1, -5))
 
 
-@dataclass(frozen=True, slots=True)
-class Address:
+class Address(NamedTuple):
     """Exactly one way to name a capsule: an id, or a workspace and a name (normalized)."""
 
     id: str | None

@@ -22,7 +22,6 @@ import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
@@ -37,8 +36,7 @@ STORE_LOCK_TIMEOUT = 30.0
 _ID_LINE = re.compile(rb"(?mi)^['\"]?id['\"]?[ \t]*:")
 
 
-@dataclass(frozen=True, slots=True)
-class StoredCapsule:
+class StoredCapsule(NamedTuple):
     """A capsule with the file it was read from and that file's bytes as read."""
 
     capsule: Capsule
@@ -47,16 +45,14 @@ class StoredCapsule:
     snapshot: fs.Snapshot
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
+class Scan(NamedTuple):
     """Every capsule found, and every file that could not be read as one (never skipped)."""
 
     capsules: tuple[StoredCapsule, ...]
     problems: tuple[MossError, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Listing:
+class Listing(NamedTuple):
     """A folder listing: capsule files and stray entries, relative to the capsules folder
     (`<workspace>/<file>`, `<workspace>/deleted/<file>`, or a stray's own place)."""
 
