@@ -385,9 +385,15 @@ def _search(query: tuple[str, ...], kind: tuple[str, ...], limit: int, offset: i
 
 
 def _index_refresh(root: str | None, as_json: bool) -> int:
+    from moss_files.foundation import workspace
     from moss_files.index import service
 
-    status, result = _reported(as_json, lambda: service.index_refresh(workspace_context(root)))
+    def work() -> dict[str, Any]:
+        # As `index_refresh(workspace_context(root))`, without building the Context.
+        top = workspace.find_workspace(explicit=root)
+        return service.refresh_at(top, notify=streams.note, progress=progress_printer(streams.note))
+
+    status, result = _reported(as_json, work)
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status

@@ -230,6 +230,7 @@ def test_roots_given_by_option_and_by_environment_and_none(ws: Path, tmp_path: P
     same(quick_run, typer_run)
     assert quick_run.returncode == 6
     same(*both(ws, "search", "deploy", "--root", str(tmp_path / "missing")))
+    same(*both(ws, "index", "refresh", "--root", str(tmp_path / "missing")))
 
 
 def test_a_hand_edit_just_before_a_quick_search_is_found(ws: Path) -> None:
@@ -284,6 +285,22 @@ def test_a_search_without_a_watcher_never_loads_the_watchers_module(ws: Path) ->
         "    main()\n"
         "except SystemExit as done:\n"
         "    print(done.code, [m for m in ('moss_files.index.watch', 'moss_files.foundation.inotify') if m in sys.modules], file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ws, capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "0 []", done.stderr
+
+
+def test_a_common_refresh_builds_no_context(ws: Path) -> None:
+    """`moss index refresh` finds the workspace and refreshes its index without a Context, so
+    the process never loads the foundation's context and settings modules."""
+    probe = (
+        "import sys\n"
+        "sys.argv = ['moss', 'index', 'refresh', '--json']\n"
+        "from moss_files.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, [m for m in ('moss_files.foundation.context', 'moss_files.foundation.config') if m in sys.modules], file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ws, capture_output=True, text=True, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "0 []", done.stderr
