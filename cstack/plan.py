@@ -40,7 +40,6 @@ import functools
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import date
 from itertools import accumulate, pairwise
 from pathlib import Path
@@ -110,20 +109,23 @@ _ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+# The records of this module are NamedTuples: immutable values compared field by field, as the
+# frozen dataclasses they were, but a NamedTuple class is made in about a tenth of a frozen
+# dataclass's time, which every task command paid at import (eight of them, issue 29).
+
+
+class Segment(NamedTuple):
     """One `| …` part of a task line: `key: value`, or free text (key None)."""
 
     text: str
     key: str | None
     value: str
-    start: int = field(repr=False)  # span of `text` in the line
-    end: int = field(repr=False)
-    pipe: int = field(repr=False)  # position of the `|` before it
+    start: int  # span of `text` in the line
+    end: int
+    pipe: int  # position of the `|` before it
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     """One task line of PLAN.md, as read."""
 
     number: int  # 1-based position among all tasks of the file: the listing's number
@@ -140,7 +142,7 @@ class Task:
     section: tuple[str, ...]  # heading path, e.g. ("Backlog", "Bugs"); () before any `##`
     kind: str  # tasks | completed | closed | backlog | other
     text: str  # the line without its ending
-    marker_at: int = field(repr=False)
+    marker_at: int
     nested_in: int | None = None  # the number of the task this one is indented under
 
     @property
@@ -176,13 +178,12 @@ class Task:
         return self.status in OPEN
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """A parsed PLAN.md: its outline (lines and sections), tasks, frontmatter and warnings."""
 
-    outline: Outline = field(repr=False)
+    outline: Outline
     tasks: tuple[Task, ...]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any]
     warnings: tuple[str, ...] = ()
 
     @property
@@ -190,8 +191,7 @@ class Plan:
         return "".join(self.outline.lines)
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """The result of a planning function: the file's new text and the task as it now reads."""
 
     text: str
@@ -538,7 +538,7 @@ def set_marker(content: str, marker: str) -> str:
 # --------------------------------------------------------------------------- transitions
 
 
-class _Rule(NamedTuple):  # a NamedTuple: made in a fifth of a frozen dataclass's time, at every import
+class _Rule(NamedTuple):
     allowed: frozenset[str]
     marker: str
     remove: tuple[str, ...] = ()
@@ -1059,7 +1059,7 @@ def _real_task(task: Task, small: Plan, runs: dict[str, Run]) -> Task | None:
             if task.nested_in is not None and number < task.nested_in:
                 extra_before_outer += run[1] - 1
     nested_in = task.nested_in + extra_before_outer if task.nested_in is not None else None
-    return replace(task, line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
+    return task._replace(line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
 
 
 def _on_condensed(
@@ -1151,8 +1151,7 @@ def _by_id(plan: Plan) -> dict[str, list[Task]]:
     return index
 
 
-@dataclass(frozen=True, slots=True)
-class Dependency:
+class Dependency(NamedTuple):
     """One `depends:` entry of a task and where it stands."""
 
     id: str
@@ -1189,8 +1188,7 @@ def ready_tasks(plan: Plan) -> tuple[Task, ...]:
     return tuple(task for task in plan.tasks if task.status == "pending" and _schedulable(task) and all(dep.met for dep in _dependencies(index, task)))
 
 
-@dataclass(frozen=True, slots=True)
-class Blocked:
+class Blocked(NamedTuple):
     """A blocked task and why: its `blocked:` reason and/or its unmet dependencies."""
 
     task: Task
@@ -1225,8 +1223,7 @@ def plan_stats(plan: Plan) -> dict[str, int]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class StaleReport:
+class StaleReport(NamedTuple):
     """Open tasks whose `modified:` date is more than `days` days before `today`."""
 
     today: str
@@ -1270,8 +1267,7 @@ def _read_date(value: str | None) -> date | None:
 # --------------------------------------------------------------------------- graph
 
 
-@dataclass(frozen=True, slots=True)
-class Graph:
+class Graph(NamedTuple):
     """The dependency graph: tasks taking part, edges (task key → dependency key), roots."""
 
     nodes: tuple[Task, ...]
