@@ -1160,25 +1160,57 @@ def libc_function(name: str) -> Any:
         return None
 
 
+def _bare_libc_function(name: str) -> Any:
+    """The C library's function `name` from the process's own symbols, bound through `_ctypes`
+    (the C half of ctypes) to take C ints and byte strings and return a C int, errno kept; None
+    where that cannot be done. Importing `ctypes` itself defines all its C types and costs ~2 ms
+    of every write that swaps a file in (a `cstack add`, issue 29); the call is the same."""
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):  # a C int, returned as a Python int
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = _Int
+
+        class _Process:  # what CFuncPtr reads a library's handle from (a CDLL, to ctypes)
+            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # dlopen(NULL): the process's own symbols, as CDLL(None)
+
+        return _Function((name, _Process()))  # type: ignore[arg-type]
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+
+
+def _typed_renameat2() -> Any:
+    """renameat2 through `ctypes` (`libc_function`), typed: the fallback of the bare binding."""
+    import ctypes
+
+    call = libc_function("renameat2")
+    if call is not None:
+        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return call
+
+
 def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCWD, dst_dir_fd: int = AT_FDCWD) -> int | None:
     """Linux renameat2(2) with `flags`: 0 when done, else the errno it failed with; None, having
     done nothing, where the C library, kernel or file system lacks it or those flags (known once
     and remembered, so callers fall back without asking again)."""
     if _renameat2_state.get("missing") or flags in _renameat2_state.get("refused", ()):
         return None
-    import ctypes  # here: only the renames that need this call load the C library
-
     call = _renameat2_state.get("call")
     if call is None:
-        call = libc_function("renameat2")
+        call = _bare_libc_function("renameat2") or _typed_renameat2()
         if call is None:
             _renameat2_state["missing"] = True
             return None
-        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
         _renameat2_state["call"] = call
     if call(src_dir_fd, os.fsencode(source), dst_dir_fd, os.fsencode(target), flags) == 0:
         return 0
-    code = ctypes.get_errno()
+    import _ctypes  # loaded by now: both bindings stand on it
+
+    code = _ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         _renameat2_state.setdefault("refused", set()).add(flags)
         return None

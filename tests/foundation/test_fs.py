@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import subprocess
@@ -479,12 +480,45 @@ def test_a_write_swaps_by_renameat2_without_asking_ldconfig(tmp_path: Path) -> N
         from pathlib import Path
         from moss_files.foundation import fs
         fs.modify(Path(sys.argv[1]), lambda snapshot: b"new\\n")
-        print(fs._renameat2_state.get("call") is not None, "ctypes.util" in sys.modules)
+        print(fs._renameat2_state.get("call") is not None, "ctypes.util" in sys.modules, "ctypes" in sys.modules)
         """
     )
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True", "False"]
+    # Nor does it import ctypes itself (its C types cost ~2 ms): the call is bound through _ctypes.
+    assert done.stdout.split() == ["True", "False", "False"]
     assert path.read_bytes() == b"new\n"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is a Linux system call")
+def test_the_bare_renameat2_binding_answers_as_the_typed_ctypes_one(tmp_path: Path) -> None:
+    """renameat2 bound through _ctypes (what a save's exchange uses) and through ctypes with its
+    argument types (the fallback) do the same to the same files and return the same errno."""
+    import _ctypes
+
+    bare = fs._bare_libc_function("renameat2")
+    typed = fs._typed_renameat2()
+    assert bare is not None and typed is not None
+    assert fs._bare_libc_function("no_such_function_in_libc") is None
+    outcomes = []
+    for label, call in (("bare", bare), ("typed", typed)):
+        folder = tmp_path / label
+        folder.mkdir()
+        (folder / "a").write_bytes(b"A")
+        (folder / "b").write_bytes(b"B")
+        results = []
+        with fs.folder_fd(folder) as dir_fd:
+            for source, target, flags in (
+                ("a", "b", fs.RENAME_EXCHANGE),
+                ("a", "gone", fs.RENAME_EXCHANGE),
+                ("a", "b", fs.RENAME_NOREPLACE),
+                ("a", "c", fs.RENAME_NOREPLACE),
+            ):
+                code = call(dir_fd, os.fsencode(source), dir_fd, os.fsencode(target), flags)
+                results.append((code, _ctypes.get_errno() if code != 0 else 0))
+        outcomes.append((results, sorted((p.name, p.read_bytes()) for p in folder.iterdir())))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == [(0, 0), (-1, errno.ENOENT), (-1, errno.EEXIST), (0, 0)]
+    assert outcomes[0][1] == [("b", b"A"), ("c", b"B")]
 
 
 def test_the_changed_since_read_check_compares_bytes_as_the_digests_would(tmp_path: Path) -> None:
