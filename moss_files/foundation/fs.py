@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,18 +52,58 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A file's bytes as read, with the fingerprint used to detect later changes."""
+    """A file's bytes as read, with the fingerprint used to detect later changes.
 
+    An immutable value (compared, hashed and shown as the frozen dataclass it was). `digest`
+    is computed on first use when not given (None): the changed-since-read check of a write
+    compares bytes, so a write never needs it unless the file changed, and hashing a 900 KB
+    PLAN.md when reading it and again when returning what was written cost ~1 ms of every
+    `cstack add` (issue 29)."""
+
+    __slots__ = ("path", "data", "_digest", "identity")
     path: Path
     data: bytes | None  # None: the file did not exist
-    digest: str
-    identity: Identity | None = None  # of the file read, when known
+    identity: Identity | None  # of the file read, when known
+    _digest: str | None
+
+    def __init__(self, path: Path, data: bytes | None, digest: str | None = None, identity: Identity | None = None) -> None:
+        for name, value in (("path", path), ("data", data), ("_digest", digest), ("identity", identity)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def digest(self) -> str:
+        """`digest_of(data)` (the empty string for a missing file), unless given otherwise."""
+        digest = self._digest
+        if digest is None:
+            digest = digest_of(self.data)
+            object.__setattr__(self, "_digest", digest)
+        return digest
 
     @property
     def exists(self) -> bool:
         return self.data is not None
+
+    def _fields(self) -> tuple[Path, bytes | None, str, Identity | None]:
+        return (self.path, self.data, self.digest, self.identity)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Snapshot) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Snapshot(path={self.path!r}, data={self.data!r}, digest={self.digest!r}, identity={self.identity!r})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Snapshot is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Snapshot is immutable: cannot delete {name}")
+
+    def __reduce__(self) -> tuple[type[Snapshot], tuple[Path, bytes | None, str | None, Identity | None]]:
+        return (Snapshot, (self.path, self.data, self._digest, self.identity))
 
 
 def identity_of(info: os.stat_result) -> Identity:
@@ -353,7 +392,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     if read is None:
         return Snapshot(path, None, "")
     data, identity = read
-    return Snapshot(path, data, digest_of(data), identity)
+    return Snapshot(path, data, None, identity)  # its digest when asked: see Snapshot
 
 
 def read_if_present(path: Path, *, max_bytes: int | None = None) -> bytes | None:
@@ -1268,7 +1307,7 @@ def modify(
             if new is None or new == work.data:
                 return snapshot
             if _stale_retry(write_if_unchanged, snapshot, new):
-                return Snapshot(path, new, digest_of(new))
+                return Snapshot(path, new)
     raise Conflict(
         f"file kept changing during {retries} attempts; nothing was written",
         code="STALE_WRITE",

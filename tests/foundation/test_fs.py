@@ -535,3 +535,38 @@ def test_the_changed_since_read_check_compares_bytes_as_the_digests_would(tmp_pa
     with fs.locked(path):
         fs.write_if_unchanged(read, b"new\n")
     assert path.read_bytes() == b"new\n"
+
+
+def test_a_snapshots_digest_is_computed_when_asked_and_equals_the_given_one(tmp_path: Path) -> None:
+    """Snapshot hashes its bytes on first use of `digest` (a write compares bytes and never asks
+    unless the file changed); the value, equality, hash and copies are those of a snapshot made
+    with the digest given, as the frozen dataclass did."""
+    import copy
+    import pickle
+
+    path = tmp_path / "PLAN.md"
+    path.write_bytes(b"- [ ] one\n" * 10_000)
+    read = fs.read_snapshot(path)
+    assert read._digest is None  # nothing hashed by reading
+    eager = fs.Snapshot(path, read.data, fs.digest_of(read.data), read.identity)
+    assert read.digest == eager.digest == fs.digest_of(path.read_bytes())
+    assert read == eager and hash(read) == hash(eager) and repr(read) == repr(eager)
+    assert fs.read_snapshot(tmp_path / "missing.md").digest == "" == fs.digest_of(None)
+    assert fs.Snapshot(path, b"x", "given").digest == "given"  # a given digest is kept, as before
+    assert read != fs.Snapshot(path, b"other", None, read.identity) and read != (path, read.data)
+    for clone in (pickle.loads(pickle.dumps(read)), copy.deepcopy(read), copy.copy(read)):
+        assert clone == read and clone.digest == read.digest
+    with pytest.raises(AttributeError):
+        read.data = b""  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del read.path  # type: ignore[misc]
+
+    written = fs.modify(path, lambda snapshot: snapshot.data + b"- [ ] two\n" if snapshot.data else None)
+    assert written._digest is None and written.data == path.read_bytes()
+    assert written.digest == fs.read_snapshot(path).digest == fs.digest_of(path.read_bytes())
+    # The changed-since-read check still refuses a file whose bytes changed (it hashes only then).
+    stale = fs.read_snapshot(path)
+    path.write_bytes(b"a hand edit\n")
+    with pytest.raises(Conflict) as refused:
+        fs.write_if_unchanged(stale, b"ours\n")
+    assert refused.value.code == "STALE_WRITE" and path.read_bytes() == b"a hand edit\n"
