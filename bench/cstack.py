@@ -12,10 +12,11 @@ A size is CLOSED:ENTRIES: PLAN.md gets CLOSED finished or dropped tasks (in Comp
 Closed, as a year of `cstack done` leaves them) beside 40 open ones, MEMORY.md gets ENTRIES
 dated entries spread over its categories. The corpus is generated once per size into a cache
 folder (`$TMPDIR/moss-bench-cache/`, kept between runs); each timed run works on a fresh copy,
-so `add` and `done` always meet the same files. Every figure is the median of `--repeat`
-whole processes (wall / CPU of the child, from its rusage), with a bytecode cache in the
-temporary folder, as an installed tool runs. With `--baseline`, another installation's
-`cstack` runs alternately with this checkout's, so both see the same machine load.
+synced to disk before the command starts, so `add` and `done` always meet the same files.
+Every figure is the median of `--repeat` whole processes (wall / CPU of the child, from its
+rusage), with a bytecode cache in the temporary folder, as an installed tool runs. With
+`--baseline`, another installation's `cstack` runs alternately with this checkout's, so both
+see the same machine load.
 
 The figure that matters is a command's cost above start-up: target `<= start-up + 30 ms`.
 """
@@ -158,8 +159,12 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
 
 
 def fresh_copy(source: Path, target: Path) -> None:
+    """A fresh copy of the corpus, on disk before the timed command starts: a copy left unsynced
+    is partly written back by the command's own fsyncs (the file system's journal commits the
+    copy's new files with them), which timed the bench's set-up inside `add` and `done`."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target, symlinks=True)
+    os.sync()
 
 
 def measure(installs: dict[str, str], sizes: list[tuple[int, int]], repeat: int) -> list[dict[str, Any]]:
