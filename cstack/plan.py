@@ -919,18 +919,22 @@ def _add_task_full(
 
 _STAND_IN = "\ue000"  # a private-use character: a plan holding it is never condensed
 # Lines at indent 0 marked finished whose text is at least seven characters long and does not
-# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending.
-_CANDIDATE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
+# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending:
+# a line that starts like this and ends with a line break (a line holds no other).
+_CANDIDATE_START = re.compile(r"[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6}")
+_FLAGGED_RUN = re.compile(rb"\x01+")  # consecutive lines flagged as candidates
 _MIN_RUN = 3  # shorter runs are not worth a stand-in
 Run = tuple[str, int]  # the lines a stand-in replaces, as one text, and how many they are
 _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 
 
-@functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, Run]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
     None when condensing would not take a quarter of its lines away. Nothing is condensed up
-    to the `keep_tasks`-th line that looks like a task. Raises what `document.split` raises."""
+    to the `keep_tasks`-th line that looks like a task. Raises what `document.split` raises.
+
+    Not cached: no command condenses one text twice (a transition's locked write reuses its
+    dry run's change), and a cache's key hashed the whole text of every plan condensed."""
     folded = [word.casefold() for word in words]
     if _STAND_IN in text or any(_STAND_IN in word for word in folded):
         return None
@@ -956,11 +960,8 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     if holding is None:
         return None  # a word found on most lines (a task named by a short number): little to gain
     excluded = sorted(holding)
-    # Blocks of lines shaped like candidates are found in one pass over the text; only a block
-    # holding an excluded word is looked at line by line.
-    for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
-        first = bisect_left(starts, block.start())
-        last = first + text.count("\n", block.start(), block.end()) - 1
+    # Only a block holding an excluded word is looked at line by line.
+    for first, last in _candidate_blocks(lines, protected):
         if hidden[first]:
             continue  # in a comment or code: none of its lines opens or closes one, so all are text
         inside = set(excluded[bisect_left(excluded, first) : bisect_right(excluded, last)])
@@ -993,6 +994,19 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         removed += last - first - 1
     pieces.append(text[starts[at] :])
     return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
+
+
+def _candidate_blocks(lines: Sequence[str], begin: int) -> list[tuple[int, int]]:
+    """The blocks of consecutive candidate lines from line `begin` on, each as the indexes of
+    its first and last line (runs as long as they go). Each line's start is tested in one
+    C-level pass over the lines and the runs are found in the flags, where a regular expression
+    for whole blocks stepped through every character of the text and the line breaks were
+    counted again (tests/cstack/test_cstack_condensed.py keeps it as the reference)."""
+    flags = bytearray(map(bool, map(_CANDIDATE_START.match, lines)))
+    flags[:begin] = bytes(min(begin, len(flags)))
+    if lines and not lines[-1].endswith("\n"):
+        flags[-1] = 0  # a last line without its line break
+    return [(run.start(), run.end() - 1) for run in _FLAGGED_RUN.finditer(flags)]
 
 
 def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int, found: set[int]) -> set[int] | None:
