@@ -62,6 +62,7 @@ class Snapshot:
     `cstack add` (issue 29)."""
 
     __slots__ = ("path", "data", "_digest", "identity")
+    __match_args__ = ("path", "data", "digest", "identity")
     path: Path
     data: bytes | None  # None: the file did not exist
     identity: Identity | None  # of the file read, when known

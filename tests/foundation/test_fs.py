@@ -556,6 +556,11 @@ def test_a_snapshots_digest_is_computed_when_asked_and_equals_the_given_one(tmp_
     assert read != fs.Snapshot(path, b"other", None, read.identity) and read != (path, read.data)
     for clone in (pickle.loads(pickle.dumps(read)), copy.deepcopy(read), copy.copy(read)):
         assert clone == read and clone.digest == read.digest
+    matched: tuple[object, ...] = ()
+    match fs.read_snapshot(path):
+        case fs.Snapshot(matched_path, data, digest, identity):
+            matched = (matched_path, data, digest, identity)
+    assert matched == (path, read.data, eager.digest, read.identity)
     with pytest.raises(AttributeError):
         read.data = b""  # type: ignore[misc]
     with pytest.raises(AttributeError):
