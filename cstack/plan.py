@@ -110,8 +110,8 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
 # The records of this module are NamedTuples: immutable values compared field by field, as the
-# frozen dataclasses they were, but a NamedTuple class is made in about a tenth of a frozen
-# dataclass's time, which every task command paid at import (eight of them, issue 29).
+# frozen dataclasses they were, but a NamedTuple class is made in a quarter of a frozen
+# dataclass's time or less, which every task command paid at import (eight of them, issue 29).
 
 
 class Segment(NamedTuple):
