@@ -10,12 +10,14 @@ Run: .venv/bin/python bench/cstack.py [--sizes 500:1000,5000:10000] [--repeat 15
 
 A size is CLOSED:ENTRIES: PLAN.md gets CLOSED finished or dropped tasks (in Completed and
 Closed, as a year of `cstack done` leaves them) beside 40 open ones, MEMORY.md gets ENTRIES
-dated entries spread over its categories. The corpus is generated once per size into a cache
-folder (`$TMPDIR/moss-bench-cache/`, kept between runs); each timed run works on a fresh copy,
-so `add` and `done` always meet the same files. Every figure is the median of `--repeat`
-whole processes (wall / CPU of the child, from its rusage), with a bytecode cache in the
-temporary folder, as an installed tool runs. With `--baseline`, another installation's
-`cstack` runs alternately with this checkout's, so both see the same machine load.
+dated entries spread over its categories, and `.cstack/.locks/` is there, as after any write.
+The corpus is generated once per size into a cache folder (`$TMPDIR/moss-bench-cache/`, kept
+between runs); each timed run works on a fresh copy, synced to disk before the command starts,
+so `add` and `done` always meet the same files.
+Every figure is the median of `--repeat` whole processes (wall / CPU of the child, from its
+rusage), with a bytecode cache in the temporary folder, as an installed tool runs. With
+`--baseline`, another installation's `cstack` runs alternately with this checkout's, so both
+see the same machine load.
 
 The figure that matters is a command's cost above start-up: target `<= start-up + 30 ms`.
 """
@@ -129,8 +131,15 @@ _Session started._
 
 
 def corpus(closed: int, entries: int) -> Path:
-    """The project folder of one size, generated once and kept in the cache folder."""
-    folder = cache_root() / f"cstack-{closed}-{entries}-v1"
+    """The project folder of one size, generated once and kept in the cache folder.
+
+    It holds `.cstack/.locks/` (made by the toolkit's own `fs.ensure_ignored`), as every
+    workspace does after its first write: a PLAN.md that thousands of `cstack done` closed has
+    one. Without it each timed write also made the lock folder and durably wrote its
+    `.gitignore` (two more fsyncs), a cost a clone pays once, not each command."""
+    from moss_files.foundation import fs
+
+    folder = cache_root() / f"cstack-{closed}-{entries}-v2"
     if (folder / ".done").exists():
         return folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -139,6 +148,7 @@ def corpus(closed: int, entries: int) -> Path:
     (folder / ".cstack" / "PLAN.md").write_text(plan_text(closed), encoding="utf-8")
     (folder / ".cstack" / "MEMORY.md").write_text(memory_text(entries), encoding="utf-8")
     (folder / ".cstack" / "CURRENT.md").write_text(CURRENT, encoding="utf-8")
+    fs.ensure_ignored(fs.lock_path_for(folder / ".cstack" / "PLAN.md").parent)
     (folder / ".done").touch()
     return folder
 
@@ -158,8 +168,12 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, fl
 
 
 def fresh_copy(source: Path, target: Path) -> None:
+    """A fresh copy of the corpus, on disk before the timed command starts: a copy left unsynced
+    is partly written back by the command's own fsyncs (the file system's journal commits the
+    copy's new files with them), which timed the bench's set-up inside `add` and `done`."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target, symlinks=True)
+    os.sync()
 
 
 def measure(installs: dict[str, str], sizes: list[tuple[int, int]], repeat: int) -> list[dict[str, Any]]:

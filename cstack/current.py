@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cstack import markdown
 from cstack.markdown import Outline, Section
@@ -53,16 +52,14 @@ _STATES = {
 ACTIVE_STATUS = "WIP"
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(NamedTuple):
     """Checkbox counts from `## Progress` (or the template's `### Subtasks`)."""
 
     total: int = 0
     completed: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Current:
+class Current(NamedTuple):
     """A parsed CURRENT.md. `text` is kept so that `render_current(parse_current(t)) == t`."""
 
     dialect: str | None  # v1 | template | protectorate | None (empty or unrecognised)
@@ -75,8 +72,8 @@ class Current:
     progress: Progress
     started: str | None
     last_updated: str | None
-    meta: dict[str, Any] = field(default_factory=dict)
-    text: str = field(default="", repr=False)
+    meta: dict[str, Any]
+    text: str = ""
 
 
 def parse_current(text: str, path: Path | str | None = None) -> Current:
@@ -295,8 +292,7 @@ V1_NO_TASK = "(No active task)"  # cortical-stack's V1 template
 PROTECTORATE_NO_TASK = "(none)"
 
 
-@dataclass(frozen=True, slots=True)
-class Followed:
+class Followed(NamedTuple):
     """CURRENT.md after a PLAN.md transition: its text, the places that changed (template,
     v1, protectorate, frontmatter) and, when nothing could change, why (for a person)."""
 

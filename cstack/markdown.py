@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
@@ -20,8 +20,12 @@ _RULE = re.compile(r"^[ \t]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _ITALIC_LINE = re.compile(r"^[ \t]*_[^_\s].*_[ \t]*$|^[ \t]*_[^_\s]_[ \t]*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Section:
+# Section and Outline are NamedTuples, Placement a plain class: immutable values compared field by
+# field, as the frozen dataclasses they were, made at import in a fraction of a dataclass's
+# time (every task command loads this module; issue 29).
+
+
+class Section(NamedTuple):
     """A `##` section (or a deeper heading inside one), as line indexes into the file.
 
     `start` is the heading's line, `end` the first line after the section (next heading of the
@@ -37,8 +41,7 @@ class Section:
     own_end: int
 
 
-@dataclass(frozen=True, slots=True)
-class Outline:
+class Outline(NamedTuple):
     """The structure of a file: its lines, which of them are hidden text, and its sections."""
 
     lines: tuple[str, ...]
@@ -286,13 +289,36 @@ def block_end(doc: Outline, index: int, is_item: Callable[[str], bool]) -> int:
     return end
 
 
-@dataclass(frozen=True, slots=True)
 class Placement:
     """Where a new line goes in a section: insert before `index`, or replace line `index`."""
 
+    __slots__ = ("index", "replace", "blank_before")
     index: int
-    replace: bool = False
-    blank_before: bool = False
+    replace: bool
+    blank_before: bool
+
+    def __init__(self, index: int, replace: bool = False, blank_before: bool = False) -> None:
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "replace", replace)
+        object.__setattr__(self, "blank_before", blank_before)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Placement is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Placement is immutable: cannot delete {name}")
+
+    def _key(self) -> tuple[int, bool, bool]:
+        return (self.index, self.replace, self.blank_before)
+
+    def __eq__(self, other: object) -> bool:
+        return other._key() == self._key() if isinstance(other, Placement) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Placement(index={self.index!r}, replace={self.replace!r}, blank_before={self.blank_before!r})"
 
 
 def placement(doc: Outline, section: Section, is_item: Callable[[str], bool], *, keep_placeholders: bool = False) -> Placement:

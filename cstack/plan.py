@@ -40,7 +40,6 @@ import functools
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import date
 from itertools import accumulate, pairwise
 from pathlib import Path
@@ -110,20 +109,23 @@ _ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+# The records of this module are NamedTuples: immutable values compared field by field, as the
+# frozen dataclasses they were, but a NamedTuple class is made in a quarter of a frozen
+# dataclass's time or less, which every task command paid at import (eight of them, issue 29).
+
+
+class Segment(NamedTuple):
     """One `| …` part of a task line: `key: value`, or free text (key None)."""
 
     text: str
     key: str | None
     value: str
-    start: int = field(repr=False)  # span of `text` in the line
-    end: int = field(repr=False)
-    pipe: int = field(repr=False)  # position of the `|` before it
+    start: int  # span of `text` in the line
+    end: int
+    pipe: int  # position of the `|` before it
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     """One task line of PLAN.md, as read."""
 
     number: int  # 1-based position among all tasks of the file: the listing's number
@@ -140,7 +142,7 @@ class Task:
     section: tuple[str, ...]  # heading path, e.g. ("Backlog", "Bugs"); () before any `##`
     kind: str  # tasks | completed | closed | backlog | other
     text: str  # the line without its ending
-    marker_at: int = field(repr=False)
+    marker_at: int
     nested_in: int | None = None  # the number of the task this one is indented under
 
     @property
@@ -176,13 +178,12 @@ class Task:
         return self.status in OPEN
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """A parsed PLAN.md: its outline (lines and sections), tasks, frontmatter and warnings."""
 
-    outline: Outline = field(repr=False)
+    outline: Outline
     tasks: tuple[Task, ...]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any]
     warnings: tuple[str, ...] = ()
 
     @property
@@ -190,8 +191,7 @@ class Plan:
         return "".join(self.outline.lines)
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """The result of a planning function: the file's new text and the task as it now reads."""
 
     text: str
@@ -538,7 +538,7 @@ def set_marker(content: str, marker: str) -> str:
 # --------------------------------------------------------------------------- transitions
 
 
-class _Rule(NamedTuple):  # a NamedTuple: made in a fifth of a frozen dataclass's time, at every import
+class _Rule(NamedTuple):
     allowed: frozenset[str]
     marker: str
     remove: tuple[str, ...] = ()
@@ -919,18 +919,22 @@ def _add_task_full(
 
 _STAND_IN = "\ue000"  # a private-use character: a plan holding it is never condensed
 # Lines at indent 0 marked finished whose text is at least seven characters long and does not
-# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending.
-_CANDIDATE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
+# start with what a placeholder starts with (`(`, `_`, `*`, a dash), each with its line ending:
+# a line that starts like this and ends with a line break (a line holds no other).
+_CANDIDATE_START = re.compile(r"[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6}")
+_FLAGGED_RUN = re.compile(rb"\x01+")  # consecutive lines flagged as candidates
 _MIN_RUN = 3  # shorter runs are not worth a stand-in
 Run = tuple[str, int]  # the lines a stand-in replaces, as one text, and how many they are
 _LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
 
 
-@functools.lru_cache(maxsize=2)  # a transition plans twice on the same text (see _parse_plan_once)
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, Run]] | None:
     """The condensed text and, by stand-in line (without its ending), the lines it replaces;
     None when condensing would not take a quarter of its lines away. Nothing is condensed up
-    to the `keep_tasks`-th line that looks like a task. Raises what `document.split` raises."""
+    to the `keep_tasks`-th line that looks like a task. Raises what `document.split` raises.
+
+    Not cached: no command condenses one text twice (a transition's locked write reuses its
+    dry run's change), and a cache's key hashed the whole text of every plan condensed."""
     folded = [word.casefold() for word in words]
     if _STAND_IN in text or any(_STAND_IN in word for word in folded):
         return None
@@ -956,11 +960,8 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     if holding is None:
         return None  # a word found on most lines (a task named by a short number): little to gain
     excluded = sorted(holding)
-    # Blocks of lines shaped like candidates are found in one pass over the text; only a block
-    # holding an excluded word is looked at line by line.
-    for block in _CANDIDATE_BLOCK.finditer(text, starts[protected] if protected < len(starts) else len(text)):
-        first = bisect_left(starts, block.start())
-        last = first + text.count("\n", block.start(), block.end()) - 1
+    # Only a block holding an excluded word is looked at line by line.
+    for first, last in _candidate_blocks(lines, protected):
         if hidden[first]:
             continue  # in a comment or code: none of its lines opens or closes one, so all are text
         inside = set(excluded[bisect_left(excluded, first) : bisect_right(excluded, last)])
@@ -993,6 +994,19 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
         removed += last - first - 1
     pieces.append(text[starts[at] :])
     return ("".join(pieces), runs) if runs and removed * 4 >= len(lines) else None
+
+
+def _candidate_blocks(lines: Sequence[str], begin: int) -> list[tuple[int, int]]:
+    """The blocks of consecutive candidate lines from line `begin` on, each as the indexes of
+    its first and last line (runs as long as they go). Each line's start is tested in one
+    C-level pass over the lines and the runs are found in the flags, where a regular expression
+    for whole blocks stepped through every character of the text and the line breaks were
+    counted again (tests/cstack/test_cstack_condensed.py keeps it as the reference)."""
+    flags = bytearray(map(bool, map(_CANDIDATE_START.match, lines)))
+    flags[:begin] = bytes(min(begin, len(flags)))
+    if lines and not lines[-1].endswith("\n"):
+        flags[-1] = 0  # a last line without its line break
+    return [(run.start(), run.end() - 1) for run in _FLAGGED_RUN.finditer(flags)]
 
 
 def _lines_holding(text: str, words: Sequence[str], starts: Sequence[int], limit: int, found: set[int]) -> set[int] | None:
@@ -1059,7 +1073,7 @@ def _real_task(task: Task, small: Plan, runs: dict[str, Run]) -> Task | None:
             if task.nested_in is not None and number < task.nested_in:
                 extra_before_outer += run[1] - 1
     nested_in = task.nested_in + extra_before_outer if task.nested_in is not None else None
-    return replace(task, line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
+    return task._replace(line=task.line + extra_lines, number=task.number + extra_tasks, nested_in=nested_in)
 
 
 def _on_condensed(
@@ -1151,8 +1165,7 @@ def _by_id(plan: Plan) -> dict[str, list[Task]]:
     return index
 
 
-@dataclass(frozen=True, slots=True)
-class Dependency:
+class Dependency(NamedTuple):
     """One `depends:` entry of a task and where it stands."""
 
     id: str
@@ -1189,8 +1202,7 @@ def ready_tasks(plan: Plan) -> tuple[Task, ...]:
     return tuple(task for task in plan.tasks if task.status == "pending" and _schedulable(task) and all(dep.met for dep in _dependencies(index, task)))
 
 
-@dataclass(frozen=True, slots=True)
-class Blocked:
+class Blocked(NamedTuple):
     """A blocked task and why: its `blocked:` reason and/or its unmet dependencies."""
 
     task: Task
@@ -1225,8 +1237,7 @@ def plan_stats(plan: Plan) -> dict[str, int]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class StaleReport:
+class StaleReport(NamedTuple):
     """Open tasks whose `modified:` date is more than `days` days before `today`."""
 
     today: str
@@ -1270,8 +1281,7 @@ def _read_date(value: str | None) -> date | None:
 # --------------------------------------------------------------------------- graph
 
 
-@dataclass(frozen=True, slots=True)
-class Graph:
+class Graph(NamedTuple):
     """The dependency graph: tasks taking part, edges (task key → dependency key), roots."""
 
     nodes: tuple[Task, ...]

@@ -6,9 +6,8 @@ start of every session, loads CURRENT.md's parser only, not PLAN.md's or MEMORY.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cstack import current, store
 from cstack.current import Current
@@ -19,8 +18,7 @@ if TYPE_CHECKING:
     from moss_files.foundation.context import Context
 
 
-@dataclass(frozen=True, slots=True)
-class Status:
+class Status(NamedTuple):
     """What CURRENT.md says, where it is, and when it last changed."""
 
     exists: bool

@@ -10,10 +10,9 @@ the file atomically. The change itself is a pure function of the file's text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import MossError, NotFound
@@ -30,8 +29,7 @@ FORMAT_KINDS = {CURRENT: "current", PLAN: "plan", MEMORY: "memory"}  # their kin
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(NamedTuple):
     """A memory file's text as read; an absent file reads as empty text."""
 
     path: Path

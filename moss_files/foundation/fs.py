@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,18 +52,59 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A file's bytes as read, with the fingerprint used to detect later changes."""
+    """A file's bytes as read, with the fingerprint used to detect later changes.
 
+    An immutable value (compared, hashed and shown as the frozen dataclass it was). `digest`
+    is computed on first use when not given (None): the changed-since-read check of a write
+    compares bytes, so a write never needs it unless the file changed, and hashing a 900 KB
+    PLAN.md when reading it and again when returning what was written cost ~1 ms of every
+    `cstack add` (issue 29)."""
+
+    __slots__ = ("path", "data", "_digest", "identity")
+    __match_args__ = ("path", "data", "digest", "identity")
     path: Path
     data: bytes | None  # None: the file did not exist
-    digest: str
-    identity: Identity | None = None  # of the file read, when known
+    identity: Identity | None  # of the file read, when known
+    _digest: str | None
+
+    def __init__(self, path: Path, data: bytes | None, digest: str | None = None, identity: Identity | None = None) -> None:
+        for name, value in (("path", path), ("data", data), ("_digest", digest), ("identity", identity)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def digest(self) -> str:
+        """`digest_of(data)` (the empty string for a missing file), unless given otherwise."""
+        digest = self._digest
+        if digest is None:
+            digest = digest_of(self.data)
+            object.__setattr__(self, "_digest", digest)
+        return digest
 
     @property
     def exists(self) -> bool:
         return self.data is not None
+
+    def _fields(self) -> tuple[Path, bytes | None, str, Identity | None]:
+        return (self.path, self.data, self.digest, self.identity)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Snapshot) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Snapshot(path={self.path!r}, data={self.data!r}, digest={self.digest!r}, identity={self.identity!r})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Snapshot is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Snapshot is immutable: cannot delete {name}")
+
+    def __reduce__(self) -> tuple[type[Snapshot], tuple[Path, bytes | None, str | None, Identity | None]]:
+        return (Snapshot, (self.path, self.data, self._digest, self.identity))
 
 
 def identity_of(info: os.stat_result) -> Identity:
@@ -353,7 +393,7 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> Snapshot:
     if read is None:
         return Snapshot(path, None, "")
     data, identity = read
-    return Snapshot(path, data, digest_of(data), identity)
+    return Snapshot(path, data, None, identity)  # its digest when asked: see Snapshot
 
 
 def read_if_present(path: Path, *, max_bytes: int | None = None) -> bytes | None:
@@ -1160,25 +1200,57 @@ def libc_function(name: str) -> Any:
         return None
 
 
+def _bare_libc_function(name: str) -> Any:
+    """The C library's function `name` from the process's own symbols, bound through `_ctypes`
+    (the C half of ctypes) to take C ints and byte strings and return a C int, errno kept; None
+    where that cannot be done. Importing `ctypes` itself defines all its C types and costs ~2 ms
+    of every write that swaps a file in (a `cstack add`, issue 29); the call is the same."""
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):  # a C int, returned as a Python int
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = _Int
+
+        class _Process:  # what CFuncPtr reads a library's handle from (a CDLL, to ctypes)
+            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # dlopen(NULL): the process's own symbols, as CDLL(None)
+
+        return _Function((name, _Process()))  # type: ignore[arg-type]
+    except (ImportError, AttributeError, OSError, TypeError):
+        return None
+
+
+def _typed_renameat2() -> Any:
+    """renameat2 through `ctypes` (`libc_function`), typed: the fallback of the bare binding."""
+    import ctypes
+
+    call = libc_function("renameat2")
+    if call is not None:
+        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return call
+
+
 def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCWD, dst_dir_fd: int = AT_FDCWD) -> int | None:
     """Linux renameat2(2) with `flags`: 0 when done, else the errno it failed with; None, having
     done nothing, where the C library, kernel or file system lacks it or those flags (known once
     and remembered, so callers fall back without asking again)."""
     if _renameat2_state.get("missing") or flags in _renameat2_state.get("refused", ()):
         return None
-    import ctypes  # here: only the renames that need this call load the C library
-
     call = _renameat2_state.get("call")
     if call is None:
-        call = libc_function("renameat2")
+        call = _bare_libc_function("renameat2") or _typed_renameat2()
         if call is None:
             _renameat2_state["missing"] = True
             return None
-        call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
         _renameat2_state["call"] = call
     if call(src_dir_fd, os.fsencode(source), dst_dir_fd, os.fsencode(target), flags) == 0:
         return 0
-    code = ctypes.get_errno()
+    import _ctypes  # loaded by now: both bindings stand on it
+
+    code = _ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         _renameat2_state.setdefault("refused", set()).add(flags)
         return None
@@ -1236,7 +1308,7 @@ def modify(
             if new is None or new == work.data:
                 return snapshot
             if _stale_retry(write_if_unchanged, snapshot, new):
-                return Snapshot(path, new, digest_of(new))
+                return Snapshot(path, new)
     raise Conflict(
         f"file kept changing during {retries} attempts; nothing was written",
         code="STALE_WRITE",

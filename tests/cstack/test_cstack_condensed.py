@@ -8,8 +8,11 @@ raises the same error, as planning on the whole parsed file."""
 from __future__ import annotations
 
 import random
+import re
+from bisect import bisect_left
 from collections.abc import Callable
 from datetime import date
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -292,6 +295,41 @@ def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
             assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
             marks = [index for index, line in enumerate(lines) if index >= first and any(mark in line for mark in ("<!--", "-->", "```", "~~~"))]
             assert markdown.hiding(lines, first) == (reference_hidden(lines, first), marks), (seed, first)
+
+
+# The reference for plan._candidate_blocks: the one regular expression for whole blocks that
+# _condense ran over the text before issue 29's round (every character of the text stepped through).
+REFERENCE_BLOCK = re.compile(r"^(?:[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013][^\n]{6,}\n)+", re.MULTILINE)
+
+
+def reference_blocks(text: str, begin: int) -> list[tuple[int, int]]:
+    lines = markdown.split_lines(text)
+    starts = [0, *accumulate(map(len, lines))]
+    found = []
+    for block in REFERENCE_BLOCK.finditer(text, starts[begin] if begin < len(starts) else len(text)):
+        first = bisect_left(starts, block.start())
+        found.append((first, first + text.count("\n", block.start(), block.end()) - 1))
+    return found
+
+
+BLOCK_EDGES = [
+    "- [x] Seven!\n- [x] Sixsix\n- [X] Done item\n* [~] Dropped item\n+ [x]\tTabbed item\n",
+    "- [x] Finished work\r\n- [x] Finished more\r\n- [x] Last without end",
+    "- [x] Finished work\n- [x] Finished more\n- [x] Last with end\n",
+    "  - [x] Indented work\n- [x] (parenthesised)\n- [x] _italic placeholder_\n- [x] — dash\n- [x] *bold*\n",
+    "- [x]  Two spaces here\n- [x] \u00e9l\u00e8ve fini\n- [ ] Open one here\n- [>] Started one\n- [x] Again done\n",
+    "- [x] \u2013 en dash\n-[x] No space\n- [xx] Odd marker\n- [x]Nospace\n\n- [x] After blank\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_candidate_blocks_equal_the_block_regex(seed: int) -> None:
+    """plan._candidate_blocks (each line's start tested, runs found in the flags) finds the blocks
+    the regular expression over the whole text found, from any first line."""
+    for text in [generated(seed), *BLOCK_EDGES, *TRICKY]:
+        lines = markdown.split_lines(text)
+        for begin in (0, 1, 2, len(lines) // 2, len(lines), len(lines) + 3):
+            assert plan._candidate_blocks(lines, begin) == reference_blocks(text, begin), (seed, begin, text[:80])
 
 
 def test_done_and_add_through_the_files_write_what_the_full_plan_writes(tmp_path: Path) -> None:

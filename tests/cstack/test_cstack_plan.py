@@ -462,3 +462,27 @@ def test_a_remembered_parse_equals_a_fresh_one() -> None:
         plan._parse_plan_once.cache_clear()
         plan._task_line_once.cache_clear()
         assert plan.transition(V3, action, ref, TODAY, reason="r").text == remembered
+
+
+def test_parsed_records_are_immutable_values() -> None:
+    """The parsed records (NamedTuples and markdown.Placement since issue 29, frozen dataclasses
+    before) cannot be changed in place and compare by value: two parses of one text are equal,
+    a parse of another text is not."""
+    from cstack import markdown
+
+    first, second = plan.parse_plan(V2), plan.parse_plan(V2 + "\n")
+    again = plan.parse_plan("".join(first.outline.lines))
+    assert plan._parse_plan_once.cache_clear() is None and plan.parse_plan(V2) == first
+    assert again.tasks == first.tasks and again == first
+    assert second.outline != first.outline
+    task = first.tasks[0]
+    for record, name in ((task, "title"), (task.segments[0], "value"), (first, "tasks"), (first.outline, "lines"), (first.outline.sections[0], "end")):
+        with pytest.raises(AttributeError):
+            setattr(record, name, None)
+    place = markdown.Placement(3, blank_before=True)
+    assert place == markdown.Placement(3, False, True) and place != markdown.Placement(3) and hash(place) == hash(markdown.Placement(3, False, True))
+    with pytest.raises(AttributeError):
+        place.index = 4  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del place.replace  # type: ignore[misc]
+    assert repr(place) == "Placement(index=3, replace=False, blank_before=True)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import subprocess
@@ -479,12 +480,45 @@ def test_a_write_swaps_by_renameat2_without_asking_ldconfig(tmp_path: Path) -> N
         from pathlib import Path
         from moss_files.foundation import fs
         fs.modify(Path(sys.argv[1]), lambda snapshot: b"new\\n")
-        print(fs._renameat2_state.get("call") is not None, "ctypes.util" in sys.modules)
+        print(fs._renameat2_state.get("call") is not None, "ctypes.util" in sys.modules, "ctypes" in sys.modules)
         """
     )
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True", "False"]
+    # Nor does it import ctypes itself (its C types cost ~2 ms): the call is bound through _ctypes.
+    assert done.stdout.split() == ["True", "False", "False"]
     assert path.read_bytes() == b"new\n"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="renameat2 is a Linux system call")
+def test_the_bare_renameat2_binding_answers_as_the_typed_ctypes_one(tmp_path: Path) -> None:
+    """renameat2 bound through _ctypes (what a save's exchange uses) and through ctypes with its
+    argument types (the fallback) do the same to the same files and return the same errno."""
+    import _ctypes
+
+    bare = fs._bare_libc_function("renameat2")
+    typed = fs._typed_renameat2()
+    assert bare is not None and typed is not None
+    assert fs._bare_libc_function("no_such_function_in_libc") is None
+    outcomes = []
+    for label, call in (("bare", bare), ("typed", typed)):
+        folder = tmp_path / label
+        folder.mkdir()
+        (folder / "a").write_bytes(b"A")
+        (folder / "b").write_bytes(b"B")
+        results = []
+        with fs.folder_fd(folder) as dir_fd:
+            for source, target, flags in (
+                ("a", "b", fs.RENAME_EXCHANGE),
+                ("a", "gone", fs.RENAME_EXCHANGE),
+                ("a", "b", fs.RENAME_NOREPLACE),
+                ("a", "c", fs.RENAME_NOREPLACE),
+            ):
+                code = call(dir_fd, os.fsencode(source), dir_fd, os.fsencode(target), flags)
+                results.append((code, _ctypes.get_errno() if code != 0 else 0))
+        outcomes.append((results, sorted((p.name, p.read_bytes()) for p in folder.iterdir())))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] == [(0, 0), (-1, errno.ENOENT), (-1, errno.EEXIST), (0, 0)]
+    assert outcomes[0][1] == [("b", b"A"), ("c", b"B")]
 
 
 def test_the_changed_since_read_check_compares_bytes_as_the_digests_would(tmp_path: Path) -> None:
@@ -501,3 +535,43 @@ def test_the_changed_since_read_check_compares_bytes_as_the_digests_would(tmp_pa
     with fs.locked(path):
         fs.write_if_unchanged(read, b"new\n")
     assert path.read_bytes() == b"new\n"
+
+
+def test_a_snapshots_digest_is_computed_when_asked_and_equals_the_given_one(tmp_path: Path) -> None:
+    """Snapshot hashes its bytes on first use of `digest` (a write compares bytes and never asks
+    unless the file changed); the value, equality, hash and copies are those of a snapshot made
+    with the digest given, as the frozen dataclass did."""
+    import copy
+    import pickle
+
+    path = tmp_path / "PLAN.md"
+    path.write_bytes(b"- [ ] one\n" * 10_000)
+    read = fs.read_snapshot(path)
+    assert read._digest is None  # nothing hashed by reading
+    eager = fs.Snapshot(path, read.data, fs.digest_of(read.data), read.identity)
+    assert read.digest == eager.digest == fs.digest_of(path.read_bytes())
+    assert read == eager and hash(read) == hash(eager) and repr(read) == repr(eager)
+    assert fs.read_snapshot(tmp_path / "missing.md").digest == "" == fs.digest_of(None)
+    assert fs.Snapshot(path, b"x", "given").digest == "given"  # a given digest is kept, as before
+    assert read != fs.Snapshot(path, b"other", None, read.identity) and read != (path, read.data)
+    for clone in (pickle.loads(pickle.dumps(read)), copy.deepcopy(read), copy.copy(read)):
+        assert clone == read and clone.digest == read.digest
+    matched: tuple[object, ...] = ()
+    match fs.read_snapshot(path):
+        case fs.Snapshot(matched_path, data, digest, identity):
+            matched = (matched_path, data, digest, identity)
+    assert matched == (path, read.data, eager.digest, read.identity)
+    with pytest.raises(AttributeError):
+        read.data = b""  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del read.path  # type: ignore[misc]
+
+    written = fs.modify(path, lambda snapshot: snapshot.data + b"- [ ] two\n" if snapshot.data else None)
+    assert written._digest is None and written.data == path.read_bytes()
+    assert written.digest == fs.read_snapshot(path).digest == fs.digest_of(path.read_bytes())
+    # The changed-since-read check still refuses a file whose bytes changed (it hashes only then).
+    stale = fs.read_snapshot(path)
+    path.write_bytes(b"a hand edit\n")
+    with pytest.raises(Conflict) as refused:
+        fs.write_if_unchanged(stale, b"ours\n")
+    assert refused.value.code == "STALE_WRITE" and path.read_bytes() == b"a hand edit\n"
