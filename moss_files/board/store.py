@@ -301,6 +301,10 @@ class _Saved:
         if not isinstance(count, int) or len(self.names) != count or len(self.key_column) != 4 * count or len(self.spans) != 2 * count:
             raise _CacheDamaged
         self.index = dict(zip(self.names, range(count), strict=True))
+        if kind != "task" and count:
+            # Every epic, worker and team is built at each load: their records (together, just
+            # before these columns) in one read, not one each (and then the whole file).
+            data.prefetch(offset + self.spans[0], offset + self.spans[-1])
         self.values: dict[int, Any] = {}
         self.status: list[str] = []
         self.holder: list[str | None] = []
