@@ -397,12 +397,13 @@ RANK_FIELDS = ("priority", "epic", "order", "created", "id")
 
 def rank_key(task: Task, epics: Mapping[str, Epic]) -> tuple[Any, ...]:
     """Claim and queue order: priority, then the epic's order, the task's order, age and id."""
-    return rank_values(task.priority, task.epic, task.order, task.created, task.id, epics)
+    return rank_values((task.priority, task.epic, task.order, task.created, task.id), epics)
 
 
-def rank_values(priority: str, epic_id: str, order: float, created: str | None, task_id: str, epics: Mapping[str, Epic]) -> tuple[Any, ...]:
-    """`rank_key` of a task with these RANK_FIELDS (a claim ranks a thousand candidates' rows
-    without building their tasks)."""
+def rank_values(values: tuple[Any, ...], epics: Mapping[str, Epic]) -> tuple[Any, ...]:
+    """`rank_key` of a task given as the values of its RANK_FIELDS (a claim ranks a thousand
+    candidates' cached rows without building their tasks)."""
+    priority, epic_id, order, created, task_id = values
     epic = epics.get(epic_id)
     return (PRIORITIES.index(priority), epic.order if epic else float("inf"), epic_id, order, created or "", task_id)
 

@@ -647,8 +647,8 @@ def claim_rank(board: Board, worker_id: str | None, prefer_adjacent: bool) -> Ca
     adjacent = _adjacent_epic(board, worker_id) if prefer_adjacent else None
     epics = board.epics
     if not adjacent:
-        return lambda values: rank_values(*values, epics)
-    return lambda values: (values[1] != adjacent, *rank_values(*values, epics))
+        return lambda values: rank_values(values, epics)
+    return lambda values: (values[1] != adjacent, *rank_values(values, epics))
 
 
 class ClaimQueue:

@@ -649,9 +649,10 @@ class BoardStore:
         # The folders the last bounded load took from that check without looking at every
         # file (`confirm` looks at the files a claim chose by); None when it checked every file.
         self._trusted: dict[str, _Folder] | None = None
-        # The ids of the tasks the last outline's head gave (see `Head`), when it left others
-        # of its statuses out; None when that outline holds every one.
-        self._front: frozenset[str] | None = None
+        # Per thread (a server's threads share the store, and a listing in one must not
+        # answer for a claim's outline in another): `front`, the ids of the tasks the last
+        # outline's head gave (see `Head`), when it left others of its statuses out.
+        self._thread = threading.local()
 
     # ----------------------------------------------------------------- locations
 
@@ -721,10 +722,11 @@ class BoardStore:
 
     @property
     def front(self) -> frozenset[str] | None:
-        """The ids of the tasks the last outline's head gave, when it left others of its
+        """The ids of the tasks the last outline's head (in this thread) gave, when it left others of its
         statuses out (a decision resting on another task of those statuses is not the whole
         board's); None when that outline holds every task it was asked for."""
-        return self._front
+        front: frozenset[str] | None = getattr(self._thread, "front", None)
+        return front
 
     @property
     def trusting(self) -> bool:
@@ -872,7 +874,7 @@ class BoardStore:
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
         self._trusted = None
-        self._front = None
+        self._thread.front = None
         trusted = self._from_check(now_ns) if bounded and self._watch is None else None
         walk: dict[str, Any] | None = None
         if trusted is not None:
@@ -905,7 +907,7 @@ class BoardStore:
             tasks = self._entities(synced["task"])
         elif head is not None and statuses is not None and self._watch is None:
             # A watching store keeps its selections from load to load: a head is for the others.
-            tasks, self._front = self._head_outlines(synced["task"], statuses, head, board)
+            tasks, self._thread.front = self._head_outlines(synced["task"], statuses, head, board)
         else:
             tasks = self._outlines(synced["task"], statuses, keep=watched["task"])
         board = replace(board, tasks=tasks)
@@ -1316,9 +1318,9 @@ class BoardStore:
             chosen[name] = _outline_of(saved, entries[name])
         needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
         for name in needed:
-            source = entries.get(name)
-            if source is not None:
-                chosen[name] = _outline_of(saved, source)
+            dependency = entries.get(name)
+            if dependency is not None:
+                chosen[name] = _outline_of(saved, dependency)
         front = frozenset(chosen[name].id for _key, name in first) if len(ranked) > head.count else None
         return {name[:-3]: chosen[name] for name in sorted(chosen)}, front
 
