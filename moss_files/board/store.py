@@ -1311,6 +1311,8 @@ class BoardStore:
                 else:
                     chosen[name] = _outline_of(saved, source)
             ranked.sort()
+        except IndexError:
+            raise _CacheDamaged from None  # an outline row cut short: not a row this code wrote
         except (TypeError, ValueError):
             return BoardStore._outlines(found, statuses), None
         first = ranked[: head.count]
