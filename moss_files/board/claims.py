@@ -15,7 +15,7 @@ from typing import Any
 from moss_files.board import oversight, review, rules, shapes, worktree
 from moss_files.board.leases import revive
 from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Board, Project, Task, check_status, check_statuses
-from moss_files.board.store import BoardStore
+from moss_files.board.store import BoardStore, Head
 from moss_files.board.usecase import (
     board_store,
     caller,
@@ -44,6 +44,10 @@ from moss_files.foundation.errors import Conflict, InvalidRequest, MossError
 MAX_HANDOFFS = 20
 # The context's tasks in claim order, kept between its claims (see `rules.ClaimQueue`).
 QUEUE_KEY = "board.claim_queue"
+# How many candidates a claim's first look ranks ahead (`store.Head`): enough for the first
+# free one past those the solo-worker rule bars or a question blocks; when none of them is
+# given, the claim weighs every candidate.
+HEAD_COUNT = 32
 
 
 def claim_next_task(
@@ -80,20 +84,26 @@ def claim_next_task(
     # In outline: the chosen task is read in full when it is written (or shown).
     weighed = (*wanted, "AWAITING_APPROVAL")
     task_id = task_id.strip() if task_id else None
+    # The front of the queue: the first candidates nobody holds, in claim order (see `Head`).
+    head = None
+    if task_id is None and epic_id is None:
+        head = Head(frozenset(wanted), HEAD_COUNT, lambda partial: rules.claim_rank(partial, worker, prefer_adjacent_in_epic))
     with store.writing():
         # First from the cache file's latest full check (`outline(bounded=True)`), which skips
-        # the stat of every file; a claim it gives is made only once the files it rests on
-        # (the task, its dependencies, the worker's own) prove unchanged, and any other answer
-        # (nothing to claim, a refusal, a conflict) is given only from a look at every file.
-        board = store.outline(weighed, bounded=True)
-        trusted = store.trusting
-        if trusted:
+        # the stat of every file, and with the front of the queue alone (`head`); a claim it
+        # gives is made only once the files it rests on (the task, its dependencies, the
+        # worker's own) prove unchanged and the task is one of that front, and any other
+        # answer (nothing to claim, a refusal, a conflict) is given only from a look at every
+        # file and every candidate.
+        board = store.outline(weighed, bounded=True, head=head)
+        trusted, front = store.trusting, store.front
+        if trusted or front is not None:
             try:
-                plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
+                plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id, front)
             except MossError:
                 plan = None
-            if plan is None or plan.task is None or not _confirmed(store, board, plan.task, worker):
-                board, trusted = store.outline(weighed), False
+            if plan is None or not _settled(store, board, plan, worker, trusted, front):
+                board, trusted, front = store.outline(weighed), False, None
         board = settle_leases(ctx, board)
         if epic_id:
             find_epic(board, epic_id.strip())
@@ -106,9 +116,9 @@ def claim_next_task(
         board = settle_approvals(ctx, board)
         if worker is not None and worker in board.workers and board.workers[worker].status in GONE_WORKER_STATUSES:
             revive(ctx, worker)  # asking for work again: the worker starts over, with a new lease
-            board, trusted = store.outline(weighed), False
-        plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
-        if trusted and (plan.task is None or not _confirmed(store, board, plan.task, worker)):
+            board, trusted, front = store.outline(weighed), False, None
+        plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id, front)
+        if (trusted or front is not None) and not _settled(store, board, plan, worker, trusted, front):
             # The settling above changed what the claim gives: from a look at every file.
             board = settle_approvals(ctx, settle_leases(ctx, store.outline(weighed)))
             plan = _plan(ctx, board, wanted, worker, epic_id, replace_existing, prefer_adjacent_in_epic, task_id)
@@ -173,6 +183,7 @@ def _plan(
     replace_existing: bool,
     prefer_adjacent: bool,
     task_id: str | None,
+    front: frozenset[str] | None = None,
 ) -> rules.ClaimPlan:
     return rules.plan_claim(
         board,
@@ -183,8 +194,20 @@ def _plan(
         blocked=question_blocked(ctx),
         prefer_adjacent=prefer_adjacent,
         task_id=task_id,
-        queue=ctx.resource(QUEUE_KEY, rules.ClaimQueue),
+        # The kept queue follows whole boards; the front of one sorts in no time.
+        queue=ctx.resource(QUEUE_KEY, rules.ClaimQueue) if front is None else None,
     )
+
+
+def _settled(store: BoardStore, board: Board, plan: rules.ClaimPlan, worker: str | None, trusted: bool, front: frozenset[str] | None) -> bool:
+    """Whether a plan made from a first look (the cache file's full check, the front of the
+    queue) is the one a look at every file and every candidate gives: it gives a task of the
+    front (every candidate ranked before it is there too: the front is the first of those
+    nobody holds, and every held task is in the outline), and, from the check, the files it
+    rests on are unchanged."""
+    if plan.task is None or (front is not None and plan.task.id not in front):
+        return False
+    return not trusted or _confirmed(store, board, plan.task, worker)
 
 
 def _confirmed(store: BoardStore, board: Board, task: Task, worker: str | None) -> bool:

@@ -23,12 +23,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from moss_files.board.model import (
     ACTIVE,
     CLAIMABLE,
     GONE_WORKER_STATUSES,
+    RANK_FIELDS,
     Board,
     Epic,
     Event,
@@ -40,6 +42,7 @@ from moss_files.board.model import (
     TaskSizing,
     Worker,
     rank_key,
+    rank_values,
 )
 from moss_files.foundation.context import AGENT
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest
@@ -631,10 +634,21 @@ def claim_order(board: Board, worker_id: str | None, prefer_adjacent: bool) -> C
     `prefer_adjacent`, by whether a task is in the epic of the worker's last claim, so a
     worker keeps to one epic while it has work (Moe: a worker waking from wait_for_task picks
     up the next task beside the one it finished, not one in an unrelated epic)."""
+    rank = claim_rank(board, worker_id, prefer_adjacent)
+    return lambda task: rank(_rank_fields(task))
+
+
+_rank_fields = attrgetter(*RANK_FIELDS)
+
+
+def claim_rank(board: Board, worker_id: str | None, prefer_adjacent: bool) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """`claim_order`'s key of a task given as the values of its RANK_FIELDS (what a claim's
+    first look ranks candidates' cached rows by, see `store.Head`)."""
     adjacent = _adjacent_epic(board, worker_id) if prefer_adjacent else None
+    epics = board.epics
     if not adjacent:
-        return lambda task: rank_key(task, board.epics)
-    return lambda task: (task.epic != adjacent, *rank_key(task, board.epics))
+        return lambda values: rank_values(values, epics)
+    return lambda values: (values[1] != adjacent, *rank_values(values, epics))
 
 
 class ClaimQueue:

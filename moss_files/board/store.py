@@ -57,13 +57,15 @@ import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
+from operator import attrgetter, itemgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from moss_files.board import files, threads
 from moss_files.board.model import (
     ACTIVE,
+    RANK_FIELDS,
     Board,
     Epic,
     Event,
@@ -196,6 +198,21 @@ class _Checked:
     check: dict[str, set[str]]
 
 
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What a claim's first look needs of its candidates (`outline(..., head=...)`): of the
+    tasks in `statuses` that nobody holds in flight, only the first `count` in the order
+    `order(board)` keys them (`board` holds the epics, workers and teams, no tasks; the key
+    takes a task's RANK_FIELDS values, read from its outline row without building it). A claim weighs its candidates in that order and most
+    take the first, so the thousand others need no outline; every other task `outline`
+    gives is there as without a head, so a decision that falls on one of those first tasks is
+    the one the whole board gives (see `claims.claim_next_task`)."""
+
+    statuses: frozenset[str]
+    count: int
+    order: Callable[[Board], Callable[[tuple[Any, ...]], Any]]  # the key over a task's RANK_FIELDS values
+
+
 class _CacheBody:
     """The cache file's bytes, read as they are asked for (by absolute position): each
     folder's columns in one read each at the start (`prefetch`), a record alone, and the whole
@@ -284,6 +301,10 @@ class _Saved:
         if not isinstance(count, int) or len(self.names) != count or len(self.key_column) != 4 * count or len(self.spans) != 2 * count:
             raise _CacheDamaged
         self.index = dict(zip(self.names, range(count), strict=True))
+        if kind != "task" and count:
+            # Every epic, worker and team is built at each load: their records (together, just
+            # before these columns) in one read, not one each (and then the whole file).
+            data.prefetch(offset + self.spans[0], offset + self.spans[-1])
         self.values: dict[int, Any] = {}
         self.status: list[str] = []
         self.holder: list[str | None] = []
@@ -628,6 +649,10 @@ class BoardStore:
         # The folders the last bounded load took from that check without looking at every
         # file (`confirm` looks at the files a claim chose by); None when it checked every file.
         self._trusted: dict[str, _Folder] | None = None
+        # Per thread (a server's threads share the store, and a listing in one must not
+        # answer for a claim's outline in another): `front`, the ids of the tasks the last
+        # outline's head gave (see `Head`), when it left others of its statuses out.
+        self._thread = threading.local()
 
     # ----------------------------------------------------------------- locations
 
@@ -676,7 +701,7 @@ class BoardStore:
         """Every board file, parsed; files that cannot be read are in `problems`, never dropped."""
         return self._board(None, outline=False)
 
-    def outline(self, statuses: Collection[str] | None = None, *, bounded: bool = False) -> Board:
+    def outline(self, statuses: Collection[str] | None = None, *, bounded: bool = False, head: Head | None = None) -> Board:
         """The board as claims and listings need it, without building every task: epics,
         workers and teams in full, and in outline (OUTLINE_FIELDS; the other fields hold their
         defaults) the tasks whose status is in `statuses` (every task when None), every task
@@ -688,8 +713,20 @@ class BoardStore:
         folder's stat is the one recorded since: the files moss wrote since are checked, the
         others are taken as that check found them, so an edit in place by another program may
         be missed for that long. `trusting` then says so, and `confirm` checks the files a
-        decision rests on."""
-        return self._board(statuses, outline=True, bounded=bounded)
+        decision rests on.
+
+        With `head` (a claim's first look, in a store that does not watch the files), of the
+        tasks in `head.statuses` that nobody holds only the first `head.count` in its order are
+        given; `front` then names them (None when none was left out)."""
+        return self._board(statuses, outline=True, bounded=bounded, head=head)
+
+    @property
+    def front(self) -> frozenset[str] | None:
+        """The ids of the tasks the last outline's head (in this thread) gave, when it left others of its
+        statuses out (a decision resting on another task of those statuses is not the whole
+        board's); None when that outline holds every task it was asked for."""
+        front: frozenset[str] | None = getattr(self._thread, "front", None)
+        return front
 
     @property
     def trusting(self) -> bool:
@@ -754,13 +791,13 @@ class BoardStore:
                     problems.clear()
             raise AssertionError("unreachable")
 
-    def _board(self, statuses: Collection[str] | None, *, outline: bool, bounded: bool = False) -> Board:
+    def _board(self, statuses: Collection[str] | None, *, outline: bool, bounded: bool = False, head: Head | None = None) -> Board:
         with self._mutex:
             try:
-                return self._assemble(statuses, outline, bounded)
+                return self._assemble(statuses, outline, bounded, head)
             except _CacheDamaged:
                 self._drop_cache()
-                return self._assemble(statuses, outline, False)
+                return self._assemble(statuses, outline, False, head)
 
     def close(self) -> None:
         """Stop watching the board's files (a server that shuts down; also done when the store
@@ -829,7 +866,7 @@ class BoardStore:
             self._watch = None
         self._watching = False
 
-    def _assemble(self, statuses: Collection[str] | None, outline: bool, bounded: bool = False) -> Board:
+    def _assemble(self, statuses: Collection[str] | None, outline: bool, bounded: bool = False, head: Head | None = None) -> Board:
         self._open_cache()
         self._look()
         problems: list[MossError] = []
@@ -837,6 +874,7 @@ class BoardStore:
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
         self._trusted = None
+        self._thread.front = None
         trusted = self._from_check(now_ns) if bounded and self._watch is None else None
         walk: dict[str, Any] | None = None
         if trusted is not None:
@@ -857,15 +895,22 @@ class BoardStore:
         # A watched folder is kept from load to load: so are the answers drawn from it.
         watch = self._watch if trusted is None else None
         watched = {kind: watch is not None and watch.listing.get(kind) is synced[kind] for kind in _BOARD_KINDS}
-        tasks = self._outlines(synced["task"], statuses, keep=watched["task"]) if outline else self._entities(synced["task"])
         board = Board(
             project=project,
             epics=self._entities(synced["epic"], keep=watched["epic"]),
-            tasks=tasks,
+            tasks={},
             workers=self._entities(synced["worker"], keep=watched["worker"]),
             teams=self._entities(synced["team"], keep=watched["team"]),
             problems=tuple(problems),
         )
+        if not outline:
+            tasks = self._entities(synced["task"])
+        elif head is not None and statuses is not None and self._watch is None:
+            # A watching store keeps its selections from load to load: a head is for the others.
+            tasks, self._thread.front = self._head_outlines(synced["task"], statuses, head, board)
+        else:
+            tasks = self._outlines(synced["task"], statuses, keep=watched["task"])
+        board = replace(board, tasks=tasks)
         if self.persist:
             if walk is not None and (self._saved or self._wrote):
                 # Now, before any write that follows this load (a claim's): the line comes
@@ -1239,6 +1284,48 @@ class BoardStore:
                 chosen[name] = _outline_of(saved, source)
         return {name[:-3]: chosen[name] for name in sorted(chosen)}
 
+    @staticmethod
+    def _head_outlines(found: _Folder, statuses: Collection[str], head: Head, board: Board) -> tuple[dict[str, Task], frozenset[str] | None]:
+        """`_outlines(found, statuses)` with, of the tasks in `head.statuses` nobody holds in
+        flight, only the first `head.count` in `head.order(board)`'s order (each ranked by the
+        RANK_FIELDS of its outline row, without building its task); and the ids of those first tasks, or None
+        when none was left out. A ranking that raises (values no sort compares) gives every task."""
+        saved = found.saved
+        entries = found.entries
+        held = saved.held_set() if saved is not None else set()
+        wanted = head.statuses
+        key = head.order(board)
+        ranked: list[tuple[Any, str]] = []
+        chosen: dict[str, Task] = {}
+        try:
+            for name in found.select(statuses):
+                source = entries[name]
+                if isinstance(source, _Read):
+                    task = _outline_of(saved, source)
+                    if task.status in wanted and not (task.assigned_worker is not None and task.status in ACTIVE):
+                        ranked.append((key(_TASK_RANK_FIELDS(task)), name))
+                    else:
+                        chosen[name] = task
+                elif saved is not None and saved.status[source] in wanted and source not in held:
+                    ranked.append((key(_ROW_RANK_FIELDS(saved.outline_row(source))), name))
+                else:
+                    chosen[name] = _outline_of(saved, source)
+            ranked.sort()
+        except IndexError:
+            raise _CacheDamaged from None  # an outline row cut short: not a row this code wrote
+        except (TypeError, ValueError):
+            return BoardStore._outlines(found, statuses), None
+        first = ranked[: head.count]
+        for _key, name in first:
+            chosen[name] = _outline_of(saved, entries[name])
+        needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
+        for name in needed:
+            dependency = entries.get(name)
+            if dependency is not None:
+                chosen[name] = _outline_of(saved, dependency)
+        front = frozenset(chosen[name].id for _key, name in first) if len(ranked) > head.count else None
+        return {name[:-3]: chosen[name] for name in sorted(chosen)}, front
+
     def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
         doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
         if kind == "project":
@@ -1281,10 +1368,11 @@ class BoardStore:
         offset = end + 1
         sections = {kind: section for kind, section in header["folders"].items() if kind in FOLDERS}
         for section in sections.values():
-            # Each folder's columns lie together after its records: one read for them all.
+            # Each folder's columns lie together after its records: one read for them all. The
+            # tasks' outline groups follow (DONE's is most of them): each is read when used.
             spans = [section[name] for name in ("names", "keys", "spans", "status", "holder") if name in section]
-            spans += list(section.get("groups", {}).values())
-            if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans):
+            groups = list(section.get("groups", {}).values())
+            if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans + groups):
                 raise _CacheDamaged
             if spans:
                 data.prefetch(offset + min(span[0] for span in spans), offset + max(span[1] for span in spans))
@@ -1895,6 +1983,9 @@ _OUTLINE_AT = tuple(_NAMES[Task].index(name) for name in OUTLINE_FIELDS)
 _OUTLINE_TUPLE_AT = tuple(at for at in _OUTLINE_AT if at in _TUPLES[Task])
 _OUTLINE_STATUS = OUTLINE_FIELDS.index("status")
 _OUTLINE_HOLDER = OUTLINE_FIELDS.index("assigned_worker")
+# A task's RANK_FIELDS values, from its outline row or from the task.
+_ROW_RANK_FIELDS = itemgetter(*(OUTLINE_FIELDS.index(name) for name in RANK_FIELDS))
+_TASK_RANK_FIELDS = attrgetter(*RANK_FIELDS)
 _TASK_DEFAULTS: list[Any] = [None if f.default is MISSING else f.default for f in fields(Task)]
 _TASK_FACTORIES = tuple((at, f.default_factory) for at, f in enumerate(fields(Task)) if f.default_factory is not MISSING)
 

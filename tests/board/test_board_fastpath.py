@@ -16,7 +16,7 @@ import sys
 import time
 import typing
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CHECK_TRUSTED_NS, OUTLINE_FIELDS, BoardStore, racy_window
+from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CHECK_TRUSTED_NS, OUTLINE_FIELDS, BoardStore, Head, racy_window
 from moss_files.board.usecase import STORE_KEY, board_store
 from moss_files.foundation import document, fs, inotify
 from moss_files.foundation.context import AGENT, Context
@@ -833,3 +833,117 @@ def test_the_lines_of_full_checks_do_not_grow_the_cache_file_without_bound(repo:
     lines = appended_lines(repo / CACHE_FILE)
     assert len(lines) <= CACHE_REWRITE_AFTER + 1  # written anew once they grew many
     assert bounded_claim(repo)[0] == "TASK-a"
+
+
+# --------------------------------------------------------------------------- the front of the queue
+
+
+def add_free_tasks(gen: Generated, count: int) -> None:
+    """Tasks nobody holds in the claimable columns (a board's queue: the generated ones are
+    mostly held), some waiting on others, some parked, some in an archived or unknown epic."""
+    for _n in range(count):
+        task = random_task(gen.rng, f"TASK-q{len(gen.ids):04d}", gen.epics, gen.workers, gen.ids)
+        task = replace(task, status=gen.rng.choice(("PLANNING", "WORKING", "WORKING", "REVIEW")), assigned_worker=None)
+        gen.write("tasks", task.id, files.render_task(task))
+        gen.ids.append(task.id)
+
+
+def expected_front_ids(full: Board, weighed: tuple[str, ...], left_out: set[str]) -> set[str]:
+    """The tasks an outline of `weighed` with a head holds: those of `expected_outline_ids`
+    but the free candidates past the front, which come back only as dependencies."""
+    chosen = {i for i, t in full.tasks.items() if (t.status in weighed or (t.assigned_worker and t.status in ACTIVE)) and i not in left_out}
+    return chosen | {dep for i in chosen for dep in full.tasks[i].depends_on if dep in full.tasks}
+
+
+OTHER_CLAIMER = r"""
+import sys
+from pathlib import Path
+from moss_files.board import claims
+from moss_files.foundation.context import Context
+from moss_files.foundation.errors import MossError
+for worker in sys.argv[2:]:
+    try:
+        claims.claim_next_task(Context(Path(sys.argv[1]), actor="agent"), statuses=["PLANNING", "WORKING", "REVIEW"], worker_id=worker)
+    except MossError:
+        pass  # a conflict the rules raise: still a real answer
+"""
+
+
+@pytest.mark.slow
+def test_a_claim_from_the_front_of_the_queue_decides_as_the_whole_board(repo: Path) -> None:
+    """A claim's first look ranks the free candidates and outlines only the first of them
+    (`store.Head`): every decision it settles on (a task of that front) is the one the plain
+    sort of a full scan gives, and with nothing left out every decision is; after hand edits,
+    `git checkout`s and other processes' claims, through the store and through the use case."""
+    gen = Generated(repo, seed=57, tasks=120)
+    add_free_tasks(gen, 140)
+    for n in range(40):  # the head of the WORKING queue waits on a task nobody made: a claim looks past it
+        waiting = Task(f"TASK-w{n:03d}", gen.epics[0], f"waits {n}", status="WORKING", priority="CRITICAL", depends_on=("TASK-missing",), created=STAMP)
+        gen.write("tasks", waiting.id, files.render_task(waiting))
+    for worker in gen.workers[:5]:  # claims prefer the epic of a worker's last claim
+        path = gen.base / "workers" / f"{worker}.md"
+        path.write_text(files.render_worker(Worker(worker, type="worker", heartbeat=stamp(1), last_epic=gen.rng.choice(gen.epics))))
+    commits = [commit_all(repo, "generated")]
+    settled_on_front = left_out = 0
+    for number in range(8):
+        queries.list_tasks(fresh(repo))  # a full look, as any listing: bounded loads may take its check
+        full = scan(repo)
+        asked_workers = [*workers_to_ask(gen, full), *gen.workers[:5]]
+        for wanted in CLAIMS:
+            weighed = (*wanted, "AWAITING_APPROVAL")
+            for worker in asked_workers:
+                for adjacent in (True, False):
+                    free = [t for t in full.tasks.values() if t.status in wanted and not (t.assigned_worker and t.status in ACTIVE)]
+                    queue = sorted(free, key=rules.claim_order(full, worker, adjacent))
+                    for count, bounded in ((1, False), (4, True), (32, False)):
+                        store = BoardStore(repo)
+                        head = Head(frozenset(wanted), count, lambda board, worker=worker, adjacent=adjacent: rules.claim_rank(board, worker, adjacent))
+                        board = store.outline(weighed, bounded=bounded, head=head)
+                        front = store.front
+                        # The front is the first `count` free candidates in claim order; every other task is as an outline gives it.
+                        assert front == ({t.id for t in queue[:count]} if len(queue) > count else None)
+                        assert set(board.tasks) == expected_front_ids(full, weighed, {t.id for t in queue[count:]})
+                        for task_id, task in board.tasks.items():
+                            assert outline_of(task) == outline_of(full.tasks[task_id]), task_id
+                        for take_over in (False, True):
+
+                            def decide(on: Board, wanted: tuple[str, ...] = wanted, worker: str | None = worker, take: bool = take_over) -> rules.ClaimPlan:
+                                return rules.plan_claim(on, wanted, worker, replace_existing=take, prefer_adjacent=adjacent)
+
+                            got, plain = outcome(lambda: decide(board)), outcome(lambda: decide(full))
+                            if front is None:
+                                assert got == plain, (wanted, worker, count)
+                            elif got[0] == "plan" and got[1] in front:
+                                assert got == plain, (wanted, worker, count)
+                                settled_on_front += 1
+                            left_out += front is not None
+        # Claims through the use case, each in a fresh context, give what the plain sort gives.
+        for statuses in CLAIMS:
+            live = [w for w in gen.workers if w in full.workers and full.workers[w].status not in GONE_WORKER_STATUSES]
+            for who in (None, gen.rng.choice(live or [f"newcomer{number}"])):  # shown (nothing written), then claimed
+                full = scan(repo)
+                expected = outcome(lambda who=who, statuses=statuses: rules.plan_claim(full, statuses, who))
+                try:
+                    result = claims.claim_next_task(fresh(repo), statuses=list(statuses), worker_id=who)
+                    got = (
+                        "plan",
+                        result["task"]["id"] if result["hasNext"] else None,
+                        result.get("takenOverFrom"),
+                        (result.get("alreadyAssigned") or {}).get("taskId"),
+                    )
+                except Conflict as err:
+                    got = ("error", err.code, err.details.get("taskId"))
+                assert got == expected, (number, statuses, who)
+        # Other processes claim, then the files change behind every store's back.
+        subprocess.run([sys.executable, "-c", OTHER_CLAIMER, str(repo), *(f"other{number}-{n}" for n in range(3))], check=True, timeout=120)
+        if number % 3 == 2:
+            commits.append(commit_all(repo, f"round {number}"))
+            git(repo, "checkout", "-q", "--detach", gen.rng.choice(commits[:-1]))
+            git(repo, "clean", "-fdq", ".moss")
+            gen.ids = sorted(p.stem for p in (gen.base / "tasks").glob("*.md"))
+        else:
+            gen.mutate()
+            epic_path = gen.base / "epics" / f"{gen.rng.choice(gen.epics)}.md"
+            epic_path.write_text(re.sub(r"\norder: \d+", f"\norder: {gen.rng.randrange(0, 9)}", epic_path.read_text()))
+            add_free_tasks(gen, 3)
+    assert settled_on_front and left_out  # the front was both taken and left behind

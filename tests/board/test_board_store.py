@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from helpers import wait_for
 
-from moss_files.board import claims, editing, files, queries
+from moss_files.board import claims, editing, files, queries, rules
 from moss_files.board.model import Epic, Step, Task
 from moss_files.board.store import _LAYOUT as LAYOUT
-from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, racy_window
+from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, Head, racy_window
 from moss_files.foundation.context import AGENT, Context
 
 STAMP = "2026-01-21T10:00:00Z"
@@ -93,6 +93,9 @@ def test_changes_after_the_cache_was_written_are_seen(board_root: tuple[Path, li
     assert not board.problems
 
 
+SHORT_ROW = b'[[0,"x"]]'  # an outline group of one row: a place, and one value of many
+
+
 def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -> None:
     root, _ = board_root
     expected = BoardStore(root, persist=False).load()
@@ -119,13 +122,23 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
         good[: len(good) // 2],  # cut short
         header + b"\n" + body.replace(b'"TASK-0003"', b'"TASK-0003", "x"', 1),  # a record that decodes to no task
         good + b"garbage that is no delta\n",
+        # An outline row cut short (its group after the body, where a claim's front ranks it from).
+        with_header(folders={"task": {**tasks, "groups": {**tasks["groups"], "BACKLOG": [len(body), len(body) + len(SHORT_ROW)]}}}) + SHORT_ROW + b"\n",
     ):
-        cache.write_bytes(junk)
         for kind in ("load", "outline"):
+            cache.write_bytes(junk)
             got = getattr(BoardStore(root), kind)()
             assert got.problems == () and got.tasks.keys() == expected.tasks.keys()
             if kind == "load":
                 assert got.tasks == expected.tasks and got.epics == expected.epics
+        # A claim's first look (the front of the BACKLOG queue: the first five and what they depend on).
+        cache.write_bytes(junk)
+        store = BoardStore(root)
+        front = store.outline(("BACKLOG",), head=Head(frozenset({"BACKLOG"}), 5, lambda board: rules.claim_rank(board, None, False)))
+        first = {f"TASK-{n:04d}" for n in range(5)}  # or every task, from a store that read the files again (a second load: it watches)
+        assert front.problems == () and store.front in (first, None)
+        assert set(front.tasks) == (first if store.front else set(expected.tasks)), junk[:80]
+        assert all(front.tasks[task_id].title == expected.tasks[task_id].title for task_id in front.tasks)
 
 
 def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:
