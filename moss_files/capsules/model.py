@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from moss_files.foundation import document, formats, structured
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest
@@ -1055,10 +1055,11 @@ def with_changes(capsule: Capsule, **changes: Any) -> Capsule:
 # --------------------------------------------------------------------------- import planning
 
 
-@dataclass(frozen=True, slots=True)
-class CapsuleKey:
+class CapsuleKey(NamedTuple):
     """What an import must know of a capsule already in the workspace: its id, its name slot
-    and whether it is deleted (so whether it holds its name), and where its file is."""
+    and whether it is deleted (so whether it holds its name), and where its file is. A named
+    tuple, not a dataclass: a bulk writer makes one per capsule file (100,000 of them from the
+    key cache), and a tuple is made in a fraction of the time."""
 
     id: str
     workspace_norm: str

@@ -7,7 +7,12 @@ The files stay the truth. An entry is used only when the file is provably the on
 from: its ctime (which every change of a file moves) equals the stored signature, or, when the
 signature was stored as racy (see `index.model.stored_signature`) or moved without a change,
 its bytes hash to the stored digest and its mtime is the stored one (a capsule's missing times
-derive from its mtime; its key does not today, and the mtime check keeps that safe). Anything else is parsed again, and an unreadable file is never
+derive from its mtime; its key does not today, and the mtime check keeps that safe). A file a
+batched import just wrote is stored with its signature at once when the batch proves it holds
+the batch's bytes (`FileBatch.written`: its staged inode and mtime, older than the journal);
+its entry is then used while both its ctime and its mtime are the stored ones, since a write
+within the ctime's clock tick still moves the mtime past the journal's (only a write that also
+set the mtime back to the staged nanosecond, within that tick, would pass unseen). Anything else is parsed again, and an unreadable file is never
 cached, so the caller sees its error every time. A cache that cannot be opened, read or written
 is ignored: the answer is then the full parse's, only slower.
 """
@@ -20,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from moss_files.capsules.model import CapsuleKey
 from moss_files.index.model import Signature, stored_signature
@@ -40,9 +46,9 @@ CREATE TABLE IF NOT EXISTS keys(
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Cached:
-    """One remembered file: its signature (None: racy, check the digest), mtime, digest, key."""
+class Cached(NamedTuple):
+    """One remembered file: its signature (None: racy, check the digest), mtime, digest, key.
+    (A named tuple: `load` makes one per capsule file.)"""
 
     sig: Signature
     mtime_ns: int
@@ -62,6 +68,8 @@ class Learned:
     digest: str
     key: CapsuleKey
     seen_ns: int | None = None
+    proven: bool = False  # the writer proved these bytes were written before `mtime_ns` was
+    # last set, and that this mtime is older than any later write could give (see `usable`)
 
 
 class KeyCache:
@@ -80,8 +88,9 @@ class KeyCache:
                 rows = conn.execute("SELECT path, sig, mtime_ns, digest, id, workspace, name, deleted FROM keys").fetchall()
         except (sqlite3.Error, OSError):
             return {}
+        make_key, make_entry = CapsuleKey._make, Cached._make  # `_make`: no per-row keyword binding
         return {
-            path: Cached(sig, mtime_ns, digest, CapsuleKey(capsule_id, workspace, name, bool(deleted), path))
+            path: make_entry((sig, mtime_ns, digest, make_key((capsule_id, workspace, name, deleted == 1, path))))
             for path, sig, mtime_ns, digest, capsule_id, workspace, name, deleted in rows
         }
 
@@ -93,7 +102,7 @@ class KeyCache:
         rows = [
             (
                 item.relpath,
-                stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now if item.seen_ns is None else item.seen_ns),
+                item.ctime_ns if item.proven else stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now if item.seen_ns is None else item.seen_ns),
                 item.mtime_ns,
                 item.digest,
                 item.key.id,
@@ -162,9 +171,13 @@ class _connect:
         self.conn.close()
 
 
-def usable(entry: Cached | None, ctime_ns: int) -> bool:
-    """Whether `entry` holds for a file whose ctime is `ctime_ns`, without reading it."""
-    return entry is not None and entry.sig is not None and entry.sig == ctime_ns
+def usable(entry: Cached | None, ctime_ns: int, mtime_ns: int) -> bool:
+    """Whether `entry` holds for a file whose ctime is `ctime_ns` and mtime `mtime_ns`,
+    without reading it. The mtime matters for a `proven` entry, stored with a ctime taken
+    within the racy window: a write in the same clock tick as that ctime leaves the ctime as
+    it was but sets the mtime to that tick, later than the one stored. (For any other entry,
+    an unchanged ctime implies an unchanged mtime.)"""
+    return entry is not None and entry.sig is not None and entry.sig == ctime_ns and entry.mtime_ns == mtime_ns
 
 
 def confirmed(entry: Cached | None, mtime_ns: int, digest: str) -> bool:
