@@ -244,7 +244,7 @@ class CapsuleStore:
         listing = self.listing(None, include_deleted=True)
         problems: list[MossError] = [_stray(self, self.base / relpath) for relpath in listing.strays]
         cache = key_cache.KeyCache(self.root)
-        cached = cache.load()
+        cached = cache.rows()
         now_ns = time.time_ns()  # before any stat: a file changed after it is racy, never trusted
         found: list[CapsuleKey] = []
         learned: list[key_cache.Learned] = []
@@ -263,7 +263,7 @@ class CapsuleStore:
                 # a time taken just before its stat rather than the start of `keys`, so that a
                 # file an import wrote a second before this one began (racy at `now_ns`) is
                 # often stored with its signature, and the next `keys` need not read it again.
-                seen_ns = time.time_ns() if entry is None or entry.sig is None else now_ns
+                seen_ns = time.time_ns() if entry is None or entry[1] is None else now_ns
                 before: os.stat_result | None = None
                 data: bytes | None = None
                 if dir_fd is not None:
@@ -271,7 +271,7 @@ class CapsuleStore:
                         before = os.lstat(name, dir_fd=dir_fd)
                         if key_cache.usable(entry, before.st_ctime_ns, before.st_mtime_ns):
                             assert entry is not None
-                            found.append(entry.key)
+                            found.append(key_cache.key_of(entry))
                             continue
                         data, info = fs.read_in(dir_fd, name, max_bytes=MAX_FILE_BYTES)
                     except FileNotFoundError:
@@ -293,7 +293,7 @@ class CapsuleStore:
                 still = before is not None and dir_fd is not None and _unchanged(dir_fd, name, before)
                 if still and before is not None and key_cache.confirmed(entry, before.st_mtime_ns, snapshot.digest):
                     assert entry is not None
-                    key = entry.key
+                    key = key_cache.key_of(entry)
                 else:
                     try:
                         stored = self._parse(path, snapshot)

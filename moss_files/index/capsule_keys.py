@@ -81,6 +81,12 @@ class KeyCache:
     def load(self) -> dict[str, Cached]:
         """Every remembered entry by path relative to the capsules folder; empty when the
         cache is missing or unusable."""
+        return {path: Cached(row[1], row[2], row[3], key_of(row)) for path, row in self.rows().items()}
+
+    def rows(self) -> dict[str, Row]:
+        """`load`'s entries as the table's rows (`Row`), by path: what `CapsuleStore.keys`
+        reads, with a key made only for the files it finds (an object per row for 100,000
+        rows is most of the cost of reading them)."""
         try:
             if not self.path.is_file():
                 return {}
@@ -88,11 +94,7 @@ class KeyCache:
                 rows = conn.execute("SELECT path, sig, mtime_ns, digest, id, workspace, name, deleted FROM keys").fetchall()
         except (sqlite3.Error, OSError):
             return {}
-        make_key, make_entry = CapsuleKey._make, Cached._make  # `_make`: no per-row keyword binding
-        return {
-            path: make_entry((sig, mtime_ns, digest, make_key((capsule_id, workspace, name, deleted == 1, path))))
-            for path, sig, mtime_ns, digest, capsule_id, workspace, name, deleted in rows
-        }
+        return {row[0]: row for row in rows}
 
     def save(self, learned: Iterable[Learned], gone: Iterable[str] = (), *, now_ns: int | None = None) -> None:
         """Remember `learned` (a racy stat is stored as racy: judged at each item's `seen_ns`,
@@ -171,20 +173,29 @@ class _connect:
         self.conn.close()
 
 
-def usable(entry: Cached | None, ctime_ns: int, mtime_ns: int) -> bool:
+# One row of the table: path, sig, mtime_ns, digest, id, workspace, name, deleted (0 or 1).
+Row = tuple[str, Signature, int, str, str, str, str | None, int]
+
+
+def key_of(row: Row) -> CapsuleKey:
+    """The capsule key a row holds."""
+    return CapsuleKey(row[4], row[5], row[6], row[7] == 1, row[0])
+
+
+def usable(entry: Row | None, ctime_ns: int, mtime_ns: int) -> bool:
     """Whether `entry` holds for a file whose ctime is `ctime_ns` and mtime `mtime_ns`,
     without reading it. The mtime matters for a `proven` entry, stored with a ctime taken
     within the racy window: a write in the same clock tick as that ctime leaves the ctime as
     it was but sets the mtime to that tick, later than the one stored. (For any other entry,
     an unchanged ctime implies an unchanged mtime.)"""
-    return entry is not None and entry.sig is not None and entry.sig == ctime_ns and entry.mtime_ns == mtime_ns
+    return entry is not None and entry[1] is not None and entry[1] == ctime_ns and entry[2] == mtime_ns
 
 
-def confirmed(entry: Cached | None, mtime_ns: int, digest: str) -> bool:
+def confirmed(entry: Row | None, mtime_ns: int, digest: str) -> bool:
     """Whether `entry` holds for a file read with this mtime and digest."""
-    return entry is not None and entry.mtime_ns == mtime_ns and entry.digest == digest
+    return entry is not None and entry[2] == mtime_ns and entry[3] == digest
 
 
-def missing(cached: Mapping[str, Cached], present: Iterable[str]) -> set[str]:
+def missing(cached: Mapping[str, object], present: Iterable[str]) -> set[str]:
     """The remembered paths that are no longer capsule files."""
     return set(cached) - set(present)
