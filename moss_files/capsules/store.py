@@ -240,7 +240,7 @@ class CapsuleStore:
         listing = self.listing(None, include_deleted=True)
         problems: list[MossError] = [_stray(self, self.base / relpath) for relpath in listing.strays]
         cache = key_cache.KeyCache(self.root)
-        cached = cache.load()
+        cached = cache.rows()
         now_ns = time.time_ns()  # before any stat: a file changed after it is racy, never trusted
         found: list[CapsuleKey] = []
         learned: list[key_cache.Learned] = []
@@ -259,15 +259,15 @@ class CapsuleStore:
                 # a time taken just before its stat rather than the start of `keys`, so that a
                 # file an import wrote a second before this one began (racy at `now_ns`) is
                 # often stored with its signature, and the next `keys` need not read it again.
-                seen_ns = time.time_ns() if entry is None or entry.sig is None else now_ns
+                seen_ns = time.time_ns() if entry is None or entry[1] is None else now_ns
                 before: os.stat_result | None = None
                 data: bytes | None = None
                 if dir_fd is not None:
                     try:
                         before = os.lstat(name, dir_fd=dir_fd)
-                        if key_cache.usable(entry, before.st_ctime_ns):
+                        if key_cache.usable(entry, before.st_ctime_ns, before.st_mtime_ns):
                             assert entry is not None
-                            found.append(entry.key)
+                            found.append(key_cache.key_of(entry))
                             continue
                         data, info = fs.read_in(dir_fd, name, max_bytes=MAX_FILE_BYTES)
                     except FileNotFoundError:
@@ -289,7 +289,7 @@ class CapsuleStore:
                 still = before is not None and dir_fd is not None and _unchanged(dir_fd, name, before)
                 if still and before is not None and key_cache.confirmed(entry, before.st_mtime_ns, snapshot.digest):
                     assert entry is not None
-                    key = entry.key
+                    key = key_cache.key_of(entry)
                 else:
                     try:
                         stored = self._parse(path, snapshot)
@@ -309,20 +309,44 @@ class CapsuleStore:
         cache.save(learned, key_cache.missing(cached, listing.files), now_ns=now_ns)
         return found, problems
 
-    def remember(self, written: Sequence[tuple[PurePosixPath, bytes, CapsuleKey]], gone: Sequence[PurePosixPath] = ()) -> None:
+    def remember(
+        self,
+        written: Sequence[tuple[PurePosixPath, bytes, CapsuleKey]],
+        gone: Sequence[PurePosixPath] = (),
+        *,
+        proof: Callable[[PurePosixPath, os.stat_result], bool] | None = None,
+    ) -> None:
         """Tell the key cache what a writer just put in these files (and which it removed), so
         the next `keys` checks their bytes rather than parsing them. A file changed since is
-        parsed again: its bytes or mtime no longer match."""
+        parsed again: its bytes or mtime no longer match. `proof(relpath, lstat)`: whether
+        the writer can prove the file still holds its bytes (`FileBatch.written`); such a
+        file's ctime is trusted at once with its mtime (`capsule_keys.usable`), rather than
+        its bytes read again by the next `keys` because they changed within the racy window."""
         from moss_files.index import capsule_keys as key_cache
 
         now_ns = time.time_ns()
         learned = []
-        for relpath, data, key in written:
-            try:
-                st = os.lstat(self.path_of(relpath))
-            except OSError:
-                continue
-            learned.append(key_cache.Learned(relpath.as_posix(), st.st_mtime_ns, st.st_ctime_ns, fs.digest_of(data), key))
+        folders: dict[str, int | None] = {}
+        try:
+            for relpath, data, key in written:
+                posix = relpath.as_posix()
+                folder, _, name = posix.rpartition("/")
+                if folder not in folders:
+                    try:
+                        folders[folder] = fs.open_folder(self.base / folder)
+                    except (OSError, MossError):
+                        folders[folder] = None
+                dir_fd = folders[folder]
+                try:
+                    st = os.lstat(name, dir_fd=dir_fd) if dir_fd is not None else os.lstat(self.path_of(relpath))
+                except OSError:
+                    continue
+                proven = proof is not None and proof(relpath, st)
+                learned.append(key_cache.Learned(posix, st.st_mtime_ns, st.st_ctime_ns, fs.digest_of(data), key, proven=proven))
+        finally:
+            for dir_fd in folders.values():
+                if dir_fd is not None:
+                    os.close(dir_fd)
         key_cache.KeyCache(self.root).save(learned, [relpath.as_posix() for relpath in gone], now_ns=now_ns)
 
     def find_by_name(self, workspace_norm: str, name_norm: str, *, include_deleted: bool = False) -> StoredCapsule | None:

@@ -269,4 +269,4 @@ def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], act
         changes.create(target, data)
     changes.commit()
     done = [(target, data) for target, data, _digest in rewrites] + creates
-    store_.remember([(target, data, written[target]) for target, data in done], gone)
+    store_.remember([(target, data, written[target]) for target, data in done], gone, proof=changes.written)

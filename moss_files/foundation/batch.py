@@ -58,10 +58,17 @@ class FileBatch:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.changes: list[Change] = []
+        self._new_mode = 0o666 & ~fs._umask()  # asked once: each ask is two umask(2) calls
+        # After `commit`: each written file's (inode, mtime) as staged, and the mtime of the
+        # journal, written after every staged file. A file that still has its staged inode and
+        # mtime, older than the journal's, holds the staged bytes: any write once it was in
+        # place would have moved its mtime to the journal's time or later (see `written`).
+        self.staged: dict[PurePosixPath, tuple[int, int]] = {}
+        self.journal_mtime_ns: int | None = None
 
     def create(self, target: PurePosixPath, data: bytes) -> None:
         """Add a new file; the commit fails (Conflict ALREADY_EXISTS) if `target` exists."""
-        self.changes.append(Change(_CREATE, target, data, None, 0o666 & ~fs._umask()))
+        self.changes.append(Change(_CREATE, target, data, None, self._new_mode))
 
     def replace(self, target: PurePosixPath, data: bytes, expected_digest: str) -> None:
         """Rewrite a file (keeping its mode) that must still hold the bytes whose digest is
@@ -99,7 +106,17 @@ class FileBatch:
                 raise
             # The commit point: from here on the batch happens, if need be by `recover`.
             fs.write_atomic(self.folder / (token + JOURNAL_SUFFIX), _render_journal(entries))
+            self.journal_mtime_ns = os.stat(token + JOURNAL_SUFFIX, dir_fd=base_fd, follow_symlinks=False).st_mtime_ns
         _replay(self.folder, token, entries)
+
+    def written(self, target: PurePosixPath, info: os.stat_result) -> bool:
+        """Whether `info` (an lstat of `target` after the commit) proves the file holds the
+        bytes this batch wrote there: the staged file's inode, with its staged mtime, which is
+        older than the journal's. A later write in place moves the mtime to the time of that
+        write (the journal's or after); a file put there by rename is another inode."""
+        staged = self.staged.get(target)
+        bound = self.journal_mtime_ns
+        return staged is not None and bound is not None and staged == (info.st_ino, info.st_mtime_ns) and info.st_mtime_ns < bound
 
     def _stage(self, staging_fd: int, entries: list[dict[str, object]]) -> None:
         for number, change in enumerate(self.changes):
@@ -111,8 +128,10 @@ class FileBatch:
                 fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, change.mode or 0o600, dir_fd=staging_fd)
                 try:
                     fs.write_all(fd, change.data)
+                    written = os.fstat(fd)
                 finally:
                     os.close(fd)
+                self.staged[change.target] = (written.st_ino, written.st_mtime_ns)
                 entry["staged"] = name
             entries.append(entry)
 

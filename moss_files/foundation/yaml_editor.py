@@ -91,6 +91,7 @@ _PLAIN_SIMPLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .,:/+@()-]*")
 _KEY_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
 
 
+@functools.lru_cache(maxsize=8192)  # pure; a bulk write renders the same workspace, source, tags and times again and again
 def _plain_safe(text: str) -> bool:
     if not _PLAIN_SIMPLE.fullmatch(text) or text.endswith((" ", ":")) or ": " in text:
         return False

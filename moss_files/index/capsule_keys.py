@@ -7,7 +7,12 @@ The files stay the truth. An entry is used only when the file is provably the on
 from: its ctime (which every change of a file moves) equals the stored signature, or, when the
 signature was stored as racy (see `index.model.stored_signature`) or moved without a change,
 its bytes hash to the stored digest and its mtime is the stored one (a capsule's missing times
-derive from its mtime; its key does not today, and the mtime check keeps that safe). Anything else is parsed again, and an unreadable file is never
+derive from its mtime; its key does not today, and the mtime check keeps that safe). A file a
+batched import just wrote is stored with its signature at once when the batch proves it holds
+the batch's bytes (`FileBatch.written`: its staged inode and mtime, older than the journal);
+its entry is then used while both its ctime and its mtime are the stored ones, since a write
+within the ctime's clock tick still moves the mtime past the journal's (only a write that also
+set the mtime back to the staged nanosecond, within that tick, would pass unseen). Anything else is parsed again, and an unreadable file is never
 cached, so the caller sees its error every time. A cache that cannot be opened, read or written
 is ignored: the answer is then the full parse's, only slower.
 """
@@ -20,6 +25,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from moss_files.capsules.model import CapsuleKey
 from moss_files.index.model import Signature, stored_signature
@@ -40,9 +46,9 @@ CREATE TABLE IF NOT EXISTS keys(
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Cached:
-    """One remembered file: its signature (None: racy, check the digest), mtime, digest, key."""
+class Cached(NamedTuple):
+    """One remembered file: its signature (None: racy, check the digest), mtime, digest, key.
+    (A named tuple: `load` makes one per capsule file.)"""
 
     sig: Signature
     mtime_ns: int
@@ -62,6 +68,8 @@ class Learned:
     digest: str
     key: CapsuleKey
     seen_ns: int | None = None
+    proven: bool = False  # the writer proved these bytes were written before `mtime_ns` was
+    # last set, and that this mtime is older than any later write could give (see `usable`)
 
 
 class KeyCache:
@@ -73,6 +81,12 @@ class KeyCache:
     def load(self) -> dict[str, Cached]:
         """Every remembered entry by path relative to the capsules folder; empty when the
         cache is missing or unusable."""
+        return {path: Cached(row[1], row[2], row[3], key_of(row)) for path, row in self.rows().items()}
+
+    def rows(self) -> dict[str, Row]:
+        """`load`'s entries as the table's rows (`Row`), by path: what `CapsuleStore.keys`
+        reads, with a key made only for the files it finds (an object per row for 100,000
+        rows is most of the cost of reading them)."""
         try:
             if not self.path.is_file():
                 return {}
@@ -80,10 +94,7 @@ class KeyCache:
                 rows = conn.execute("SELECT path, sig, mtime_ns, digest, id, workspace, name, deleted FROM keys").fetchall()
         except (sqlite3.Error, OSError):
             return {}
-        return {
-            path: Cached(sig, mtime_ns, digest, CapsuleKey(capsule_id, workspace, name, bool(deleted), path))
-            for path, sig, mtime_ns, digest, capsule_id, workspace, name, deleted in rows
-        }
+        return {row[0]: row for row in rows}
 
     def save(self, learned: Iterable[Learned], gone: Iterable[str] = (), *, now_ns: int | None = None) -> None:
         """Remember `learned` (a racy stat is stored as racy: judged at each item's `seen_ns`,
@@ -93,7 +104,7 @@ class KeyCache:
         rows = [
             (
                 item.relpath,
-                stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now if item.seen_ns is None else item.seen_ns),
+                item.ctime_ns if item.proven else stored_signature((item.mtime_ns, item.ctime_ns, 0, 0), now if item.seen_ns is None else item.seen_ns),
                 item.mtime_ns,
                 item.digest,
                 item.key.id,
@@ -162,16 +173,29 @@ class _connect:
         self.conn.close()
 
 
-def usable(entry: Cached | None, ctime_ns: int) -> bool:
-    """Whether `entry` holds for a file whose ctime is `ctime_ns`, without reading it."""
-    return entry is not None and entry.sig is not None and entry.sig == ctime_ns
+# One row of the table: path, sig, mtime_ns, digest, id, workspace, name, deleted (0 or 1).
+Row = tuple[str, Signature, int, str, str, str, str | None, int]
 
 
-def confirmed(entry: Cached | None, mtime_ns: int, digest: str) -> bool:
+def key_of(row: Row) -> CapsuleKey:
+    """The capsule key a row holds."""
+    return CapsuleKey(row[4], row[5], row[6], row[7] == 1, row[0])
+
+
+def usable(entry: Row | None, ctime_ns: int, mtime_ns: int) -> bool:
+    """Whether `entry` holds for a file whose ctime is `ctime_ns` and mtime `mtime_ns`,
+    without reading it. The mtime matters for a `proven` entry, stored with a ctime taken
+    within the racy window: a write in the same clock tick as that ctime leaves the ctime as
+    it was but sets the mtime to that tick, later than the one stored. (For any other entry,
+    an unchanged ctime implies an unchanged mtime.)"""
+    return entry is not None and entry[1] is not None and entry[1] == ctime_ns and entry[2] == mtime_ns
+
+
+def confirmed(entry: Row | None, mtime_ns: int, digest: str) -> bool:
     """Whether `entry` holds for a file read with this mtime and digest."""
-    return entry is not None and entry.mtime_ns == mtime_ns and entry.digest == digest
+    return entry is not None and entry[2] == mtime_ns and entry[3] == digest
 
 
-def missing(cached: Mapping[str, Cached], present: Iterable[str]) -> set[str]:
+def missing(cached: Mapping[str, object], present: Iterable[str]) -> set[str]:
     """The remembered paths that are no longer capsule files."""
     return set(cached) - set(present)

@@ -210,3 +210,41 @@ def test_each_learned_key_is_judged_racy_at_the_moment_its_file_was_stat_ed(tmp_
     assert stored(None, now_ns=st.st_ctime_ns + window) == st.st_ctime_ns
     # Whatever was stored, the keys equal the full parse's.
     assert by_keys(root) == by_scan(root)
+
+
+def test_an_import_s_own_files_are_trusted_by_their_stat_at_once_and_edits_right_after_it_are_seen(tmp_path: Path) -> None:
+    """The files a batched import wrote are stored with their signature at once (the batch
+    proves they hold its bytes: their staged inode and mtime, older than its journal), so the
+    next import does not read them again; a change made right after the import (within the
+    racy window, maybe the same clock tick) still shows, because a write moves the mtime past
+    the journal's and a replacement is another file."""
+    root, files = imported(tmp_path, count=200)
+    base = CapsuleStore(root).base
+    entries = key_cache.KeyCache(root).load()
+    assert {base / relpath for relpath in entries} == set(files)
+    # Every file staged in a clock tick before the last one (so before the journal's) is
+    # stored with its signature; those of the last tick stay racy.
+    mtimes = {relpath: os.lstat(base / relpath).st_mtime_ns for relpath in entries}
+    earlier = {relpath for relpath, mtime in mtimes.items() if mtime < max(mtimes.values())}
+    assert earlier  # 200 files are not staged within one tick
+    assert all(entries[relpath].sig == os.lstat(base / relpath).st_ctime_ns for relpath in earlier)
+    assert by_keys(root) == by_scan(root)
+    named = [p for p in files if not p.name.startswith("@") and p.parent.name != "deleted"]
+    # at once: an id changed in place (same size), and a slot replaced by rename with a file
+    # carrying the old one's mtime
+    old_id = named[0].read_bytes().split(b"id: ", 1)[1][:26]
+    data = named[0].read_bytes()
+    with open(named[0], "r+b") as handle:
+        handle.write(data.replace(b"id: " + old_id, b"id: " + OTHER_ID.encode(), 1))
+    st = named[1].stat()
+    other = named[1].with_name(".swap.tmp")
+    other.write_bytes(named[1].read_bytes().replace(b"\n---\n", b"\ndeleted_at: 2026-01-01T00:00:00Z\n---\n", 1))
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.rename(other, named[1])
+    found = by_keys(root)
+    assert found == by_scan(root)
+    assert any(key[0] == OTHER_ID for key in found)
+    # and a second import, at once, sees them too
+    export = write_export(tmp_path / "home" / ".moss" / "exports", "y.jsonl", records(5, seed=8))
+    assert transfer.import_capsules(context(root, tmp_path / "home", seed=2), path=str(export))["imported"] == 5
+    assert by_keys(root) == by_scan(root)
