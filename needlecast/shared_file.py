@@ -366,7 +366,8 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
     The same promise as `fs.create_exclusive` for each file (durable before it has its name,
     never replacing a file), at the cost of two durable steps for the whole batch instead of
     two per file: the temporaries are written and made durable together (one syncfs from
-    SYNCFS_FROM files on, else `fsync_all`), then each is linked to its name, and the names
+    SYNCFS_FROM files on, else `fsync_all`), then each takes its name (a rename that never
+    replaces a file, else a link), and the names
     are made durable together (`fsync_all` of the folders). A kill in between leaves temporaries that
     `clear_dead_temporaries` removes, and names that either hold their whole content or do
     not exist; the callers' journals make a repeated batch skip what is there.
@@ -380,6 +381,7 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
     with ExitStack() as stack:
         folder_fds = [stack.enter_context(fs.folder_fd(folder, create=True)) for folder, _files in groups]
         temps: list[tuple[int, int, str, str]] = []  # (group, folder descriptor, temporary, name)
+        renamed: set[int] = set()  # the temporaries (by number) that took their names
         # One temporary name pattern for the batch (`fs.temp_path_for`'s, with a counter in
         # place of fresh random bytes for each file).
         marker = f"{fs.TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
@@ -405,14 +407,24 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
                 fsync_all(open_fds)
             finally:
                 _close_all(open_fds)
-            for group, dir_fd, temp, name in temps:
-                try:
-                    os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-                    created[group].append(True)
-                except FileExistsError:
-                    created[group].append(False)
+            # Each temporary takes its name by one rename that never replaces a file: one
+            # directory change where a link and the temporary's removal made two (a batch of
+            # 1,000 names: 1,000 calls fewer); a link where the system has no such rename.
+            for number, (group, dir_fd, temp, name) in enumerate(temps):
+                made = rename_noreplace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                if made:
+                    renamed.add(number)
+                elif made is None:
+                    try:
+                        os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                        made = True
+                    except FileExistsError:
+                        made = False
+                created[group].append(made)
         finally:
-            for _group, dir_fd, temp, _name in temps:
+            for number, (_group, dir_fd, temp, _name) in enumerate(temps):
+                if number in renamed:
+                    continue
                 try:
                     os.unlink(temp, dir_fd=dir_fd)
                 except FileNotFoundError:

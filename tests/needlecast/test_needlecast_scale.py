@@ -130,6 +130,37 @@ def test_a_batch_reusing_an_id_of_the_outbox_writes_nothing(tmp_path: Path) -> N
     assert sorted(p.name for p in box.outbox_dir.iterdir()) == before
 
 
+@pytest.mark.slow  # a batch and two routing passes per crash point
+def test_a_v2_batch_killed_at_any_durable_step_leaves_whole_messages_each_delivered_once(tmp_path: Path) -> None:
+    """`send --batch` (v2) killed before each of its durable calls, the renames that name its
+    files included: the outbox holds whole messages only (a prefix of the batch, never a
+    temporary under a message's name), no temporary survives the next pass, and routing
+    delivers each message written exactly once."""
+    batch = [Message(id=f"m{n}", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=f"token: m{n}\n") for n in range(12)]
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    step = 0
+    while True:
+        step += 1
+        root = envoy(tmp_path / f"run-{step}", "v2")
+        box = Mailbox(root / "alice")
+        crashed = killed_at(step, DURABLE_CALLS, lambda b=box: mailbox.append_outbox_many(b, batch, now))  # type: ignore[misc]
+        written = [entry.key for entry in mailbox.read_outbox(box, "alice").entries]
+        assert all(entry.problem is None for entry in mailbox.read_outbox(box, "alice").entries), f"a torn message after a kill at step {step}"
+        assert set(written) == {f"m{n}" for n in range(len(written))}, f"not the batch's first messages after a kill at step {step}: {written}"
+        if not crashed:
+            assert len(written) == len(batch)
+        Router(root).route_all()
+        Router(root).route_all()
+        assert sorted(tokens(mailbox.read_inbox(Mailbox(root / "bob"))).elements()) == sorted(written), f"after a kill at step {step}"
+        assert sorted(tokens(mailbox.read_archive(box, "alice")).elements()) == sorted(written)
+        assert mailbox.read_outbox(box, "alice").entries == ()
+        assert [p.name for p in box.dir.rglob("*") if ".tmp-" in p.name] == [], f"litter after a kill at step {step}"
+        shutil.rmtree(tmp_path / f"run-{step}")
+        if not crashed:
+            break
+    assert step > len(batch)  # every name of the batch was a crash point
+
+
 # --------------------------------------------------------------------------- kill -9 of the sidecar
 
 
@@ -237,7 +268,7 @@ def test_a_batch_under_kill_9_of_the_sidecar_is_delivered_exactly_once(tmp_path:
 
 # --------------------------------------------------------------------------- rotation at every crash point
 
-DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink")
+DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink", "renameat2")
 TOP, SEGMENT = 4, 900
 
 
