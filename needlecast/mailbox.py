@@ -74,6 +74,10 @@ MAX_MAILBOX_BYTES = 64 * 1024 * 1024
 # ones move into a folder per month (`archive/2026-01/`); `archive.md` becomes a segment
 # (`archived/<time>.md`) once it holds ARCHIVE_SEGMENT_BYTES.
 ARCHIVE_TOP_FILES = 256
+# `send --batch` (v2) names its files this many at a time, each part made durable before its
+# names (one syncfs): the router starts on the first part while the next is written, so a
+# burst ends one part's delivery after its writer instead of a whole batch's (issue 29).
+SEND_CHUNK_FILES = 64
 ARCHIVE_SEGMENT_BYTES = 4 * 1024 * 1024
 SEGMENTS_DIR = "archived"
 _MONTH = re.compile(r"(?P<month>[0-9]{4}-[0-9]{2})-[0-9]{2}T[^_]*_")
@@ -880,11 +884,13 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
     written for each (`append_outbox`, for a batch).
 
     Every message is checked before anything is written. v2 creates one file per message,
-    made durable together (`shared_file.create_many`); v1 appends all the blocks with a single
-    write under the outbox lock. Either the whole batch is in the outbox or, after a crash,
-    none of it, except v2 files written but not all named (each whole; the router routes each
-    once). Raises Conflict ALREADY_EXISTS, writing nothing, when the outbox holds a file of one
-    of the batch's ids.
+    SEND_CHUNK_FILES at a time, each made durable together and then named, in order
+    (`shared_file.create_many`), so that the router delivers the first while the rest are
+    written; v1 appends all the blocks with a single write under the outbox lock. Either the
+    whole batch is in the outbox or, after a crash, none of it, except v2 files written but not
+    all named (the batch's first messages, each whole; the router routes each once). Raises
+    Conflict ALREADY_EXISTS, writing nothing, when the outbox holds a file of one of the
+    batch's ids.
     """
     if not messages:
         return []
@@ -908,7 +914,7 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
                 code="ALREADY_EXISTS",
                 path=box.outbox_dir / min(taken or {files[0][0]}),
             )
-        created = create_many(box.outbox_dir, files)
+        created = create_many(box.outbox_dir, files, chunk=SEND_CHUNK_FILES)
         if not all(created):
             # Someone wrote one of these names since the listing: the rest are in the outbox.
             name = next(name for (name, _data), made in zip(files, created, strict=True) if not made)

@@ -19,7 +19,7 @@ import pytest
 from conftest import BIN, run_cli
 from helpers import killed_at, wait_for
 
-from needlecast import mailbox
+from needlecast import mailbox, shared_file
 from needlecast import message as msg
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
@@ -131,19 +131,29 @@ def test_a_batch_reusing_an_id_of_the_outbox_writes_nothing(tmp_path: Path) -> N
 
 
 @pytest.mark.slow  # a batch and two routing passes per crash point
-def test_a_v2_batch_killed_at_any_durable_step_leaves_whole_messages_each_delivered_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [None, 4], ids=["send-batch", "in-parts-of-4"])
+def test_a_v2_batch_killed_at_any_durable_step_leaves_whole_messages_each_delivered_once(tmp_path: Path, chunk: int | None) -> None:
     """`send --batch` (v2) killed before each of its durable calls, the renames that name its
-    files included: the outbox holds whole messages only (a prefix of the batch, never a
+    files included: the outbox holds whole messages only (the batch's first ones, never a
     temporary under a message's name), no temporary survives the next pass, and routing
-    delivers each message written exactly once."""
+    delivers each message written exactly once. `send --batch` names its files in parts
+    (mailbox.SEND_CHUNK_FILES); the second sweep writes the same batch in parts of 4, so that
+    kills land between parts."""
     batch = [Message(id=f"m{n}", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=f"token: m{n}\n") for n in range(12)]
     now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+
+    def write(box: Mailbox) -> object:
+        if chunk is None:
+            return mailbox.append_outbox_many(box, batch, now)
+        files = [(mailbox.message_file_name(m, now), msg.render_message_document(m).encode()) for m in batch]
+        return shared_file.create_many(box.outbox_dir, files, chunk=chunk)
+
     step = 0
     while True:
         step += 1
         root = envoy(tmp_path / f"run-{step}", "v2")
         box = Mailbox(root / "alice")
-        crashed = killed_at(step, DURABLE_CALLS, lambda b=box: mailbox.append_outbox_many(b, batch, now))  # type: ignore[misc]
+        crashed = killed_at(step, DURABLE_CALLS, lambda b=box: write(b))  # type: ignore[misc]
         written = [entry.key for entry in mailbox.read_outbox(box, "alice").entries]
         assert all(entry.problem is None for entry in mailbox.read_outbox(box, "alice").entries), f"a torn message after a kill at step {step}"
         assert set(written) == {f"m{n}" for n in range(len(written))}, f"not the batch's first messages after a kill at step {step}: {written}"
