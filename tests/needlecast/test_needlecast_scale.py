@@ -351,6 +351,50 @@ def test_a_rotation_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_
     assert step > 20  # the scenario really exercised many crash points
 
 
+def test_a_busy_router_puts_rotation_off_within_its_bound_and_then_rotates(tmp_path: Path) -> None:
+    """While more mail waits (the sidecar's hint), a pass leaves the archive top unrotated, up
+    to ROTATION_PUT_OFF times its limit; the first pass with time for it, one with nothing to
+    route included, makes the same moves: the archive then equals a router's that never waited."""
+    from needlecast.router import ROTATION_PUT_OFF
+
+    def run(root: Path, busy: list[bool]) -> list[int]:
+        router = Router(root, archive_top_files=TOP, more_waiting=lambda: busy[0])
+        tops = []
+        for number in range(5):
+            mailbox.append_outbox_many(
+                Mailbox(root / "bob"),
+                [Message(id=f"b{number}-{n}", sender="bob", to=("carol",), type="task", body=f"token: b{number}-{n}\n") for n in range(5)],
+                datetime.now(UTC),
+            )
+            router.route_all() if number == 0 else router.route_names({"bob"})
+            tops.append(len(mailbox.message_names(Mailbox(root / "bob").archive_dir)))
+        busy[0] = False
+        router.route_names({"bob"})  # nothing to route: the rotation owed is made here
+        tops.append(len(mailbox.message_names(Mailbox(root / "bob").archive_dir)))
+        return tops
+
+    busy_root, plain_root = envoy(tmp_path / "busy", "v2", ("bob", "carol")), envoy(tmp_path / "plain", "v2", ("bob", "carol"))
+    for root in (busy_root, plain_root):
+        prefill_archive(Mailbox(root / "bob"), "bob", "v2", TOP)
+    busy_tops, plain_tops = run(busy_root, [True]), run(plain_root, [False])
+    assert max(plain_tops) <= TOP + 5  # rotated at every pass
+    assert max(busy_tops) > TOP + 5  # put off while busy ...
+    assert max(busy_tops) <= ROTATION_PUT_OFF * TOP + 5  # ... within its bound
+    assert busy_tops[-2] > TOP + 5 and busy_tops[-1] == 0  # and made once there was time, by a pass with nothing to route
+    for root in (busy_root, plain_root):
+        box = Mailbox(root / "bob")
+        assert sorted(tokens(mailbox.read_archive(box, "bob")).elements()) == sorted(
+            [f"old-bob-{n}" for n in range(TOP)] + [f"b{number}-{n}" for number in range(5) for n in range(5)]
+        )
+    folders = {
+        name: sorted(
+            str(p.relative_to(root / "bob" / ".needlecast" / "archive")).split("/")[0] for p in (root / "bob" / ".needlecast" / "archive").rglob("*_old-*")
+        )
+        for name, root in (("busy", busy_root), ("plain", plain_root))
+    }
+    assert folders["busy"] == folders["plain"]  # the old messages went to the same month folders
+
+
 def test_a_rotated_message_file_keeps_its_git_history(tmp_path: Path) -> None:
     root = envoy(tmp_path, "v2", ("alice", "bob"))
     sleeve = root / "alice"
