@@ -250,10 +250,11 @@ class Router:
         total = RouteReport()
         directory = self.directory or self.refresh()
         works: list[_Pass] = []
+        rotations: list[tuple[Mailbox, str, bool]] = []  # of senders with nothing to route
         with ExitStack() as stack:
             for sleeve in sorted(sleeves, key=lambda s: str(s.path)):
                 report = RouteReport(senders=1)
-                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack))
+                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack, rotations))
                 if work is None:
                     total.add(report)
                 else:
@@ -271,6 +272,8 @@ class Router:
                         work.report.problems.append({"sleeve": work.sender, **error_body(_unwritable(exc))["error"]})
             for work in works:
                 total.add(work.report)
+            for box, sender, must in rotations:
+                self._guarded(sender, total, partial(self._rotate, box, [], sender, must=must))
         return total
 
     def _guarded(self, sender: str, report: RouteReport, step: Callable[[], _T]) -> _T | None:
@@ -288,9 +291,10 @@ class Router:
             say(self.log, "error", f"needlecast: {sender}: {failure}")
         return None
 
-    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack) -> _Pass | None:
+    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack, rotations: list[tuple[Mailbox, str, bool]]) -> _Pass | None:
         """Take the sender's route lock (held until the pass ends), finish what a killed router
-        left, read the outbox and plan each entry; None when there is nothing to route."""
+        left, read the outbox and plan each entry; None when there is nothing to route (adding
+        to `rotations` a rotation the archive top is due: (box, sender, whether it is a must))."""
         assert sleeve.path is not None
         box = Mailbox(sleeve.path)
         if not box.exists():
@@ -306,14 +310,13 @@ class Router:
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
-            if thorough and box.archive_dir.is_dir():
+            if (thorough or box.root in self._rotation_owed) and box.archive_dir.is_dir():
                 # A pass killed after its last removal and before its rotation left nothing to
                 # route, and so no pass to rotate: the first pass of a process, and each full
-                # sweep, rotates the top all the same.
-                self._rotation_owed.discard(box.root)
-                mailbox.rotate_archive_folder(box, [], sender, top_files=self.archive_top_files, top=self._archive_top(box))
-            elif box.root in self._rotation_owed and box.archive_dir.is_dir():
-                self._rotate(box, [], sender)  # put off by a busy pass: now, unless still busy
+                # sweep, rotates the top all the same; so does the next pass after one that put
+                # its rotation off (unless still busy). At the pass's end, after the other
+                # senders' deliveries (`route_senders`).
+                rotations.append((box, sender, thorough))
             return None
         now = self.clock()
         stamp = format_time(now)
@@ -346,15 +349,16 @@ class Router:
             self._rotate(work.box, [entry for entry, _plan in work.plans], work.sender)
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
 
-    def _rotate(self, box: Mailbox, pending: list[Entry], sender: str) -> None:
+    def _rotate(self, box: Mailbox, pending: list[Entry], sender: str, *, must: bool = False) -> None:
         """Rotate the sender's archive top (`mailbox.rotate_archive_folder`, keeping `pending`
         there), or, while more mail waits to be routed (`more_waiting`) and the top holds at
         most ROTATION_PUT_OFF times its limit, leave it to a later pass: a burst's deliveries
         come first, and the same moves are made once it lets up (in a pass with nothing to
         route too). A top that reaches that bound rotates, busy or not, so a steady stream
-        still keeps it bounded."""
+        still keeps it bounded. `must`: rotate, busy or not (the first pass of a process, a
+        full sweep)."""
         top = self._archive_top(box)
-        if self.more_waiting is not None and len(top.names) <= ROTATION_PUT_OFF * self.archive_top_files and self.more_waiting():
+        if not must and self.more_waiting is not None and len(top.names) <= ROTATION_PUT_OFF * self.archive_top_files and self.more_waiting():
             self._rotation_owed.add(box.root)
             return
         self._rotation_owed.discard(box.root)
