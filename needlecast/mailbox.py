@@ -74,9 +74,9 @@ MAX_MAILBOX_BYTES = 64 * 1024 * 1024
 # ones move into a folder per month (`archive/2026-01/`); `archive.md` becomes a segment
 # (`archived/<time>.md`) once it holds ARCHIVE_SEGMENT_BYTES.
 ARCHIVE_TOP_FILES = 256
-# `send --batch` (v2) names its files this many at a time, each part made durable before its
-# names (one syncfs): the router starts on the first part while the next is written, so a
-# burst ends one part's delivery after its writer instead of a whole batch's (issue 29).
+# `send --batch` (v2) names its files in parts, this many first and then twice as many each
+# time, each part made durable before its names (one syncfs): the router starts on the first
+# part while the next is written, instead of waiting for the whole batch (issue 29).
 SEND_CHUNK_FILES = 64
 ARCHIVE_SEGMENT_BYTES = 4 * 1024 * 1024
 SEGMENTS_DIR = "archived"
@@ -884,7 +884,8 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
     written for each (`append_outbox`, for a batch).
 
     Every message is checked before anything is written. v2 creates one file per message,
-    SEND_CHUNK_FILES at a time, each made durable together and then named, in order
+    in parts (SEND_CHUNK_FILES, then twice as many each time), each made durable together and
+    then named, in order
     (`shared_file.create_many`), so that the router delivers the first while the rest are
     written; v1 appends all the blocks with a single write under the outbox lock. Either the
     whole batch is in the outbox or, after a crash, none of it, except v2 files written but not

@@ -372,9 +372,11 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
     and names that either hold their whole content or do not exist; the callers' journals make
     a repeated batch skip what is there.
 
-    With `chunk`, the files are written, made durable and named `chunk` at a time, in order,
-    so that a reader (the router) can take the first ones while the rest are being written; the
-    names are still made durable together at the end. With `settle` False the names are left
+    With `chunk`, the files are written, made durable and named in parts, in order: `chunk`
+    files, then twice as many, and so on, so that a reader (the router) can take the first
+    ones while the rest are being written, in a few parts whatever the batch's size (each part
+    is one more durable step, and each a reader's pass); the names are still made durable
+    together at the end. With `settle` False the names are left
     for the caller to make durable (`make_durable` of the folders), together with whatever else
     it wrote meanwhile.
     """
@@ -388,11 +390,12 @@ def create_in_folders(groups: list[tuple[Path, list[tuple[str, bytes]]]], *, set
         marker = f"{fs.TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
         planned = [(group, dir_fd, name, data) for group, ((_folder, files), dir_fd) in enumerate(zip(groups, folder_fds, strict=True)) for name, data in files]
         one_device = len({os.fstat(fd).st_dev for fd in folder_fds}) == 1
-        step = chunk or len(planned)
-        for start in range(0, len(planned), step):
+        start, step = 0, chunk or len(planned)
+        while start < len(planned):
             part = planned[start : start + step]
             for (group, _dir_fd, _name, _data), made in zip(part, _create_part(part, start, marker, one_device), strict=True):
                 created[group].append(made)
+            start, step = start + len(part), step * 2
         if settle:
             fsync_all(folder_fds)
     return created

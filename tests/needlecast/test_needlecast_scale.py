@@ -131,14 +131,14 @@ def test_a_batch_reusing_an_id_of_the_outbox_writes_nothing(tmp_path: Path) -> N
 
 
 @pytest.mark.slow  # a batch and two routing passes per crash point
-@pytest.mark.parametrize("chunk", [None, 4], ids=["send-batch", "in-parts-of-4"])
+@pytest.mark.parametrize("chunk", [None, 4], ids=["send-batch", "in-parts-from-4"])
 def test_a_v2_batch_killed_at_any_durable_step_leaves_whole_messages_each_delivered_once(tmp_path: Path, chunk: int | None) -> None:
     """`send --batch` (v2) killed before each of its durable calls, the renames that name its
     files included: the outbox holds whole messages only (the batch's first ones, never a
     temporary under a message's name), no temporary survives the next pass, and routing
     delivers each message written exactly once. `send --batch` names its files in parts
-    (mailbox.SEND_CHUNK_FILES); the second sweep writes the same batch in parts of 4, so that
-    kills land between parts."""
+    (mailbox.SEND_CHUNK_FILES, then twice as many each time); the second sweep writes the same
+    batch in parts of 4 and 8, so that kills land between parts."""
     batch = [Message(id=f"m{n}", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=f"token: m{n}\n") for n in range(12)]
     now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 
