@@ -30,7 +30,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,10 @@ MAX_MAILBOX_BYTES = 64 * 1024 * 1024
 # ones move into a folder per month (`archive/2026-01/`); `archive.md` becomes a segment
 # (`archived/<time>.md`) once it holds ARCHIVE_SEGMENT_BYTES.
 ARCHIVE_TOP_FILES = 256
+# `send --batch` (v2) names its files in parts, this many first and then twice as many each
+# time, each part made durable before its names (one syncfs): the router starts on the first
+# part while the next is written, instead of waiting for the whole batch (issue 29).
+SEND_CHUNK_FILES = 64
 ARCHIVE_SEGMENT_BYTES = 4 * 1024 * 1024
 SEGMENTS_DIR = "archived"
 _MONTH = re.compile(r"(?P<month>[0-9]{4}-[0-9]{2})-[0-9]{2}T[^_]*_")
@@ -87,55 +91,64 @@ class Mailbox:
     """The `.needlecast/` folder of the workspace at `root`."""
 
     root: Path
+    # Each path below, made once: a routing pass asks for them per message (a pathlib join
+    # each, some 14,000 joins in a pass of 1,000 messages).
+    _paths: dict[tuple[str, ...], Path] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    def _at(self, *parts: str) -> Path:
+        found = self._paths.get(parts)
+        if found is None:
+            found = self._paths[parts] = self.root.joinpath(DIR_NAME, *parts)
+        return found
 
     @property
     def dir(self) -> Path:
-        return self.root / DIR_NAME
+        return self._at()
 
     @property
     def inbox_file(self) -> Path:
-        return self.dir / "inbox.md"
+        return self._at("inbox.md")
 
     @property
     def outbox_file(self) -> Path:
-        return self.dir / "outbox.md"
+        return self._at("outbox.md")
 
     @property
     def archive_file(self) -> Path:
-        return self.dir / "archive.md"
+        return self._at("archive.md")
 
     @property
     def inbox_dir(self) -> Path:
-        return self.dir / "inbox"
+        return self._at("inbox")
 
     @property
     def outbox_dir(self) -> Path:
-        return self.dir / "outbox"
+        return self._at("outbox")
 
     @property
     def archive_dir(self) -> Path:
-        return self.dir / "archive"
+        return self._at("archive")
 
     @property
     def segments_dir(self) -> Path:
         """Where `archive.md` goes once it is full: one file per segment, oldest first."""
-        return self.dir / SEGMENTS_DIR
+        return self._at(SEGMENTS_DIR)
 
     @property
     def dead_dir(self) -> Path:
-        return self.dir / "dead-letters"
+        return self._at("dead-letters")
 
     @property
     def read_log(self) -> Path:
-        return self.dir / "read.log"
+        return self._at("read.log")
 
     @property
     def state_dir(self) -> Path:
-        return self.dir / STATE_DIR
+        return self._at(STATE_DIR)
 
     @property
     def journal(self) -> Path:
-        return self.state_dir / "journal.jsonl"
+        return self._at(STATE_DIR, "journal.jsonl")
 
     def exists(self) -> bool:
         return self.dir.is_dir()
@@ -871,11 +884,14 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
     written for each (`append_outbox`, for a batch).
 
     Every message is checked before anything is written. v2 creates one file per message,
-    made durable together (`shared_file.create_many`); v1 appends all the blocks with a single
-    write under the outbox lock. Either the whole batch is in the outbox or, after a crash,
-    none of it, except v2 files written but not all named (each whole; the router routes each
-    once). Raises Conflict ALREADY_EXISTS, writing nothing, when the outbox holds a file of one
-    of the batch's ids.
+    in parts (SEND_CHUNK_FILES, then twice as many each time), each made durable together and
+    then named, in order
+    (`shared_file.create_many`), so that the router delivers the first while the rest are
+    written; v1 appends all the blocks with a single write under the outbox lock. Either the
+    whole batch is in the outbox or, after a crash, none of it, except v2 files written but not
+    all named (the batch's first messages, each whole; the router routes each once). Raises
+    Conflict ALREADY_EXISTS, writing nothing, when the outbox holds a file of one of the
+    batch's ids.
     """
     if not messages:
         return []
@@ -899,7 +915,7 @@ def append_outbox_many(box: Mailbox, messages: list[Message], now: datetime) -> 
                 code="ALREADY_EXISTS",
                 path=box.outbox_dir / min(taken or {files[0][0]}),
             )
-        created = create_many(box.outbox_dir, files)
+        created = create_many(box.outbox_dir, files, chunk=SEND_CHUNK_FILES)
         if not all(created):
             # Someone wrote one of these names since the listing: the rest are in the outbox.
             name = next(name for (name, _data), made in zip(files, created, strict=True) if not made)

@@ -44,6 +44,9 @@ from needlecast.sleeves import load_directory
 
 Log = Callable[[str], None]
 _T = TypeVar("_T")
+# While more mail waits, a pass may leave its senders' archive tops unrotated up to this many
+# times their limit (docs/formats.md, "Rotation").
+ROTATION_PUT_OFF = 4
 
 
 @dataclass(slots=True)
@@ -158,8 +161,12 @@ class Router:
         self_name: str | None = None,
         archive_top_files: int = mailbox.ARCHIVE_TOP_FILES,
         archive_segment_bytes: int = mailbox.ARCHIVE_SEGMENT_BYTES,
+        more_waiting: Callable[[], bool] | None = None,
     ) -> None:
         self.root = root.resolve()
+        # Whether more mail waits to be routed (the sidecar's pending outboxes): while it does,
+        # a pass leaves its senders' archive rotation to a later pass (`_finish`).
+        self.more_waiting = more_waiting
         # When the senders' archives rotate (docs/formats.md, "Rotation"); tests set them low.
         self.archive_top_files = archive_top_files
         self.archive_segment_bytes = archive_segment_bytes
@@ -175,6 +182,7 @@ class Router:
         # What each sender's file-per-message archive top holds, kept up to date by this router's
         # own changes and listed again when someone else changed the folder, or at a full pass.
         self._archive_tops: dict[Path, mailbox.ArchiveTop] = {}
+        self._rotation_owed: set[Path] = set()  # senders whose rotation a busy pass put off
         self.directory: Directory | None = None
 
     # ----------------------------------------------------------------- directory
@@ -242,10 +250,11 @@ class Router:
         total = RouteReport()
         directory = self.directory or self.refresh()
         works: list[_Pass] = []
+        rotations: list[tuple[Mailbox, str, bool]] = []  # of senders with nothing to route
         with ExitStack() as stack:
             for sleeve in sorted(sleeves, key=lambda s: str(s.path)):
                 report = RouteReport(senders=1)
-                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack))
+                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack, rotations))
                 if work is None:
                     total.add(report)
                 else:
@@ -263,6 +272,8 @@ class Router:
                         work.report.problems.append({"sleeve": work.sender, **error_body(_unwritable(exc))["error"]})
             for work in works:
                 total.add(work.report)
+            for box, sender, must in rotations:
+                self._guarded(sender, total, partial(self._rotate, box, [], sender, must=must))
         return total
 
     def _guarded(self, sender: str, report: RouteReport, step: Callable[[], _T]) -> _T | None:
@@ -280,9 +291,10 @@ class Router:
             say(self.log, "error", f"needlecast: {sender}: {failure}")
         return None
 
-    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack) -> _Pass | None:
+    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack, rotations: list[tuple[Mailbox, str, bool]]) -> _Pass | None:
         """Take the sender's route lock (held until the pass ends), finish what a killed router
-        left, read the outbox and plan each entry; None when there is nothing to route."""
+        left, read the outbox and plan each entry; None when there is nothing to route (adding
+        to `rotations` a rotation the archive top is due: (box, sender, whether it is a must))."""
         assert sleeve.path is not None
         box = Mailbox(sleeve.path)
         if not box.exists():
@@ -298,11 +310,13 @@ class Router:
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
-            if thorough and box.archive_dir.is_dir():
+            if (thorough or box.root in self._rotation_owed) and box.archive_dir.is_dir():
                 # A pass killed after its last removal and before its rotation left nothing to
                 # route, and so no pass to rotate: the first pass of a process, and each full
-                # sweep, rotates the top all the same.
-                mailbox.rotate_archive_folder(box, [], sender, top_files=self.archive_top_files, top=self._archive_top(box))
+                # sweep, rotates the top all the same; so does the next pass after one that put
+                # its rotation off (unless still busy). At the pass's end, after the other
+                # senders' deliveries (`route_senders`).
+                rotations.append((box, sender, thorough))
             return None
         now = self.clock()
         stamp = format_time(now)
@@ -332,9 +346,23 @@ class Router:
         if work.box.archive_dir.is_dir():
             # Every entry this pass read stays at the archive's top: one not removed yet may be
             # archived there already, and the next pass looks for it there.
-            pending = [entry for entry, _plan in work.plans]
-            mailbox.rotate_archive_folder(work.box, pending, work.sender, top_files=self.archive_top_files, top=self._archive_top(work.box))
+            self._rotate(work.box, [entry for entry, _plan in work.plans], work.sender)
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
+
+    def _rotate(self, box: Mailbox, pending: list[Entry], sender: str, *, must: bool = False) -> None:
+        """Rotate the sender's archive top (`mailbox.rotate_archive_folder`, keeping `pending`
+        there), or, while more mail waits to be routed (`more_waiting`) and the top holds at
+        most ROTATION_PUT_OFF times its limit, leave it to a later pass: a burst's deliveries
+        come first, and the same moves are made once it lets up (in a pass with nothing to
+        route too). A top that reaches that bound rotates, busy or not, so a steady stream
+        still keeps it bounded. `must`: rotate, busy or not (the first pass of a process, a
+        full sweep)."""
+        top = self._archive_top(box)
+        if not must and self.more_waiting is not None and len(top.names) <= ROTATION_PUT_OFF * self.archive_top_files and self.more_waiting():
+            self._rotation_owed.add(box.root)
+            return
+        self._rotation_owed.discard(box.root)
+        mailbox.rotate_archive_folder(box, pending, sender, top_files=self.archive_top_files, top=top)
 
     def _deliver_all(self, works: list[_Pass], directory: Directory) -> None:
         """Step 1 for every sender of the pass: one inbox write per file-layout recipient (each

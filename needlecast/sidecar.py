@@ -210,7 +210,16 @@ class Sidecar:
         self.workspace_stats = workspace_stats if workspace_stats is not None else find_workspace_stats()
         self.box = Mailbox(self.root)
         self.peers = dict(peers or {})
-        self.router = Router(self.root, clock=clock, environ=environ, log=self.log, peers=self.peers, host_name=host_name or self.name, self_name=self.name)
+        self.router = Router(
+            self.root,
+            clock=clock,
+            environ=environ,
+            log=self.log,
+            peers=self.peers,
+            host_name=host_name or self.name,
+            self_name=self.name,
+            more_waiting=lambda: bool(self._pending),  # a hint, read without the lock
+        )
         self.cache = PartCache(time.monotonic)
         self._status_lock = threading.Lock()  # HTTP workers share one cache
         self.started = time.monotonic()

@@ -26,7 +26,9 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float 
 def killed_at(step: int, calls: tuple[str, ...], action: Callable[[], object]) -> bool:
     """Run `action` in a forked child that SIGKILLs itself just before its `step`-th call of
     any of the `os` functions named in `calls` (the durable steps of a write); True if it died
-    there, False if `action` finished first. No timing is involved, so each step is reached."""
+    there, False if `action` finished first. No timing is involved, so each step is reached.
+    "renameat2" names moss-files' own renameat2 call (`fs.renameat2`, the C library's, which no
+    `os` function reaches)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child never returns to pytest
         counted = [0]
@@ -42,7 +44,12 @@ def killed_at(step: int, calls: tuple[str, ...], action: Callable[[], object]) -
 
         try:
             for name in calls:
-                setattr(os, name, crashing(getattr(os, name)))
+                if name == "renameat2":
+                    from moss_files.foundation import fs
+
+                    fs.renameat2 = crashing(fs.renameat2)  # type: ignore[method-assign]
+                else:
+                    setattr(os, name, crashing(getattr(os, name)))
             action()
         finally:
             os._exit(0)

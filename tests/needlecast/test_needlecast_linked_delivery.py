@@ -208,7 +208,12 @@ def test_an_outbox_file_with_another_name_or_wider_rights_is_written_not_linked(
 
 
 @pytest.mark.slow  # a routing pass per crash point
-def test_a_linked_delivery_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("calls", [DURABLE_CALLS, ("renameat2",)], ids=["os-calls", "renameat2"])
+def test_a_linked_delivery_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_path: Path, calls: tuple[str, ...]) -> None:
+    """Killed before each durable `os` call, then (a second sweep) before each renameat2: the
+    names a batch's files take (`shared_file.create_in_folders`) and the rotation's moves. A
+    rotation killed midway can leave the top under its limit with old messages still there:
+    they move with the next rotation, so that sweep checks the top's bound, not its emptiness."""
     start = tmp_path / "start"
     scenario(start)
     reference = tmp_path / "reference"
@@ -222,9 +227,9 @@ def test_a_linked_delivery_killed_at_any_durable_step_loses_and_duplicates_nothi
         step += 1
         run = tmp_path / f"run-{step}"
         shutil.copytree(start, run)
-        crashed = killed_at(step, DURABLE_CALLS, lambda r=run: route(r))  # type: ignore[misc]
+        crashed = killed_at(step, calls, lambda r=run: route(r))  # type: ignore[misc]
         if crashed:
-            killed_at(step, DURABLE_CALLS, lambda r=run: route(r))  # type: ignore[misc]  # again, during the recovery pass
+            killed_at(step, calls, lambda r=run: route(r))  # type: ignore[misc]  # again, during the recovery pass
             # A recovery that lost the journal (a cache) puts every file set aside back: none
             # of them may stay one file with the inbox copy it was linked as.
             for name in ("alice", "bob"):
@@ -233,8 +238,13 @@ def test_a_linked_delivery_killed_at_any_durable_step_loses_and_duplicates_nothi
                 assert [p.name for p in box.outbox_dir.glob("*.md") if p.stat().st_nlink > 1] == [], f"shared after a kill at step {step}"
         route(run)
         route(run)
-        assert outcome(run) == expected, f"outcome differs after a kill at durable step {step}"
+        found, want = outcome(run), dict(expected)
+        if "renameat2" in calls:
+            for name in ("alice", "bob"):
+                assert len(found.pop(f"{name}:unrotated")) <= TOP, f"{name}'s archive top past its limit after a kill at renameat2 {step}"
+                del want[f"{name}:unrotated"]
+        assert found == want, f"outcome differs after a kill at durable step {step}"
         shutil.rmtree(run)
         if not crashed:
             break
-    assert step > 20  # the scenario really exercised many crash points
+    assert step > (20 if calls == DURABLE_CALLS else 10)  # the scenario really exercised many crash points

@@ -282,3 +282,27 @@ def test_rules_and_documents_in_bodies_are_still_body_text() -> None:
     )
     (only,) = parse_all(text)
     assert only.body.endswith("---\ntitle: Plan\n---\nend\n") and "Priority: high" in only.body
+
+
+escaped_heavy = st.text(alphabet=st.sampled_from(['"', "\\", "\x01", "\x7f", "\u0085", "\u2028", "\U0001f600", "é", "-", "\n", "a"]), max_size=40)
+
+
+@settings(max_examples=400)
+@given(messages(), escaped_heavy, escaped_heavy)
+def test_the_size_bound_is_never_below_the_rendered_block(m: Message, header_text: str, body_tail: str) -> None:
+    """check_size skips rendering a block when `block_size_bound` is under the limit: the bound
+    must hold for every message, the costliest characters to quote and escape included."""
+    for message in (m, msg.with_changes(m, thread=header_text.replace("\n", " ") or None, body=m.body + body_tail, extra={**m.extra, "note": [header_text]})):
+        bound = msg.block_size_bound(message)
+        size = len(msg.render_block(message).encode("utf-8"))
+        assert bound is None or bound >= size, (bound, size)
+
+
+def test_a_message_over_the_limit_is_still_refused() -> None:
+    """The bound only spares the rendering of a message far below the limit."""
+    near = Message(id="m", sender="a", to=("b",), body="x" * (msg.MAX_MESSAGE_BYTES - 200))
+    msg.check_size(near)  # the bound is over the limit here, so this one was rendered and measured
+    assert msg.block_size_bound(near) is not None and msg.block_size_bound(near) > msg.MAX_MESSAGE_BYTES  # type: ignore[operator]
+    with pytest.raises(InvalidRequest) as caught:
+        msg.check_size(Message(id="m", sender="a", to=("b",), body="x" * msg.MAX_MESSAGE_BYTES))
+    assert caught.value.code == "MESSAGE_TOO_LARGE"

@@ -19,7 +19,7 @@ import pytest
 from conftest import BIN, run_cli
 from helpers import killed_at, wait_for
 
-from needlecast import mailbox
+from needlecast import mailbox, shared_file
 from needlecast import message as msg
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
@@ -130,6 +130,47 @@ def test_a_batch_reusing_an_id_of_the_outbox_writes_nothing(tmp_path: Path) -> N
     assert sorted(p.name for p in box.outbox_dir.iterdir()) == before
 
 
+@pytest.mark.slow  # a batch and two routing passes per crash point
+@pytest.mark.parametrize("chunk", [None, 4], ids=["send-batch", "in-parts-from-4"])
+def test_a_v2_batch_killed_at_any_durable_step_leaves_whole_messages_each_delivered_once(tmp_path: Path, chunk: int | None) -> None:
+    """`send --batch` (v2) killed before each of its durable calls, the renames that name its
+    files included: the outbox holds whole messages only (the batch's first ones, never a
+    temporary under a message's name), no temporary survives the next pass, and routing
+    delivers each message written exactly once. `send --batch` names its files in parts
+    (mailbox.SEND_CHUNK_FILES, then twice as many each time); the second sweep writes the same
+    batch in parts of 4 and 8, so that kills land between parts."""
+    batch = [Message(id=f"m{n}", sender="alice", to=("bob",), type="task", time="2026-03-01T10:00:00Z", body=f"token: m{n}\n") for n in range(12)]
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+
+    def write(box: Mailbox) -> object:
+        if chunk is None:
+            return mailbox.append_outbox_many(box, batch, now)
+        files = [(mailbox.message_file_name(m, now), msg.render_message_document(m).encode()) for m in batch]
+        return shared_file.create_many(box.outbox_dir, files, chunk=chunk)
+
+    step = 0
+    while True:
+        step += 1
+        root = envoy(tmp_path / f"run-{step}", "v2")
+        box = Mailbox(root / "alice")
+        crashed = killed_at(step, DURABLE_CALLS, lambda b=box: write(b))  # type: ignore[misc]
+        written = [entry.key for entry in mailbox.read_outbox(box, "alice").entries]
+        assert all(entry.problem is None for entry in mailbox.read_outbox(box, "alice").entries), f"a torn message after a kill at step {step}"
+        assert set(written) == {f"m{n}" for n in range(len(written))}, f"not the batch's first messages after a kill at step {step}: {written}"
+        if not crashed:
+            assert len(written) == len(batch)
+        Router(root).route_all()
+        Router(root).route_all()
+        assert sorted(tokens(mailbox.read_inbox(Mailbox(root / "bob"))).elements()) == sorted(written), f"after a kill at step {step}"
+        assert sorted(tokens(mailbox.read_archive(box, "alice")).elements()) == sorted(written)
+        assert mailbox.read_outbox(box, "alice").entries == ()
+        assert [p.name for p in box.dir.rglob("*") if ".tmp-" in p.name] == [], f"litter after a kill at step {step}"
+        shutil.rmtree(tmp_path / f"run-{step}")
+        if not crashed:
+            break
+    assert step > len(batch)  # every name of the batch was a crash point
+
+
 # --------------------------------------------------------------------------- kill -9 of the sidecar
 
 
@@ -211,6 +252,12 @@ def test_a_batch_under_kill_9_of_the_sidecar_is_delivered_exactly_once(tmp_path:
             assert process.returncode == 0, err
             assert json.loads(out)["count"] == per_sender
         wait_for(lambda: all(not mailbox.read_outbox(Mailbox(root / s), s).entries for s in names), timeout=120, message="outboxes drained")
+        if layout == "v2":
+            # A burst's passes put the rotation off while more mail waits; a pass with time for
+            # it (at the latest the next sweep) makes it.
+            wait_for(
+                lambda: all(any(p.is_dir() for p in Mailbox(root / s).archive_dir.iterdir()) for s in ("alice", "bob")), timeout=60, message="archives rotated"
+            )
     finally:
         os.killpg(sidecar.pid, signal.SIGTERM)
         sidecar.wait(timeout=30)
@@ -237,7 +284,7 @@ def test_a_batch_under_kill_9_of_the_sidecar_is_delivered_exactly_once(tmp_path:
 
 # --------------------------------------------------------------------------- rotation at every crash point
 
-DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink")
+DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink", "renameat2")
 TOP, SEGMENT = 4, 900
 
 
@@ -308,6 +355,50 @@ def test_a_rotation_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_
         if not crashed:
             break
     assert step > 20  # the scenario really exercised many crash points
+
+
+def test_a_busy_router_puts_rotation_off_within_its_bound_and_then_rotates(tmp_path: Path) -> None:
+    """While more mail waits (the sidecar's hint), a pass leaves the archive top unrotated, up
+    to ROTATION_PUT_OFF times its limit; the first pass with time for it, one with nothing to
+    route included, makes the same moves: the archive then equals a router's that never waited."""
+    from needlecast.router import ROTATION_PUT_OFF
+
+    def run(root: Path, busy: list[bool]) -> list[int]:
+        router = Router(root, archive_top_files=TOP, more_waiting=lambda: busy[0])
+        tops = []
+        for number in range(5):
+            mailbox.append_outbox_many(
+                Mailbox(root / "bob"),
+                [Message(id=f"b{number}-{n}", sender="bob", to=("carol",), type="task", body=f"token: b{number}-{n}\n") for n in range(5)],
+                datetime.now(UTC),
+            )
+            router.route_all() if number == 0 else router.route_names({"bob"})
+            tops.append(len(mailbox.message_names(Mailbox(root / "bob").archive_dir)))
+        busy[0] = False
+        router.route_names({"bob"})  # nothing to route: the rotation owed is made here
+        tops.append(len(mailbox.message_names(Mailbox(root / "bob").archive_dir)))
+        return tops
+
+    busy_root, plain_root = envoy(tmp_path / "busy", "v2", ("bob", "carol")), envoy(tmp_path / "plain", "v2", ("bob", "carol"))
+    for root in (busy_root, plain_root):
+        prefill_archive(Mailbox(root / "bob"), "bob", "v2", TOP)
+    busy_tops, plain_tops = run(busy_root, [True]), run(plain_root, [False])
+    assert max(plain_tops) <= TOP + 5  # rotated at every pass
+    assert max(busy_tops) > TOP + 5  # put off while busy ...
+    assert max(busy_tops) <= ROTATION_PUT_OFF * TOP + 5  # ... within its bound
+    assert busy_tops[-2] > TOP + 5 and busy_tops[-1] == 0  # and made once there was time, by a pass with nothing to route
+    for root in (busy_root, plain_root):
+        box = Mailbox(root / "bob")
+        assert sorted(tokens(mailbox.read_archive(box, "bob")).elements()) == sorted(
+            [f"old-bob-{n}" for n in range(TOP)] + [f"b{number}-{n}" for number in range(5) for n in range(5)]
+        )
+    folders = {
+        name: sorted(
+            str(p.relative_to(root / "bob" / ".needlecast" / "archive")).split("/")[0] for p in (root / "bob" / ".needlecast" / "archive").rglob("*_old-*")
+        )
+        for name, root in (("busy", busy_root), ("plain", plain_root))
+    }
+    assert folders["busy"] == folders["plain"]  # the old messages went to the same month folders
 
 
 def test_a_rotated_message_file_keeps_its_git_history(tmp_path: Path) -> None:

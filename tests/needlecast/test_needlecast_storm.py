@@ -164,7 +164,7 @@ def test_crash_storm_delivers_every_message_exactly_once(tmp_path: Path, layout:
 
 # --------------------------------------------------------------------------- every crash point
 
-DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink")
+DURABLE_CALLS = ("fsync", "write", "rename", "replace", "link", "unlink", "renameat2")
 
 
 def _scenario(root: Path) -> None:
