@@ -807,7 +807,10 @@ class BoardStore:
         self._loads += 1
         if self._watch is None and self._watching and self._loads >= WATCH_AFTER:
             self._start_watching()
-        if self._watch is not None and self._watch.drain():
+        watch = self._watch
+        # Also when no event came since, but names wait: the look while waiting for the lock
+        # (`_catch_up`) took their events before their writer appended its record of them.
+        if watch is not None and (watch.drain() or any(watch.dirty.values())):
             self._take_tail()
 
     def _start_watching(self) -> None:
