@@ -623,6 +623,8 @@ class BoardStore:
         # Per thread inside `writing()`: what its writes left to make durable once the lock is
         # let go (("folder", path) to fsync after a rename, ("file", path) after an append).
         self._owed: dict[int, set[tuple[str, Path]]] = {}
+        self._cache_path = str(root / CACHE_FILE)
+        self._caught_up: tuple[int, int] | None = None  # the cache file's mark at the last look while waiting
         self._loads = 0
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
@@ -812,6 +814,15 @@ class BoardStore:
         try:
             if self._watch is None:
                 return
+            # A look settles only the names whose writer's record is in the cache file, which
+            # every moss writer appends just after its write: until the file changes, the
+            # events wait in the kernel's queue (taken by the next look, or the load), and a
+            # waiter woken every few milliseconds while a claim holds the lock looks once or
+            # twice per claim instead of at every burst of the holder's file events.
+            mark = self._cache_mark()
+            if mark is not None and mark == self._caught_up:
+                return
+            self._caught_up = mark
             if not self._watch.drain():
                 return
             self._take_tail()
@@ -823,6 +834,16 @@ class BoardStore:
             self._drop_cache()
         finally:
             self._mutex.release()
+
+    def _cache_mark(self) -> tuple[int, int] | None:
+        """The cache file's (inode, size) now; None without one (or when this store keeps none)."""
+        if not self.persist:
+            return None
+        try:
+            info = os.stat(self._cache_path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size)
 
     def _catch_up_folder(self, kind: str, now_ns: int) -> None:
         """`_sync_changed` without parsing: the names whose writer's record (or the source the
@@ -1394,7 +1415,7 @@ class BoardStore:
         path = self.root / CACHE_FILE
         try:
             fd = watch.cache_fd if watch is not None else None
-            if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
+            if fd is None or os.stat(self._cache_path).st_ino != os.fstat(fd).st_ino:
                 with fs.folder_fd(path.parent) as dir_fd:
                     opened = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)
                 if fd is not None:
