@@ -521,6 +521,36 @@ def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_tak
     assert refused.value.details["workerId"] == "elsewhere"
 
 
+def test_looks_while_waiting_take_events_once_a_record_comes_and_the_load_sees_every_change(repo: Path) -> None:
+    first, second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    store = board_store(server)
+    if store._watch is None:
+        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
+    writer = BoardStore(repo)
+    writer.load()
+    store._catch_up()  # the cache file as it is now: the mark the next looks compare with
+    # A hand edit brings no record: the looks leave its events queued (nothing to settle).
+    same_size_edit(first, "title: first", "title: FIRST")
+    for _ in range(3):
+        store._catch_up()
+    assert not store._watch.dirty
+    # A moss write appends its record: the next look takes the events, the edit's too, and
+    # settles the written file from its record (no parse); the load sees both changes.
+    writer.update("task", "TASK-b", lambda task: replace(task, title="SECOND"))
+    parsed = store._parsed
+    store._catch_up()
+    assert store._parsed == parsed
+    assert store._watch.dirty.get("task") == {"TASK-a.md"}  # left for the load, which parses it
+    board = store.outline(("WORKING",))
+    plain = BoardStore(repo, persist=False).load()
+    assert {name: outline_of(task) for name, task in board.tasks.items()} == {name: outline_of(plain.tasks[name]) for name in ("TASK-a", "TASK-b")}
+    assert (board.tasks["TASK-a"].title, board.tasks["TASK-b"].title) == ("FIRST", "SECOND")
+
+
 def test_a_watching_store_sees_an_edit_through_a_hard_link_made_after_it_read_the_file(repo: Path, tmp_path: Path) -> None:
     first, _second = two_tasks(repo)
     server = Context(repo, actor=AGENT)
