@@ -641,6 +641,11 @@ class BoardStore:
         self._wrote = False  # whether this store wrote the cache file
         self._cache_at: tuple[int, int] | None = None  # (inode, bytes taken in) of the cache file
         self._writers = 0  # this store's operations under the board lock now
+        # Per thread inside `writing()`: what its writes left to make durable once the lock is
+        # let go (("folder", path) to fsync after a rename, ("file", path) after an append).
+        self._owed: dict[int, set[tuple[str, Path]]] = {}
+        self._cache_path = str(root / CACHE_FILE)
+        self._caught_up: tuple[int, int] | None = None  # the cache file's mark at the last look while waiting
         self._loads = 0
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
@@ -678,22 +683,54 @@ class BoardStore:
     def writing(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         """Hold the board-wide writer lock (a flock, released by the kernel if we die).
 
+        Inside it, the task files are written durably (their bytes, then their folder), so a
+        claim is on disk before the next writer reads the board. The other writes (a worker's
+        heartbeat, an activity line) are durable in their bytes too, but their last fsync (the
+        worker folder's after the rename, the activity log's after the append) waits until the
+        lock is let go, and is done before this returns or raises: no caller hears of a write
+        that is not on disk, and a power cut in between leaves the old worker file or the new
+        one, whole, and the log without the line, as a cut just before the write would.
+
         Raises Conflict LOCK_TIMEOUT when another writer holds it for over `timeout` seconds.
         """
-        with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
-            with self._mutex:
-                self._writers += 1
-            try:
-                yield
-            finally:
+        me = threading.get_ident()
+        outer = me not in self._owed
+        try:
+            with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._catch_up):
                 with self._mutex:
-                    self._writers -= 1
+                    self._writers += 1
+                    self._owed.setdefault(me, set())
+                try:
+                    yield
+                finally:
+                    with self._mutex:
+                        self._writers -= 1
+        finally:
+            if outer:
+                self._make_durable(self._owed.pop(me, set()))
         # The cache file is derived: it is brought up to date after the lock is let go, so
         # that no claimer waits on it.
         with self._mutex:
             unsaved, self._unsaved = self._unsaved, None
             if unsaved is not None and not self._writers:
                 self._save(unsaved)
+
+    def _owes(self) -> set[tuple[str, Path]] | None:
+        """The calling thread's syncs owed until its `writing()` lets go of the lock; None
+        outside one (a write is then made durable at once)."""
+        return self._owed.get(threading.get_ident())
+
+    @staticmethod
+    def _make_durable(owed: set[tuple[str, Path]]) -> None:
+        """The fsyncs a `writing()` left until after the lock (see there)."""
+        for what, path in sorted(owed):
+            try:
+                if what == "folder":
+                    fs.fsync_dir(path)
+                else:
+                    fs.fsync_file(path)
+            except FileNotFoundError:
+                continue  # gone since: nothing of it is left to make durable
 
     # ----------------------------------------------------------------- reading
 
@@ -814,6 +851,15 @@ class BoardStore:
         try:
             if self._watch is None:
                 return
+            # A look settles only the names whose writer's record is in the cache file, which
+            # every moss writer appends just after its write: until the file changes, the
+            # events wait in the kernel's queue (taken by the next look, or the load), and a
+            # waiter woken every few milliseconds while a claim holds the lock looks once or
+            # twice per claim instead of at every burst of the holder's file events.
+            mark = self._cache_mark()
+            if mark is not None and mark == self._caught_up:
+                return
+            self._caught_up = mark
             if not self._watch.drain():
                 return
             self._take_tail()
@@ -825,6 +871,16 @@ class BoardStore:
             self._drop_cache()
         finally:
             self._mutex.release()
+
+    def _cache_mark(self) -> tuple[int, int] | None:
+        """The cache file's (inode, size) now; None without one (or when this store keeps none)."""
+        if not self.persist:
+            return None
+        try:
+            info = os.stat(self._cache_path)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_size)
 
     def _catch_up_folder(self, kind: str, now_ns: int) -> None:
         """`_sync_changed` without parsing: the names whose writer's record (or the source the
@@ -844,7 +900,10 @@ class BoardStore:
         self._loads += 1
         if self._watch is None and self._watching and self._loads >= WATCH_AFTER:
             self._start_watching()
-        if self._watch is not None and self._watch.drain():
+        watch = self._watch
+        # Also when no event came since, but names wait: the look while waiting for the lock
+        # (`_catch_up`) took their events before their writer appended its record of them.
+        if watch is not None and (watch.drain() or any(watch.dirty.values())):
             self._take_tail()
 
     def _start_watching(self) -> None:
@@ -1444,7 +1503,7 @@ class BoardStore:
         path = self.root / CACHE_FILE
         try:
             fd = watch.cache_fd if watch is not None else None
-            if fd is None or os.stat(path).st_ino != os.fstat(fd).st_ino:
+            if fd is None or os.stat(self._cache_path).st_ino != os.fstat(fd).st_ino:
                 with fs.folder_fd(path.parent) as dir_fd:
                     opened = fs.open_regular(CACHE_FILE.name, dir_fd=dir_fd)
                 if fd is not None:
@@ -1691,7 +1750,12 @@ class BoardStore:
             produced.append(data)
             return data
 
-        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES)
+        # A task file is durable before the board lock is let go (claims rest on it); another
+        # kind's folder is fsynced just after (`writing`).
+        owed = self._owes() if kind != "task" else None
+        if owed is not None:
+            owed.add(("folder", path.parent))
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, sync_folder=owed is None)
         if produced and written.data is produced[0]:
             self._wrote_file(kind, item_id, produced[0])
         return result[0]
@@ -1767,7 +1831,10 @@ class BoardStore:
     def append(self, event: Event) -> None:
         """Append one event to the activity log as one JSONL line (a single O_APPEND write)."""
         line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
-        fs.append_line(self.log_path, line.encode("utf-8"))
+        owed = self._owes()
+        if owed is not None:
+            owed.add(("file", self.log_path))  # fsynced once the board lock is let go
+        fs.append_line(self.log_path, line.encode("utf-8"), durable=owed is None)
 
     def events(self) -> tuple[list[Event], list[MossError]]:
         """Every event in the log, in file order, and every line that is not a valid event."""

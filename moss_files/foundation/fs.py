@@ -619,6 +619,17 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(dir_fd)
 
 
+def fsync_file(path: Path) -> None:
+    """fsync a file written earlier without it (`append_line(..., durable=False)`), reached as
+    `append_line` reaches it. Raises FileNotFoundError when it is gone."""
+    with folder_fd(path.parent) as dir_fd:
+        fd = _open_file(dir_fd, path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _lstat_in(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.lstat(name, dir_fd=dir_fd)
@@ -869,7 +880,7 @@ def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable
             while_waiting()
 
 
-def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
+def write_if_unchanged(snapshot: Snapshot, data: bytes, *, sync_folder: bool = True) -> None:
     """Write `data` to the snapshot's file unless its bytes changed since the snapshot.
 
     The caller must hold `locked(snapshot.path)`, which keeps cooperating writers out; a hand
@@ -892,6 +903,10 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
     `details.kept_copy`), because an editor may have read our bytes in the instant they were
     visible and may save them later, without the hand edit's lines: the next `modify` of the
     file folds them back then, and removes the copy once it is not needed (`settle_displaced`).
+
+    Without `sync_folder`, the folder is not fsynced after the new file takes the name (its
+    bytes are durable before, so a power cut leaves the old file or the new one, whole): the
+    caller fsyncs it (`fsync_dir`) before it says the write is done.
     """
     path = snapshot.path
     if snapshot.data is None:
@@ -921,7 +936,8 @@ def write_if_unchanged(snapshot: Snapshot, data: bytes) -> None:
                 os.replace(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
             _unlink_quietly(dir_fd, temp)
-        os.fsync(dir_fd)
+        if sync_folder:
+            os.fsync(dir_fd)
 
 
 def _inspect(dir_fd: int, name: str, snapshot: Snapshot) -> Snapshot | None:
@@ -1281,6 +1297,7 @@ def modify(
     max_bytes: int | None = None,
     kind: str | None = None,
     relpath: str | None = None,
+    sync_folder: bool = True,
 ) -> Snapshot:
     """Read-modify-write `path` under its lock; return the snapshot of what was written.
 
@@ -1291,7 +1308,7 @@ def modify(
     With `kind` (a `formats` kind; `relpath` is the file's path from the workspace root), the
     transform receives the file upgraded to its kind's current version, so an edit of an older
     file writes it at the current version; an edit that changes nothing writes nothing, the
-    upgrade included.
+    upgrade included. Without `sync_folder`, see `write_if_unchanged`.
 
     Raises Conflict STALE_WRITE when the file keeps changing, LOCK_TIMEOUT when the lock is
     held, InvalidDocument FORMAT_TOO_NEW for a file of a newer version (never written).
@@ -1307,7 +1324,7 @@ def modify(
             new = transform(work)
             if new is None or new == work.data:
                 return snapshot
-            if _stale_retry(write_if_unchanged, snapshot, new):
+            if _stale_retry(write_if_unchanged, snapshot, new, sync_folder=sync_folder):
                 return Snapshot(path, new)
     raise Conflict(
         f"file kept changing during {retries} attempts; nothing was written",

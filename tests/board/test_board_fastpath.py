@@ -7,6 +7,7 @@ to the cache file and never rewrites it; one owner per task under processes clai
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -491,6 +492,65 @@ def test_a_record_its_writer_offers_is_taken_only_while_the_file_holds_the_bytes
         assert {t["id"]: t["status"] for t in queries.list_tasks(ctx)["tasks"]}["TASK-a"] == "BACKLOG"
 
 
+def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_taken_by_the_next_load(repo: Path) -> None:
+    # A waiter for the board lock looks at the file events meanwhile (`_catch_up`); it may take
+    # a write's events before the writer appends its record of the file to the cache file. The
+    # load under the lock then has no new event, but still takes that record: it answers what
+    # the files hold, without parsing the file again.
+    first, _second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    store = board_store(server)
+    if store._watch is None:
+        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
+    writer = BoardStore(repo)
+    writer.load()  # reads the cache file, so its writes append their records to it
+    data = files.render_task(Task("TASK-a", "EPIC-1", "first", status="WORKING", priority="CRITICAL", assigned_worker="elsewhere", created=STAMP))
+    fs.write_atomic(first, data.encode())  # the writer's write ...
+    store._catch_up()  # ... whose events a waiter takes ...
+    writer._wrote_file("task", "TASK-a", data.encode())  # ... before its record is appended
+    parsed = store._parsed
+    board = store.outline(("WORKING",))
+    assert outline_of(board.tasks["TASK-a"]) == outline_of(BoardStore(repo, persist=False).load().tasks["TASK-a"])  # the files' answer
+    assert board.tasks["TASK-a"].assigned_worker == "elsewhere"
+    assert store._parsed == parsed  # taken from the writer's record
+    with pytest.raises(Conflict) as refused:  # the solo-worker rule sees the new holder
+        claim_result(server, "w1")
+    assert refused.value.details["workerId"] == "elsewhere"
+
+
+def test_looks_while_waiting_take_events_once_a_record_comes_and_the_load_sees_every_change(repo: Path) -> None:
+    first, second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    store = board_store(server)
+    if store._watch is None:
+        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
+    writer = BoardStore(repo)
+    writer.load()
+    store._catch_up()  # the cache file as it is now: the mark the next looks compare with
+    # A hand edit brings no record: the looks leave its events queued (nothing to settle).
+    same_size_edit(first, "title: first", "title: FIRST")
+    for _ in range(3):
+        store._catch_up()
+    assert not store._watch.dirty
+    # A moss write appends its record: the next look takes the events, the edit's too, and
+    # settles the written file from its record (no parse); the load sees both changes.
+    writer.update("task", "TASK-b", lambda task: replace(task, title="SECOND"))
+    parsed = store._parsed
+    store._catch_up()
+    assert store._parsed == parsed
+    assert store._watch.dirty.get("task") == {"TASK-a.md"}  # left for the load, which parses it
+    board = store.outline(("WORKING",))
+    plain = BoardStore(repo, persist=False).load()
+    assert {name: outline_of(task) for name, task in board.tasks.items()} == {name: outline_of(plain.tasks[name]) for name in ("TASK-a", "TASK-b")}
+    assert (board.tasks["TASK-a"].title, board.tasks["TASK-b"].title) == ("FIRST", "SECOND")
+
+
 def test_a_watching_store_sees_an_edit_through_a_hard_link_made_after_it_read_the_file(repo: Path, tmp_path: Path) -> None:
     first, _second = two_tasks(repo)
     server = Context(repo, actor=AGENT)
@@ -703,6 +763,81 @@ def test_processes_claiming_at_once_on_a_cached_and_watched_board_give_each_task
     assert all(r.get("hasNext") or r == {"hasNext": False} for r in results)
     owners = {t["id"]: t["assignedWorkerId"] for t in queries.list_tasks(Context(repo))["tasks"] if t["assignedWorkerId"]}
     assert set(owners) == free and len(set(owners.values())) == len(free)  # on disk too: one worker per task
+
+
+# --------------------------------------------------------------------------- durable before it returns
+
+
+def recorded_fsyncs(monkeypatch: pytest.MonkeyPatch, lock: Path) -> list[tuple[tuple[int, int], bool]]:
+    """Record every fsync from now on (the real one runs first): the synced file's identity,
+    and whether the board lock was held then (another open file cannot take it)."""
+    synced: list[tuple[tuple[int, int], bool]] = []
+    real = os.fsync
+
+    def recording(fd: int) -> None:
+        real(fd)
+        info = os.fstat(fd)
+        probe = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = False
+        except BlockingIOError:
+            held = True
+        finally:
+            os.close(probe)  # lets go of the probe's lock, when it took it
+        synced.append(((info.st_dev, info.st_ino), held))
+
+    monkeypatch.setattr(os, "fsync", recording)
+    return synced
+
+
+def identity(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return (info.st_dev, info.st_ino)
+
+
+def test_a_claim_makes_its_task_durable_under_the_lock_and_every_other_write_before_it_returns(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, _second = two_tasks(repo)
+    base = repo / ".moss" / "board"
+    ctx = Context(repo, actor=AGENT)
+    board_store_load(ctx)
+    claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="w0")  # the worker's file, the log and the locks exist now
+    claims.release_task(ctx, task_id="TASK-a")
+    lock = fs.prepared_lock_path(repo / ".moss" / "run" / "board")
+    synced = recorded_fsyncs(monkeypatch, lock)
+    assert claim_result(ctx, "w0") == "TASK-a"
+    monkeypatch.undo()
+    under_lock = {who for who, held in synced if held}
+    after = {who for who, held in synced if not held}
+    # The task file (its bytes before the rename) and its folder, before the next claimer reads.
+    assert {identity(first), identity(base / "tasks")} <= under_lock
+    # The worker's file: its bytes before the rename, its folder once the lock is let go; the
+    # activity line once the lock is let go; all before the claim returned.
+    assert identity(base / "workers" / "w0.md") in under_lock
+    assert {identity(base / "workers"), identity(base / "activity.jsonl")} <= after
+    assert identity(base / "workers") not in under_lock and identity(base / "activity.jsonl") not in under_lock
+    assert "heartbeat:" in (base / "workers" / "w0.md").read_text()
+
+
+def test_writes_under_the_lock_are_made_durable_when_the_operation_raises(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_tasks(repo)
+    base = repo / ".moss" / "board"
+    ctx = Context(repo, actor=AGENT)
+    claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="w0")
+    store = board_store(ctx)
+    lock = fs.prepared_lock_path(repo / ".moss" / "run" / "board")
+    synced = recorded_fsyncs(monkeypatch, lock)
+    with pytest.raises(RuntimeError), store.writing():
+        store.update("worker", "w0", lambda worker: replace(worker, heartbeat="2026-01-21T11:00:00.000Z"))
+        # Seen at once by every reader (the durability is what waits for the lock).
+        assert "2026-01-21T11:00:00.000Z" in (base / "workers" / "w0.md").read_text()
+        assert identity(base / "workers") not in {who for who, _held in synced}
+        raise RuntimeError("the operation fails after its write")
+    monkeypatch.undo()
+    assert (identity(base / "workers"), False) in synced
+    with store.writing():
+        pass  # nothing owed is left over from the failed operation
+    assert "2026-01-21T11:00:00.000Z" in (base / "workers" / "w0.md").read_text()
 
 
 # --------------------------------------------------------------------------- claims from a full check
