@@ -20,9 +20,9 @@ _RULE = re.compile(r"^[ \t]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _ITALIC_LINE = re.compile(r"^[ \t]*_[^_\s].*_[ \t]*$|^[ \t]*_[^_\s]_[ \t]*$")
 
 
-# Section and Outline are NamedTuples, Placement a plain class: immutable values compared field by
-# field, as the frozen dataclasses they were, made at import in a fraction of a dataclass's
-# time (every task command loads this module; issue 29).
+# Section, Outline and Placement are NamedTuples: immutable values compared field by field, as
+# the frozen dataclasses they were, made at import in a fraction of a dataclass's time (every
+# task command loads this module; issue 29).
 
 
 class Section(NamedTuple):
@@ -289,36 +289,12 @@ def block_end(doc: Outline, index: int, is_item: Callable[[str], bool]) -> int:
     return end
 
 
-class Placement:
-    """Where a new line goes in a section: insert before `index`, or replace line `index`."""
+class Placement(NamedTuple):
+    """Where a new line goes in a section: insert before line `line`, or replace line `line`."""
 
-    __slots__ = ("index", "replace", "blank_before")
-    index: int
-    replace: bool
-    blank_before: bool
-
-    def __init__(self, index: int, replace: bool = False, blank_before: bool = False) -> None:
-        object.__setattr__(self, "index", index)
-        object.__setattr__(self, "replace", replace)
-        object.__setattr__(self, "blank_before", blank_before)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Placement is immutable: cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"Placement is immutable: cannot delete {name}")
-
-    def _key(self) -> tuple[int, bool, bool]:
-        return (self.index, self.replace, self.blank_before)
-
-    def __eq__(self, other: object) -> bool:
-        return other._key() == self._key() if isinstance(other, Placement) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        return f"Placement(index={self.index!r}, replace={self.replace!r}, blank_before={self.blank_before!r})"
+    line: int
+    replace: bool = False
+    blank_before: bool = False
 
 
 def placement(doc: Outline, section: Section, is_item: Callable[[str], bool], *, keep_placeholders: bool = False) -> Placement:
@@ -358,15 +334,15 @@ def insert(lines: Sequence[str], at: Placement, new: Sequence[str], newline: str
     out = list(lines)
     body = [text + newline for text in new]
     if at.replace:
-        ending = ending_of(out[at.index]) or newline
+        ending = ending_of(out[at.line]) or newline
         body[-1] = new[-1] + ending
-        out[at.index : at.index + 1] = body
+        out[at.line : at.line + 1] = body
         return out
     if added_before(lines, at):
         body.insert(0, newline)
-    if at.index > 0 and not out[at.index - 1].endswith("\n"):
-        out[at.index - 1] += newline  # the file ended without a line break; the new line needs one
-    out[at.index : at.index] = body
+    if at.line > 0 and not out[at.line - 1].endswith("\n"):
+        out[at.line - 1] += newline  # the file ended without a line break; the new line needs one
+    out[at.line : at.line] = body
     return out
 
 
@@ -392,4 +368,4 @@ def append_section(lines: Sequence[str], doc: Outline, path: tuple[str, ...], ne
 
 def added_before(lines: Sequence[str], at: Placement) -> int:
     """How many blank lines `insert` puts before the new lines (0 or 1)."""
-    return 1 if at.blank_before and at.index > 0 and not is_blank(lines[at.index - 1]) else 0
+    return 1 if at.blank_before and at.line > 0 and not is_blank(lines[at.line - 1]) else 0

@@ -203,7 +203,7 @@ def remember(text: str, entry: str, today: date, category: str | None = None, pa
             is_item = _is_bullet
         place = markdown.placement(shape, section, is_item)
         lines = markdown.insert(shape.lines, place, new_lines, shape.newline)
-        index = place.index + markdown.added_before(shape.lines, place) + len(new_lines) - 1
+        index = place.line + markdown.added_before(shape.lines, place) + len(new_lines) - 1
     new_text = "".join(lines)
     parsed = parse_memory(new_text, path)
     written = next(e for e in parsed.entries if e.line == index + 1)

@@ -775,7 +775,7 @@ def _put(text: str, first_line: int, target: tuple[str, ...], new: Sequence[str]
     # Placeholder lines (`_None._`) stay as written; the task goes after them.
     place = markdown.placement(shape, section, _is_task_content, keep_placeholders=True)
     lines = markdown.insert(shape.lines, place, new, shape.newline)
-    return "".join(lines), place.index + markdown.added_before(shape.lines, place)
+    return "".join(lines), place.line + markdown.added_before(shape.lines, place)
 
 
 def _find_section(shape: Outline, target: tuple[str, ...]) -> markdown.Section | None:
