@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import cstack
 import needlecast
-from moss_files.foundation import formats, summaries
+
+# document is loaded with formats (which reads through it): named here, it costs no load,
+# and no import statement runs for each file read.
+from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.errors import MossError
 from moss_files.index.model import Entry, Extracted, FileInput, Problem, problem_from
 from moss_files.index.query import normalize_date
@@ -26,14 +29,10 @@ WHOLE = ""  # the anchor of a file's only item
 
 
 def _doc(file: FileInput) -> Document:
-    from moss_files.foundation import document
-
     return document.parse_bytes(file.data, file.relpath)
 
 
 def _text(file: FileInput) -> str:
-    from moss_files.foundation import document
-
     return document.decode(file.data, file.relpath)[0]
 
 
@@ -155,7 +154,6 @@ CAPSULES = ".moss/capsules"
 
 def _capsule(file: FileInput) -> Any:
     from moss_files.capsules import model as core
-    from moss_files.foundation import document
 
     relpath = PurePosixPath(file.relpath).relative_to(CAPSULES)
     # The store's size limit, so the index reads no capsule file the store refuses.
@@ -372,8 +370,6 @@ def message_file_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
 def document_extract(file: FileInput) -> Extracted:
     """The row of any markdown document: title, summary, dates and tags from common keys."""
-    from moss_files.foundation import document
-
     doc = _doc(file)
     meta = doc.meta
 
