@@ -400,9 +400,17 @@ def _index_refresh(root: str | None, as_json: bool) -> int:
 
 
 def _index_rebuild(root: str | None, as_json: bool, summaries: str) -> int:
+    from moss_files.foundation import workspace
     from moss_files.index import service
 
-    status, result = _reported(as_json, lambda: service.index_rebuild(workspace_context(root), summaries=summaries))
+    def work() -> dict[str, Any]:
+        if summaries != "heuristic":
+            return service.index_rebuild(workspace_context(root), summaries=summaries)
+        # As `index_rebuild(workspace_context(root))`, without building the Context.
+        top = workspace.find_workspace(explicit=root)
+        return service.rebuild_at(top, notify=streams.note, progress=progress_printer(streams.note))
+
+    status, result = _reported(as_json, work)
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status

@@ -304,12 +304,12 @@ def _read_and_extract(root: Path, registry: Registry, paths: Sequence[str]) -> _
 def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], workers: int) -> Iterator[_Rows]:
     """The files read and extracted, chunk by chunk in order: in `workers` processes when that
     pays (a big tree, a registry that can be sent to them), else here."""
-    import pickle
-
     chunks = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
     workers = min(workers, len(chunks))
     payloads: list[bytes] = []
     if workers > 1:
+        import pickle  # here: a build in this process alone never loads it
+
         try:
             payloads = [pickle.dumps((root, registry, chunks[number::workers])) for number in range(workers)]
         except Exception:  # a registry of local functions (tests, plugins) is read here
@@ -321,6 +321,7 @@ def _extracted_chunks(root: Path, registry: Registry, paths: Sequence[str], work
     # Plain child processes of this interpreter (not multiprocessing): nothing of this
     # process (its threads, its __main__) is inherited or run again. Worker k takes chunks
     # k, k + workers, …, and sends each back as one pickle in order.
+    import pickle
     import subprocess
     import sys
 

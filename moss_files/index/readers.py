@@ -4,7 +4,9 @@ Core layer: each kind is a pair of pure functions over one file's bytes (`extrac
 `record` → one item's full record). Other packages' formats are read through their public
 parse functions (`cstack.parse_plan`/`parse_current`/`parse_memory`, `needlecast.split_blocks`/
 `parse_block`/`parse_message_document`, `capsules.model.parse_capsule`), loaded inside the
-functions so a search that re-reads nothing loads none of them.
+functions so a search that re-reads nothing loads none of them (`import a.b as core`: once
+loaded, a look-up, where `from a import b` runs the import system's fromlist handling, a
+microsecond for every file a build reads).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import cstack
 import needlecast
-from moss_files.foundation import formats, summaries
+
+# document is loaded with formats (which reads through it): named here, it costs no load,
+# and no import statement runs for each file read.
+from moss_files.foundation import document, formats, summaries
 from moss_files.foundation.errors import MossError
 from moss_files.index.model import Entry, Extracted, FileInput, Problem, problem_from
 from moss_files.index.query import normalize_date
@@ -26,14 +31,10 @@ WHOLE = ""  # the anchor of a file's only item
 
 
 def _doc(file: FileInput) -> Document:
-    from moss_files.foundation import document
-
     return document.parse_bytes(file.data, file.relpath)
 
 
 def _text(file: FileInput) -> str:
-    from moss_files.foundation import document
-
     return document.decode(file.data, file.relpath)[0]
 
 
@@ -49,7 +50,7 @@ def _anchor_line(anchor: str) -> int | None:
 
 
 def insight_extract(file: FileInput) -> Extracted:
-    from moss_files.loopflow import insights as core
+    import moss_files.loopflow.insights as core
 
     found = core.parse_insight(_doc(file), file.relpath, fallback_id=file.stem)
     facets = [("type", found.type)]
@@ -75,7 +76,7 @@ def insight_extract(file: FileInput) -> Extracted:
 
 
 def insight_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from moss_files.loopflow import insights as core
+    import moss_files.loopflow.insights as core
 
     found = core.parse_insight(_doc(file), file.relpath, fallback_id=file.stem)
     return core.insight_to_dict(found, path=file.relpath)
@@ -85,7 +86,7 @@ def insight_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
 
 def session_extract(file: FileInput) -> Extracted:
-    from moss_files.loopflow import sessions as core
+    import moss_files.loopflow.sessions as core
 
     found = core.parse_session(_doc(file), file.relpath, fallback_id=file.stem)
     title = found.task or f"Session {found.date or found.id}"
@@ -109,7 +110,7 @@ def session_extract(file: FileInput) -> Extracted:
 
 
 def session_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from moss_files.loopflow import sessions as core
+    import moss_files.loopflow.sessions as core
 
     found = core.parse_session(_doc(file), file.relpath, fallback_id=file.stem)
     return core.session_to_dict(found, path=file.relpath)
@@ -119,7 +120,7 @@ def session_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
 
 def observation_extract(file: FileInput) -> Extracted:
-    from moss_files.loopflow import observations as core
+    import moss_files.loopflow.observations as core
 
     found = core.parse_observation(_doc(file), file.relpath, fallback_id=file.stem)
     facets = [("type", found.kind), ("session", found.session or "")]
@@ -142,7 +143,7 @@ def observation_extract(file: FileInput) -> Extracted:
 
 
 def observation_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from moss_files.loopflow import observations as core
+    import moss_files.loopflow.observations as core
 
     found = core.parse_observation(_doc(file), file.relpath, fallback_id=file.stem)
     return core.observation_to_dict(found, path=file.relpath)
@@ -154,8 +155,7 @@ CAPSULES = ".moss/capsules"
 
 
 def _capsule(file: FileInput) -> Any:
-    from moss_files.capsules import model as core
-    from moss_files.foundation import document
+    import moss_files.capsules.model as core
 
     relpath = PurePosixPath(file.relpath).relative_to(CAPSULES)
     # The store's size limit, so the index reads no capsule file the store refuses.
@@ -164,7 +164,7 @@ def _capsule(file: FileInput) -> Any:
 
 
 def capsule_extract(file: FileInput) -> Extracted:
-    from moss_files.capsules import model as core
+    import moss_files.capsules.model as core
 
     found = _capsule(file)
     facets = [("workspace", found.workspace_norm), ("name", found.name_norm or "")]
@@ -194,7 +194,7 @@ def capsule_extract(file: FileInput) -> Extracted:
 
 
 def capsule_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
-    from moss_files.capsules import model as core
+    import moss_files.capsules.model as core
 
     return {**core.capsule_to_dict(_capsule(file), include_text=True), "path": file.relpath}
 
@@ -372,8 +372,6 @@ def message_file_record(file: FileInput, anchor: str) -> dict[str, Any] | None:
 
 def document_extract(file: FileInput) -> Extracted:
     """The row of any markdown document: title, summary, dates and tags from common keys."""
-    from moss_files.foundation import document
-
     doc = _doc(file)
     meta = doc.meta
 

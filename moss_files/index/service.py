@@ -22,7 +22,20 @@ if TYPE_CHECKING:
     from moss_files.foundation.context import Context
     from moss_files.index.database import Hit, SearchIndex
 
-__all__ = ["Context", "expand", "index_at", "index_rebuild", "index_refresh", "index_status", "index_watch", "open_index", "refresh_at", "scan", "timeline"]
+__all__ = [
+    "Context",
+    "expand",
+    "index_at",
+    "index_rebuild",
+    "index_refresh",
+    "index_status",
+    "index_watch",
+    "open_index",
+    "rebuild_at",
+    "refresh_at",
+    "scan",
+    "timeline",
+]
 
 SCAN_DEFAULT_LIMIT = 20
 SCAN_MAX_LIMIT = 200
@@ -264,6 +277,14 @@ def refresh_at(root: Path, *, notify: Callable[[str], None] | None = None, progr
     return report_to_dict(index.last_refresh)
 
 
+def rebuild_at(root: Path, *, notify: Callable[[str], None] | None = None, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """`index_rebuild` of the workspace at `root` with heuristic summaries, for `moss index
+    rebuild` in its common form (`cli.quick`), without a Context (see `refresh_at`)."""
+    from moss_files.index.model import report_to_dict
+
+    return report_to_dict(index_at(root, notify=notify, progress=progress).rebuild())
+
+
 def index_rebuild(ctx: Context, *, summaries: str = "heuristic") -> dict[str, Any]:
     """Build the index anew from every file (the old cache stays usable until the swap).
 
@@ -286,6 +307,8 @@ def index_rebuild(ctx: Context, *, summaries: str = "heuristic") -> dict[str, An
 
         # Bad settings, or an endpoint off this machine, stop the command before the rebuild.
         ai.check_endpoint(replace(ai.read_settings(ctx.config.data), enabled=True))
+    if summaries != "ai":
+        return rebuild_at(ctx.root, notify=ctx.notify, progress=ctx.progress)
     index = open_index(ctx)
     result = report_to_dict(index.rebuild())
     if summaries == "ai":

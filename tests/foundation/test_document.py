@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moss_files.foundation import document, fs
 from moss_files.foundation.errors import InvalidDocument
@@ -241,3 +243,39 @@ def test_a_top_level_key_with_a_dot_in_its_name_is_still_set_as_written(tmp_path
     assert run_cli("moss", "doc", "set", str(path), "settings.mode=b").returncode == 0
     assert path.read_text() == "---\nsettings.mode: b\n---\n"
     assert run_cli("moss", "doc", "get", str(path), "settings.mode").stdout == "b\n"
+
+
+def _split_line_by_line(text: str) -> tuple[str, str, str, str] | None:
+    """The plain reading `document.split` must agree with: every line after the opening
+    fence looked at in turn, the first that is exactly `---` (or `---` and a CR) closing the
+    frontmatter; None where it is never closed."""
+    first_end = text.find("\n")
+    first_line = text if first_end < 0 else text[:first_end]
+    if first_line.rstrip("\r") != "---" or (first_end < 0 and first_line != "---"):
+        return "", "", "", text
+    if first_end < 0:
+        return None
+    position = first_end + 1
+    for line in text[position:].split("\n"):
+        if line in ("---", "---\r"):
+            tail_end = min(position + len(line) + 1, len(text))
+            return text[: first_end + 1], text[first_end + 1 : position], text[position:tail_end], text[tail_end:]
+        position += len(line) + 1
+    return None
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="-\r\n a:", max_size=40), st.sampled_from(["---\n", "---\r\n", "---", "--\n", "x\n", ""]))
+def test_split_finds_the_fence_the_line_by_line_reading_finds(rest: str, opening: str) -> None:
+    """`split` looks only at lines that start with the dashes (with `find`); it must close the
+    frontmatter where reading every line would, CR line endings, `----` and a fence at the
+    very end of the text included."""
+    text = opening + rest
+    expected = _split_line_by_line(text)
+    if expected is None:
+        with pytest.raises(InvalidDocument) as raised:
+            document.split(text)
+        assert raised.value.code == "FRONTMATTER_UNCLOSED"
+    else:
+        assert document.split(text) == expected
+        assert "".join(expected) == text
