@@ -9,9 +9,11 @@ writes a journal naming every change. The journal's durable arrival is the commi
 - a crash before it leaves only the staging folder, which `recover` deletes: nothing happened;
 - a crash after it leaves the journal, which `recover` replays to the end: everything happened.
 
-Every step of the replay is idempotent (a create is a `link(2)` that finds its own file in
-place the second time; a replace is a rename whose source is gone once done; a remove checks
-the digest it expects), so a crash during recovery is recovered the same way. The staging
+Every step of the replay is idempotent (a create is a rename that refuses to replace a file,
+`renameat2(2)` RENAME_NOREPLACE, whose source is gone once done, or where Linux lacks it a
+`link(2)` that finds its own file in place the second time; a replace is a rename whose source
+is gone once done; a remove checks the digest it expects), so a crash during recovery is
+recovered the same way. The staging
 folder and journal are named like `fs.temp_path_for`'s temporaries (`.<name>.tmp-<pid>-<hex>`)
 so scanners, watchers and the project's .gitignore pass over them. A batch has three names,
 and `recover` knows each: its staging folder `.batch.tmp-<pid>-<hex>`, its journal (that name
@@ -24,6 +26,7 @@ and while recovering; readers that see a batch's names take that lock and call `
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -242,12 +245,16 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
                 if entry["op"] == _REPLACE:
                     os.rename(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
                     continue
+                if _move_new(staged, name, staging_fd, dir_fd):
+                    continue
                 os.link(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 if _exists(staging_fd, staged):
                     raise
                 continue
             except FileExistsError:
+                # Another file holds the place, or the staged file itself: a replay (of an
+                # older build, which linked then unlinked) cut between its two steps.
                 mine = os.stat(staged, dir_fd=staging_fd, follow_symlinks=False)
                 theirs = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
@@ -273,6 +280,27 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
             path=str(folder / kept),
             details={"paths": clashes},
         )
+
+
+def _move_new(staged: str, name: str, staging_fd: int, dir_fd: int) -> bool:
+    """Move a staged file to a place no file holds, in one call (renameat2 RENAME_NOREPLACE):
+    True when moved; False, having done nothing, where the kernel or file system cannot (the
+    caller links, then unlinks). Raises FileExistsError when a file holds the place, and
+    FileNotFoundError when the staged file is gone, as `os.link` does.
+
+    One call rather than two: the staged name goes in the same step as the new one appears,
+    so a crash never leaves the file under both names, and a create costs the file system one
+    change of its directories rather than two (each an update of the inode's link count)."""
+    code = fs.renameat2(staged, name, fs.RENAME_NOREPLACE, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
+    if code is None:
+        return False
+    if code == errno.EEXIST:
+        raise FileExistsError(code, os.strerror(code), name)
+    if code == errno.ENOENT:
+        raise FileNotFoundError(code, os.strerror(code), staged)
+    if code:
+        raise OSError(code, os.strerror(code), name)
+    return True
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -118,6 +118,24 @@ def test_the_batch_writes_the_files_the_file_by_file_path_writes(tmp_path: Path,
         assert results[True][0]["imported"] == 100
 
 
+def test_where_renameat2_is_missing_the_batch_links_and_writes_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay moves each new file into place with renameat2 RENAME_NOREPLACE; where the
+    kernel or C library lacks it (told by `fs.renameat2`'s remembered state, as after ENOSYS),
+    it links, then unlinks: both leave the same files, with nothing staged left behind."""
+    home = tmp_path / "home"
+    export = write_export(home / ".moss" / "exports", "some.jsonl", records(40, seed=4))
+    found = {}
+    for missing in (False, True):
+        if missing:
+            monkeypatch.setitem(batch.fs._renameat2_state, "missing", True)
+        root = tmp_path / f"missing-{missing}"
+        assert transfer.import_capsules(context(root, home, seed=2), path=str(export))["imported"] == 40
+        found[missing] = files_of(root)
+        base = root / ".moss" / "capsules"
+        assert not batch.pending(base) and [p for p in base.rglob("*") if p.is_file() and p.stat().st_nlink != 1] == []
+    assert found[False] == found[True] and len(found[True]) == 40
+
+
 def test_a_hand_made_file_in_a_planned_slot_stops_the_whole_batch(tmp_path: Path) -> None:
     root = tmp_path / "project"
     base = root / ".moss" / "capsules"
@@ -160,7 +178,7 @@ def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_pa
 
 # The system calls a batch makes durable changes with (and `open`, which creates the staging
 # files and the journal's temporary): a kill lands just before each of them in turn.
-DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link", "unlink", "rmdir")
+DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link", "unlink", "rmdir", "renameat2")
 
 
 def _import_killed_at(ctx: ops.Context, export: Path, step: int) -> bool:
