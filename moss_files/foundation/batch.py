@@ -226,7 +226,8 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
         for entry in entries:
             target = str(entry["target"])
             parent, _, name = target.rpartition("/")
-            if target.startswith("/") or any(part in ("", ".", "..") for part in target.split("/")):
+            parts = target.split("/")
+            if target.startswith("/") or "" in parts or "." in parts or ".." in parts:
                 raise InvalidDocument(
                     f"the batch journal names a place outside its folder: {target}", code="SCHEMA_ERROR", path=str(folder / (token + JOURNAL_SUFFIX))
                 )
@@ -311,9 +312,12 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # one encoder: `json.dumps` with separators makes one a call
+
+
 def _render_journal(entries: list[dict[str, object]]) -> bytes:
     lines = [json.dumps({"batch": 1, "changes": len(entries)})]
-    lines.extend(json.dumps(entry, separators=(",", ":")) for entry in entries)
+    lines.extend(map(_COMPACT.encode, entries))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
