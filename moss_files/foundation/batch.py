@@ -92,6 +92,11 @@ class FileBatch:
         if not self.changes:
             return
         token = f"{BATCH_PREFIX}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        journal = token + JOURNAL_SUFFIX
+        # The journal is written to its temporary (a name `recover` drops) with the staged
+        # files, so that the one flush of the file system makes both durable; its rename is
+        # the commit point, made durable by one fsync of the folder.
+        journal_temp = fs.temp_path_for(self.folder / journal).name
         entries: list[dict[str, object]] = []
         with fs.folder_fd(self.folder, create=True) as base_fd:
             try:
@@ -99,17 +104,21 @@ class FileBatch:
                 staging_fd = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
                 try:
                     self._stage(staging_fd, entries)
-                    _make_durable(staging_fd, [str(entry["staged"]) for entry in entries if "staged" in entry])
+                    _write_new(base_fd, journal_temp, _render_journal(entries))
+                    if not _make_durable(staging_fd, [str(entry["staged"]) for entry in entries if "staged" in entry]):
+                        _fsync_in(base_fd, journal_temp)  # flushed file by file: the journal too
                     os.fsync(staging_fd)
                 finally:
                     os.close(staging_fd)
                 self._check()
             except BaseException:
+                _unlink_quietly(base_fd, journal_temp)
                 _remove_tree(base_fd, token)
                 raise
             # The commit point: from here on the batch happens, if need be by `recover`.
-            fs.write_atomic(self.folder / (token + JOURNAL_SUFFIX), _render_journal(entries))
-            self.journal_mtime_ns = os.stat(token + JOURNAL_SUFFIX, dir_fd=base_fd, follow_symlinks=False).st_mtime_ns
+            os.rename(journal_temp, journal, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+            os.fsync(base_fd)
+            self.journal_mtime_ns = os.stat(journal, dir_fd=base_fd, follow_symlinks=False).st_mtime_ns
         _replay(self.folder, token, entries)
 
     def written(self, target: PurePosixPath, info: os.stat_result) -> bool:
@@ -344,17 +353,39 @@ def _remove_tree(base_fd: int, name: str) -> None:
     os.rmdir(name, dir_fd=base_fd)
 
 
-def _make_durable(staging_fd: int, names: list[str]) -> None:
+def _make_durable(staging_fd: int, names: list[str]) -> bool:
     """Flush the staged files to disk: one syncfs(2) of their file system where the C library
-    has it (Linux), else one fsync per file."""
+    has it (Linux; returns True: every file written so far on it is durable), else one fsync
+    per file (returns False)."""
     if _syncfs(staging_fd):
-        return
+        return True
     for name in names:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=staging_fd)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_in(staging_fd, name)
+    return False
+
+
+def _fsync_in(dir_fd: int, name: str) -> None:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+    """Write a new file `name` in `dir_fd` (not flushed: the caller does)."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        fs.write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
 
 
 _libc: list[object] = []
