@@ -151,6 +151,41 @@ def test_a_hand_made_file_in_a_planned_slot_stops_the_whole_batch(tmp_path: Path
     assert (base / "default" / "b.md").read_bytes() == b"mine\n"
 
 
+@pytest.mark.parametrize("count", [3, batch.LIST_FROM + 40])
+@pytest.mark.parametrize("taken", ["a file", "a folder", "a symbolic link", "nothing"])
+def test_a_taken_slot_is_found_whether_the_folder_is_listed_or_each_name_stat_ed(tmp_path: Path, count: int, taken: str) -> None:
+    """From `LIST_FROM` new files into one folder, the commit lists the folder once instead of
+    asking for each name: the answer is the same, whatever holds the place (and a removed
+    file's place may be taken by a new one either way)."""
+    base = tmp_path / "capsules"
+    (base / "w").mkdir(parents=True)
+    for index in range(200):  # files already there, none in a planned slot
+        (base / "w" / f"old-{index}.md").write_bytes(b"old\n")
+    (base / "w" / "leaving.md").write_bytes(b"leaving\n")
+    before = sorted(str(p.relative_to(base)) for p in base.rglob("*"))
+    clash = base / "w" / f"new-{count // 2}.md"
+    if taken == "a file":
+        clash.write_bytes(b"by hand\n")
+    elif taken == "a folder":
+        clash.mkdir()
+    elif taken == "a symbolic link":
+        clash.symlink_to("nowhere")
+    changes = batch.FileBatch(base)
+    changes.remove(PurePosixPath("w/leaving.md"), batch.fs.digest_of(b"leaving\n"))
+    changes.create(PurePosixPath("w/leaving.md"), b"arriving\n")
+    for index in range(count):
+        changes.create(PurePosixPath(f"w/new-{index}.md"), f"{index}\n".encode())
+    if taken == "nothing":
+        changes.commit()
+        assert (base / "w" / "leaving.md").read_bytes() == b"arriving\n"
+        assert len(list((base / "w").iterdir())) == 200 + 1 + count
+        return
+    with pytest.raises(Conflict) as caught:
+        changes.commit()
+    assert caught.value.code == "ALREADY_EXISTS" and caught.value.path == str(clash)
+    assert sorted(str(p.relative_to(base)) for p in base.rglob("*")) == sorted([*before, str(clash.relative_to(base))])
+
+
 def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_path: Path) -> None:
     base = tmp_path / ".moss" / "capsules"
     base.mkdir(parents=True)
