@@ -245,6 +245,7 @@ class CapsuleStore:
         found: list[CapsuleKey] = []
         learned: list[key_cache.Learned] = []
         folders: dict[str, int | None] = {}  # folder (relative) -> its descriptor, None: unusable
+        cached_row, lstat, usable, key_of, add = cached.get, os.lstat, key_cache.usable, key_cache.key_of, found.append
         try:
             for relpath in listing.files:
                 folder, _, name = relpath.rpartition("/")
@@ -254,7 +255,21 @@ class CapsuleStore:
                     except (OSError, MossError):
                         folders[folder] = None  # its files take the path of `scan`, with its errors
                 dir_fd = folders[folder]
-                entry = cached.get(relpath)
+                entry = cached_row(relpath)
+                if entry is not None and entry[1] is not None and dir_fd is not None:
+                    # The common case of a large store, first and alone: a file the cache
+                    # vouches for by its stat. Any other outcome takes the full path below,
+                    # which stats the file again.
+                    try:
+                        st = lstat(name, dir_fd=dir_fd)
+                    except FileNotFoundError:
+                        continue  # gone since the listing, as `scan` finds it gone
+                    except OSError:
+                        pass
+                    else:
+                        if usable(entry, st.st_ctime_ns, st.st_mtime_ns):
+                            add(key_of(entry))
+                            continue
                 # A file the cache holds no signature for is read: its racy window is judged from
                 # a time taken just before its stat rather than the start of `keys`, so that a
                 # file an import wrote a second before this one began (racy at `now_ns`) is
@@ -327,6 +342,7 @@ class CapsuleStore:
         now_ns = time.time_ns()
         learned = []
         folders: dict[str, int | None] = {}
+        lstat, digest_of, add, learn = os.lstat, fs.digest_of, learned.append, key_cache.Learned
         try:
             for relpath, data, key in written:
                 posix = relpath.as_posix()
@@ -338,11 +354,11 @@ class CapsuleStore:
                         folders[folder] = None
                 dir_fd = folders[folder]
                 try:
-                    st = os.lstat(name, dir_fd=dir_fd) if dir_fd is not None else os.lstat(self.path_of(relpath))
+                    st = lstat(name, dir_fd=dir_fd) if dir_fd is not None else lstat(self.path_of(relpath))
                 except OSError:
                     continue
                 proven = proof is not None and proof(relpath, st)
-                learned.append(key_cache.Learned(posix, st.st_mtime_ns, st.st_ctime_ns, fs.digest_of(data), key, proven=proven))
+                add(learn(posix, st.st_mtime_ns, st.st_ctime_ns, digest_of(data), key, None, proven))
         finally:
             for dir_fd in folders.values():
                 if dir_fd is not None:

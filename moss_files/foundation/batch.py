@@ -9,9 +9,11 @@ writes a journal naming every change. The journal's durable arrival is the commi
 - a crash before it leaves only the staging folder, which `recover` deletes: nothing happened;
 - a crash after it leaves the journal, which `recover` replays to the end: everything happened.
 
-Every step of the replay is idempotent (a create is a `link(2)` that finds its own file in
-place the second time; a replace is a rename whose source is gone once done; a remove checks
-the digest it expects), so a crash during recovery is recovered the same way. The staging
+Every step of the replay is idempotent (a create is a rename that refuses to replace a file,
+`renameat2(2)` RENAME_NOREPLACE, whose source is gone once done, or where Linux lacks it a
+`link(2)` that finds its own file in place the second time; a replace is a rename whose source
+is gone once done; a remove checks the digest it expects), so a crash during recovery is
+recovered the same way. The staging
 folder and journal are named like `fs.temp_path_for`'s temporaries (`.<name>.tmp-<pid>-<hex>`)
 so scanners, watchers and the project's .gitignore pass over them. A batch has three names,
 and `recover` knows each: its staging folder `.batch.tmp-<pid>-<hex>`, its journal (that name
@@ -24,9 +26,11 @@ and while recovering; readers that see a batch's names take that lock and call `
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,6 +43,7 @@ JOURNAL_SUFFIX = ".journal"
 _STAGED = BATCH_PREFIX + ".tmp-"  # a staging folder, or (with JOURNAL_SUFFIX) a journal
 _JOURNAL_TEMP = "." + _STAGED  # the temporary a journal is written to before its rename
 _CREATE, _REPLACE, _REMOVE = "create", "replace", "remove"
+LIST_FROM = 256  # new files into one folder from which `commit` lists it rather than stat each name
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +94,11 @@ class FileBatch:
         if not self.changes:
             return
         token = f"{BATCH_PREFIX}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        journal = token + JOURNAL_SUFFIX
+        # The journal is written to its temporary (a name `recover` drops) with the staged
+        # files, so that the one flush of the file system makes both durable; its rename is
+        # the commit point, made durable by one fsync of the folder.
+        journal_temp = fs.temp_path_for(self.folder / journal).name
         entries: list[dict[str, object]] = []
         with fs.folder_fd(self.folder, create=True) as base_fd:
             try:
@@ -96,17 +106,21 @@ class FileBatch:
                 staging_fd = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
                 try:
                     self._stage(staging_fd, entries)
-                    _make_durable(staging_fd, [str(entry["staged"]) for entry in entries if "staged" in entry])
+                    _write_new(base_fd, journal_temp, _render_journal(entries))
+                    if not _make_durable(staging_fd, [str(entry["staged"]) for entry in entries if "staged" in entry]):
+                        _fsync_in(base_fd, journal_temp)  # flushed file by file: the journal too
                     os.fsync(staging_fd)
                 finally:
                     os.close(staging_fd)
                 self._check()
             except BaseException:
+                _unlink_quietly(base_fd, journal_temp)
                 _remove_tree(base_fd, token)
                 raise
             # The commit point: from here on the batch happens, if need be by `recover`.
-            fs.write_atomic(self.folder / (token + JOURNAL_SUFFIX), _render_journal(entries))
-            self.journal_mtime_ns = os.stat(token + JOURNAL_SUFFIX, dir_fd=base_fd, follow_symlinks=False).st_mtime_ns
+            os.rename(journal_temp, journal, src_dir_fd=base_fd, dst_dir_fd=base_fd)
+            os.fsync(base_fd)
+            self.journal_mtime_ns = os.stat(journal, dir_fd=base_fd, follow_symlinks=False).st_mtime_ns
         _replay(self.folder, token, entries)
 
     def written(self, target: PurePosixPath, info: os.stat_result) -> bool:
@@ -139,6 +153,10 @@ class FileBatch:
         # Under the caller's lock only hand edits can still change a target; most land while
         # the caller planned and are caught here, before anything is visible.
         removed: set[str] = set()
+        # A folder many new files go to is listed once rather than asked for each name: one
+        # read of its entries costs less than a stat a file from a few hundred files on.
+        creates_in = Counter(str(change.target).rpartition("/")[0] for change in self.changes if change.op == _CREATE)
+        listed: dict[str, set[str]] = {}
         with ExitStack() as stack:
             folders: dict[str, int | None] = {}
             for change in self.changes:
@@ -157,7 +175,15 @@ class FileBatch:
                     except FileNotFoundError:
                         folders[parent] = None  # made when the batch is applied
                 dir_fd = folders[parent]
-                if dir_fd is not None and target not in removed and _exists(dir_fd, name):
+                if dir_fd is None or target in removed:
+                    continue
+                if creates_in[parent] >= LIST_FROM:
+                    if parent not in listed:
+                        listed[parent] = set(os.listdir(dir_fd))
+                    taken = name in listed[parent]
+                else:
+                    taken = _exists(dir_fd, name)
+                if taken:
                     path = self.folder.joinpath(*change.target.parts)
                     raise Conflict(f"{change.target} exists already; nothing was written", code="ALREADY_EXISTS", path=str(path))
 
@@ -223,7 +249,8 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
         for entry in entries:
             target = str(entry["target"])
             parent, _, name = target.rpartition("/")
-            if target.startswith("/") or any(part in ("", ".", "..") for part in target.split("/")):
+            parts = target.split("/")
+            if target.startswith("/") or "" in parts or "." in parts or ".." in parts:
                 raise InvalidDocument(
                     f"the batch journal names a place outside its folder: {target}", code="SCHEMA_ERROR", path=str(folder / (token + JOURNAL_SUFFIX))
                 )
@@ -242,12 +269,16 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
                 if entry["op"] == _REPLACE:
                     os.rename(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
                     continue
+                if _move_new(staged, name, staging_fd, dir_fd):
+                    continue
                 os.link(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 if _exists(staging_fd, staged):
                     raise
                 continue
             except FileExistsError:
+                # Another file holds the place, or the staged file itself: a replay (of an
+                # older build, which linked then unlinked) cut between its two steps.
                 mine = os.stat(staged, dir_fd=staging_fd, follow_symlinks=False)
                 theirs = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
@@ -275,6 +306,27 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
         )
 
 
+def _move_new(staged: str, name: str, staging_fd: int, dir_fd: int) -> bool:
+    """Move a staged file to a place no file holds, in one call (renameat2 RENAME_NOREPLACE):
+    True when moved; False, having done nothing, where the kernel or file system cannot (the
+    caller links, then unlinks). Raises FileExistsError when a file holds the place, and
+    FileNotFoundError when the staged file is gone, as `os.link` does.
+
+    One call rather than two: the staged name goes in the same step as the new one appears,
+    so a crash never leaves the file under both names, and a create costs the file system one
+    change of its directories rather than two (each an update of the inode's link count)."""
+    code = fs.renameat2(staged, name, fs.RENAME_NOREPLACE, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
+    if code is None:
+        return False
+    if code == errno.EEXIST:
+        raise FileExistsError(code, os.strerror(code), name)
+    if code == errno.ENOENT:
+        raise FileNotFoundError(code, os.strerror(code), staged)
+    if code:
+        raise OSError(code, os.strerror(code), name)
+    return True
+
+
 def _exists(dir_fd: int, name: str) -> bool:
     try:
         os.lstat(name, dir_fd=dir_fd)
@@ -283,9 +335,12 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # one encoder: `json.dumps` with separators makes one a call
+
+
 def _render_journal(entries: list[dict[str, object]]) -> bytes:
     lines = [json.dumps({"batch": 1, "changes": len(entries)})]
-    lines.extend(json.dumps(entry, separators=(",", ":")) for entry in entries)
+    lines.extend(map(_COMPACT.encode, entries))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -312,17 +367,39 @@ def _remove_tree(base_fd: int, name: str) -> None:
     os.rmdir(name, dir_fd=base_fd)
 
 
-def _make_durable(staging_fd: int, names: list[str]) -> None:
+def _make_durable(staging_fd: int, names: list[str]) -> bool:
     """Flush the staged files to disk: one syncfs(2) of their file system where the C library
-    has it (Linux), else one fsync per file."""
+    has it (Linux; returns True: every file written so far on it is durable), else one fsync
+    per file (returns False)."""
     if _syncfs(staging_fd):
-        return
+        return True
     for name in names:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=staging_fd)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_in(staging_fd, name)
+    return False
+
+
+def _fsync_in(dir_fd: int, name: str) -> None:
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+    """Write a new file `name` in `dir_fd` (not flushed: the caller does)."""
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        fs.write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
 
 
 _libc: list[object] = []

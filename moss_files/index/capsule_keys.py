@@ -23,7 +23,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,11 +55,11 @@ class Cached(NamedTuple):
     key: CapsuleKey
 
 
-@dataclass(frozen=True, slots=True)
-class Learned:
+class Learned(NamedTuple):
     """A key to remember for the file at `relpath`: read from its bytes (`digest`) when it had
     the stat `(mtime_ns, ctime_ns)`, seen at `seen_ns` (a time taken before that stat; None:
-    the `now_ns` of the save, taken before every stat of the batch)."""
+    the `now_ns` of the save, taken before every stat of the batch). (A named tuple: an import
+    makes one per file it writes.)"""
 
     relpath: str
     mtime_ns: int

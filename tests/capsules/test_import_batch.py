@@ -118,6 +118,24 @@ def test_the_batch_writes_the_files_the_file_by_file_path_writes(tmp_path: Path,
         assert results[True][0]["imported"] == 100
 
 
+def test_where_renameat2_is_missing_the_batch_links_and_writes_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replay moves each new file into place with renameat2 RENAME_NOREPLACE; where the
+    kernel or C library lacks it (told by `fs.renameat2`'s remembered state, as after ENOSYS),
+    it links, then unlinks: both leave the same files, with nothing staged left behind."""
+    home = tmp_path / "home"
+    export = write_export(home / ".moss" / "exports", "some.jsonl", records(40, seed=4))
+    found = {}
+    for missing in (False, True):
+        if missing:
+            monkeypatch.setitem(batch.fs._renameat2_state, "missing", True)
+        root = tmp_path / f"missing-{missing}"
+        assert transfer.import_capsules(context(root, home, seed=2), path=str(export))["imported"] == 40
+        found[missing] = files_of(root)
+        base = root / ".moss" / "capsules"
+        assert not batch.pending(base) and [p for p in base.rglob("*") if p.is_file() and p.stat().st_nlink != 1] == []
+    assert found[False] == found[True] and len(found[True]) == 40
+
+
 def test_a_hand_made_file_in_a_planned_slot_stops_the_whole_batch(tmp_path: Path) -> None:
     root = tmp_path / "project"
     base = root / ".moss" / "capsules"
@@ -131,6 +149,41 @@ def test_a_hand_made_file_in_a_planned_slot_stops_the_whole_batch(tmp_path: Path
     assert caught.value.code == "ALREADY_EXISTS"
     assert sorted(p.name for p in base.rglob("*")) == ["b.md", "default"]
     assert (base / "default" / "b.md").read_bytes() == b"mine\n"
+
+
+@pytest.mark.parametrize("count", [3, batch.LIST_FROM + 40])
+@pytest.mark.parametrize("taken", ["a file", "a folder", "a symbolic link", "nothing"])
+def test_a_taken_slot_is_found_whether_the_folder_is_listed_or_each_name_stat_ed(tmp_path: Path, count: int, taken: str) -> None:
+    """From `LIST_FROM` new files into one folder, the commit lists the folder once instead of
+    asking for each name: the answer is the same, whatever holds the place (and a removed
+    file's place may be taken by a new one either way)."""
+    base = tmp_path / "capsules"
+    (base / "w").mkdir(parents=True)
+    for index in range(200):  # files already there, none in a planned slot
+        (base / "w" / f"old-{index}.md").write_bytes(b"old\n")
+    (base / "w" / "leaving.md").write_bytes(b"leaving\n")
+    before = sorted(str(p.relative_to(base)) for p in base.rglob("*"))
+    clash = base / "w" / f"new-{count // 2}.md"
+    if taken == "a file":
+        clash.write_bytes(b"by hand\n")
+    elif taken == "a folder":
+        clash.mkdir()
+    elif taken == "a symbolic link":
+        clash.symlink_to("nowhere")
+    changes = batch.FileBatch(base)
+    changes.remove(PurePosixPath("w/leaving.md"), batch.fs.digest_of(b"leaving\n"))
+    changes.create(PurePosixPath("w/leaving.md"), b"arriving\n")
+    for index in range(count):
+        changes.create(PurePosixPath(f"w/new-{index}.md"), f"{index}\n".encode())
+    if taken == "nothing":
+        changes.commit()
+        assert (base / "w" / "leaving.md").read_bytes() == b"arriving\n"
+        assert len(list((base / "w").iterdir())) == 200 + 1 + count
+        return
+    with pytest.raises(Conflict) as caught:
+        changes.commit()
+    assert caught.value.code == "ALREADY_EXISTS" and caught.value.path == str(clash)
+    assert sorted(str(p.relative_to(base)) for p in base.rglob("*")) == sorted([*before, str(clash.relative_to(base))])
 
 
 def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_path: Path) -> None:
@@ -160,7 +213,7 @@ def test_recovery_finishes_a_committed_batch_and_drops_an_uncommitted_one(tmp_pa
 
 # The system calls a batch makes durable changes with (and `open`, which creates the staging
 # files and the journal's temporary): a kill lands just before each of them in turn.
-DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link", "unlink", "rmdir")
+DURABLE_CALLS = ("open", "mkdir", "write", "fsync", "rename", "replace", "link", "unlink", "rmdir", "renameat2")
 
 
 def _import_killed_at(ctx: ops.Context, export: Path, step: int) -> bool:
@@ -170,12 +223,16 @@ def _import_killed_at(ctx: ops.Context, export: Path, step: int) -> bool:
 
 
 @pytest.mark.slow
-def test_kill_9_at_every_durable_step_of_an_import_leaves_every_capsule_or_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flush", ["syncfs", "fsync each"])
+def test_kill_9_at_every_durable_step_of_an_import_leaves_every_capsule_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str) -> None:
     """Issue 27 item 5: a kill -9 of an import, at each of its durable steps in turn (no timing
     involved), leaves every capsule or none once the next command has looked, and none of the
     batch's temporaries: its staging folder, its journal, or the journal's own temporary
     (`..batch.tmp-<pid>-<hex>.journal.tmp-<pid>-<hex>`, which a kill between its write and its
-    rename left behind for good)."""
+    rename left behind for good). The staged files and the journal's temporary are flushed by
+    one syncfs, or (where the C library has none: `flush` "fsync each") one fsync each."""
+    if flush == "fsync each":
+        monkeypatch.setattr(batch, "_libc", [None])  # as on a C library without syncfs
     home = tmp_path / "home"
     export = write_export(home / ".moss" / "exports", "few.jsonl", records(4, seed=21))
     reference = tmp_path / "reference"
