@@ -1385,8 +1385,8 @@ class BoardStore:
         front = frozenset(chosen[name].id for _key, name in first) if len(ranked) > head.count else None
         return {name[:-3]: chosen[name] for name in sorted(chosen)}, front
 
-    def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
-        doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
+    def _parse(self, kind: str, item_id: str, data: bytes, relpath: str, *, known: document.FrontmatterRead | None = None) -> Any:
+        doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES, known=known)
         if kind == "project":
             return files.parse_project(doc, relpath, default_name=self.root.name)
         return _PARSERS[kind](doc, relpath, fallback_id=item_id)
@@ -1724,10 +1724,12 @@ class BoardStore:
         relpath = self.display(path)
         result: list[Any] = []
         produced: list[bytes] = []
+        reads: list[document.FrontmatterRead | None] = []
 
         def step(snapshot: fs.Snapshot) -> bytes | None:
             result.clear()
             produced.clear()
+            reads.clear()
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
             doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
@@ -1741,13 +1743,15 @@ class BoardStore:
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
-            text = files.edit_text(doc, old, new, kind, relpath)
-            if text is None:
+            edited = files.edit_text_read(doc, old, new, kind, relpath)
+            if edited is None:
                 return None
+            text, read = edited
             data = document.encode(text, doc.bom)
             if data == work:
                 return None  # nothing changed: the upgrade alone is never written
             produced.append(data)
+            reads.append(read)
             return data
 
         # A task file is durable before the board lock is let go (claims rest on it); another
@@ -1757,11 +1761,13 @@ class BoardStore:
             owed.add(("folder", path.parent))
         written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, sync_folder=owed is None)
         if produced and written.data is produced[0]:
-            self._wrote_file(kind, item_id, produced[0])
+            # The edit's check read the new frontmatter back already: it is not read again.
+            self._wrote_file(kind, item_id, produced[0], known=reads[0])
         return result[0]
 
-    def _wrote_file(self, kind: str, item_id: str, data: bytes) -> None:
-        """What this store just wrote, parsed: kept as if read (its own file events then need no
+    def _wrote_file(self, kind: str, item_id: str, data: bytes, *, known: document.FrontmatterRead | None = None) -> None:
+        """What this store just wrote, parsed (`known`: what its frontmatter reads as, when the
+        writer read it back already): kept as if read (its own file events then need no
         parse), and, where a cache file is kept, offered to other processes' stores as a delta
         line with the new file's stat key and the digest of the bytes written; a store takes it
         only while the file has that key and those bytes."""
@@ -1769,7 +1775,7 @@ class BoardStore:
         path = self.path(kind, item_id)
         try:
             info = os.lstat(path)
-            value = self._parse(kind, item_id, data, self.display(path))
+            value = self._parse(kind, item_id, data, self.display(path), known=known)
         except (OSError, MossError):
             return
         read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True)

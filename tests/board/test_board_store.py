@@ -5,6 +5,7 @@ cache it cannot use."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import time
 from pathlib import Path
 
@@ -158,3 +159,28 @@ def test_a_long_lived_store_sees_its_own_and_others_writes(repo: Path) -> None:
     assert claims.claim_next_task(server, statuses=["WORKING"], worker_id="here") == {"hasNext": False}
     assert queries.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
     assert queries.show_task(server, task_id=task)["assignedWorkerId"] == "elsewhere"
+
+
+def test_what_a_store_keeps_of_its_own_writes_is_what_reading_the_files_gives(repo: Path) -> None:
+    """A store keeps each file it writes parsed from the read its edit's check made (no parse
+    of its own): that entity must be the one a plain read of the file gives, for a frontmatter
+    edit, a body edit, a hand-written `description:` key moved into the body, CRLF and a BOM."""
+    paths = write_board(repo, 3)
+    hand = paths[1].read_text().replace("---\n", "---\ndescription: said by hand # a comment\n", 1)
+    paths[1].write_bytes(hand.encode())
+    paths[2].write_bytes(b"\xef\xbb\xbf" + paths[2].read_text().replace("\n", "\r\n").encode())
+    store = BoardStore(repo)
+    store.load()
+    edits = {
+        "TASK-0000": lambda t: rules.claimed(t, "w1", "2026-01-22T10:00:00Z"),
+        "TASK-0001": lambda t: replace(t, description="New body.\n\nTwo paragraphs.", status="PLANNING"),
+        "TASK-0002": lambda t: replace(t, title="Crlf: and a colon", depends_on=("TASK-0000", "TASK-0001")),
+    }
+    for task_id, change in edits.items():
+        with store.writing():
+            store.update("task", task_id, change)
+    kept = store.load().tasks
+    plain = BoardStore(repo, persist=False)
+    for task_id in edits:
+        assert kept[task_id] == plain.get("task", task_id)
+    assert "\ndescription:" not in paths[1].read_text() and kept["TASK-0001"].description.startswith("New body.")

@@ -241,3 +241,32 @@ def test_a_top_level_key_with_a_dot_in_its_name_is_still_set_as_written(tmp_path
     assert run_cli("moss", "doc", "set", str(path), "settings.mode=b").returncode == 0
     assert path.read_text() == "---\nsettings.mode: b\n---\n"
     assert run_cli("moss", "doc", "get", str(path), "settings.mode").stdout == "b\n"
+
+
+EDITED_CASES = [
+    ("---\ntitle: A\nstatus: WORKING\n---\nBody.\n", {"status": "DONE", "assignee": "w1"}),
+    ("---\r\ntitle: A # kept\r\nlist:\r\n  - x\r\n---\r\nBody.\r\n", {"title": "B", "list": ["y", "z"]}),
+    ("---\ntitle: A\nnested:\n  a: 1\n---\n", {"nested": {"a": 2, "b": [1, 2]}, "title": document.DELETE}),
+    ("---\nflow: {a: 1, b: 2}\n---\nx\n", {"flow": {"a": 3}}),
+    ("Just a body.\n", {"title": "new"}),
+]
+
+
+@pytest.mark.parametrize(("text", "changes"), EDITED_CASES)
+def test_an_edit_reports_what_its_frontmatter_reads_as(text: str, changes: dict[str, object]) -> None:
+    """The read an edit's check made (and hands to `parse(known=)`) is the plain parse's."""
+    edited, read = document.edit_frontmatter_read(text, changes)
+    assert edited == document.edit_frontmatter(text, changes)
+    plain = document.parse(edited)
+    if read is not None:
+        assert read.text == plain.frontmatter_text
+        assert read.meta == plain.meta and list(read.meta) == list(plain.meta)
+    assert document.parse(edited, known=read) == plain
+
+
+def test_a_known_read_of_another_frontmatter_is_not_used() -> None:
+    """`known` stands only for the very text it was read from: any other is read afresh."""
+    text = "---\ntitle: A\n---\nBody.\n"
+    other = document.FrontmatterRead("title: B\n", {"title": "B"})
+    assert document.parse(text, known=other).meta == {"title": "A"}
+    assert document.parse_bytes(text.encode(), known=other) == document.parse(text)
