@@ -651,13 +651,14 @@ class BoardStore:
         self._watching = True  # until a watch cannot be had here
         self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
         self._checked: _Checked | None = None  # the newest full check the cache file records
-        # The folders the last bounded load took from that check without looking at every
-        # file (`confirm` looks at the files a claim chose by); None when it checked every file.
-        self._trusted: dict[str, _Folder] | None = None
         # Per thread (a server's threads share the store, and a listing in one must not
         # answer for a claim's outline in another): `front`, the ids of the tasks the last
-        # outline's head gave (see `Head`), when it left others of its statuses out.
+        # outline's head gave (see `Head`), when it left others of its statuses out; and
+        # `trusted`, the folders the last bounded load took from the cache file's check without
+        # looking at every file (`confirm` looks at the files a claim chose by), with the
+        # cache generation they came from; None when it checked every file.
         self._thread = threading.local()
+        self._generation = 0  # counts the cache files this store dropped (`_drop_cache`)
 
     # ----------------------------------------------------------------- locations
 
@@ -767,17 +768,26 @@ class BoardStore:
 
     @property
     def trusting(self) -> bool:
-        """Whether the last load took files from a full check without looking at each one."""
-        return self._trusted is not None
+        """Whether the last load (in this thread) took files from a full check without looking
+        at each one."""
+        return self._trusted_now() is not None
+
+    def _trusted_now(self) -> tuple[int, dict[str, _Folder]] | None:
+        trusted: tuple[int, dict[str, _Folder]] | None = getattr(self._thread, "trusted", None)
+        return trusted
 
     def confirm(self, kind: str, item_ids: Collection[str]) -> bool:
         """Whether the files of these items are still the ones the last load used (or still
         absent): their stat keys, and their bytes within the racy window. True at once when
-        that load checked every file."""
+        that load (in this thread) checked every file; False when the cache file it trusted
+        was dropped since."""
         with self._mutex:
-            trusted = self._trusted
-            if trusted is None:
+            taken = self._trusted_now()
+            if taken is None:
                 return True
+            generation, trusted = taken
+            if generation != self._generation:
+                return False  # what it took from is gone: nothing left to compare with
             found = trusted.get(kind)
             if found is None or not item_ids:
                 return True  # a folder that load read in full, or nothing to look at
@@ -932,13 +942,13 @@ class BoardStore:
         now_ns = time.time_ns()
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
-        self._trusted = None
+        self._thread.trusted = None
         self._thread.front = None
         trusted = self._from_check(now_ns) if bounded and self._watch is None else None
         walk: dict[str, Any] | None = None
         if trusted is not None:
             synced = trusted
-            self._trusted = trusted
+            self._thread.trusted = (self._generation, trusted)
             # Not a load a long-lived store is told by: a command's claim that looks again at
             # every file after it must not start watching 20,000 files for one more look.
             self._loads -= 1
@@ -1541,7 +1551,7 @@ class BoardStore:
         self._appended = 0
         self._pending.clear()
         self._checked = None
-        self._trusted = None
+        self._generation += 1
 
     def _save(self, synced: dict[str, _Folder]) -> None:
         """Bring the cache file up to date with what this store read: append the new reads, or

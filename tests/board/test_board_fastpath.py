@@ -14,6 +14,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 import typing
 from collections.abc import Callable
@@ -1082,3 +1083,25 @@ def test_a_claim_from_the_front_of_the_queue_decides_as_the_whole_board(repo: Pa
             epic_path.write_text(re.sub(r"\norder: \d+", f"\norder: {gen.rng.randrange(0, 9)}", epic_path.read_text()))
             add_free_tasks(gen, 3)
     assert settled_on_front and left_out  # the front was both taken and left behind
+
+
+def test_a_load_in_another_thread_leaves_a_claims_trust_in_the_check_to_be_confirmed(repo: Path) -> None:
+    """A server's threads share one store: a full load in one thread (a listing) must not make
+    a bounded outline in another look as if it had checked every file, or its claim would skip
+    confirming the files it rests on and could give a task edited in place since the check."""
+    first, _second = two_tasks(repo)
+    settle(repo)
+
+    def trusted_outline() -> BoardStore | None:
+        queries.list_tasks(Context(repo))  # a full look: the cache file records it
+        store = BoardStore(repo)  # as a command's, which has read the cache file just now
+        store.outline(("WORKING",), bounded=True)
+        return store if store.trusting else None
+
+    store = wait_for(trusted_outline, timeout=30, message="an outline taken from the cache file's check")
+    other = threading.Thread(target=store.load)
+    other.start()
+    other.join()
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    assert store.trusting  # this thread's outline still rests on the check
+    assert not store.confirm("task", {"TASK-a"})  # and the edit is seen when its file is confirmed
