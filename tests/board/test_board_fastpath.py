@@ -636,7 +636,7 @@ def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, worker
     through it is the one the plain sort makes."""
     for worker in workers:
         adjacent = board.workers[worker].last_epic if worker in board.workers else None
-        assert queue.ordered(board, adjacent) == sorted(board.tasks.values(), key=rules.claim_order(board, worker, True))
+        assert list(queue.ordered(board, adjacent) or ()) == sorted(board.tasks.values(), key=rules.claim_order(board, worker, True))
         for wanted in CLAIMS:
             for epic in epics:
                 for take_over in (False, True):
@@ -646,6 +646,79 @@ def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, worker
                             return rules.plan_claim(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept)
 
                         assert outcome(lambda: decide(queue)) == outcome(lambda: decide(None)), (wanted, worker, epic, take_over)
+
+
+def plain_plan(
+    board: Board, statuses: tuple[str, ...], worker: str | None, *, epic_id: str | None, replace_existing: bool, prefer_adjacent: bool
+) -> rules.ClaimPlan:
+    """`rules.plan_claim`'s rule read straight off its docstring, with none of its shortcuts:
+    every offered task sorted, held ones included, each candidate's rivals found by a look
+    at every task."""
+    held = board.active_task_of(worker) if worker is not None else None
+    if held is not None:
+        return rules.ClaimPlan(already=held)
+    mates = board.teammates(worker) if worker else frozenset()
+
+    def alive(name: str | None) -> bool:
+        return name is not None and (name not in board.workers or board.workers[name].status not in GONE_WORKER_STATUSES)
+
+    def offered(task: Task) -> bool:
+        epic = board.epics.get(task.epic)
+        return (
+            task.status in statuses
+            and epic_id in (None, task.epic)
+            and not (epic is not None and epic.status == "ARCHIVED")
+            and not (task.needs_human_review and task.status == "REVIEW")
+            and not (task.status == "WORKING" and rules.waiting_on(task, board.tasks, board.epics))
+        )
+
+    def rival(other: Task, task: Task) -> bool:
+        holder = other.assigned_worker
+        return (other.epic, other.status) == (task.epic, task.status) and holder not in (None, worker) and holder not in mates and alive(holder)
+
+    ranked = sorted(filter(offered, board.tasks.values()), key=rules.claim_order(board, worker, prefer_adjacent and epic_id is None))
+    conflicts: list[Task] = []
+    for task in ranked:
+        if alive(task.assigned_worker):
+            continue
+        barred = [other for other in board.tasks.values() if rival(other, task)]
+        if not barred:
+            return rules.ClaimPlan(task=task, takeover_from=task.assigned_worker)
+        conflicts += barred
+    if worker is not None and replace_existing:
+        takeable = [t for t in ranked if t.assigned_worker not in (None, worker) and t.assigned_worker not in mates and alive(t.assigned_worker)]
+        if takeable:
+            return rules.ClaimPlan(task=takeable[0], takeover_from=takeable[0].assigned_worker)
+    if conflicts and worker is not None:
+        first = min(conflicts, key=lambda t: rules.rank_key(t, board.epics))
+        raise Conflict("solo-worker rule", code="WORKER_CONFLICT", details={"taskId": first.id})
+    return rules.ClaimPlan()
+
+
+def test_a_claim_plan_is_the_plain_rules_answer_with_many_tasks_held(repo: Path) -> None:
+    """`plan_claim` passes over held tasks early, finds the claimer's own and the rivals in
+    one pass and reads the kept queue lazily: every decision must be the plain rule's."""
+    gen = Generated(repo, seed=53, tasks=160)
+    for path in gen.task_paths()[::2]:  # half the board held, by live, gone and unknown workers
+        text = re.sub(r"\nassigned_worker: [^\n]*", "", path.read_text())
+        path.write_text(text.replace("\ntitle:", f"\nassigned_worker: {gen.rng.choice([*gen.workers, 'ghost'])}\ntitle:", 1))
+    queue = rules.ClaimQueue()
+    for round_number in range(3):
+        board = scan(repo)
+        for worker in [*workers_to_ask(gen, board), *gen.workers]:
+            for wanted in CLAIMS:
+                for epic in (None, gen.epics[0], gen.epics[5]):
+                    for take_over in (False, True):
+                        for adjacent_first in (True, False):
+                            plain = outcome(lambda: plain_plan(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first))
+                            for kept in (None, queue):
+                                got = outcome(
+                                    lambda kept=kept: rules.plan_claim(
+                                        board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept
+                                    )
+                                )
+                                assert got == plain, (round_number, worker, wanted, epic, take_over, adjacent_first, kept is not None)
+        gen.mutate()
 
 
 def test_a_kept_claim_queue_plans_what_the_sort_plans_after_hand_edits_checkouts_and_claims(repo: Path) -> None:

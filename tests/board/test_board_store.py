@@ -5,8 +5,8 @@ cache it cannot use."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
