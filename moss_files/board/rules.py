@@ -717,7 +717,7 @@ class ClaimQueue:
             self._order = sorted((key, name) for name, key in self._keys.items())
             return
         tasks, kept, keys, order = board.tasks, self._tasks, self._keys, self._order
-        for name in [name for name in kept if name not in tasks]:
+        for name in kept.keys() - tasks.keys():
             del kept[name]
             del order[bisect_left(order, (keys.pop(name), name))]
         for name, task in tasks.items():
@@ -769,17 +769,30 @@ def lease_deadline(worker: Worker | None, settings: Settings) -> datetime | None
     it releases them, deregisters, or a human frees them."""
     if worker is None or settings.stale_worker_timeout_ms <= 0:
         return None
-    beat = parse_time(worker.heartbeat)
-    return None if beat is None else beat + timedelta(milliseconds=settings.stale_worker_timeout_ms)
+    beat = worker.heartbeat
+    if type(beat) is str:
+        return _lease_end(beat, settings.stale_worker_timeout_ms)
+    return _lease_end.__wrapped__(beat, settings.stale_worker_timeout_ms)
+
+
+@lru_cache(maxsize=4096)  # every claim weighs the lease of every held task's worker: the same stamps
+def _lease_end(heartbeat: str | None, lease_ms: int) -> datetime | None:
+    beat = parse_time(heartbeat)
+    return None if beat is None else beat + timedelta(milliseconds=lease_ms)
 
 
 def expired_holds(board: Board, now: datetime) -> list[Task]:
     """The held tasks whose holder's lease has run out by `now`, in queue order."""
+    settings = board.project.settings
+    if settings.stale_worker_timeout_ms <= 0:
+        return []  # leases are off: nothing runs out
+    workers = board.workers
     found = []
     for task in board.tasks.values():
-        if task.status not in ACTIVE or not task.assigned_worker:
+        holder = task.assigned_worker
+        if not holder or task.status not in ACTIVE:
             continue
-        deadline = lease_deadline(board.workers.get(task.assigned_worker), board.project.settings)
+        deadline = lease_deadline(workers.get(holder), settings)
         if deadline is not None and now >= deadline:
             found.append(task)
     return sorted(found, key=lambda t: rank_key(t, board.epics))

@@ -703,6 +703,7 @@ def test_a_claim_plan_is_the_plain_rules_answer_with_many_tasks_held(repo: Path)
         text = re.sub(r"\nassigned_worker: [^\n]*", "", path.read_text())
         path.write_text(text.replace("\ntitle:", f"\nassigned_worker: {gen.rng.choice([*gen.workers, 'ghost'])}\ntitle:", 1))
     queue = rules.ClaimQueue()
+    some_expired = 0
     for round_number in range(3):
         board = scan(repo)
         for worker in [*workers_to_ask(gen, board), *gen.workers]:
@@ -718,7 +719,22 @@ def test_a_claim_plan_is_the_plain_rules_answer_with_many_tasks_held(repo: Path)
                                     )
                                 )
                                 assert got == plain, (round_number, worker, wanted, epic, take_over, adjacent_first, kept is not None)
+        lease = timedelta(milliseconds=board.project.settings.stale_worker_timeout_ms)
+        # Heartbeats are a minute or two old: deadlines fall at 28 and 29 minutes from NOW.
+        for now in (NOW, NOW + lease - timedelta(minutes=2), NOW + lease - timedelta(seconds=90), NOW + lease - timedelta(minutes=1), NOW + timedelta(days=1)):
+            # The held tasks whose worker's last heartbeat plus the lease is past, in queue order.
+            expired = [
+                task
+                for task in sorted(board.tasks.values(), key=lambda t: rules.rank_key(t, board.epics))
+                if task.assigned_worker
+                and task.status in ACTIVE
+                and (beat := rules.parse_time(getattr(board.workers.get(task.assigned_worker), "heartbeat", None)))
+                if now >= beat + lease
+            ]
+            assert rules.expired_holds(board, now) == expired
+            some_expired += 0 < len(expired) < len([t for t in board.tasks.values() if t.assigned_worker])
         gen.mutate()
+    assert some_expired  # leases run out for some held tasks and not others
 
 
 def test_a_kept_claim_queue_plans_what_the_sort_plans_after_hand_edits_checkouts_and_claims(repo: Path) -> None:
