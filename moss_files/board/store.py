@@ -177,6 +177,10 @@ class _Read:
     racy: bool
     outline: Task | None = None
     record: bytes | None = None  # the value as the cache file holds it, once written there
+    # The parsed document of a worker file this store wrote (`_wrote_file`): its next edit (a
+    # heartbeat, the next claim) starts from it while the file's bytes are still those
+    # (`digest`), instead of parsing them. Workers alone: few, and written again and again.
+    parsed: document.Document | None = None
 
     def saved_form(self) -> bytes:
         if self.record is None:
@@ -1742,7 +1746,9 @@ class BoardStore:
             reads.clear()
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
-            doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            doc = self._written_document(kind, item_id, snapshot.data)
+            if doc is None:
+                doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
             work = snapshot.data
             if not _at_current_version(kind, doc, relpath):
                 # An edit of an older file writes it at the current format version (what
@@ -1775,6 +1781,14 @@ class BoardStore:
             self._wrote_file(kind, item_id, produced[0], known=reads[0])
         return result[0]
 
+    def _written_document(self, kind: str, item_id: str, data: bytes) -> document.Document | None:
+        """The parsed document of the file this store wrote last for this item, when `data`
+        (the file's bytes now) are still the bytes written; None otherwise (parse them)."""
+        read = self._reads[kind].get(f"{item_id}.md")
+        if read is None or read.parsed is None or not read.digest or _digest(data) != read.digest:
+            return None
+        return read.parsed
+
     def _wrote_file(self, kind: str, item_id: str, data: bytes, *, known: document.FrontmatterRead | None = None) -> None:
         """What this store just wrote, parsed (`known`: what its frontmatter reads as, when the
         writer read it back already): kept as if read (its own file events then need no
@@ -1785,10 +1799,11 @@ class BoardStore:
         path = self.path(kind, item_id)
         try:
             info = os.lstat(path)
-            value = self._parse(kind, item_id, data, self.display(path), known=known)
+            doc = document.parse_bytes(data, self.display(path), max_bytes=MAX_FILE_BYTES, known=known)
+            value = _PARSERS[kind](doc, self.display(path), fallback_id=item_id)
         except (OSError, MossError):
             return
-        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True)
+        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True, parsed=doc if kind == "worker" else None)
         with self._mutex:
             self._reads[kind][name] = read
             if not self.persist or not (self._saved or self._wrote):

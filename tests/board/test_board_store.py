@@ -5,6 +5,7 @@ cache it cannot use."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from helpers import wait_for
 
 from moss_files.board import claims, editing, files, queries, rules
-from moss_files.board.model import Epic, Step, Task
+from moss_files.board.model import Epic, Step, Task, Worker
 from moss_files.board.store import _LAYOUT as LAYOUT
 from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, Head, racy_window
 from moss_files.foundation.context import AGENT, Context
@@ -184,3 +185,28 @@ def test_what_a_store_keeps_of_its_own_writes_is_what_reading_the_files_gives(re
     for task_id in edits:
         assert kept[task_id] == plain.get("task", task_id)
     assert "\ndescription:" not in paths[1].read_text() and kept["TASK-0001"].description.startswith("New body.")
+
+
+def test_a_workers_next_write_starts_from_its_last_one_only_while_the_file_holds_those_bytes(repo: Path) -> None:
+    """A store edits a worker file it wrote from the document it kept of it, without parsing
+    it again, only while the file's bytes are the ones it wrote: a hand edit since (in place,
+    same size, same mtime) is edited from, and survives the next write."""
+    write_board(repo, 1)
+    path = repo / ".moss" / "board" / "workers" / "w1.md"
+    path.parent.mkdir()
+    path.write_text(files.render_worker(Worker("w1", type="worker", last_epic="EPIC-1", created=STAMP, updated=STAMP)))
+    store = BoardStore(repo)
+    for beat in ("2026-01-22T10:00:00.000Z", "2026-01-22T10:00:01.000Z"):  # the second starts from the kept document
+        with store.writing():
+            store.update("worker", "w1", lambda w, beat=beat: replace(w, heartbeat=beat))
+    assert store.load().workers["w1"] == BoardStore(repo, persist=False).get("worker", "w1")
+    info = path.stat()
+    text = path.read_text()
+    assert "\nlast_epic: EPIC-1\n" in text
+    with path.open("r+") as handle:  # a hand edit in place that keeps size and mtime
+        handle.write(text.replace("\nlast_epic: EPIC-1\n", "\nlast_epic: EPIC-2\n"))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    with store.writing():
+        written = store.update("worker", "w1", lambda w: replace(w, heartbeat="2026-01-22T10:00:02.000Z"))
+    assert written.last_epic == "EPIC-2" and "\nlast_epic: EPIC-2\n" in path.read_text()
+    assert written == BoardStore(repo, persist=False).get("worker", "w1")
