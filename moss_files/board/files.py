@@ -742,6 +742,13 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
     letter case), so a hand-written `definitionOfDone:` stays that key; other lines, comments,
     unknown keys and, unless the body field changed, the body keep their bytes.
     """
+    edited = edit_text_read(doc, old, new, kind, path)
+    return None if edited is None else edited[0]
+
+
+def edit_text_read(doc: Document, old: Any, new: Any, kind: str, path: Path | str | None = None) -> tuple[str, document.FrontmatterRead | None] | None:
+    """`edit_text`'s text, and what its frontmatter reads as when the edit's check read it
+    back (see `document.edit_frontmatter_read`); None when no field changed."""
     keys, aliases, body_field = _EDITABLE[kind]
     fields = FieldReader(doc, path, aliases)
     changes: dict[str, Any] = {}
@@ -759,16 +766,18 @@ def edit_text(doc: Document, old: Any, new: Any, kind: str, path: Path | str | N
     assert body_field is not None or not body_changed
     if not changes and not body_changed:
         return None
-    text = document.edit_frontmatter(doc.text, changes, path, parsed=doc) if changes else doc.text
+    text, read = document.edit_frontmatter_read(doc.text, changes, path, parsed=doc) if changes else (doc.text, None)
     if body_changed:
-        edited = document.parse(text, path)
+        edited = doc if text == doc.text else document.parse(text, path, known=read)
         stale = document.find_key(edited.meta, "description")
         if stale is not None:
             # A hand-written `description:` key moves into the body, where descriptions live.
-            text = document.edit_frontmatter(text, {stale: document.DELETE}, path)
-            edited = document.parse(text, path)
+            text, read = document.edit_frontmatter_read(text, {stale: document.DELETE}, path, parsed=edited)
+            edited = document.parse(text, path, known=read)
         text = text[: len(text) - len(edited.body)] + _body(getattr(new, str(body_field)))
-    return text
+        # The frontmatter is the one just read (a new body leaves it as it is).
+        read = document.FrontmatterRead(edited.frontmatter_text, edited.meta) if edited.has_frontmatter else None
+    return text, read
 
 
 def edit_project_rails(doc: Document, list_name: str, values: Sequence[str], path: Path | str | None = None) -> str:

@@ -17,9 +17,10 @@ own checks:
 
 from __future__ import annotations
 
+import itertools
 import re
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -541,15 +542,22 @@ def plan_claim(
             f"agents claim only {', '.join(CLAIMABLE)} tasks, not {', '.join(bad)}; the other columns are human-gated",
             details={"field": "statuses", "statuses": bad},
         )
-    if worker_id is not None:
-        held = board.active_task_of(worker_id)
-        if held is not None:
-            return ClaimPlan(already=held)
-    mates = board.teammates(worker_id) if worker_id else frozenset()
+    # One pass over the held tasks: the worker's own (`Board.active_task_of`'s), and the
+    # others' in the asked columns (the solo-worker rule's rivals).
+    mine: list[Task] = []
     holders: dict[tuple[str, str], list[Task]] = {}
     for task in board.tasks.values():
-        if task.status in statuses and task.assigned_worker and task.assigned_worker != worker_id and _owner_alive(board, task.assigned_worker):
+        holder = task.assigned_worker
+        if not holder:
+            continue
+        if holder == worker_id:
+            if task.status in ACTIVE:
+                mine.append(task)
+        elif task.status in statuses and _owner_alive(board, holder):
             holders.setdefault((task.epic, task.status), []).append(task)
+    if worker_id is not None and mine:
+        return ClaimPlan(already=min(mine, key=lambda t: rank_key(t, board.epics)))
+    mates = board.teammates(worker_id) if worker_id else frozenset()
 
     def rivals(task: Task) -> list[Task]:
         return [held for held in holders.get((task.epic, task.status), ()) if held.assigned_worker not in mates]
@@ -566,17 +574,23 @@ def plan_claim(
             return False
         return not (task.status == "WORKING" and waiting_on(task, board.tasks, board.epics))
 
+    def free(task: Task) -> bool:
+        return not _owner_alive(board, task.assigned_worker)
+
+    # A task somebody alive holds is never given (only taken over, with `replace_existing`):
+    # without that, it is passed over before the (dearer) look at whether it is offered.
+    looked_at = offered if replace_existing and worker_id is not None else (lambda task: free(task) and offered(task))
     order = claim_order(board, worker_id, prefer_adjacent and epic_id is None)
     kept = queue.ordered(board, _adjacent_epic(board, worker_id) if prefer_adjacent and epic_id is None else None) if queue is not None else None
     if kept is None:
-        candidates: Iterable[Task] = sorted((t for t in board.tasks.values() if offered(t)), key=order)
+        candidates: Iterable[Task] = sorted((t for t in board.tasks.values() if looked_at(t)), key=order)
     else:
-        candidates = (t for t in kept if offered(t))  # looked at in order until one is given
+        candidates = (t for t in kept if looked_at(t))  # looked at in order until one is given
     ranked: list[Task] = []  # the candidates looked at, in claim order: all of them once the loop ends
     conflicts: list[Task] = []
     for task in candidates:
         ranked.append(task)
-        if _owner_alive(board, task.assigned_worker):
+        if not free(task):
             continue
         barred = rivals(task)
         if not barred and blocked is not None and blocked(task):
@@ -674,20 +688,24 @@ class ClaimQueue:
         self._keys: dict[str, tuple[Any, ...]] = {}
         self._order: list[tuple[tuple[Any, ...], str]] = []
 
-    def ordered(self, board: Board, adjacent: str | None = None) -> list[Task] | None:
-        """The board's tasks in claim order (`claim_order`'s): with `adjacent`, that epic's
-        tasks first, each part in queue order. None when two tasks cannot be ranked against
-        each other (a value of a kind no sort could compare: the caller sorts the candidates
-        alone, as without a queue, and meets it there only if a candidate carries it)."""
+    def ordered(self, board: Board, adjacent: str | None = None) -> Iterator[Task] | None:
+        """The board's tasks in claim order (`claim_order`'s), given one by one as they are
+        looked at (a claim stops at the first it gives): with `adjacent`, that epic's tasks
+        first, each part in queue order. None when two tasks cannot be ranked against each
+        other (a value of a kind no sort could compare: the caller sorts the candidates alone,
+        as without a queue, and meets it there only if a candidate carries it). Read it before
+        the queue follows another board."""
         try:
             self._follow(board)
         except (TypeError, ValueError):
             self._reset()
             return None
         kept = self._tasks
-        order = [kept[name] for _key, name in self._order]
+        order = (kept[name] for _key, name in self._order)
         if adjacent:
-            return [task for task in order if task.epic == adjacent] + [task for task in order if task.epic != adjacent]
+            return itertools.chain(
+                (task for task in (kept[name] for _key, name in self._order) if task.epic == adjacent), (task for task in order if task.epic != adjacent)
+            )
         return order
 
     def _follow(self, board: Board) -> None:
@@ -699,7 +717,7 @@ class ClaimQueue:
             self._order = sorted((key, name) for name, key in self._keys.items())
             return
         tasks, kept, keys, order = board.tasks, self._tasks, self._keys, self._order
-        for name in [name for name in kept if name not in tasks]:
+        for name in kept.keys() - tasks.keys():
             del kept[name]
             del order[bisect_left(order, (keys.pop(name), name))]
         for name, task in tasks.items():
@@ -751,17 +769,30 @@ def lease_deadline(worker: Worker | None, settings: Settings) -> datetime | None
     it releases them, deregisters, or a human frees them."""
     if worker is None or settings.stale_worker_timeout_ms <= 0:
         return None
-    beat = parse_time(worker.heartbeat)
-    return None if beat is None else beat + timedelta(milliseconds=settings.stale_worker_timeout_ms)
+    beat = worker.heartbeat
+    if type(beat) is str:
+        return _lease_end(beat, settings.stale_worker_timeout_ms)
+    return _lease_end.__wrapped__(beat, settings.stale_worker_timeout_ms)
+
+
+@lru_cache(maxsize=4096)  # every claim weighs the lease of every held task's worker: the same stamps
+def _lease_end(heartbeat: str | None, lease_ms: int) -> datetime | None:
+    beat = parse_time(heartbeat)
+    return None if beat is None else beat + timedelta(milliseconds=lease_ms)
 
 
 def expired_holds(board: Board, now: datetime) -> list[Task]:
     """The held tasks whose holder's lease has run out by `now`, in queue order."""
+    settings = board.project.settings
+    if settings.stale_worker_timeout_ms <= 0:
+        return []  # leases are off: nothing runs out
+    workers = board.workers
     found = []
     for task in board.tasks.values():
-        if task.status not in ACTIVE or not task.assigned_worker:
+        holder = task.assigned_worker
+        if not holder or task.status not in ACTIVE:
             continue
-        deadline = lease_deadline(board.workers.get(task.assigned_worker), board.project.settings)
+        deadline = lease_deadline(workers.get(holder), settings)
         if deadline is not None and now >= deadline:
             found.append(task)
     return sorted(found, key=lambda t: rank_key(t, board.epics))

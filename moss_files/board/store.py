@@ -177,6 +177,10 @@ class _Read:
     racy: bool
     outline: Task | None = None
     record: bytes | None = None  # the value as the cache file holds it, once written there
+    # The parsed document of a worker file this store wrote (`_wrote_file`): its next edit (a
+    # heartbeat, the next claim) starts from it while the file's bytes are still those
+    # (`digest`), instead of parsing them. Workers alone: few, and written again and again.
+    parsed: document.Document | None = None
 
     def saved_form(self) -> bytes:
         if self.record is None:
@@ -651,13 +655,14 @@ class BoardStore:
         self._watching = True  # until a watch cannot be had here
         self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
         self._checked: _Checked | None = None  # the newest full check the cache file records
-        # The folders the last bounded load took from that check without looking at every
-        # file (`confirm` looks at the files a claim chose by); None when it checked every file.
-        self._trusted: dict[str, _Folder] | None = None
         # Per thread (a server's threads share the store, and a listing in one must not
         # answer for a claim's outline in another): `front`, the ids of the tasks the last
-        # outline's head gave (see `Head`), when it left others of its statuses out.
+        # outline's head gave (see `Head`), when it left others of its statuses out; and
+        # `trusted`, the folders the last bounded load took from the cache file's check without
+        # looking at every file (`confirm` looks at the files a claim chose by), with the
+        # cache generation they came from; None when it checked every file.
         self._thread = threading.local()
+        self._generation = 0  # counts the cache files this store dropped (`_drop_cache`)
 
     # ----------------------------------------------------------------- locations
 
@@ -767,17 +772,26 @@ class BoardStore:
 
     @property
     def trusting(self) -> bool:
-        """Whether the last load took files from a full check without looking at each one."""
-        return self._trusted is not None
+        """Whether the last load (in this thread) took files from a full check without looking
+        at each one."""
+        return self._trusted_now() is not None
+
+    def _trusted_now(self) -> tuple[int, dict[str, _Folder]] | None:
+        trusted: tuple[int, dict[str, _Folder]] | None = getattr(self._thread, "trusted", None)
+        return trusted
 
     def confirm(self, kind: str, item_ids: Collection[str]) -> bool:
         """Whether the files of these items are still the ones the last load used (or still
         absent): their stat keys, and their bytes within the racy window. True at once when
-        that load checked every file."""
+        that load (in this thread) checked every file; False when the cache file it trusted
+        was dropped since."""
         with self._mutex:
-            trusted = self._trusted
-            if trusted is None:
+            taken = self._trusted_now()
+            if taken is None:
                 return True
+            generation, trusted = taken
+            if generation != self._generation:
+                return False  # what it took from is gone: nothing left to compare with
             found = trusted.get(kind)
             if found is None or not item_ids:
                 return True  # a folder that load read in full, or nothing to look at
@@ -932,13 +946,13 @@ class BoardStore:
         now_ns = time.time_ns()
         project = self._load_project(problems, now_ns)
         synced: dict[str, _Folder] = {}
-        self._trusted = None
+        self._thread.trusted = None
         self._thread.front = None
         trusted = self._from_check(now_ns) if bounded and self._watch is None else None
         walk: dict[str, Any] | None = None
         if trusted is not None:
             synced = trusted
-            self._trusted = trusted
+            self._thread.trusted = (self._generation, trusted)
             # Not a load a long-lived store is told by: a command's claim that looks again at
             # every file after it must not start watching 20,000 files for one more look.
             self._loads -= 1
@@ -1385,8 +1399,8 @@ class BoardStore:
         front = frozenset(chosen[name].id for _key, name in first) if len(ranked) > head.count else None
         return {name[:-3]: chosen[name] for name in sorted(chosen)}, front
 
-    def _parse(self, kind: str, item_id: str, data: bytes, relpath: str) -> Any:
-        doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
+    def _parse(self, kind: str, item_id: str, data: bytes, relpath: str, *, known: document.FrontmatterRead | None = None) -> Any:
+        doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES, known=known)
         if kind == "project":
             return files.parse_project(doc, relpath, default_name=self.root.name)
         return _PARSERS[kind](doc, relpath, fallback_id=item_id)
@@ -1541,7 +1555,7 @@ class BoardStore:
         self._appended = 0
         self._pending.clear()
         self._checked = None
-        self._trusted = None
+        self._generation += 1
 
     def _save(self, synced: dict[str, _Folder]) -> None:
         """Bring the cache file up to date with what this store read: append the new reads, or
@@ -1724,13 +1738,17 @@ class BoardStore:
         relpath = self.display(path)
         result: list[Any] = []
         produced: list[bytes] = []
+        reads: list[document.FrontmatterRead | None] = []
 
         def step(snapshot: fs.Snapshot) -> bytes | None:
             result.clear()
             produced.clear()
+            reads.clear()
             if snapshot.data is None:
                 raise NotFound(f"{_LABEL[kind]} not found: {item_id}", details={"id": item_id})
-            doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
+            doc = self._written_document(kind, item_id, snapshot.data)
+            if doc is None:
+                doc = document.parse_bytes(snapshot.data, relpath, max_bytes=MAX_FILE_BYTES)
             work = snapshot.data
             if not _at_current_version(kind, doc, relpath):
                 # An edit of an older file writes it at the current format version (what
@@ -1741,13 +1759,15 @@ class BoardStore:
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
-            text = files.edit_text(doc, old, new, kind, relpath)
-            if text is None:
+            edited = files.edit_text_read(doc, old, new, kind, relpath)
+            if edited is None:
                 return None
+            text, read = edited
             data = document.encode(text, doc.bom)
             if data == work:
                 return None  # nothing changed: the upgrade alone is never written
             produced.append(data)
+            reads.append(read)
             return data
 
         # A task file is durable before the board lock is let go (claims rest on it); another
@@ -1757,11 +1777,21 @@ class BoardStore:
             owed.add(("folder", path.parent))
         written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, sync_folder=owed is None)
         if produced and written.data is produced[0]:
-            self._wrote_file(kind, item_id, produced[0])
+            # The edit's check read the new frontmatter back already: it is not read again.
+            self._wrote_file(kind, item_id, produced[0], known=reads[0])
         return result[0]
 
-    def _wrote_file(self, kind: str, item_id: str, data: bytes) -> None:
-        """What this store just wrote, parsed: kept as if read (its own file events then need no
+    def _written_document(self, kind: str, item_id: str, data: bytes) -> document.Document | None:
+        """The parsed document of the file this store wrote last for this item, when `data`
+        (the file's bytes now) are still the bytes written; None otherwise (parse them)."""
+        read = self._reads[kind].get(f"{item_id}.md")
+        if read is None or read.parsed is None or not read.digest or _digest(data) != read.digest:
+            return None
+        return read.parsed
+
+    def _wrote_file(self, kind: str, item_id: str, data: bytes, *, known: document.FrontmatterRead | None = None) -> None:
+        """What this store just wrote, parsed (`known`: what its frontmatter reads as, when the
+        writer read it back already): kept as if read (its own file events then need no
         parse), and, where a cache file is kept, offered to other processes' stores as a delta
         line with the new file's stat key and the digest of the bytes written; a store takes it
         only while the file has that key and those bytes."""
@@ -1769,10 +1799,11 @@ class BoardStore:
         path = self.path(kind, item_id)
         try:
             info = os.lstat(path)
-            value = self._parse(kind, item_id, data, self.display(path))
+            doc = document.parse_bytes(data, self.display(path), max_bytes=MAX_FILE_BYTES, known=known)
+            value = _PARSERS[kind](doc, self.display(path), fallback_id=item_id)
         except (OSError, MossError):
             return
-        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True)
+        read = _Read((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns), value, _digest(data), True, parsed=doc if kind == "worker" else None)
         with self._mutex:
             self._reads[kind][name] = read
             if not self.persist or not (self._saved or self._wrote):

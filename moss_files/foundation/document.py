@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moss_files.foundation import conflicts
 from moss_files.foundation.errors import InvalidDocument, InvalidRequest, MossError
@@ -49,6 +49,14 @@ class Document:
     newline: str = "\n"
     body_line: int = 1  # 1-based line on which the body starts
     bom: bool = False
+
+
+class FrontmatterRead(NamedTuple):
+    """A frontmatter's text and the mapping it reads as (what an edit's own check read back):
+    `parse(..., known=)` takes the mapping instead of reading that text once more."""
+
+    text: str
+    meta: dict[str, Any]
 
 
 def decode(data: bytes, path: Path | str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str, bool]:
@@ -140,8 +148,10 @@ def split(text: str, path: Path | str | None = None) -> tuple[str, str, str, str
     )
 
 
-def parse(text: str, path: Path | str | None = None, *, bom: bool = False) -> Document:
-    """Parse decoded text into a Document using the fast read path.
+def parse(text: str, path: Path | str | None = None, *, bom: bool = False, known: FrontmatterRead | None = None) -> Document:
+    """Parse decoded text into a Document using the fast read path. `known`, when its text is
+    this document's frontmatter text, gives what that text reads as (the result is then the
+    one reading it gives: an edit's check read the very same text).
 
     Raises InvalidDocument with the frontmatter code, the path and the 1-based line, and
     MERGE_CONFLICT (with the first marker's line) for a file an unfinished git merge left.
@@ -150,7 +160,7 @@ def parse(text: str, path: Path | str | None = None, *, bom: bool = False) -> Do
     head, fm_text, tail, body = split(text, path)
     meta: dict[str, Any] = {}
     if head:
-        meta = _load(fm_text, path)
+        meta = known.meta if known is not None and known.text == fm_text else _load(fm_text, path)
     newline = "\r\n" if (head or text).split("\n", 1)[0].endswith("\r") else "\n"
     body_line = 1 + (head + fm_text + tail).count("\n")
     return Document(
@@ -165,10 +175,11 @@ def parse(text: str, path: Path | str | None = None, *, bom: bool = False) -> Do
     )
 
 
-def parse_bytes(data: bytes, path: Path | str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
-    """Decode and parse a file's bytes. Raises InvalidDocument as `decode` and `parse` do."""
+def parse_bytes(data: bytes, path: Path | str | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES, known: FrontmatterRead | None = None) -> Document:
+    """Decode and parse a file's bytes (`known` as `parse` takes it). Raises InvalidDocument as
+    `decode` and `parse` do."""
     text, bom = decode(data, path, max_bytes=max_bytes)
-    return parse(text, path, bom=bom)
+    return parse(text, path, bom=bom, known=known)
 
 
 def _load(fm_text: str, path: Path | str | None) -> dict[str, Any]:
@@ -326,12 +337,25 @@ def edit_frontmatter(
 
     Raises InvalidDocument when the existing frontmatter cannot be read.
     """
+    return edit_frontmatter_read(text, changes, path, parsed=parsed)[0]
+
+
+def edit_frontmatter_read(
+    text: str,
+    changes: Mapping[str, Any],
+    path: Path | str | None = None,
+    *,
+    parsed: Document | None = None,
+) -> tuple[str, FrontmatterRead | None]:
+    """`edit_frontmatter`'s text, and what the check of the result read its frontmatter as
+    (None when nothing was read back: no change, or no frontmatter before), for a caller that
+    parses the result (`parse(..., known=)`)."""
     doc = parsed if parsed is not None and parsed.text == text else parse(text, path)
     changes = {
         key: value for key, value in changes.items() if ((key in doc.meta) if value is DELETE else (key not in doc.meta or not _same(doc.meta[key], value)))
     }
     if not changes:
-        return text
+        return text, None
     expected = dict(doc.meta)
     for key, value in changes.items():
         if value is DELETE:
@@ -340,14 +364,14 @@ def edit_frontmatter(
             expected[key] = value
     nl = doc.newline
     if not doc.has_frontmatter:
-        return render(expected, doc.body, newline=nl) if expected else doc.body
+        return (render(expected, doc.body, newline=nl) if expected else doc.body), None
     head = text[: text.index("\n") + 1]
     tail = text[len(head) + len(doc.frontmatter_text) : len(text) - len(doc.body)]
     quick = _splice_simple(doc.frontmatter_text, changes, nl)
     if quick is None:
         quick = _splice_scalars(doc.frontmatter_text, doc.meta, changes, nl)
-    if quick is not None and _reads_as(quick, expected):
-        return head + quick + tail + doc.body
+    if quick is not None and (read := _read_as(quick, expected)) is not None:
+        return head + quick + tail + doc.body, read
     from moss_files.foundation import yaml_editor as yamlrt  # ruamel loads only for edits the quick splice cannot do
     from moss_files.foundation.yaml_reader import YamlProblem
 
@@ -356,22 +380,30 @@ def edit_frontmatter(
     except YamlProblem as problem:
         raise _located(problem, doc.frontmatter_text, path) from None
     new_fm = _splice(doc.frontmatter_text, roundtrip, changes, nl)
-    if new_fm is None or not _reads_as(new_fm, expected):
+    read = _read_as(new_fm, expected) if new_fm is not None else None
+    if read is None:
         new_fm = _redump(roundtrip, changes, nl)
-        if not _reads_as(new_fm, expected):
+        read = _read_as(new_fm, expected)
+        if read is None:
             raise MossError("edit would not read back as intended; nothing written", path=path)
-    return head + new_fm + tail + doc.body
+    return head + read.text + tail + doc.body, read
 
 
 def _reads_as(fm_text: str, expected: Mapping[str, Any]) -> bool:
+    return _read_as(fm_text, expected) is not None
+
+
+def _read_as(fm_text: str, expected: Mapping[str, Any]) -> FrontmatterRead | None:
+    """What `fm_text` reads as, when that is `expected` (same values, same key order); None
+    when it is not, or does not read."""
     from moss_files.foundation import yaml_reader as yamlio
     from moss_files.foundation.yaml_reader import YamlProblem
 
     try:
         got = yamlio.load_fast(fm_text)
     except YamlProblem:
-        return False
-    return _same(got, expected) and list(got) == list(expected)
+        return None
+    return FrontmatterRead(fm_text, got) if _same(got, expected) and list(got) == list(expected) else None
 
 
 def _same(a: Any, b: Any) -> bool:

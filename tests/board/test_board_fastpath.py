@@ -14,6 +14,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 import typing
 from collections.abc import Callable
@@ -635,7 +636,7 @@ def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, worker
     through it is the one the plain sort makes."""
     for worker in workers:
         adjacent = board.workers[worker].last_epic if worker in board.workers else None
-        assert queue.ordered(board, adjacent) == sorted(board.tasks.values(), key=rules.claim_order(board, worker, True))
+        assert list(queue.ordered(board, adjacent) or ()) == sorted(board.tasks.values(), key=rules.claim_order(board, worker, True))
         for wanted in CLAIMS:
             for epic in epics:
                 for take_over in (False, True):
@@ -645,6 +646,95 @@ def assert_queue_plans_as_the_sort(queue: rules.ClaimQueue, board: Board, worker
                             return rules.plan_claim(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept)
 
                         assert outcome(lambda: decide(queue)) == outcome(lambda: decide(None)), (wanted, worker, epic, take_over)
+
+
+def plain_plan(
+    board: Board, statuses: tuple[str, ...], worker: str | None, *, epic_id: str | None, replace_existing: bool, prefer_adjacent: bool
+) -> rules.ClaimPlan:
+    """`rules.plan_claim`'s rule read straight off its docstring, with none of its shortcuts:
+    every offered task sorted, held ones included, each candidate's rivals found by a look
+    at every task."""
+    held = board.active_task_of(worker) if worker is not None else None
+    if held is not None:
+        return rules.ClaimPlan(already=held)
+    mates = board.teammates(worker) if worker else frozenset()
+
+    def alive(name: str | None) -> bool:
+        return name is not None and (name not in board.workers or board.workers[name].status not in GONE_WORKER_STATUSES)
+
+    def offered(task: Task) -> bool:
+        epic = board.epics.get(task.epic)
+        return (
+            task.status in statuses
+            and epic_id in (None, task.epic)
+            and not (epic is not None and epic.status == "ARCHIVED")
+            and not (task.needs_human_review and task.status == "REVIEW")
+            and not (task.status == "WORKING" and rules.waiting_on(task, board.tasks, board.epics))
+        )
+
+    def rival(other: Task, task: Task) -> bool:
+        holder = other.assigned_worker
+        return (other.epic, other.status) == (task.epic, task.status) and holder not in (None, worker) and holder not in mates and alive(holder)
+
+    ranked = sorted(filter(offered, board.tasks.values()), key=rules.claim_order(board, worker, prefer_adjacent and epic_id is None))
+    conflicts: list[Task] = []
+    for task in ranked:
+        if alive(task.assigned_worker):
+            continue
+        barred = [other for other in board.tasks.values() if rival(other, task)]
+        if not barred:
+            return rules.ClaimPlan(task=task, takeover_from=task.assigned_worker)
+        conflicts += barred
+    if worker is not None and replace_existing:
+        takeable = [t for t in ranked if t.assigned_worker not in (None, worker) and t.assigned_worker not in mates and alive(t.assigned_worker)]
+        if takeable:
+            return rules.ClaimPlan(task=takeable[0], takeover_from=takeable[0].assigned_worker)
+    if conflicts and worker is not None:
+        first = min(conflicts, key=lambda t: rules.rank_key(t, board.epics))
+        raise Conflict("solo-worker rule", code="WORKER_CONFLICT", details={"taskId": first.id})
+    return rules.ClaimPlan()
+
+
+def test_a_claim_plan_is_the_plain_rules_answer_with_many_tasks_held(repo: Path) -> None:
+    """`plan_claim` passes over held tasks early, finds the claimer's own and the rivals in
+    one pass and reads the kept queue lazily: every decision must be the plain rule's."""
+    gen = Generated(repo, seed=53, tasks=160)
+    for path in gen.task_paths()[::2]:  # half the board held, by live, gone and unknown workers
+        text = re.sub(r"\nassigned_worker: [^\n]*", "", path.read_text())
+        path.write_text(text.replace("\ntitle:", f"\nassigned_worker: {gen.rng.choice([*gen.workers, 'ghost'])}\ntitle:", 1))
+    queue = rules.ClaimQueue()
+    some_expired = 0
+    for round_number in range(3):
+        board = scan(repo)
+        for worker in [*workers_to_ask(gen, board), *gen.workers]:
+            for wanted in CLAIMS:
+                for epic in (None, gen.epics[0], gen.epics[5]):
+                    for take_over in (False, True):
+                        for adjacent_first in (True, False):
+                            plain = outcome(lambda: plain_plan(board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first))
+                            for kept in (None, queue):
+                                got = outcome(
+                                    lambda kept=kept: rules.plan_claim(
+                                        board, wanted, worker, epic_id=epic, replace_existing=take_over, prefer_adjacent=adjacent_first, queue=kept
+                                    )
+                                )
+                                assert got == plain, (round_number, worker, wanted, epic, take_over, adjacent_first, kept is not None)
+        lease = timedelta(milliseconds=board.project.settings.stale_worker_timeout_ms)
+        # Heartbeats are a minute or two old: deadlines fall at 28 and 29 minutes from NOW.
+        for now in (NOW, NOW + lease - timedelta(minutes=2), NOW + lease - timedelta(seconds=90), NOW + lease - timedelta(minutes=1), NOW + timedelta(days=1)):
+            # The held tasks whose worker's last heartbeat plus the lease is past, in queue order.
+            expired = [
+                task
+                for task in sorted(board.tasks.values(), key=lambda t: rules.rank_key(t, board.epics))
+                if task.assigned_worker
+                and task.status in ACTIVE
+                and (beat := rules.parse_time(getattr(board.workers.get(task.assigned_worker), "heartbeat", None)))
+                if now >= beat + lease
+            ]
+            assert rules.expired_holds(board, now) == expired
+            some_expired += 0 < len(expired) < len([t for t in board.tasks.values() if t.assigned_worker])
+        gen.mutate()
+    assert some_expired  # leases run out for some held tasks and not others
 
 
 def test_a_kept_claim_queue_plans_what_the_sort_plans_after_hand_edits_checkouts_and_claims(repo: Path) -> None:
@@ -1082,3 +1172,25 @@ def test_a_claim_from_the_front_of_the_queue_decides_as_the_whole_board(repo: Pa
             epic_path.write_text(re.sub(r"\norder: \d+", f"\norder: {gen.rng.randrange(0, 9)}", epic_path.read_text()))
             add_free_tasks(gen, 3)
     assert settled_on_front and left_out  # the front was both taken and left behind
+
+
+def test_a_load_in_another_thread_leaves_a_claims_trust_in_the_check_to_be_confirmed(repo: Path) -> None:
+    """A server's threads share one store: a full load in one thread (a listing) must not make
+    a bounded outline in another look as if it had checked every file, or its claim would skip
+    confirming the files it rests on and could give a task edited in place since the check."""
+    first, _second = two_tasks(repo)
+    settle(repo)
+
+    def trusted_outline() -> BoardStore | None:
+        queries.list_tasks(Context(repo))  # a full look: the cache file records it
+        store = BoardStore(repo)  # as a command's, which has read the cache file just now
+        store.outline(("WORKING",), bounded=True)
+        return store if store.trusting else None
+
+    store = wait_for(trusted_outline, timeout=30, message="an outline taken from the cache file's check")
+    other = threading.Thread(target=store.load)
+    other.start()
+    other.join()
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")
+    assert store.trusting  # this thread's outline still rests on the check
+    assert not store.confirm("task", {"TASK-a"})  # and the edit is seen when its file is confirmed

@@ -5,14 +5,16 @@ cache it cannot use."""
 from __future__ import annotations
 
 import json
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from helpers import wait_for
 
 from moss_files.board import claims, editing, files, queries, rules
-from moss_files.board.model import Epic, Step, Task
+from moss_files.board.model import Epic, Step, Task, Worker
 from moss_files.board.store import _LAYOUT as LAYOUT
 from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CACHE_VERSION, BoardStore, Head, racy_window
 from moss_files.foundation.context import AGENT, Context
@@ -158,3 +160,53 @@ def test_a_long_lived_store_sees_its_own_and_others_writes(repo: Path) -> None:
     assert claims.claim_next_task(server, statuses=["WORKING"], worker_id="here") == {"hasNext": False}
     assert queries.list_tasks(server)["tasks"][0]["assignedWorkerId"] == "elsewhere"
     assert queries.show_task(server, task_id=task)["assignedWorkerId"] == "elsewhere"
+
+
+def test_what_a_store_keeps_of_its_own_writes_is_what_reading_the_files_gives(repo: Path) -> None:
+    """A store keeps each file it writes parsed from the read its edit's check made (no parse
+    of its own): that entity must be the one a plain read of the file gives, for a frontmatter
+    edit, a body edit, a hand-written `description:` key moved into the body, CRLF and a BOM."""
+    paths = write_board(repo, 3)
+    hand = paths[1].read_text().replace("---\n", "---\ndescription: said by hand # a comment\n", 1)
+    paths[1].write_bytes(hand.encode())
+    paths[2].write_bytes(b"\xef\xbb\xbf" + paths[2].read_text().replace("\n", "\r\n").encode())
+    store = BoardStore(repo)
+    store.load()
+    edits = {
+        "TASK-0000": lambda t: rules.claimed(t, "w1", "2026-01-22T10:00:00Z"),
+        "TASK-0001": lambda t: replace(t, description="New body.\n\nTwo paragraphs.", status="PLANNING"),
+        "TASK-0002": lambda t: replace(t, title="Crlf: and a colon", depends_on=("TASK-0000", "TASK-0001")),
+    }
+    for task_id, change in edits.items():
+        with store.writing():
+            store.update("task", task_id, change)
+    kept = store.load().tasks
+    plain = BoardStore(repo, persist=False)
+    for task_id in edits:
+        assert kept[task_id] == plain.get("task", task_id)
+    assert "\ndescription:" not in paths[1].read_text() and kept["TASK-0001"].description.startswith("New body.")
+
+
+def test_a_workers_next_write_starts_from_its_last_one_only_while_the_file_holds_those_bytes(repo: Path) -> None:
+    """A store edits a worker file it wrote from the document it kept of it, without parsing
+    it again, only while the file's bytes are the ones it wrote: a hand edit since (in place,
+    same size, same mtime) is edited from, and survives the next write."""
+    write_board(repo, 1)
+    path = repo / ".moss" / "board" / "workers" / "w1.md"
+    path.parent.mkdir()
+    path.write_text(files.render_worker(Worker("w1", type="worker", last_epic="EPIC-1", created=STAMP, updated=STAMP)))
+    store = BoardStore(repo)
+    for beat in ("2026-01-22T10:00:00.000Z", "2026-01-22T10:00:01.000Z"):  # the second starts from the kept document
+        with store.writing():
+            store.update("worker", "w1", lambda w, beat=beat: replace(w, heartbeat=beat))
+    assert store.load().workers["w1"] == BoardStore(repo, persist=False).get("worker", "w1")
+    info = path.stat()
+    text = path.read_text()
+    assert "\nlast_epic: EPIC-1\n" in text
+    with path.open("r+") as handle:  # a hand edit in place that keeps size and mtime
+        handle.write(text.replace("\nlast_epic: EPIC-1\n", "\nlast_epic: EPIC-2\n"))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    with store.writing():
+        written = store.update("worker", "w1", lambda w: replace(w, heartbeat="2026-01-22T10:00:02.000Z"))
+    assert written.last_epic == "EPIC-2" and "\nlast_epic: EPIC-2\n" in path.read_text()
+    assert written == BoardStore(repo, persist=False).get("worker", "w1")

@@ -279,3 +279,32 @@ def test_split_finds_the_fence_the_line_by_line_reading_finds(rest: str, opening
     else:
         assert document.split(text) == expected
         assert "".join(expected) == text
+
+
+EDITED_CASES = [
+    ("---\ntitle: A\nstatus: WORKING\n---\nBody.\n", {"status": "DONE", "assignee": "w1"}),
+    ("---\r\ntitle: A # kept\r\nlist:\r\n  - x\r\n---\r\nBody.\r\n", {"title": "B", "list": ["y", "z"]}),
+    ("---\ntitle: A\nnested:\n  a: 1\n---\n", {"nested": {"a": 2, "b": [1, 2]}, "title": document.DELETE}),
+    ("---\nflow: {a: 1, b: 2}\n---\nx\n", {"flow": {"a": 3}}),
+    ("Just a body.\n", {"title": "new"}),
+]
+
+
+@pytest.mark.parametrize(("text", "changes"), EDITED_CASES)
+def test_an_edit_reports_what_its_frontmatter_reads_as(text: str, changes: dict[str, object]) -> None:
+    """The read an edit's check made (and hands to `parse(known=)`) is the plain parse's."""
+    edited, read = document.edit_frontmatter_read(text, changes)
+    assert edited == document.edit_frontmatter(text, changes)
+    plain = document.parse(edited)
+    if read is not None:
+        assert read.text == plain.frontmatter_text
+        assert read.meta == plain.meta and list(read.meta) == list(plain.meta)
+    assert document.parse(edited, known=read) == plain
+
+
+def test_a_known_read_of_another_frontmatter_is_not_used() -> None:
+    """`known` stands only for the very text it was read from: any other is read afresh."""
+    text = "---\ntitle: A\n---\nBody.\n"
+    other = document.FrontmatterRead("title: B\n", {"title": "B"})
+    assert document.parse(text, known=other).meta == {"title": "A"}
+    assert document.parse_bytes(text.encode(), known=other) == document.parse(text)
