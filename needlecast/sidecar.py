@@ -69,6 +69,12 @@ MAX_BATCH_SECONDS = 0.02
 BURST_MESSAGES = 8
 BURST_QUIET_SECONDS = 0.01
 BURST_BATCH_SECONDS = 0.1
+# After a pass that left archive copies to write (`Router.owes`), this long without new mail,
+# and without a writer's temporary written in an outbox, lets a pass write them
+# (`Router.route_owed`). A writer's temporaries say more mail is coming (`send --batch` writes
+# its next part while the router delivers the last one), which new names alone do not.
+OWED_QUIET_SECONDS = 0.05
+_WRITES = frozenset({"created", "modified", "closed"})
 PROBE_TIMEOUT = 2.0
 HELD_RETRY_FIRST = 0.2  # seconds before the first retry of messages held for an unreachable recipient
 RUNTIME_FILE = "sidecar.json"
@@ -156,11 +162,17 @@ class _EventSink:
         self.sidecar = sidecar
 
     def dispatch(self, event: Any) -> None:
-        if getattr(event, "event_type", None) not in _CHANGE_EVENTS:
+        kind = getattr(event, "event_type", None)
+        if kind not in _CHANGE_EVENTS:
+            return
+        if kind == "moved" and fs.is_temporary(Path(os.fsdecode(getattr(event, "dest_path", "") or ""))):
+            # A file renamed to one of our temporary names (a router setting a routed outbox
+            # file aside) left the outbox: nothing new to route. Heard, it would keep every
+            # burst's pass looking busy (`Router.more_waiting`) and call one more pass.
             return
         for raw in (getattr(event, "src_path", None), getattr(event, "dest_path", None)):
             if raw:
-                self.sidecar.notice(Path(os.fsdecode(raw)), bool(getattr(event, "is_directory", False)))
+                self.sidecar.notice(Path(os.fsdecode(raw)), bool(getattr(event, "is_directory", False)), kind)
 
 
 class Sidecar:
@@ -218,7 +230,7 @@ class Sidecar:
             peers=self.peers,
             host_name=host_name or self.name,
             self_name=self.name,
-            more_waiting=lambda: bool(self._pending),  # a hint, read without the lock
+            more_waiting=self._more_waiting,
         )
         self.cache = PartCache(time.monotonic)
         self._status_lock = threading.Lock()  # HTTP workers share one cache
@@ -226,6 +238,7 @@ class Sidecar:
         self.stop_event = threading.Event()
         self._cond = threading.Condition()
         self._pending: set[str] = set()
+        self._writing_at = -math.inf  # when a temporary was last written in an outbox (a writer at work)
         self._directory_dirty = True
         self._owners: dict[Path, str] = {}
         self._observer: Any = None
@@ -249,12 +262,14 @@ class Sidecar:
 
     # ----------------------------------------------------------------- events
 
-    def notice(self, path: Path, is_directory: bool) -> None:
-        """Record that `path` changed (called from observer threads)."""
+    def notice(self, path: Path, is_directory: bool, kind: str = "") -> None:
+        """Record that `path` changed (called from observer threads) by an event of `kind`."""
         if self._probe_path is not None and path == self._probe_path:
             self._probe_seen.set()
             return
         if fs.is_temporary(path):
+            if kind in _WRITES and path.parent.name == "outbox" and path.parent.parent in self._owners:
+                self._writing_at = time.monotonic()  # a writer's next message is on its way
             return
         parent = path.parent
         owner: str | None = None
@@ -274,6 +289,11 @@ class Sidecar:
             self._events_seen += 1
             self._pending.add(owner)
             self._cond.notify_all()
+
+    def _more_waiting(self) -> bool:
+        """Whether more mail is on its way (a hint, read without the lock): outboxes changed
+        since the pass began, or a writer wrote a temporary in one moments ago."""
+        return bool(self._pending) or time.monotonic() - self._writing_at < OWED_QUIET_SECONDS
 
     def _mark_dirty(self) -> None:
         with self._cond:
@@ -457,9 +477,10 @@ class Sidecar:
         retry_at: float | None = None
         bursting = False
         while not self.stop_event.is_set():
+            owed_at = max(time.monotonic(), self._writing_at) + OWED_QUIET_SECONDS if self.routing and self.router.owes() else math.inf
             with self._cond:
                 while not (self._pending or self._directory_dirty or self.stop_event.is_set()):
-                    wake = min(next_sweep, retry_at or next_sweep, self._next_sync)
+                    wake = min(next_sweep, retry_at or next_sweep, self._next_sync, owed_at)
                     remaining = wake - time.monotonic()
                     if remaining <= 0:
                         break
@@ -480,9 +501,11 @@ class Sidecar:
             try:
                 if dirty:
                     self._refresh()
+                if self.routing and not names and self.router.owes() and time.monotonic() >= max(owed_at, self._writing_at + OWED_QUIET_SECONDS):
+                    self._record(self.router.route_owed())  # the burst is over: its archive copies
                 if names and self.routing:
                     report = self.router.route_names(names)
-                    bursting = report.removed >= BURST_MESSAGES
+                    bursting = max(report.removed, report.delivered) >= BURST_MESSAGES
                     self._record(report)
                     if report.delivered or report.dead_letters:
                         self._missed_sweeps = 0  # events do arrive here
@@ -808,5 +831,10 @@ class Sidecar:
             where = f" on {self.url}" if self.url else ""
             self.log(f"needlecast: sidecar for {self.root} ready{where} (watcher: {self.watcher}, routing: {'on' if self.routing else 'off'})")
             self.loop()
+            if self.routing and self.router.owes():
+                try:
+                    self._record(self.router.route_owed())  # leave nothing set aside
+                except MossError as err:
+                    self._problem(err)
             self.log("needlecast: stopping")
         return 0

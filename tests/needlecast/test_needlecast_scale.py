@@ -489,3 +489,116 @@ def test_a_rotation_leaves_a_name_its_month_folder_holds_already(tmp_path: Path)
     assert moved == 5
     assert mailbox.message_names(box.archive_dir) == [first]  # nothing replaced: both stay
     assert (month / first).read_text().endswith("token: merged in\n")
+
+
+# --------------------------------------------------------------------------- archive copies a busy pass puts off
+
+FIXED = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
+
+
+def _burst_scenario(root: Path, count: int = 12) -> None:
+    """bob (v2, archive top one short of TOP) with `count` messages written as `send --batch`
+    writes them, to carol and some to alice as well; alice and carol v2."""
+    for name in ("alice", "bob", "carol"):
+        mailbox.init_mailbox(root / name, "v2")
+    prefill_archive(Mailbox(root / "bob"), "bob", "v2", TOP - 1)
+    batch = [
+        Message(id=f"b{n}", sender="bob", to=("carol", "alice") if n % 3 == 0 else ("carol",), type="task", time="2026-03-01T09:00:00Z", body=f"token: b{n}\n")
+        for n in range(count)
+    ]
+    mailbox.append_outbox_many(Mailbox(root / "bob"), batch, FIXED)
+
+
+def _archive_files(root: Path, name: str) -> dict[str, bytes]:
+    folder = Mailbox(root / name).archive_dir
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.md"))}
+
+
+def _busy_then_quiet(root: Path) -> None:
+    """A pass while more mail waits (it puts its archive copies off), then the pass once quiet."""
+    busy = [True]
+    router = Router(root, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    router.route_names({"bob"})
+    busy[0] = False
+    router.route_owed()
+
+
+def test_a_busy_pass_delivers_first_and_a_quiet_one_archives_as_a_plain_pass_would(tmp_path: Path) -> None:
+    plain, deferred = tmp_path / "plain", tmp_path / "deferred"
+    _burst_scenario(plain)
+    _burst_scenario(deferred)
+    Router(plain, archive_top_files=TOP, clock=lambda: FIXED).route_all()
+
+    busy = [True]
+    router = Router(deferred, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    router.route_all()  # the first pass of a process (a full one)
+    bob = Mailbox(deferred / "bob")
+    # Delivered (and journaled) while busy; the outbox files wait aside for their archive copies.
+    assert sorted(tokens(mailbox.read_inbox(Mailbox(deferred / "carol"))).elements()) == sorted(f"b{n}" for n in range(12))
+    assert sorted(tokens(mailbox.read_archive(bob, "bob"))) == sorted(f"old-bob-{n}" for n in range(TOP - 1))
+    assert mailbox.read_outbox(bob, "bob").entries == ()
+    assert len([n for n in os.listdir(bob.outbox_dir) if ".tmp-aside-" in n]) == 12
+    assert router.owes()
+    # Another pass while still busy, for another sender, keeps them aside (recovery leaves them).
+    router.route_names({"bob", "carol"})
+    assert len([n for n in os.listdir(bob.outbox_dir) if ".tmp-aside-" in n]) == 12
+    busy[0] = False
+    router.route_owed()
+    assert not router.owes()
+    for name in ("alice", "bob", "carol"):
+        assert _rotation_outcome(deferred)[f"{name}:inbox"] == _rotation_outcome(plain)[f"{name}:inbox"]
+    assert _rotation_outcome(deferred) == _rotation_outcome(plain)
+    # The same archive files, byte for byte and in the same folders (the rotation ran too).
+    assert _archive_files(deferred, "bob") == _archive_files(plain, "bob")
+    assert any("/" in name for name in _archive_files(deferred, "bob"))
+
+
+def test_a_router_in_another_process_routes_what_a_busy_pass_set_aside_exactly_once(tmp_path: Path) -> None:
+    """`route --once` beside a sidecar whose busy pass left archive copies to write: it puts the
+    files set aside back and routes them (each inbox and the archive take them once); the
+    sidecar's pass that then writes what it owed writes nothing twice."""
+    root = tmp_path / "envoy"
+    _burst_scenario(root)
+    busy = [True]
+    sidecar_router = Router(root, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    sidecar_router.route_names({"bob"})
+    assert sidecar_router.owes()
+    Router(root, archive_top_files=TOP).route_all()  # another process: it knows nothing owed
+    busy[0] = False
+    sidecar_router.route_owed()
+    outcome = _rotation_outcome(root)
+    assert outcome["carol:inbox"] == sorted(f"b{n}" for n in range(12))
+    assert outcome["alice:inbox"] == sorted(f"b{n}" for n in range(0, 12, 3))
+    assert outcome["bob:archived"] == sorted([f"old-bob-{n}" for n in range(TOP - 1)] + [f"b{n}" for n in range(12)])
+    assert outcome["bob:outbox"] == [] and outcome["bob:litter"] == [] and outcome["bob:dead"] == 0
+
+
+@pytest.mark.slow  # two routing passes per crash point
+def test_a_put_off_archive_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """The busy pass (deliveries only) and the quiet pass that archives, killed before each of
+    their durable system calls (and again at the same point of the recovery): after a plain
+    router's recovery passes, everything is where a router that never put anything off leaves
+    it, each message once."""
+    start = tmp_path / "start"
+    _burst_scenario(start)
+    reference = tmp_path / "reference"
+    shutil.copytree(start, reference)
+    _route(reference)
+    _route(reference)
+    expected = _rotation_outcome(reference)
+    assert expected["carol:inbox"] == sorted(f"b{n}" for n in range(12))
+    step = 0
+    while True:
+        step += 1
+        run = tmp_path / f"run-{step}"
+        shutil.copytree(start, run)
+        crashed = killed_at(step, DURABLE_CALLS, lambda r=run: _busy_then_quiet(r))  # type: ignore[misc]
+        if crashed:
+            killed_at(step, DURABLE_CALLS, lambda r=run: _busy_then_quiet(r))  # type: ignore[misc]
+        _route(run)
+        _route(run)
+        assert _rotation_outcome(run) == expected, f"outcome differs after a kill at durable step {step}"
+        shutil.rmtree(run)
+        if not crashed:
+            break
+    assert step > 40  # both passes' steps were crash points
