@@ -170,11 +170,15 @@ class Router:
         archive_top_files: int = mailbox.ARCHIVE_TOP_FILES,
         archive_segment_bytes: int = mailbox.ARCHIVE_SEGMENT_BYTES,
         more_waiting: Callable[[], bool] | None = None,
+        writing: Callable[[], bool] | None = None,
     ) -> None:
         self.root = root.resolve()
         # Whether more mail waits to be routed (the sidecar's pending outboxes): while it does,
-        # a pass leaves its senders' archive rotation to a later pass (`_finish`).
+        # a pass leaves its senders' archive rotation to a later pass (`_rotate`), and, as while
+        # a writer is at work in an outbox (`writing`, the sidecar's hint), a burst's archive
+        # copies (`_defer`).
         self.more_waiting = more_waiting
+        self.writing = writing
         # When the senders' archives rotate (docs/formats.md, "Rotation"); tests set them low.
         self.archive_top_files = archive_top_files
         self.archive_segment_bytes = archive_segment_bytes
@@ -244,7 +248,7 @@ class Router:
         return self.route_senders([sleeve for sleeve, _works in self._owed.values()], settle_owed=True)
 
     def _busy(self) -> bool:
-        return self.more_waiting is not None and self.more_waiting()
+        return (self.more_waiting is not None and self.more_waiting()) or (self.writing is not None and self.writing())
 
     def _owed_count(self, root: Path) -> int:
         return sum(len(work.set_aside) for work in self._owed.get(root, (None, []))[1])

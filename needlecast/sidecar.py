@@ -322,7 +322,8 @@ class Sidecar:
             peers=self.peers,
             host_name=host_name or self.name,
             self_name=self.name,
-            more_waiting=self._more_waiting,
+            more_waiting=lambda: bool(self._pending),  # a hint, read without the lock
+            writing=lambda: time.monotonic() - self._writing_at < OWED_QUIET_SECONDS,
         )
         self.cache = PartCache(time.monotonic)
         self._status_lock = threading.Lock()  # HTTP workers share one cache
@@ -384,11 +385,6 @@ class Sidecar:
             self._events_seen += 1
             self._pending.add(owner)
             self._cond.notify_all()
-
-    def _more_waiting(self) -> bool:
-        """Whether more mail is on its way (a hint, read without the lock): outboxes changed
-        since the pass began, or a writer wrote a temporary in one moments ago."""
-        return bool(self._pending) or time.monotonic() - self._writing_at < OWED_QUIET_SECONDS
 
     def lost_events(self) -> None:
         """The kernel dropped events (its queue overflowed): route every sender, re-read the
