@@ -405,7 +405,9 @@ def archive_corpus(layout: str, archived: int) -> Path:
     time) and reused by later runs."""
     from needlecast import message as msg
 
-    cache = Path(tempfile.gettempdir()) / "needlecast-bench-corpus" / f"{layout}-{archived}"
+    # "-months": v2 copies in a folder per month; a cache an older bench wrote with every copy at
+    # the top is not reused (its first routing pass rotated all of them, 8 s at 100,000).
+    cache = Path(tempfile.gettempdir()) / "needlecast-bench-corpus" / (f"{layout}-{archived}-months" if layout == "v2" else f"{layout}-{archived}")
     if (cache / "complete").exists():
         return cache
     if cache.exists():
