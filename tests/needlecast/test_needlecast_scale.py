@@ -646,3 +646,42 @@ def test_a_sidecar_archives_what_a_burst_put_off_once_the_burst_is_over_and_befo
     assert max(archived.values()) == 1 and set(archived) == {f"r{r}-{n}" for r in range(2) for n in range(400)}
     got = tokens(mailbox.read_inbox(Mailbox(root / "bob")))
     assert max(got.values()) == 1 and len(got) == 800
+
+
+def test_the_sidecars_inotify_hears_new_mail_and_writers_not_messages_leaving(tmp_path: Path) -> None:
+    """The sidecar's own inotify reader (a real descriptor, real files): a message named in an
+    outbox calls a pass for its sender; a writer's temporary there says more mail is on its way
+    without calling one; a message renamed aside or deleted calls none."""
+    from needlecast.sidecar import Sidecar
+
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    outbox = Mailbox(root / "alice").outbox_dir
+    sidecar = Sidecar(root, serve_http=False, workspace_stats=lambda _root: None)
+    sidecar._refresh()
+    sidecar._start_observer(polling=False)
+
+    def writer_heard(name: str) -> None:
+        # A temporary written: once it is heard, every event before it was (one ordered queue).
+        before = sidecar._writing_at
+        (outbox / name).write_text("---\nid: t\nto: bob\n---\nhello\n")
+        wait_for(lambda: sidecar._writing_at > before, message="a writer's temporary heard")
+
+    try:
+        assert sidecar.watcher == "inotify"
+        writer_heard(".0001_a.md.tmp-1-ab")
+        assert not sidecar._pending  # more mail on its way, nothing to route yet
+        (outbox / ".0001_a.md.tmp-1-ab").rename(outbox / "0001_a.md")
+        wait_for(lambda: sidecar._pending == {"alice"}, message="a new message heard")
+        sidecar._pending.clear()
+        (outbox / "0001_a.md").rename(outbox / ".0001_a.md.tmp-aside-1-cd")  # a router setting it aside
+        (outbox / ".0001_a.md.tmp-aside-1-cd").unlink()
+        writer_heard(".0002_b.md.tmp-1-ef")
+        assert not sidecar._pending
+        (outbox / ".0002_b.md.tmp-1-ef").rename(outbox / "0002_b.md")
+        wait_for(lambda: sidecar._pending == {"alice"}, message="the next message heard")
+        sidecar._pending.clear()
+        (outbox / "0002_b.md").unlink()  # by hand
+        writer_heard(".0003_c.md.tmp-1-01")
+        assert not sidecar._pending
+    finally:
+        sidecar._stop_observer()
