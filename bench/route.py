@@ -26,7 +26,9 @@ and size in `$TMPDIR/needlecast-bench-corpus/`, copied for each run), beside the
 directory with empty archives measured in the same run: the p95 ratio is the growth with
 history. Its burst is written as a batch (`mailbox.append_outbox_many`, what `needlecast send
 --batch` does: one durable step for a sender's messages), end to end from the writer's start
-to the last delivery, beside the batched writer alone as its floor. `--json` prints the
+to the last delivery, beside the batched writer alone as its floor, and until the last
+message is archived and gone from the outboxes ("drain/s"; the sidecar's CPU counts until
+then). Each measurement's folder is deleted only when the run ends (`scratch`). `--json` prints the
 history rows as one JSON document after the tables. `rows(size)` gives bench/all.py the same
 figures with `size` archived messages, and `--rows-only [--sizes N...] [--json PATH] [--quick] [--baseline MOSS]`
 writes them for bench/all.py (ROWS_ARGS).
@@ -41,6 +43,7 @@ figures still vary from run to run, so `--repeat N` prints each figure's median 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import platform
@@ -402,7 +405,9 @@ def archive_corpus(layout: str, archived: int) -> Path:
     time) and reused by later runs."""
     from needlecast import message as msg
 
-    cache = Path(tempfile.gettempdir()) / "needlecast-bench-corpus" / f"{layout}-{archived}"
+    # "-months": v2 copies in a folder per month; a cache an older bench wrote with every copy at
+    # the top is not reused (its first routing pass rotated all of them, 8 s at 100,000).
+    cache = Path(tempfile.gettempdir()) / "needlecast-bench-corpus" / (f"{layout}-{archived}-months" if layout == "v2" else f"{layout}-{archived}")
     if (cache / "complete").exists():
         return cache
     if cache.exists():
@@ -466,30 +471,47 @@ def batch_burst(root: Path, count: int, seed: int, code: Path | None, prefix: st
     return expected, json.loads(process.stdout)
 
 
+_SCRATCH: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def scratch() -> Path:
+    """A fresh folder for one measurement of the history rows, deleted when the run ends
+    (`atexit`), not right after it. Deleting its thousands of files at once would slow the
+    next measurement's file creations: this VM's ext4 runs without a journal, and then a new
+    inode skips every inode of its block group freed in the last minute (docs/needlecast.md,
+    "Performance"), which made the end-to-end figure swing by half between turns with the
+    turn before it, not with the code measured."""
+    if not _SCRATCH:
+        atexit.register(lambda: [folder.cleanup() for folder in _SCRATCH])
+    _SCRATCH.append(tempfile.TemporaryDirectory(prefix="needlecast-bench-"))
+    return Path(_SCRATCH[-1].name)
+
+
 def history_row(layout: str, archived: int, args: argparse.Namespace, code: Path | None) -> dict[str, Any]:
     """Latency and a batched burst on the two-sleeve directory with `archived` messages in each
     archive: p50/p95 ms, the writer alone and end to end in messages/s, the sidecar's CPU."""
     names = list(HISTORY_SLEEVES)
     row: dict[str, Any] = {"layout": layout, "archived": archived, "code": "baseline" if code else "this"}
-    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
-        root = history_copy(layout, archived, Path(folder))
+    root = history_copy(layout, archived, scratch())
+    settle()
+    sidecar = start_sidecar(root, code)
+    try:
+        latency(root, names, 5, random.Random(args.seed), prefix="warm")
+        values = latency(root, names, args.messages, random.Random(args.seed + 1))
         settle()
-        sidecar = start_sidecar(root, code)
-        try:
-            latency(root, names, 5, random.Random(args.seed), prefix="warm")
-            values = latency(root, names, args.messages, random.Random(args.seed + 1))
-            settle()
-            before = process_cpu(sidecar.pid)
-            expected, report = batch_burst(root, args.burst, args.seed, code, "hburst")
-            start = report["start"]
-            running, _ = wait_history_burst(root, expected, start, "hburst")
-            after = process_cpu(sidecar.pid)
-        finally:
-            stop_sidecar(sidecar)
-    with tempfile.TemporaryDirectory(prefix="needlecast-bench-") as folder:
-        root = history_copy(layout, archived, Path(folder))
-        settle()
-        _expected, alone = batch_burst(root, args.burst, args.seed, code, "hburst")
+        before = process_cpu(sidecar.pid)
+        expected, report = batch_burst(root, args.burst, args.seed, code, "hburst")
+        start = report["start"]
+        running, _ = wait_history_burst(root, expected, start, "hburst")
+        # The sidecar's CPU counts until every message is archived and gone from the outboxes
+        # (a busy pass may leave its archive copies until the burst is over).
+        drained = wait_drained(root, start)
+        after = process_cpu(sidecar.pid)
+    finally:
+        stop_sidecar(sidecar)
+    root = history_copy(layout, archived, scratch())
+    settle()
+    _expected, alone = batch_burst(root, args.burst, args.seed, code, "hburst")
     row.update(
         p50_ms=statistics.median(values) if values else None,
         p95_ms=percentile(values, 0.95) if values else None,
@@ -497,9 +519,29 @@ def history_row(layout: str, archived: int, args: argparse.Namespace, code: Path
         batched=report["batched"],
         writer_alone_per_s=args.burst / (alone["end"] - alone["start"]),
         end_to_end_per_s=args.burst / running,
+        drained_per_s=args.burst / drained,
         sidecar_cpu_ms_per_message=None if after is None or before is None else (after - before) * 1000 / args.burst,
     )
     return row
+
+
+def wait_drained(root: Path, start: float) -> float:
+    """Wait until no sender's outbox holds a message, set aside or not; return the seconds
+    since `start`."""
+    deadline = time.monotonic() + 300
+    while True:
+        waiting = []
+        for sender in HISTORY_SLEEVES:
+            box = Mailbox(root / sender)
+            if box.outbox_dir.is_dir():
+                waiting += [name for name in os.listdir(box.outbox_dir) if name.endswith(".md") or ".md.tmp-aside-" in name]
+            elif pending_in_outbox(box):
+                waiting.append(sender)
+        if not waiting:
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise SystemExit(f"outboxes not drained within 300 s: {waiting[:5]}")
+        time.sleep(0.002)
 
 
 def wait_history_burst(root: Path, expected: dict[str, int], start: float, prefix: str) -> tuple[float, float]:
@@ -524,7 +566,7 @@ def wait_history_burst(root: Path, expected: dict[str, int], start: float, prefi
 def print_history(rows: list[dict[str, Any]]) -> None:
     """The history table: each row beside the same code and layout with empty archives."""
     print(
-        f"{'code':<10}{'layout':<8}{'archived':>9}{'p50 ms':>8}{'p95 ms':>8}{'p95 ratio':>10}{'alone/s':>9}{'e2e/s':>8}{'e2e ratio':>10}{'cpu ms':>8}{'batched':>8}"
+        f"{'code':<10}{'layout':<8}{'archived':>9}{'p50 ms':>8}{'p95 ms':>8}{'p95 ratio':>10}{'alone/s':>9}{'e2e/s':>8}{'e2e ratio':>10}{'drain/s':>9}{'cpu ms':>8}{'batched':>8}"
     )
     floors = {(row["code"], row["layout"]): row for row in rows if row["archived"] == 0}
     for row in rows:
@@ -535,7 +577,7 @@ def print_history(rows: list[dict[str, Any]]) -> None:
         print(
             f"{row['code']:<10}{row['layout']:<8}{row['archived']:>9}{row['p50_ms']:>8.1f}{row['p95_ms']:>8.1f}"
             f"{(row['p95_ratio'] or 0):>10.2f}{row['writer_alone_per_s']:>9.0f}{row['end_to_end_per_s']:>8.0f}"
-            f"{row['end_to_end_ratio_to_alone']:>10.2f}{'-' if cpu is None else f'{cpu:.2f}':>8}{'yes' if row['batched'] else 'no':>8}"
+            f"{row['end_to_end_ratio_to_alone']:>10.2f}{row['drained_per_s']:>9.0f}{'-' if cpu is None else f'{cpu:.2f}':>8}{'yes' if row['batched'] else 'no':>8}"
         )
 
 
@@ -555,7 +597,7 @@ def table_rows(size: int, turns: int = 3, baseline: Path | None = None) -> list[
 
     args = argparse.Namespace(messages=80, burst=1000, seed=7)
     result: list[Any] = []
-    keys = ("p95_ms", "end_to_end_per_s", "writer_alone_per_s")
+    keys = ("p95_ms", "end_to_end_per_s", "writer_alone_per_s", "drained_per_s", "sidecar_cpu_ms_per_message")
     builds: list[tuple[str, Path | None]] = [("this", None)] + ([("baseline", baseline)] if baseline is not None else [])
     for layout in ("v1", "v2"):
         empties: dict[str, list[dict[str, Any]]] = {label: [] for label, _code in builds}
@@ -565,8 +607,8 @@ def table_rows(size: int, turns: int = 3, baseline: Path | None = None) -> list[
                 empties[label].append(history_row(layout, 0, args, code))
                 fulls[label].append(history_row(layout, size, args, code))
         for label, _code in builds:
-            empty = {key: statistics.median(row[key] for row in empties[label]) for key in keys}
-            full = {key: statistics.median(row[key] for row in fulls[label]) for key in keys}
+            empty = {key: statistics.median((row[key] or 0.0) for row in empties[label]) for key in keys}
+            full = {key: statistics.median((row[key] or 0.0) for row in fulls[label]) for key in keys}
             result.append(
                 shared.Row(
                     f"route p95, {layout}, archived vs empty",
@@ -592,7 +634,7 @@ def table_rows(size: int, turns: int = 3, baseline: Path | None = None) -> list[
                     floor=full["writer_alone_per_s"],
                     floor_name="the batched writer alone",
                     build=label,
-                    note=f"1,000 messages; medians of {turns} turns",
+                    note=f"1,000 messages; medians of {turns} turns; archived and drained at {full['drained_per_s']:,.0f} msg/s, sidecar CPU {full['sidecar_cpu_ms_per_message']:.2f} ms/msg",
                 )
             )
     return result

@@ -28,7 +28,7 @@ import secrets
 import stat
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -1331,11 +1331,13 @@ def put_back_aside(box: Mailbox, set_aside: Mapping[Path, str]) -> None:
         _restore(box.outbox_dir / name, source.name)
 
 
-def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *, thorough: bool = True) -> None:
+def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *, thorough: bool = True, keep: Set[str] = frozenset()) -> None:
     """Finish what a killed router left half done in one workspace (the caller holds the
     sender's route lock): fold interrupted rewrites of `outbox.md` and `inbox.md` back in, put
-    back v2 outbox files set aside but not yet checked, and (when `thorough`) clear dead
-    writers' temporaries from the file-per-message folders, which can be long to list."""
+    back v2 outbox files set aside but not yet checked (except the names in `keep`: the
+    caller's own, delivered and waiting for their archive copies), and (when `thorough`)
+    clear dead writers' temporaries from the file-per-message folders, which can be long to
+    list."""
     names = list_names(box.dir)
     folds = ((box.outbox_file, outbox_merge(done, sender), outbox_settled(done, sender)), (box.inbox_file, inbox_merge, None))
     for path, merge, settled in folds:
@@ -1345,7 +1347,7 @@ def recover_mailbox(box: Mailbox, done: Callable[[Entry], bool], sender: str, *,
     outbox_names = list_names(box.outbox_dir)
     for name in outbox_names:
         match = LEFTOVER.match(name)
-        if not match or match.group("kind") != "aside":
+        if not match or match.group("kind") != "aside" or name in keep:
             continue
         moved = box.outbox_dir / name
         data = read_if_any(moved)

@@ -47,6 +47,11 @@ _T = TypeVar("_T")
 # While more mail waits, a pass may leave its senders' archive tops unrotated up to this many
 # times their limit (docs/formats.md, "Rotation").
 ROTATION_PUT_OFF = 4
+# While more mail waits, a pass of at least ARCHIVE_PUT_OFF_FROM linked deliveries may leave
+# their archive copies (and so their removal from the outbox) to a later pass, up to this many
+# messages a sender: the next deliveries do not wait behind a burst's archive files.
+ARCHIVE_PUT_OFF = 2048
+ARCHIVE_PUT_OFF_FROM = 8
 
 
 @dataclass(slots=True)
@@ -107,6 +112,9 @@ class _Pass:
     batched: set[str] = field(default_factory=set)  # keys archived in the pass's batch
     unarchived: set[str] = field(default_factory=set)  # keys whose archive file the batch failed to write
     set_aside: dict[Path, str] = field(default_factory=dict)  # outbox files set aside, linked as a delivered copy: source -> name aside
+    sleeve: Sleeve | None = None  # where `box` is, as the directory named it
+    deferred: bool = False  # delivered and journaled; archiving and removal left to a later pass (`Router._owed`)
+    owed: bool = False  # a deferred pass taken up again: only its archiving and removal remain
 
 
 @dataclass(slots=True)
@@ -162,11 +170,15 @@ class Router:
         archive_top_files: int = mailbox.ARCHIVE_TOP_FILES,
         archive_segment_bytes: int = mailbox.ARCHIVE_SEGMENT_BYTES,
         more_waiting: Callable[[], bool] | None = None,
+        writing: Callable[[], bool] | None = None,
     ) -> None:
         self.root = root.resolve()
         # Whether more mail waits to be routed (the sidecar's pending outboxes): while it does,
-        # a pass leaves its senders' archive rotation to a later pass (`_finish`).
+        # a pass leaves its senders' archive rotation to a later pass (`_rotate`), and, as while
+        # a writer is at work in an outbox (`writing`, the sidecar's hint), a burst's archive
+        # copies (`_defer`).
         self.more_waiting = more_waiting
+        self.writing = writing
         # When the senders' archives rotate (docs/formats.md, "Rotation"); tests set them low.
         self.archive_top_files = archive_top_files
         self.archive_segment_bytes = archive_segment_bytes
@@ -183,6 +195,10 @@ class Router:
         # own changes and listed again when someone else changed the folder, or at a full pass.
         self._archive_tops: dict[Path, mailbox.ArchiveTop] = {}
         self._rotation_owed: set[Path] = set()  # senders whose rotation a busy pass put off
+        # Passes whose deliveries are made and journaled but whose archive copies a busy pass put
+        # off, by sender: their outbox files stay set aside (hidden from `read_outbox`, kept by
+        # `recover_mailbox`) until a later pass archives and removes them (`route_senders`).
+        self._owed: dict[Path, tuple[Sleeve, list[_Pass]]] = {}
         self.directory: Directory | None = None
 
     # ----------------------------------------------------------------- directory
@@ -208,18 +224,34 @@ class Router:
     def route_all(self) -> RouteReport:
         """One pass over every sender. Registry errors raise; per-sender failures are reported.
 
-        Also re-checks every sender's folders for what killed writers left behind.
+        Also re-checks every sender's folders for what killed writers left behind, and writes
+        the archive copies busy passes put off.
         """
         self.refresh()
         self._recovered.clear()
         self._archive_tops.clear()
-        return self.route_senders(self.senders())
+        return self.route_senders(self.senders(), settle_owed=True)
 
     def route_names(self, names: set[str]) -> RouteReport:
         """One pass over the named senders only (those whose outbox changed)."""
         directory = self.directory or self.refresh()
         chosen = [directory.get(name) for name in sorted(names)]
         return self.route_senders([s for s in chosen if s is not None and s.path is not None and s.problem is None and not s.remote])
+
+    def owes(self) -> bool:
+        """Whether a busy pass left archive copies to write (`route_owed` writes them)."""
+        return bool(self._owed)
+
+    def route_owed(self) -> RouteReport:
+        """One pass that archives and removes what busy passes delivered (and routes whatever
+        else those senders' outboxes hold)."""
+        return self.route_senders([sleeve for sleeve, _works in self._owed.values()], settle_owed=True)
+
+    def _busy(self) -> bool:
+        return (self.more_waiting is not None and self.more_waiting()) or (self.writing is not None and self.writing())
+
+    def _owed_count(self, root: Path) -> int:
+        return sum(len(work.set_aside) for work in self._owed.get(root, (None, []))[1])
 
     def _journal(self, box: Mailbox) -> Journal:
         journal = self._journals.get(box.journal)
@@ -236,7 +268,7 @@ class Router:
         """Route one local sender's outbox; failures become problems in the report."""
         return self.route_senders([sleeve])
 
-    def route_senders(self, sleeves: list[Sleeve]) -> RouteReport:
+    def route_senders(self, sleeves: list[Sleeve], *, settle_owed: bool | None = None) -> RouteReport:
         """Route the outboxes of local senders in one pass; failures become problems.
 
         The senders' route locks are taken in path order and held for the pass. The pass is
@@ -246,15 +278,29 @@ class Router:
         and the outbox folders; each step is one syncfs or fsyncs issued together
         (`shared_file.fsync_all`). A removal is only ever made after the files it routed are
         durable under their names.
+
+        While more mail waits (`more_waiting`), a pass of linked deliveries may stop after the
+        third step, leaving its archive copies and removals to a later pass (`_owed`): one that
+        finds no more mail waiting (`settle_owed`, by default; `route_owed`), a full pass, or a
+        sender's pass once it owes ARCHIVE_PUT_OFF messages.
         """
         total = RouteReport()
         directory = self.directory or self.refresh()
+        if settle_owed is None:
+            settle_owed = not self._busy()
+        if settle_owed and self._owed:
+            chosen = {str(sleeve.path): sleeve for sleeve in sleeves}
+            for sleeve, _works in self._owed.values():
+                chosen.setdefault(str(sleeve.path), sleeve)
+            sleeves = list(chosen.values())
         works: list[_Pass] = []
         rotations: list[tuple[Mailbox, str, bool]] = []  # of senders with nothing to route
         with ExitStack() as stack:
             for sleeve in sorted(sleeves, key=lambda s: str(s.path)):
                 report = RouteReport(senders=1)
-                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack, rotations))
+                owed: list[_Pass] = []
+                work = self._guarded(sleeve.name, report, partial(self._prepare, sleeve, report, stack, rotations, owed, settle_owed))
+                works.extend(owed)  # before the sender's new work: the older deliveries are archived first
                 if work is None:
                     total.add(report)
                 else:
@@ -264,6 +310,7 @@ class Router:
             settle: list[Path] = []
             for work in works:
                 self._guarded(work.sender, work.report, partial(self._finish, work, settle))
+            self._rotate_after(works)
             if settle:
                 try:
                     shared_file.make_durable(settle)
@@ -291,13 +338,24 @@ class Router:
             say(self.log, "error", f"needlecast: {sender}: {failure}")
         return None
 
-    def _prepare(self, sleeve: Sleeve, report: RouteReport, stack: ExitStack, rotations: list[tuple[Mailbox, str, bool]]) -> _Pass | None:
+    def _prepare(
+        self,
+        sleeve: Sleeve,
+        report: RouteReport,
+        stack: ExitStack,
+        rotations: list[tuple[Mailbox, str, bool]],
+        owed: list[_Pass],
+        settle_owed: bool,
+    ) -> _Pass | None:
         """Take the sender's route lock (held until the pass ends), finish what a killed router
         left, read the outbox and plan each entry; None when there is nothing to route (adding
-        to `rotations` a rotation the archive top is due: (box, sender, whether it is a must))."""
+        to `rotations` a rotation the archive top is due: (box, sender, whether it is a must)).
+        Adds to `owed` the sender's passes whose archiving this pass takes up again: with
+        `settle_owed`, or once they hold ARCHIVE_PUT_OFF messages."""
         assert sleeve.path is not None
         box = Mailbox(sleeve.path)
         if not box.exists():
+            self._owed.pop(box.root, None)  # gone, with whatever was set aside in it
             return None
         fs.ensure_ignored(box.state_dir)  # per-machine state: ignored by git even where .gitignore lacks the lines
         stack.enter_context(fs.locked(box.state_dir / "route"))
@@ -305,11 +363,20 @@ class Router:
         sender = sleeve.name
         done = _done_by(journal)
         thorough = box.root not in self._recovered
-        mailbox.recover_mailbox(box, done, sender, thorough=thorough)
+        # This process's own passes owe the files it set aside: recovery leaves them alone.
+        keep = {name for work in self._owed.get(box.root, (None, []))[1] for name in work.set_aside.values()}
+        mailbox.recover_mailbox(box, done, sender, thorough=thorough, keep=keep)
         self._recovered.add(box.root)
+        if box.root in self._owed and (settle_owed or self._owed_count(box.root) >= ARCHIVE_PUT_OFF):
+            for work in self._owed.pop(box.root)[1]:
+                # Its deliveries and their journal records are made: archive and remove.
+                work.report, work.events, work.deferred, work.owed = RouteReport(), [], False, True
+                owed.append(work)
         scan = mailbox.read_outbox(box, sender)
         report.unsettled = scan.unsettled
         if not scan.entries:
+            if owed:
+                return None  # rotated with the owed passes (`_rotate_after`)
             if (thorough or box.root in self._rotation_owed) and box.archive_dir.is_dir():
                 # A pass killed after its last removal and before its rotation left nothing to
                 # route, and so no pass to rotate: the first pass of a process, and each full
@@ -321,7 +388,7 @@ class Router:
         now = self.clock()
         stamp = format_time(now)
         directory = self.directory or self.refresh()
-        work = _Pass(sender, box, journal, now, stamp, report)
+        work = _Pass(sender, box, journal, now, stamp, report, sleeve=sleeve)
         work.plans = [(entry, plan_entry(entry, sender, directory, journal.get(entry.key), stamp)) for entry in scan.entries]
         work.delivered = {entry.key: set(plan.delivered) for entry, plan in work.plans}
         return work
@@ -333,6 +400,12 @@ class Router:
         if events:
             work.journal.write(events, durable=False)
             settle.append(work.journal.path)
+        if work.deferred:
+            # Delivered, and the journal says so once `settle` is durable; the outbox files stay
+            # set aside until a later pass archives them (`_prepare`).
+            assert work.sleeve is not None
+            self._owed.setdefault(work.box.root, (work.sleeve, []))[1].append(work)
+            return
         self._dead_letters(work)
         finished = self._archive(work)
         removed = {entry.source for entry in finished}
@@ -343,11 +416,24 @@ class Router:
             if any(entry.source != work.box.outbox_file for entry in finished):
                 settle.append(work.box.outbox_dir)
             work.report.removed += len(finished)
-        if work.box.archive_dir.is_dir():
-            # Every entry this pass read stays at the archive's top: one not removed yet may be
-            # archived there already, and the next pass looks for it there.
-            self._rotate(work.box, [entry for entry, _plan in work.plans], work.sender)
         self._maybe_compact(work.journal, work.box, work.sender, work.now)
+
+    def _rotate_after(self, works: list[_Pass]) -> None:
+        """Rotate the archive top of each sender the pass routed, after all its removals. Every
+        entry the pass read (of each of the sender's passes, and of those owed) stays at the top:
+        one not removed yet may be archived there already, and the next pass looks for it
+        there."""
+        boxes: dict[Path, tuple[_Pass, list[Entry]]] = {}
+        for work in works:
+            if not work.deferred:
+                boxes.setdefault(work.box.root, (work, []))
+        for work in works:
+            if work.box.root in boxes:
+                boxes[work.box.root][1].extend(entry for entry, _plan in work.plans)
+        for root, (work, pending) in boxes.items():
+            pending.extend(entry for owed in self._owed.get(root, (None, []))[1] for entry, _plan in owed.plans)
+            if work.box.archive_dir.is_dir():
+                self._guarded(work.sender, work.report, partial(self._rotate, work.box, pending, work.sender))
 
     def _rotate(self, box: Mailbox, pending: list[Entry], sender: str, *, must: bool = False) -> None:
         """Rotate the sender's archive top (`mailbox.rotate_archive_folder`, keeping `pending`
@@ -372,6 +458,8 @@ class Router:
         part later (`_finish`)."""
         by_recipient: dict[str, list[tuple[_Pass, Entry, EntryPlan]]] = {}
         for work in works:
+            if work.owed:
+                continue  # delivered by the pass that owes its archiving
             for entry, plan in work.plans:
                 for name in plan.deliver_to:
                     by_recipient.setdefault(name, []).append((work, entry, plan))
@@ -460,6 +548,10 @@ class Router:
                     ],
                     settle=False,
                 )
+                if len(linked) >= ARCHIVE_PUT_OFF_FROM and self._busy():
+                    kept = [(work, ready, files) for (work, ready), files in zip(archiving, groups[len(inbox_groups) :], strict=True) if not self._defer(work)]
+                    archiving = [(work, ready) for work, ready, _files in kept]
+                    groups = inbox_groups + [files for _work, _ready, files in kept]
                 shared_file.create_in_folders(groups[len(inbox_groups) :], settle=False)
                 # A linked file's bytes are made durable here too: its writer may not have (a
                 # file written by hand), and its outbox name goes once this step is done.
@@ -468,6 +560,7 @@ class Router:
             except (MossError, OSError) as exc:
                 # Nothing was journaled: the next pass finds what is in place and does the rest.
                 for work in works:
+                    work.deferred = False
                     self._put_back(work)
                 for work, _ready in archiving:
                     self._archive_tops.pop(work.box.root, None)  # some files may be in place
@@ -521,6 +614,20 @@ class Router:
                 if done is not None:
                     linked.add((group, number))
         return linked
+
+    def _defer(self, work: _Pass) -> bool:
+        """Whether a busy pass leaves `work`'s archive copies to a later pass (and marks it so):
+        only a sender's new pass whose every entry was delivered by a link from its outbox file
+        set aside, needing nothing else (no dead letter, nobody held, no clash), within the
+        sender's ARCHIVE_PUT_OFF."""
+        if work.owed or work.held or work.conflicts or work.unarchived:
+            return False
+        if any(plan.dead or plan.remove_only or plan.held is not None or entry.source not in work.set_aside for entry, plan in work.plans):
+            return False
+        if self._owed_count(work.box.root) + len(work.set_aside) > ARCHIVE_PUT_OFF:
+            return False
+        work.deferred = True
+        return True
 
     def _put_back(self, work: _Pass) -> None:
         """Put the sender's outbox files set aside for this pass back under their names."""
@@ -636,4 +743,5 @@ class Router:
 
     def _maybe_compact(self, journal: Journal, box: Mailbox, sender: str, now: datetime) -> None:
         if journal.oversized():
-            journal.compact({entry.key for entry in mailbox.read_outbox(box, sender).entries}, now)
+            owed = {entry.key for work in self._owed.get(box.root, (None, []))[1] for entry, _plan in work.plans}
+            journal.compact({entry.key for entry in mailbox.read_outbox(box, sender).entries} | owed, now)

@@ -113,6 +113,11 @@ class Inotify:
                 found.append((wd, mask, os.fsdecode(data[offset : offset + length].rstrip(b"\0"))))
                 offset += length
 
+    def remove(self, wd: int) -> None:
+        """Stop the watch `wd` (nothing when it is gone already)."""
+        assert self.fd is not None
+        self._remove(self.fd, wd)
+
     def close(self) -> None:
         if self.fd is not None:
             os.close(self.fd)

@@ -489,3 +489,199 @@ def test_a_rotation_leaves_a_name_its_month_folder_holds_already(tmp_path: Path)
     assert moved == 5
     assert mailbox.message_names(box.archive_dir) == [first]  # nothing replaced: both stay
     assert (month / first).read_text().endswith("token: merged in\n")
+
+
+# --------------------------------------------------------------------------- archive copies a busy pass puts off
+
+FIXED = datetime(2026, 3, 1, 10, 0, 0, tzinfo=UTC)
+
+
+def _burst_scenario(root: Path, count: int = 12) -> None:
+    """bob (v2, archive top one short of TOP) with `count` messages written as `send --batch`
+    writes them, to carol and some to alice as well; alice and carol v2."""
+    for name in ("alice", "bob", "carol"):
+        mailbox.init_mailbox(root / name, "v2")
+    prefill_archive(Mailbox(root / "bob"), "bob", "v2", TOP - 1)
+    batch = [
+        Message(id=f"b{n}", sender="bob", to=("carol", "alice") if n % 3 == 0 else ("carol",), type="task", time="2026-03-01T09:00:00Z", body=f"token: b{n}\n")
+        for n in range(count)
+    ]
+    mailbox.append_outbox_many(Mailbox(root / "bob"), batch, FIXED)
+
+
+def _archive_files(root: Path, name: str) -> dict[str, bytes]:
+    folder = Mailbox(root / name).archive_dir
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.md"))}
+
+
+def _busy_then_quiet(root: Path) -> None:
+    """A pass while more mail waits (it puts its archive copies off), then the pass once quiet."""
+    busy = [True]
+    router = Router(root, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    router.route_names({"bob"})
+    busy[0] = False
+    router.route_owed()
+
+
+def test_a_busy_pass_delivers_first_and_a_quiet_one_archives_as_a_plain_pass_would(tmp_path: Path) -> None:
+    plain, deferred = tmp_path / "plain", tmp_path / "deferred"
+    _burst_scenario(plain)
+    _burst_scenario(deferred)
+    Router(plain, archive_top_files=TOP, clock=lambda: FIXED).route_all()
+
+    busy = [True]
+    router = Router(deferred, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    router.route_all()  # the first pass of a process (a full one)
+    bob = Mailbox(deferred / "bob")
+    # Delivered (and journaled) while busy; the outbox files wait aside for their archive copies.
+    assert sorted(tokens(mailbox.read_inbox(Mailbox(deferred / "carol"))).elements()) == sorted(f"b{n}" for n in range(12))
+    assert sorted(tokens(mailbox.read_archive(bob, "bob"))) == sorted(f"old-bob-{n}" for n in range(TOP - 1))
+    assert mailbox.read_outbox(bob, "bob").entries == ()
+    assert len([n for n in os.listdir(bob.outbox_dir) if ".tmp-aside-" in n]) == 12
+    assert router.owes()
+    # Another pass while still busy, for another sender, keeps them aside (recovery leaves them).
+    router.route_names({"bob", "carol"})
+    assert len([n for n in os.listdir(bob.outbox_dir) if ".tmp-aside-" in n]) == 12
+    busy[0] = False
+    router.route_owed()
+    assert not router.owes()
+    for name in ("alice", "bob", "carol"):
+        assert _rotation_outcome(deferred)[f"{name}:inbox"] == _rotation_outcome(plain)[f"{name}:inbox"]
+    assert _rotation_outcome(deferred) == _rotation_outcome(plain)
+    # The same archive files, byte for byte and in the same folders (the rotation ran too).
+    assert _archive_files(deferred, "bob") == _archive_files(plain, "bob")
+    assert any("/" in name for name in _archive_files(deferred, "bob"))
+
+
+def test_a_router_in_another_process_routes_what_a_busy_pass_set_aside_exactly_once(tmp_path: Path) -> None:
+    """`route --once` beside a sidecar whose busy pass left archive copies to write: it puts the
+    files set aside back and routes them (each inbox and the archive take them once); the
+    sidecar's pass that then writes what it owed writes nothing twice."""
+    root = tmp_path / "envoy"
+    _burst_scenario(root)
+    busy = [True]
+    sidecar_router = Router(root, archive_top_files=TOP, clock=lambda: FIXED, more_waiting=lambda: busy[0])
+    sidecar_router.route_names({"bob"})
+    assert sidecar_router.owes()
+    Router(root, archive_top_files=TOP).route_all()  # another process: it knows nothing owed
+    busy[0] = False
+    sidecar_router.route_owed()
+    outcome = _rotation_outcome(root)
+    assert outcome["carol:inbox"] == sorted(f"b{n}" for n in range(12))
+    assert outcome["alice:inbox"] == sorted(f"b{n}" for n in range(0, 12, 3))
+    assert outcome["bob:archived"] == sorted([f"old-bob-{n}" for n in range(TOP - 1)] + [f"b{n}" for n in range(12)])
+    assert outcome["bob:outbox"] == [] and outcome["bob:litter"] == [] and outcome["bob:dead"] == 0
+
+
+@pytest.mark.slow  # two routing passes per crash point
+def test_a_put_off_archive_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """The busy pass (deliveries only) and the quiet pass that archives, killed before each of
+    their durable system calls (and again at the same point of the recovery): after a plain
+    router's recovery passes, everything is where a router that never put anything off leaves
+    it, each message once."""
+    start = tmp_path / "start"
+    _burst_scenario(start)
+    reference = tmp_path / "reference"
+    shutil.copytree(start, reference)
+    _route(reference)
+    _route(reference)
+    expected = _rotation_outcome(reference)
+    assert expected["carol:inbox"] == sorted(f"b{n}" for n in range(12))
+    step = 0
+    while True:
+        step += 1
+        run = tmp_path / f"run-{step}"
+        shutil.copytree(start, run)
+        crashed = killed_at(step, DURABLE_CALLS, lambda r=run: _busy_then_quiet(r))  # type: ignore[misc]
+        if crashed:
+            killed_at(step, DURABLE_CALLS, lambda r=run: _busy_then_quiet(r))  # type: ignore[misc]
+        _route(run)
+        _route(run)
+        assert _rotation_outcome(run) == expected, f"outcome differs after a kill at durable step {step}"
+        shutil.rmtree(run)
+        if not crashed:
+            break
+    assert step > 40  # both passes' steps were crash points
+
+
+def _aside(box: Mailbox) -> list[str]:
+    return [name for name in os.listdir(box.outbox_dir) if ".tmp-aside-" in name]
+
+
+@pytest.mark.slow  # a real sidecar routing two batches
+def test_a_sidecar_archives_what_a_burst_put_off_once_the_burst_is_over_and_before_it_stops(tmp_path: Path) -> None:
+    """No sweep comes (60 s): the pass that writes the archive copies a busy pass put off is
+    the sidecar's own, once no new mail has come for a moment; a sidecar stopped while it still
+    owes some writes them before it exits."""
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    alice = Mailbox(root / "alice")
+    sidecar = subprocess.Popen(
+        [str(BIN / "needlecast"), "sidecar", "--root", str(root), "--port", "0", "--no-index-watch", "--sweep", "60"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: (read_runtime(root) or {}).get("pid") == sidecar.pid, timeout=60, message="sidecar ready")
+        for round_number in range(2):
+            lines = [json.dumps({"to": ["bob"], "body": f"token: r{round_number}-{n}\n"}) for n in range(400)]
+            (tmp_path / "batch.jsonl").write_text("\n".join(lines) + "\n")
+            result = nc("send", "--batch", str(tmp_path / "batch.jsonl"), "--root", str(root / "alice"), cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+            if round_number == 0:
+                # (Read until equal: a read racing the rotation that follows can miss a file moving.)
+                first = Counter({f"r0-{n}": 1 for n in range(400)})
+                wait_for(
+                    lambda: not _aside(alice) and not mailbox.read_outbox(alice, "alice").entries and tokens(mailbox.read_archive(alice, "alice")) == first,
+                    timeout=60,
+                    message="the burst archived without a sweep",
+                )
+        wait_for(lambda: len(tokens(mailbox.read_inbox(Mailbox(root / "bob")))) == 800, timeout=60, message="the second burst delivered")
+    finally:
+        os.killpg(sidecar.pid, signal.SIGTERM)
+        sidecar.wait(timeout=30)
+    assert sidecar.returncode == 0
+    assert _aside(alice) == [] and not mailbox.read_outbox(alice, "alice").entries
+    archived = tokens(mailbox.read_archive(alice, "alice"))
+    assert max(archived.values()) == 1 and set(archived) == {f"r{r}-{n}" for r in range(2) for n in range(400)}
+    got = tokens(mailbox.read_inbox(Mailbox(root / "bob")))
+    assert max(got.values()) == 1 and len(got) == 800
+
+
+def test_the_sidecars_inotify_hears_new_mail_and_writers_not_messages_leaving(tmp_path: Path) -> None:
+    """The sidecar's own inotify reader (a real descriptor, real files): a message named in an
+    outbox calls a pass for its sender; a writer's temporary there says more mail is on its way
+    without calling one; a message renamed aside or deleted calls none."""
+    from needlecast.sidecar import Sidecar
+
+    root = envoy(tmp_path, "v2", ("alice", "bob"))
+    outbox = Mailbox(root / "alice").outbox_dir
+    sidecar = Sidecar(root, serve_http=False, workspace_stats=lambda _root: None)
+    sidecar._refresh()
+    sidecar._start_observer(polling=False)
+
+    def writer_heard(name: str) -> None:
+        # A temporary written: once it is heard, every event before it was (one ordered queue).
+        before = sidecar._writing_at
+        (outbox / name).write_text("---\nid: t\nto: bob\n---\nhello\n")
+        wait_for(lambda: sidecar._writing_at > before, message="a writer's temporary heard")
+
+    try:
+        assert sidecar.watcher == "inotify"
+        writer_heard(".0001_a.md.tmp-1-ab")
+        assert not sidecar._pending  # more mail on its way, nothing to route yet
+        (outbox / ".0001_a.md.tmp-1-ab").rename(outbox / "0001_a.md")
+        wait_for(lambda: sidecar._pending == {"alice"}, message="a new message heard")
+        sidecar._pending.clear()
+        (outbox / "0001_a.md").rename(outbox / ".0001_a.md.tmp-aside-1-cd")  # a router setting it aside
+        (outbox / ".0001_a.md.tmp-aside-1-cd").unlink()
+        writer_heard(".0002_b.md.tmp-1-ef")
+        assert not sidecar._pending
+        (outbox / ".0002_b.md.tmp-1-ef").rename(outbox / "0002_b.md")
+        wait_for(lambda: sidecar._pending == {"alice"}, message="the next message heard")
+        sidecar._pending.clear()
+        (outbox / "0002_b.md").unlink()  # by hand
+        writer_heard(".0003_c.md.tmp-1-01")
+        assert not sidecar._pending
+    finally:
+        sidecar._stop_observer()
