@@ -6,6 +6,7 @@ in the same clock tick is still seen; and the index always equals a build from t
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -95,3 +96,30 @@ def test_a_refresh_that_stored_a_file_racy_does_not_remember_the_tree(tmp_path: 
     path.write_text(insight(4, "dingo"), encoding="utf-8")
     index.run(lambda view: None)
     equals_a_build(root, index)
+
+
+def test_refreshes_across_git_checkouts_equal_a_build_each_time(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    index = workspace(root)
+    folder = root / ".moss" / "insights"
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", *args], cwd=root, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("add", "-A", ".moss/insights")
+    git("commit", "-q", "-m", "twenty insights")
+    git("checkout", "-q", "-b", "other")
+    (folder / "INS-00002.md").write_text(insight(2, "wombat"), encoding="utf-8")
+    (folder / "INS-00009.md").unlink()
+    (folder / "INS-00200.md").write_text(insight(200, "numbat"), encoding="utf-8")
+    git("add", "-A", ".moss/insights")
+    git("commit", "-q", "-m", "one changed, one removed, one added")
+    for branch in ("main", "other", "main"):
+        git("checkout", "-q", branch)
+        older_than_the_racy_window(*folder.iterdir())
+        index.run(lambda view: None)
+        assert remembered(index) == {"": scan.walk(root, sources.default_registry()).fingerprint()}, branch
+        equals_a_build(root, index)
+        index.run(lambda view: None)  # the remembered tree: one fingerprint, the same answer
+        equals_a_build(root, index)
