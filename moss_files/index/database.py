@@ -18,7 +18,7 @@ import errno
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -752,7 +752,19 @@ class View:
             files = len(disk) if walked else self._file_count()
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
+        if fingerprint is not None:
+            self._remember_if_matched(fingerprint, scope or "", disk, (*plan.added, *plan.changed, *plan.removed))
         return report if walked else report._replace(files=self._file_count())
+
+    def _remember_if_matched(self, fingerprint: str, scope: str, disk: Mapping[str, Signature], differed: Sequence[str]) -> None:
+        """After this refresh's write, remember the walked tree when the index now holds
+        exactly its signatures: every path that differed is stored with the walked signature
+        (or gone from both), as every other path was when compared. Then the next walk of an
+        unchanged tree is one fingerprint, not a comparison of every file. A file stored
+        racy (no signature) or read anew because it changed after the walk does not match,
+        and the tree is not remembered."""
+        if self._cached_signatures(differed) == {path: disk[path] for path in differed if path in disk}:
+            self._remember_tree(fingerprint, scope)
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""

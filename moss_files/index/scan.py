@@ -49,7 +49,9 @@ def walk(root: Path, registry: Registry, *, stat: bool = True, under: str | None
     """Every file some source owns, with its signature (see `model.signature`); with `stat`
     false, the files alone (`sigs` empty), for a caller that takes each one's stat itself.
     With `under` (a folder relative to the root), the files of the whole walk that lie below
-    that folder, and no folder elsewhere is listed."""
+    that folder, and no folder elsewhere is listed. A file removed between its folder's
+    listing and its stat (another process saving it by remove and write) is left out, as gone:
+    a refresh drops its rows, and the next walk lists it again once it is back."""
     base = str(root)
     paths: list[str] = []
     sigs: list[int] = []
@@ -98,9 +100,12 @@ def walk(root: Path, registry: Registry, *, stat: bool = True, under: str | None
                     # checks are those of the general branch below, in another order.
                     if name[-3:] == ".md" and name[0] != "." and entry.is_file(follow_symlinks=False):
                         if takes_all or (route is not None and route.source_for(name) is not None):
-                            add_path(prefix + name)
                             if stat:
-                                add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+                                try:
+                                    add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)  # == signature(stat)
+                                except FileNotFoundError:
+                                    continue  # removed since the folder was listed: gone, as later walks find it
+                            add_path(prefix + name)
                         continue
                     if name[0] == ".":
                         continue  # temp and lock files, .gitkeep, per-machine state folders
@@ -110,9 +115,12 @@ def walk(root: Path, registry: Registry, *, stat: bool = True, under: str | None
                     elif entry.is_symlink() and entry.is_dir() and registry.descend(prefix + name):
                         links.append(prefix + name)
                     elif name.endswith(".md") and (takes_all or (route is not None and route.source_for(name) is not None)):
-                        add_path(prefix + name)
                         if stat:
-                            add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+                            try:
+                                add_sig(entry.stat(follow_symlinks=False).st_ctime_ns)
+                            except FileNotFoundError:
+                                continue
+                        add_path(prefix + name)
         except PermissionError:
             # A folder that may be listed but not looked into (read without search
             # permission): none of its files can be read, so the folder is the problem.
