@@ -721,6 +721,7 @@ class View:
             if fingerprint == matched.get(scope):
                 return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
             disk = tree.signatures()
+            version = self._data_version()
             below = {"low": f"{scope}/", "high": f"{scope}0"}  # '0' follows '/': every path below
             cached: dict[str, Signature] = dict(self.conn.execute("SELECT path, sig FROM files WHERE path > :low AND path < :high", below))
         elif paths is None:
@@ -729,15 +730,16 @@ class View:
             if fingerprint == matched.get(""):
                 return RefreshReport(files=len(tree.paths), seconds=time.perf_counter() - started)
             disk = tree.signatures()
+            version = self._data_version()
             cached = dict(self.conn.execute("SELECT path, sig FROM files"))
         else:
-            fingerprint = None
+            fingerprint = version = None
             disk = stat_paths(root, self.registry, paths)
             cached = self._cached_signatures(paths)
         plan = plan_refresh(disk, cached)
         if plan.empty:
             if fingerprint is not None:
-                self._remember_tree(fingerprint, scope or "")
+                self._remember_tree(fingerprint, scope or "", since=version)
             return RefreshReport(files=len(disk) if walked else self._file_count(), seconds=time.perf_counter() - started)
         stored = self._stored(plan.changed)
         reads: dict[str, FileRead] = {}
@@ -753,10 +755,10 @@ class View:
             return RefreshReport(files=files, touched=len(plan.changed), seconds=time.perf_counter() - started)
         report = self._apply(work, gone, reads, len(disk), started)
         if fingerprint is not None:
-            self._remember_if_matched(fingerprint, scope or "", disk, (*plan.added, *plan.changed, *plan.removed))
+            self._remember_if_matched(fingerprint, scope or "", disk, (*plan.added, *plan.changed, *plan.removed), since=version)
         return report if walked else report._replace(files=self._file_count())
 
-    def _remember_if_matched(self, fingerprint: str, scope: str, disk: Mapping[str, Signature], differed: Sequence[str]) -> None:
+    def _remember_if_matched(self, fingerprint: str, scope: str, disk: Mapping[str, Signature], differed: Sequence[str], *, since: int | None) -> None:
         """After this refresh's write, remember the walked tree when the index now holds
         exactly its signatures: every path that differed is stored with the walked signature
         (or gone from both), as every other path was when compared. Then the next walk of an
@@ -764,7 +766,7 @@ class View:
         racy (no signature) or read anew because it changed after the walk does not match,
         and the tree is not remembered."""
         if self._cached_signatures(differed) == {path: disk[path] for path in differed if path in disk}:
-            self._remember_tree(fingerprint, scope)
+            self._remember_tree(fingerprint, scope, since=since)
 
     def _cached_signatures(self, paths: Collection[str]) -> dict[str, Signature]:
         """The stored signatures of those of `paths` the index holds."""
@@ -778,13 +780,22 @@ class View:
     def _file_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM files").fetchone()[0])
 
-    def _remember_tree(self, fingerprint: str, scope: str = "") -> None:
+    def _data_version(self) -> int:
+        """SQLite's count of other connections' commits to the index, as this one sees it."""
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _remember_tree(self, fingerprint: str, scope: str = "", *, since: int | None = None) -> None:
         """Store the fingerprint of the tree (or of the folder `scope`'s tree) the index now
         matches exactly, if no other writer is busy (it only saves the next refresh a
-        comparison; it is never needed)."""
+        comparison; it is never needed). With `since` (`_data_version` before this refresh
+        read the stored signatures), only if no other connection has written the index since:
+        another writer's rows, stored from its own walk, may be older than this walk's."""
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
             self.conn.execute("BEGIN IMMEDIATE")
+            if since is not None and self._data_version() != since:
+                self.conn.execute("ROLLBACK")
+                return
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'tree'").fetchone()
             value = _tree_value({**_matched_trees(row[0] if row else None), scope: fingerprint})
             self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('tree', ?)", (value,))

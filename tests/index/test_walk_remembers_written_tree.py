@@ -6,6 +6,7 @@ in the same clock tick is still seen; and the index always equals a build from t
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -123,3 +124,28 @@ def test_refreshes_across_git_checkouts_equal_a_build_each_time(tmp_path: Path) 
         equals_a_build(root, index)
         index.run(lambda view: None)  # the remembered tree: one fingerprint, the same answer
         equals_a_build(root, index)
+
+
+def test_a_tree_is_not_remembered_when_another_connection_wrote_the_index_after_its_signatures_were_read(tmp_path: Path) -> None:
+    """Another process's refresh may store rows from a walk older than this one's (and every
+    write deletes the remembered tree); a refresh that read the stored signatures before that
+    write must not vouch for the tree it walked."""
+    root = tmp_path / "ws"
+    index = workspace(root)
+
+    def remember_with_no_other_write(view: database.View) -> None:
+        view._remember_tree("first", "", since=view._data_version())
+
+    index.run(remember_with_no_other_write, refresh=False)
+    assert remembered(index) == {"": "first"}
+
+    def remember_after_another_write(view: database.View) -> None:
+        since = view._data_version()
+        other = sqlite3.connect(index.path)  # another process's write, which forgets the tree
+        with other:
+            other.execute("DELETE FROM meta WHERE key = 'tree'")
+        other.close()
+        view._remember_tree("second", "", since=since)
+
+    index.run(remember_after_another_write, refresh=False)
+    assert remembered(index) == {}
