@@ -340,7 +340,7 @@ class CapsuleStore:
         from moss_files.index import capsule_keys as key_cache
 
         now_ns = time.time_ns()
-        learned = []
+        learned: list[key_cache.Learned] = []
         folders: dict[str, int | None] = {}
         lstat, digest_of, add, learn = os.lstat, fs.digest_of, learned.append, key_cache.Learned
         try:

@@ -733,7 +733,8 @@ class View:
             version = self._data_version()
             cached = dict(self.conn.execute("SELECT path, sig FROM files"))
         else:
-            fingerprint = version = None
+            fingerprint = None
+            version = None
             disk = stat_paths(root, self.registry, paths)
             cached = self._cached_signatures(paths)
         plan = plan_refresh(disk, cached)
