@@ -302,6 +302,15 @@ def _rotation_scenario(root: Path) -> None:
         (Mailbox(root / "bob").outbox_dir / f"000{n}_b{n}.md").write_text(f"---\nid: b{n}\nto: carol\n---\ntoken: b{n}\n")
 
 
+def _outcome_routed_twice(start: Path, reference: Path) -> dict[str, object]:
+    """What two plain router passes over a copy of `start` leave (`_rotation_outcome`): the
+    answer a kill sweep's every crash point must end at."""
+    shutil.copytree(start, reference)
+    _route(reference)
+    _route(reference)
+    return _rotation_outcome(reference)
+
+
 def _rotation_outcome(root: Path) -> dict[str, object]:
     result: dict[str, object] = {}
     for name in ("alice", "bob", "carol"):
@@ -329,10 +338,7 @@ def test_a_rotation_killed_at_any_durable_step_loses_and_duplicates_nothing(tmp_
     start = tmp_path / "start"
     _rotation_scenario(start)
     reference = tmp_path / "reference"
-    shutil.copytree(start, reference)
-    _route(reference)
-    _route(reference)
-    expected = _rotation_outcome(reference)
+    expected = _outcome_routed_twice(start, reference)
     assert expected["carol:inbox"] == sorted([f"a{n}" for n in range(5)] + [f"b{n}" for n in range(5)])
     assert expected["alice:archived"] == sorted([f"old-alice-{n}" for n in range(8)] + [f"a{n}" for n in range(5)])
     assert expected["bob:archived"] == sorted([f"old-bob-{n}" for n in range(9)] + [f"b{n}" for n in range(5)])
@@ -581,11 +587,7 @@ def test_a_put_off_archive_killed_at_any_durable_step_loses_and_duplicates_nothi
     it, each message once."""
     start = tmp_path / "start"
     _burst_scenario(start)
-    reference = tmp_path / "reference"
-    shutil.copytree(start, reference)
-    _route(reference)
-    _route(reference)
-    expected = _rotation_outcome(reference)
+    expected = _outcome_routed_twice(start, tmp_path / "reference")
     assert expected["carol:inbox"] == sorted(f"b{n}" for n in range(12))
     step = 0
     while True:
