@@ -208,22 +208,40 @@ def _decisions(root: Path) -> list[dict[str, Any]]:
 
 
 def _newest_capsule(root: Path) -> dict[str, Any] | None:
-    """The capsule file changed last (by its modification time), read for its title and time."""
-    best: tuple[int, Path] | None = None
-    for workspace in os.scandir(root / ".moss" / "capsules"):
-        if not workspace.is_dir() or workspace.name.startswith("."):
-            continue
-        for item in os.scandir(workspace.path):
-            if item.name.endswith(".md") and not item.name.startswith(".") and item.is_file():
-                mtime = item.stat().st_mtime_ns
-                if best is None or mtime > best[0]:
-                    best = (mtime, Path(item.path))
-    if best is None:
-        return None
-    from moss_files.foundation import fs
+    """The capsule file changed last (by its modification time), read for its title and time.
 
-    meta = fs.read_document(best[1]).meta
-    return {"workspace": best[1].parent.name, "name": best[1].stem, "title": meta.get("title"), "updated": meta.get("updated_at") or meta.get("updated")}
+    Capsules come and go while a session starts (another sleeve archives, renames or rewrites
+    one): a file or folder gone between its listing and its stat or read is left out, and the
+    next newest is read instead."""
+    from moss_files.foundation import fs
+    from moss_files.foundation.errors import NotFound
+
+    found: list[tuple[int, str]] = []
+    try:
+        workspaces = list(os.scandir(root / ".moss" / "capsules"))
+    except FileNotFoundError:
+        return None
+    for workspace in workspaces:
+        if workspace.name.startswith(".") or not workspace.is_dir():
+            continue
+        try:
+            with os.scandir(workspace.path) as items:
+                for item in items:
+                    if item.name.endswith(".md") and not item.name.startswith(".") and item.is_file():
+                        try:
+                            found.append((item.stat().st_mtime_ns, item.path))
+                        except FileNotFoundError:
+                            continue
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    for _mtime, name in sorted(found, reverse=True):
+        path = Path(name)
+        try:
+            meta = fs.read_document(path).meta
+        except NotFound:
+            continue
+        return {"workspace": path.parent.name, "name": path.stem, "title": meta.get("title"), "updated": meta.get("updated_at") or meta.get("updated")}
+    return None
 
 
 # --------------------------------------------------------------------------- pre-compact
