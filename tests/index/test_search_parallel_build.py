@@ -37,3 +37,30 @@ def test_a_parallel_build_equals_a_serial_one(tmp_path: Path) -> None:
 def test_small_trees_build_in_one_process() -> None:
     assert database.build_workers(database.PARALLEL_MIN_FILES - 1) == 1
     assert database.build_workers(database.PARALLEL_MIN_FILES) >= 1
+
+
+def test_workers_start_for_the_cores_nobody_else_uses_now() -> None:
+    # Two cores: idle, one other task running, a machine at a load of 8.
+    assert database.workers_for(2, 0) == 2
+    assert database.workers_for(2, 1) == 1
+    assert database.workers_for(2, 8) == 1
+    assert (database.workers_for(2, 0.3), database.workers_for(2, 0.7)) == (2, 1)  # a load average is fractional
+    assert database.workers_for(64, 0) == database.MAX_BUILD_WORKERS
+    # The fewest runnable seen decides: a task that ran for one reading only holds no core.
+    files = database.PARALLEL_MIN_FILES
+    cpus = len(database.os.sched_getaffinity(0))
+    assert database.build_workers(files, [cpus + 5, 0]) == database.workers_for(cpus, 0)
+    assert database.build_workers(files, [cpus + 5, None, cpus + 6]) == 1
+
+
+def test_the_runnable_count_comes_from_the_kernels_loadavg_line() -> None:
+    # The 1-minute load says 1.0 (the previous command), but only this reader runs now.
+    assert database.runnable_from(b"1.00 0.40 0.15 1/94 30314\n") == 0
+    assert database.runnable_from(b"7.90 8.10 7.00 9/412 1200\n") == 8
+    assert database.runnable_from(b"0.00 0.00 0.00\n") is None
+    assert database.runnable_from(b"0.00 0.00 0.00 x/94 1\n") is None
+    real = database.runnable_elsewhere()
+    if Path("/proc/loadavg").exists():
+        assert real is not None and real >= 0
+    else:
+        assert real is None
