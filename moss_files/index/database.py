@@ -36,7 +36,6 @@ from moss_files.index.model import (
     Registry,
     Signature,
     Source,
-    facets_of,
     plan_refresh,
     stored_signature,
 )
@@ -204,35 +203,25 @@ class _Rows:
         self.problem_files = 0
 
     def add(self, done: _Done) -> None:
-        from moss_files.index.query import timestamp_of
+        # `import … as`: once loaded, a look-up (a `from` import costs a microsecond a file).
+        import moss_files.index.query as query
 
         relpath, source_name, stat, file_digest, now_ns, extracted = done
         problems = _json().dumps([_problem_dict(p) for p in extracted.problems], ensure_ascii=False) if extracted.problems else None
         self.problem_files += bool(extracted.problems)
         self.files.append((relpath, source_name, stored_signature(stat, now_ns), stat[0], file_digest, problems))
         items, facets, fts = self.items, self.facets, self.fts
-        for entry in extracted.entries:
-            self.count += 1
-            number = self.count
-            items.append(
-                (
-                    number,
-                    relpath,
-                    entry.anchor,
-                    entry.kind,
-                    entry.id,
-                    entry.line,
-                    entry.title,
-                    entry.summary,
-                    entry.status,
-                    entry.date,
-                    entry.updated,
-                    timestamp_of(entry.updated or entry.date),
-                    entry.handle,
-                )
-            )
-            facets.extend((number, name, value) for name, value in facets_of(entry))
-            fts.append((number, entry.id, entry.title, " ".join(entry.tags), entry.body, entry.extra))
+        number = self.count
+        # One unpacking of each entry rather than an attribute look-up per field (Entry's
+        # field order; a field added to Entry fails here loudly).
+        for kind, id_, title, summary, body, anchor, line, status, date, updated, tags, links, entry_facets, extra, handle in extracted.entries:
+            number += 1
+            items.append((number, relpath, anchor, kind, id_, line, title, summary, status, date, updated, query.timestamp_of(updated or date), handle))
+            # = facets_of(entry): its facets, then its tags and links, each pair once
+            pairs = (*entry_facets, *[("tag", tag.casefold()) for tag in tags], *[("link", link.casefold()) for link in links]) if tags or links else entry_facets
+            facets.extend([(number, name, value) for name, value in dict.fromkeys(pairs)])
+            fts.append((number, id_, title, " ".join(tags), body, extra))
+        self.count = number
 
     def write(self, conn: sqlite3.Connection, base: int) -> None:
         """Insert the rows, item number n as rowid `base + n` (SQLite adds it: no row is

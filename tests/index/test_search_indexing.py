@@ -109,6 +109,30 @@ def test_tidy_entries() -> None:
     assert facets_of(entries[1]) == (("tag", "tag"), ("link", "ins-1"))
 
 
+def test_a_build_stores_each_entry_as_its_fields_say() -> None:
+    """The rows a build writes for an entry: its fields in the items row, `facets_of(entry)`
+    as facet rows (each pair once), its tags joined in the FTS row."""
+    from moss_files.index import database, query
+
+    entries = tidy_entries(
+        [
+            Entry("task", "t1", "First", "one", body="text", anchor="L3", line=3, status="done", date="2026-01-02", facets=(("priority", "p1"),)),
+            Entry("task", "t2", "Second", "two", anchor="L4", line=4, updated="2026-01-03T04:05:06Z", tags=("Tag", "tag", "other"), links=("INS-1", "ins-1")),
+            Entry("doc", "d", "Third", "three", tags=("x",), facets=(("tag", "x"), ("type", "note")), extra="more", handle="w/n"),
+        ]
+    )
+    rows = database._Rows()
+    stat = (1_000, 2_000, 3, 4)
+    rows.add(("a/b.md", "documents", stat, "digest", 10**19, Extracted(entries)))
+    assert rows.count == 3 and rows.files == [("a/b.md", "documents", stored_signature(stat, 10**19), 1_000, "digest", None)]
+    assert rows.items == [
+        (n, "a/b.md", e.anchor, e.kind, e.id, e.line, e.title, e.summary, e.status, e.date, e.updated, query.timestamp_of(e.updated or e.date), e.handle)
+        for n, e in enumerate(entries, 1)
+    ]
+    assert rows.facets == [(n, name, value) for n, e in enumerate(entries, 1) for name, value in facets_of(e)]
+    assert rows.fts == [(n, e.id, e.title, " ".join(e.tags), e.body, e.extra) for n, e in enumerate(entries, 1)]
+
+
 def test_a_source_that_fails_is_reported_not_raised() -> None:
     def broken(file: FileInput) -> Extracted:
         raise KeyError("oops")
