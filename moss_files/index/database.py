@@ -218,7 +218,9 @@ class _Rows:
             number += 1
             items.append((number, relpath, anchor, kind, id_, line, title, summary, status, date, updated, query.timestamp_of(updated or date), handle))
             # = facets_of(entry): its facets, then its tags and links, each pair once
-            pairs = (*entry_facets, *[("tag", tag.casefold()) for tag in tags], *[("link", link.casefold()) for link in links]) if tags or links else entry_facets
+            pairs = entry_facets
+            if tags or links:
+                pairs = (*pairs, *[("tag", tag.casefold()) for tag in tags], *[("link", link.casefold()) for link in links])
             facets.extend([(number, name, value) for name, value in dict.fromkeys(pairs)])
             fts.append((number, id_, title, " ".join(tags), body, extra))
         self.count = number
