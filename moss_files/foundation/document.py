@@ -214,7 +214,7 @@ def render(meta: Mapping[str, Any], body: str, *, newline: str = "\n") -> str:
         if body.split("\n", 1)[0].rstrip("\r") == FENCE:
             return f"{FENCE}{newline}{FENCE}{newline}{body}"
         return body
-    from moss_files.foundation import yaml_editor as yamlrt
+    import moss_files.foundation.yaml_editor as yamlrt  # `import … as`: no fromlist handling for each file
 
     plain = dict(meta)
     fm_text = yamlrt.dump_simple(plain)

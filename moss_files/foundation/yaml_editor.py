@@ -84,31 +84,66 @@ def load_roundtrip(yaml_text: str) -> CommentedMap:
     return data
 
 
-# Strings written plain by both this fast path and ruamel: a letter, digit or `_` first, then
-# only characters that carry no YAML meaning in a block mapping's value (`:` is let through but
-# never before a space or at the end; see `_plain_safe`).
-_PLAIN_SIMPLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .,:/+@()-]*")
-_KEY_SIMPLE = re.compile(r"[a-z_][a-z0-9_]*")
+# Keys written by the fast path: words of letters, digits and `_` (and not `on`, `No`, … which
+# `_block_plain` finds read as another type).
+_KEY_SIMPLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Leading characters that bar a plain scalar (YAML indicators), and the printable text the fast
+# path renders itself: ASCII without control characters, plus the Unicode ruamel writes as it is
+# (allow_unicode) outside double quotes. Breaks, tabs, NEL, BOM and the like are left to ruamel.
+_INDICATOR_FIRST = frozenset("#,[]{}&*!|>'\"%@`")
+_PRINTABLE = re.compile(r"[\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]+")
+_ASCII_PRINTABLE = re.compile(r"[\x20-\x7e]+")
+
+
+def _reads_as_other_type(text: str) -> bool:
+    # A string that reads as another type (`true`, `12`, `0755`, `no`) must be quoted. The
+    # rules are the ones ruamel's dump resolver applies, picked by first letter.
+    return any(regexp.match(text) for _tag, regexp in _DumpResolver._table.get(text[0], ()))
+
+
+def _block_plain(text: str) -> bool:
+    """Whether ruamel's emitter writes the non-empty, single-line printable `text` as a plain
+    scalar in block context: its `analyze_scalar` rules for such text, then the implicit check."""
+    first = text[0]
+    if first == " " or text[-1] == " " or first in _INDICATOR_FIRST or text.startswith(("---", "...")):
+        return False
+    if first in "?:-" and (len(text) == 1 or text[1] == " "):
+        return False
+    # `:` before a space or at the end, and `#` after a space, start a key or a comment.
+    if ": " in text or text.endswith(":") or " #" in text:
+        return False
+    return not _reads_as_other_type(text)
 
 
 @functools.lru_cache(maxsize=8192)  # pure; a bulk write renders the same workspace, source, tags and times again and again
-def _plain_safe(text: str) -> bool:
-    if not _PLAIN_SIMPLE.fullmatch(text) or text.endswith((" ", ":")) or ": " in text:
-        return False
-    # A string that reads as another type (`true`, `12`, `0755`, `no`) must be quoted: leave it
-    # to ruamel. The rules are the ones ruamel's dump resolver applies, picked by first letter.
-    return not any(regexp.match(text) for _tag, regexp in _DumpResolver._table.get(text[0], ()))
+def _scalar_text(text: str) -> str | None:
+    """`text` as ruamel writes a string value in a block mapping or sequence (plain, single or
+    double quoted, by its emitter's `choose_scalar_style`), or None where this path does not
+    follow ruamel (empty or multi-line text, control characters, escapes beyond `\\` and `"`)."""
+    if not text or not _PRINTABLE.fullmatch(text):
+        return None
+    if _block_plain(text):
+        return text
+    if "'" not in text:
+        return f"'{text}'"
+    # ruamel prefers double quotes for text holding a single quote.
+    if not _ASCII_PRINTABLE.fullmatch(text):
+        return None  # double quotes escape characters beyond ASCII ruamel's way; not followed here
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 @functools.lru_cache(maxsize=256)
 def _simple_key(key: str) -> bool:
     # Cached: a bulk write renders the same dozen keys for every file.
-    return bool(_KEY_SIMPLE.fullmatch(key)) and _plain_safe(key)
+    return bool(_KEY_SIMPLE.fullmatch(key)) and _block_plain(key)
 
 
 def dump_simple(data: Any) -> str | None:
-    """The text `dump_roundtrip` gives for a fresh, plain mapping of simple keys to plain
-    strings, integers, booleans and non-empty lists of such strings; None for anything else.
+    """The text `dump_roundtrip` gives for a fresh, plain mapping; None where this path does not
+    follow ruamel. Followed: simple keys (a letter or `_`, then letters, digits and `_`) to
+    single-line strings, integers, booleans, non-empty mappings of the same, and non-empty lists
+    of such scalars and mappings.
 
     Writing a new file through ruamel costs milliseconds, most of a bulk import; this renders
     the common case directly, and tests/foundation/test_yaml_simple.py checks it equals ruamel's text.
@@ -116,23 +151,60 @@ def dump_simple(data: Any) -> str | None:
     if type(data) is not dict or not data:
         return None
     lines: list[str] = []
+    return "".join(lines) if _mapping_lines(data, "", lines) else None
+
+
+def _mapping_lines(data: dict[Any, Any], indent: str, lines: list[str]) -> bool:
+    """Append a block mapping's lines at `indent` (ruamel's: mappings indent 2, sequences
+    4 with the dash at 2); False where the fast path steps aside."""
     for key, value in data.items():
         if type(key) is not str or not _simple_key(key):
-            return None
+            return False
         kind = type(value)
         if kind is str:
-            if not _plain_safe(value):
-                return None
-            lines.append(f"{key}: {value}\n")
+            text = _scalar_text(value)
+            if text is None:
+                return False
+            lines.append(f"{indent}{key}: {text}\n")
         elif kind is bool:
-            lines.append(f"{key}: {'true' if value else 'false'}\n")
+            lines.append(f"{indent}{key}: {'true' if value else 'false'}\n")
         elif kind is int:
-            lines.append(f"{key}: {value}\n")
-        elif kind is list and value and all(type(item) is str and _plain_safe(item) for item in value):
-            lines.append(f"{key}:\n" + "".join(f"  - {item}\n" for item in value))
+            lines.append(f"{indent}{key}: {value}\n")
+        elif kind is dict and value:
+            lines.append(f"{indent}{key}:\n")
+            if not _mapping_lines(value, indent + "  ", lines):
+                return False
+        elif kind is list and value:
+            lines.append(f"{indent}{key}:\n")
+            if not _sequence_lines(value, indent + "  ", lines):
+                return False
         else:
-            return None
-    return "".join(lines)
+            return False
+    return True
+
+
+def _sequence_lines(items: list[Any], indent: str, lines: list[str]) -> bool:
+    """Append a block sequence's lines, each item after `indent` and a dash; a mapping item
+    starts on the dash's line, its other keys under its first."""
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            text = _scalar_text(item)
+            if text is None:
+                return False
+            lines.append(f"{indent}- {text}\n")
+        elif kind is bool:
+            lines.append(f"{indent}- {'true' if item else 'false'}\n")
+        elif kind is int:
+            lines.append(f"{indent}- {item}\n")
+        elif kind is dict and item:
+            start = len(lines)
+            if not _mapping_lines(item, indent + "  ", lines):
+                return False
+            lines[start] = f"{indent}- {lines[start][len(indent) + 2 :]}"
+        else:
+            return False
+    return True
 
 
 def dump_roundtrip(data: Any, *, sequence_offset: int = 2) -> str:
