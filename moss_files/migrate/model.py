@@ -258,6 +258,15 @@ def iso_time(value: Any) -> str | None:
     text = value.strip()
     if not _ISO.match(text):
         return None
+    if len(text) > 19 and text[10] == "T" and text[-1] != "z":
+        # The common full form (`2026-02-06T22:05:35.439Z`, `…123456-08:00`): Python 3.11's
+        # reader takes it whole, fraction of any length and `Z` included.
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            return _utc_text(moment)
     text = text.replace(" ", "T", 1) if len(text) > 10 and text[10] == " " else text
     if len(text) == 10:
         text += "T00:00:00"
@@ -269,9 +278,16 @@ def iso_time(value: Any) -> str | None:
         moment = datetime.fromisoformat(text)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utc_text(moment)
+
+
+def _utc_text(moment: datetime) -> str | None:
+    """`moment` (UTC when it names no offset) as RFC 3339 UTC text; None when UTC falls
+    outside the years 1–9999 (`0001-01-01T00:00:00+08:00`)."""
+    try:
+        return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:
+        return None
 
 
 # --------------------------------------------------------------------------- provenance
@@ -293,9 +309,15 @@ def with_provenance(text: str, imported_from: str, source_id: str, fields: Mappi
 
 
 def _block(extra: Mapping[str, Any]) -> str:
-    """YAML lines for `extra`: PyYAML's C emitter (ten times faster than the round-trip emitter,
-    which matters at ten thousand files), checked to read back as the same values under the
-    toolkit's YAML 1.2 reader; the round-trip emitter when it does not."""
+    """YAML lines for `extra`: the round-trip emitter's text, rendered directly for the plain
+    values almost every source has (`yamlrt.dump_simple`); else PyYAML's C emitter (ten times
+    faster than the round-trip emitter, which matters at ten thousand files), checked to read
+    back as the same values under the toolkit's YAML 1.2 reader; else the round-trip emitter."""
+    import moss_files.foundation.yaml_editor as yamlrt  # ruamel: loaded by writes only; `import … as` skips fromlist handling
+
+    simple = yamlrt.dump_simple(dict(extra))
+    if simple is not None:
+        return simple
     try:
         text = yaml.dump(dict(extra), Dumper=_DUMPER, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096)
         if yaml_reader.load_fast(text) == dict(extra):

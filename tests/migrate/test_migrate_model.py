@@ -38,6 +38,11 @@ from moss_files.migrate.model import (
         ("2026-01-17", "2026-01-17T00:00:00Z"),  # LoopFlow 0.1: a day alone
         ("2026-08-17 07:26", "2026-08-17T07:26:00Z"),  # Backlog.md
         ("2026-03-02T09:00:00+02:00", "2026-03-02T07:00:00Z"),
+        ("2025-12-13T22:02:14.948353-08:00", "2025-12-14T06:02:14Z"),  # Beads: six digits and an offset
+        ("2026-01-22t08:48:53z", "2026-01-22T08:48:53Z"),  # lower-case T and Z
+        ("2026-01-22T08:48:53 Z", "2026-01-22T08:48:53Z"),  # a space before the zone
+        ("0001-01-01T00:00:00+08:00", None),  # before year 1 in UTC
+        ("9999-12-31T23:59:59-01:00", None),  # after year 9999 in UTC
         (1737260000, "2025-01-19T04:13:20Z"),  # Moss: unix seconds
         (1737260000123, "2025-01-19T04:13:20Z"),  # milliseconds
         ("next tuesday", None),
