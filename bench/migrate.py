@@ -1,12 +1,24 @@
 """Migration speed: 10,000 Moss capsules (JSONL export and SQLite store) and 10,000 Moe tasks,
-first run, dry run and the idempotent second run, beside `moss import` of the same capsules.
+first run, dry run and the idempotent second run, beside `moss import` of the same capsules;
+and, with `--rows-only`, issue 29's row for Beads: `moss migrate beads` as a whole process.
 
 Run: .venv/bin/python bench/migrate.py [--count 10000]
+     .venv/bin/python bench/migrate.py --rows-only [--sizes 10000 100000] [--beads-source FILE] [--baseline MOSS] [--json ROWS]
 Builds each source in a temporary folder in its own format (the JSONL export and `moss.db` as
 Moss writes them, `.moe/` as Moe does, tasks spread over 20 epics, half with a plan step) and
 migrates it into a fresh scaffolded workspace, in process. Prints seconds with the corpus size;
 the baseline is the toolkit's own JSONL import (`moss import`, transfer.import_capsules) of the
 same export in the same run. Nothing outside the temporary folders is touched.
+
+The Beads row: a `.beads/issues.jsonl` of N issues made by copying a Beads file (default: the
+test fixture, which has the record shapes of Beads' own published board; `--beads-source` takes
+another, such as a real export) with each copy's ids, and its links' ids, given a suffix, so
+links stay within a copy. Each build migrates it (`--include-deleted`: every record becomes a
+file) into a fresh git project, alternating with the floor: a process writing as many files of
+the same mean size, made durable with one syncfs. Projects are removed only once every run of
+a size is done: on ext4 without a journal, creating files right after thousands were deleted
+costs several times more system time (the allocator steps over recently freed inodes), and a
+run must not pay for the one before it.
 """
 
 from __future__ import annotations
@@ -16,6 +28,8 @@ import json
 import os
 import shutil
 import sqlite3
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +40,14 @@ from typing import Any
 from moss_files import scaffold
 from moss_files.foundation.context import Context
 from moss_files.foundation.ids import IdSource, seeded_random
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import rows as shared
+
+# bench/all.py runs this script with these arguments for its row of issue 29's table.
+ROWS_ARGS = ["--rows-only"]
+
+BEADS_FIXTURE = shared.BENCH.parent / "tests" / "migrate" / "fixtures" / "beads" / ".beads" / "issues.jsonl"
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.
@@ -145,10 +167,141 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def scaled_beads(source: Path, count: int) -> bytes:
+    """`count` Beads records: the records of `source` again and again, copy k's ids (the
+    issue's, its links' and its comments') ending in `-c<k>`; ids outside the file (such as
+    `external:…`) are left as they are."""
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    known = {record.get("id") for record in records}
+    out: list[str] = []
+    copy = 0
+    while len(out) < count:
+        suffix = f"-c{copy}" if copy else ""
+        for record in records[: count - len(out)]:
+            record = json.loads(json.dumps(record))
+            record["id"] = f"{record['id']}{suffix}"
+            for link in record.get("dependencies") or []:
+                for key in ("issue_id", "depends_on_id"):
+                    if link.get(key) in known:
+                        link[key] = f"{link[key]}{suffix}"
+            for comment in record.get("comments") or []:
+                if isinstance(comment, dict) and "issue_id" in comment:
+                    comment["issue_id"] = record["id"]
+            out.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        copy += 1
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def fresh_project(parent: Path, label: str, moss: str, env: dict[str, str]) -> Path:
+    project = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=parent))
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run([moss, "init", str(project), "--json"], check=True, env=env, capture_output=True)
+    return project
+
+
+def board_file_bytes(project: Path) -> tuple[int, int]:
+    """(files, bytes) under the project's `.moss/board/`."""
+    files = size = 0
+    for folder, _dirs, names in os.walk(project / ".moss" / "board"):
+        for name in names:
+            files += 1
+            size += os.path.getsize(os.path.join(folder, name))
+    return files, size
+
+
+def rows_main(args: argparse.Namespace) -> None:
+    """Issue 29's Beads row: issues/s and peak memory of `moss migrate beads`, whole process."""
+    import importlib
+
+    floors = importlib.import_module("import")  # bench/import.py: the write + syncfs floor
+    ours = str(Path(sys.executable).with_name("moss"))
+    baseline = shared.baseline_moss(args.baseline)
+    commands = {"after": ours, **({"before": baseline} if baseline else {})}
+    source = Path(args.beads_source) if args.beads_source else BEADS_FIXTURE
+    found: list[shared.Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-migrate-") as name:
+        tmp = Path(name)
+        env = shared.process_env(tmp / "pycache")
+        for size in shared.sizes(args.sizes, (1000, 10000)):
+            repeat = 1 if args.quick or size >= 50_000 else args.repeat
+            issues = tmp / f"beads-{size}.jsonl"
+            issues.write_bytes(scaled_beads(source, size))
+            runs: dict[str, floors.Runs] = {}
+            made: list[Path] = []
+            mean_bytes = 0
+            for label, moss in commands.items():  # warm each build's bytecode cache
+                warm = fresh_project(tmp, f"warm-{label}", moss, env)
+                (warm / ".beads").mkdir()
+                (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(source, 20))
+                shared.run_process([moss, "migrate", "beads", "--include-deleted", "--json"], cwd=warm, env=env)
+                made.append(warm)
+            for _ in range(repeat):
+                for label, moss in commands.items():
+                    project = fresh_project(tmp, label, moss, env)
+                    made.append(project)
+                    command = [moss, "migrate", "beads", "--from", str(issues), "--include-deleted", "--json"]
+                    elapsed, usage, out = floors.timed(command, project, env)
+                    report = json.loads(out)
+                    if report["created"] < size:
+                        raise SystemExit(f"{label}: created {report['created']} of {size}")
+                    runs.setdefault(f"moss migrate beads ({label})", floors.Runs()).add(elapsed, usage)
+                    if not mean_bytes:
+                        files, total = board_file_bytes(project)
+                        mean_bytes = max(1, total // max(1, files))
+                folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
+                made.append(folder)
+                elapsed, usage, _out = floors.timed(
+                    [sys.executable, "-c", floors.FLOOR, str(folder / "w"), str(size), str(mean_bytes), "once"], None, dict(os.environ)
+                )
+                runs.setdefault("floor: write + one syncfs", floors.Runs()).add(elapsed, usage)
+            print(
+                f"corpus: {size} Beads issues from {source.name} ({issues.stat().st_size / 1e6:.1f} MB; board files of {mean_bytes} bytes on average); median of {repeat}; {shared.load()}"
+            )
+            for label, measured in runs.items():
+                print(measured.line(label, size))
+            floor = statistics.median(runs["floor: write + one syncfs"].wall)
+            for label, build in (("after", "this"), ("before", "baseline")):
+                measured = runs.get(f"moss migrate beads ({label})")
+                if measured is None:
+                    continue
+                wall = statistics.median(measured.wall)
+                cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
+                found.append(
+                    shared.Row(
+                        "moss migrate beads, issues/s",
+                        size=size,
+                        build=build,
+                        value=size / wall,
+                        cpu=cpu,
+                        unit="/s",
+                        compare=shared.AT_LEAST,
+                        limit=5000,
+                        floor=size / floor,
+                        floor_name="write + one syncfs process",
+                    )  # fmt: skip
+                )
+                found.append(
+                    shared.Row(
+                        "moss migrate beads, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300
+                    )
+                )
+            for path in made:  # only now: see the module's docstring
+                shutil.rmtree(path)
+    shared.print_rows(found)
+    shared.write_rows(args.json, found)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10_000, help="Capsules and Moe tasks in each source.")
+    parser.add_argument("--rows-only", action="store_true", help="issue 29's Beads row only: `moss migrate beads` as a whole process, with its floor")
+    parser.add_argument("--beads-source", default=None, help="the Beads issues.jsonl to copy up to each size (default: the test fixture)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds per size under --rows-only (one from 50,000 on, or with --quick)")
+    shared.add_common_arguments(parser, default_sizes=(1000, 10000))
     args = parser.parse_args()
+    if args.rows_only:
+        rows_main(args)
+        return
     from moss_files.capsules import transfer
     from moss_files.migrate import service
 
