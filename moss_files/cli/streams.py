@@ -61,9 +61,9 @@ def note(message: str) -> None:
 def emit(data: Any, as_json: bool, text: str | None = None) -> None:
     """Print `data` as JSON, or `text` (default: str(data)) for humans; as cli.support.emit."""
     if as_json:
-        import json  # here: text output, the common case, never needs it
+        from moss_files.foundation import structured  # here: text output, the common case, never needs json
 
-        echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        echo("".join(structured.json_blocks(data, default=str)))
     elif text is not None:
         if text:
             echo(text)

@@ -21,6 +21,7 @@ import typer
 import typer.core
 
 from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
+from moss_files.foundation import structured
 from moss_files.foundation.errors import InvalidRequest, MossError, describe, error_body
 from moss_files.foundation.workspace import MOE_ROOT_ENV, ROOT_ENV
 
@@ -133,7 +134,9 @@ def report(err: MossError, as_json: bool = False) -> None:
 def emit(data: Any, as_json: bool, text: str | None = None) -> None:
     """Print `data` as JSON, or `text` (default: str(data)) for humans."""
     if as_json:
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        for block in structured.json_blocks(data, default=str):  # a large answer (a migration's items) without a copy per piece
+            typer.echo(block, nl=False)
+        typer.echo("")
     elif text is not None:
         if text:
             typer.echo(text)

@@ -489,8 +489,10 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
         os.fsync(dir_fd)
 
 
-def create_exclusive(path: Path, data: bytes, *, dir_fd: int | None = None) -> bool:
-    """Create `path` with `data` unless it exists; True when this call created it.
+def create_exclusive(path: Path, data: bytes | Callable[[], Iterable[bytes]], *, dir_fd: int | None = None) -> bool:
+    """Create `path` with `data` unless it exists; True when this call created it. `data` may
+    be a function giving the bytes in parts, for a file too large to hold whole (a migration
+    report of a hundred thousand items); it is called again if a write must start over.
 
     Durable like write_atomic, and never replaces an existing file (link(2) fails on EEXIST,
     also for a dangling link). `dir_fd`: `path`'s folder, already opened by `folder_fd`.
@@ -539,7 +541,13 @@ def _name_taken(dir_fd: int, name: str) -> bool:
 _tmpfile_state: dict[str, bool] = {}  # "off": O_TMPFILE (or /proc) failed once here
 
 
-def _create_unnamed(dir_fd: int, path: Path, data: bytes) -> bool | None:
+def _write_parts(fd: int, data: bytes | Callable[[], Iterable[bytes]]) -> None:
+    """Write `data` (bytes, or a function giving them in parts) to the descriptor `fd`."""
+    for part in (data,) if isinstance(data, bytes) else data():
+        write_all(fd, part)
+
+
+def _create_unnamed(dir_fd: int, path: Path, data: bytes | Callable[[], Iterable[bytes]]) -> bool | None:
     """`create_exclusive` through an O_TMPFILE file linked to its name through /proc: True when
     created, False when the name exists; None where that cannot be done (then a named temporary
     is used)."""
@@ -552,7 +560,7 @@ def _create_unnamed(dir_fd: int, path: Path, data: bytes) -> bool | None:
         _tmpfile_state["off"] = True
         return None
     try:
-        write_all(fd, data)
+        _write_parts(fd, data)
         os.fsync(fd)
         try:
             os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=dir_fd, follow_symlinks=True)
@@ -1169,7 +1177,7 @@ def _stale(snapshot: Snapshot, current: Snapshot) -> Conflict:
     )
 
 
-def _durable_temp(dir_fd: int, path: Path, data: bytes, mode: int | None) -> tuple[str, Identity]:
+def _durable_temp(dir_fd: int, path: Path, data: bytes | Callable[[], Iterable[bytes]], mode: int | None) -> tuple[str, Identity]:
     """Write `data` to a fresh temporary next to `path` (in `dir_fd`), fsynced, with `mode`
     (default: the mode `path` has, else the umask's); return its name and (st_dev, st_ino)."""
     name = temp_path_for(path).name
@@ -1179,7 +1187,8 @@ def _durable_temp(dir_fd: int, path: Path, data: bytes, mode: int | None) -> tup
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for part in (data,) if isinstance(data, bytes) else data():
+                handle.write(part)
             handle.flush()
             os.fsync(handle.fileno())
             info = os.fstat(handle.fileno())

@@ -12,6 +12,7 @@ migration source, REGISTRY_INVALID for sleeves.toml, PARSE_ERROR for an import l
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,22 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(found) != len(pairs):
         raise _DuplicateKey
     return found
+
+
+def json_blocks(data: Any, *, indent: int = 2, default: Callable[[Any], Any] | None = None, block: int = 8192) -> Iterator[str]:
+    """The text `json.dumps(data, ensure_ascii=False, indent=indent, default=default)` gives,
+    as blocks of about `block` pieces each. With an indent, `json.dumps` collects every piece
+    (a key, a comma, a line's indent) in one list before joining them: a migration report of
+    a hundred thousand items is some ten million pieces, several times the text's own size."""
+    encoder = json.JSONEncoder(ensure_ascii=False, indent=indent, default=default)
+    pieces: list[str] = []
+    for piece in encoder.iterencode(data):
+        pieces.append(piece)
+        if len(pieces) >= block:
+            yield "".join(pieces)
+            pieces.clear()
+    if pieces:
+        yield "".join(pieces)
 
 
 def loads_json(text: str | bytes, *, path: Path | str | None = None, line: int | None = None, unique_keys: bool = False) -> Any:

@@ -26,13 +26,14 @@ Where each field goes (the ledger, `docs/migrate.md` lists it in full):
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from moss_files.board.model import Epic, Task
 from moss_files.migrate import tasks as board_items
 from moss_files.migrate.ledger import Account, base_field
-from moss_files.migrate.model import SKIP, Comment, Item, TrackerPlan, Where, derived_id, iso_time, source_error
+from moss_files.migrate.model import SKIP, Candidate, Comment, Item, TrackerPlan, Where, derived_id, iso_time, source_error
 
 SYSTEM = "beads"
 _TASK_STATUS = {
@@ -78,8 +79,17 @@ def _is_epic(record: Mapping[str, Any]) -> bool:
     return kind == "epic" or (record.get("status") == "tombstone" and record.get("original_type") == "epic")
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the first pass keeps of an issue for the links to it: whether it is an epic, and
+    its status."""
+
+    is_epic: bool
+    status: str
+
+
 def plan(
-    records: Sequence[tuple[Where, Any]],
+    records: Iterable[tuple[Where, Any]],
     *,
     scope: str,
     imported: Mapping[tuple[str, str], str],
@@ -89,12 +99,22 @@ def plan(
 ) -> TrackerPlan:
     """Candidates for every issue, items skipped (tombstones, records that are not issues),
     the comments of each task and notes. Raises SOURCE_INVALID naming the line of a record
-    whose text field is not text (Beads refuses such a file as a whole)."""
+    whose text field is not text (Beads refuses such a file as a whole).
+
+    `records` is gone through twice (`sources.JsonLines` parses its lines again), so that a
+    hundred thousand issues are never all held as objects: the first pass checks every record
+    and keeps a few facts of each issue; the candidates come from the second, one at a time, as
+    `TrackerPlan.later` is consumed (each task's comments join `comments` meanwhile).
+    """
     imported_from = f"{SYSTEM}:{scope}" if scope != SYSTEM else SYSTEM
     result = TrackerPlan()
-    issues: list[tuple[Where, dict[str, Any]]] = []
+    wanted: set[int] = set()  # the positions in `records` of the issues to bring
+    first: Where | None = None
+    facts: dict[str, _Facts] = {}  # by old id: the last record of an id counts, as when Beads reads it
+    task_parents: dict[str, list[str]] = {}  # a task's parent-child targets, in order
     deleted: set[str] = set()
-    for where, record in records:
+    new_ids: dict[tuple[str, str], str] = {key: path.rsplit("/", 1)[-1].removesuffix(".md") for key, path in imported.items()}
+    for position, (where, record) in enumerate(records):
         if not isinstance(record, dict):
             result.skipped.append(Item("record", f"line {where.line}", where, SKIP, reason="not a JSON object, so not an issue", loss=True))
             continue
@@ -118,33 +138,29 @@ def plan(
             continue
         for key in _TEXTS:
             _text(record, key, where)
-        issues.append((where, record))
-
-    by_id = {str(record["id"]): record for _where, record in issues}
-    new_ids: dict[tuple[str, str], str] = {key: path.rsplit("/", 1)[-1].removesuffix(".md") for key, path in imported.items()}
-    for _where, record in issues:
-        kind = "epic" if _is_epic(record) else "task"
-        old = str(record["id"])
-        new_ids.setdefault((kind, old), board_items.new_board_id(kind, scope, old, iso_time(record.get("created_at")), today))
+        wanted.add(position)
+        first = first or where
+        is_epic = _is_epic(record)
+        facts[old] = _Facts(is_epic, str(record.get("status") or "open"))
+        if not is_epic:
+            task_parents[old] = [str(dep.get("depends_on_id", "")) for dep in _links(record) if dep.get("type") == "parent-child"]
+        kind = "epic" if is_epic else "task"
+        if (kind, old) not in new_ids:  # the first record of an id names its file
+            new_ids[(kind, old)] = board_items.new_board_id(kind, scope, old, iso_time(record.get("created_at")), today)
 
     def target_of(old: str) -> tuple[str, str] | None:
         """(kind, new id) of an issue this file brings, or None."""
-        record = by_id.get(old)
-        if record is None:
+        found = facts.get(old)
+        if found is None:
             return None
-        kind = "epic" if _is_epic(record) else "task"
+        kind = "epic" if found.is_epic else "task"
         return kind, new_ids[(kind, old)]
 
     # Each task's parents: (first epic parent, first task parent) by old id.
     placement: dict[str, tuple[str | None, str | None]] = {}
-    for _where, record in issues:
-        if _is_epic(record):
-            continue
+    for old, targets in task_parents.items():
         epic_parent = task_parent = None
-        for dep in _links(record):
-            if dep.get("type") != "parent-child":
-                continue
-            target = str(dep.get("depends_on_id", ""))
+        for target in targets:
             found = target_of(target)
             if found is None:
                 continue
@@ -152,7 +168,7 @@ def plan(
                 epic_parent = target
             elif found[0] == "task" and task_parent is None:
                 task_parent = target
-        placement[str(record["id"])] = (epic_parent, task_parent)
+        placement[old] = (epic_parent, task_parent)
 
     def epic_of(old: str) -> str | None:
         """The epic a task is in: its epic parent, else its task parent's (up the chain)."""
@@ -166,8 +182,34 @@ def plan(
             current = task_parent
         return None
 
+    result.later = _second_pass(
+        records, wanted, first, facts, new_ids, placement, epic_of, target_of, deleted, result, scope, imported_from, today, max_comment_bytes
+    )
+    return result
+
+
+def _second_pass(
+    records: Iterable[tuple[Where, Any]],
+    wanted: set[int],
+    first: Where | None,
+    facts: Mapping[str, _Facts],
+    new_ids: Mapping[tuple[str, str], str],
+    placement: Mapping[str, tuple[str | None, str | None]],
+    epic_of: Callable[[str], str | None],
+    target_of: Callable[[str], tuple[str, str] | None],
+    deleted: set[str],
+    result: TrackerPlan,
+    scope: str,
+    imported_from: str,
+    today: str,
+    max_comment_bytes: int | None,
+) -> Iterator[Candidate]:
+    """The candidate of each wanted record, one at a time (see `plan`), then the epic made to
+    hold tasks that have none."""
     fallback: Epic | None = None
-    for where, record in issues:
+    for position, (where, record) in enumerate(records):
+        if position not in wanted:
+            continue
         old = str(record["id"])
         account = Account()
         leftovers: dict[str, Any] = {}
@@ -249,7 +291,7 @@ def plan(
                         name, target, home="source_fields.dependencies", reason="a board task has one epic and one parent; the first of each is mapped"
                     )
             elif dep_type == "blocks":
-                target_status = str(by_id[target].get("status") or "open") if found is not None else None
+                target_status = facts[target].status if found is not None else None
                 if found is None:
                     account.kept(name, target, home="source_fields.dependencies", reason=_missing(target, deleted) + "; Beads does not wait on it")
                 elif target_status not in _BLOCKING and target_status != "closed":
@@ -322,7 +364,7 @@ def plan(
                 created=created,
                 updated=updated,
             )
-            result.candidates.append(board_items.candidate("epic", epic, old, where, imported_from, leftovers, fates=account.done()))
+            yield board_items.candidate("epic", epic, old, where, imported_from, leftovers, fates=account.done())
             continue
         epic_id = epic_of(old)
         if epic_id is None:
@@ -346,12 +388,11 @@ def plan(
             completed=completed,
             type=str(kind_word) if kind_word else "task",
         )
-        result.candidates.append(board_items.candidate("task", task, old, where, imported_from, leftovers, fates=account.done()))
         if comments:
             result.comments[task.id] = comments
-    if fallback is not None:
-        result.candidates.append(board_items.candidate("epic", fallback, f"{SYSTEM}:tasks", Where(issues[0][0].file), imported_from, made=True))
-    return result
+        yield board_items.candidate("task", task, old, where, imported_from, leftovers, fates=account.done())
+    if fallback is not None and first is not None:
+        yield board_items.candidate("epic", fallback, f"{SYSTEM}:tasks", Where(first.file), imported_from, made=True)
 
 
 def _links(record: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -10,9 +10,10 @@ imported before is recognised by that old id (kept in the new file's frontmatter
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from moss_files.foundation import document, yaml_reader
 from moss_files.foundation.errors import Conflict, InvalidDocument
 from moss_files.foundation.ids import CROCKFORD
-from moss_files.migrate.ledger import DROPPED, Fate, item_fates, summarize
+from moss_files.migrate.ledger import DROPPED, EXAMPLES, Fate, item_fates, summarize
 
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 SOURCES = ("moss", "moe", "loopflow", "backlog", "beads", "cortical", "needlecast")
@@ -119,6 +120,13 @@ class TrackerPlan:
     skipped: list[Item] = field(default_factory=list)
     comments: dict[str, list[Comment]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    later: Iterable[Candidate] = ()  # candidates made one at a time as this is consumed (see `every_candidate`)
+
+    def every_candidate(self) -> Iterator[Candidate]:
+        """`candidates`, then those of `later`: a reader that makes its candidates as they are
+        consumed (Beads) fills `comments` meanwhile, so read those only after this is exhausted."""
+        yield from self.candidates
+        yield from self.later
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +180,8 @@ def decide(
     seen: dict[tuple[str, str], Where] = {}
     clashes: list[str] = []
     limits = max_bytes or {}
+    examples: dict[tuple[str, str], set[str]] = {}
+    shared: dict[Fate, Fate] = {}
     for candidate in candidates:
         key = (candidate.kind, candidate.old_id)
         if key in imported:
@@ -201,9 +211,8 @@ def decide(
             items.append(Item(candidate.kind, candidate.old_id, candidate.where, SKIP, reason=reason, made=candidate.made, loss=True))
             continue
         existing.add(candidate.path)
-        items.append(
-            Item(candidate.kind, candidate.old_id, candidate.where, CREATE, candidate.path, candidate.new_id, candidate.note, candidate.fates, candidate.made)
-        )
+        fates = _example_values_only(candidate.fates, candidate.old_id, examples, shared)
+        items.append(Item(candidate.kind, candidate.old_id, candidate.where, CREATE, candidate.path, candidate.new_id, candidate.note, fates, candidate.made))
         writes.append(Write(candidate.path, data))
     if clashes:
         raise Conflict(
@@ -214,6 +223,34 @@ def decide(
             hint="move those files away, or give the source another --project name",
         )
     return items, writes
+
+
+def _example_values_only(
+    fates: tuple[Fate, ...], old_id: str, examples: dict[tuple[str, str], set[str]], shared: dict[Fate, Fate] | None = None
+) -> tuple[Fate, ...]:
+    """`fates` without the source values the ledger will not show. `summarize` shows a value
+    only in the examples of a field and fate: the first fate of each of the first EXAMPLES
+    items (distinct old ids) that have them, in order. Items are decided in that order, so the
+    values of the others can go: at a hundred thousand items they are most of a plan's size.
+    `examples` holds, per (field, fate), the ids whose value is kept so far. A fate left
+    without a value is one of few (the same field, fate, home and reason for most items):
+    `shared` gives one object for each."""
+    lean: list[Fate] = []
+    firsts: set[tuple[str, str]] = set()
+    for fate in fates:
+        key = (fate.field, fate.fate)
+        first = key not in firsts
+        firsts.add(key)
+        if fate.value is not None:
+            ids = examples.setdefault(key, set())
+            if first and len(ids) < EXAMPLES and old_id not in ids:
+                ids.add(old_id)
+            else:
+                fate = dataclasses.replace(fate, value=None)
+        if fate.value is None and shared is not None:
+            fate = shared.setdefault(fate, fate)
+        lean.append(fate)
+    return tuple(lean)
 
 
 # --------------------------------------------------------------------------- ids and times

@@ -701,7 +701,7 @@ def migrate_beads(
     if source is None:
         raise NotFound("no Beads issues file (.beads/issues.jsonl)", path=sources.shown(given, ctx.root), hint="give the file with --from")
     shown = sources.shown(source, ctx.root)
-    records = [(Where(shown, number), record) for number, record in sources.load_jsonl(source, shown)]
+    records = sources.JsonLines(source, shown, passes=2)  # beads.plan goes through it twice
     scope = optional(project) or beads.SYSTEM
     imported_from = system_name(beads.SYSTEM, optional(project))
     targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
@@ -712,7 +712,7 @@ def migrate_beads(
     builder = Builder("beads", shown, version=f"JSONL ({len(records)} records)", accounted=True)
     builder.notes.extend(result.notes)
     builder.add(result.skipped)
-    items, writes = decide(result.candidates, imported, existing, max_bytes=BOARD_LIMITS)
+    items, writes = decide(result.every_candidate(), imported, existing, max_bytes=BOARD_LIMITS)
     builder.add(items, writes)
     builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
     plan = builder.build()

@@ -56,7 +56,13 @@ def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> 
         info = os.fstat(handle.fileno())
         if info.st_size > max_bytes:
             raise source_error(f"the source file is {info.st_size} bytes; the limit is {max_bytes}", Where(where), max_bytes=max_bytes)
-        return handle.read(max_bytes + 1)
+        # Sized by the file, not the limit: a read of `max_bytes` allocates that much first.
+        data = handle.read(info.st_size + 1)
+        if len(data) > info.st_size:  # grown since the stat: the rest, up to the limit
+            data += handle.read(max_bytes + 1 - len(data))
+        if len(data) > max_bytes:
+            raise source_error(f"the source file grew past the limit of {max_bytes} bytes while it was read", Where(where), max_bytes=max_bytes)
+        return data
 
 
 def read_text(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> str:
@@ -85,16 +91,49 @@ def load_json(path: Path, where: str) -> Any:
 def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:
     """(line number, value) of each non-blank line of a JSON Lines file. Raises SOURCE_INVALID
     naming the first line that is not JSON."""
-    text = read_text(path, where)
-    records: list[tuple[int, Any]] = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append((number, structured.loads_json(line, path=where, line=number, unique_keys=True)))
-        except json.JSONDecodeError as exc:
-            raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
-    return records
+    return [(located.line or 0, value) for located, value in JsonLines(path, where)]
+
+
+class JsonLines:
+    """The records of a JSON Lines file, parsed each time they are gone through: (where, value)
+    of each non-blank line, `where` naming the file as `where` shows it and the line. Holding the lines rather than their values keeps a large
+    source (a hundred thousand Beads issues: 76 MB of text, some 500 MB as Python objects) to
+    the size of its text; a reader that goes through it twice parses it twice. Made for a
+    number of `passes`, it lets go of each line as the last pass parses it.
+
+    Reading the file raises as `read_text`; going through it raises SOURCE_INVALID naming the
+    first line that is not JSON (InvalidDocument JSON_DUPLICATE_KEY, JSON_TOO_DEEP).
+    """
+
+    __slots__ = ("count", "lines", "passes", "where")
+
+    def __init__(self, path: Path, where: str, *, passes: int | None = None) -> None:
+        self.where = where
+        self.lines: list[tuple[int, str] | None] = [(number, line) for number, line in enumerate(read_text(path, where).split("\n"), start=1) if line.strip()]
+        self.count = len(self.lines)
+        self.passes = passes  # how many times it will be gone through: the last lets go of each line once parsed
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[tuple[Where, Any]]:
+        where, lines = self.where, self.lines
+        if self.passes is not None:
+            if self.passes < 1:
+                raise RuntimeError(f"{where}: already gone through as many times as it was made for")
+            self.passes -= 1
+        last = self.passes == 0
+        for index in range(len(lines)):
+            entry = lines[index]
+            if entry is None:
+                raise RuntimeError(f"{where}: gone through again after its last pass")
+            number, line = entry
+            if last:
+                lines[index] = None  # a hundred thousand lines are most of what a large source holds
+            try:
+                yield Where(where, number), structured.loads_json(line, path=where, line=number, unique_keys=True)
+            except json.JSONDecodeError as exc:
+                raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
 
 
 def list_files(folder: Path, suffixes: Sequence[str]) -> list[Path]:

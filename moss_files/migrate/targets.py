@@ -15,7 +15,7 @@ import ctypes
 import json
 import os
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -252,7 +252,12 @@ def _undo(created: Sequence[tuple[Path, bytes]], replaced: Sequence[tuple[Path, 
 def write_report(root: Path, relpath: str, data: Mapping[str, Any]) -> str:
     """Write the report file (a new file; `-2`, `-3`, … when a run in the same second wrote one);
     returns the path written, relative to the root."""
-    body = (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+    def body() -> Iterator[bytes]:  # in parts: a report of a hundred thousand items is tens of MB
+        for block in structured.json_blocks(data):
+            yield block.encode("utf-8")
+        yield b"\n"
+
     candidate = relpath
     for number in range(2, 100):
         if fs.create_exclusive(root / candidate, body):

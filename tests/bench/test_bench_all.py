@@ -48,7 +48,7 @@ def test_discover_refuses_rows_args_that_are_not_a_list_of_strings(tmp_path: Pat
 
 def test_the_benches_of_issue_29_take_part() -> None:
     names = {name for name, _, _ in load_all().discover()}
-    assert {"index", "capsules", "import", "mcp", "startup", "board", "cstack", "history"} <= names
+    assert {"index", "capsules", "import", "migrate", "mcp", "startup", "board", "cstack", "history"} <= names
 
 
 def test_growth_exponent_of_a_time_and_of_a_rate() -> None:

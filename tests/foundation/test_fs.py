@@ -575,3 +575,22 @@ def test_a_snapshots_digest_is_computed_when_asked_and_equals_the_given_one(tmp_
     with pytest.raises(Conflict) as refused:
         fs.write_if_unchanged(stale, b"ours\n")
     assert refused.value.code == "STALE_WRITE" and path.read_bytes() == b"a hand edit\n"
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named temporary"])
+def test_create_exclusive_writes_a_file_given_in_parts_and_asks_for_them_only_to_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool) -> None:
+    """A migration report of a hundred thousand items is written from parts, never held whole;
+    a place already taken is refused before a part is asked for."""
+    if not unnamed:
+        monkeypatch.setitem(fs._tmpfile_state, "off", True)  # the file systems without O_TMPFILE
+    calls: list[int] = []
+
+    def parts() -> list[bytes]:
+        calls.append(1)
+        return [b"{\n", b'  "a": 1\n', b"}\n"]
+
+    target = tmp_path / "report.json"
+    assert fs.create_exclusive(target, parts) is True
+    assert target.read_bytes() == b'{\n  "a": 1\n}\n' and len(calls) == 1
+    assert fs.create_exclusive(target, parts) is False and len(calls) == 1
+    assert sorted(os.listdir(tmp_path)) == ["report.json"]

@@ -85,3 +85,23 @@ def test_toml_reads_as_tomllib_does_and_its_syntax_errors_pass_through() -> None
     assert structured.loads_toml('a = [1, [2]]\n[t]\nb = "c"\n') == {"a": [1, [2]], "t": {"b": "c"}}
     with pytest.raises(tomllib.TOMLDecodeError):
         structured.loads_toml("a = [")
+
+
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES, st.sampled_from([1, 2, 7, 8192]))
+def test_json_in_blocks_is_the_text_json_dumps_gives(value: object, block: int) -> None:
+    blocks = list(structured.json_blocks(value, block=block))
+    assert "".join(blocks) == json.dumps(value, ensure_ascii=False, indent=2)
+    assert all(blocks)
+
+
+def test_json_in_blocks_hands_values_it_cannot_encode_to_default() -> None:
+    assert "".join(structured.json_blocks({"when": {1, 2}}, default=sorted)) == json.dumps({"when": [1, 2]}, indent=2)
+    with pytest.raises(TypeError):
+        list(structured.json_blocks({"when": {1}}))

@@ -298,7 +298,7 @@ def test_beads_every_field_has_the_fate_the_ledger_reports(root: Path) -> None:
     copy_fixture("beads", root)
     result = service.migrate_beads(context(root))
     planned = beads.plan(_beads_records(root), scope="beads", imported={}, include_deleted=False, today="20261125")
-    fates = {candidate.old_id: list(candidate.fates) for candidate in planned.candidates if not candidate.made}
+    fates = {candidate.old_id: list(candidate.fates) for candidate in planned.every_candidate() if not candidate.made}
     _ledger_agrees(result, fates)
     written = {**_by_source(root, "tasks"), **_by_source(root, "epics")}
     for _where, record in _beads_records(root):
@@ -437,3 +437,60 @@ def test_backlog_format_reads_as_backlog_md_does() -> None:
         None,
     ]
     assert [backlog.canonical(ident, "BACK") for ident in ("back-24.02", "BACK-24.2", "24", "task-3")] == ["BACK-24.2", "BACK-24.2", "BACK-24", "TASK-3"]
+
+
+def _jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+
+
+def test_beads_an_id_held_twice_names_its_file_by_the_first_record_and_links_by_the_last(root: Path) -> None:
+    """The plan goes through the file twice (sources.JsonLines) and keeps only a few facts of
+    each issue between: which record of a repeated id counts for what must not change. The
+    first record is the one imported (the second is reported); the status a link to it sees
+    is the last record's, as Beads, reading the file in order, ends up with."""
+    stamp = "2026-01-21T10:00:00Z"
+    _jsonl(
+        root / ".beads" / "issues.jsonl",
+        [
+            {"id": "bd-e", "title": "Epic", "issue_type": "epic", "status": "open", "created_at": stamp},
+            {
+                "id": "bd-x",
+                "title": "First",
+                "status": "open",
+                "created_at": stamp,
+                "dependencies": [{"issue_id": "bd-x", "depends_on_id": "bd-e", "type": "parent-child"}],
+            },
+            {
+                "id": "bd-y",
+                "title": "Waits",
+                "status": "open",
+                "created_at": stamp,
+                "dependencies": [{"issue_id": "bd-y", "depends_on_id": "bd-x", "type": "blocks"}],
+            },
+            {"id": "bd-x", "title": "Second", "status": "pinned", "created_at": stamp},
+        ],
+    )
+    result = service.migrate_beads(context(root))
+    tasks = _by_source(root, "tasks")
+    assert tasks["bd-x"][1]["title"] == "First"
+    repeated = [item for item in result["items"] if item["old_id"] == "bd-x"]
+    assert [item["action"] for item in repeated] == ["create", "skip"] and "twice" in repeated[1]["reason"]
+    # The last record of bd-x is pinned, which Beads does not wait on: the link is kept, not mapped.
+    assert not tasks["bd-y"][1].get("depends_on") and tasks["bd-y"][1]["source_fields"]["dependencies"][0]["depends_on_id"] == "bd-x"
+
+
+def test_beads_lines_are_parsed_on_each_pass_and_let_go_on_the_last(root: Path) -> None:
+    path = root / ".beads" / "issues.jsonl"
+    _jsonl(path, [{"id": "bd-1", "title": "One"}, {"id": "bd-2", "title": "Two"}])
+    records = sources.JsonLines(path, ".beads/issues.jsonl", passes=2)
+    first = [(str(where), record["id"]) for where, record in records]
+    assert first == [(".beads/issues.jsonl:1", "bd-1"), (".beads/issues.jsonl:2", "bd-2")] and len(records) == 2
+    assert [(str(where), record["id"]) for where, record in records] == first
+    assert records.lines == [None, None] and len(records) == 2
+    with pytest.raises(RuntimeError, match="as many times as it was made for"):
+        list(records)
+    path.write_text('{"id": "bd-1", "title": "One"}\n\n{"id": "bd-2", "title": \n', encoding="utf-8")
+    with pytest.raises(InvalidDocument) as caught:
+        list(sources.JsonLines(path, ".beads/issues.jsonl"))
+    assert caught.value.code == "SOURCE_INVALID" and caught.value.line == 3

@@ -5,19 +5,22 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from moss_files.board import files as board_files
 from moss_files.board.model import Task
 from moss_files.foundation import document
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import PREFIXED_RE
-from moss_files.migrate.ledger import Account
+from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, summarize
 from moss_files.migrate.model import (
     CREATE,
     SKIP,
     Builder,
     Candidate,
     Where,
+    _example_values_only,
     decide,
     derived_id,
     iso_time,
@@ -141,3 +144,32 @@ def test_the_ledger_counts_items_and_each_fields_fates_and_strict_refuses_any_lo
     assert refusal is not None and refusal.code == "MIGRATION_WOULD_DROP" and refusal.details["dropped"] == {"color": 1}
     assert losses(Builder("beads", "s.jsonl", accounted=True).build()) is None
     assert losses(Builder("moe", ".moe").build()) is not None  # a reader that does not account its fields cannot vouch for them
+
+
+FATE_ONE = st.builds(
+    Fate,
+    field=st.sampled_from(["title", "status", "labels", "dependencies[blocks]"]),
+    fate=st.sampled_from([MAPPED, KEPT, DROPPED]),
+    home=st.sampled_from([None, "title", "source_fields.labels"]),
+    reason=st.sampled_from([None, "why"]),
+    changed=st.sampled_from([None, "4 -> LOW"]),
+    value=st.one_of(st.none(), st.text(max_size=3)),
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.lists(FATE_ONE, max_size=5)), max_size=12))
+def test_a_decided_plan_keeps_every_value_its_ledger_shows(accounts: list[tuple[str, list[Fate]]]) -> None:
+    """decide drops the source values of fates the ledger's examples will not show (most of a
+    large plan's size): the ledger is the same as from the fates in full, ids repeated included."""
+    examples: dict[tuple[str, str], set[str]] = {}
+    lean = [(old_id, _example_values_only(tuple(fates), old_id, examples)) for old_id, fates in accounts]
+    assert summarize(lean) == summarize((old_id, tuple(fates)) for old_id, fates in accounts)
+    assert [len(fates) for _old, fates in lean] == [len(fates) for _old, fates in accounts]
+
+
+def test_a_decided_plan_keeps_few_values_of_many_items() -> None:
+    fates = (Fate("title", MAPPED, "title", value="Fix it"), Fate("labels", KEPT, "source_fields.labels", value='["ops"]'))
+    examples: dict[tuple[str, str], set[str]] = {}
+    lean = [_example_values_only(fates, f"bd-{number}", examples) for number in range(1000)]
+    assert sum(fate.value is not None for item in lean for fate in item) == 2 * EXAMPLES
