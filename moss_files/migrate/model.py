@@ -10,7 +10,6 @@ imported before is recognised by that old id (kept in the new file's frontmatter
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -181,7 +180,7 @@ def decide(
     clashes: list[str] = []
     limits = max_bytes or {}
     examples: dict[tuple[str, str], set[str]] = {}
-    shared: dict[Fate, Fate] = {}
+    shared: dict[tuple[str, str, str | None, str | None, str | None], Fate] = {}
     for candidate in candidates:
         key = (candidate.kind, candidate.old_id)
         if key in imported:
@@ -226,7 +225,10 @@ def decide(
 
 
 def _example_values_only(
-    fates: tuple[Fate, ...], old_id: str, examples: dict[tuple[str, str], set[str]], shared: dict[Fate, Fate] | None = None
+    fates: tuple[Fate, ...],
+    old_id: str,
+    examples: dict[tuple[str, str], set[str]],
+    shared: dict[tuple[str, str, str | None, str | None, str | None], Fate] | None = None,
 ) -> tuple[Fate, ...]:
     """`fates` without the source values the ledger will not show. `summarize` shows a value
     only in the examples of a field and fate: the first fate of each of the first EXAMPLES
@@ -241,15 +243,20 @@ def _example_values_only(
         key = (fate.field, fate.fate)
         first = key not in firsts
         firsts.add(key)
-        if fate.value is not None:
+        if fate.value is not None and first:
             ids = examples.setdefault(key, set())
-            if first and len(ids) < EXAMPLES and old_id not in ids:
+            if len(ids) < EXAMPLES and old_id not in ids:
                 ids.add(old_id)
-            else:
-                fate = dataclasses.replace(fate, value=None)
-        if fate.value is None and shared is not None:
-            fate = shared.setdefault(fate, fate)
-        lean.append(fate)
+                lean.append(fate)
+                continue
+        if shared is None:
+            lean.append(fate if fate.value is None else Fate(fate.field, fate.fate, fate.home, fate.reason, fate.changed))
+            continue
+        whole = (fate.field, fate.fate, fate.home, fate.reason, fate.changed)
+        common = shared.get(whole)
+        if common is None:
+            common = shared[whole] = fate if fate.value is None else Fate(*whole)
+        lean.append(common)
     return tuple(lean)
 
 

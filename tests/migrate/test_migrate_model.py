@@ -162,10 +162,14 @@ FATE_ONE = st.builds(
 def test_a_decided_plan_keeps_every_value_its_ledger_shows(accounts: list[tuple[str, list[Fate]]]) -> None:
     """decide drops the source values of fates the ledger's examples will not show (most of a
     large plan's size): the ledger is the same as from the fates in full, ids repeated included."""
-    examples: dict[tuple[str, str], set[str]] = {}
-    lean = [(old_id, _example_values_only(tuple(fates), old_id, examples)) for old_id, fates in accounts]
-    assert summarize(lean) == summarize((old_id, tuple(fates)) for old_id, fates in accounts)
-    assert [len(fates) for _old, fates in lean] == [len(fates) for _old, fates in accounts]
+    full = summarize((old_id, tuple(fates)) for old_id, fates in accounts)
+    for shared in (None, {}):
+        examples: dict[tuple[str, str], set[str]] = {}
+        lean = [(old_id, _example_values_only(tuple(fates), old_id, examples, shared)) for old_id, fates in accounts]
+        assert summarize(lean) == full
+        assert [[(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in lean] == [
+            [(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in accounts
+        ]
 
 
 def test_a_decided_plan_keeps_few_values_of_many_items() -> None:
