@@ -1,6 +1,6 @@
 """`moss import` of a Moss JSONL export as a whole process: capsules per second, with floors.
 
-Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss] [--rows-only] [--json ROWS]
+Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss] [--rows-only] [--settle 60] [--json ROWS]
 
 Writes a deterministic export (capsules of about 1.7 KB in 10 workspaces) into a temporary
 folder, then imports it into fresh git projects with this checkout's `moss` and, when
@@ -25,8 +25,10 @@ before the run ends (the temporary folder goes then, with all of it): each comma
 otherwise pay for the one before it, and which one pays most depends on where the kernel puts
 their folders, not on their code. Files other processes delete (test runs, the bench before)
 still tax whichever command creates files in their block groups at that moment: on that
-machine the same floor took 0.22 s or 3.85 s of system time minutes apart. Compare builds
-within one run, and read the system time beside the wall time.
+machine the same floor took 0.22 s or 3.85 s of system time minutes apart. `--settle 60`
+(bench/all.py passes it) times nothing in the run's first minute on such a file system, past
+the deletions of the bench that ran just before. Compare builds within one run, and read the
+system time beside the wall time.
 
 `moss import` refuses a file over 25 MB (FILE_TOO_LARGE): an export past that (100,000
 capsules make 168 MB) is imported as parts of at most 24 MB, one after another into the same
@@ -45,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,7 +55,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rows as shared
 
 # bench/all.py runs this script with these arguments for its rows of issue 29's table.
-ROWS_ARGS = ["--rows-only"]
+ROWS_ARGS = ["--rows-only", "--settle", "60"]
+
+# Where new files skip the inodes freed in the last minute (see the module's docstring), the
+# first timed command waits until a minute after the bench started: the bench run before it
+# (bench/all.py runs them one after another) deletes its files as it ends. Smaller runs (the
+# test suite's smoke run) do not wait.
+SETTLE_FROM = 1000
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORDS = "auth token session cache index router inbox capsule plan task review deploy schema retry lock queue handoff decision risk test".split()
@@ -217,6 +226,18 @@ def run_import_parts(tmp: Path, label: str, moss: str, parts: list[Path], env: d
     return wall, resource.struct_rusage((user, system, peak, *([0] * 13)))
 
 
+def freed_inodes_linger(folder: Path) -> bool:
+    """Whether `folder` is on ext4 without a journal (its device's `journal_task` in sysfs
+    says `<none>`), where each new file skips the inodes freed in the last minute in its block
+    group, one by one (see the module's docstring)."""
+    device = os.stat(folder).st_dev
+    try:
+        name = Path(os.path.realpath(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}")).name
+        return Path(f"/sys/fs/ext4/{name}/journal_task").read_text().strip() == "<none>"
+    except OSError:
+        return False
+
+
 def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resource.struct_rusage]:
     folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
     elapsed, usage, _out = timed([sys.executable, "-c", FLOOR, str(folder / "w"), str(count), str(size), sync], None, dict(os.environ))
@@ -230,7 +251,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-fsync-floor", action="store_true", help="leave out the slow floor of one fsync per file")
     parser.add_argument("--rows-only", action="store_true", help="issue 29's rows only: no fsync-per-file floor, one round from 50,000 on")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help=f"where ext4 runs without a journal, time nothing until this many seconds after the start (sizes from {SETTLE_FROM:,})",
+    )
     args = parser.parse_args()
+    started = time.monotonic()
     ours = str(Path(sys.executable).with_name("moss"))
     baseline = shared.baseline_moss(args.baseline)
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
@@ -255,6 +283,10 @@ def main() -> None:
             no_fsync_floor = args.no_fsync_floor or args.rows_only
             floors = {"once": "floor: write + one syncfs", **({} if no_fsync_floor else {"each": "floor: write + fsync each file"})}
             steps = [*(("import", label) for label in commands), *(("floor", sync) for sync in floors)]
+            if size >= SETTLE_FROM and args.settle > 0 and freed_inodes_linger(tmp):
+                wait = max(0.0, args.settle - (time.monotonic() - started))
+                print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
+                time.sleep(wait)
             for round_number in range(repeat):
                 # Every import and floor once a round, in turn, the order reversed every other
                 # round, so the machine's load and what ran just before hit all alike.
