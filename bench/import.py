@@ -1,6 +1,6 @@
 """`moss import` of a Moss JSONL export as a whole process: capsules per second, with floors.
 
-Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss] [--rows-only] [--json ROWS]
+Run: .venv/bin/python bench/import.py [--sizes 1000,10000] [--repeat 2] [--baseline /work/main/.venv/bin/moss] [--rows-only] [--settle 60] [--json ROWS]
 
 Writes a deterministic export (capsules of about 1.7 KB in 10 workspaces) into a temporary
 folder, then imports it into fresh git projects with this checkout's `moss` and, when
@@ -8,11 +8,27 @@ folder, then imports it into fresh git projects with this checkout's `moss` and,
 Floors measured in the same run: a process that writes the same number of files of the same
 size with one fsync each (what a durable write per file costs), and one that writes them and
 makes them durable with one syncfs; and `moss version`, the start-up every `moss` command pays.
-Every round runs each command and each floor once, in turn, so the machine's load hits all
-alike. Whole processes use a bytecode cache in the temp folder (PYTHONPYCACHEPREFIX), warmed
-once. Prints the median (and best) of `--repeat` rounds: wall time, and the process's own CPU
-time (user and system, from `os.wait4`); creating files costs system time, which is most of
-an import and all of its floor.
+Every round runs each command and each floor once, in turn (the order reversed every other
+round), so the machine's load hits all alike. Whole processes use a bytecode cache in the
+temp folder (PYTHONPYCACHEPREFIX), warmed once. Prints the median (and best) of `--repeat`
+rounds: wall time, and the process's own CPU time (user and system, from `os.wait4`);
+creating files costs system time, which is most of an import and all of its floor.
+
+Creating files is most of an import's cost, and on ext4 without a journal (the 2-core machine
+of issue 29) a create costs more the more inodes were freed in the last minute nearby: the
+kernel avoids reusing an inode freed within 60 s (`recently_deleted` in fs/ext4/ialloc.c; 300 s
+more while its inode-table block is unwritten) by checking every free inode of the block group
+it allocates from, from the group's start, for every file created. Measured (perf): an import
+right after the previous project's 10,000 files were deleted spent 82% of its 7 s of CPU in
+that scan, against 1.2 s with none freed nearby. So nothing a measured command wrote is deleted
+before the run ends (the temporary folder goes then, with all of it): each command would
+otherwise pay for the one before it, and which one pays most depends on where the kernel puts
+their folders, not on their code. Files other processes delete (test runs, the bench before)
+still tax whichever command creates files in their block groups at that moment: on that
+machine the same floor took 0.22 s or 3.85 s of system time minutes apart. `--settle 60`
+(bench/all.py passes it) times nothing in the run's first minute on such a file system, past
+the deletions of the bench that ran just before. Compare builds within one run, and read the
+system time beside the wall time.
 
 `moss import` refuses a file over 25 MB (FILE_TOO_LARGE): an export past that (100,000
 capsules make 168 MB) is imported as parts of at most 24 MB, one after another into the same
@@ -27,11 +43,11 @@ import json
 import os
 import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +55,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rows as shared
 
 # bench/all.py runs this script with these arguments for its rows of issue 29's table.
-ROWS_ARGS = ["--rows-only"]
+ROWS_ARGS = ["--rows-only", "--settle", "60"]
+
+# Where new files skip the inodes freed in the last minute (see the module's docstring), the
+# first timed command waits until a minute after the bench started: the bench run before it
+# (bench/all.py runs them one after another) deletes its files as it ends. Smaller runs (the
+# test suite's smoke run) do not wait.
+SETTLE_FROM = 1000
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORDS = "auth token session cache index router inbox capsule plan task review deploy schema retry lock queue handoff decision risk test".split()
@@ -159,8 +181,7 @@ def run_import(tmp: Path, label: str, moss: str, export: Path, env: dict[str, st
         elapsed, usage, out = timed([moss, "import", "--path", str(export), "--json"], project, env)
     except SystemExit as refused:
         return str(refused)[:300]
-    finally:
-        shutil.rmtree(project)
+    # The project stays until the run ends (see the module's docstring: deleting it would slow the next command).
     if json.loads(out)["imported"] != count:
         raise SystemExit(f"{label}: imported {json.loads(out)['imported']} of {count}")
     return elapsed, usage
@@ -195,22 +216,32 @@ def run_import_parts(tmp: Path, label: str, moss: str, parts: list[Path], env: d
     project = fresh_project(tmp, label, moss, env)
     wall = user = system = 0.0
     peak = imported = 0
-    try:
-        for part in parts:
-            elapsed, usage, out = timed([moss, "import", "--path", str(part), "--json"], project, env)
-            wall, user, system, peak = wall + elapsed, user + usage.ru_utime, system + usage.ru_stime, max(peak, usage.ru_maxrss)
-            imported += json.loads(out)["imported"]
-    finally:
-        shutil.rmtree(project)
+    for part in parts:
+        elapsed, usage, out = timed([moss, "import", "--path", str(part), "--json"], project, env)
+        wall, user, system, peak = wall + elapsed, user + usage.ru_utime, system + usage.ru_stime, max(peak, usage.ru_maxrss)
+        imported += json.loads(out)["imported"]
+    # The project stays until the run ends (see the module's docstring: deleting it would slow the next command).
     if imported != count:
         raise SystemExit(f"{label}: imported {imported} of {count} in {len(parts)} parts")
     return wall, resource.struct_rusage((user, system, peak, *([0] * 13)))
 
 
+def freed_inodes_linger(folder: Path) -> bool:
+    """Whether `folder` is on ext4 without a journal (its device's `journal_task` in sysfs
+    says `<none>`), where each new file skips the inodes freed in the last minute in its block
+    group, one by one (see the module's docstring)."""
+    device = os.stat(folder).st_dev
+    try:
+        name = Path(os.path.realpath(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}")).name
+        return Path(f"/sys/fs/ext4/{name}/journal_task").read_text().strip() == "<none>"
+    except OSError:
+        return False
+
+
 def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resource.struct_rusage]:
     folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
     elapsed, usage, _out = timed([sys.executable, "-c", FLOOR, str(folder / "w"), str(count), str(size), sync], None, dict(os.environ))
-    shutil.rmtree(folder)
+    # The folder stays until the run ends (see the module's docstring: deleting it would slow the next command).
     return elapsed, usage
 
 
@@ -220,7 +251,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-fsync-floor", action="store_true", help="leave out the slow floor of one fsync per file")
     parser.add_argument("--rows-only", action="store_true", help="issue 29's rows only: no fsync-per-file floor, one round from 50,000 on")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help=f"where ext4 runs without a journal, time nothing until this many seconds after the start (sizes from {SETTLE_FROM:,})",
+    )
     args = parser.parse_args()
+    started = time.monotonic()
     ours = str(Path(sys.executable).with_name("moss"))
     baseline = shared.baseline_moss(args.baseline)
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
@@ -244,9 +282,19 @@ def main() -> None:
             runs: dict[str, Runs] = {}
             no_fsync_floor = args.no_fsync_floor or args.rows_only
             floors = {"once": "floor: write + one syncfs", **({} if no_fsync_floor else {"each": "floor: write + fsync each file"})}
-            for _ in range(repeat):
-                # Alternate every command with the floors, so the machine's load hits all alike.
-                for label, moss in commands.items():
+            steps = [*(("import", label) for label in commands), *(("floor", sync) for sync in floors)]
+            if size >= SETTLE_FROM and args.settle > 0 and freed_inodes_linger(tmp):
+                wait = max(0.0, args.settle - (time.monotonic() - started))
+                print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
+                time.sleep(wait)
+            for round_number in range(repeat):
+                # Every import and floor once a round, in turn, the order reversed every other
+                # round, so the machine's load and what ran just before hit all alike.
+                for kind, label in steps if round_number % 2 == 0 else reversed(steps):
+                    if kind == "floor":
+                        runs.setdefault(floors[label], Runs()).add(*run_floor(tmp, size, total // size, label))
+                        continue
+                    moss = commands[label]
                     done: tuple[float, resource.struct_rusage] | str = "refused"
                     if label not in refused:
                         done = run_import(tmp, label, moss, export, env, size)
@@ -258,8 +306,6 @@ def main() -> None:
                         parts = parts or write_parts(export)
                         done = run_import_parts(tmp, label, moss, parts, env, size)
                     runs.setdefault(f"moss import ({label})", Runs()).add(*done)
-                for sync, label in floors.items():
-                    runs.setdefault(label, Runs()).add(*run_floor(tmp, size, total // size, sync))
                 elapsed, usage, _out = timed([ours, "version"], tmp, env)
                 runs.setdefault("start-up: moss version", Runs()).add(elapsed, usage)
             print(f"corpus: {size} capsules, export {total / 1e6:.1f} MB ({total // size} bytes a record); median of {repeat} (best); {shared.load()}")
@@ -273,9 +319,9 @@ def main() -> None:
             if "moss import (after)" in runs:
                 print(f"  moss import / syncfs floor: {statistics.median(runs['moss import (after)'].wall) / floor:.2f}x wall")
             for label, build in (("after", "this"), ("before", "baseline")):
-                measured = runs.get(f"moss import ({label})")
-                if measured is None:
+                if f"moss import ({label})" not in runs:
                     continue
+                measured = runs[f"moss import ({label})"]
                 wall = statistics.median(measured.wall)
                 cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
                 note = f"refused whole (FILE_TOO_LARGE): {len(parts)} files of <= {PART_BYTES >> 20} MB, one after another" if label in refused else ""
