@@ -18,7 +18,8 @@ file) into a fresh git project, alternating with the floor: a process writing as
 the same mean size, made durable with one syncfs. Projects are removed only once every run of
 a size is done: on ext4 without a journal, creating files right after thousands were deleted
 costs several times more system time (the allocator steps over recently freed inodes), and a
-run must not pay for the one before it.
+run must not pay for the one before it; `--settle` waits out the deletions of the bench before
+(bench/import.py's docstring has the figures).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rows as shared
 
 # bench/all.py runs this script with these arguments for its row of issue 29's table.
-ROWS_ARGS = ["--rows-only"]
+ROWS_ARGS = ["--rows-only", "--settle", "60"]
 
 BEADS_FIXTURE = shared.BENCH.parent / "tests" / "migrate" / "fixtures" / "beads" / ".beads" / "issues.jsonl"
 
@@ -213,7 +214,8 @@ def rows_main(args: argparse.Namespace) -> None:
     """Issue 29's Beads row: issues/s and peak memory of `moss migrate beads`, whole process."""
     import importlib
 
-    floors = importlib.import_module("import")  # bench/import.py: the write + syncfs floor
+    started = time.monotonic()
+    floors = importlib.import_module("import")  # bench/import.py: the write + syncfs floor, and the settling rule
     ours = str(Path(sys.executable).with_name("moss"))
     baseline = shared.baseline_moss(args.baseline)
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
@@ -235,25 +237,32 @@ def rows_main(args: argparse.Namespace) -> None:
                 (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(source, 20))
                 shared.run_process([moss, "migrate", "beads", "--include-deleted", "--json"], cwd=warm, env=env)
                 made.append(warm)
-            for _ in range(repeat):
-                for label, moss in commands.items():
-                    project = fresh_project(tmp, label, moss, env)
+            if size >= floors.SETTLE_FROM and args.settle > 0 and floors.freed_inodes_linger(tmp):
+                wait = max(0.0, args.settle - (time.monotonic() - started))
+                print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
+                time.sleep(wait)  # a fixed settling time, not a wait for a condition: see bench/import.py
+            steps = [*commands, "floor"]  # the floor last in the first round: it writes files of the mean size the first run made
+            for round_number in range(repeat):
+                for step in steps if round_number % 2 == 0 else reversed(steps):  # what ran just before hits all alike
+                    if step == "floor":
+                        folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
+                        made.append(folder)
+                        floor_command = [sys.executable, "-c", floors.FLOOR, str(folder / "w"), str(size), str(mean_bytes), "once"]
+                        elapsed, usage, _out = floors.timed(floor_command, None, dict(os.environ))
+                        runs.setdefault("floor: write + one syncfs", floors.Runs()).add(elapsed, usage)
+                        continue
+                    moss = commands[step]
+                    project = fresh_project(tmp, step, moss, env)
                     made.append(project)
                     command = [moss, "migrate", "beads", "--from", str(issues), "--include-deleted", "--json"]
                     elapsed, usage, out = floors.timed(command, project, env)
                     report = json.loads(out)
                     if report["created"] < size:
-                        raise SystemExit(f"{label}: created {report['created']} of {size}")
-                    runs.setdefault(f"moss migrate beads ({label})", floors.Runs()).add(elapsed, usage)
+                        raise SystemExit(f"{step}: created {report['created']} of {size}")
+                    runs.setdefault(f"moss migrate beads ({step})", floors.Runs()).add(elapsed, usage)
                     if not mean_bytes:
                         files, total = board_file_bytes(project)
                         mean_bytes = max(1, total // max(1, files))
-                folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
-                made.append(folder)
-                elapsed, usage, _out = floors.timed(
-                    [sys.executable, "-c", floors.FLOOR, str(folder / "w"), str(size), str(mean_bytes), "once"], None, dict(os.environ)
-                )
-                runs.setdefault("floor: write + one syncfs", floors.Runs()).add(elapsed, usage)
             print(
                 f"corpus: {size} Beads issues from {source.name} ({issues.stat().st_size / 1e6:.1f} MB; board files of {mean_bytes} bytes on average); median of {repeat}; {shared.load()}"
             )
@@ -297,6 +306,9 @@ def main() -> None:
     parser.add_argument("--rows-only", action="store_true", help="issue 29's Beads row only: `moss migrate beads` as a whole process, with its floor")
     parser.add_argument("--beads-source", default=None, help="the Beads issues.jsonl to copy up to each size (default: the test fixture)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds per size under --rows-only (one from 50,000 on, or with --quick)")
+    parser.add_argument(
+        "--settle", type=float, default=0.0, help="as bench/import.py's: on ext4 without a journal, time nothing until this many seconds after the start"
+    )
     shared.add_common_arguments(parser, default_sizes=(1000, 10000))
     args = parser.parse_args()
     if args.rows_only:
