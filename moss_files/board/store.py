@@ -113,7 +113,9 @@ LOCK_TIMEOUT = 30.0
 # this long: each look costs a waiter a few hundred microseconds of CPU whatever it settles,
 # and with 8 claimers on 2 cores the 7 waiters looking after every claim took ~2.8 ms of CPU a
 # claim from the machine the lock's holder runs on (bench/board.py's claims/s rows). One look
-# in this long settles several claims' files at once; the load under the lock checks the rest.
+# in this long settles several claims' files at once; the load under the lock checks the rest
+# (measured at ~90 claims/s: ~3.4 looks a claim instead of ~9.4, the waiters' CPU 1.8 ms a
+# claim instead of 2.7, the holder's 0.4 ms more).
 CATCH_UP_SECONDS = 0.02
 # A file changed this recently may change again within the same timestamp tick without its
 # stat changing (an edit in place of the same size, or a replace that reuses the freed inode),
