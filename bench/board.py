@@ -360,6 +360,7 @@ def issue_rows(size: int, *, quick: bool = False, baseline: str | None = None) -
                 shutil.rmtree(board, ignore_errors=True)
             fresh, warm, stat = figures["claim fresh"], figures["claim warm"], figures["stat floor"]
             common = {"size": size, "build": label, "note": note}
+            one = f"1 process: {rates[1]['cpu_per_claim']:.2f} ms CPU a claim"  # the floor row's CPU, printed beside
             out += [
                 shared.Row(
                     measure="board claim, fresh context", value=fresh["wall"], unit="ms", compare=shared.AT_MOST, limit=20, floor=stat["wall"],
@@ -371,12 +372,25 @@ def issue_rows(size: int, *, quick: bool = False, baseline: str | None = None) -
                 ),
                 shared.Row(
                     measure=f"claims/s, {claimers} processes, one owner each", value=rates[claimers]["rate"], unit="claims/s", compare=shared.AT_LEAST, limit=200,
-                    floor=rates[1]["rate"], floor_name="1 process", cpu=rates[claimers]["cpu_per_claim"], **common,
+                    floor=rates[1]["rate"], floor_name="1 process", cpu=rates[claimers]["cpu_per_claim"], **{**common, "note": f"{note}; {one}"},
                 ),
             ]  # fmt: skip
     finally:
         shutil.rmtree(temp, ignore_errors=True)
     return out
+
+
+def print_cpu(found: list[shared.Row]) -> None:
+    """The CPU beside the rows' wall figures: a claim's (median, its process's every thread),
+    and for claims/s the CPU a claim costs summed over every claimer process (the waiters'
+    included), on 8 processes and on 1."""
+    print(f"\n  {'CPU of the rows above':<44} {'size':>7} {'build':<8} {'CPU':>16}")
+    for row in found:
+        if row.cpu is None:
+            continue
+        beside = row.note.rsplit("; ", 1)[1] if row.unit == "claims/s" and "; " in row.note else ""
+        cpu = f"{row.cpu:.2f} ms" + (" a claim" if row.unit == "claims/s" else "")
+        print(f"  {row.measure:<44} {row.size:>7} {row.build:<8} {cpu:>16}  {beside}")
 
 
 def rows_main() -> None:
@@ -390,6 +404,7 @@ def rows_main() -> None:
     found = [row for size in shared.sizes(args.sizes, (10_000,)) for row in issue_rows(size, quick=args.quick, baseline=baseline)]
     print(f"board rows; medians, wall ms; {shared.load()} (a shared machine: noisy)")
     shared.print_rows(found)
+    print_cpu(found)
     shared.write_rows(args.json, found)
 
 

@@ -552,6 +552,41 @@ def test_looks_while_waiting_take_events_once_a_record_comes_and_the_load_sees_e
     assert (board.tasks["TASK-a"].title, board.tasks["TASK-b"].title) == ("FIRST", "SECOND")
 
 
+def test_a_waiter_looks_at_most_once_a_pace_and_the_load_under_the_lock_sees_the_writes_it_left(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # While waiting for the lock, a store looks (`_paced_catch_up`) once the cache file changes,
+    # then not again for CATCH_UP_SECONDS (here: longer than the test), however many claims
+    # land meanwhile; the load under the lock checks what the looks left, and gives the files'
+    # answer.
+    from moss_files.board import store as store_module
+
+    monkeypatch.setattr(store_module, "CATCH_UP_SECONDS", 3600.0)
+    first, second = two_tasks(repo)
+    settle(repo)
+    server = Context(repo, actor=AGENT)
+    for _ in range(3):
+        board_store_load(server)
+    store = board_store(server)
+    if store._watch is None:
+        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
+    writer = BoardStore(repo)
+    writer.load()  # reads the cache file, so its writes append their records to it
+    writer.update("task", "TASK-a", lambda task: replace(task, title="FIRST"))
+    store._paced_catch_up()  # the first change since: a look, which settles it from its record
+    assert not store._watch.dirty
+    writer.update("task", "TASK-b", lambda task: replace(task, title="SECOND"))
+    same_size_edit(first, "status: WORKING", "status: BACKLOG")  # and a hand edit, with no record
+    for _ in range(3):
+        store._paced_catch_up()  # within the pace: no look
+    store._watch.drain()
+    assert {name for name in store._watch.dirty.get("task", ()) if not name.startswith(".")} == {"TASK-a.md", "TASK-b.md"}  # left for the load
+    board = store.outline(("WORKING", "BACKLOG"))
+    plain = BoardStore(repo, persist=False).load()
+    assert {name: outline_of(task) for name, task in board.tasks.items()} == {name: outline_of(plain.tasks[name]) for name in ("TASK-a", "TASK-b")}
+    assert (board.tasks["TASK-a"].status, board.tasks["TASK-b"].title) == ("BACKLOG", "SECOND")
+    assert claim_result(server, "w1") == "TASK-b"  # the claim weighs the files as they are
+    assert "assigned_worker: w1" in second.read_text()
+
+
 def test_a_watching_store_sees_an_edit_through_a_hard_link_made_after_it_read_the_file(repo: Path, tmp_path: Path) -> None:
     first, _second = two_tasks(repo)
     server = Context(repo, actor=AGENT)
