@@ -150,6 +150,27 @@ class Runs:
         self.system.append(usage.ru_stime)
         self.peak_mb.append(usage.ru_maxrss / 1024)
 
+    def rows(self, subject: str, items: str, size: int, build: str, floor_wall: float, note: str = "") -> list[shared.Row]:
+        """Issue 29's two rows of a bulk write (`moss import`, `moss migrate`): `items`/s beside
+        the write + one syncfs floor (at least 5,000/s), and the peak memory (at most 300 MB)."""
+        wall = statistics.median(self.wall)
+        cpu = (statistics.median(self.user) + statistics.median(self.system)) * 1000
+        rate = shared.Row(
+            f"{subject}, {items}/s",
+            size=size,
+            build=build,
+            value=size / wall,
+            cpu=cpu,
+            unit="/s",
+            compare=shared.AT_LEAST,
+            limit=5000,
+            floor=size / floor_wall,
+            floor_name="write + one syncfs process",
+            note=note,
+        )
+        peak = shared.Row(f"{subject}, peak memory", size=size, build=build, value=max(self.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300, note=note)
+        return [rate, peak]
+
     def line(self, label: str, count: int) -> str:
         wall = statistics.median(self.wall)
         return (
@@ -321,30 +342,8 @@ def main() -> None:
             for label, build in (("after", "this"), ("before", "baseline")):
                 if f"moss import ({label})" not in runs:
                     continue
-                measured = runs[f"moss import ({label})"]
-                wall = statistics.median(measured.wall)
-                cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
                 note = f"refused whole (FILE_TOO_LARGE): {len(parts)} files of <= {PART_BYTES >> 20} MB, one after another" if label in refused else ""
-                found.append(
-                    shared.Row(
-                        "moss import, capsules/s",
-                        size=size,
-                        build=build,
-                        value=size / wall,
-                        cpu=cpu,
-                        unit="/s",
-                        compare=shared.AT_LEAST,
-                        limit=5000,
-                        floor=size / floor,
-                        floor_name="write + one syncfs process",
-                        note=note,
-                    )  # fmt: skip
-                )
-                found.append(
-                    shared.Row(
-                        "moss import, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300, note=note
-                    )
-                )
+                found += runs[f"moss import ({label})"].rows("moss import", "capsules", size, build, floor, note)
     shared.print_rows(found)
     shared.write_rows(args.json, found)
 

@@ -270,30 +270,8 @@ def rows_main(args: argparse.Namespace) -> None:
                 print(measured.line(label, size))
             floor = statistics.median(runs["floor: write + one syncfs"].wall)
             for label, build in (("after", "this"), ("before", "baseline")):
-                measured = runs.get(f"moss migrate beads ({label})")
-                if measured is None:
-                    continue
-                wall = statistics.median(measured.wall)
-                cpu = (statistics.median(measured.user) + statistics.median(measured.system)) * 1000
-                found.append(
-                    shared.Row(
-                        "moss migrate beads, issues/s",
-                        size=size,
-                        build=build,
-                        value=size / wall,
-                        cpu=cpu,
-                        unit="/s",
-                        compare=shared.AT_LEAST,
-                        limit=5000,
-                        floor=size / floor,
-                        floor_name="write + one syncfs process",
-                    )  # fmt: skip
-                )
-                found.append(
-                    shared.Row(
-                        "moss migrate beads, peak memory", size=size, build=build, value=max(measured.peak_mb), unit="MB", compare=shared.AT_MOST, limit=300
-                    )
-                )
+                if f"moss migrate beads ({label})" in runs:
+                    found += runs[f"moss migrate beads ({label})"].rows("moss migrate beads", "issues", size, build, floor)
             for path in made:  # only now: see the module's docstring
                 shutil.rmtree(path)
     shared.print_rows(found)

@@ -154,6 +154,16 @@ def dump_simple(data: Any) -> str | None:
     return "".join(lines) if _mapping_lines(data, "", lines) else None
 
 
+def _scalar(value: str | bool | int) -> str | None:
+    """A string, boolean or integer as ruamel writes it in block context; None for a string
+    this path does not follow (see `_scalar_text`)."""
+    if type(value) is str:
+        return _scalar_text(value)
+    if type(value) is bool:
+        return "true" if value else "false"
+    return str(value)
+
+
 def _mapping_lines(data: dict[Any, Any], indent: str, lines: list[str]) -> bool:
     """Append a block mapping's lines at `indent` (ruamel's: mappings indent 2, sequences
     4 with the dash at 2); False where the fast path steps aside."""
@@ -161,15 +171,11 @@ def _mapping_lines(data: dict[Any, Any], indent: str, lines: list[str]) -> bool:
         if type(key) is not str or not _simple_key(key):
             return False
         kind = type(value)
-        if kind is str:
-            text = _scalar_text(value)
+        if kind is str or kind is bool or kind is int:
+            text = _scalar(value)
             if text is None:
                 return False
             lines.append(f"{indent}{key}: {text}\n")
-        elif kind is bool:
-            lines.append(f"{indent}{key}: {'true' if value else 'false'}\n")
-        elif kind is int:
-            lines.append(f"{indent}{key}: {value}\n")
         elif kind is dict and value:
             lines.append(f"{indent}{key}:\n")
             if not _mapping_lines(value, indent + "  ", lines):
@@ -188,15 +194,11 @@ def _sequence_lines(items: list[Any], indent: str, lines: list[str]) -> bool:
     starts on the dash's line, its other keys under its first."""
     for item in items:
         kind = type(item)
-        if kind is str:
-            text = _scalar_text(item)
+        if kind is str or kind is bool or kind is int:
+            text = _scalar(item)
             if text is None:
                 return False
             lines.append(f"{indent}- {text}\n")
-        elif kind is bool:
-            lines.append(f"{indent}- {'true' if item else 'false'}\n")
-        elif kind is int:
-            lines.append(f"{indent}- {item}\n")
         elif kind is dict and item:
             start = len(lines)
             if not _mapping_lines(item, indent + "  ", lines):

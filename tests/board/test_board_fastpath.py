@@ -493,12 +493,10 @@ def test_a_record_its_writer_offers_is_taken_only_while_the_file_holds_the_bytes
         assert {t["id"]: t["status"] for t in queries.list_tasks(ctx)["tasks"]}["TASK-a"] == "BACKLOG"
 
 
-def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_taken_by_the_next_load(repo: Path) -> None:
-    # A waiter for the board lock looks at the file events meanwhile (`_catch_up`); it may take
-    # a write's events before the writer appends its record of the file to the cache file. The
-    # load under the lock then has no new event, but still takes that record: it answers what
-    # the files hold, without parsing the file again.
-    first, _second = two_tasks(repo)
+def watching_server_and_writer(repo: Path) -> tuple[Context, BoardStore, BoardStore]:
+    """A long-lived store that watches the board (skipped where the file system gives no
+    watches), and another store whose writes append their records to the cache file (it has
+    read it)."""
     settle(repo)
     server = Context(repo, actor=AGENT)
     for _ in range(3):
@@ -507,7 +505,17 @@ def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_tak
     if store._watch is None:
         pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
     writer = BoardStore(repo)
-    writer.load()  # reads the cache file, so its writes append their records to it
+    writer.load()
+    return server, store, writer
+
+
+def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_taken_by_the_next_load(repo: Path) -> None:
+    # A waiter for the board lock looks at the file events meanwhile (`_catch_up`); it may take
+    # a write's events before the writer appends its record of the file to the cache file. The
+    # load under the lock then has no new event, but still takes that record: it answers what
+    # the files hold, without parsing the file again.
+    first, _second = two_tasks(repo)
+    server, store, writer = watching_server_and_writer(repo)
     data = files.render_task(Task("TASK-a", "EPIC-1", "first", status="WORKING", priority="CRITICAL", assigned_worker="elsewhere", created=STAMP))
     fs.write_atomic(first, data.encode())  # the writer's write ...
     store._catch_up()  # ... whose events a waiter takes ...
@@ -524,15 +532,7 @@ def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_tak
 
 def test_looks_while_waiting_take_events_once_a_record_comes_and_the_load_sees_every_change(repo: Path) -> None:
     first, second = two_tasks(repo)
-    settle(repo)
-    server = Context(repo, actor=AGENT)
-    for _ in range(3):
-        board_store_load(server)
-    store = board_store(server)
-    if store._watch is None:
-        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
-    writer = BoardStore(repo)
-    writer.load()
+    server, store, writer = watching_server_and_writer(repo)
     store._catch_up()  # the cache file as it is now: the mark the next looks compare with
     # A hand edit brings no record: the looks leave its events queued (nothing to settle).
     same_size_edit(first, "title: first", "title: FIRST")
@@ -561,15 +561,7 @@ def test_a_waiter_looks_at_most_once_a_pace_and_the_load_under_the_lock_sees_the
 
     monkeypatch.setattr(store_module, "CATCH_UP_SECONDS", 3600.0)
     first, second = two_tasks(repo)
-    settle(repo)
-    server = Context(repo, actor=AGENT)
-    for _ in range(3):
-        board_store_load(server)
-    store = board_store(server)
-    if store._watch is None:
-        pytest.skip("no file watches on this file system: a load takes the stat of every file instead")
-    writer = BoardStore(repo)
-    writer.load()  # reads the cache file, so its writes append their records to it
+    server, store, writer = watching_server_and_writer(repo)
     writer.update("task", "TASK-a", lambda task: replace(task, title="FIRST"))
     store._paced_catch_up()  # the first change since: a look, which settles it from its record
     assert not store._watch.dirty
