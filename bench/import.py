@@ -27,7 +27,8 @@ their folders, not on their code. Files other processes delete (test runs, the b
 still tax whichever command creates files in their block groups at that moment: on that
 machine the same floor took 0.22 s or 3.85 s of system time minutes apart. `--settle 60`
 (bench/all.py passes it) times nothing in the run's first minute on such a file system, past
-the deletions of the bench that ran just before. Compare builds within one run, and read the
+the deletions of the bench that ran just before (after a sync: the 300 s more apply only until
+the inode-table blocks are written). Compare builds within one run, and read the
 system time beside the wall time.
 
 `moss import` refuses a file over 25 MB (FILE_TOO_LARGE): an export past that (100,000
@@ -307,6 +308,7 @@ def main() -> None:
             if size >= SETTLE_FROM and args.settle > 0 and freed_inodes_linger(tmp):
                 wait = max(0.0, args.settle - (time.monotonic() - started))
                 print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
+                os.sync()  # clean inode-table blocks count a freed inode for 60 s, dirty ones for 360 s
                 time.sleep(wait)
             for round_number in range(repeat):
                 # Every import and floor once a round, in turn, the order reversed every other
