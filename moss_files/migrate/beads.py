@@ -26,8 +26,8 @@ Where each field goes (the ledger, `docs/migrate.md` lists it in full):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from moss_files.board.model import Epic, Task
@@ -148,56 +148,65 @@ def plan(
         if (kind, old) not in new_ids:  # the first record of an id names its file
             new_ids[(kind, old)] = board_items.new_board_id(kind, scope, old, iso_time(record.get("created_at")), today)
 
-    def target_of(old: str) -> tuple[str, str] | None:
+    known = _Known(wanted, first, facts, new_ids, deleted)
+    known.place(task_parents)
+    result.later = _second_pass(records, known, result, scope, imported_from, today, max_comment_bytes)
+    return result
+
+
+@dataclass(slots=True)
+class _Known:
+    """What the first pass learnt that the second needs: the positions of the issues to bring,
+    where the first one is, the facts of each id (its last record's, as Beads ends up reading
+    it), the new id of each (kind, old id) (its first record's), the ids deleted, and each
+    task's (first epic parent, first task parent) by old id."""
+
+    wanted: set[int]
+    first: Where | None
+    facts: dict[str, _Facts]
+    new_ids: dict[tuple[str, str], str]
+    deleted: set[str]
+    placement: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def target_of(self, old: str) -> tuple[str, str] | None:
         """(kind, new id) of an issue this file brings, or None."""
-        found = facts.get(old)
+        found = self.facts.get(old)
         if found is None:
             return None
         kind = "epic" if found.is_epic else "task"
-        return kind, new_ids[(kind, old)]
+        return kind, self.new_ids[(kind, old)]
 
-    # Each task's parents: (first epic parent, first task parent) by old id.
-    placement: dict[str, tuple[str | None, str | None]] = {}
-    for old, targets in task_parents.items():
-        epic_parent = task_parent = None
-        for target in targets:
-            found = target_of(target)
-            if found is None:
-                continue
-            if found[0] == "epic" and epic_parent is None:
-                epic_parent = target
-            elif found[0] == "task" and task_parent is None:
-                task_parent = target
-        placement[old] = (epic_parent, task_parent)
+    def place(self, task_parents: Mapping[str, list[str]]) -> None:
+        """Each task's place from its parent-child targets, in order: the first that is an
+        epic here, and the first that is a task here."""
+        for old, targets in task_parents.items():
+            epic_parent = task_parent = None
+            for target in targets:
+                found = self.target_of(target)
+                if found is None:
+                    continue
+                if found[0] == "epic" and epic_parent is None:
+                    epic_parent = target
+                elif found[0] == "task" and task_parent is None:
+                    task_parent = target
+            self.placement[old] = (epic_parent, task_parent)
 
-    def epic_of(old: str) -> str | None:
+    def epic_of(self, old: str) -> str | None:
         """The epic a task is in: its epic parent, else its task parent's (up the chain)."""
         seen: set[str] = set()
         current: str | None = old
         while current is not None and current not in seen:
             seen.add(current)
-            epic_parent, task_parent = placement.get(current, (None, None))
+            epic_parent, task_parent = self.placement.get(current, (None, None))
             if epic_parent is not None:
-                return new_ids[("epic", epic_parent)]
+                return self.new_ids[("epic", epic_parent)]
             current = task_parent
         return None
-
-    result.later = _second_pass(
-        records, wanted, first, facts, new_ids, placement, epic_of, target_of, deleted, result, scope, imported_from, today, max_comment_bytes
-    )
-    return result
 
 
 def _second_pass(
     records: Iterable[tuple[Where, Any]],
-    wanted: set[int],
-    first: Where | None,
-    facts: Mapping[str, _Facts],
-    new_ids: Mapping[tuple[str, str], str],
-    placement: Mapping[str, tuple[str | None, str | None]],
-    epic_of: Callable[[str], str | None],
-    target_of: Callable[[str], tuple[str, str] | None],
-    deleted: set[str],
+    known: _Known,
     result: TrackerPlan,
     scope: str,
     imported_from: str,
@@ -208,7 +217,7 @@ def _second_pass(
     hold tasks that have none."""
     fallback: Epic | None = None
     for position, (where, record) in enumerate(records):
-        if position not in wanted:
+        if position not in known.wanted:
             continue
         old = str(record["id"])
         account = Account()
@@ -267,7 +276,7 @@ def _second_pass(
             leftovers["priority"] = record["priority"]
 
         links = _links(record)
-        epic_parent, task_parent = (None, None) if is_epic else placement.get(old, (None, None))
+        epic_parent, task_parent = (None, None) if is_epic else known.placement.get(old, (None, None))
         depends: list[str] = []
         for dep in record.get("dependencies") or []:
             dep_type = str(dep.get("type") or "blocks")
@@ -276,12 +285,12 @@ def _second_pass(
             if dep not in links:
                 account.kept(name, dep, home="source_fields.dependencies", reason="a link of another issue")
                 continue
-            found = target_of(target)
+            found = known.target_of(target)
             if is_epic:
                 account.kept(name, target, home="source_fields.dependencies", reason="the board's epics have no parents or dependencies")
             elif dep_type == "parent-child":
                 if found is None:
-                    account.kept(name, target, home="source_fields.dependencies", reason=_missing(target, deleted))
+                    account.kept(name, target, home="source_fields.dependencies", reason=_missing(target, known.deleted))
                 elif target == epic_parent:
                     account.mapped(name, "epic", target)
                 elif target == task_parent:
@@ -291,9 +300,9 @@ def _second_pass(
                         name, target, home="source_fields.dependencies", reason="a board task has one epic and one parent; the first of each is mapped"
                     )
             elif dep_type == "blocks":
-                target_status = facts[target].status if found is not None else None
+                target_status = known.facts[target].status if found is not None else None
                 if found is None:
-                    account.kept(name, target, home="source_fields.dependencies", reason=_missing(target, deleted) + "; Beads does not wait on it")
+                    account.kept(name, target, home="source_fields.dependencies", reason=_missing(target, known.deleted) + "; Beads does not wait on it")
                 elif target_status not in _BLOCKING and target_status != "closed":
                     account.kept(name, target, home="source_fields.dependencies", reason=f"the target is {target_status}, which Beads does not wait on")
                 else:
@@ -327,7 +336,7 @@ def _second_pass(
                 account.kept("comments", raw_comments, reason=why)
                 leftovers["comments"] = raw_comments
             else:
-                task_id = new_ids[("task", old)]
+                task_id = known.new_ids[("task", old)]
                 kept_comments = []
                 defaulted: set[str] = set()
                 for index, raw in enumerate(raw_comments, start=1):
@@ -357,7 +366,7 @@ def _second_pass(
 
         if is_epic:
             epic = Epic(
-                id=new_ids[("epic", old)],
+                id=known.new_ids[("epic", old)],
                 title=title,
                 description=body,
                 status=status,
@@ -366,22 +375,24 @@ def _second_pass(
             )
             yield board_items.candidate("epic", epic, old, where, imported_from, leftovers, fates=account.done())
             continue
-        epic_id = epic_of(old)
+        epic_id = known.epic_of(old)
         if epic_id is None:
             if fallback is None:
                 holder = board_items.imported_epic(scope, "Beads", f"Beads issues{f' ({scope})' if scope != SYSTEM else ''}", None, today)
-                fallback = Epic(id=new_ids.get(("epic", f"{SYSTEM}:tasks"), holder.id), title=holder.title, description=holder.description, status="ACTIVE")
+                fallback = Epic(
+                    id=known.new_ids.get(("epic", f"{SYSTEM}:tasks"), holder.id), title=holder.title, description=holder.description, status="ACTIVE"
+                )
             epic_id = fallback.id
         criteria = _criteria(record.get("acceptance_criteria"))
         task = Task(
-            id=new_ids[("task", old)],
+            id=known.new_ids[("task", old)],
             epic=epic_id,
             title=title,
             description=body,
             status=status,
             priority=priority,
             depends_on=tuple(dict.fromkeys(depends)),
-            parent=new_ids[("task", task_parent)] if task_parent else None,
+            parent=known.new_ids[("task", task_parent)] if task_parent else None,
             definition_of_done=criteria or (),
             created=created,
             updated=updated,
@@ -391,8 +402,8 @@ def _second_pass(
         if comments:
             result.comments[task.id] = comments
         yield board_items.candidate("task", task, old, where, imported_from, leftovers, fates=account.done())
-    if fallback is not None and first is not None:
-        yield board_items.candidate("epic", fallback, f"{SYSTEM}:tasks", Where(first.file), imported_from, made=True)
+    if fallback is not None and known.first is not None:
+        yield board_items.candidate("epic", fallback, f"{SYSTEM}:tasks", Where(known.first.file), imported_from, made=True)
 
 
 def _links(record: Mapping[str, Any]) -> list[dict[str, Any]]:
