@@ -541,9 +541,14 @@ def _name_taken(dir_fd: int, name: str) -> bool:
 _tmpfile_state: dict[str, bool] = {}  # "off": O_TMPFILE (or /proc) failed once here
 
 
+def _parts(data: bytes | Callable[[], Iterable[bytes]]) -> Iterable[bytes]:
+    """`create_exclusive`'s data as parts: the bytes alone, or what the function gives."""
+    return (data,) if isinstance(data, bytes) else data()
+
+
 def _write_parts(fd: int, data: bytes | Callable[[], Iterable[bytes]]) -> None:
     """Write `data` (bytes, or a function giving them in parts) to the descriptor `fd`."""
-    for part in (data,) if isinstance(data, bytes) else data():
+    for part in _parts(data):
         write_all(fd, part)
 
 
@@ -1187,7 +1192,7 @@ def _durable_temp(dir_fd: int, path: Path, data: bytes | Callable[[], Iterable[b
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
-            for part in (data,) if isinstance(data, bytes) else data():
+            for part in _parts(data):
                 handle.write(part)
             handle.flush()
             os.fsync(handle.fileno())

@@ -228,7 +228,7 @@ def _example_values_only(
     fates: tuple[Fate, ...],
     old_id: str,
     examples: dict[tuple[str, str], set[str]],
-    shared: dict[tuple[str, str, str | None, str | None, str | None], Fate] | None = None,
+    shared: dict[tuple[str, str, str | None, str | None, str | None], Fate],
 ) -> tuple[Fate, ...]:
     """`fates` without the source values the ledger will not show. `summarize` shows a value
     only in the examples of a field and fate: the first fate of each of the first EXAMPLES
@@ -249,9 +249,6 @@ def _example_values_only(
                 ids.add(old_id)
                 lean.append(fate)
                 continue
-        if shared is None:
-            lean.append(fate if fate.value is None else Fate(fate.field, fate.fate, fate.home, fate.reason, fate.changed))
-            continue
         whole = (fate.field, fate.fate, fate.home, fate.reason, fate.changed)
         common = shared.get(whole)
         if common is None:

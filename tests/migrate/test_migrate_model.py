@@ -163,17 +163,16 @@ def test_a_decided_plan_keeps_every_value_its_ledger_shows(accounts: list[tuple[
     """decide drops the source values of fates the ledger's examples will not show (most of a
     large plan's size): the ledger is the same as from the fates in full, ids repeated included."""
     full = summarize((old_id, tuple(fates)) for old_id, fates in accounts)
-    for shared in (None, {}):
-        examples: dict[tuple[str, str], set[str]] = {}
-        lean = [(old_id, _example_values_only(tuple(fates), old_id, examples, shared)) for old_id, fates in accounts]
-        assert summarize(lean) == full
-        assert [[(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in lean] == [
-            [(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in accounts
-        ]
+    examples: dict[tuple[str, str], set[str]] = {}
+    lean = [(old_id, _example_values_only(tuple(fates), old_id, examples, {})) for old_id, fates in accounts]
+    assert summarize(lean) == full
+    assert [[(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in lean] == [
+        [(f.field, f.fate, f.home, f.reason, f.changed) for f in fates] for _old, fates in accounts
+    ]
 
 
 def test_a_decided_plan_keeps_few_values_of_many_items() -> None:
     fates = (Fate("title", MAPPED, "title", value="Fix it"), Fate("labels", KEPT, "source_fields.labels", value='["ops"]'))
     examples: dict[tuple[str, str], set[str]] = {}
-    lean = [_example_values_only(fates, f"bd-{number}", examples) for number in range(1000)]
+    lean = [_example_values_only(fates, f"bd-{number}", examples, {}) for number in range(1000)]
     assert sum(fate.value is not None for item in lean for fate in item) == 2 * EXAMPLES
