@@ -260,6 +260,19 @@ def freed_inodes_linger(folder: Path) -> bool:
         return False
 
 
+def settle(folder: Path, size: int, seconds: float, started: float) -> None:
+    """Where files freed in the last minute slow every create (`freed_inodes_linger`), time
+    nothing until `seconds` after `started` (time.monotonic), for sizes from SETTLE_FROM: a
+    fixed settling time, not a wait for a condition. It syncs first: clean inode-table blocks
+    count a freed inode for 60 s, dirty ones for 360 s."""
+    if size < SETTLE_FROM or seconds <= 0 or not freed_inodes_linger(folder):
+        return
+    wait = max(0.0, seconds - (time.monotonic() - started))
+    print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
+    os.sync()
+    time.sleep(wait)
+
+
 def run_floor(tmp: Path, count: int, size: int, sync: str) -> tuple[float, resource.struct_rusage]:
     folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
     elapsed, usage, _out = timed([sys.executable, "-c", FLOOR, str(folder / "w"), str(count), str(size), sync], None, dict(os.environ))
@@ -305,11 +318,7 @@ def main() -> None:
             no_fsync_floor = args.no_fsync_floor or args.rows_only
             floors = {"once": "floor: write + one syncfs", **({} if no_fsync_floor else {"each": "floor: write + fsync each file"})}
             steps = [*(("import", label) for label in commands), *(("floor", sync) for sync in floors)]
-            if size >= SETTLE_FROM and args.settle > 0 and freed_inodes_linger(tmp):
-                wait = max(0.0, args.settle - (time.monotonic() - started))
-                print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
-                os.sync()  # clean inode-table blocks count a freed inode for 60 s, dirty ones for 360 s
-                time.sleep(wait)
+            settle(tmp, size, args.settle, started)
             for round_number in range(repeat):
                 # Every import and floor once a round, in turn, the order reversed every other
                 # round, so the machine's load and what ran just before hit all alike.

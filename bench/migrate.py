@@ -237,11 +237,7 @@ def rows_main(args: argparse.Namespace) -> None:
                 (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(source, 20))
                 shared.run_process([moss, "migrate", "beads", "--include-deleted", "--json"], cwd=warm, env=env)
                 made.append(warm)
-            if size >= floors.SETTLE_FROM and args.settle > 0 and floors.freed_inodes_linger(tmp):
-                wait = max(0.0, args.settle - (time.monotonic() - started))
-                print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
-                os.sync()  # clean inode-table blocks count a freed inode for 60 s, dirty ones for 360 s
-                time.sleep(wait)  # a fixed settling time, not a wait for a condition: see bench/import.py
+            floors.settle(tmp, size, args.settle, started)
             steps = [*commands, "floor"]  # the floor last in the first round: it writes files of the mean size the first run made
             for round_number in range(repeat):
                 for step in steps if round_number % 2 == 0 else reversed(steps):  # what ran just before hits all alike
