@@ -1,9 +1,9 @@
-"""Capsule history from git: the committed versions of a capsule, and a capsule as it was at a
-revision.
+"""Capsule history from git: the committed versions of a capsule (a capsule as it was at one
+revision is `revision`'s).
 
 Shell layer: git is read only through `foundation.gitrepo` (which loads GitPython, so this
 module is imported only by the commands that need history); the capsule model parses what
-each commit held. Returns the shapes `moss history --json` and `moss fetch --at --json` print.
+each commit held. Returns the shape `moss history --json` prints.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from moss_files.capsules import model as core
-from moss_files.capsules.model import Capsule
 from moss_files.capsules.store import CapsuleStore, StoredCapsule
 from moss_files.foundation import document, gitrepo
-from moss_files.foundation.arguments import count, required
+from moss_files.foundation.arguments import count
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import MossError, NotFound
 from moss_files.index import pathhistory
@@ -151,53 +150,3 @@ def _capsule_id_in(data: bytes | None, commit: str, path: str, base_rel: str) ->
         return True, core.parse_capsule(doc, PurePosixPath(relpath), mtime_ms=0).id
     except (MossError, ValueError):
         return True, None
-
-
-def fetch_at(
-    ctx: Context,
-    *,
-    rev: str | None,
-    id: str | None = None,
-    workspace: str | None = None,
-    name: str | None = None,
-    include_text: bool = True,
-    include_deleted: bool = False,
-) -> dict[str, Any]:
-    """A capsule as it was at a git revision: the fetch shape plus `at: {rev, commit, path}`.
-
-    Raises NotFound (no such revision, or no such capsule then), RepoError.
-    """
-    rev_text = required(rev, "rev")
-    where = core.address(id, workspace, name)
-    repo = gitrepo.open_repo(ctx.root)
-    commit = gitrepo.resolve(repo, rev_text)
-    base_rel = gitrepo.relpath_in_repo(repo, CapsuleStore(ctx.root).base)
-    if where.name_norm is not None:
-        folder = f"{base_rel}/{core.workspace_dir(where.workspace_norm)}"
-        candidates = [f"{folder}/{core.slot_filename(where.name_norm)}"]
-        if include_deleted:
-            candidates += gitrepo.list_files(repo, commit, f"{folder}/{core.DELETED_DIR}")
-    else:
-        assert where.id is not None
-        if not core.is_capsule_id(where.id):
-            candidates = []
-        else:
-            named = [p for p in gitrepo.list_files(repo, commit, base_rel) if where.id in p.rsplit("/", 1)[-1]]
-            candidates = named + gitrepo.grep_files(repo, commit, where.id, base_rel)
-    matches: list[tuple[Capsule, str]] = []
-    unique = list(dict.fromkeys(candidates))
-    for candidate, data in zip(unique, gitrepo.show_files(repo, [(commit, path) for path in unique]), strict=True):
-        if data is None:
-            continue
-        doc = document.parse_bytes(data, f"{rev_text}:{candidate}")
-        relpath = PurePosixPath(PurePosixPath(candidate).relative_to(base_rel).as_posix())
-        found = core.parse_capsule(doc, relpath, mtime_ms=0, path=f"{rev_text}:{candidate}")
-        wanted = found.id == where.id if where.id is not None else found.name_norm == where.name_norm
-        if wanted and (include_deleted or not found.deleted):
-            matches.append((found, candidate))
-    if not matches:
-        raise NotFound(f"capsule {where.shown()} not found at {rev_text}", details={"rev": rev_text, "commit": commit})
-    capsule_at, at_path = max(matches, key=lambda m: (not m[0].deleted, m[0].updated_ms))
-    data_out = core.capsule_to_dict(capsule_at, include_text=include_text)
-    data_out["at"] = {"rev": rev_text, "commit": commit, "path": at_path}
-    return data_out

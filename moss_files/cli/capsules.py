@@ -5,8 +5,8 @@ Entry layer: parse options, call `capsules`, render. `--json` prints the operati
 exactly as the MCP tool returns it; errors go to stderr (the JSON error body with --json) with
 the exit code of their class: 2 bad request, 3 not found, 4 invalid content (too large, too
 thin, unreadable file), 5 conflict (name taken, stale write), 6 git/workspace problem.
-The git history module loads only in the commands that read history (`history`,
-`fetch --at`), so `moss fetch` never pays for GitPython.
+The modules that read git load only in the commands that read it (`history`, `fetch --at`),
+so `moss fetch` never pays for git; `fetch --at` never pays for GitPython either.
 """
 
 from __future__ import annotations
@@ -133,11 +133,11 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             ctx = _context(root)
             if at is not None:
-                # Loaded here only: history reads git, which plain fetches never pay for.
-                from moss_files.capsules import history
+                # Loaded here only: it reads git, which plain fetches never pay for.
+                from moss_files.capsules import revision
 
                 result = _addressed(
-                    functools.partial(history.fetch_at, ctx, rev=at, include_text=not no_text, include_deleted=include_deleted),
+                    functools.partial(revision.fetch_at, ctx, rev=at, include_text=not no_text, include_deleted=include_deleted),
                     name,
                     name_option,
                     capsule_id,

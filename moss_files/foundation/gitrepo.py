@@ -1,29 +1,29 @@
-"""Git, through GitPython: the only module that talks to git.
+"""Git, through GitPython: the only module that loads it.
 
 Edge layer. Every `git.exc.GitCommandError` (and a missing repository) becomes a RepoError here,
 once, so callers match on codes. Import it lazily: GitPython costs tens of milliseconds to load,
-and most commands never need history.
+and most commands never need history. The readings of one commit (a revision, the files then,
+their bytes) are `gitcli`'s, which needs no GitPython; the functions here pass them on.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
-from moss_files.foundation.errors import InvalidRequest, NotFound, RepoError
+from moss_files.foundation import gitcli
+from moss_files.foundation.errors import RepoError
 
 Repo = git.Repo  # what `open_repo` returns, named for modules that must not import GitPython
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
-_HEX_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +55,7 @@ def open_repo(path: Path) -> git.Repo:
     try:
         return git.Repo(path, search_parent_directories=True)
     except (InvalidGitRepositoryError, NoSuchPathError):
-        raise RepoError(
-            f"{path} is not inside a git repository",
-            path=path,
-            hint="capsule history comes from git: run `git init` and commit the .moss/ folder",
-        ) from None
+        raise gitcli.not_a_repository(path) from None
 
 
 def _run(repo: git.Repo, *args: str, **kwargs: object) -> str | bytes:
@@ -70,13 +66,13 @@ def _run(repo: git.Repo, *args: str, **kwargs: object) -> str | bytes:
         raise RepoError(f"git {args[0]} failed: {stderr or exc}", details={"status": exc.status}) from None
 
 
+def _top(repo: git.Repo) -> Path:
+    return Path(repo.working_tree_dir or repo.git_dir)
+
+
 def relpath_in_repo(repo: git.Repo, path: Path) -> str:
     """`path` relative to the repository's work tree, with forward slashes."""
-    top = Path(repo.working_tree_dir or ".").resolve()
-    try:
-        return PurePosixPath(path.resolve().relative_to(top)).as_posix()
-    except ValueError:
-        raise RepoError(f"{path} is outside the repository at {top}", path=path) from None
+    return gitcli.relpath(Path(repo.working_tree_dir or "."), path)
 
 
 def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev: str = "HEAD") -> list[Version]:
@@ -109,134 +105,25 @@ def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev:
     return versions
 
 
-# `@{...}` (a reflog entry or a date: `main@{yesterday}`, `HEAD@{2026-01-02 10:00}`) may hold
-# any character but a brace; outside it, a revision is a ref, a commit id and their suffixes.
-_REFLOG_PART = re.compile(r"@\{[^{}]*\}")
-_MAX_REVISION = 256
-
-
-def check_revision(rev: str) -> str:
-    """`rev` when it names a commit the way `moss fetch --at` takes one: a branch, tag or
-    commit id, with `~N`, `^N`, `^{commit}` or `@{...}` suffixes.
-
-    Raises InvalidRequest INVALID_REVISION for anything else: an option (`-x`), a path inside a
-    commit (`HEAD:../../etc/passwd`, `:0:file`, `:/text`), a range (`a..b`), control characters
-    or an over-long text. Such a text would make git read another object than a commit.
-    """
-    outside = _REFLOG_PART.sub("", rev)
-    reason = None
-    if not rev.strip():
-        reason = "is empty"
-    elif len(rev) > _MAX_REVISION:
-        reason = f"is longer than {_MAX_REVISION} characters"
-    elif rev.startswith("-"):
-        reason = "starts with '-'"
-    elif any(ord(char) < 32 or ord(char) == 127 for char in rev):
-        reason = "holds a control character"
-    elif ":" in outside:
-        reason = "names a path inside a commit (':'); give the commit alone"
-    elif ".." in outside:
-        reason = "is a range ('..'); give one commit"
-    elif any(char.isspace() or char in "{}" for char in outside.replace("^{commit}", "")):
-        reason = "holds a space or a brace outside '@{...}'"
-    if reason is not None:
-        raise InvalidRequest(
-            f"revision {rev!r} {reason}",
-            code="INVALID_REVISION",
-            details={"rev": rev},
-            hint="give a branch, tag or commit id, optionally with ~N, ^N or @{...} (HEAD~1, main@{yesterday})",
-        )
-    return rev
-
-
 def resolve(repo: git.Repo, rev: str) -> str:
-    """The full commit id `rev` names. Raises InvalidRequest INVALID_REVISION (see
-    `check_revision`), NotFound when it names no commit."""
-    check_revision(rev)
-    # git itself resolves the revision: GitPython walks `~N` one parent object at a time in
-    # Python, seconds for a commit deep in a long history.
-    try:
-        output = str(repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"]))
-    except GitCommandError as exc:
-        reason = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ") or f"git rev-parse exited {exc.status}"
-        raise NotFound(f"no commit {rev!r} in this repository", details={"rev": rev, "reason": reason}) from None
-    return output.strip()
-
-
-def show_file(repo: git.Repo, commit: str, relpath: str) -> bytes | None:
-    """A file's bytes at a commit, or None when the commit has no such file."""
-    try:
-        tree = repo.commit(commit).tree
-        blob = tree / relpath
-    except KeyError:
-        return None
-    except (GitCommandError, ValueError) as exc:
-        raise RepoError(f"cannot read {relpath} at {commit}: {exc}") from None
-    if blob.type != "blob":
-        return None
-    return bytes(blob.data_stream.read())
+    """The full commit id `rev` names (`gitcli.resolve`)."""
+    return gitcli.resolve(_top(repo), rev)
 
 
 def show_files(repo: git.Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
     """The bytes of many (commit, relpath) files at once, in order; None where a commit has no
-    such file (as `show_file`). One `git cat-file --batch` answers them all: reading each through
-    GitPython's tree objects costs milliseconds a file, seconds for a long history."""
-    if not wanted:
-        return []
-    if any("\n" in commit or "\n" in relpath for commit, relpath in wanted):
-        return [show_file(repo, commit, relpath) for commit, relpath in wanted]  # a batch line cannot hold a newline
-    return _cat_file_batch(repo, [f"{commit}:{relpath}" for commit, relpath in wanted])
-
-
-def _cat_file_batch(repo: git.Repo, specs: Sequence[str]) -> list[bytes | None]:
-    """The blob each object name in `specs` names (one `git cat-file --batch`), None where it
-    names nothing or no blob."""
-    request = "".join(f"{spec}\n" for spec in specs).encode("utf-8", "surrogateescape")
-    top = repo.working_tree_dir or repo.git_dir
-    try:
-        done = subprocess.run(["git", "cat-file", "--batch"], cwd=top, input=request, capture_output=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise RepoError(f"git cat-file failed: {getattr(exc, 'stderr', b'') or exc}") from None
-    out = done.stdout
-    found: list[bytes | None] = []
-    at = 0
-    for _ in specs:
-        end = out.index(b"\n", at)
-        header = out[at:end].split(b" ")
-        at = end + 1
-        if len(header) == 3 and header[2].isdigit() and _HEX_ID.fullmatch(header[0].decode("ascii", "replace")):
-            size = int(header[2])
-            found.append(out[at : at + size] if header[1] == b"blob" else None)
-            at += size + 1  # the object, then a newline
-        else:
-            found.append(None)  # "<commit>:<path> missing" (or ambiguous): no such file then
-    return found
+    such file (`gitcli.show_files`: one `git cat-file --batch`)."""
+    return gitcli.show_files(_top(repo), wanted)
 
 
 def list_files(repo: git.Repo, commit: str, under: str) -> list[str]:
     """Paths of the files below a folder at a commit (recursive), sorted."""
-    # One `git ls-tree` rather than GitPython's traversal, which reads every subtree in Python.
-    pathspec = [f"{under.rstrip('/')}/"] if under.strip("/") else []
-    output = _run(repo, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *pathspec, stdout_as_string=False)
-    assert isinstance(output, bytes)
-    found = []
-    for entry in output.split(b"\0"):
-        meta, tab, path = entry.partition(b"\t")
-        if tab and meta.split(b" ")[1] == b"blob":
-            found.append(path.decode("utf-8", "surrogateescape"))
-    return sorted(found)
+    return gitcli.list_files(_top(repo), commit, under)
 
 
 def grep_files(repo: git.Repo, commit: str, pattern: str, under: str) -> list[str]:
     """Paths below `under` whose content at `commit` matches a fixed string."""
-    try:
-        output = str(repo.git.execute(["git", "grep", "-l", "-F", "-e", pattern, commit, "--", under]))
-    except GitCommandError as exc:
-        if exc.status == 1:
-            return []  # git grep exits 1 when nothing matched
-        raise RepoError(f"git grep failed: {exc.stderr}") from None
-    prefix = f"{commit}:"
-    return sorted(line.removeprefix(prefix) for line in output.splitlines() if line)
+    return gitcli.grep_files(_top(repo), commit, pattern, under)
 
 
 def _has_commits(repo: git.Repo) -> bool:
@@ -383,7 +270,7 @@ def walk_commits(repo: git.Repo, head: str, *, exclude: str | None = None) -> li
         if not record:
             continue
         parts = record.split(_FIELD)
-        if len(parts) != 6 or not _HEX_ID.fullmatch(parts[0]):
+        if len(parts) != 6 or not gitcli.OBJECT_ID.fullmatch(parts[0]):
             raise RepoError(f"git log gave an unreadable record: {record[:80]!r}")
         walked.append(WalkedCommit(parts[0], tuple(parts[1].split()), parts[2], parts[3], parts[4], parts[5]))
     return walked
@@ -464,6 +351,4 @@ def follow_source(repo: git.Repo, commit: str, relpath: str) -> str | None:
 
 def read_blobs(repo: git.Repo, blobs: Sequence[str]) -> list[bytes | None]:
     """The bytes of many blobs by object id, in order (None where one is missing or no blob)."""
-    if not blobs:
-        return []
-    return _cat_file_batch(repo, blobs)
+    return gitcli.read_objects(_top(repo), blobs)

@@ -2,7 +2,7 @@
 versions in git and the differences between two of them.
 
 Shell layer: gathered through the capsule use cases (`capsules.service.inventory` and `fetch`,
-`capsules.history.history` and `fetch_at`, as `moss inventory|fetch|history` call them) and
+`capsules.history.history` and `capsules.revision.fetch_at`, as `moss inventory|fetch|history` call them) and
 rendered with `moss_files.web.html`; the difference between two versions is computed here,
 from the texts `fetch_at` returns, with difflib.
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from moss_files.capsules import history as capsule_history
-from moss_files.capsules import service
+from moss_files.capsules import revision, service
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, error_body
 from moss_files.web.html import (
@@ -188,7 +188,7 @@ def render_versions(capsule_id: str, versions: Sequence[Mapping[str, Any]]) -> H
 def _text_at(ctx: Context, capsule_id: str, rev: str) -> str:
     if rev == CURRENT:
         return str(service.fetch(ctx, id=capsule_id, include_deleted=True).get("capsule_text") or "")
-    return str(capsule_history.fetch_at(ctx, rev=rev, id=capsule_id, include_deleted=True).get("capsule_text") or "")
+    return str(revision.fetch_at(ctx, rev=rev, id=capsule_id, include_deleted=True).get("capsule_text") or "")
 
 
 def _version_text(ctx: Context, capsule_id: str, rev: str) -> Html:

@@ -334,6 +334,12 @@ def test_history_and_fetch_at_a_commit(ws: Path) -> None:
     assert old.returncode == 0 and old.stdout == FULL
     at_json = json.loads(moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD~1", "--json").stdout)
     assert "Done." in at_json["capsule_text"] and at_json["at"]["commit"] != first
+    # One commit's reading runs git's command line alone: GitPython's load is a quarter of it.
+    probe = "import sys\nfrom moss_files.cli.main import main\ntry:\n    main()\nfinally:\n    print('git' in sys.modules, file=sys.stderr)\n"
+    for address in (["fetch", "auth", "--at", first], ["fetch", "--id", capsule_id, "--at", "HEAD~1", "--json"]):
+        loaded = subprocess.run([sys.executable, "-c", probe, *address], cwd=ws, capture_output=True, text=True, check=False)
+        assert (loaded.returncode, loaded.stderr.split()[-1]) == (0, "False"), loaded.stderr
+    assert json.loads(moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD~1", "--json").stdout) == at_json
     assert moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD").returncode == 3  # deleted at HEAD
     assert moss(ws, "fetch", "--id", capsule_id, "--at", "HEAD", "--include-deleted").returncode == 0
     missing_rev = moss(ws, "fetch", "auth", "--at", "no-such-rev", "--json")

@@ -30,8 +30,7 @@ def test_history_follows_renames_newest_first(repo: Path) -> None:
     assert versions[0].author == "Test" and versions[0].email == "test@example.invalid"
     assert len(gitrepo.file_history(handle, "moved/b.md", limit=1)) == 1
     first = versions[-1].commit
-    assert gitrepo.show_file(handle, first, "a.md") == b"one\n"
-    assert gitrepo.show_file(handle, first, "moved/b.md") is None
+    assert gitrepo.show_files(handle, [(first, "a.md"), (first, "moved/b.md")]) == [b"one\n", None]
     assert gitrepo.list_files(handle, "HEAD", "moved") == ["moved/b.md"]
     assert gitrepo.grep_files(handle, "HEAD", "two", "moved") == ["moved/b.md"]
     assert gitrepo.grep_files(handle, "HEAD", "absent", "moved") == []
@@ -61,47 +60,6 @@ def test_errors_are_translated(repo: Path, tmp_path: Path) -> None:
     assert caught.value.code == "REPO_ERROR"
     with pytest.raises(MossError):
         gitrepo.relpath_in_repo(handle, outside / "x")
-
-
-@pytest.mark.parametrize("rev", ["HEAD", "HEAD~1", "main^", "HEAD^{commit}", "@", "main@{yesterday}", "HEAD@{2026-01-02 10:00:00}", "v1.2", "0123abcd"])
-def test_a_revision_naming_one_commit_passes_the_check(rev: str) -> None:
-    assert gitrepo.check_revision(rev) == rev
-
-
-@pytest.mark.parametrize(
-    "rev",
-    ["HEAD:../../etc/passwd", "HEAD:.moss", ":0:a.md", ":/fix", "HEAD..main", "main...HEAD", "-p", "--all", "", "HEAD\n", "HEAD^{tree}", "a b", "x" * 300],
-)
-def test_a_revision_that_is_not_one_commit_is_refused_before_git_sees_it(repo: Path, rev: str) -> None:
-    (repo / "a.md").write_text("one\n")
-    git(repo, "add", "a.md")
-    git(repo, "commit", "-qm", "add a")
-    with pytest.raises(MossError) as caught:
-        gitrepo.resolve(gitrepo.open_repo(repo), rev)
-    assert (caught.value.code, caught.value.exit_code) == ("INVALID_REVISION", 2)
-
-
-def test_batched_reads_answer_as_one_read_per_file(repo: Path) -> None:
-    """`show_files` (one `git cat-file --batch`) equals `show_file` for every commit and path,
-    a missing file, a folder, an empty file, a binary one and a name with spaces among them."""
-    (repo / "dir").mkdir()
-    (repo / "dir" / "a b.md").write_text("one\n")
-    (repo / "empty.md").write_text("")
-    (repo / "bin.dat").write_bytes(bytes(range(256)) + b"\n\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "first")
-    (repo / "dir" / "a b.md").write_text("two\nlines\n")
-    (repo / "empty.md").unlink()
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "second")
-    handle = gitrepo.open_repo(repo)
-    commits = [gitrepo.resolve(handle, "HEAD~1"), gitrepo.resolve(handle, "HEAD")]
-    wanted = [(commit, path) for commit in commits for path in ("dir/a b.md", "empty.md", "bin.dat", "dir", "absent.md", "dir/a b.md")]
-    batched = gitrepo.show_files(handle, wanted)
-    assert batched == [gitrepo.show_file(handle, commit, path) for commit, path in wanted]
-    assert batched[:5] == [b"one\n", b"", bytes(range(256)) + b"\n\n", None, None]
-    assert batched[7] is None  # empty.md is gone in the second commit
-    assert gitrepo.show_files(handle, []) == []
 
 
 def test_listing_and_resolving_agree_with_git(repo: Path) -> None:
