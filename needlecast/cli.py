@@ -24,7 +24,7 @@ from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, default_port, e
 from moss_files.foundation import structured
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
-from moss_files.foundation.workspace import find_workspace
+from moss_files.foundation.workspace import current_folder, find_workspace
 
 app = new_app("needlecast: messages between sleeves, routed exactly once, as markdown files in git.")
 
@@ -54,7 +54,7 @@ def _workspace(root: Path | None, sleeve: str | None = None) -> Context:
 def _envoy(root: Path | None, sleeve: str | None = None) -> Context:
     if root is not None and str(root):
         return _context(find_workspace(explicit=root), sleeve)
-    here = Path.cwd()
+    here = current_folder()
     return _context(here.resolve() if needlecast.holds_sleeves(here) else find_workspace(), sleeve)
 
 
@@ -85,7 +85,7 @@ def init(
 ) -> None:
     """Create this workspace's .needlecast/ folder (never overwrites a file)."""
     with reporting(as_json):
-        data = needlecast.init_workspace(_context(root.resolve() if root is not None else Path.cwd().resolve()), layout=layout)
+        data = needlecast.init_workspace(_context(root.resolve() if root is not None else current_folder().resolve()), layout=layout)
     emit(data, as_json, text=f"{data['path']} ({data['layout']})")
 
 

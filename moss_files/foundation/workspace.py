@@ -26,6 +26,20 @@ def root_from_env(environ: Mapping[str, str]) -> str | None:
     return next((environ[name] for name in ROOT_ENVS if environ.get(name)), None)
 
 
+def current_folder() -> Path:
+    """The current directory. Raises RepoError WORKSPACE_NOT_FOUND when it no longer exists:
+    removed under the shell that stands in it, as a worktree or a temporary folder often is."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        raise RepoError(
+            "the current directory no longer exists (it was removed after the shell entered it)",
+            code="WORKSPACE_NOT_FOUND",
+            status=404,
+            hint="cd into the project again, or pass --root",
+        ) from None
+
+
 def find_workspace(start: Path | None = None, explicit: Path | str | None = None) -> Path:
     """Return the workspace root for `start` (default: the current directory).
 
@@ -37,7 +51,7 @@ def find_workspace(start: Path | None = None, explicit: Path | str | None = None
     """
     if explicit is not None and str(explicit) != "":
         return explicit_root(str(explicit))
-    here = (start or Path.cwd()).resolve()
+    here = (start or current_folder()).resolve()
     for folder in (here, *here.parents):
         if is_workspace(folder):
             return folder
@@ -77,7 +91,7 @@ def init_root(start: Path | None = None, explicit: Path | str | None = None) -> 
     above `start`, else the top of the enclosing git work tree, else `start` itself."""
     if explicit is not None and str(explicit) != "":
         return find_workspace(start, explicit)
-    here = (start or Path.cwd()).resolve()
+    here = (start or current_folder()).resolve()
     for folder in (here, *here.parents):
         if any((folder / marker).is_dir() for marker in MARKERS):
             return folder

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import BIN
 
 from moss_files.foundation import ids, workspace
 from moss_files.foundation.errors import InvalidRequest, RepoError
@@ -57,6 +59,21 @@ def test_no_workspace_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RepoError) as caught:
         workspace.find_workspace(tmp_path)
     assert caught.value.code == "WORKSPACE_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "command", [["moss", "list"], ["moss", "init"], ["moss", "task", "list", "--json"], ["cstack", "status"], ["needlecast", "inbox"], ["needlecast", "init"]]
+)
+def test_a_removed_current_directory_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
+    """A shell can stand in a folder removed since (a worktree or a temporary folder): every
+    command says so, with WORKSPACE_NOT_FOUND's exit status, not a traceback."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    done = subprocess.run(["sh", "-c", script, "sh", str(gone), str(BIN / command[0]), *command[1:]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 6, done.stderr
+    assert "current directory no longer exists" in done.stderr and "Traceback" not in done.stderr
+    assert not gone.exists()
 
 
 def test_init_root_prefers_the_git_top(repo: Path) -> None:
