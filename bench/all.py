@@ -21,13 +21,16 @@ HOW A BENCH JOINS THIS TABLE (the convention; no edit of this file is needed). A
     ROWS_ARGS = ["--rows-only"]
 
 This script finds such scripts by reading their source (it imports none of them) and runs
-each as its own process, in the order of their names:
+each as its own process, in the order of their names, except that those whose ROWS_ARGS hold
+`--settle` (they time the creation of thousands of files) run first:
 
     python bench/NAME.py *ROWS_ARGS --sizes N [N ...] --json PATH [--quick] [--baseline MOSS]
 
 The script measures each size beside its floors from the same run, writes its rows to PATH
 as one JSON list (`rows.write_rows`; a row is `rows.Row`: measure, size, build, value, unit,
-floor, floor_name, ratio, over, target, met, cpu, note) and exits 0. `rows.add_common_arguments`
+floor, floor_name, ratio, over, target, met, cpu, note) and exits 0. A bench that writes many
+files writes them in `rows.scratch()`, which this script removes only when the run ends.
+`rows.add_common_arguments`
 adds those four options; `rows.cached` and `rows.copy_of` give it a corpus generated once per
 size; `rows.run_process(..., peak=True)` times a child with its own peak memory. A bench that
 fails (non-zero exit, no PATH written) is reported as failed and the others still run.
@@ -40,6 +43,7 @@ import ast
 import contextlib
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,15 @@ def discover(folder: Path = shared.BENCH) -> list[tuple[str, Path, list[str]]]:
                     raise SystemExit(f"{script}: ROWS_ARGS must be a list of strings")
                 found.append((script.stem, script, value))
     return found
+
+
+def run_order(benches: list[tuple[str, Path, list[str]]]) -> list[tuple[str, Path, list[str]]]:
+    """The order to run `benches` in: those that wait out earlier deletions before they time
+    the creation of thousands of files (`--settle` in their ROWS_ARGS, bench/import.py) first,
+    where there are fewest to wait out, then the rest; each group in name order. Every bench
+    leaves what it wrote in a folder removed only at the end (`rows.scratch`), so none taxes
+    the benches after it."""
+    return sorted(benches, key=lambda bench: "--settle" not in bench[2])
 
 
 def exponent(small: dict, large: dict) -> float | None:
@@ -128,12 +141,15 @@ def main() -> None:
     unknown = set(args.only or ()) - {name for name, _, _ in benches}
     if unknown:
         raise SystemExit(f"--only: no bench named {', '.join(sorted(unknown))} (there are: {', '.join(name for name, _, _ in benches)})")
-    chosen = [bench for bench in benches if args.only is None or bench[0] in args.only]
+    chosen = run_order([bench for bench in benches if args.only is None or bench[0] in args.only])
     print(f"bench/all.py: sizes {', '.join(map(str, sizes))}; {shared.load()}; python {sys.version.split()[0]}", file=say, flush=True)
     found: list[dict] = []
     failed: list[str] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="moss-bench-all-") as name:
+        kept = Path(name) / "kept"
+        kept.mkdir()
+        bench_env = {**os.environ, shared.KEEP_ENV: str(kept)}
         for bench, script, extra in chosen:
             out = Path(name) / f"{bench}.json"
             command = [sys.executable, str(script), *extra, "--sizes", *map(str, sizes), "--json", str(out)]
@@ -143,7 +159,7 @@ def main() -> None:
                 command += ["--baseline", baseline]
             print(f"\n=== {bench}: {' '.join(command[1:])}   ({shared.load()})", file=say, flush=True)
             began = time.perf_counter()
-            done = subprocess.run(command, check=False, stdout=say)
+            done = subprocess.run(command, check=False, stdout=say, env=bench_env)
             if done.returncode != 0 or not out.exists():
                 print(f"=== {bench} failed (exit {done.returncode})", file=say, flush=True)
                 failed.append(bench)

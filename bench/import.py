@@ -21,7 +21,8 @@ more while its inode-table block is unwritten) by checking every free inode of t
 it allocates from, from the group's start, for every file created. Measured (perf): an import
 right after the previous project's 10,000 files were deleted spent 82% of its 7 s of CPU in
 that scan, against 1.2 s with none freed nearby. So nothing a measured command wrote is deleted
-before the run ends (the temporary folder goes then, with all of it): each command would
+before the run ends (the temporary folder goes then, with all of it; under bench/all.py only
+when the whole table is done, `rows.scratch`, and this bench runs first): each command would
 otherwise pay for the one before it, and which one pays most depends on where the kernel puts
 their folders, not on their code. Files other processes delete (test runs, the bench before)
 still tax whichever command creates files in their block groups at that moment: on that
@@ -298,8 +299,7 @@ def main() -> None:
     baseline = shared.baseline_moss(args.baseline)
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
     found: list[shared.Row] = []
-    with tempfile.TemporaryDirectory(prefix="bench-import-") as name:
-        tmp = Path(name)
+    with shared.scratch("bench-import-") as tmp:
         (tmp / "home").mkdir()
         env = {**shared.process_env(tmp / "pycache"), "HOME": str(tmp / "home")}
         (tmp / "home" / ".moss").mkdir()

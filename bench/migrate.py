@@ -221,8 +221,7 @@ def rows_main(args: argparse.Namespace) -> None:
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
     source = Path(args.beads_source) if args.beads_source else BEADS_FIXTURE
     found: list[shared.Row] = []
-    with tempfile.TemporaryDirectory(prefix="bench-migrate-") as name:
-        tmp = Path(name)
+    with shared.scratch("bench-migrate-") as tmp:
         env = shared.process_env(tmp / "pycache")
         for size in shared.sizes(args.sizes, (1000, 10000)):
             repeat = 1 if args.quick or size >= 50_000 else args.repeat

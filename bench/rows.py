@@ -16,6 +16,7 @@ so a 100,000-file corpus costs its generation once, not once per run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -138,6 +139,27 @@ def baseline_moss(value: str | None) -> str | None:
     if not path.exists():
         raise SystemExit(f"--baseline {value}: {path} does not exist")
     return str(path)
+
+
+# --------------------------------------------------------------------------- scratch folders
+
+# Set by bench/all.py: a folder it removes only when the whole run ends (see `scratch`).
+KEEP_ENV = "MOSS_BENCH_KEEP"
+
+
+@contextlib.contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder for what a bench writes, removed when the bench is done; under
+    bench/all.py (MOSS_BENCH_KEEP set), a folder in one that all.py removes only when the
+    whole run ends. On ext4 without a journal, removing thousands of files slows every file
+    created nearby for minutes after (bench/import.py's docstring): a bench that writes many
+    files must not leave that tax to the benches after it."""
+    keep = os.environ.get(KEEP_ENV)
+    if keep:
+        yield Path(tempfile.mkdtemp(prefix=prefix, dir=keep))
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        yield Path(name)
 
 
 # --------------------------------------------------------------------------- corpora

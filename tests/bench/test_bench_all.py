@@ -46,6 +46,27 @@ def test_discover_refuses_rows_args_that_are_not_a_list_of_strings(tmp_path: Pat
         load_all().discover(tmp_path)
 
 
+def test_the_benches_that_settle_run_first_and_scratch_is_kept_for_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Benches timing file creation (`--settle`) run before the others, and under all.py a
+    bench's scratch folder outlives the bench (all.py removes it at the end): deleting
+    thousands of files would slow the creates of the benches after it."""
+    all_py = load_all()
+    for name, args in (("alpha", '["--rows-only"]'), ("beta", '["--rows-only", "--settle", "60"]'), ("gamma", '["--rows-only"]')):
+        (tmp_path / f"{name}.py").write_text(f"ROWS_ARGS = {args}\n")
+    assert [name for name, _, _ in all_py.run_order(all_py.discover(tmp_path))] == ["beta", "alpha", "gamma"]
+    rows = all_py.shared  # bench/rows.py, as all.py imported it
+    monkeypatch.delenv(rows.KEEP_ENV, raising=False)
+    with rows.scratch("alone-") as alone:
+        (alone / "file").write_text("x")
+    assert not alone.exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    monkeypatch.setenv(rows.KEEP_ENV, str(kept))
+    with rows.scratch("under-all-") as inside:
+        (inside / "file").write_text("x")
+    assert inside.parent == kept and (inside / "file").exists()
+
+
 def test_the_benches_of_issue_29_take_part() -> None:
     names = {name for name, _, _ in load_all().discover()}
     assert {"index", "capsules", "import", "migrate", "mcp", "startup", "board", "cstack", "history"} <= names
