@@ -149,7 +149,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="moss-bench-all-") as name:
         kept = Path(name) / "kept"
         kept.mkdir()
-        bench_env = {**os.environ, shared.KEEP_ENV: str(kept)}
+        bench_env = {**os.environ, shared.KEEP_ENV: str(kept), shared.QUIET_SINCE_ENV: repr(time.time())}
         for bench, script, extra in chosen:
             out = Path(name) / f"{bench}.json"
             command = [sys.executable, str(script), *extra, "--sizes", *map(str, sizes), "--json", str(out)]

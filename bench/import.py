@@ -27,8 +27,8 @@ otherwise pay for the one before it, and which one pays most depends on where th
 their folders, not on their code. Files other processes delete (test runs, the bench before)
 still tax whichever command creates files in their block groups at that moment: on that
 machine the same floor took 0.22 s or 3.85 s of system time minutes apart. `--settle 60`
-(bench/all.py passes it) times nothing in the run's first minute on such a file system, past
-the deletions of the bench that ran just before (after a sync: the 300 s more apply only until
+(bench/all.py passes it) times nothing in the first minute of the run (of this bench, or of
+bench/all.py when it started earlier) on such a file system, past the deletions of what ran before (after a sync: the 300 s more apply only until
 the inode-table blocks are written). Compare builds within one run, and read the
 system time beside the wall time.
 
@@ -263,12 +263,14 @@ def freed_inodes_linger(folder: Path) -> bool:
 
 def settle(folder: Path, size: int, seconds: float, started: float) -> None:
     """Where files freed in the last minute slow every create (`freed_inodes_linger`), time
-    nothing until `seconds` after `started` (time.monotonic), for sizes from SETTLE_FROM: a
-    fixed settling time, not a wait for a condition. It syncs first: clean inode-table blocks
-    count a freed inode for 60 s, dirty ones for 360 s."""
+    nothing until `seconds` after `started` (time.monotonic), or after bench/all.py's start if
+    that was earlier (no bench of its run deletes files before the end: `rows.scratch`), for
+    sizes from SETTLE_FROM: a fixed settling time, not a wait for a condition. It syncs first:
+    clean inode-table blocks count a freed inode for 60 s, dirty ones for 360 s."""
     if size < SETTLE_FROM or seconds <= 0 or not freed_inodes_linger(folder):
         return
-    wait = max(0.0, seconds - (time.monotonic() - started))
+    quiet = min(started, shared.quiet_since())
+    wait = max(0.0, seconds - (time.monotonic() - quiet))
     print(f"waiting {wait:.0f} s: ext4 without a journal, where files deleted in the last minute (by the bench before) slow every create")
     os.sync()
     time.sleep(wait)

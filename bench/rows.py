@@ -143,8 +143,18 @@ def baseline_moss(value: str | None) -> str | None:
 
 # --------------------------------------------------------------------------- scratch folders
 
-# Set by bench/all.py: a folder it removes only when the whole run ends (see `scratch`).
+# Set by bench/all.py: a folder it removes only when the whole run ends (see `scratch`), and
+# the time (time.time()) it started, since when no bench of its run has deleted what it wrote.
 KEEP_ENV = "MOSS_BENCH_KEEP"
+QUIET_SINCE_ENV = "MOSS_BENCH_QUIET_SINCE"
+
+
+def quiet_since() -> float:
+    """When (time.monotonic) bench/all.py's run started, since when its benches have deleted
+    nothing they wrote (`scratch`); now, outside such a run."""
+    started = os.environ.get(QUIET_SINCE_ENV)
+    now = time.monotonic()
+    return now if not started else now - max(0.0, time.time() - float(started))
 
 
 @contextlib.contextmanager

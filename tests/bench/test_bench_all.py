@@ -8,6 +8,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -65,6 +66,11 @@ def test_the_benches_that_settle_run_first_and_scratch_is_kept_for_the_end(tmp_p
     with rows.scratch("under-all-") as inside:
         (inside / "file").write_text("x")
     assert inside.parent == kept and (inside / "file").exists()
+    # How long the run has deleted nothing, for the settling rule: since all.py started.
+    monkeypatch.setenv(rows.QUIET_SINCE_ENV, repr(time.time() - 30))
+    assert 29 < time.monotonic() - rows.quiet_since() < 60
+    monkeypatch.delenv(rows.QUIET_SINCE_ENV)
+    assert abs(time.monotonic() - rows.quiet_since()) < 1
 
 
 def test_the_benches_of_issue_29_take_part() -> None:
