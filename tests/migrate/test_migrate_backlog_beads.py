@@ -494,3 +494,23 @@ def test_beads_lines_are_parsed_on_each_pass_and_let_go_on_the_last(root: Path) 
     with pytest.raises(InvalidDocument) as caught:
         list(sources.JsonLines(path, ".beads/issues.jsonl"))
     assert caught.value.code == "SOURCE_INVALID" and caught.value.line == 3
+
+
+def test_beads_a_later_pass_reads_checked_lines_as_the_first_pass_did(root: Path) -> None:
+    """A pass after the first parses the lines the first checked without the duplicate-key
+    check: the same values, keys in the same order; a line the first pass never reached (it
+    stopped early) is still checked."""
+    path = root / ".beads" / "issues.jsonl"
+    records_in = [{"id": "bd-1", "title": "One", "labels": ["a"], "deps": [{"z": 1, "a": {"b": None}}]}, {"title": "Two", "id": "bd-2", "n": 1.5}]
+    _jsonl(path, records_in)
+    records = sources.JsonLines(path, ".beads/issues.jsonl", passes=3)
+    first = [(where, record, list(record)) for where, record in records]
+    second = [(where, record, list(record)) for where, record in records]
+    assert first == second == [(Where(".beads/issues.jsonl", number), record, list(record)) for number, record in enumerate(records_in, start=1)]
+    path.write_text('{"id": "bd-1", "title": "One"}\n{"id": "bd-2", "id": "bd-3"}\n', encoding="utf-8")
+    records = sources.JsonLines(path, ".beads/issues.jsonl", passes=2)
+    for _where, _record in records:
+        break  # the first pass stops after its first line
+    with pytest.raises(InvalidDocument) as caught:
+        list(records)
+    assert caught.value.code == "JSON_DUPLICATE_KEY" and caught.value.line == 2
