@@ -248,11 +248,12 @@ def _second_pass(
             account.mapped("issue_type", "type", reason="absent: Beads reads it as task")
         else:
             account.mapped("issue_type", "type", kind_word)
-        created = iso_time(record.get("created_at"))
-        updated = iso_time(record.get("updated_at")) or created
+        times = {key: iso_time(record.get(key)) for key in ("created_at", "updated_at")}
+        created = times["created_at"]
+        updated = times["updated_at"] or created
         for key, home in (("created_at", "created"), ("updated_at", "updated")):
             if record.get(key) not in (None, ""):
-                if iso_time(record[key]) is None:
+                if times[key] is None:
                     account.kept(key, record[key], reason="not a time")
                     leftovers[key] = record[key]
                 else:
