@@ -23,6 +23,8 @@ SOURCE_FIELDS = "source_fields"
 EMPTY = "(nothing: empty)"  # the home of a field that is empty in the source
 EXAMPLES = 3  # examples the report shows per field and fate
 _SHOWN_CHARS = 120  # an example's value is cut to this many characters
+# `json.dumps` with these options makes an encoder on every call: one, made once.
+_SHOWN_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ class Fate:
 
 def shown(value: Any) -> str:
     """A source value as a report shows it: JSON, cut to a line's length."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else _SHOWN_JSON.encode(value)
     text = " ".join(text.split())
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 

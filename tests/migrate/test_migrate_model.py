@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,7 @@ from moss_files.board.model import Task
 from moss_files.foundation import document
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import PREFIXED_RE
-from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, summarize
+from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, shown, summarize
 from moss_files.migrate.model import (
     CREATE,
     SKIP,
@@ -56,6 +58,33 @@ from moss_files.migrate.model import (
 )
 def test_times_from_every_source_read_as_rfc3339_utc(value: object, expected: str | None) -> None:
     assert iso_time(value) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    moment=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    zone=st.sampled_from(["", "Z", "z", "+00:00", "-00:00", "+0000", "+05:30", "-08:00"]),
+    fraction=st.sampled_from(["", ".5", ".123456", ".1234567"]),
+)
+def test_a_utc_time_reads_as_converting_and_formatting_reads_it(moment: datetime, zone: str, fraction: str) -> None:
+    """`_utc_text`'s shortcut for a time already in UTC (its ISO text) gives what converting
+    to UTC and `strftime` give, years before 1000 (which `strftime` writes unpadded) included."""
+    text = f"{moment.isoformat(timespec='seconds')}{fraction}{zone}"
+    offset = {"": "+00:00", "Z": "+00:00", "z": "+00:00", "+0000": "+00:00"}.get(zone, zone)
+    moment_there = datetime.fromisoformat(f"{moment.isoformat(timespec='seconds')}{offset}")
+    try:
+        expected: str | None = moment_there.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:
+        expected = None
+    assert iso_time(text) == expected
+
+
+@pytest.mark.parametrize("value", [4, True, None, 1.5, ["a", "é"], {"b": [1, {"c": "x  y\nz"}]}, {"when": datetime(2026, 1, 2)}, "x" * 300])
+def test_a_shown_value_is_its_json_as_json_dumps_writes_it(value: object) -> None:
+    """`shown` encodes with one encoder made once: the text `json.dumps` with its options gives."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    assert shown(value) == (text if len(text) <= 120 else text[:119] + "…")
 
 
 def test_derived_ids_are_our_id_form_and_the_same_in_every_clone() -> None:
