@@ -655,9 +655,11 @@ PROPOSAL_KEYS = (
 def _empty(value: Any) -> bool:
     """Whether an optional key is left out: no value, an empty text or list, 0, or false (a
     flag is written only while it is set)."""
-    if isinstance(value, Mapping):
+    if value is None:
+        return True
+    if type(value) in (str, tuple, dict) or isinstance(value, Mapping):  # the exact types first: the ABC's check is slow
         return not value
-    return value is None or value is False or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
+    return value is False or value == "" or value == () or value == 0 and not isinstance(value, bool) and not isinstance(value, float)
 
 
 def _meta(entity: Any, keys: Sequence[_Key]) -> dict[str, Any]:

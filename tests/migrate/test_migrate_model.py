@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given, settings
@@ -85,6 +87,23 @@ def test_a_shown_value_is_its_json_as_json_dumps_writes_it(value: object) -> Non
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     assert shown(value) == (text if len(text) <= 120 else text[:119] + "…")
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value", [None, "", "x", _Text(""), _Text("x"), (), ("a",), {}, {"a": 1}, MappingProxyType({}), MappingProxyType({"a": 1}), 0, 1, 0.0, False, True, [], [0]]
+)
+def test_a_board_file_leaves_out_the_keys_the_general_emptiness_rule_leaves_out(value: object) -> None:
+    """`files._empty` checks the common exact types first; its answer is the general rule's."""
+    general = (
+        not value
+        if isinstance(value, Mapping)
+        else value is None or value is False or value == "" or value == () or value == 0 and not isinstance(value, bool | float)
+    )
+    assert board_files._empty(value) is general
 
 
 def test_derived_ids_are_our_id_form_and_the_same_in_every_clone() -> None:
