@@ -68,9 +68,9 @@ def test_times_from_every_source_read_as_rfc3339_utc(value: object, expected: st
     zone=st.sampled_from(["", "Z", "z", "+00:00", "-00:00", "+0000", "+05:30", "-08:00"]),
     fraction=st.sampled_from(["", ".5", ".123456", ".1234567"]),
 )
-def test_a_utc_time_reads_as_converting_and_formatting_reads_it(moment: datetime, zone: str, fraction: str) -> None:
-    """`_utc_text`'s shortcut for a time already in UTC (its ISO text) gives what converting
-    to UTC and `strftime` give, years before 1000 (which `strftime` writes unpadded) included."""
+def test_a_time_reads_as_converting_and_formatting_read_it(moment: datetime, zone: str, fraction: str) -> None:
+    """`_utc_text`'s shortcut (the UTC time's ISO text) gives what converting to UTC and
+    `strftime` give, years before 1000 (which `strftime` writes unpadded) included."""
     text = f"{moment.isoformat(timespec='seconds')}{fraction}{zone}"
     offset = {"": "+00:00", "Z": "+00:00", "z": "+00:00", "+0000": "+00:00"}.get(zone, zone)
     moment_there = datetime.fromisoformat(f"{moment.isoformat(timespec='seconds')}{offset}")
