@@ -12,6 +12,7 @@ ledger, per field: the counts of each fate, the homes, the reasons and a few exa
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -97,6 +98,7 @@ def account_rest(account: Account, record: Mapping[str, Any], leftovers: dict[st
         leftovers[key] = value
 
 
+@functools.lru_cache(maxsize=1024)  # pure; asked of every fate of every item, of a few dozen names
 def base_field(name: str) -> str:
     """The source key a ledger field is about: `dependencies[blocks]` and
     `dependencies (records)` are about `dependencies`."""
