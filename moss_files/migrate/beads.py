@@ -62,6 +62,7 @@ _SAME_STATUS = {"open", "in_progress", "closed"}  # the statuses the board has a
 _BLOCKING = {"open", "in_progress", "blocked", "deferred", "hooked"}
 _PRIORITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW")
 _TEXTS = ("description", "design", "notes", "acceptance_criteria")
+_COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # a comment record is measured in this form; made once
 
 
 def _text(record: Mapping[str, Any], key: str, where: Where) -> str | None:
@@ -342,7 +343,7 @@ def _second_pass(
                 defaulted: set[str] = set()
                 for index, raw in enumerate(raw_comments, start=1):
                     made, filled = _comment(raw, index, old, task_id, scope, today)
-                    size = len(json.dumps(made, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) if made else 0
+                    size = len(_COMPACT_JSON.encode(made).encode("utf-8")) if made else 0
                     if made is None or (max_comment_bytes is not None and size > max_comment_bytes):
                         kept_comments.append(raw)
                     else:
@@ -442,18 +443,19 @@ def _body(record: Mapping[str, Any], where: Where, account: Account, is_epic: bo
     """The description: Beads' description, then its design, notes and (when they are not a
     checklist) acceptance criteria, each under its heading."""
     sections: dict[str, str | None] = {}
+    texts = {key: _text(record, key, where) for key in _TEXTS}
     for key in _TEXTS:
-        if key in record and _text(record, key, where) is None:
+        if key in record and texts[key] is None:
             account.empty(key)
-    lead = _text(record, "description", where)
+    lead = texts["description"]
     if lead is not None:
         account.mapped("description", "description", lead)
     for key, heading in (("design", "Design"), ("notes", "Notes")):
-        text = _text(record, key, where)
+        text = texts[key]
         if text is not None:
             sections[heading] = text
             account.mapped(key, f"description (## {heading})", text)
-    criteria = _text(record, "acceptance_criteria", where)
+    criteria = texts["acceptance_criteria"]
     if criteria is not None:
         items = None if is_epic else _criteria(criteria)
         if items is not None:

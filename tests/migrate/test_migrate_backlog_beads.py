@@ -496,6 +496,24 @@ def test_beads_lines_are_parsed_on_each_pass_and_let_go_on_the_last(root: Path) 
     assert caught.value.code == "SOURCE_INVALID" and caught.value.line == 3
 
 
+def test_beads_a_comment_is_kept_verbatim_exactly_when_its_record_is_over_the_limit() -> None:
+    """The size a comment's record is measured at is its compact JSON (`json.dumps`, no ASCII
+    escapes) in UTF-8: at that many bytes it is a board comment, one byte fewer and it stays in
+    `source_fields`."""
+    record = {"id": "bd-1", "title": "One", "comments": [{"id": 7, "author": "ann", "text": 'café ✓ "quoted"', "created_at": "2026-01-02T03:04:05Z"}]}
+
+    def plan(limit: int | None) -> tuple[list[dict[str, Any]], list[Any]]:
+        result = beads.plan([(Where("issues.jsonl", 1), record)], scope="beads", imported={}, include_deleted=False, today="20260101", max_comment_bytes=limit)
+        candidates = list(result.every_candidate())
+        kept = [fate.value for candidate in candidates for fate in candidate.fates if fate.field == "comments" and fate.fate == KEPT]
+        return [comment.record for comments in result.comments.values() for comment in comments], kept
+
+    made, kept = plan(None)
+    size = len(json.dumps(made[0], ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    assert len(made) == 1 and not kept and plan(size) == (made, [])
+    assert plan(size - 1)[0] == [] and len(plan(size - 1)[1]) == 1
+
+
 def test_beads_a_later_pass_reads_checked_lines_as_the_first_pass_did(root: Path) -> None:
     """A pass after the first parses the lines the first checked without the duplicate-key
     check: the same values, keys in the same order; a line the first pass never reached (it
