@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,19 @@ def test_ulids_are_deterministic_and_time_ordered() -> None:
     later = ids.IdSource(ids.fixed_clock(MOMENT.replace(minute=31)), ids.seeded_random(1)).ulid()
     assert first == again and ids.is_ulid(first)
     assert first < later
+
+
+def test_ulid_text_is_python_ulids() -> None:
+    """The encoder gives, for any 16 bytes, the text python-ulid gives (the form every stored
+    ULID has), including the extremes of the top 3 bits and of the random part."""
+    from ulid import ULID
+
+    rng = random.Random(29)
+    samples = [bytes(16), b"\xff" * 16, b"\x80" + bytes(15), bytes(15) + b"\x01"] + [rng.randbytes(16) for _ in range(500)]
+    for raw in samples:
+        assert ids.encode_ulid(raw) == str(ULID.from_bytes(raw))
+    made = ids.IdSource(ids.fixed_clock(MOMENT), ids.seeded_random(3)).ulid()
+    assert ULID.from_str(made).datetime == MOMENT
 
 
 def test_prefixed_ids_carry_the_date_and_do_not_collide() -> None:
