@@ -136,11 +136,19 @@ def claim_next_task(
                 return with_problems({"hasNext": False, "notClaimable": {"taskId": task_id, "reason": reason or "not offered"}}, board.problems)
             return with_problems({"hasNext": False}, board.problems)
         task = plan.task
+        beat_after = False
         if worker is None:
             task = store.get("task", task.id)  # shown, not claimed: read in full
         else:
             ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
-            board = touch(ctx, board, worker, force=True, epic=task.epic or None)  # the claim starts the lease
+            # The claim starts the lease: its heartbeat is written before the task names its
+            # holder; or, for a worker whose file reads and whose lease runs on for half a
+            # lease still, just after the lock is let go, off the time the next claimer waits
+            # (a writer settling leases meanwhile finds that lease running).
+            known = board.workers.get(worker)
+            beat_after = known is not None and rules.lease_outlasts(known, board.project.settings, ctx.now())
+            if not beat_after:
+                board = touch(ctx, board, worker, force=True, epic=task.epic or None)
             now = ctx.stamp()
             expected = (task.status, task.assigned_worker)
 
@@ -158,6 +166,8 @@ def claim_next_task(
             if plan.takeover_from:
                 log(ctx, board.project, "WORKER_RELEASED", task=task, worker=plan.takeover_from, takenOverBy=worker)
             log(ctx, board.project, "TASK_CLAIMED", task=task, worker=worker, status=task.status, takenOverFrom=plan.takeover_from)
+    if beat_after:
+        board = touch(ctx, board, worker, force=True, epic=task.epic or None)
     epic = board.epics.get(task.epic)
     result: dict[str, Any] = {
         "hasNext": True,

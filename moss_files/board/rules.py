@@ -781,6 +781,16 @@ def _lease_end(heartbeat: str | None, lease_ms: int) -> datetime | None:
     return None if beat is None else beat + timedelta(milliseconds=lease_ms)
 
 
+def lease_outlasts(worker: Worker, settings: Settings, now: datetime) -> bool:
+    """Whether `worker`'s lease, as its file was read, runs on for at least half a lease past
+    `now`: leases are off, the worker has no heartbeat yet (nothing runs out before the
+    first), or its last one is younger than half the lease. Never for a STALE or DEAD worker."""
+    if worker.status in GONE_WORKER_STATUSES:
+        return False
+    deadline = lease_deadline(worker, settings)
+    return deadline is None or (deadline - now).total_seconds() * 1000 >= settings.stale_worker_timeout_ms / 2
+
+
 def expired_holds(board: Board, now: datetime) -> list[Task]:
     """The held tasks whose holder's lease has run out by `now`, in queue order."""
     settings = board.project.settings

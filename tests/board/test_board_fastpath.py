@@ -928,12 +928,41 @@ def test_a_claim_makes_its_task_durable_under_the_lock_and_every_other_write_bef
     after = {who for who, held in synced if not held}
     # The task file (its bytes before the rename) and its folder, before the next claimer reads.
     assert {identity(first), identity(base / "tasks")} <= under_lock
-    # The worker's file: its bytes before the rename, its folder once the lock is let go; the
-    # activity line once the lock is let go; all before the claim returned.
-    assert identity(base / "workers" / "w0.md") in under_lock
-    assert {identity(base / "workers"), identity(base / "activity.jsonl")} <= after
-    assert identity(base / "workers") not in under_lock and identity(base / "activity.jsonl") not in under_lock
+    # The worker's file (its lease runs on: its heartbeat is written once the lock is let go,
+    # see the next test) and folder, and the activity line, after the lock; all before the
+    # claim returned.
+    assert {identity(base / "workers" / "w0.md"), identity(base / "workers"), identity(base / "activity.jsonl")} <= after
+    assert not {identity(base / "workers"), identity(base / "activity.jsonl")} & under_lock
     assert "heartbeat:" in (base / "workers" / "w0.md").read_text()
+
+
+def test_a_claim_writes_its_heartbeat_after_the_lock_while_the_lease_runs_on_and_the_same_files_as_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claimer whose lease runs on for half a lease or more (its last heartbeat, 10 minutes
+    old, of 30) has its claim's heartbeat written just after the board lock is let go; one
+    whose lease is older (20 minutes), under the lock, before the task names it. The worker's
+    and the task's files and the activity lines are the same either way."""
+    written: dict[int, tuple[bytes, bytes, list[dict[str, Any]]]] = {}
+    for age in (10, 20):
+        root = tmp_path / f"beat-{age}" / "project"  # one name: the project's id is the folder's
+        root.mkdir(parents=True)
+        first, _second = two_tasks(root)
+        worker = root / ".moss" / "board" / "workers" / "w0.md"
+        worker.parent.mkdir()
+        worker.write_text(files.render_worker(Worker("w0", type="worker", heartbeat=stamp(age), last_epic="EPIC-0", created=STAMP, updated=STAMP)))
+        ctx = Context(root, actor=AGENT, clock=fixed_clock)
+        board_store_load(ctx)
+        synced = recorded_fsyncs(monkeypatch, fs.prepared_lock_path(root / ".moss" / "run" / "board"))
+        assert claim_result(ctx, "w0") == "TASK-a"
+        monkeypatch.undo()
+        under_lock = {who for who, held in synced if held}
+        assert (identity(worker) in under_lock) == (age == 20)
+        lines = [json.loads(line) for line in (root / ".moss" / "board" / "activity.jsonl").read_text().splitlines()]
+        written[age] = (first.read_bytes(), worker.read_bytes(), [{**line, "id": None} for line in lines])
+    assert written[10] == written[20]
+    text = written[10][1].decode()
+    assert f"heartbeat: {rules.format_moment_ms(NOW)}\n" in text and "last_epic: EPIC-1\n" in text
 
 
 def test_writes_under_the_lock_are_made_durable_when_the_operation_raises(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
