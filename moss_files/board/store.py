@@ -57,7 +57,7 @@ import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -436,6 +436,37 @@ class _Saved:
         return places
 
 
+@dataclass(slots=True)
+class _Selection:
+    """A watched folder's outlines of the tasks in some statuses and those held in flight
+    (`chosen`, by file name), kept from load to load with the names changed since; and the
+    last answer `BoardStore._outlines` gave from it (those with their dependencies, by id in
+    name order), with the names of the dependencies not chosen (`needed`)."""
+
+    chosen: dict[str, Task]
+    changed: set[str] = field(default_factory=set)
+    answer: dict[str, Task] | None = None
+    needed: set[str] = field(default_factory=set)
+
+
+def _patched(
+    answer: dict[str, Task], name: str, before: Task | None, after: Task | None, needed: set[str], entries: dict[str, Any], saved: _Saved | None
+) -> dict[str, Task] | None:
+    """`answer` with the change of the file `name` (its outline in the selection `before` and
+    `after`, None when not chosen) put in place; None when the change adds or removes an entry,
+    or changes a chosen task's dependencies: the answer is then made anew."""
+    if before is not None or after is not None:
+        if before is None or after is None or before.depends_on != after.depends_on:
+            return None
+        answer[name[:-3]] = after
+    elif name in needed:  # a dependency of a chosen task, not chosen itself
+        source = entries.get(name)
+        if source is None or name[:-3] not in answer:
+            return None
+        answer[name[:-3]] = _outline_of(saved, source)
+    return answer
+
+
 class _Folder:
     """One board folder as a load found it: each item file by name, in name order, with its
     source (its place in the cache file, or how the store read it), and each file that cannot
@@ -456,13 +487,13 @@ class _Folder:
         self.ordered = True
         # A watched folder's outlines by the statuses asked (`BoardStore._outlines`), kept from
         # load to load with the names changed since, which alone are looked at again.
-        self.selections: dict[frozenset[str], tuple[dict[str, Task], set[str]]] = {}
+        self.selections: dict[frozenset[str], _Selection] = {}
         # Likewise its entities by id (`BoardStore._entities`), with the names changed since.
         self.kept_entities: tuple[dict[str, Any], set[str]] | None = None
 
     def touch(self, name: str) -> None:
-        for _chosen, changed in self.selections.values():
-            changed.add(name)
+        for selection in self.selections.values():
+            selection.changed.add(name)
         if self.kept_entities is not None:
             self.kept_entities[1].add(name)
 
@@ -1354,27 +1385,38 @@ class BoardStore:
         kept = found.selections.get(asked) if found.tasks else None
         if kept is not None:
             # A watched folder's selection from its last load: only the names changed since
-            # (every put and drop names them) are looked at again.
-            chosen, changed = kept
-            for name in changed:
-                if found.selected(name, asked):
-                    chosen[name] = _outline_of(saved, entries[name])
-                else:
+            # (every put and drop names them) are looked at again, and its last answer is
+            # patched where they keep their places in it (a claim's changes: held, still there).
+            chosen, answer = kept.chosen, kept.answer
+            for name in kept.changed:
+                before = chosen.get(name)
+                after = _outline_of(saved, entries[name]) if found.selected(name, asked) else None
+                if after is None:
                     chosen.pop(name, None)
-            changed.clear()
+                else:
+                    chosen[name] = after
+                if answer is not None:
+                    answer = _patched(answer, name, before, after, kept.needed, entries, saved)
+            kept.changed.clear()
+            if answer is not None:
+                return dict(answer)
         else:
             chosen = {name: _outline_of(saved, entries[name]) for name in found.select(statuses)}
             if keep:
                 if len(found.selections) >= 4:
                     found.selections.clear()
-                found.selections[asked] = (chosen, set())
-        chosen = dict(chosen)
+                kept = found.selections[asked] = _Selection(chosen)
+        given = dict(chosen)
         needed = {f"{dep}.md" for task in chosen.values() for dep in task.depends_on} - chosen.keys()
         for name in needed:
             source = entries.get(name)
             if source is not None:
-                chosen[name] = _outline_of(saved, source)
-        return {name[:-3]: chosen[name] for name in sorted(chosen)}
+                given[name] = _outline_of(saved, source)
+        answer = {name[:-3]: given[name] for name in sorted(given)}
+        if kept is None:
+            return answer
+        kept.answer, kept.needed = answer, needed
+        return dict(answer)
 
     @staticmethod
     def _head_outlines(found: _Folder, statuses: Collection[str], head: Head, board: Board) -> tuple[dict[str, Task], frozenset[str] | None]:

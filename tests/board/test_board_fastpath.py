@@ -334,6 +334,43 @@ def test_outlines_and_claim_decisions_equal_the_full_scan_through_the_cache_file
     long_lived.close()
 
 
+def test_a_watching_store_s_kept_outline_patched_by_writes_equals_a_fresh_one_in_order(tmp_path: Path) -> None:
+    """A server's store keeps its last outline of some statuses and patches it where the files
+    named since keep their places (a claim's writes: a task of the asked statuses held, still
+    there; a dependency edited); a write that adds, removes or moves one, or changes a task's
+    dependencies, makes it anew. Either way it equals a new store's, in name order too."""
+    gen = Generated(tmp_path / "project", seed=29, tasks=120)
+    statuses = ("WORKING", "AWAITING_APPROVAL")
+    long_lived = BoardStore(gen.root)
+    long_lived.outline(statuses)
+    long_lived.outline(statuses)  # watching from here on
+    if long_lived._watch is None:
+        pytest.skip("no file watches on this file system")
+    patched = 0
+    for round_number in range(30):
+        before = long_lived.outline(statuses).tasks
+        kept = long_lived._watch.listing["task"].selections[frozenset(statuses)]
+        answer = kept.answer
+        chosen = sorted(task_id for task_id, task in before.items() if task.status in statuses)
+        dependencies = sorted({dep for task in before.values() for dep in task.depends_on} & set(before) - set(chosen))
+        rng = gen.rng
+        for task_id in rng.sample(chosen, 3):  # held by another worker, retitled: in place
+            long_lived.update("task", task_id, lambda t: replace(t, assigned_worker=rng.choice(gen.workers), title=f"{t.title}+"))
+        if dependencies:
+            long_lived.update("task", rng.choice(dependencies), lambda t: replace(t, title=f"{t.title}!"))
+        moves = round_number % 3 == 2
+        if moves:  # a status, or the dependencies, changed: the answer is made anew
+            long_lived.update(
+                "task", rng.choice(chosen), lambda t: replace(t, status="REVIEW") if rng.random() < 0.5 else replace(t, depends_on=(*t.depends_on, chosen[0]))
+            )
+        got = long_lived.outline(statuses).tasks
+        assert list(got.items()) == list(BoardStore(gen.root, persist=False).outline(statuses).tasks.items())
+        if not moves and kept.answer is answer:
+            patched += 1
+    assert patched >= 15
+    long_lived.close()
+
+
 def test_a_fresh_store_takes_unchanged_files_from_the_cache_file(tmp_path: Path) -> None:
     gen = Generated(tmp_path / "project", seed=5, tasks=120)
     settle(gen.root)
