@@ -275,9 +275,9 @@ def test_every_code_the_code_can_emit_is_in_moss_codes_and_the_errors_page() -> 
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 YAML = {"yaml", "ruamel"}
-# Libraries the foundation may use besides the standard library: the two YAML parsers and the
-# ULID generator (GitPython is allowed in gitrepo only, below).
-FOUNDATION_LIBRARIES = YAML | {"ulid"}
+# Libraries the foundation may use besides the standard library: the two YAML parsers
+# (GitPython is allowed in gitrepo only, below).
+FOUNDATION_LIBRARIES = YAML
 # Each kind's pure core: the model, and where a model grew large, its file forms, result shapes
 # and rules beside it. They import the foundation and one another within their kind, nothing else.
 KIND_MODELS = {
