@@ -80,7 +80,9 @@ def _failed(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Re
     return RepoError(f"git {args[0]} failed: {stderr or f'exit status {done.returncode}'}", details={"status": done.returncode})
 
 
-def _git(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+def output(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    """What `git ARGS` prints, run in `cwd` (with `stdin` on its input). Raises RepoError when
+    git cannot run or fails, with what it said."""
     done = _run(cwd, args, stdin=stdin)
     if done.returncode != 0:
         raise _failed(args, done)
@@ -130,11 +132,16 @@ def relpath(top: Path, path: Path) -> str:
         raise RepoError(f"{path} is outside the repository at {top}", path=path) from None
 
 
+def folder_pathspec(under: str) -> list[str]:
+    """The pathspec of everything below the folder `under` (none for the top): with a slash, so
+    `top` leaves out its sibling `topper`."""
+    return [f"{under.rstrip('/')}/"] if under.strip("/") else []
+
+
 def list_files(top: Path, commit: str, under: str) -> list[str]:
     """Paths of the files below a folder at a commit (recursive), sorted."""
-    pathspec = [f"{under.rstrip('/')}/"] if under.strip("/") else []
     found = []
-    for entry in _git(top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *pathspec).split(b"\0"):
+    for entry in output(top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *folder_pathspec(under)).split(b"\0"):
         meta, tab, path = entry.partition(b"\t")
         if tab and meta.split(b" ")[1] == b"blob":
             found.append(path.decode("utf-8", "surrogateescape"))
@@ -172,7 +179,7 @@ def read_objects(top: Path, specs: Sequence[str]) -> list[bytes | None]:
     `git cat-file --batch`; None where one names nothing or no blob."""
     if not specs:
         return []
-    out = _git(top, "cat-file", "--batch", stdin="".join(f"{spec}\n" for spec in specs).encode("utf-8", "surrogateescape"))
+    out = output(top, "cat-file", "--batch", stdin="".join(f"{spec}\n" for spec in specs).encode("utf-8", "surrogateescape"))
     found: list[bytes | None] = []
     at = 0
     for _ in specs:

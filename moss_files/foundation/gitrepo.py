@@ -9,7 +9,6 @@ their bytes) are `gitcli`'s, which needs no GitPython; the functions here pass t
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,14 +303,10 @@ _PARALLEL_DIFF_MIN = 2000
 
 def _changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
     found: dict[str, list[PathChange]] = {commit: [] for commit in commits}
-    top = repo.working_tree_dir or repo.git_dir
     request = "".join(f"{commit}\n" for commit in commits).encode("ascii")
-    command = ["git", "diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *([f"{under.rstrip('/')}/"] if under.strip("/") else [])]
-    try:
-        done = subprocess.run(command, cwd=top, input=request, capture_output=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise RepoError(f"git diff-tree failed: {getattr(exc, 'stderr', b'') or exc}") from None
-    tokens = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    args = ("diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *gitcli.folder_pathspec(under))
+    printed = gitcli.output(_top(repo), *args, stdin=request)
+    tokens = printed.decode("utf-8", "surrogateescape").split("\0")
     current: list[PathChange] | None = None
     index = 0
     while index < len(tokens):
