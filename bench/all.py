@@ -21,8 +21,12 @@ HOW A BENCH JOINS THIS TABLE (the convention; no edit of this file is needed). A
     ROWS_ARGS = ["--rows-only"]
 
 This script finds such scripts by reading their source (it imports none of them) and runs
-each as its own process, in the order of their names, except that those whose ROWS_ARGS hold
-`--settle` (they time the creation of thousands of files) run first:
+each as its own process, in three groups, each in the order of the names (`run_order`):
+first the scripts that also assign `KEEPS_ITS_FILES = True` (they write their many files only
+in `rows.scratch()` folders, so they free no inodes before the run ends), then those whose
+ROWS_ARGS hold `--settle` (they time the creation of thousands of files, once a minute has
+passed since this script started with nothing deleted: on ext4 without a journal, freed inodes
+tax every create nearby for a minute; the first group fills that minute), then the rest:
 
     python bench/NAME.py *ROWS_ARGS --sizes N [N ...] --json PATH [--quick] [--baseline MOSS]
 
@@ -49,37 +53,56 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rows as shared
 
 
-def discover(folder: Path = shared.BENCH) -> list[tuple[str, Path, list[str]]]:
-    """The benches that take part (see the module's docstring): (name, script, its ROWS_ARGS),
-    in the order of their names. A script is read, never imported."""
+class Bench(NamedTuple):
+    name: str
+    script: Path
+    rows_args: list[str]
+    keeps_its_files: bool = False
+
+
+def discover(folder: Path = shared.BENCH) -> list[Bench]:
+    """The benches that take part (see the module's docstring), in the order of their names.
+    A script is read, never imported."""
     found = []
     for script in sorted(folder.glob("*.py")):
         try:
             tree = ast.parse(script.read_text(encoding="utf-8"), filename=str(script))
         except SyntaxError:
             continue
+        assigned: dict[str, object] = {}
         for node in tree.body:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
-            if any(isinstance(target, ast.Name) and target.id == "ROWS_ARGS" for target in targets):
-                value = ast.literal_eval(node.value)  # type: ignore[arg-type]
-                if not (isinstance(value, list) and all(isinstance(word, str) for word in value)):
-                    raise SystemExit(f"{script}: ROWS_ARGS must be a list of strings")
-                found.append((script.stem, script, value))
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in ("ROWS_ARGS", "KEEPS_ITS_FILES"):
+                    assigned[target.id] = ast.literal_eval(node.value)  # type: ignore[arg-type]
+        if "ROWS_ARGS" not in assigned:
+            continue
+        value, keeps = assigned["ROWS_ARGS"], assigned.get("KEEPS_ITS_FILES", False)
+        if not (isinstance(value, list) and all(isinstance(word, str) for word in value)):
+            raise SystemExit(f"{script}: ROWS_ARGS must be a list of strings")
+        if not isinstance(keeps, bool):
+            raise SystemExit(f"{script}: KEEPS_ITS_FILES must be True or False")
+        found.append(Bench(script.stem, script, value, keeps))
     return found
 
 
-def run_order(benches: list[tuple[str, Path, list[str]]]) -> list[tuple[str, Path, list[str]]]:
-    """The order to run `benches` in: those that wait out earlier deletions before they time
-    the creation of thousands of files (`--settle` in their ROWS_ARGS, bench/import.py) first,
-    where there are fewest to wait out, then the rest; each group in name order. Every bench
-    leaves what it wrote in a folder removed only at the end (`rows.scratch`), so none taxes
-    the benches after it."""
-    return sorted(benches, key=lambda bench: "--settle" not in bench[2])
+def run_order(benches: list[Bench]) -> list[Bench]:
+    """The order to run `benches` in: first those that keep what they write until the run ends
+    (`KEEPS_ITS_FILES`), then those that wait out earlier deletions before they time the
+    creation of thousands of files (`--settle` in their ROWS_ARGS, bench/import.py), so they
+    find the settling minute spent and nothing deleted in it; then the rest. Each group in
+    name order."""
+
+    def group(bench: Bench) -> int:
+        return 0 if bench.keeps_its_files else 1 if "--settle" in bench.rows_args else 2
+
+    return sorted(benches, key=group)
 
 
 def exponent(small: dict, large: dict) -> float | None:
@@ -131,17 +154,17 @@ def main() -> None:
     parser.add_argument("--sizes", "--size", nargs="+", default=None, help="corpus sizes (default 10000 100000; --quick: 10000)")
     parser.add_argument("--baseline", default=None, help="another checkout's moss or python (its .venv/bin/...), measured beside this one")
     benches = discover()
-    parser.add_argument("--only", nargs="+", default=None, help="only these benches: " + ", ".join(name for name, _, _ in benches))
+    parser.add_argument("--only", nargs="+", default=None, help="only these benches: " + ", ".join(bench.name for bench in benches))
     parser.add_argument("--json", type=str, default=None, help="also write every row to this file as one JSON list ('-': stdout)")
     args = parser.parse_args()
     # With --json -, stdout carries the JSON only: the progress and the table go to stderr.
     say = sys.stderr if args.json == "-" else sys.stdout
     sizes = shared.sizes(args.sizes, shared.QUICK_SIZES if args.quick else shared.DEFAULT_SIZES)
     baseline = shared.baseline_moss(args.baseline)
-    unknown = set(args.only or ()) - {name for name, _, _ in benches}
+    unknown = set(args.only or ()) - {bench.name for bench in benches}
     if unknown:
-        raise SystemExit(f"--only: no bench named {', '.join(sorted(unknown))} (there are: {', '.join(name for name, _, _ in benches)})")
-    chosen = run_order([bench for bench in benches if args.only is None or bench[0] in args.only])
+        raise SystemExit(f"--only: no bench named {', '.join(sorted(unknown))} (there are: {', '.join(bench.name for bench in benches)})")
+    chosen = run_order([bench for bench in benches if args.only is None or bench.name in args.only])
     print(f"bench/all.py: sizes {', '.join(map(str, sizes))}; {shared.load()}; python {sys.version.split()[0]}", file=say, flush=True)
     found: list[dict] = []
     failed: list[str] = []
@@ -150,7 +173,7 @@ def main() -> None:
         kept = Path(name) / "kept"
         kept.mkdir()
         bench_env = {**os.environ, shared.KEEP_ENV: str(kept), shared.QUIET_SINCE_ENV: repr(time.time())}
-        for bench, script, extra in chosen:
+        for bench, script, extra, _keeps in chosen:
             out = Path(name) / f"{bench}.json"
             command = [sys.executable, str(script), *extra, "--sizes", *map(str, sizes), "--json", str(out)]
             if args.quick:

@@ -46,6 +46,7 @@ from moss_files.index import service as index_service
 
 # bench/all.py runs this script with these arguments for its rows of issue 29's table.
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.
@@ -315,8 +316,7 @@ def listing_processes(sizes: list[int], repeat: int, baseline: str | None) -> li
     floor_name = "python -c 'import sqlite3, yaml'"
     for size in sizes:
         corpus = shared.cached("capsules-10ws", size, 0, lambda folder, size=size: build_corpus(folder, size, workspaces=10), sources=[build_corpus])
-        tmp = Path(tempfile.mkdtemp(prefix="moss-bench-listing-"))
-        try:
+        with shared.scratch("moss-bench-listing-") as tmp:
             env = shared.process_env(tmp / "pycache")
             roots = {name: shared.copy_of(corpus, tmp / name) for name in builds}
             time.sleep(2.1)  # files copied within the index's racy window are re-read until older
@@ -356,8 +356,6 @@ def listing_processes(sizes: list[int], repeat: int, baseline: str | None) -> li
                             floor_name=floor_name,
                         )  # fmt: skip
                     )
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return found
 
 

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import rows as shared
 
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 OPEN_TASKS = 40
 CATEGORIES = ("Decisions", "Gotchas", "Preferences", "Facts")
 
@@ -178,8 +179,7 @@ def fresh_copy(source: Path, target: Path) -> None:
 
 def measure(installs: dict[str, str], sizes: list[tuple[int, int]], repeat: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="moss-bench-cstack-") as name:
-        tmp = Path(name)
+    with shared.scratch("moss-bench-cstack-") as tmp:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
         env.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), HOME=str(tmp), MOSS_NOW="2026-01-21", GIT_CONFIG_NOSYSTEM="1")
         for closed, entries in sizes:

@@ -34,7 +34,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -51,6 +50,7 @@ from moss_files.index import service as search
 
 # bench/all.py runs this script with these arguments for its rows of issue 29's table.
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RACY_SECONDS = 2.1
@@ -442,8 +442,7 @@ def workspace_corpus(size: int, seed: int, dense: bool) -> Path:
 
 
 def measure(size: int, seed: int, dense: bool, baseline: str | None, process_repeats: int, *, rows_only: bool, quick: bool) -> list[shared.Row]:
-    tmp = Path(tempfile.mkdtemp(prefix="moss-index-bench-"))
-    try:
+    with shared.scratch("moss-index-bench-") as tmp:
         root = tmp / "ws"
         started = time.perf_counter()
         shared.copy_of(workspace_corpus(size, seed, dense), root)
@@ -532,8 +531,6 @@ def measure(size: int, seed: int, dense: bool, baseline: str | None, process_rep
         saving = 100 * (1 - scan_tokens / expand_tokens) if expand_tokens else 0.0
         print(f"  tokens, 20 results      scan {scan_tokens:,.0f}   expand {expand_tokens:,.0f}   saving {saving:.0f}% (spec: 60-80%)")
         return process_table(root, tmp, baseline, process_repeats, size)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:

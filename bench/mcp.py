@@ -49,6 +49,7 @@ from moss_files.mcp.server import TOOL_SETS, build_server, parse_sets  # noqa: E
 
 # bench/all.py runs this script with these arguments for its row of issue 29's table.
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -202,8 +203,7 @@ def first_list_rows(sizes: list[int], repeat: int) -> list[shared.Row]:
     moss = str(Path(sys.executable).with_name("moss"))
     for size in sizes:
         corpus = shared.cached("workspace", size, 42, lambda folder, size=size: generate_workspace(folder, size, 42))
-        tmp = Path(tempfile.mkdtemp(prefix="moss-bench-mcp-rows-"))
-        try:
+        with shared.scratch("moss-bench-mcp-rows-") as tmp:
             env = shared.process_env(tmp / "pycache")
             root = shared.copy_of(corpus, tmp / "ws")
             time.sleep(2.1)  # files copied within the index's racy window are re-read until older
@@ -239,8 +239,6 @@ def first_list_rows(sizes: list[int], repeat: int) -> list[shared.Row]:
                     note=f"median {statistics.median(mine):.3f} s of {repeat}; {tools} tools",
                 )
             )
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return found
 
 

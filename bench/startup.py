@@ -29,6 +29,7 @@ import rows as shared
 
 # bench/all.py runs this script with these arguments for its rows of issue 29's table.
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 
 TEXT = "## Objective\nShip.\n\n## Current status\nHalf.\n\n## Decisions\n- a\n\n## Next actions\n- b\n\n## Key locations\n- c.py\n\n## Open questions\n- none\n"
 
@@ -55,8 +56,7 @@ def help_rows(repeat: int, baseline: str | None) -> list[shared.Row]:
     warmed once), of this installation and the baseline's, beside the interpreter's start-up
     measured in the same run; best wall time of `repeat` runs taken in turns."""
     bins = {"this": Path(sys.executable).parent, **({"baseline": Path(baseline).parent} if baseline else {})}
-    with tempfile.TemporaryDirectory(prefix="bench-startup-rows-") as name:
-        tmp = Path(name)
+    with shared.scratch("bench-startup-rows-") as tmp:
         env = {**shared.process_env(tmp / "pycache"), "HOME": str(tmp)}
         cases = {"floor": [sys.executable, "-c", "pass"]}
         for build, folder in bins.items():

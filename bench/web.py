@@ -294,6 +294,7 @@ def live_changes(root: Path, samples: int) -> dict[str, Any]:
 # bench/all.py runs `web.py --rows-only --sizes N... --json PATH` (bench/rows.py): at a corpus
 # of N artifacts the board holds N / 5 tasks (20,000 at 100,000, the size issue 29 names).
 ROWS_ARGS = ["--rows-only"]
+KEEPS_ITS_FILES = True  # what it writes stays in rows.scratch() folders until bench/all.py ends
 
 
 def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None, baseline: str | None = None) -> list[Any]:
@@ -307,8 +308,8 @@ def table_rows(tasks: int, repeat: int = 20, *, size: int | None = None, baselin
 
     filed = tasks if size is None else size
     found = []
-    with tempfile.TemporaryDirectory(prefix="moss-bench-web-") as folder:
-        root = Path(folder) / "project"
+    with shared.scratch("moss-bench-web-") as folder:
+        root = folder / "project"
         root.mkdir()
         write_board(root, tasks)
         for build, moss in [("this", None)] + ([("baseline", baseline)] if baseline else []):

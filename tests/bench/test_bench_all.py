@@ -38,7 +38,10 @@ def test_discover_takes_a_script_by_its_rows_args_and_reads_it_without_importing
     (tmp_path / "other.py").write_text("ARGS = ['--rows-only']\n")
     (tmp_path / "broken.py").write_text("def (:\n")
     found = load_all().discover(tmp_path)
-    assert [(name, script.name, args) for name, script, args in found] == [("joins", "joins.py", ["--rows-only", "--fast"]), ("typed", "typed.py", [])]
+    assert [(bench.name, bench.script.name, bench.rows_args) for bench in found] == [
+        ("joins", "joins.py", ["--rows-only", "--fast"]),
+        ("typed", "typed.py", []),
+    ]
 
 
 def test_discover_refuses_rows_args_that_are_not_a_list_of_strings(tmp_path: Path) -> None:
@@ -47,14 +50,27 @@ def test_discover_refuses_rows_args_that_are_not_a_list_of_strings(tmp_path: Pat
         load_all().discover(tmp_path)
 
 
+def test_discover_refuses_a_keeps_its_files_that_is_not_a_boolean(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("ROWS_ARGS = []\nKEEPS_ITS_FILES = 'yes'\n")
+    with pytest.raises(SystemExit, match="bad.py: KEEPS_ITS_FILES must be True or False"):
+        load_all().discover(tmp_path)
+
+
 def test_the_benches_that_settle_run_first_and_scratch_is_kept_for_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Benches timing file creation (`--settle`) run before the others, and under all.py a
-    bench's scratch folder outlives the bench (all.py removes it at the end): deleting
-    thousands of files would slow the creates of the benches after it."""
+    """The benches that keep their files to the end run first (they fill the settling minute),
+    then those timing file creation (`--settle`), then the rest; and under all.py a bench's
+    scratch folder outlives the bench (all.py removes it at the end): deleting thousands of
+    files would slow the creates of the benches after it."""
     all_py = load_all()
-    for name, args in (("alpha", '["--rows-only"]'), ("beta", '["--rows-only", "--settle", "60"]'), ("gamma", '["--rows-only"]')):
-        (tmp_path / f"{name}.py").write_text(f"ROWS_ARGS = {args}\n")
-    assert [name for name, _, _ in all_py.run_order(all_py.discover(tmp_path))] == ["beta", "alpha", "gamma"]
+    scripts = {
+        "alpha": 'ROWS_ARGS = ["--rows-only"]',
+        "beta": 'ROWS_ARGS = ["--rows-only", "--settle", "60"]',
+        "delta": 'ROWS_ARGS = ["--rows-only"]\nKEEPS_ITS_FILES = True',
+        "gamma": 'ROWS_ARGS = ["--rows-only"]\nKEEPS_ITS_FILES = False',
+    }
+    for name, text in scripts.items():
+        (tmp_path / f"{name}.py").write_text(text + "\n")
+    assert [bench.name for bench in all_py.run_order(all_py.discover(tmp_path))] == ["delta", "beta", "alpha", "gamma"]
     rows = all_py.shared  # bench/rows.py, as all.py imported it
     monkeypatch.delenv(rows.KEEP_ENV, raising=False)
     with rows.scratch("alone-") as alone:
@@ -74,7 +90,7 @@ def test_the_benches_that_settle_run_first_and_scratch_is_kept_for_the_end(tmp_p
 
 
 def test_the_benches_of_issue_29_take_part() -> None:
-    names = {name for name, _, _ in load_all().discover()}
+    names = {bench.name for bench in load_all().discover()}
     assert {"index", "capsules", "import", "migrate", "mcp", "startup", "board", "cstack", "history"} <= names
 
 
@@ -94,7 +110,7 @@ def test_all_quick_on_a_tiny_corpus_runs_every_bench_and_prints_one_table(tmp_pa
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = json.loads(rows_file.read_text(encoding="utf-8"))
-    names = {name for name, _, _ in load_all().discover()}
+    names = {bench.name for bench in load_all().discover()}
     assert {row["bench"] for row in rows} == names, "every bench writes rows"
     for row in rows:
         assert ROW_KEYS <= row.keys(), row
