@@ -11,6 +11,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from cstack import cli as cstack_cli
+from cstack import top_help as cstack_help
 from moss_files.cli import app as cli
 from moss_files.cli import top_help
 from tests.conftest import run_cli
@@ -61,16 +63,32 @@ def test_moss_help_lists_every_command_and_runs_build_one() -> None:
     assert done.stderr.strip().splitlines()[-1] == "['fetch', 'version']"
 
 
-TYPER_HELP = "import sys\nfrom moss_files.cli.app import app\napp(sys.argv[1:], prog_name='moss')\n"
-TOP_HELP_PROBE = (
-    "import sys\n"
-    "from moss_files.cli import main as m\n"
-    "sys.argv = ['moss', *sys.argv[1:]]\n"
-    "try:\n"
-    "    m.main()\n"
-    "except SystemExit as done:\n"
-    "    print(done.code, 'typer' in sys.modules, file=sys.stderr)\n"
-)
+# Each program's typer app printing its help, and its console-script entry point run the same
+# way, reporting its exit status and whether it loaded typer.
+TYPER_HELP = {
+    "moss": "import sys\nfrom moss_files.cli.app import app\napp(sys.argv[1:], prog_name='moss')\n",
+    "cstack": "import sys\nfrom cstack.cli import app\napp(sys.argv[1:], prog_name='cstack')\n",
+}
+ENTRY_POINTS = {"moss": "moss_files.cli.main", "cstack": "cstack.main"}
+
+
+def help_probe(program: str) -> str:
+    return (
+        "import sys\n"
+        f"from {ENTRY_POINTS[program]} import main\n"
+        f"sys.argv = [{program!r}, *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, 'typer' in sys.modules, file=sys.stderr)\n"
+    )
+
+
+def test_the_entry_points_are_the_light_modules() -> None:
+    from importlib.metadata import entry_points
+
+    scripts = {point.name: point.value for point in entry_points(group="console_scripts") if point.name in ENTRY_POINTS}
+    assert scripts == {program: f"{module}:main" for program, module in ENTRY_POINTS.items()}
 
 
 def help_env(columns: str | None) -> dict[str, str]:
@@ -80,25 +98,28 @@ def help_env(columns: str | None) -> dict[str, str]:
     return env
 
 
-def test_top_help_text_is_what_typer_renders_now() -> None:
+def test_top_help_texts_are_what_typer_renders_now() -> None:
     # A stale copy (a command added, a first help sentence changed) fails here: regenerate it
-    # with `.venv/bin/python -m moss_files.cli.top_help`.
+    # with `.venv/bin/python -m moss_files.cli.top_help` or `.venv/bin/python -m cstack.top_help`.
     assert top_help.TEXT == top_help.render()
+    assert cstack_help.TEXT == top_help.render(cstack_cli.app, "cstack")
 
 
+@pytest.mark.parametrize("program", ["moss", "cstack"])
 @pytest.mark.parametrize("columns", [None, "80", "200", "79", "60"])
 @pytest.mark.parametrize("flag", ["--help", "-h"])
-def test_moss_help_prints_what_typer_prints_and_loads_typer_only_when_narrow(columns: str | None, flag: str) -> None:
+def test_help_prints_what_typer_prints_and_loads_typer_only_when_narrow(program: str, columns: str | None, flag: str) -> None:
     env = help_env(columns)
-    typer_run = subprocess.run([sys.executable, "-c", TYPER_HELP, flag], capture_output=True, text=True, timeout=60, env=env, check=False)
-    probe = subprocess.run([sys.executable, "-c", TOP_HELP_PROBE, flag], capture_output=True, text=True, timeout=60, env=env, check=False)
+    typer_run = subprocess.run([sys.executable, "-c", TYPER_HELP[program], flag], capture_output=True, text=True, timeout=60, env=env, check=False)
+    probe = subprocess.run([sys.executable, "-c", help_probe(program), flag], capture_output=True, text=True, timeout=60, env=env, check=False)
     assert typer_run.returncode == 0, typer_run.stderr
     assert probe.stdout == typer_run.stdout
     narrow = columns is not None and int(columns) < top_help.MIN_COLUMNS
     assert probe.stderr.split() == ["0", str(narrow)], probe.stderr
 
 
-def test_other_help_requests_still_go_to_typer() -> None:
-    for words in (["--help", "--version"], ["version", "--help"], ["--version"]):
-        probe = subprocess.run([sys.executable, "-c", TOP_HELP_PROBE, *words], capture_output=True, text=True, timeout=60, env=help_env("80"), check=False)
+@pytest.mark.parametrize("program", ["moss", "cstack"])
+def test_other_help_requests_still_go_to_typer(program: str) -> None:
+    for words in (["--help", "--version"], ["status" if program == "cstack" else "version", "--help"], ["--version"]):
+        probe = subprocess.run([sys.executable, "-c", help_probe(program), *words], capture_output=True, text=True, timeout=60, env=help_env("80"), check=False)
         assert probe.stderr.split()[-1] == "True", (words, probe.stderr)

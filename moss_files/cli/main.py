@@ -27,8 +27,11 @@ def main() -> None:
         from moss_files.hooks import run
 
         raise SystemExit(run.main(argv[1:]))
-    if argv in (["--help"], ["-h"]) and _print_top_help():
-        raise SystemExit(0)
+    if argv in (["--help"], ["-h"]):
+        from moss_files.cli import top_help
+
+        if top_help.show(top_help.TEXT):
+            raise SystemExit(0)
     from moss_files.cli import quick
 
     status = quick.run(argv)
@@ -54,29 +57,6 @@ def _skip_final_collection() -> None:
     import gc
 
     gc.freeze()
-
-
-def _print_top_help() -> bool:
-    """Print `moss --help` from `cli.top_help` when typer would print that very text (click
-    wraps it at 78 columns, and writes to the streams as they are); False to leave it to typer."""
-    import shutil
-
-    from moss_files.cli import streams, top_help
-
-    if shutil.get_terminal_size().columns < top_help.MIN_COLUMNS or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
-        return False
-    try:
-        sys.stdout.write(top_help.TEXT)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # As click: the reader went away (`moss --help | head -1`); keep the interpreter's
-        # final flush from failing again.
-        import os
-
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(1) from None
-    return True
 
 
 def __getattr__(name: str) -> Any:

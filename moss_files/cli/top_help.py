@@ -1,15 +1,21 @@
-"""`moss --help` as typer prints it at a terminal of 80 columns or more, kept as text. Entry layer.
+"""`moss --help` and `cstack --help` as typer prints them at a terminal of 80 columns or more,
+kept as text. Entry layer.
 
-Typer prints the group's help after building every command to read its first help sentence,
-which loads every feature module (about half a second on a busy 2-core machine, for a page of
-text). `cli.main` prints `TEXT` instead for exactly `moss --help` or `moss -h` when click would
-wrap the help at its widest (78 columns: a terminal of 80 or more, or no terminal); any other
-width or invocation goes to typer. tests/test_startup.py checks `TEXT` against typer's own
-rendering; after a change to the group's commands or to a command's first help sentence,
-regenerate it with `.venv/bin/python -m moss_files.cli.top_help`.
+Typer prints a group's help after building every command to read its first help sentence,
+which loads typer and, for `moss`, every feature module (about half a second on a busy 2-core
+machine, for a page of text). `cli.main` and `cstack.main` print the kept text instead (`show`)
+for exactly `--help` or `-h` when click would wrap the help at its widest (78 columns: a
+terminal of 80 or more, or no terminal); any other width or invocation goes to typer.
+tests/test_startup.py checks each text against typer's own rendering; after a change to a
+group's commands or to a command's first help sentence, regenerate them with
+`.venv/bin/python -m moss_files.cli.top_help` (`moss`'s, `TEXT` here) and
+`.venv/bin/python -m cstack.top_help` (`cstack`'s, in `cstack/top_help.py`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 MIN_COLUMNS = 80  # click wraps help at min(columns, 80) - 2: 78 from 80 columns on
 
@@ -113,27 +119,49 @@ Commands:
 """
 
 
-def render() -> str:
-    """The group's help as typer prints it at 80 columns or more (its text and newline)."""
+def render(app: Any = None, program: str = "moss") -> str:
+    """The group help of `app` (a typer app; default: moss's) as typer prints it at 80 columns
+    or more under the name `program` (its text and newline)."""
     import typer.main
 
-    from moss_files.cli.app import app
+    if app is None:
+        from moss_files.cli.app import app
 
     group = typer.main.get_command(app)
     # A width given to the context is used as it is; click's own is min(columns, 80) - 2.
-    with group.make_context("moss", [], resilient_parsing=True, terminal_width=MIN_COLUMNS - 2) as ctx:
+    with group.make_context(program, [], resilient_parsing=True, terminal_width=MIN_COLUMNS - 2) as ctx:
         return group.get_help(ctx) + "\n"
 
 
-def main() -> None:
-    """Rewrite `TEXT` in this file from typer's rendering (a development tool)."""
-    from pathlib import Path
+def show(text: str) -> bool:
+    """Print `text`, a kept group help, when typer would print that very text (click wraps it
+    at 78 columns, and writes to the streams as they are); False to leave it to typer."""
+    import shutil
+    import sys
 
-    path = Path(__file__)
+    from moss_files.cli import streams
+
+    if shutil.get_terminal_size().columns < MIN_COLUMNS or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
+        return False
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # As click: the reader went away (`moss --help | head -1`); keep the interpreter's
+        # final flush from failing again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(1) from None
+    return True
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Replace the `TEXT` literal of the module at `path` by `text` (a development tool)."""
     source = path.read_text(encoding="utf-8")
     head, _, rest = source.partition('TEXT = """\\\n')
     _, _, tail = rest.partition('"""\n')
-    text = render()
     if '"""' in text or "\\" in text:
         raise SystemExit("the help holds a triple quote or a backslash: store it another way")
     path.write_text(f'{head}TEXT = """\\\n{text}"""\n{tail}', encoding="utf-8")
@@ -141,4 +169,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    rewrite(Path(__file__), render())
