@@ -93,7 +93,9 @@ if [ "${#image_tools[@]}" -gt 0 ]; then
         # apt-get update once a day at most for packages it does not know (ttyd on Debian 12
         # would otherwise cost an update on every run).
         apt_stamp="$venv/.moss-files-apt-tried"
-        candidate() { LC_ALL=C apt-cache policy "$1" 2>/dev/null | grep -q '^  Candidate: [^(]'; }
+        # grep reads to the end (no -q): under pipefail, a grep -q that stops at the match
+        # leaves apt-cache writing into a closed pipe, and its SIGPIPE failed the check.
+        candidate() { LC_ALL=C apt-cache policy "$1" 2>/dev/null | grep '^  Candidate: [^(]' >/dev/null; }
         unknown=()
         for package in "${image_tools[@]}"; do
             candidate "$package" || unknown+=("$package")
