@@ -149,7 +149,8 @@ def _collection_paused() -> Iterator[None]:
     keys), almost none of them in reference cycles; yet every 700 allocations start a
     collection, and each full one walks every object alive: 7% of an import's CPU at 100,000
     capsules (0.12 s of a part of 15,000 into an empty store, 0.24 s into 75,000). What
-    reference counting cannot free waits until the import returns."""
+    reference counting cannot free waits until the import returns. The switch is the
+    process's: in a server, other threads go without collections for that time too."""
     was_on = gc.isenabled()
     gc.disable()
     try:
