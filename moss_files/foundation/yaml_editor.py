@@ -12,6 +12,7 @@ import io
 import re
 from typing import Any
 
+import yaml.resolver
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError as RuamelMarkedError
@@ -104,15 +105,19 @@ def _reads_as_other_type(text: str) -> bool:
 def _block_plain(text: str) -> bool:
     """Whether ruamel's emitter writes the non-empty, single-line printable `text` as a plain
     scalar in block context: its `analyze_scalar` rules for such text, then the implicit check."""
+    return _plain_allowed(text) and not _reads_as_other_type(text)
+
+
+def _plain_allowed(text: str) -> bool:
+    """Whether an emitter's `analyze_scalar` allows the non-empty, single-line printable `text`
+    (no tab) plain in block context; ruamel's and libyaml's rules agree on such text."""
     first = text[0]
     if first == " " or text[-1] == " " or first in _INDICATOR_FIRST or text.startswith(("---", "...")):
         return False
     if first in "?:-" and (len(text) == 1 or text[1] == " "):
         return False
     # `:` before a space or at the end, and `#` after a space, start a key or a comment.
-    if ": " in text or text.endswith(":") or " #" in text:
-        return False
-    return not _reads_as_other_type(text)
+    return not (": " in text or text.endswith(":") or " #" in text)
 
 
 @functools.lru_cache(maxsize=8192)  # pure; a bulk write renders the same workspace, source, tags and times again and again
@@ -207,6 +212,133 @@ def _sequence_lines(items: list[Any], indent: str, lines: list[str]) -> bool:
         else:
             return False
     return True
+
+
+# --------------------------------------------------------------------------- PyYAML's C emitter, followed
+
+# The text libyaml writes as it is in plain and single-quoted scalars (its IS_PRINTABLE, with
+# allow_unicode), line feeds included: no tab, no other break (CR, NEL, U+2028/9), no BOM and
+# nothing beyond the BMP, all of which it escapes in double quotes.
+_LIBYAML_TEXT = re.compile(r"[\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
+# libyaml folds a scalar at a space once a line passes the dump's width (4096 columns for
+# `dump_libyaml_simple`); a line kept under this many columns is never folded.
+_LIBYAML_COLUMNS = 4000
+
+
+def dump_libyaml_simple(data: Any) -> str | None:
+    """The text PyYAML's C emitter (`yaml.dump(data, Dumper=yaml.CSafeDumper,
+    default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096)`) gives for a
+    fresh, plain mapping, when that text reads back as the same values under the toolkit's
+    YAML 1.2 rules; None where this path does not follow libyaml, or where its text would read
+    back otherwise (`1e3`, which PyYAML's YAML 1.1 rules leave plain, is a number in YAML 1.2).
+    Followed: simple keys to strings of `_LIBYAML_TEXT` (multi-line ones included: single
+    quoted, each run of line feeds one longer), integers, booleans, None, non-empty mappings of
+    the same and non-empty lists of scalars and mappings (indentless, as PyYAML writes them).
+
+    Migrations fall back to PyYAML for values `dump_simple` does not follow, most often
+    multi-line text, and render and read back each such block: this renders it directly, and
+    tests/foundation/test_yaml_libyaml.py checks it equals PyYAML's text.
+    """
+    if type(data) is not dict or not data:
+        return None
+    lines: list[str] = []
+    return "".join(lines) if _libyaml_mapping(data, "", lines, set()) else None
+
+
+def _libyaml_mapping(data: dict[Any, Any], indent: str, lines: list[str], seen: set[int]) -> bool:
+    """Append a block mapping's lines at `indent` (nested mappings 2 further, lists at their
+    key's indent); False where this path steps aside. `seen` holds the ids of the mappings and
+    lists met: PyYAML writes one met twice as an anchor and an alias, which this does not."""
+    if id(data) in seen:
+        return False
+    seen.add(id(data))
+    for key, value in data.items():
+        if type(key) is not str or len(key) > 128 or not _simple_key(key) or not _pyyaml_reads_as_text(key):
+            return False
+        kind = type(value)
+        if kind is dict and value:
+            lines.append(f"{indent}{key}:\n")
+            if not _libyaml_mapping(value, indent + "  ", lines, seen):
+                return False
+        elif kind is list and value:
+            lines.append(f"{indent}{key}:\n")
+            if not _libyaml_sequence(value, indent, lines, seen):
+                return False
+        else:
+            text = _libyaml_scalar(value, indent + "  ", len(indent) + len(key) + 2)
+            if text is None:
+                return False
+            lines.append(f"{indent}{key}: {text}\n")
+    return True
+
+
+def _libyaml_sequence(items: list[Any], indent: str, lines: list[str], seen: set[int]) -> bool:
+    """Append a block sequence's lines, each item after `indent` and a dash; a mapping item
+    starts on the dash's line, its other keys under its first."""
+    if id(items) in seen:
+        return False
+    seen.add(id(items))
+    for item in items:
+        if type(item) is dict and item:
+            start = len(lines)
+            if not _libyaml_mapping(item, indent + "  ", lines, seen):
+                return False
+            lines[start] = f"{indent}- {lines[start][len(indent) + 2 :]}"
+            continue
+        text = _libyaml_scalar(item, indent + "  ", len(indent))
+        if text is None:
+            return False
+        lines.append(f"{indent}- {text}\n")
+    return True
+
+
+def _libyaml_scalar(value: Any, indent: str, column: int) -> str | None:
+    """A scalar as libyaml writes it after `column` characters, a multi-line one continued at
+    `indent`; None where this path does not follow it."""
+    kind = type(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if value is None:
+        return "null"
+    if kind is not str:
+        return None
+    if "\n" not in value:
+        return None if column + len(value) > _LIBYAML_COLUMNS else _libyaml_line(value)
+    # A single-quoted scalar over lines: a space next to a line feed would be lost (libyaml
+    # writes such text in double quotes), and so would a too long line (folded).
+    if " \n" in value or "\n " in value or not _LIBYAML_TEXT.fullmatch(value):
+        return None
+    if column + max(map(len, value.split("\n"))) > _LIBYAML_COLUMNS or len(indent) > _LIBYAML_COLUMNS // 2:
+        return None
+    quoted = value.replace("'", "''")
+    return "'" + _LINE_FEEDS.sub(lambda feeds: "\n" * (len(feeds.group()) + 1) + indent, quoted) + "'"
+
+
+_LINE_FEEDS = re.compile(r"\n+")
+
+
+@functools.lru_cache(maxsize=8192)  # pure; the same statuses, ids and times again and again
+def _libyaml_line(text: str) -> str | None:
+    """A single-line string as libyaml writes it in block context: plain where its analysis
+    allows and PyYAML's YAML 1.1 rules read it as text, else single quoted; None where this
+    path does not follow it, or where the plain text reads as another type in YAML 1.2."""
+    if not text:
+        return "''"
+    if not _LIBYAML_TEXT.fullmatch(text):
+        return None
+    if _plain_allowed(text) and _pyyaml_reads_as_text(text):
+        return None if _reads_as_other_type(text) else text
+    return "'" + text.replace("'", "''") + "'"
+
+
+@functools.lru_cache(maxsize=8192)
+def _pyyaml_reads_as_text(text: str) -> bool:
+    """Whether PyYAML's resolver (YAML 1.1) reads the plain, non-empty `text` as a string:
+    otherwise PyYAML's emitter quotes it."""
+    table = yaml.resolver.Resolver.yaml_implicit_resolvers
+    return not any(regexp.match(text) for _tag, regexp in [*table.get(text[0], ()), *table.get(None, ())])
 
 
 def dump_roundtrip(data: Any, *, sequence_offset: int = 2) -> str:

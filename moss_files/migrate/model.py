@@ -358,12 +358,24 @@ def _block(extra: Mapping[str, Any]) -> str:
     """YAML lines for `extra`: the round-trip emitter's text, rendered directly for the plain
     values almost every source has (`yamlrt.dump_simple`); else PyYAML's C emitter (ten times
     faster than the round-trip emitter, which matters at ten thousand files), checked to read
-    back as the same values under the toolkit's YAML 1.2 reader; else the round-trip emitter."""
+    back as the same values under the toolkit's YAML 1.2 reader, its text rendered directly
+    where `yamlrt.dump_libyaml_simple` follows it (multi-line text, mostly); else the
+    round-trip emitter."""
     import moss_files.foundation.yaml_editor as yamlrt  # ruamel: loaded by writes only; `import … as` skips fromlist handling
 
     simple = yamlrt.dump_simple(dict(extra))
     if simple is not None:
         return simple
+    if _DUMPER is not yaml.SafeDumper:  # libyaml's text is what the fast path follows
+        followed = yamlrt.dump_libyaml_simple(dict(extra))
+        if followed is not None:
+            return followed
+    return _block_dumped(extra)
+
+
+def _block_dumped(extra: Mapping[str, Any]) -> str:
+    """`_block`'s general path: PyYAML's text, read back to check it, else the round-trip
+    emitter's."""
     try:
         text = yaml.dump(dict(extra), Dumper=_DUMPER, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096)
         if yaml_reader.load_fast(text) == dict(extra):
