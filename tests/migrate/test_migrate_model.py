@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from moss_files.board import files as board_files
 from moss_files.board.model import Task
 from moss_files.foundation import document
+from moss_files.foundation import yaml_editor as yamlrt
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import PREFIXED_RE
 from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, shown, summarize
@@ -24,6 +26,8 @@ from moss_files.migrate.model import (
     Builder,
     Candidate,
     Where,
+    _block,
+    _block_dumped,
     _example_values_only,
     decide,
     derived_id,
@@ -224,3 +228,22 @@ def test_a_decided_plan_keeps_few_values_of_many_items() -> None:
     examples: dict[tuple[str, str], set[str]] = {}
     lean = [_example_values_only(fates, f"bd-{number}", examples, {}) for number in range(1000)]
     assert sum(fate.value is not None for item in lean for fate in item) == 2 * EXAMPLES
+
+
+# Source fields a provenance block carries: multi-line text (PyYAML's path), odd text, numbers.
+_FIELD_TEXT = st.one_of(
+    st.text(alphabet="ab '#:-\n\t\u00e9\U0001f600", max_size=16), st.sampled_from(["a\n", "\n\nb", "1e3", "no", "2026-04-01T18:00:00Z", "x: y\nz"])
+)
+_FIELD_VALUES = st.recursive(
+    st.one_of(_FIELD_TEXT, st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, min_size=1, max_size=3), st.dictionaries(st.sampled_from(["text", "id", "on"]), inner, min_size=1, max_size=3)),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from(["title", "comments", "status", "labels"]), _FIELD_VALUES, min_size=1, max_size=4))
+def test_a_provenance_block_pyyaml_would_write_is_its_general_paths_text(fields: dict[str, Any]) -> None:
+    extra = {"imported_from": "beads", "source_id": "bd-1", "source_fields": fields}
+    if yamlrt.dump_simple(extra) is None:  # else the round-trip emitter's text, another style
+        assert _block(extra) == _block_dumped(extra)
