@@ -130,9 +130,10 @@ def summarize(accounts: Iterable[tuple[str, Iterable[Fate]]]) -> dict[str, dict[
     for old_id, fates in accounts:
         counted: set[tuple[str, str]] = set()
         for fate in fates:
-            entry = fields.setdefault(
-                fate.field, {MAPPED: 0, KEPT: 0, DROPPED: 0, "changed": 0, "homes": [], "reasons": [], "examples": {MAPPED: [], KEPT: [], DROPPED: []}}
-            )
+            entry = fields.get(fate.field)
+            if entry is None:  # not `setdefault`, which would build this for every fate of every item
+                by_fate: dict[str, list[dict[str, Any]]] = {MAPPED: [], KEPT: [], DROPPED: []}
+                entry = fields[fate.field] = {MAPPED: 0, KEPT: 0, DROPPED: 0, "changed": 0, "homes": [], "reasons": [], "examples": by_fate}
             if (fate.field, fate.fate) not in counted:
                 counted.add((fate.field, fate.fate))
                 entry[fate.fate] += 1
