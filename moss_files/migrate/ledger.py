@@ -32,7 +32,8 @@ _SHOWN_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 class Fate:
     """What became of one field of one item: `fate` (mapped, kept or dropped), its `home`
     here, why (`reason`), `changed` ("4 -> LOW") when a mapped value differs from the
-    source's, and the source's value as shown in examples."""
+    source's, and the source's value: its text, which `shown` cuts when an example shows it
+    (most never are: `model.decide` keeps a few), or another value's `shown` JSON."""
 
     field: str
     fate: str
@@ -49,6 +50,13 @@ def shown(value: Any) -> str:
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
 
 
+def _kept_value(value: Any) -> str | None:
+    """What a fate keeps of a source value: text as it is, `shown` only if an example shows it
+    (idempotent: the report is the same); another value shown now, as a list or mapping may
+    change once the reader moves on."""
+    return value if value is None or isinstance(value, str) else shown(value)
+
+
 class Account:
     """The fates of one item's fields, collected while a reader maps the item."""
 
@@ -59,11 +67,11 @@ class Account:
 
     def mapped(self, field: str, home: str, value: Any = None, *, changed: str | None = None, reason: str | None = None) -> None:
         """`field` went to `home`; `changed` says how its value differs from the source's."""
-        self.fates.append(Fate(field, MAPPED, home, reason, changed, None if value is None else shown(value)))
+        self.fates.append(Fate(field, MAPPED, home, reason, changed, _kept_value(value)))
 
     def kept(self, field: str, value: Any = None, *, home: str | None = None, reason: str | None = None) -> None:
         """`field` is kept verbatim (under `source_fields.<field>` unless `home` says where)."""
-        self.fates.append(Fate(field, KEPT, home or f"{SOURCE_FIELDS}.{field}", reason, None, None if value is None else shown(value)))
+        self.fates.append(Fate(field, KEPT, home or f"{SOURCE_FIELDS}.{field}", reason, None, _kept_value(value)))
 
     def empty(self, field: str) -> None:
         """`field` is empty in the source (null, "", [], {}): there is nothing to carry."""
@@ -71,7 +79,7 @@ class Account:
 
     def dropped(self, field: str, reason: str, value: Any = None) -> None:
         """`field` is not brought over, for `reason`."""
-        self.fates.append(Fate(field, DROPPED, None, reason, None, None if value is None else shown(value)))
+        self.fates.append(Fate(field, DROPPED, None, reason, None, _kept_value(value)))
 
     def done(self) -> tuple[Fate, ...]:
         return tuple(self.fates)
@@ -147,7 +155,7 @@ def summarize(accounts: Iterable[tuple[str, Iterable[Fate]]]) -> dict[str, dict[
             if len(examples) < EXAMPLES and not any(example["id"] == old_id for example in examples):
                 example: dict[str, Any] = {"id": old_id}
                 if fate.value is not None:
-                    example["value"] = fate.value
+                    example["value"] = shown(fate.value)
                 if fate.changed:
                     example["changed"] = fate.changed
                 if fate.reason and fate.fate != MAPPED:

@@ -247,3 +247,20 @@ def test_a_provenance_block_pyyaml_would_write_is_its_general_paths_text(fields:
     extra = {"imported_from": "beads", "source_id": "bd-1", "source_fields": fields}
     if yamlrt.dump_simple(extra) is None:  # else the round-trip emitter's text, another style
         assert _block(extra) == _block_dumped(extra)
+
+
+@given(st.one_of(st.text(alphabet=" \t\n\x1c\u00a0\u2028ab…", max_size=300), st.lists(st.text(max_size=60), max_size=6)))
+def test_shown_is_idempotent_so_a_fate_may_keep_text_as_it_is(value: Any) -> None:
+    # An Account keeps text as it is and the report shows it through `shown` (others are shown
+    # at once): equal only because showing shown text changes nothing.
+    assert shown(shown(value)) == shown(value)
+
+
+def test_a_fates_text_is_shown_cut_in_the_report_examples() -> None:
+    account = Account()
+    text = "a  long\n" * 40
+    account.mapped("description", "description", text)
+    account.kept("labels", ["x", "y"])
+    fields = summarize([("bd-1", account.done())])
+    assert fields["description"]["examples"][MAPPED] == [{"id": "bd-1", "value": shown(text)}]
+    assert fields["labels"]["examples"][KEPT] == [{"id": "bd-1", "value": '["x", "y"]'}]
