@@ -104,12 +104,15 @@ def test_the_http_daemon_builds_the_record_when_it_starts(repo: Path, tmp_path: 
         daemon = subprocess.Popen(
             [str(BIN / "moss"), "serve", "--http", "127.0.0.1:0", "--no-index-watch"], cwd=ws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
         )
+    line = f"history record up to commit {head[:12]}"
     try:
         wait_for(lambda: recorded_head() == head, timeout=60, message="the daemon's history record")
+        # The thread commits the record and then logs its line: a SIGTERM sent in between
+        # ends the process before the line is written, so the test waits for the line too.
+        wait_for(lambda: line in (tmp_path / "daemon.log").read_text(), timeout=30, message="the daemon's log line for the record")
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=30) == 0
     finally:
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait(timeout=10)
-    assert f"history record up to commit {head[:12]}" in (tmp_path / "daemon.log").read_text()
