@@ -20,7 +20,6 @@ from moss_files.board.usecase import (
     board_store,
     caller,
     disk_state,
-    ensure_worker,
     find_epic,
     find_task,
     guard,
@@ -140,15 +139,15 @@ def claim_next_task(
         if worker is None:
             task = store.get("task", task.id)  # shown, not claimed: read in full
         else:
-            ensure_worker(ctx, board, worker, rules.role_for_status(task.status))
             # The claim starts the lease: its heartbeat is written before the task names its
-            # holder; or, for a worker whose file reads and whose lease runs on for half a
-            # lease still, just after the lock is let go, off the time the next claimer waits
-            # (a writer settling leases meanwhile finds that lease running).
+            # holder (a new worker's file is made with it); or, for a worker whose file reads
+            # and whose lease runs on for half a lease still, just after the lock is let go,
+            # off the time the next claimer waits (a writer settling leases meanwhile finds
+            # that lease running).
             known = board.workers.get(worker)
             beat_after = known is not None and rules.lease_outlasts(known, board.project.settings, ctx.now())
             if not beat_after:
-                board = touch(ctx, board, worker, force=True, epic=task.epic or None)
+                board = touch(ctx, board, worker, force=True, epic=task.epic or None, role=rules.role_for_status(task.status))
             now = ctx.stamp()
             expected = (task.status, task.assigned_worker)
 

@@ -1773,17 +1773,28 @@ class BoardStore:
 
     # ----------------------------------------------------------------- writing
 
-    def create(self, kind: str, entity: Any) -> Path:
-        """Write a new item's file; never replaces one.
+    def create(self, kind: str, entity: Any, *, then: Callable[[Any], Any] | None = None) -> Any:
+        """Write a new item's file, never replacing one; return the item as written. `then`:
+        a change made in the same write, with the very bytes `update` would give it just after
+        (a worker registered with its first heartbeat: one file written, one fsync'd pair).
 
         Raises Conflict ALREADY_EXISTS when a file with that id exists.
         """
         path = self.path(kind, entity.id)
         data = _RENDERERS[kind](entity).encode("utf-8")
+        known = None
+        if then is not None:
+            relpath = self.display(path)
+            doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
+            old = _PARSERS[kind](doc, relpath, fallback_id=entity.id)
+            entity = then(old)
+            edited = _edited(kind, doc, old, entity, relpath)
+            if edited is not None:
+                data, known = edited
         if not fs.create_exclusive(path, data):
             raise Conflict(f"{_LABEL[kind]} {entity.id} exists already", code="ALREADY_EXISTS", path=self.display(path))
-        self._wrote_file(kind, entity.id, data)
-        return path
+        self._wrote_file(kind, entity.id, data, known=known)
+        return entity
 
     def update(self, kind: str, item_id: str, change: Callable[[Any], Any]) -> Any:
         """Apply `change(entity) -> entity` to an item's file and return the new entity.
@@ -1820,11 +1831,10 @@ class BoardStore:
             old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
             new = change(old)
             result.append(new)
-            edited = files.edit_text_read(doc, old, new, kind, relpath)
+            edited = _edited(kind, doc, old, new, relpath)
             if edited is None:
                 return None
-            text, read = edited
-            data = document.encode(text, doc.bom)
+            data, read = edited
             if data == work:
                 return None  # nothing changed: the upgrade alone is never written
             produced.append(data)
@@ -2064,6 +2074,16 @@ class BoardStore:
                     cursors[channel] = cursor
             fs.write_atomic(path, json.dumps(cursors, sort_keys=True, indent=1).encode("utf-8"))
         return cursors
+
+
+def _edited(kind: str, doc: document.Document, old: Any, new: Any, relpath: str) -> tuple[bytes, document.FrontmatterRead | None] | None:
+    """The bytes of `doc` edited from `old` to `new` (`files.edit_text_read`), and what its
+    frontmatter reads as; None when no field changed."""
+    edited = files.edit_text_read(doc, old, new, kind, relpath)
+    if edited is None:
+        return None
+    text, read = edited
+    return document.encode(text, doc.bom), read
 
 
 def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:

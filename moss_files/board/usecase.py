@@ -258,18 +258,21 @@ def settle_approvals(ctx: Context, board: Board, only: str | None = None) -> Boa
 
 def ensure_worker(ctx: Context, board: Board, worker_id: str, role: str | None) -> Worker:
     """The worker's record, registering it (a new file) on first sight."""
-    worker = board.workers.get(worker_id)
-    if worker is not None:
-        return worker
+    return board.workers.get(worker_id) or register_worker(ctx, board, worker_id, role)[0]
+
+
+def register_worker(ctx: Context, board: Board, worker_id: str, role: str | None, then: Callable[[Worker], Worker] | None = None) -> tuple[Worker, bool]:
+    """Register a worker the board does not know (a new file; `then`: a change made in the same
+    write); the worker, and whether its file was made here."""
     now = ctx.stamp()
     worker = Worker(id=worker_id, type=role, created=now, updated=now)
     try:
-        board_store(ctx).create("worker", worker)
+        worker = board_store(ctx).create("worker", worker, then=then)
     except Conflict:
         # Registered by hand, or unreadable: the file that is there stays as it is.
-        return worker
+        return worker, False
     log(ctx, board.project, "WORKER_REGISTERED", worker=worker_id, type=role)
-    return worker
+    return worker, True
 
 
 # --------------------------------------------------------------------------- liveness and leases
@@ -322,23 +325,30 @@ def question_blocked(ctx: Context) -> Callable[[Task], bool]:
     return blocked
 
 
-def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = False, epic: str | None = None) -> Board:
-    """Record a sign of life: the worker's `heartbeat:` becomes now (its file is made if new).
-    Without `force`, a heartbeat younger than a twentieth of the lease is left as it is, so a
-    busy worker does not rewrite its file on every step. A claim passes its task's `epic`,
-    recorded in the same write as the worker's `last_epic` (claims prefer that epic next).
-    Returns the board with the worker."""
+def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = False, epic: str | None = None, role: str | None = None) -> Board:
+    """Record a sign of life: the worker's `heartbeat:` becomes now (a new worker's file, of
+    type `role`, is made with it). Without `force`, a heartbeat younger than a twentieth of
+    the lease is left as it is, so a busy worker does not rewrite its file on every step. A
+    claim passes its task's `epic`, recorded in the same write as the worker's `last_epic`
+    (claims prefer that epic next). Returns the board with the worker."""
     if worker_id is None:
         return board
     now = ctx.now()
-    worker = board.workers.get(worker_id) or ensure_worker(ctx, board, worker_id, None)
+
+    def beat(current: Worker) -> Worker:
+        # Milliseconds: a lease of a few seconds (tests, benches) must not lose up to one to rounding.
+        return replace(current, heartbeat=event_time(ctx), last_epic=epic or current.last_epic)
+
+    worker = board.workers.get(worker_id)
+    if worker is None:
+        worker, made = register_worker(ctx, board, worker_id, role, beat)
+        if made:
+            return replace(board, workers={**board.workers, worker_id: worker})
     lease_ms = board.project.settings.stale_worker_timeout_ms
     last = rules.parse_time(worker.heartbeat)
     if not force and last is not None and lease_ms > 0 and (now - last).total_seconds() * 1000 < lease_ms / 20:
         return board if worker_id in board.workers else replace(board, workers={**board.workers, worker_id: worker})
-    # Milliseconds: a lease of a few seconds (tests, benches) must not lose up to one to rounding.
-    stamp = event_time(ctx)
-    worker = board_store(ctx).update("worker", worker_id, lambda w: replace(w, heartbeat=stamp, last_epic=epic or w.last_epic))
+    worker = board_store(ctx).update("worker", worker_id, beat)
     return replace(board, workers={**board.workers, worker_id: worker})
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -210,3 +211,28 @@ def test_a_workers_next_write_starts_from_its_last_one_only_while_the_file_holds
         written = store.update("worker", "w1", lambda w: replace(w, heartbeat="2026-01-22T10:00:02.000Z"))
     assert written.last_epic == "EPIC-2" and "\nlast_epic: EPIC-2\n" in path.read_text()
     assert written == BoardStore(repo, persist=False).get("worker", "w1")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda w: replace(w, heartbeat="2026-01-22T10:00:00.123Z", last_epic="EPIC-1"),  # a claim's first heartbeat
+        lambda w: replace(w, heartbeat="2026-01-22T10:00:00.123Z"),
+        lambda w: replace(w, type=None, notes="Said by hand.\n"),  # a key removed, a body written
+        lambda w: w,  # no change
+    ],
+)
+def test_a_file_created_with_a_change_is_the_one_created_then_updated(repo: Path, change: Callable[[Worker], Worker]) -> None:
+    """`create(..., then=)` writes in one file the bytes `create` and then `update` with the
+    same change write in two, returns what `update` returns, and keeps what a plain read of
+    the file gives."""
+    worker = Worker("w1", type="worker", created=STAMP, updated=STAMP)
+    two, one = repo / "two", repo / "one"
+    BoardStore(two).create("worker", worker)
+    updated = BoardStore(two).update("worker", "w1", change)
+    store = BoardStore(one)
+    made = store.create("worker", worker, then=change)
+    relpath = Path(".moss", "board", "workers", "w1.md")
+    assert (one / relpath).read_bytes() == (two / relpath).read_bytes()
+    assert made == updated
+    assert store.load().workers["w1"] == BoardStore(one, persist=False).get("worker", "w1")
