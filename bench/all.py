@@ -12,7 +12,9 @@ to stdout, the progress then going to stderr), each row with the name of its ben
 table shows both ("before" and "after"). The growth exponent of a row is log(value at the
 larger size / value at the smaller) / log(larger / smaller): 1.0 grows as the corpus does; a
 rate is turned into time per run first. Each bench prints its own figures as it goes; the
-table follows at the end.
+table follows at the end. The first and last lines give the machine's speed as one fixed
+pure-Python loop (`rows.reference_ms`): rows with an absolute target move with it between
+runs on different machines or days, rows against a floor of the same run mostly do not.
 
 HOW A BENCH JOINS THIS TABLE (the convention; no edit of this file is needed). A script
 `bench/NAME.py` takes part when it assigns, at its top level, a literal list of strings to
@@ -165,7 +167,7 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"--only: no bench named {', '.join(sorted(unknown))} (there are: {', '.join(bench.name for bench in benches)})")
     chosen = run_order([bench for bench in benches if args.only is None or bench.name in args.only])
-    print(f"bench/all.py: sizes {', '.join(map(str, sizes))}; {shared.load()}; python {sys.version.split()[0]}", file=say, flush=True)
+    print(f"bench/all.py: sizes {', '.join(map(str, sizes))}; {shared.load()}; python {sys.version.split()[0]}; {shared.speed()}", file=say, flush=True)
     found: list[dict] = []
     failed: list[str] = []
     started = time.perf_counter()
@@ -189,7 +191,7 @@ def main() -> None:
                 continue
             found.extend({**row, "bench": bench} for row in json.loads(out.read_text(encoding="utf-8")))
             print(f"=== {bench}: {time.perf_counter() - began:.0f}s", file=say, flush=True)
-    print(f"\nall rows, {time.perf_counter() - started:.0f}s in all; {shared.load()} at the end", file=say)
+    print(f"\nall rows, {time.perf_counter() - started:.0f}s in all; {shared.load()} at the end; {shared.speed()}", file=say)
     with contextlib.redirect_stdout(say):
         table(found)
     if failed:

@@ -285,3 +285,26 @@ def load() -> str:
     """The machine's load averages and core count, for the header of a run."""
     one, five, _ = os.getloadavg()
     return f"load {one:.1f} (5 min {five:.1f}), {os.cpu_count()} cpus"
+
+
+REFERENCE_LOOP = 1_000_000  # additions in `reference_ms`'s loop
+
+
+def reference_ms(rounds: int = 5) -> float:
+    """The machine's speed in this run: the best of `rounds` runs of one fixed pure-Python loop
+    (REFERENCE_LOOP additions), in ms. A row against a floor of the same run mostly keeps its
+    ratio from one machine (or day) to the next; a row with an absolute target (claims/s,
+    items/s, ms) moves with this figure, which is how two runs' tables compare."""
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        total = 0
+        for number in range(REFERENCE_LOOP):
+            total += number
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def speed() -> str:
+    """`reference_ms`, said for the header or the end of a run."""
+    return f"reference loop ({REFERENCE_LOOP:,} additions in Python) {reference_ms():.0f} ms"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -118,6 +119,9 @@ def test_all_quick_on_a_tiny_corpus_runs_every_bench_and_prints_one_table(tmp_pa
         assert row["value"] > 0, row
         if row["floor"]:
             assert row["ratio"] == pytest.approx(row["value"] / row["floor"], rel=1e-2), row
+    first, *_, last = (line for line in done.stdout.splitlines() if line.startswith(("bench/all.py:", "all rows,")))
+    for line in (first, last):  # the machine's speed, at the start and the end of the run
+        assert re.search(r"reference loop \(1,000,000 additions in Python\) [1-9][0-9]* ms", line), line
     table = done.stdout[done.stdout.index("\nmeasure ") :]
     header = table.splitlines()[1]
     for word in ("measure", "size", "figure", "floor", "ratio", "target", "met?"):
