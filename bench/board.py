@@ -439,6 +439,8 @@ def main() -> None:
     parser.add_argument("--per-claimer", type=int, default=60, help="claims each claimer process makes at most")
     parser.add_argument("--baseline", default=None, help="another installation's python (the 'before'), measured alternately")
     parser.add_argument("--skip-throughput", action="store_true", help="latency only")
+    # Handled before this parser (rows_main), listed here so that --help shows it.
+    parser.add_argument("--rows-only", action="store_true", help="only issue 29's rows, as bench/all.py runs them (`--rows-only --help`: their options)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     parser.add_argument("--claims-only", action="store_true", help=argparse.SUPPRESS)
