@@ -363,11 +363,12 @@ def _block(extra: Mapping[str, Any]) -> str:
     round-trip emitter."""
     import moss_files.foundation.yaml_editor as yamlrt  # ruamel: loaded by writes only; `import … as` skips fromlist handling
 
-    simple = yamlrt.dump_simple(dict(extra))
+    values = dict(extra)
+    simple = yamlrt.dump_simple(values)
     if simple is not None:
         return simple
     if _DUMPER is not yaml.SafeDumper:  # libyaml's text is what the fast path follows
-        followed = yamlrt.dump_libyaml_simple(dict(extra))
+        followed = yamlrt.dump_libyaml_simple(values)
         if followed is not None:
             return followed
     return _block_dumped(extra)
