@@ -1786,9 +1786,7 @@ class BoardStore:
         if then is not None:
             relpath = self.display(path)
             doc = document.parse_bytes(data, relpath, max_bytes=MAX_FILE_BYTES)
-            old = _PARSERS[kind](doc, relpath, fallback_id=entity.id)
-            entity = then(old)
-            edited = _edited(kind, doc, old, entity, relpath)
+            entity, edited = _changed(kind, doc, entity.id, relpath, then)
             if edited is not None:
                 data, known = edited
         if not fs.create_exclusive(path, data):
@@ -1828,10 +1826,8 @@ class BoardStore:
                 work = fs.upgraded(snapshot, kind, relpath, MAX_FILE_BYTES).data or snapshot.data
                 if work != snapshot.data:
                     doc = document.parse_bytes(work, relpath, max_bytes=MAX_FILE_BYTES)
-            old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
-            new = change(old)
+            new, edited = _changed(kind, doc, item_id, relpath, change)
             result.append(new)
-            edited = _edited(kind, doc, old, new, relpath)
             if edited is None:
                 return None
             data, read = edited
@@ -2076,14 +2072,19 @@ class BoardStore:
         return cursors
 
 
-def _edited(kind: str, doc: document.Document, old: Any, new: Any, relpath: str) -> tuple[bytes, document.FrontmatterRead | None] | None:
-    """The bytes of `doc` edited from `old` to `new` (`files.edit_text_read`), and what its
-    frontmatter reads as; None when no field changed."""
+def _changed(
+    kind: str, doc: document.Document, item_id: str, relpath: str, change: Callable[[Any], Any]
+) -> tuple[Any, tuple[bytes, document.FrontmatterRead | None] | None]:
+    """`change` applied to the item `doc` holds: the new item, and the bytes of `doc` edited to
+    it (`files.edit_text_read`) with what their frontmatter reads as, None when no field
+    changed. What `update` writes and `create(..., then=)` writes in one file."""
+    old = _PARSERS[kind](doc, relpath, fallback_id=item_id)
+    new = change(old)
     edited = files.edit_text_read(doc, old, new, kind, relpath)
     if edited is None:
-        return None
+        return new, None
     text, read = edited
-    return document.encode(text, doc.bom), read
+    return new, (document.encode(text, doc.bom), read)
 
 
 def _outline_of(saved: _Saved | None, source: int | _Read) -> Task:

@@ -258,10 +258,10 @@ def settle_approvals(ctx: Context, board: Board, only: str | None = None) -> Boa
 
 def ensure_worker(ctx: Context, board: Board, worker_id: str, role: str | None) -> Worker:
     """The worker's record, registering it (a new file) on first sight."""
-    return board.workers.get(worker_id) or register_worker(ctx, board, worker_id, role)[0]
+    return board.workers.get(worker_id) or _register_worker(ctx, board, worker_id, role)[0]
 
 
-def register_worker(ctx: Context, board: Board, worker_id: str, role: str | None, then: Callable[[Worker], Worker] | None = None) -> tuple[Worker, bool]:
+def _register_worker(ctx: Context, board: Board, worker_id: str, role: str | None, then: Callable[[Worker], Worker] | None = None) -> tuple[Worker, bool]:
     """Register a worker the board does not know (a new file; `then`: a change made in the same
     write); the worker, and whether its file was made here."""
     now = ctx.stamp()
@@ -341,7 +341,7 @@ def touch(ctx: Context, board: Board, worker_id: str | None, *, force: bool = Fa
 
     worker = board.workers.get(worker_id)
     if worker is None:
-        worker, made = register_worker(ctx, board, worker_id, role, beat)
+        worker, made = _register_worker(ctx, board, worker_id, role, beat)
         if made:
             return replace(board, workers={**board.workers, worker_id: worker})
     lease_ms = board.project.settings.stale_worker_timeout_ms
