@@ -371,15 +371,16 @@ def _block(extra: Mapping[str, Any]) -> str:
         followed = yamlrt.dump_libyaml_simple(values)
         if followed is not None:
             return followed
-    return _block_dumped(extra)
+    return _block_dumped(values)
 
 
 def _block_dumped(extra: Mapping[str, Any]) -> str:
     """`_block`'s general path: PyYAML's text, read back to check it, else the round-trip
     emitter's."""
+    values = dict(extra)
     try:
-        text = yaml.dump(dict(extra), Dumper=_DUMPER, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096)
-        if yaml_reader.load_fast(text) == dict(extra):
+        text = yaml.dump(values, Dumper=_DUMPER, default_flow_style=False, sort_keys=False, allow_unicode=True, width=4096)
+        if yaml_reader.load_fast(text) == values:
             return text
     except (yaml.YAMLError, yaml_reader.YamlProblem, ValueError):
         pass
