@@ -13,27 +13,23 @@ case-insensitive prefix of their title.
 
 from __future__ import annotations
 
-import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 import cstack
+from cstack import quick
 from moss_files.cli.support import JsonOpt, RootOpt, VersionOpt, emit, new_app, note, reporting, warn_if_clone_lacks_merge_driver
 from moss_files.foundation import workspace
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest
-
-NOW_ENV = "MOSS_NOW"
 
 app = new_app(
     "Cortical-stack memory files: what you are doing (CURRENT.md), the plan (PLAN.md) and "
     "lasting knowledge (MEMORY.md), kept as markdown in .cstack/. Exit codes: 0 ok, 2 bad "
     "arguments, 3 not found, 4 malformed file or dependency cycle, 5 conflict, 6 no workspace. "
-    f"Dates are today's UTC date, or the date of ${NOW_ENV} (RFC 3339) when set."
+    f"Dates are today's UTC date, or the date of ${quick.NOW_ENV} (RFC 3339) when set."
 )
 
 
@@ -45,31 +41,8 @@ def _cstack(version: VersionOpt = False) -> None:
 TaskArg = Annotated[str, typer.Argument(metavar="TASK", help="Task number (see `cstack plan`), id, or title prefix.", show_default=False)]
 
 
-def now() -> datetime:
-    """The time from MOSS_NOW when it is set (a date means its midnight UTC), else the system
-    clock's. Read on each call, so only commands that date something refuse a bad value
-    (InvalidRequest)."""
-    raw = os.environ.get(NOW_ENV, "").strip()
-    if not raw:
-        return datetime.now(UTC)
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise InvalidRequest(f"{NOW_ENV}={raw!r} is not an RFC 3339 time or a YYYY-MM-DD date") from None
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def _context(root: Path | None) -> Context:
-    return Context(workspace.find_workspace(explicit=root), clock=now, notify=note)
-
-
-def _task_line(task: dict[str, Any]) -> str:
-    return f"{task['number']:>3}. {task['text'].strip()}"
-
-
-def _section(path: str) -> str:
-    """A section path as people read it (`Backlog / Bugs`); the JSON joins headings with `/`."""
-    return path.replace("/", " / ")
+    return quick.context(root, note)
 
 
 # --------------------------------------------------------------------------- setup
@@ -95,28 +68,9 @@ def status(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Show CURRENT.md: status, task, focus, next steps, blockers, progress, last modified."""
     with reporting(as_json):
         data = cstack.show_status(_context(root))
-    for problem in data["problems"]:
-        note(f"problem[{problem['code']}] {problem['path']}:{problem['line']}: {problem['message']}")
-    emit(data, as_json, text=_status_text(data))
-
-
-def _status_text(data: dict[str, Any]) -> str:
-    progress = data["progress"]
-    lines = [
-        f"status:        {data['status'] or '-'} ({data['state']})",
-        f"task:          {data['task'] or '-'}",
-    ]
-    if data["started"]:
-        lines.append(f"started:       {data['started']}")
-    focus = (data["focus"] or "-").splitlines()
-    lines.append(f"focus:         {focus[0]}")
-    lines.extend(f"               {line}" for line in focus[1:])
-    lines.append(f"progress:      {progress['completed']}/{progress['total']}")
-    lines.append(f"blockers:      {'; '.join(data['blockers']) or '-'}")
-    lines.append("next steps:" + ("" if data["next_steps"] else "    -"))
-    lines.extend(f"  {number}. {step}" for number, step in enumerate(data["next_steps"], start=1))
-    lines.append(f"last modified: {data['last_modified'] or '-'}")
-    return "\n".join(lines)
+    for line in quick.status_notes(data):
+        note(line)
+    emit(data, as_json, text=quick.status_text(data))
 
 
 @app.command("plan")
@@ -144,8 +98,8 @@ def _grouped(tasks: list[dict[str, Any]]) -> str:
     for task in tasks:
         if task["section"] != heading:
             heading = task["section"]
-            lines.append(f"## {_section(heading) or '(no section)'}")
-        lines.append(_task_line(task))
+            lines.append(f"## {quick.section(heading) or '(no section)'}")
+        lines.append(quick.task_line(task))
     return "\n".join(lines)
 
 
@@ -164,7 +118,7 @@ def ready(
         return
     with reporting(as_json):
         data = cstack.list_ready(_context(root))
-    emit(data, as_json, text="\n".join(_task_line(t) for t in data["tasks"]))
+    emit(data, as_json, text="\n".join(quick.task_line(t) for t in data["tasks"]))
     if not data["tasks"] and not as_json:
         note("no task is ready")
 
@@ -176,7 +130,7 @@ def blocked(root: RootOpt = None, as_json: JsonOpt = False) -> None:
         data = cstack.list_blocked(_context(root))
     lines = []
     for item in data["tasks"]:
-        lines.append(_task_line(item["task"]))
+        lines.append(quick.task_line(item["task"]))
         if item["reason"]:
             lines.append(f"       reason: {item['reason']}")
         for dep in item["waiting_on"]:
@@ -210,10 +164,10 @@ def stale(
     """List open tasks whose `modified:` date is more than --days days old (and those without one)."""
     with reporting(as_json):
         data = cstack.list_stale(_context(root), days=days)
-    lines = [f"{_task_line(task)}   ({task['age_days']} days)" for task in data["stale"]]
+    lines = [f"{quick.task_line(task)}   ({task['age_days']} days)" for task in data["stale"]]
     if data["undated"]:
         lines.append("without a modified: date:")
-        lines.extend(_task_line(task) for task in data["undated"])
+        lines.extend(quick.task_line(task) for task in data["undated"])
     emit(data, as_json, text="\n".join(lines))
     if not data["stale"] and not as_json:
         note(f"no open task is older than {days} days")
@@ -263,17 +217,16 @@ def add(
     ids = [part for item in depends or () for part in item.split(",")]
     with reporting(as_json):
         data = cstack.add_task(_context(root), task=spec, ident=ident, depends=ids, parent=parent, section=section)
-    emit(data, as_json, text=_task_line(data["task"]))
+    emit(data, as_json, text=quick.task_line(data["task"]))
 
 
 def _transition(action: str, task: str | None, reason: str | None, root: Path | None, as_json: bool) -> None:
     with reporting(as_json):
         data = cstack.transition(_context(root), action=action, task=task, reason=reason)
-    if data["moved_from"] is not None and not as_json:
-        note(f"moved from {_section(data['moved_from']) or '(no section)'} to {_section(data['task']['section'])}")
-    if data["current_updated"] and not as_json:
-        note(f"updated CURRENT.md ({', '.join(data['current']['places'])})")
-    emit(data, as_json, text=_task_line(data["task"]))
+    if not as_json:
+        for line in quick.transition_notes(data):
+            note(line)
+    emit(data, as_json, text=quick.task_line(data["task"]))
 
 
 @app.command("start")

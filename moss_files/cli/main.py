@@ -32,31 +32,17 @@ def main() -> None:
 
         if top_help.show(top_help.TEXT):
             raise SystemExit(0)
-    from moss_files.cli import quick
+    from moss_files.cli import quick, streams
 
     status = quick.run(argv)
     if status is not None:
-        _skip_final_collection()
+        streams.skip_final_collection()
         raise SystemExit(status)
     from moss_files.cli.app import app
     from moss_files.cli.streams import warn_if_clone_lacks_merge_driver
 
     warn_if_clone_lacks_merge_driver(argv, setup_commands=quick.SETUP_COMMANDS)
     app()
-
-
-def _skip_final_collection() -> None:
-    """Spare the interpreter's exit its garbage collection over every object still alive
-    (every module, typing's and sqlite3's objects, the registry): 4 to 6 ms of CPU of a
-    quick command, more than a tenth of a refresh of 10,000 files beyond its walk. The
-    objects are moved to the collector's permanent generation (`gc.freeze`), which the
-    collections at exit skip; the exit is otherwise the usual one: stdout and stderr are
-    flushed, atexit handlers run, and every object freed by reference count is finalized.
-    Only garbage in reference cycles is then left unfinalized, and a quick command closes
-    what it opens (its connection, descriptors and locks) before it returns."""
-    import gc
-
-    gc.freeze()
 
 
 def __getattr__(name: str) -> Any:

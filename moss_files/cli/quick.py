@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
     from moss_files.foundation.context import Context
 
-ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV (a test checks), read as --root's default
-MOE_ROOT_ENV = "MOE_PROJECT_PATH"  # == foundation.workspace.MOE_ROOT_ENV: read when MOSS_ROOT is not set
+ROOT_ENV, MOE_ROOT_ENV = streams.ROOT_ENV, streams.MOE_ROOT_ENV  # --root's variables (a test checks them)
 PROGRESS_MIN_FILES = 2000  # smaller trees index in well under a second: no progress lines
 SEARCH_DEFAULTS: dict[str, Any] = {"query": (), "kind": (), "limit": 20, "offset": 0, "match_all": False, "raw": False, "root": None, "as_json": False}
 _SEARCH_VALUES = {"--kind": "kind", "--limit": "limit", "--offset": "offset", "--root": "root", "--project": "root"}
@@ -121,7 +120,7 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
     params["query"] = tuple(words)
     params["kind"] = tuple(kinds)
     if params["root"] is None:
-        params["root"] = _env_root()
+        params["root"] = streams.env_root()
     return params
 
 
@@ -159,13 +158,8 @@ def parse_listing(args: Sequence[str], command: str) -> dict[str, Any] | None:
         else:
             params[key] = value
     if params["root"] is None:
-        params["root"] = _env_root()
+        params["root"] = streams.env_root()
     return params
-
-
-def _env_root() -> str | None:
-    """The root the environment names, as click reads --root's variables: the first set."""
-    return os.environ.get(ROOT_ENV) or os.environ.get(MOE_ROOT_ENV) or None
 
 
 def parse_index(args: Sequence[str], command: str = "refresh") -> dict[str, Any] | None:
@@ -192,7 +186,7 @@ def parse_index(args: Sequence[str], command: str = "refresh") -> dict[str, Any]
             root = value
         else:
             return None
-    params: dict[str, Any] = {"root": root if root is not None else _env_root(), "as_json": as_json}
+    params: dict[str, Any] = {"root": root if root is not None else streams.env_root(), "as_json": as_json}
     if command == "rebuild":
         params = {"summaries": "heuristic", **params}
     return params
@@ -345,28 +339,6 @@ def run(argv: Sequence[str]) -> int | None:
         return 1
 
 
-def _reported(as_json: bool, work: Callable[[], Any]) -> tuple[int, Any]:
-    """(0, work()), or an error's exit status after reporting it as cli.support.reporting does."""
-    from moss_files.foundation.errors import MossError
-
-    try:
-        return 0, work()
-    except MossError as err:
-        streams.report(err, as_json)
-        return err.exit_code, None
-    except KeyboardInterrupt:
-        streams.echo("interrupted", err=True)
-        return 130, None
-    except Exception as exc:  # a bug: report it without hiding that it is one
-        if os.environ.get("MOSS_DEBUG"):
-            import traceback
-
-            traceback.print_exc()
-        bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
-        streams.report(bug, as_json)
-        return 1, None
-
-
 def _search(query: tuple[str, ...], kind: tuple[str, ...], limit: int, offset: int, match_all: bool, raw: bool, root: str | None, as_json: bool) -> int:
     from moss_files.index import service
 
@@ -374,7 +346,7 @@ def _search(query: tuple[str, ...], kind: tuple[str, ...], limit: int, offset: i
         ctx = workspace_context(root)
         return service.scan(ctx, " ".join(query), kinds=split_values(kind), limit=limit, offset=offset, match="all" if match_all else "any", raw=raw)
 
-    status, result = _reported(as_json, work)
+    status, result = streams.reported(as_json, work)
     if status:
         return status
     if not as_json:
@@ -393,7 +365,7 @@ def _index_refresh(root: str | None, as_json: bool) -> int:
         top = workspace.find_workspace(explicit=root)
         return service.refresh_at(top, notify=streams.note, progress=progress_printer(streams.note))
 
-    status, result = _reported(as_json, work)
+    status, result = streams.reported(as_json, work)
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status
@@ -410,7 +382,7 @@ def _index_rebuild(root: str | None, as_json: bool, summaries: str) -> int:
         top = workspace.find_workspace(explicit=root)
         return service.rebuild_at(top, notify=streams.note, progress=progress_printer(streams.note))
 
-    status, result = _reported(as_json, work)
+    status, result = streams.reported(as_json, work)
     if not status:
         streams.emit(result, as_json, text=report_line(result))
     return status
@@ -418,7 +390,7 @@ def _index_rebuild(root: str | None, as_json: bool, summaries: str) -> int:
 
 def _listed(as_json: bool, work: Callable[[], dict[str, Any]]) -> int:
     """Run a listing use case and print its page, as `moss list|inventory` print it."""
-    status, result = _reported(as_json, work)
+    status, result = streams.reported(as_json, work)
     if status:
         return status
     for line in problem_lines(result):
@@ -491,7 +463,7 @@ def _latest(
 ) -> int:
     from moss_files.capsules import service as capsules
 
-    status, result = _reported(
+    status, result = streams.reported(
         as_json,
         lambda: capsules.latest(
             capsule_context(_path(root)), workspace=workspace, include_text=include_text, include_deleted=include_deleted, run_id=run_id, phase=phase, role=role

@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from moss_files.foundation.errors import MossError, describe, error_body
 
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # click's _compat._ansi_re
+ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV (a test checks), read as --root's default
+MOE_ROOT_ENV = "MOE_PROJECT_PATH"  # == foundation.workspace.MOE_ROOT_ENV: read when MOSS_ROOT is not set
 
 
 def echo(text: str, *, err: bool = False) -> None:
@@ -76,6 +79,46 @@ def report(err: MossError, as_json: bool) -> None:
     import json
 
     echo(json.dumps(error_body(err), ensure_ascii=False) if as_json else describe(err), err=True)
+
+
+def env_root() -> str | None:
+    """The root the environment names, as click reads --root's variables: the first set."""
+    return os.environ.get(ROOT_ENV) or os.environ.get(MOE_ROOT_ENV) or None
+
+
+def reported(as_json: bool, work: Callable[[], Any]) -> tuple[int, Any]:
+    """(0, work()), or an error's exit status after reporting it as cli.support.reporting does:
+    a MossError as itself, an interrupt as 130, anything else as an internal error (exit 1)."""
+    try:
+        return 0, work()
+    except MossError as err:
+        report(err, as_json)
+        return err.exit_code, None
+    except KeyboardInterrupt:
+        echo("interrupted", err=True)
+        return 130, None
+    except Exception as exc:  # a bug: report it without hiding that it is one
+        if os.environ.get("MOSS_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        bug = MossError(f"internal error: {type(exc).__name__}: {exc}", hint="set MOSS_DEBUG=1 for the traceback")
+        report(bug, as_json)
+        return 1, None
+
+
+def skip_final_collection() -> None:
+    """Spare the interpreter's exit its garbage collection over every object still alive
+    (every module, typing's and sqlite3's objects, the registry): 4 to 6 ms of CPU of a
+    command run without typer, more than a tenth of a refresh of 10,000 files beyond its walk.
+    The objects are moved to the collector's permanent generation (`gc.freeze`), which the
+    collections at exit skip; the exit is otherwise the usual one: stdout and stderr are
+    flushed, atexit handlers run, and every object freed by reference count is finalized.
+    Only garbage in reference cycles is then left unfinalized, and such a command closes
+    what it opens (its connection, descriptors and locks) before it returns."""
+    import gc
+
+    gc.freeze()
 
 
 def warn_if_clone_lacks_merge_driver(argv: list[str], *, setup_commands: tuple[str, ...] = ("init",)) -> None:

@@ -82,7 +82,7 @@ def test_cstack_status_loads_only_what_current_md_needs() -> None:
     and MEMORY.md's parsers or the scaffold."""
     code = "import sys, cstack.cli, cstack; cstack.show_status; print(sorted(m for m in sys.modules if m.startswith(('cstack.', 'moss_files.scaffold'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.status", "cstack.store"])
+    assert out.strip() == str(["cstack.cli", "cstack.current", "cstack.markdown", "cstack.quick", "cstack.status", "cstack.store"])
 
 
 def test_add_and_done_on_unmarked_files_load_neither_the_format_table_nor_ctypes_util_nor_yaml(stack: Path) -> None:
