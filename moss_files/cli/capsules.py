@@ -14,19 +14,18 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from moss_files.capsules import service as capsules
-from moss_files.capsules.model import is_capsule_id, ms_to_rfc3339
+from moss_files.capsules.model import ms_to_rfc3339
 from moss_files.cli import quick
 from moss_files.cli.support import JsonOpt, RootOpt, confirm, emit, note, report, reporting
 from moss_files.foundation import document, structured
 from moss_files.foundation.context import Context
-from moss_files.foundation.errors import InvalidRequest, MossError, NotFound
+from moss_files.foundation.errors import InvalidRequest, MossError
 
 WorkspaceOpt = Annotated[str, typer.Option("--workspace", "-w", help="Workspace (default: 'default').")]
 IdOpt = Annotated[str | None, typer.Option("--id", help="Address the capsule by id instead of name.", show_default=False)]
@@ -136,7 +135,7 @@ def register(app: typer.Typer) -> None:
                 # Loaded here only: it reads git, which plain fetches never pay for.
                 from moss_files.capsules import revision
 
-                result = _addressed(
+                result = quick.addressed(
                     functools.partial(revision.fetch_at, ctx, rev=at, include_text=not no_text, include_deleted=include_deleted),
                     name,
                     name_option,
@@ -144,7 +143,7 @@ def register(app: typer.Typer) -> None:
                     workspace,
                 )
             else:
-                result = _addressed(
+                result = quick.addressed(
                     functools.partial(capsules.fetch, ctx, include_text=not no_text, include_deleted=include_deleted), name, name_option, capsule_id, workspace
                 )
         if as_json:
@@ -218,7 +217,7 @@ def register(app: typer.Typer) -> None:
                 role=role,
                 allow_thin=allow_thin,
             )
-            result = _addressed(update, name, name_option, capsule_id, workspace)
+            result = quick.addressed(update, name, name_option, capsule_id, workspace)
         emit(result, as_json, text=result["id"])
 
     @app.command("append")
@@ -235,7 +234,7 @@ def register(app: typer.Typer) -> None:
         """Add text to one section; a placeholder such as '(none)' is replaced."""
         with reporting(as_json):
             append = functools.partial(capsules.append, _context(root), section=section, content=_read_text(content, "content"))
-            result = _addressed(append, name, name_option, capsule_id, workspace)
+            result = quick.addressed(append, name, name_option, capsule_id, workspace)
         verb = "replaced placeholder in" if result["replaced"] else "appended to"
         emit(result, as_json, text=f"{verb} {result['section_hit']}")
 
@@ -250,7 +249,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Soft-delete a capsule (recoverable until purged); its name becomes free."""
         with reporting(as_json):
-            result = _addressed(functools.partial(capsules.delete, _context(root)), name, name_option, capsule_id, workspace)
+            result = quick.addressed(functools.partial(capsules.delete, _context(root)), name, name_option, capsule_id, workspace)
         emit(result, as_json, text=f"deleted {result['id']}")
 
     @app.command("latest")
@@ -563,47 +562,14 @@ def register(app: typer.Typer) -> None:
             # Loaded here only: history reads git (GitPython), which no other command needs.
             from moss_files.capsules import history
 
-            result = _addressed(functools.partial(history.history, _context(root), limit=limit), name, name_option, capsule_id, workspace)
-        lines = [
-            f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}"
-            for v in result["versions"]
-        ]
-        if result["dirty"]:
-            lines.insert(0, "(uncommitted changes)")
-        if not result["versions"]:
-            lines.append(f"no committed versions of {result['path']}")
-        emit(result, as_json, text="\n".join(lines))
+            result = quick.addressed(functools.partial(history.history, _context(root), limit=limit), name, name_option, capsule_id, workspace)
+        emit(result, as_json, text=quick.history_text(result))
 
 
 def _purge_line(item: dict[str, Any]) -> str:
     """One soft-deleted capsule as `moss purge` lists it: id, workspace/name, when deleted."""
     where = f"{item['workspace']}/{item['name']}" if "name" in item else item["workspace"]
     return f"{item['id']}  {where}  deleted {ms_to_rfc3339(item['deleted_at'] * 1000)}"
-
-
-def _addressed(call: Callable[..., dict[str, Any]], argument: str | None, option: str | None, capsule_id: str | None, workspace: str) -> dict[str, Any]:
-    """`call(id=, workspace=, name=)` for the capsule the command line names: by the name
-    argument or Moss's `--name` (given both, they must agree), or by `--id`. Moss's CLI takes an
-    id as its argument (`moss fetch 01J…`), so an argument of an id's form that names no capsule
-    is tried as an id.
-
-    Raises InvalidRequest when the argument and `--name` disagree; what `call` raises.
-    """
-    if argument is not None and option is not None and argument != option:
-        raise InvalidRequest(
-            f"the name argument {argument!r} and --name {option!r} disagree; give one",
-            details={"field": "name", "spellings": ["name", "--name"], "name": argument, "--name": option},
-        )
-    name = option if option is not None else argument
-    try:
-        return call(id=capsule_id, workspace=workspace, name=name)
-    except NotFound as err:
-        if capsule_id is not None or option is not None or argument is None or not is_capsule_id(argument):
-            raise
-        try:
-            return call(id=argument, workspace=workspace, name=None)
-        except NotFound:
-            raise err from None
 
 
 def _refs(items: str | None, ids: list[str] | None, names: list[str] | None, workspace: str) -> list[Any]:

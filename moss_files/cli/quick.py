@@ -17,6 +17,7 @@ twins) use it.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -59,7 +60,22 @@ LISTING_COMMANDS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]
         {**_WORKSPACE_OPTIONS, **_FILTER_OPTIONS},
         {"--include-text": "include_text", "--include-deleted": "include_deleted", "--json": "as_json"},
     ),
+    "history": (
+        {"name": None, "capsule_id": None, "name_option": None, "workspace": "default", "limit": None, "root": None, "as_json": False},
+        {
+            "--id": "capsule_id",
+            "--name": "name_option",
+            "-n": "name_option",
+            **_WORKSPACE_OPTIONS,
+            "--limit": "limit",
+            "-l": "limit",
+            "--root": "root",
+            "--project": "root",
+        },
+        {"--json": "as_json"},
+    ),
 }
+LISTING_ARGUMENTS = {"history": "name"}  # the one optional argument a command of LISTING_COMMANDS takes
 SETUP_COMMANDS = ("init", "merge", "version", "codes")  # moss commands run without the merge-driver warning
 
 
@@ -125,17 +141,22 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
 
 
 def parse_listing(args: Sequence[str], command: str) -> dict[str, Any] | None:
-    """The parameters typer would give `moss list|inventory|latest` (`command`) for `args` (the
-    words after it), in click's types (ints, the root as a string); None when this parser is
-    not certain, or click would refuse them: help, a word that is no option of the command, an
-    option that needs a value and has none, a value that starts with `-` or is empty, a flag
-    given a value, a short option with its value attached (`-l5`)."""
+    """The parameters typer would give `moss list|inventory|latest|history` (`command`) for
+    `args` (the words after it), in click's types (ints, the root as a string); None when this
+    parser is not certain, or click would refuse them: help, a word that is no option of the
+    command (but `history`'s one NAME), an option that needs a value and has none, a value that
+    starts with `-` or is empty, a flag given a value, a short option with its value attached
+    (`-l5`)."""
     defaults, values, flags = LISTING_COMMANDS[command]
     params = dict(defaults)
+    positional = LISTING_ARGUMENTS.get(command)
     position = 0
     while position < len(args):
         token = args[position]
         position += 1
+        if positional is not None and params[positional] is None and token and not token.startswith("-"):
+            params[positional] = token
+            continue
         name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
         if name in flags and not equals:
             params[flags[name]] = True
@@ -305,6 +326,46 @@ def capsule_context(root: Path | str | None) -> Context:
     return Context(top, config=config.load_config(top))
 
 
+def addressed(call: Callable[..., dict[str, Any]], argument: str | None, option: str | None, capsule_id: str | None, workspace: str) -> dict[str, Any]:
+    """`call(id=, workspace=, name=)` for the capsule the command line names: by the name
+    argument or Moss's `--name` (given both, they must agree), or by `--id`. Moss's CLI takes an
+    id as its argument (`moss fetch 01J…`), so an argument of an id's form that names no capsule
+    is tried as an id.
+
+    Raises InvalidRequest when the argument and `--name` disagree; what `call` raises.
+    """
+    from moss_files.capsules.model import is_capsule_id
+    from moss_files.foundation.errors import InvalidRequest, NotFound
+
+    if argument is not None and option is not None and argument != option:
+        raise InvalidRequest(
+            f"the name argument {argument!r} and --name {option!r} disagree; give one",
+            details={"field": "name", "spellings": ["name", "--name"], "name": argument, "--name": option},
+        )
+    name = option if option is not None else argument
+    try:
+        return call(id=capsule_id, workspace=workspace, name=name)
+    except NotFound as err:
+        if capsule_id is not None or option is not None or argument is None or not is_capsule_id(argument):
+            raise
+        try:
+            return call(id=argument, workspace=workspace, name=None)
+        except NotFound:
+            raise err from None
+
+
+def history_text(result: dict[str, Any]) -> str:
+    """The human text of `moss history`: a line per committed version, newest first."""
+    lines = [
+        f"{v['commit'][:12]}  {v['date']}  {v['author']}  {v['summary']}{'  (moved away from this path)' if v['removed'] else ''}" for v in result["versions"]
+    ]
+    if result["dirty"]:
+        lines.insert(0, "(uncommitted changes)")
+    if not result["versions"]:
+        lines.append(f"no committed versions of {result['path']}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -319,7 +380,7 @@ def run(argv: Sequence[str]) -> int | None:
         command = _index_refresh if argv[1] == "refresh" else _index_rebuild
     elif argv[:1] and argv[0] in LISTING_COMMANDS:
         params = parse_listing(argv[1:], argv[0])
-        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest}
+        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest, "history": _history}
         command = runners[argv[0]]
     else:
         return None
@@ -484,3 +545,16 @@ def _latest(
     else:
         streams.emit(item, False, text=capsule_row(item))
     return 3 if item is None else 0
+
+
+def _history(name: str | None, capsule_id: str | None, name_option: str | None, workspace: str, limit: int | None, root: str | None, as_json: bool) -> int:
+    # Loaded here only: history reads git (GitPython), which no other quick command needs.
+    from moss_files.capsules import history
+
+    def work() -> dict[str, Any]:
+        return addressed(functools.partial(history.history, capsule_context(_path(root)), limit=limit), name, name_option, capsule_id, workspace)
+
+    status, result = streams.reported(as_json, work)
+    if not status:
+        streams.emit(result, as_json, text=history_text(result))
+    return status

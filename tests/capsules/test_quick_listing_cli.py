@@ -1,4 +1,4 @@
-"""`moss list`, `inventory` and `latest` without typer (`cli.quick`) give what the typer commands
+"""`moss list`, `inventory`, `latest` and `history` without typer (`cli.quick`) give what the typer commands
 give: the same parameters for every command line the quick parser accepts (checked against
 click's own parsing on generated command lines), and the same stdout, stderr and exit status
 as whole processes, on a real workspace read through the index and through the files, for
@@ -6,6 +6,7 @@ text and JSON, every option, errors, warnings and help."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from tests.conftest import BIN
 
 # The typer path of the same console script: `cli.main.main` with the quick path turned off.
 TYPER_MAIN = 'import sys; sys.argv[0] = "moss"; import moss_files.cli.quick as q; q.run = lambda argv: None; from moss_files.cli.main import main; main()'
-COMMANDS = ("list", "inventory", "latest")
+COMMANDS = ("list", "inventory", "latest", "history")
 
 
 def click_params(command_name: str, args: list[str], env: dict[str, str]) -> dict[str, Any] | None:
@@ -93,6 +94,13 @@ TOKENS = st.sampled_from(
         "--role=qa",
         "--json",
         "--json=yes",
+        "handoff",
+        "01J0000000000000000000000A",
+        "--id",
+        "--id=01J0000000000000000000000A",
+        "--name",
+        "-n",
+        "--name=handoff",
         "--root",
         "--root=",
         "--root=/tmp",
@@ -132,7 +140,17 @@ def test_the_common_forms_are_taken_by_the_quick_parser() -> None:
         ("latest", ["--workspace", "w3", "--include-text"]),
     ):
         assert quick.parse_listing(args, command) is not None, (command, args)
-    for command, args in (("list", ["--help"]), ("list", ["x"]), ("list", ["--limit"]), ("inventory", ["-l5"]), ("latest", ["--tag", "x"])):
+    assert quick.parse_listing(["handoff", "-l", "2", "--json"], "history") is not None
+    assert quick.parse_listing(["--id", "01J0000000000000000000000A"], "history") is not None
+    for command, args in (
+        ("list", ["--help"]),
+        ("list", ["x"]),
+        ("list", ["--limit"]),
+        ("inventory", ["-l5"]),
+        ("latest", ["--tag", "x"]),
+        ("history", ["a", "b"]),
+        ("history", ["-x"]),
+    ):
         assert quick.parse_listing(args, command) is None, (command, args)
 
 
@@ -140,8 +158,10 @@ def test_the_quick_parser_knows_each_option_of_the_typer_commands() -> None:
     """Every option the typer commands declare is one the quick parser reads (or `--help`)."""
     for command_name, (defaults, values, flags) in quick.LISTING_COMMANDS.items():
         command: Any = cli.feature_command("moss_files.cli.capsules", command_name)
-        declared = {opt for param in command.params for opt in [*param.opts, *param.secondary_opts]}
+        declared = {opt for param in command.params if param.param_type_name == "option" for opt in [*param.opts, *param.secondary_opts]}
         assert declared - {"--help", "-h"} == set(values) | set(flags), command_name
+        arguments = [param.name for param in command.params if param.param_type_name == "argument"]
+        assert arguments == ([quick.LISTING_ARGUMENTS[command_name]] if command_name in quick.LISTING_ARGUMENTS else []), command_name
         assert set(defaults) == {param.name for param in command.params}, command_name
 
 
@@ -260,3 +280,70 @@ def test_a_common_listing_never_loads_typer(ws: Path) -> None:
         )
         done = subprocess.run([sys.executable, "-c", probe], cwd=ws, capture_output=True, text=True, timeout=60)
         assert done.stderr.strip().splitlines()[-1] in ("0 False", "3 False"), (args, done.stderr)
+
+
+# --------------------------------------------------------------------------- moss history
+
+CAPSULE = "## Objective\nShip auth.\n\n## Current status\nHalf.\n\n## Decisions\n- JWT.\n\n## Next actions\n- Tests.\n\n## Key locations\n- src/auth.py\n\n## Open questions\n- None.\n"
+
+
+@pytest.fixture(scope="module")
+def history_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git workspace where one capsule has three committed versions and uncommitted changes,
+    and another has one."""
+    root = tmp_path_factory.mktemp("quick-history") / "ws"
+    root.mkdir()
+    (root / ".moss").mkdir()
+
+    def run(*args: str, input: str | None = None) -> str:
+        return subprocess.run(list(args), cwd=root, check=True, capture_output=True, text=True, input=input).stdout.strip()
+
+    def commit(message: str) -> None:
+        run("git", "add", "-A")
+        run("git", "commit", "-qm", message)
+
+    run("git", "init", "-q")
+    run(str(BIN / "moss"), "store", "--name", "auth", input=CAPSULE)
+    run(str(BIN / "moss"), "store", "--name", "billing", input=CAPSULE.replace("auth", "billing"))
+    commit("auth and billing")
+    for state in ("Most.", "Done."):
+        run(str(BIN / "moss"), "update", "auth", "--text", "-", input=CAPSULE.replace("Half.", state))
+        commit(f"auth: {state}")
+    run(str(BIN / "moss"), "update", "auth", "--text", "-", input=CAPSULE.replace("Half.", "Reopened."))
+    return root
+
+
+def test_history_by_the_quick_path_prints_what_typer_prints(history_ws: Path, tmp_path: Path) -> None:
+    auth_id = json.loads(both(history_ws, "history", "auth", "--json")[0].stdout)["versions"][0]["id"]
+    for args in (
+        ["history", "auth"],
+        ["history", "auth", "--json"],
+        ["history", "auth", "-l", "2"],
+        ["history", "--name", "billing", "--json"],
+        ["history", "-n", "auth", "auth"],
+        ["history", "auth", "--name", "billing"],  # they disagree: exit 2
+        ["history", "--id", auth_id, "--limit", "1", "--json"],
+        ["history", auth_id],  # an id as the argument, as Moss's CLI takes it
+        ["history", "nobody"],  # exit 3
+        ["history", "auth", "--workspace", "elsewhere", "--json"],
+        ["history", "auth", "--limit", "0"],
+        ["history"],  # neither a name nor an id: the use case refuses
+        ["history", "auth", "extra"],  # click refuses: typer either way
+    ):
+        same(*both(history_ws, *args))
+    same(*both(history_ws, "history", "auth", "--root", str(history_ws), cwd=tmp_path))
+    same(*both(history_ws, "history", "auth", cwd=tmp_path))  # no workspace: exit 6
+
+
+def test_a_common_history_never_loads_typer(history_ws: Path) -> None:
+    probe = (
+        "import sys\n"
+        "sys.argv = ['moss', 'history', 'auth', '--json']\n"
+        "from moss_files.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, 'typer' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=history_ws, capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "0 False", done.stderr
