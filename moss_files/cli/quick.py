@@ -1,5 +1,5 @@
-"""`moss search`, `moss index refresh|rebuild` and `moss list|inventory|latest` run without
-typer, in their common forms.
+"""`moss search`, `moss index refresh|rebuild` and `moss list|inventory|latest|history` run
+without typer, in their common forms.
 
 Entry layer. A search is a few milliseconds of work; building typer's machinery and the
 command costs a process more than that, so `cli.main` hands its arguments here first. An
