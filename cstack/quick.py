@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from moss_files.cli import streams
+import moss_files.cli.streams as streams
 
 if TYPE_CHECKING:
     from moss_files.foundation.context import Context

@@ -68,13 +68,13 @@ def history(
         rows.append({**gitrepo.version_to_dict(version), "id": blob_id, "removed": not present})
         if most and len(rows) >= most:
             break
-    status = str(repo.git.status("--porcelain", "--", relpath)) if found is not None else ""
+    dirty = gitrepo.changed_in_work_tree(repo, relpath) if found is not None else False
     data: dict[str, Any] = {}
     if found is not None:
         data.update(id=found.capsule.id, workspace=found.capsule.workspace, name=found.capsule.name)
     else:
         data.update(workspace=where.workspace_norm, name=where.name_norm)
-    data.update(path=relpath, dirty=bool(status.strip()), versions=rows)
+    data.update(path=relpath, dirty=dirty, versions=rows)
     return data
 
 

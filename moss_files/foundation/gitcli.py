@@ -68,7 +68,9 @@ def not_a_repository(path: Path) -> RepoError:
     )
 
 
-def _run(cwd: Path, args: Sequence[str], *, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def run_git(cwd: Path, args: Sequence[str], *, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """`git ARGS` run in `cwd`, its output captured, whatever its exit status. Raises RepoError
+    when git cannot run at all."""
     try:
         return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=False)
     except OSError as exc:
@@ -83,7 +85,7 @@ def _failed(args: Sequence[str], done: subprocess.CompletedProcess[bytes]) -> Re
 def output(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
     """What `git ARGS` prints, run in `cwd` (with `stdin` on its input). Raises RepoError when
     git cannot run or fails, with what it said."""
-    done = _run(cwd, args, stdin=stdin)
+    done = run_git(cwd, args, stdin=stdin)
     if done.returncode != 0:
         raise _failed(args, done)
     return done.stdout
@@ -105,7 +107,7 @@ def locate(path: Path, rev: str) -> tuple[Path, str]:
     one git process. Raises InvalidRequest INVALID_REVISION (see `check_revision`), RepoError
     outside a work tree, NotFound when `rev` names no commit."""
     args = ["rev-parse", "--show-toplevel", *_rev_parse_args(rev)]
-    done = _run(path, args) if path.is_dir() else None
+    done = run_git(path, args) if path.is_dir() else None
     lines = done.stdout.decode("utf-8", "surrogateescape").splitlines() if done is not None else []
     if done is None or not lines:
         raise not_a_repository(path)  # git printed no work tree: there is none
@@ -117,7 +119,7 @@ def locate(path: Path, rev: str) -> tuple[Path, str]:
 def resolve(top: Path, rev: str) -> str:
     """The full commit id `rev` names in the repository at `top`. Raises InvalidRequest
     INVALID_REVISION (see `check_revision`), NotFound when it names no commit."""
-    done = _run(top, ["rev-parse", *_rev_parse_args(rev)])
+    done = run_git(top, ["rev-parse", *_rev_parse_args(rev)])
     if done.returncode != 0:
         raise _no_commit(rev, done)
     return done.stdout.decode("ascii").strip()
@@ -151,7 +153,7 @@ def list_files(top: Path, commit: str, under: str) -> list[str]:
 def grep_files(top: Path, commit: str, pattern: str, under: str) -> list[str]:
     """Paths below `under` whose content at `commit` matches a fixed string."""
     args = ["grep", "-l", "-z", "-F", "-e", pattern, commit, "--", under]
-    done = _run(top, args)
+    done = run_git(top, args)
     if done.returncode == 1:
         return []  # git grep exits 1 when nothing matched
     if done.returncode != 0:
@@ -170,7 +172,7 @@ def show_files(top: Path, wanted: Sequence[tuple[str, str]]) -> list[bytes | Non
 
 
 def _show_file(top: Path, commit: str, path: str) -> bytes | None:
-    done = _run(top, ["cat-file", "blob", f"{commit}:{path}"])
+    done = run_git(top, ["cat-file", "blob", f"{commit}:{path}"])
     return done.stdout if done.returncode == 0 else None  # git refuses a missing path or a folder
 
 

@@ -1,25 +1,29 @@
-"""Git, through GitPython: the only module that loads it.
+"""Git for the history views and the migration's checks: GitPython's `git` runner for the
+commands that walk history, and `gitcli`'s readings for the rest.
 
 Edge layer. Every `git.exc.GitCommandError` (and a missing repository) becomes a RepoError here,
-once, so callers match on codes. Import it lazily: GitPython costs tens of milliseconds to load,
-and most commands never need history. The readings of one commit (a revision, the files then,
-their bytes) are `gitcli`'s, which needs no GitPython; the functions here pass them on.
+once, so callers match on codes. GitPython costs tens of milliseconds (and two `git version`
+processes) to load, and a history question the path-history record answers needs none of it:
+`open_repo` finds the repository with one `git rev-parse`, and GitPython is loaded on the first
+call that runs a git command through it (`_run`: walking the commits, following a file the
+record has not followed yet, the migration's status checks). The readings of one commit (a
+revision, the files then, their bytes) are `gitcli`'s, which needs no GitPython; the functions
+here pass them on.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import git
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+from typing import TYPE_CHECKING, Any
 
 from moss_files.foundation import gitcli
 from moss_files.foundation.errors import RepoError
 
-Repo = git.Repo  # what `open_repo` returns, named for modules that must not import GitPython
+if TYPE_CHECKING:
+    import git
 
 _FIELD = "\x1f"
 _RECORD = "\x1e"
@@ -49,32 +53,76 @@ def version_to_dict(version: Version) -> dict[str, str]:
     }
 
 
-def open_repo(path: Path) -> git.Repo:
-    """The git repository containing `path`. Raises RepoError NOT_A_REPO-like REPO_ERROR."""
-    try:
-        return git.Repo(path, search_parent_directories=True)
-    except (InvalidGitRepositoryError, NoSuchPathError):
-        raise gitcli.not_a_repository(path) from None
+@dataclass(slots=True)
+class Repo:
+    """A git repository as `open_repo` finds it: the top of its work tree (`working_tree_dir`,
+    None for a bare repository), its git folder and the folder its clones' worktrees share
+    (`common_dir`: refs, grafts, shallow). GitPython's handle of it is made on first need."""
+
+    git_dir: Path
+    common_dir: Path
+    working_tree_dir: Path | None
+    _gitpython: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def top(self) -> Path:
+        """Where git commands run: the work tree, or the git folder of a bare repository."""
+        return self.working_tree_dir or self.git_dir
+
+    def gitpython(self) -> git.Repo:
+        """GitPython's handle of this repository (loads GitPython the first time)."""
+        if self._gitpython is None:
+            import git
+
+            self._gitpython = git.Repo(self.top)
+        handle: git.Repo = self._gitpython
+        return handle
 
 
-def _run(repo: git.Repo, *args: str, **kwargs: object) -> str | bytes:
+def open_repo(path: Path) -> Repo:
+    """The git repository containing `path` (a folder, or a file whose folder is in one), found
+    by git itself (`git rev-parse`: GIT_DIR and the like count as git counts them), with one
+    process in a work tree. Raises RepoError (REPO_ERROR) outside a repository."""
+    folder = path if path.is_dir() else path.parent
+    if not folder.is_dir():
+        raise gitcli.not_a_repository(path)
+    asked = ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]
+    done = gitcli.run_git(folder, [*asked, "--show-toplevel"])
+    if done.returncode != 0:  # outside a repository, or in one without a work tree (bare)
+        done = gitcli.run_git(folder, asked)
+        if done.returncode != 0:
+            raise gitcli.not_a_repository(path)
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if len(lines) not in (2, 3):
+        raise RepoError(f"git rev-parse gave {len(lines)} lines where 2 or 3 were asked for", path=path)
+    return Repo(Path(lines[0]), Path(lines[1]), Path(lines[2]) if len(lines) == 3 else None)
+
+
+def _run(repo: Repo, *args: str, **kwargs: object) -> str | bytes:
+    from git.exc import GitCommandError
+
     try:
-        return repo.git.execute(["git", *args], **kwargs)  # type: ignore[call-overload]
+        return repo.gitpython().git.execute(["git", *args], **kwargs)  # type: ignore[call-overload]
     except GitCommandError as exc:
         stderr = (exc.stderr or "").strip().removeprefix("stderr: ").strip("'\n ")
         raise RepoError(f"git {args[0]} failed: {stderr or exc}", details={"status": exc.status}) from None
 
 
-def _top(repo: git.Repo) -> Path:
-    return Path(repo.working_tree_dir or repo.git_dir)
+def _top(repo: Repo) -> Path:
+    return repo.top
 
 
-def relpath_in_repo(repo: git.Repo, path: Path) -> str:
+def relpath_in_repo(repo: Repo, path: Path) -> str:
     """`path` relative to the repository's work tree, with forward slashes."""
-    return gitcli.relpath(Path(repo.working_tree_dir or "."), path)
+    return gitcli.relpath(repo.working_tree_dir or Path("."), path)
 
 
-def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev: str = "HEAD") -> list[Version]:
+def changed_in_work_tree(repo: Repo, relpath: str) -> bool:
+    """Whether `git status` shows the file at `relpath` changed, staged, new or gone."""
+    return bool(gitcli.output(repo.top, "status", "--porcelain", "--", relpath).strip())
+
+
+def file_history(repo: Repo, relpath: str, *, limit: int | None = None, rev: str = "HEAD") -> list[Version]:
     """Commits that changed a file, newest first, following renames (a soft delete is a rename).
 
     An empty list when the repository has no commits or never tracked the file.
@@ -104,36 +152,32 @@ def file_history(repo: git.Repo, relpath: str, *, limit: int | None = None, rev:
     return versions
 
 
-def resolve(repo: git.Repo, rev: str) -> str:
+def resolve(repo: Repo, rev: str) -> str:
     """The full commit id `rev` names (`gitcli.resolve`)."""
     return gitcli.resolve(_top(repo), rev)
 
 
-def show_files(repo: git.Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
+def show_files(repo: Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
     """The bytes of many (commit, relpath) files at once, in order; None where a commit has no
     such file (`gitcli.show_files`: one `git cat-file --batch`)."""
     return gitcli.show_files(_top(repo), wanted)
 
 
-def list_files(repo: git.Repo, commit: str, under: str) -> list[str]:
+def list_files(repo: Repo, commit: str, under: str) -> list[str]:
     """Paths of the files below a folder at a commit (recursive), sorted."""
     return gitcli.list_files(_top(repo), commit, under)
 
 
-def grep_files(repo: git.Repo, commit: str, pattern: str, under: str) -> list[str]:
+def grep_files(repo: Repo, commit: str, pattern: str, under: str) -> list[str]:
     """Paths below `under` whose content at `commit` matches a fixed string."""
     return gitcli.grep_files(_top(repo), commit, pattern, under)
 
 
-def _has_commits(repo: git.Repo) -> bool:
-    try:
-        repo.head.commit  # noqa: B018 - raises ValueError on an unborn branch
-    except ValueError:
-        return False
-    return True
+def _has_commits(repo: Repo) -> bool:
+    return head_commit(repo) is not None
 
 
-def uncommitted(repo: git.Repo, relpaths: list[str]) -> dict[str, str]:
+def uncommitted(repo: Repo, relpaths: list[str]) -> dict[str, str]:
     """The paths among `relpaths` (relative to the work tree) whose work-tree content git could
     not bring back: `untracked`, `ignored`, or `changed` against the last commit. A path left
     out is committed and unchanged. Reads only (`--no-optional-locks`: no index refresh)."""
@@ -174,11 +218,11 @@ def current_branch(root: Path) -> str | None:
     Raises RepoError outside a repository."""
     repo = open_repo(root)
     try:
-        return str(repo.git.execute(["git", "symbolic-ref", "--quiet", "--short", "HEAD"])).strip() or None
-    except GitCommandError as exc:
-        if exc.status == 1:
+        return str(_run(repo, "symbolic-ref", "--quiet", "--short", "HEAD")).strip() or None
+    except RepoError as err:
+        if err.details.get("status") == 1:
             return None  # symbolic-ref --quiet exits 1 for a detached HEAD
-        raise RepoError(f"git symbolic-ref failed: {exc.stderr}") from None
+        raise
 
 
 # --------------------------------------------------------------------------- for the history cache
@@ -212,32 +256,29 @@ class PathChange:
     mode: str
 
 
-def head_commit(repo: git.Repo) -> str | None:
+def head_commit(repo: Repo) -> str | None:
     """The commit HEAD names; None on an unborn branch."""
-    # Read from the refs alone: `repo.head.commit` would start a lasting `git cat-file` process
-    # to learn the object's type.
-    try:
-        return str(git.SymbolicReference.dereference_recursive(repo, "HEAD"))
-    except ValueError:
+    done = gitcli.run_git(repo.top, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+    if done.returncode != 0:
         return None
+    return done.stdout.decode("ascii").strip() or None
 
 
-def shows_root_commits(repo: git.Repo) -> bool:
+def shows_root_commits(repo: Repo) -> bool:
     """Whether `git log` shows a root commit's changes here (`log.showRoot`, true unless set
     false): with it false, `git log --follow` leaves out the root commit (and a shallow
     clone's boundary) that added a file."""
-    try:
-        value = repo.config_reader().get_value("log", "showRoot", True)
-    except Exception:
-        return True
-    return str(value).strip().lower() not in ("false", "no", "off", "0")
+    done = gitcli.run_git(repo.top, ["config", "--get", "log.showRoot"])
+    if done.returncode != 0:
+        return True  # not set (exit 1), or a configuration git cannot read: git's default
+    return done.stdout.decode("utf-8", "replace").strip().lower() not in ("false", "no", "off", "0")
 
 
-def history_signature(repo: git.Repo) -> str | None:
+def history_signature(repo: Repo) -> str | None:
     """What, besides the commits, decides the parents git sees: the shallow boundary and the
     graft file, as one text. None when the repository has replacement refs (`git replace`),
     which change any commit's parents at any time: no derived record of history is safe then."""
-    common = Path(repo.common_dir)
+    common = repo.common_dir
     replace = common / "refs" / "replace"
     if replace.is_dir() and any(replace.rglob("*")):
         return None
@@ -255,7 +296,7 @@ def history_signature(repo: git.Repo) -> str | None:
     return "\n--\n".join(parts)
 
 
-def walk_commits(repo: git.Repo, head: str, *, exclude: str | None = None) -> list[WalkedCommit]:
+def walk_commits(repo: Repo, head: str, *, exclude: str | None = None) -> list[WalkedCommit]:
     """The commits reachable from `head` (and not from `exclude`), in the order `git log`
     walks them, which is the order `git log --follow` shows them in. Raises RepoError."""
     fields = f"%H{_FIELD}%P{_FIELD}%aI{_FIELD}%an{_FIELD}%ae{_FIELD}%s"
@@ -275,7 +316,7 @@ def walk_commits(repo: git.Repo, head: str, *, exclude: str | None = None) -> li
     return walked
 
 
-def changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
+def changed_paths(repo: Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
     """For each of `commits` (none a merge), the paths below the folder `under` it changed
     against its parent (a root, or a shallow clone's boundary, against the empty tree), renames
     as a delete and an add. `git diff-tree --stdin` answers them: for a long list, a few of them
@@ -301,7 +342,7 @@ _DIFF_PROCESSES = 4
 _PARALLEL_DIFF_MIN = 2000
 
 
-def _changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
+def _changed_paths(repo: Repo, commits: Sequence[str], under: str) -> dict[str, list[PathChange]]:
     found: dict[str, list[PathChange]] = {commit: [] for commit in commits}
     request = "".join(f"{commit}\n" for commit in commits).encode("ascii")
     args = ("diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *gitcli.folder_pathspec(under))
@@ -329,7 +370,7 @@ def _changed_paths(repo: git.Repo, commits: Sequence[str], under: str) -> dict[s
     return found
 
 
-def follow_source(repo: git.Repo, commit: str, relpath: str) -> str | None:
+def follow_source(repo: Repo, commit: str, relpath: str) -> str | None:
     """Where `git log --follow` goes on from `relpath` at `commit`, a commit that adds it: the
     path it was renamed or copied from (git's own detection: renames, and copies of any file
     of the parent), or None when it was new there."""
@@ -344,6 +385,6 @@ def follow_source(repo: git.Repo, commit: str, relpath: str) -> str | None:
     return None
 
 
-def read_blobs(repo: git.Repo, blobs: Sequence[str]) -> list[bytes | None]:
+def read_blobs(repo: Repo, blobs: Sequence[str]) -> list[bytes | None]:
     """The bytes of many blobs by object id, in order (None where one is missing or no blob)."""
     return gitcli.read_objects(_top(repo), blobs)

@@ -250,7 +250,7 @@ def move_refusals(root: Path, paths: Sequence[Path]) -> dict[str, str]:
 
     try:
         repo = gitrepo.open_repo(root)
-        top = Path(repo.working_tree_dir or root).resolve()
+        top = (repo.working_tree_dir or root).resolve()
     except MossError:
         return {shown(path, root): "not in a git work tree" for path in paths}
     relpaths: dict[str, Path] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,51 @@ def test_listing_and_resolving_agree_with_git(repo: Path) -> None:
     assert gitrepo.list_files(handle, "HEAD", "nowhere") == []
     for rev in ("HEAD", "HEAD~1", "HEAD^", "v1", "main", git(repo, "rev-parse", "--short", "HEAD~1"), "HEAD^{commit}"):
         assert gitrepo.resolve(handle, rev) == git(repo, "rev-parse", f"{rev}^{{commit}}")
+
+
+def test_open_repo_finds_what_git_finds_from_a_folder_a_file_and_a_worktree(repo: Path, tmp_path: Path) -> None:
+    (repo / "deep" / "er").mkdir(parents=True)
+    (repo / "deep" / "er" / "a.md").write_text("x\n")
+    for start in (repo, repo / "deep" / "er", repo / "deep" / "er" / "a.md", repo / "deep" / "er" / "not-yet.md"):
+        handle = gitrepo.open_repo(start)
+        assert (handle.working_tree_dir, handle.git_dir, handle.common_dir) == (repo.resolve(), repo.resolve() / ".git", repo.resolve() / ".git")
+    assert gitrepo.relpath_in_repo(gitrepo.open_repo(repo), repo / "deep" / "er" / "a.md") == "deep/er/a.md"
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a")
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    handle = gitrepo.open_repo(linked / "deep")
+    assert handle.working_tree_dir == linked.resolve() and handle.common_dir == repo.resolve() / ".git" and handle.git_dir != handle.common_dir
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    handle = gitrepo.open_repo(bare)
+    assert handle.working_tree_dir is None and handle.top == bare.resolve()
+    assert gitrepo.head_commit(handle) == git(repo, "rev-parse", "HEAD")
+
+
+def test_head_branch_and_show_root_are_read_without_gitpython(repo: Path) -> None:
+    """The readings a warm history view makes run git itself, and agree with it; GitPython
+    loads only for a command run through it."""
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from moss_files.foundation import gitrepo\n"
+        "handle = gitrepo.open_repo(Path(sys.argv[1]))\n"
+        "print(gitrepo.head_commit(handle), gitrepo.shows_root_commits(handle), 'git' in sys.modules)\n"
+        "print(gitrepo.current_branch(Path(sys.argv[1])), 'git' in sys.modules)\n"
+    )
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", probe, str(repo)], capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    assert run() == ["None", "True", "False", "main", "True"]  # unborn: no head yet
+    (repo / "a.md").write_text("x\n")
+    git(repo, "add", "a.md")
+    git(repo, "commit", "-qm", "a")
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "config", "log.showRoot", "false")
+    assert run() == [head, "False", "False", "main", "True"]
+    git(repo, "config", "log.showRoot", "yes")
+    git(repo, "checkout", "-q", "--detach")
+    assert run() == [head, "True", "False", "None", "True"]  # a detached HEAD has no branch
