@@ -146,12 +146,7 @@ def register(app: typer.Typer) -> None:
                 result = quick.addressed(
                     functools.partial(capsules.fetch, ctx, include_text=not no_text, include_deleted=include_deleted), name, name_option, capsule_id, workspace
                 )
-        if as_json:
-            emit(result, True)
-        elif no_text:
-            emit(result, False, text=_row(result))
-        else:
-            _out(result["capsule_text"])
+        quick.show_fetched(result, as_json, no_text)
 
     @app.command("fetch-many")
     def fetch_many_cmd(

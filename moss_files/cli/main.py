@@ -1,7 +1,7 @@
 """The `moss` command's entry point. Entry layer.
 
 `main` runs the common forms of `moss search`, `moss index refresh|rebuild` and `moss
-list|inventory|latest|history` without typer (`cli.quick`: they are a few milliseconds of work, and
+list|inventory|latest|fetch|history` without typer (`cli.quick`: they are a few milliseconds of work, and
 typer's machinery cost a search process more than its query), `moss hook EVENT` (`hooks.run`: an agent's hook, on its path), and
 `moss --help` / `moss -h` at a terminal of 80 columns or more (`cli.top_help`: the page typer
 prints, kept as text, where typer would load every feature module to write it); every

@@ -1,5 +1,5 @@
-"""`moss search`, `moss index refresh|rebuild` and `moss list|inventory|latest|history` run
-without typer, in their common forms.
+"""`moss search`, `moss index refresh|rebuild` and `moss
+list|inventory|latest|fetch|history` run without typer, in their common forms.
 
 Entry layer. A search is a few milliseconds of work; building typer's machinery and the
 command costs a process more than that, so `cli.main` hands its arguments here first. An
@@ -60,6 +60,21 @@ LISTING_COMMANDS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]
         {**_WORKSPACE_OPTIONS, **_FILTER_OPTIONS},
         {"--include-text": "include_text", "--include-deleted": "include_deleted", "--json": "as_json"},
     ),
+    "fetch": (
+        {
+            "name": None,
+            "capsule_id": None,
+            "name_option": None,
+            "workspace": "default",
+            "include_deleted": False,
+            "no_text": False,
+            "at": None,
+            "root": None,
+            "as_json": False,
+        },
+        {"--id": "capsule_id", "--name": "name_option", "-n": "name_option", **_WORKSPACE_OPTIONS, "--at": "at", "--root": "root", "--project": "root"},
+        {"--include-deleted": "include_deleted", "--no-text": "no_text", "--json": "as_json"},
+    ),
     "history": (
         {"name": None, "capsule_id": None, "name_option": None, "workspace": "default", "limit": None, "root": None, "as_json": False},
         {
@@ -75,7 +90,7 @@ LISTING_COMMANDS: dict[str, tuple[dict[str, Any], dict[str, str], dict[str, str]
         {"--json": "as_json"},
     ),
 }
-LISTING_ARGUMENTS = {"history": "name"}  # the one optional argument a command of LISTING_COMMANDS takes
+LISTING_ARGUMENTS = {"fetch": "name", "history": "name"}  # the one optional argument a command of LISTING_COMMANDS takes
 SETUP_COMMANDS = ("init", "merge", "version", "codes")  # moss commands run without the merge-driver warning
 
 
@@ -366,6 +381,18 @@ def history_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def show_fetched(result: dict[str, Any], as_json: bool, no_text: bool) -> None:
+    """Print what `moss fetch` gives: the record as JSON, a line of metadata (`--no-text`), or
+    the capsule's text as it is (a capsule's bytes must not gain a newline)."""
+    if as_json:
+        streams.emit(result, True)
+    elif no_text:
+        streams.emit(result, False, text=capsule_row(result))
+    else:
+        sys.stdout.write(result["capsule_text"])
+        sys.stdout.flush()
+
+
 # --------------------------------------------------------------------------- running
 
 
@@ -380,7 +407,7 @@ def run(argv: Sequence[str]) -> int | None:
         command = _index_refresh if argv[1] == "refresh" else _index_rebuild
     elif argv[:1] and argv[0] in LISTING_COMMANDS:
         params = parse_listing(argv[1:], argv[0])
-        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest, "history": _history}
+        runners: dict[str, Callable[..., int]] = {"list": _list, "inventory": _inventory, "latest": _latest, "fetch": _fetch, "history": _history}
         command = runners[argv[0]]
     else:
         return None
@@ -557,4 +584,34 @@ def _history(name: str | None, capsule_id: str | None, name_option: str | None, 
     status, result = streams.reported(as_json, work)
     if not status:
         streams.emit(result, as_json, text=history_text(result))
+    return status
+
+
+def _fetch(
+    name: str | None,
+    capsule_id: str | None,
+    name_option: str | None,
+    workspace: str,
+    include_deleted: bool,
+    no_text: bool,
+    at: str | None,
+    root: str | None,
+    as_json: bool,
+) -> int:
+    def work() -> dict[str, Any]:
+        ctx = capsule_context(_path(root))
+        if at is not None:
+            # Loaded here only: it reads git, which plain fetches never pay for.
+            from moss_files.capsules import revision
+
+            call = functools.partial(revision.fetch_at, ctx, rev=at, include_text=not no_text, include_deleted=include_deleted)
+        else:
+            from moss_files.capsules import service as capsules
+
+            call = functools.partial(capsules.fetch, ctx, include_text=not no_text, include_deleted=include_deleted)
+        return addressed(call, name, name_option, capsule_id, workspace)
+
+    status, result = streams.reported(as_json, work)
+    if not status:
+        show_fetched(result, as_json, no_text)
     return status

@@ -1,4 +1,4 @@
-"""`moss list`, `inventory`, `latest` and `history` without typer (`cli.quick`) give what the typer commands
+"""`moss list`, `inventory`, `latest`, `fetch` and `history` without typer (`cli.quick`) give what the typer commands
 give: the same parameters for every command line the quick parser accepts (checked against
 click's own parsing on generated command lines), and the same stdout, stderr and exit status
 as whole processes, on a real workspace read through the index and through the files, for
@@ -25,7 +25,7 @@ from tests.conftest import BIN
 
 # The typer path of the same console script: `cli.main.main` with the quick path turned off.
 TYPER_MAIN = 'import sys; sys.argv[0] = "moss"; import moss_files.cli.quick as q; q.run = lambda argv: None; from moss_files.cli.main import main; main()'
-COMMANDS = ("list", "inventory", "latest", "history")
+COMMANDS = ("list", "inventory", "latest", "fetch", "history")
 
 
 def click_params(command_name: str, args: list[str], env: dict[str, str]) -> dict[str, Any] | None:
@@ -101,6 +101,10 @@ TOKENS = st.sampled_from(
         "--name",
         "-n",
         "--name=handoff",
+        "--at",
+        "--at=HEAD~1",
+        "--no-text",
+        "--no-text=1",
         "--root",
         "--root=",
         "--root=/tmp",
@@ -142,6 +146,7 @@ def test_the_common_forms_are_taken_by_the_quick_parser() -> None:
         assert quick.parse_listing(args, command) is not None, (command, args)
     assert quick.parse_listing(["handoff", "-l", "2", "--json"], "history") is not None
     assert quick.parse_listing(["--id", "01J0000000000000000000000A"], "history") is not None
+    assert quick.parse_listing(["handoff", "--at", "HEAD~3", "--no-text", "-w", "w3"], "fetch") is not None
     for command, args in (
         ("list", ["--help"]),
         ("list", ["x"]),
@@ -313,7 +318,7 @@ def history_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_history_by_the_quick_path_prints_what_typer_prints(history_ws: Path, tmp_path: Path) -> None:
+def test_history_and_fetch_by_the_quick_path_print_what_typer_prints(history_ws: Path, tmp_path: Path) -> None:
     auth_id = json.loads(both(history_ws, "history", "auth", "--json")[0].stdout)["versions"][0]["id"]
     for args in (
         ["history", "auth"],
@@ -331,6 +336,24 @@ def test_history_by_the_quick_path_prints_what_typer_prints(history_ws: Path, tm
         ["history", "auth", "extra"],  # click refuses: typer either way
     ):
         same(*both(history_ws, *args))
+    for args in (
+        ["fetch", "auth"],
+        ["fetch", "auth", "--json"],
+        ["fetch", "auth", "--no-text"],
+        ["fetch", "--id", auth_id, "--json"],
+        ["fetch", auth_id, "--no-text"],
+        ["fetch", "auth", "--at", "HEAD~1"],
+        ["fetch", "auth", "--at", "HEAD~2", "--json"],
+        ["fetch", "--id", auth_id, "--at", "HEAD~1", "--no-text"],
+        ["fetch", "auth", "--at", "HEAD~9"],  # no such commit: exit 3
+        ["fetch", "auth", "--at", "HEAD:x"],  # not a revision: exit 2
+        ["fetch", "nobody"],
+        ["fetch", "billing", "--workspace", "elsewhere", "--include-deleted"],
+        ["fetch"],
+        ["fetch", "auth", "--at"],  # click refuses: typer either way
+    ):
+        same(*both(history_ws, *args))
+    same(*both(history_ws, "fetch", "auth", "--root", str(history_ws), cwd=tmp_path))
     same(*both(history_ws, "history", "auth", "--root", str(history_ws), cwd=tmp_path))
     same(*both(history_ws, "history", "auth", cwd=tmp_path))  # no workspace: exit 6
 
