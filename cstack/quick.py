@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import moss_files.cli.cmdline as cmdline
 import moss_files.cli.streams as streams
 
 if TYPE_CHECKING:
@@ -65,35 +66,17 @@ def parse(command: str, args: Sequence[str]) -> dict[str, Any] | None:
     command), in click's types (a list for a repeated option, None for one not given, the root
     as a string); None when this parser is not certain, or click would refuse them."""
     positional, values, defaults = COMMANDS[command]
+    scanned = cmdline.scan(args, {**values, **_COMMON_VALUES}, {"--json": "as_json"})
+    if scanned is None:
+        return None  # --help, an unknown option, `--json=1`: click answers
+    words, given = scanned
     params: dict[str, Any] = {**defaults, **_COMMON_DEFAULTS}
-    values = {**values, **_COMMON_VALUES}
-    words: list[str] = []
-    position = 0
-    only_words = False
-    while position < len(args):
-        token = args[position]
-        position += 1
-        if only_words or token == "-" or not token.startswith("-"):
-            words.append(token)
-            continue
-        if token == "--":
-            only_words = True
-            continue
-        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name == "--json" and not equals:
-            params["as_json"] = True
-            continue
-        if name not in values:
-            return None  # --help, an unknown option, `--json=1`: click answers
-        if not equals:
-            if position >= len(args):
-                return None  # click: "Option '--id' requires an argument."
-            value = args[position]
-            position += 1
-        if not value or value.startswith("-"):
+    for key, value in given:
+        if value is True:
+            params[key] = True
+        elif not cmdline.plain(value):
             return None  # an empty value or one that looks like an option: left to click
-        key = values[name]
-        if key in _REPEATED:
+        elif key in _REPEATED:
             params[key] = [*(params[key] or ()), value]
         else:
             params[key] = value

@@ -322,12 +322,14 @@ ONLY_IN = {
     "anthropic": ("moss_files.agent.llm",),
 }
 # What cstack and needlecast may use of moss_files: the foundation, the shared CLI support
-# (and the kept help pages' printer, `cstack --help`), the templates, and the scaffold
-# (`cstack init` / `needlecast init` set up their folders).
+# (with its typer-free output and command-line reading for the quick commands, and the kept
+# help pages' printer, `cstack --help`), the templates, and the scaffold (`cstack init` /
+# `needlecast init` set up their folders).
 FOUNDATION_PREFIXES = (
     "moss_files.foundation",
     "moss_files.cli.support",
     "moss_files.cli.streams",
+    "moss_files.cli.cmdline",
     "moss_files.cli.top_help",
     "moss_files.scaffold",
     "moss_files.templates",

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from moss_files.cli import streams
+from moss_files.cli import cmdline, streams
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -104,47 +104,23 @@ def parse_search(args: Sequence[str]) -> dict[str, Any] | None:
 
     Unknown options are query words (`-legacy`, `--x=y`), as the command's
     `ignore_unknown_options` makes them; `--` makes every later word a query word."""
+    scanned = cmdline.scan(args, _SEARCH_VALUES, _SEARCH_FLAGS, unknown_is_word=True)
+    if scanned is None:
+        return None
+    words, given = scanned
     params = dict(SEARCH_DEFAULTS)
-    words: list[str] = []
     kinds: list[str] = []
-    position = 0
-    only_words = False
-    while position < len(args):
-        token = args[position]
-        position += 1
-        if only_words or token == "-" or not token.startswith("-"):
-            words.append(token)
-            continue
-        if token == "--":
-            only_words = True
-            continue
-        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name in ("--help", "-h"):
-            return None
-        if name in _SEARCH_FLAGS:
-            if equals:
-                return None  # click: "Option '--all' does not take a value."
-            params[_SEARCH_FLAGS[name]] = True
-            continue
-        if name not in _SEARCH_VALUES:
-            words.append(token)  # an unknown option: a query word
-            continue
-        if not equals:
-            if position >= len(args):
-                return None  # click: "Option '--limit' requires an argument."
-            value = args[position]
-            position += 1
-        key = _SEARCH_VALUES[name]
+    for key, value in given:
         if key == "kind":
-            kinds.append(value)
+            kinds.append(str(value))
         elif key in _INTEGERS:
             try:
                 params[key] = int(value)  # click's INT converts with int() too
             except ValueError:
                 return None
+        elif key == "root" and not value:
+            return None  # an empty path: left to click
         else:
-            if not value:
-                return None  # an empty path: left to click
             params[key] = value
     if not words:
         return None  # click: "Missing argument 'QUERY...'."
@@ -163,30 +139,24 @@ def parse_listing(args: Sequence[str], command: str) -> dict[str, Any] | None:
     starts with `-` or is empty, a flag given a value, a short option with its value attached
     (`-l5`)."""
     defaults, values, flags = LISTING_COMMANDS[command]
+    scanned = cmdline.scan(args, values, flags)
+    if scanned is None:
+        return None
+    words, given = scanned
     params = dict(defaults)
     positional = LISTING_ARGUMENTS.get(command)
-    position = 0
-    while position < len(args):
-        token = args[position]
-        position += 1
-        if positional is not None and params[positional] is None and token and not token.startswith("-"):
-            params[positional] = token
-            continue
-        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name in flags and not equals:
-            params[flags[name]] = True
-            continue
-        if name not in values:
-            return None
-        if not equals:
-            if position >= len(args):
-                return None
-            value = args[position]
-            position += 1
-        if not value or value.startswith("-"):
-            return None
-        key = values[name]
-        if key in _INTEGERS:
+    if len(words) > (positional is not None):
+        return None  # a word that is no option, or more than the one argument
+    if words:
+        if not words[0] or words[0].startswith("-"):
+            return None  # an empty argument, `-`, or a word after `--`: left to click
+        params[str(positional)] = words[0]
+    for key, value in given:
+        if value is True:
+            params[key] = True
+        elif not cmdline.plain(value):
+            return None  # an empty value or one that looks like an option: left to click
+        elif key in _INTEGERS:
             try:
                 params[key] = int(value)  # click's INT converts with int() too
             except ValueError:
@@ -202,26 +172,13 @@ def parse_index(args: Sequence[str], command: str = "refresh") -> dict[str, Any]
     """The parameters of `moss index refresh|rebuild` (`command`) for `args` (the words after
     the subcommand): `{root, as_json}`, and `summaries` (its default: `--summaries` goes to
     typer) for rebuild; None when not certain (help, anything else)."""
-    root: str | None = None
-    as_json = False
-    position = 0
-    while position < len(args):
-        token = args[position]
-        position += 1
-        name, equals, value = token.partition("=") if token.startswith("--") else (token, "", "")
-        if name == "--json" and not equals:
-            as_json = True
-        elif name in ("--root", "--project"):
-            if not equals:
-                if position >= len(args):
-                    return None
-                value = args[position]
-                position += 1
-            if not value:
-                return None
-            root = value
-        else:
-            return None
+    scanned = cmdline.scan(args, {"--root": "root", "--project": "root"}, {"--json": "as_json"})
+    if scanned is None or scanned[0]:
+        return None  # help, an argument, an unknown option
+    if any(key == "root" and not value for key, value in scanned[1]):
+        return None  # an empty path: left to click
+    found = dict(scanned[1])
+    root, as_json = found.get("root"), bool(found.get("as_json"))
     params: dict[str, Any] = {"root": root if root is not None else streams.env_root(), "as_json": as_json}
     if command == "rebuild":
         params = {"summaries": "heuristic", **params}
