@@ -18,7 +18,6 @@ The rendering of these commands lives here, and `cstack.cli` (their typer twins)
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -187,20 +186,10 @@ def run(argv: Sequence[str]) -> int | None:
     if not argv or argv[0] not in COMMANDS:
         return None
     params = parse(argv[0], argv[1:])
-    if params is None or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
+    if params is None:
         return None
-    try:
-        streams.warn_if_clone_lacks_merge_driver(list(argv))
-        return _run_command(argv[0], params)
-    except BrokenPipeError:
-        # As click: the reader went away; exit 1 without a trace, and keep the interpreter's
-        # final flush from failing again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        streams.echo("Aborted!", err=True)  # as click, outside the command's own reporting
-        return 1
+    found = params
+    return streams.run_quick(list(argv), lambda: _run_command(argv[0], found))
 
 
 def _run_command(command: str, params: dict[str, Any]) -> int:

@@ -18,7 +18,6 @@ twins) use it.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -368,20 +367,10 @@ def run(argv: Sequence[str]) -> int | None:
         command = runners[argv[0]]
     else:
         return None
-    if params is None or streams.misconfigured(sys.stdout) or streams.misconfigured(sys.stderr):
+    if params is None:
         return None
-    try:
-        streams.warn_if_clone_lacks_merge_driver(list(argv), setup_commands=SETUP_COMMANDS)
-        return command(**params)
-    except BrokenPipeError:
-        # As click: the reader went away (`moss search x | head -1`); exit 1 without a trace,
-        # and keep the interpreter's final flush from failing again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        streams.echo("Aborted!", err=True)  # as click, outside the command's own reporting
-        return 1
+    found = params
+    return streams.run_quick(list(argv), lambda: command(**found), setup_commands=SETUP_COMMANDS)
 
 
 def _search(query: tuple[str, ...], kind: tuple[str, ...], limit: int, offset: int, match_all: bool, raw: bool, root: str | None, as_json: bool) -> int:

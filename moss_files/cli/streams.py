@@ -107,6 +107,27 @@ def reported(as_json: bool, work: Callable[[], Any]) -> tuple[int, Any]:
         return 1, None
 
 
+def run_quick(argv: list[str], command: Callable[[], int], *, setup_commands: tuple[str, ...] = ("init",)) -> int | None:
+    """Run a command the quick path parsed (`argv`: the words after the program's name) as its
+    typer twin would run: the merge-driver warning first, a reader gone away (broken pipe) as
+    exit 1 without a trace, Ctrl-C as click's `Aborted!`. None, and nothing run, when stdout or
+    stderr is a stream click would replace (`misconfigured`): typer runs it then."""
+    if misconfigured(sys.stdout) or misconfigured(sys.stderr):
+        return None
+    try:
+        warn_if_clone_lacks_merge_driver(argv, setup_commands=setup_commands)
+        return command()
+    except BrokenPipeError:
+        # As click: the reader went away (`moss search x | head -1`); exit 1 without a trace,
+        # and keep the interpreter's final flush from failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        echo("Aborted!", err=True)  # as click, outside the command's own reporting
+        return 1
+
+
 def skip_final_collection() -> None:
     """Spare the interpreter's exit its garbage collection over every object still alive
     (every module, typing's and sqlite3's objects, the registry): 4 to 6 ms of CPU of a
