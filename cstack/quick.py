@@ -70,15 +70,8 @@ def parse(command: str, args: Sequence[str]) -> dict[str, Any] | None:
         return None  # --help, an unknown option, `--json=1`: click answers
     words, given = scanned
     params: dict[str, Any] = {**defaults, **_COMMON_DEFAULTS}
-    for key, value in given:
-        if value is True:
-            params[key] = True
-        elif not cmdline.plain(value):
-            return None  # an empty value or one that looks like an option: left to click
-        elif key in _REPEATED:
-            params[key] = [*(params[key] or ()), value]
-        else:
-            params[key] = value
+    if not cmdline.assign(params, given, repeated=_REPEATED):
+        return None  # an empty value or one that looks like an option: left to click
     if positional is None:
         if words:
             return None  # click: "Got unexpected extra argument"

@@ -10,7 +10,8 @@ parsing on generated command lines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 HELP = ("--help", "-h")
 
@@ -60,8 +61,24 @@ def scan(
     return words, given
 
 
-def plain(value: str | bool) -> bool:
-    """Whether an option's value is one the quick parsers take as it is: not empty, and not
-    starting with `-` (click takes such a word as the value; the quick parsers leave that
-    doubt to it)."""
-    return isinstance(value, str) and bool(value) and not value.startswith("-")
+def assign(params: dict[str, Any], given: Sequence[tuple[str, str | bool]], *, integers: Collection[str] = (), repeated: Collection[str] = ()) -> bool:
+    """Put the options `scan` found into `params`, as click converts them: a flag as True, an
+    integer option's value with int() (as click's INT), a repeated option's values as a list,
+    any other value as it is. False, with `params` half filled, where the quick parsers leave
+    the answer to click: an empty value, one that starts with `-` (click would take it as the
+    value), an integer that does not convert."""
+    for key, value in given:
+        if value is True:
+            params[key] = True
+        elif not value or not isinstance(value, str) or value.startswith("-"):
+            return False
+        elif key in integers:
+            try:
+                params[key] = int(value)
+            except ValueError:
+                return False
+        elif key in repeated:
+            params[key] = [*(params[key] or ()), value]
+        else:
+            params[key] = value
+    return True

@@ -150,18 +150,8 @@ def parse_listing(args: Sequence[str], command: str) -> dict[str, Any] | None:
         if not words[0] or words[0].startswith("-"):
             return None  # an empty argument, `-`, or a word after `--`: left to click
         params[str(positional)] = words[0]
-    for key, value in given:
-        if value is True:
-            params[key] = True
-        elif not cmdline.plain(value):
-            return None  # an empty value or one that looks like an option: left to click
-        elif key in _INTEGERS:
-            try:
-                params[key] = int(value)  # click's INT converts with int() too
-            except ValueError:
-                return None
-        else:
-            params[key] = value
+    if not cmdline.assign(params, given, integers=_INTEGERS):
+        return None  # an empty value, one that looks like an option, a bad integer: left to click
     if params["root"] is None:
         params["root"] = streams.env_root()
     return params
