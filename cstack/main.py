@@ -21,11 +21,12 @@ def main() -> None:
 
         if show(TEXT):
             raise SystemExit(0)
+    import moss_files.cli.streams as streams
     from cstack import quick
 
     status = quick.run(argv)
     if status is not None:
-        quick.streams.skip_final_collection()
+        streams.skip_final_collection()
         raise SystemExit(status)
     from cstack import cli
 

@@ -108,10 +108,6 @@ def _run(repo: Repo, *args: str, **kwargs: object) -> str | bytes:
         raise RepoError(f"git {args[0]} failed: {stderr or exc}", details={"status": exc.status}) from None
 
 
-def _top(repo: Repo) -> Path:
-    return repo.top
-
-
 def relpath_in_repo(repo: Repo, path: Path) -> str:
     """`path` relative to the repository's work tree, with forward slashes."""
     return gitcli.relpath(repo.working_tree_dir or Path("."), path)
@@ -154,23 +150,23 @@ def file_history(repo: Repo, relpath: str, *, limit: int | None = None, rev: str
 
 def resolve(repo: Repo, rev: str) -> str:
     """The full commit id `rev` names (`gitcli.resolve`)."""
-    return gitcli.resolve(_top(repo), rev)
+    return gitcli.resolve(repo.top, rev)
 
 
 def show_files(repo: Repo, wanted: Sequence[tuple[str, str]]) -> list[bytes | None]:
     """The bytes of many (commit, relpath) files at once, in order; None where a commit has no
     such file (`gitcli.show_files`: one `git cat-file --batch`)."""
-    return gitcli.show_files(_top(repo), wanted)
+    return gitcli.show_files(repo.top, wanted)
 
 
 def list_files(repo: Repo, commit: str, under: str) -> list[str]:
     """Paths of the files below a folder at a commit (recursive), sorted."""
-    return gitcli.list_files(_top(repo), commit, under)
+    return gitcli.list_files(repo.top, commit, under)
 
 
 def grep_files(repo: Repo, commit: str, pattern: str, under: str) -> list[str]:
     """Paths below `under` whose content at `commit` matches a fixed string."""
-    return gitcli.grep_files(_top(repo), commit, pattern, under)
+    return gitcli.grep_files(repo.top, commit, pattern, under)
 
 
 def _has_commits(repo: Repo) -> bool:
@@ -346,7 +342,7 @@ def _changed_paths(repo: Repo, commits: Sequence[str], under: str) -> dict[str, 
     found: dict[str, list[PathChange]] = {commit: [] for commit in commits}
     request = "".join(f"{commit}\n" for commit in commits).encode("ascii")
     args = ("diff-tree", "--stdin", "-r", "--root", "--no-renames", "--raw", "-z", "--", *gitcli.folder_pathspec(under))
-    printed = gitcli.output(_top(repo), *args, stdin=request)
+    printed = gitcli.output(repo.top, *args, stdin=request)
     tokens = printed.decode("utf-8", "surrogateescape").split("\0")
     current: list[PathChange] | None = None
     index = 0
@@ -387,4 +383,4 @@ def follow_source(repo: Repo, commit: str, relpath: str) -> str | None:
 
 def read_blobs(repo: Repo, blobs: Sequence[str]) -> list[bytes | None]:
     """The bytes of many blobs by object id, in order (None where one is missing or no blob)."""
-    return gitcli.read_objects(_top(repo), blobs)
+    return gitcli.read_objects(repo.top, blobs)
