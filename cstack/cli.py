@@ -214,7 +214,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a pending task to PLAN.md."""
-    ids = [part for item in depends or () for part in item.split(",")]
+    ids = quick.depends_ids(depends)
     with reporting(as_json):
         data = cstack.add_task(_context(root), task=spec, ident=ident, depends=ids, parent=parent, section=section)
     emit(data, as_json, text=quick.task_line(data["task"]))
@@ -287,7 +287,7 @@ def remember(
     """Add an entry to MEMORY.md under its category."""
     with reporting(as_json):
         data = cstack.remember(_context(root), text=text, category=category)
-    emit(data, as_json, text=f"{data['category']}: {data['text']}")
+    emit(data, as_json, text=quick.remember_line(data))
 
 
 def main() -> None:

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import moss_files.cli.cmdline as cmdline
 import moss_files.cli.streams as streams
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from moss_files.foundation.context import Context
 
 NOW_ENV = "MOSS_NOW"
-ROOT_ENV = "MOSS_ROOT"  # == foundation.workspace.ROOT_ENV (a test checks), read as --root's default
-MOE_ROOT_ENV = "MOE_PROJECT_PATH"  # == foundation.workspace.MOE_ROOT_ENV: read when MOSS_ROOT is not set
-TRANSITIONS = ("start", "done", "close", "block", "reopen")
+ROOT_ENV, MOE_ROOT_ENV = streams.ROOT_ENV, streams.MOE_ROOT_ENV  # --root's variables (a test checks them)
 
 # Each command as cstack.cli declares it (a test compares with click's parsing of the typer
 # commands): its positional argument (name, required) or None, its value options (option ->
@@ -85,7 +84,7 @@ def parse(command: str, args: Sequence[str]) -> dict[str, Any] | None:
     if required_option is not None and params[required_option] is None:
         return None  # click: "Missing option '--reason'."
     if params["root"] is None:
-        params["root"] = os.environ.get(ROOT_ENV) or os.environ.get(MOE_ROOT_ENV) or None
+        params["root"] = streams.env_root()
     return params
 
 
@@ -96,6 +95,8 @@ def now() -> datetime:
     """The time from MOSS_NOW when it is set (a date means its midnight UTC), else the system
     clock's. Read on each call, so only commands that date something refuse a bad value
     (InvalidRequest)."""
+    from datetime import UTC, datetime  # here: `--version` and the parsing never need it
+
     raw = os.environ.get(NOW_ENV, "").strip()
     if not raw:
         return datetime.now(UTC)
@@ -123,6 +124,16 @@ def context(root: Any, note: Callable[[str], None] = streams.note) -> Context:
 def task_line(task: dict[str, Any]) -> str:
     """A task as `cstack plan` and the writing commands print it: its number, then its line."""
     return f"{task['number']:>3}. {task['text'].strip()}"
+
+
+def depends_ids(values: Sequence[str] | None) -> list[str]:
+    """The ids `--depends` names: repeatable, each also a comma-separated list."""
+    return [part for item in values or () for part in item.split(",")]
+
+
+def remember_line(data: dict[str, Any]) -> str:
+    """The human line of `cstack remember`: the category, then the entry."""
+    return f"{data['category']}: {data['text']}"
 
 
 def section(path: str) -> str:
@@ -198,7 +209,7 @@ def _run_command(command: str, params: dict[str, Any]) -> int:
             streams.emit(data, as_json, text=status_text(data))
         return status
     if command == "add":
-        ids = [part for item in params["depends"] or () for part in item.split(",")]
+        ids = depends_ids(params["depends"])
         status, data = streams.reported(
             as_json,
             lambda: cstack.add_task(context(root), task=params["spec"], ident=params["ident"], depends=ids, parent=params["parent"], section=params["section"]),
@@ -209,7 +220,7 @@ def _run_command(command: str, params: dict[str, Any]) -> int:
     if command == "remember":
         status, data = streams.reported(as_json, lambda: cstack.remember(context(root), text=params["text"], category=params["category"]))
         if not status:
-            streams.emit(data, as_json, text=f"{data['category']}: {data['text']}")
+            streams.emit(data, as_json, text=remember_line(data))
         return status
     status, data = streams.reported(as_json, lambda: cstack.transition(context(root), action=command, task=params["task"], reason=params.get("reason")))
     if not status:
