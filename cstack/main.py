@@ -14,6 +14,9 @@ import sys
 
 def main() -> None:
     """Console-script entry point."""
+    from moss_files.cli.startup import defer_inspect
+
+    defer_inspect()
     argv = sys.argv[1:]
     if argv in (["--help"], ["-h"]):
         from cstack.top_help import TEXT

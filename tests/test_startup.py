@@ -125,3 +125,51 @@ def test_other_help_requests_still_go_to_typer(program: str) -> None:
     for words in (["--help", "--version"], ["status" if program == "cstack" else "version", "--help"], *version_alone):
         probe = subprocess.run([sys.executable, "-c", help_probe(program), *words], capture_output=True, text=True, timeout=60, env=help_env("80"), check=False)
         assert probe.stderr.split()[-1] == "True", (words, probe.stderr)
+
+
+# cli.startup: `inspect` deferred until something reads from it.
+DEFERRED_PROBE = """
+import sys
+from dataclasses import dataclass
+{defer}
+
+@dataclass(frozen=True)
+class Documented:
+    '''Has a docstring, so dataclasses writes no signature.'''
+    a: int
+
+print('ast' in sys.modules, file=sys.stderr)
+
+@dataclass
+class Undocumented:
+    a: int
+    b: str = 'x'
+
+print(Undocumented.__doc__)
+import inspect
+from inspect import Parameter, signature
+print(sys.modules['inspect'].__file__ == inspect.__file__, inspect.Parameter is Parameter, signature(Undocumented))
+print(type(inspect.getattr_static(Undocumented, 'a', None)).__name__, hasattr(inspect, 'no_such_name'))
+"""
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_deferred_inspect_loads_on_first_use_and_then_is_the_real_module(deferred: bool) -> None:
+    defer = "from moss_files.cli.startup import defer_inspect\ndefer_inspect()"
+    source = DEFERRED_PROBE.replace("{defer}", "")
+    if deferred:  # before `dataclasses`: its `import inspect` gets the placeholder
+        source = defer + "\n" + source
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split() == [str(not deferred)]
+    # What the program sees once it asks is what it sees without the placeholder.
+    assert done.stdout.splitlines() == ["Undocumented(a: int, b: str = 'x')", "True True (a: int, b: str = 'x') -> None", "NoneType False"]
+
+
+def test_defer_inspect_leaves_a_loaded_inspect_alone() -> None:
+    import inspect
+
+    from moss_files.cli.startup import defer_inspect
+
+    defer_inspect()
+    assert sys.modules["inspect"] is inspect

@@ -31,6 +31,8 @@ _ORIGIN = re.compile(r"^- origin: (?P<origin>\S+)")
 
 @dataclass
 class Step:
+    """One tool call of a session's log: its line, time, tool, outcome and detail."""
+
     line: int
     time: str
     tool: str

@@ -20,6 +20,9 @@ _APP_NAMES = frozenset({"app", "builtins", "doc_app", "LazyGroup", "LAZY_COMMAND
 
 def main() -> None:
     """Console-script entry point."""
+    from moss_files.cli.startup import defer_inspect
+
+    defer_inspect()
     argv = sys.argv[1:]
     if argv[:1] == ["hook"] and len(argv) > 1 and not {"--help", "-h"} & set(argv):
         # An agent's hook: a process on the agent's path, which needs neither typer nor the

@@ -165,6 +165,8 @@ def bearer_matches(header: str | None, token: str) -> bool:
 
 @dataclass(slots=True)
 class _Failures:
+    """One client's run of failed attempts, and when it may try again."""
+
     count: int
     until: float  # no try before this moment
     last: float  # the last failure

@@ -57,6 +57,8 @@ MergeItem = Callable[[Item | None, Item | None, Item | None], Outcome]
 
 @dataclass(frozen=True, slots=True)
 class Result:
+    """A merged text and how many conflicts it holds."""
+
     text: str
     conflicts: int
 

@@ -192,6 +192,8 @@ class _Inotify:
 
 @dataclass
 class WatchStats:
+    """Counters of what a watch has done, for its status report."""
+
     folders: int = 0
     syncs: int = 0
     refreshes: int = 0

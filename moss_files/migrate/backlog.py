@@ -128,6 +128,8 @@ def reads(folder: str, name: str, config: Config) -> bool:
 
 @dataclass(slots=True)
 class _Parsed:
+    """One Backlog.md file read: its entry, frontmatter, body and identity."""
+
     entry: Entry
     meta: dict[str, Any]
     body: str

@@ -115,6 +115,8 @@ class Request:
 
 @dataclass(slots=True)
 class Response:
+    """An HTTP answer: status, body, content type and extra headers."""
+
     status: int
     body: bytes = b""
     content_type: str = "text/html; charset=utf-8"
