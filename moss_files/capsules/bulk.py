@@ -16,8 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from moss_files.capsules import filters
 from moss_files.capsules import model as core
-from moss_files.capsules.model import BulkFilter, Capsule
+from moss_files.capsules.filters import BulkFilter
+from moss_files.capsules.model import Capsule
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import CapsuleStore, StoredCapsule, raise_first
 from moss_files.foundation import document, fs
@@ -72,8 +74,8 @@ def bulk_update(
     Raises InvalidRequest (no filter, no change, a bad value), the error of an unreadable
     capsule file, and the write error (after rolling back) when a write fails.
     """
-    where = core.bulk_filter(workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role)
-    changes = core.bulk_changes(set_phase=set_phase, set_role=set_role, set_tags=set_tags)
+    where = filters.bulk_filter(workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role)
+    changes = filters.bulk_changes(set_phase=set_phase, set_role=set_role, set_tags=set_tags)
     now = now_ms(ctx)
     store_ = CapsuleStore(ctx.root)
     with store_.writing():
@@ -113,7 +115,7 @@ def bulk_delete(
     Returns `{deleted, message, dry_run, items: [{id, workspace, name?}]}`. Raises as
     `bulk_update` does.
     """
-    where = core.bulk_filter(workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role)
+    where = filters.bulk_filter(workspace=workspace, tag=tag, name_prefix=name_prefix, run_id=run_id, phase=phase, role=role)
     now = now_ms(ctx)
     store_ = CapsuleStore(ctx.root)
     with store_.writing():

@@ -1,7 +1,8 @@
 """Capsule export and import: Moss's JSONL files, written and read outside the capsule folder.
 
 Shell layer: checks the path a caller names (where the file may be, never through a link),
-reads or writes the JSONL file, and has the capsule model parse, plan and render records;
+reads or writes the JSONL file, has `records` parse the lines and plan the import and the
+capsule model render records;
 the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes, the ones
 `moss export|import --json` prints and the `moss.export` / `moss.import` tools return.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from moss_files.capsules import model as core
 from moss_files.capsules.model import Capsule
+from moss_files.capsules.records import IMPORT_MODES, ImportAction, RecordProblem, parse_record, plan_import
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import MAX_FILE_BYTES, CapsuleStore, StoredCapsule, raise_first
 from moss_files.foundation import datafiles, document, fs
@@ -134,7 +136,7 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
     path or mode, InvalidDocument FILE_TOO_LARGE (413) past 25 MB.
     """
     import_mode = optional(mode) or "error"
-    if import_mode not in core.IMPORT_MODES:
+    if import_mode not in IMPORT_MODES:
         raise InvalidRequest("mode must be one of: error, replace, rename", details={"field": "mode", "value": import_mode})
     source = check_transfer_path(path, ctx, reading=True)
     with _collection_paused():
@@ -173,11 +175,11 @@ def _import(ctx: Context, source: Path, import_mode: str, *, batched: bool) -> d
             errors.append({"line": number, "code": "PARSE_ERROR", "message": f"line is longer than {MAX_IMPORT_LINE_BYTES} bytes"})
             continue
         try:
-            parsed = core.parse_record(raw.decode("utf-8"), now_ms=now)
+            parsed = parse_record(raw.decode("utf-8"), now_ms=now)
         except UnicodeDecodeError:
             errors.append({"line": number, "code": "PARSE_ERROR", "message": "line is not valid UTF-8"})
             continue
-        except core.RecordProblem as problem:
+        except RecordProblem as problem:
             item: dict[str, Any] = {"line": number}
             if problem.id:
                 item["id"] = problem.id
@@ -195,7 +197,7 @@ def _import(ctx: Context, source: Path, import_mode: str, *, batched: bool) -> d
         # The ids and name slots taken (through the key cache: not every capsule parsed).
         keys, problems = store_.keys()
         raise_first(problems)  # an unreadable capsule could be a collision we cannot see
-        actions, errors = core.plan_import(keys, records, import_mode, ctx.new_ulid)
+        actions, errors = plan_import(keys, records, import_mode, ctx.new_ulid)
         if errors:
             return {"imported": 0, "skipped": 0, "errors": errors}
         _apply_import(store_, _replaced(store_, keys, actions), actions, batched=batched)
@@ -221,7 +223,7 @@ def import_refusal(result: Mapping[str, Any]) -> MossError | None:
     return InvalidDocument(f"import refused, nothing imported: {len(errors)} line(s) cannot be imported ({where})", details=dict(result))
 
 
-def _replaced(store_: CapsuleStore, keys: Sequence[core.CapsuleKey], actions: Sequence[core.ImportAction]) -> dict[str, StoredCapsule]:
+def _replaced(store_: CapsuleStore, keys: Sequence[core.CapsuleKey], actions: Sequence[ImportAction]) -> dict[str, StoredCapsule]:
     """The capsules the actions replace, read from their files (by id). Raises Conflict
     STALE_WRITE when such a file no longer holds the capsule its key was read from."""
     wanted = {action.replaces for action in actions if action.replaces is not None}
@@ -237,7 +239,7 @@ def _replaced(store_: CapsuleStore, keys: Sequence[core.CapsuleKey], actions: Se
     return found
 
 
-def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction], *, batched: bool) -> None:
+def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[ImportAction], *, batched: bool) -> None:
     if batched:
         _apply_batched(store_, existing, actions)
         return
@@ -264,7 +266,7 @@ def _apply_import(store_: CapsuleStore, existing: dict[str, StoredCapsule], acti
         store_.create(capsule, text=text)
 
 
-def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[core.ImportAction]) -> None:
+def _apply_batched(store_: CapsuleStore, existing: dict[str, StoredCapsule], actions: Sequence[ImportAction]) -> None:
     # The same files as the file-by-file path, byte for byte, in the same order (moves leave
     # their slots, then rewrites in place, then new files), committed as one batch: staged,
     # made durable together, journaled, renamed into place.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from moss_files.capsules import model as capsules
+from moss_files.capsules import records
 from moss_files.capsules.model import Capsule
 from moss_files.foundation import structured
 from moss_files.foundation.errors import Conflict, InvalidDocument
@@ -76,8 +77,8 @@ def parse_capsule(record: Any, where: Where, *, now_ms: int) -> Capsule | None:
     if not isinstance(record, dict):
         raise source_error("a record must be a JSON object", where)
     try:
-        return capsules.parse_record(json.dumps(record, ensure_ascii=False), now_ms=now_ms)
-    except capsules.RecordProblem as problem:
+        return records.parse_record(json.dumps(record, ensure_ascii=False), now_ms=now_ms)
+    except records.RecordProblem as problem:
         raise source_error(problem.message, where, code_in_moss=problem.code, id=problem.id) from None
 
 
@@ -123,7 +124,7 @@ def plan(
             continue
         chosen.append((index, capsule))
         wheres[index] = entry.where
-    actions, errors = capsules.plan_import(existing, chosen, "rename" if rename else "error", new_id)
+    actions, errors = records.plan_import(existing, chosen, "rename" if rename else "error", new_id)
     if errors:
         clashes = [{"id": error.get("id"), "name": error.get("name"), "from": str(wheres[error["line"]]), "code": error["code"]} for error in errors]
         raise Conflict(

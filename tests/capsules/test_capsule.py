@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moss_files.capsules import model as core
+from moss_files.capsules import records
 from moss_files.capsules.model import Capsule
 from moss_files.foundation import document
 from moss_files.foundation.errors import InvalidDocument, MossError
@@ -423,7 +424,7 @@ def test_record_round_trip_recomputes_derived_fields() -> None:
     capsule = make(tags=("x",), source="codex")
     record = core.capsule_to_record(capsule)
     record.update(workspace_norm="LIES", name_norm="lies", capsule_chars=1, tokens_estimate=1)
-    parsed = core.parse_record(json.dumps(record), now_ms=0)
+    parsed = records.parse_record(json.dumps(record), now_ms=0)
     assert parsed == capsule
     assert parsed is not None and parsed.name_norm == "auth"
 
@@ -442,14 +443,14 @@ def test_record_round_trip_recomputes_derived_fields() -> None:
     ],
 )
 def test_bad_records(line: str, code: str) -> None:
-    with pytest.raises(core.RecordProblem) as caught:
-        core.parse_record(line, now_ms=0)
+    with pytest.raises(records.RecordProblem) as caught:
+        records.parse_record(line, now_ms=0)
     assert caught.value.code == code
 
 
 def test_blank_orchestration_fields_become_null() -> None:
     line = json.dumps({"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "workspace_raw": "w", "capsule_text": "x", "run_id": " ", "phase": "", "role": None})
-    parsed = core.parse_record(line, now_ms=0)
+    parsed = records.parse_record(line, now_ms=0)
     assert parsed is not None and (parsed.run_id, parsed.phase, parsed.role) == (None, None, None)
 
 
@@ -462,29 +463,29 @@ C = "01CCCCCCCCCCCCCCCCCCCCCCCC"
 
 def test_plan_error_mode_refuses_id_and_name_collisions() -> None:
     existing = [make(id=A, name="auth")]
-    _, errors = core.plan_import(existing, [(2, make(id=A, name="x")), (3, make(id=B, name="AUTH"))], "error", lambda: C)
+    _, errors = records.plan_import(existing, [(2, make(id=A, name="x")), (3, make(id=B, name="AUTH"))], "error", lambda: C)
     assert [(e["line"], e["code"]) for e in errors] == [(2, "ID_COLLISION"), (3, "NAME_COLLISION")]
 
 
 def test_plan_deleted_capsules_hold_ids_but_not_names() -> None:
     existing = [make(id=A, name="auth", deleted_ms=1)]
-    actions, errors = core.plan_import(existing, [(2, make(id=B, name="auth"))], "error", lambda: C)
+    actions, errors = records.plan_import(existing, [(2, make(id=B, name="auth"))], "error", lambda: C)
     assert not errors and actions[0].capsule.id == B
 
 
 def test_plan_replace_by_id_by_name_and_ambiguous() -> None:
     existing = [make(id=A, name="auth"), make(id=B, name="other")]
-    actions, errors = core.plan_import(existing, [(2, make(id=A, name="auth", title="new"))], "replace", lambda: C)
+    actions, errors = records.plan_import(existing, [(2, make(id=A, name="auth", title="new"))], "replace", lambda: C)
     assert not errors and actions[0].replaces == A
-    actions, errors = core.plan_import(existing, [(2, make(id=C, name="Auth"))], "replace", lambda: C)
+    actions, errors = records.plan_import(existing, [(2, make(id=C, name="Auth"))], "replace", lambda: C)
     assert not errors and actions[0].replaces == A and actions[0].capsule.id == A
-    _, errors = core.plan_import(existing, [(2, make(id=A, name="other"))], "replace", lambda: C)
+    _, errors = records.plan_import(existing, [(2, make(id=A, name="other"))], "replace", lambda: C)
     assert errors[0]["code"] == "AMBIGUOUS_COLLISION"
 
 
 def test_plan_rename_suffixes_names_and_renews_ids() -> None:
     existing = [make(id=A, name="auth"), make(id=B, name="auth-1")]
-    actions, errors = core.plan_import(
+    actions, errors = records.plan_import(
         existing, [(2, make(id=A, name="Auth")), (3, make(id=C, name="auth"))], "rename", iter(["01DDDDDDDDDDDDDDDDDDDDDDDD"]).__next__
     )
     assert not errors
@@ -492,7 +493,7 @@ def test_plan_rename_suffixes_names_and_renews_ids() -> None:
 
 
 def test_plan_counts_collisions_inside_the_file() -> None:
-    _, errors = core.plan_import([], [(2, make(id=A)), (3, make(id=B))], "error", lambda: C)
+    _, errors = records.plan_import([], [(2, make(id=A)), (3, make(id=B))], "error", lambda: C)
     assert [e["code"] for e in errors] == ["NAME_COLLISION"]
 
 
