@@ -961,7 +961,8 @@ def with_changes(capsule: Capsule, **changes: Any) -> Capsule:
     return replace(capsule, **changes)
 
 
-# --------------------------------------------------------------------------- import planning
+# --------------------------------------------------------------------------- capsule keys
+# (the import's plan, in `records`, and the store's key cache both work from these)
 
 
 class CapsuleKey(NamedTuple):
