@@ -173,3 +173,24 @@ def test_defer_inspect_leaves_a_loaded_inspect_alone() -> None:
 
     defer_inspect()
     assert sys.modules["inspect"] is inspect
+
+
+def test_threads_asking_a_deferred_inspect_at_once_all_get_the_one_real_module() -> None:
+    probe = (
+        "import sys, threading\n"
+        "from moss_files.cli.startup import defer_inspect\n"
+        "defer_inspect()\n"
+        "import inspect as placeholder\n"
+        "start = threading.Barrier(8)\n"
+        "got = []\n"
+        "def ask():\n"
+        "    start.wait()\n"
+        "    got.append(placeholder.signature)\n"
+        "threads = [threading.Thread(target=ask) for _ in range(8)]\n"
+        "for thread in threads: thread.start()\n"
+        "for thread in threads: thread.join()\n"
+        "real = sys.modules['inspect']\n"
+        "print(real is not placeholder, len(got), all(found is real.signature for found in got), placeholder.signature is real.signature)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.split()) == (0, ["True", "8", "True", "True"]), done.stderr

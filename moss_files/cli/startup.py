@@ -17,6 +17,7 @@ placeholder reads the same objects.
 
 from __future__ import annotations
 
+import _thread
 import importlib
 import importlib.machinery
 import sys
@@ -35,13 +36,15 @@ def defer_inspect() -> None:
     placeholder = types.ModuleType(DEFERRED, "Stands in for the standard library's `inspect` until first use.")
     placeholder.__spec__ = spec
 
+    loading = _thread.allocate_lock()
+
     def load(name: str) -> object:
         """Import the real module, give the placeholder its names, and read `name` from it."""
-        if sys.modules.get(DEFERRED) is placeholder:
-            del sys.modules[DEFERRED]
-        real = importlib.import_module(DEFERRED)
-        placeholder.__dict__.update(real.__dict__)
-        return getattr(real, name)
+        with loading:  # one thread swaps the modules; another asking meanwhile waits for it
+            if sys.modules.get(DEFERRED) is placeholder:
+                del sys.modules[DEFERRED]
+                placeholder.__dict__.update(importlib.import_module(DEFERRED).__dict__)
+        return getattr(importlib.import_module(DEFERRED), name)
 
     placeholder.__getattr__ = load  # type: ignore[method-assign]  # PEP 562: asked only for names it lacks
     sys.modules[DEFERRED] = placeholder
