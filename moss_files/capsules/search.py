@@ -10,7 +10,6 @@ is "any". Returns Moss's shape: `{items: [summary + fetch_key + snippet], pagina
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from moss_files.capsules import model as core
@@ -80,7 +79,7 @@ def search(
                 exact[field] = cleaned
     if include_deleted:
         filters.append(search_query.Filter("status", ("live", "deleted")))
-    parsed = replace(parsed, filters=parsed.filters + tuple(filters))
+    parsed = parsed._replace(filters=parsed.filters + tuple(filters))
     now = ctx.now()
 
     def work(view: Any) -> tuple[list[Any], dict[str, set[str]]]:

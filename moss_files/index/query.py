@@ -24,9 +24,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from moss_files.foundation.errors import InvalidRequest
 
@@ -64,8 +63,7 @@ _DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 _NORMAL_MOMENT = re.compile(r"^\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\dZ$")
 
 
-@dataclass(frozen=True, slots=True)
-class Filter:
+class Filter(NamedTuple):
     """`field:value[,value]`: the item's field must equal one of the values (or none, if negated).
 
     Values are casefolded, except for dates, which are kept as written until `date_bounds`.
@@ -76,8 +74,7 @@ class Filter:
     negated: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedQuery:
+class ParsedQuery(NamedTuple):
     """A query split into its parts (the spec's ParsedQuery, with filters that can repeat)."""
 
     terms: tuple[str, ...] = ()
@@ -507,13 +504,12 @@ def apply_recency_boost(base_score: float, item_date: str | None, reference_date
     return base_score * recency_multiplier((reference - item) / 86400.0, boost_days)
 
 
-@dataclass(frozen=True, slots=True)
-class Scored(Generic[T]):
+class Scored(NamedTuple, Generic[T]):
     """An item with its relevance (0-1 after normalizing) and the fields that matched."""
 
     item: T
     score: float
-    matched_fields: tuple[str, ...] = field(default=())
+    matched_fields: tuple[str, ...] = ()
 
 
 _TOKEN = re.compile(r"\w+")

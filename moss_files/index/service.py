@@ -113,9 +113,7 @@ def scan(
         raise InvalidRequest("match must be 'any' or 'all'")
     parsed = search_query.parse_query("" if raw else query)
     if filters:
-        from dataclasses import replace
-
-        parsed = replace(parsed, filters=parsed.filters + search_query.filters_from(filters))
+        parsed = parsed._replace(filters=parsed.filters + search_query.filters_from(filters))
     now = ctx.now()
     if raw and not query.strip():
         raise InvalidRequest("an empty raw query matches nothing")
