@@ -18,7 +18,6 @@ from typing import Any
 
 from moss_files.capsules import filters
 from moss_files.capsules import model as core
-from moss_files.capsules.filters import BulkFilter
 from moss_files.capsules.model import Capsule
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import CapsuleStore, StoredCapsule, raise_first
@@ -31,7 +30,7 @@ __all__ = ["Context", "bulk_delete", "bulk_update"]
 Undo = Callable[[], None]
 
 
-def _matching(store_: CapsuleStore, where: BulkFilter) -> list[StoredCapsule]:
+def _matching(store_: CapsuleStore, where: filters.BulkFilter) -> list[StoredCapsule]:
     scan = store_.scan(where.workspace, include_deleted=False)
     raise_first(scan.problems)
     return sorted((s for s in scan.capsules if where.matches(s.capsule)), key=lambda s: s.relpath.as_posix())
@@ -45,7 +44,7 @@ def _item(capsule: Capsule, **extra: Any) -> dict[str, Any]:
     return data
 
 
-def _message(verbs: tuple[str, str], count: int, where: BulkFilter, tail: str = "", *, dry_run: bool) -> str:
+def _message(verbs: tuple[str, str], count: int, where: filters.BulkFilter, tail: str = "", *, dry_run: bool) -> str:
     if count == 0:
         return "No active capsules matched the filters"
     noun = "capsule" if count == 1 else "capsules"

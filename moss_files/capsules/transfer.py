@@ -1,8 +1,8 @@
 """Capsule export and import: Moss's JSONL files, written and read outside the capsule folder.
 
 Shell layer: checks the path a caller names (where the file may be, never through a link),
-reads or writes the JSONL file, has `records` parse the lines and plan the import and the
-capsule model render records;
+reads or writes the JSONL file, and leaves the records to the core: `records` parses the
+lines and plans the import, the capsule model renders the export's lines;
 the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes, the ones
 `moss export|import --json` prints and the `moss.export` / `moss.import` tools return.
 """
