@@ -11,9 +11,9 @@ are kept in `Config.data` for features that add settings later.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from moss_files.foundation.errors import InvalidDocument
 
@@ -23,16 +23,18 @@ MOSS_CONFIG = Path(".moss") / "config.json"  # Moss's own settings file, under t
 DEFAULT_CAPSULE_MAX_CHARS = 12000
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
-    """The merged settings; `data` holds every key, typed fields the ones capsules use."""
+class Config(NamedTuple):
+    """The merged settings; `data` holds every key, typed fields the ones capsules use.
+
+    A named tuple, not a frozen dataclass (about a millisecond of every command's start-up
+    to build): the defaults are immutable, the empty `data` a read-only mapping."""
 
     capsule_max_chars: int = DEFAULT_CAPSULE_MAX_CHARS
     allowed_paths: tuple[Path, ...] = ()
     allow_unsafe_paths: bool = False
     disabled_tools: tuple[str, ...] = ()
     disabled_types: tuple[str, ...] = ()
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = MappingProxyType({})
     sources: tuple[Path, ...] = ()
 
 

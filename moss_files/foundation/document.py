@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -37,15 +36,17 @@ DELETE: Any = _Delete()
 """Pass as a value in `edit_frontmatter(changes=...)` to remove that key."""
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A parsed document. `head + frontmatter_text + tail + body == text` always holds."""
+class Document(NamedTuple):
+    """A parsed document. `head + frontmatter_text + tail + body == text` always holds.
+
+    A named tuple, not a frozen dataclass: every command that reads a file imports this module,
+    and building a dataclass costs about a millisecond of each process's start-up."""
 
     meta: dict[str, Any]
     body: str
-    text: str = field(repr=False)
+    text: str
     has_frontmatter: bool = False
-    frontmatter_text: str = field(default="", repr=False)
+    frontmatter_text: str = ""
     newline: str = "\n"
     body_line: int = 1  # 1-based line on which the body starts
     bom: bool = False
