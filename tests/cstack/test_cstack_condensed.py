@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cstack import markdown, plan
 from moss_files.foundation.errors import MossError
@@ -358,3 +360,26 @@ def test_done_and_add_through_the_files_write_what_the_full_plan_writes(tmp_path
     expected_add = plan._add_task_full(expected.text, "P1: Next #billing", TODAY, ident="next")
     assert (root / ".cstack" / "PLAN.md").read_bytes() == expected_add.text.encode()
     assert added["task"] == plan.task_to_dict(expected_add.task)
+
+
+def _split_on_newlines(text: str) -> list[str]:
+    """The reference for `markdown.split_lines`: split at each `\\n` alone, endings kept."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+_BREAKS_AND_TEXT = ["a", " ", "é", "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "語"]
+
+
+@given(st.lists(st.sampled_from(_BREAKS_AND_TEXT), max_size=60).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_split_lines_breaks_at_newlines_alone(text: str) -> None:
+    """`split_lines` takes `str.splitlines` only where it gives the same lines: a lone `\\r`,
+    a form feed, U+2028 or any other break it knows leaves the split at `\\n` alone."""
+    assert markdown.split_lines(text) == _split_on_newlines(text)
+    assert "".join(markdown.split_lines(text)) == text
+
+
+@pytest.mark.parametrize("text", ["", "\n", "a", "a\r\nb\r\n", "a\rb\n", "a\n\x0cb\n", "a\u2028b", "a\r", "\r\n\r\n\n"])
+def test_split_lines_on_edge_texts(text: str) -> None:
+    assert markdown.split_lines(text) == _split_on_newlines(text)
