@@ -85,8 +85,9 @@ from moss_files.foundation.inotify import Unavailable
 BOARD_DIR = PurePosixPath(".moss/board")
 LOCK_TARGET = PurePosixPath(".moss/run/board")
 CACHE_FILE = PurePosixPath(".moss/cache/board.json")
-# Bump when parsing changes what an item holds, so caches written by older code are dropped.
-CACHE_VERSION = 2
+# Bump when parsing changes what an item holds, or the file's layout changes, so caches
+# written by older code are dropped.
+CACHE_VERSION = 3
 # A store that has read at least this many files without a cache file writes one (fewer cost
 # less to read again next time than the writing would); with one, the files read since are
 # appended to it, and it is written anew once the appended ones pass this many (every process
@@ -276,10 +277,11 @@ class _CacheBody:
 
 class _Saved:
     """One board folder as the cache file holds it: the names of its files and their stat
-    keys, and their records, decoded on first need; for tasks also each one's status and
-    holder, and its outline row in the group of its status (`outline` decodes only the groups
-    it uses). Names, keys and spans are plain columns (text lines, machine integers): a fresh
-    process reads thousands of them before every claim."""
+    keys, and their records, decoded on first need; for tasks also each one's status, the
+    places of those held in flight, and each one's outline row in the group of its status
+    (`outline` decodes only the groups it uses). Names, keys, spans and statuses are plain
+    columns (text lines, machine integers, one byte per task): a fresh process reads thousands
+    of them before every claim."""
 
     __slots__ = (
         "kind",
@@ -292,7 +294,7 @@ class _Saved:
         "offset",
         "values",
         "status",
-        "holder",
+        "statuses",
         "groups",
         "rows",
         "outlines",
@@ -306,7 +308,10 @@ class _Saved:
         self.data = data
         self.offset = offset  # where the spans count from
         count = section["count"]
-        self.names: list[str] = self._text(section["names"]).split("\n") if count else []
+        names = self._part(section["names"])
+        if count and not _cached_names_valid(names):
+            raise _CacheDamaged  # not a cache this code wrote
+        self.names: list[str] = names.decode("ascii").split("\n") if count else []
         self.key_column = self._numbers(section["keys"])
         self._keys: list[int] | None = None
         self.spans = self._numbers(section["spans"])
@@ -318,17 +323,20 @@ class _Saved:
             # before these columns) in one read, not one each (and then the whole file).
             data.prefetch(offset + self.spans[0], offset + self.spans[-1])
         self.values: dict[int, Any] = {}
-        self.status: list[str] = []
-        self.holder: list[str | None] = []
+        # Each task's status as one byte: its place in `statuses` (no string to make per task).
+        self.status = b""
+        self.statuses: list[str] = []
         self.groups: dict[str, list[int]] = {}
         self.held: list[int] = []
         if kind == "task":
-            self.status = self._text(section["status"]).split("\n") if count else []
-            self.holder = json.loads(self._part(section["holder"]))  # JSON: a holder written by hand may hold any character
+            self.status = self._part(section["status"])
+            self.statuses = section["statuses"]
             self.groups = section["groups"]
             self.held = section["held"]
-            if len(self.status) != count or not isinstance(self.holder, list) or len(self.holder) != count or not isinstance(self.groups, dict):
+            if len(self.status) != count or not isinstance(self.groups, dict) or not isinstance(self.statuses, list) or len(self.statuses) > 256:
                 raise _CacheDamaged
+            if self.status.translate(None, _CODES[: len(self.statuses)]) or any(not isinstance(each, str) for each in self.statuses):
+                raise _CacheDamaged  # a byte that names no status
             if not isinstance(self.held, list) or any(not isinstance(at, int) or not 0 <= at < count for at in self.held):
                 raise _CacheDamaged
         self._held_set: set[int] | None = None
@@ -342,13 +350,14 @@ class _Saved:
             raise _CacheDamaged
         return self.data[self.offset + start : self.offset + end]
 
-    def _text(self, span: list[int]) -> str:
-        return self._part(span).decode("utf-8")
-
     def _numbers(self, span: list[int]) -> array[int]:
         numbers = array("q")
         numbers.frombytes(self._part(span))  # ValueError for a length that is no multiple of 8
         return numbers
+
+    def status_of(self, position: int) -> str:
+        """The status of the task at `position`."""
+        return self.statuses[self.status[position]]
 
     def places(self, status: str) -> list[int]:
         """The places of the tasks the cache file holds in `status` (its group, decoded)."""
@@ -413,7 +422,7 @@ class _Saved:
         """The outline row of the task at `position`, as saved (its group decoded on first need)."""
         row = self.rows.get(position)
         if row is None:
-            self.places(self.status[position])
+            self.places(self.status_of(position))
             row = self.rows.get(position)
             if row is None:
                 raise _CacheDamaged
@@ -422,8 +431,9 @@ class _Saved:
     def _decode_group(self, status: str) -> list[int]:
         """Decode the outline rows of one status's group; their places."""
         span = self.groups.get(status)
-        if not isinstance(span, list):
+        if not isinstance(span, list) or status not in self.statuses:
             raise _CacheDamaged
+        code = self.statuses.index(status)
         places = []
         try:
             for at, *values in json.loads(self._part(span)):
@@ -431,7 +441,7 @@ class _Saved:
                 places.append(at)
         except (ValueError, TypeError, IndexError):
             raise _CacheDamaged from None
-        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != status for at in places):
+        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != code for at in places):
             raise _CacheDamaged
         return places
 
@@ -558,7 +568,7 @@ class _Folder:
             return task.status in statuses or (task.assigned_worker is not None and task.status in ACTIVE)
         saved = self.saved
         assert saved is not None
-        return saved.status[source] in statuses or source in saved.held_set()
+        return saved.status_of(source) in statuses or source in saved.held_set()
 
     def select(self, statuses: Collection[str]) -> set[str]:
         """The names of the tasks in `statuses`, and of those held in flight."""
@@ -1440,7 +1450,7 @@ class BoardStore:
                         ranked.append((key(_TASK_RANK_FIELDS(task)), name))
                     else:
                         chosen[name] = task
-                elif saved is not None and saved.status[source] in wanted and source not in held:
+                elif saved is not None and saved.status_of(source) in wanted and source not in held:
                     ranked.append((key(_ROW_RANK_FIELDS(saved.outline_row(source))), name))
                 else:
                     chosen[name] = _outline_of(saved, source)
@@ -1504,16 +1514,13 @@ class BoardStore:
         for section in sections.values():
             # Each folder's columns lie together after its records: one read for them all. The
             # tasks' outline groups follow (DONE's is most of them): each is read when used.
-            spans = [section[name] for name in ("names", "keys", "spans", "status", "holder") if name in section]
+            spans = [section[name] for name in ("names", "keys", "spans", "status") if name in section]
             groups = list(section.get("groups", {}).values())
             if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans + groups):
                 raise _CacheDamaged
             if spans:
                 data.prefetch(offset + min(span[0] for span in spans), offset + max(span[1] for span in spans))
         saved = {kind: _Saved(kind, section, data, offset) for kind, section in sections.items()}
-        for part in saved.values():
-            if part.names and not _cached_names_valid(part.names):
-                raise _CacheDamaged  # not a cache this code wrote
         self._appended = self._take_deltas(data.read(offset + header["body"], data.size))
         self._saved = saved
         self._cache_at = (inode, data.size)
@@ -1713,8 +1720,9 @@ class BoardStore:
             names: list[str] = []
             keys = array("q")
             spans = array("q")
-            status: list[str] = []
-            holder: list[str | None] = []
+            status = bytearray()
+            codes: dict[str, int] = {}  # a status -> its byte in the status column
+            held: list[int] = []
             groups: dict[str, list[list[Any]]] = {}
             for item_id, source in sources:
                 if isinstance(source, _Read):
@@ -1732,8 +1740,9 @@ class BoardStore:
                 spans.extend(put(raw))
                 if kind == "task":
                     row = _outline_row(source.value) if isinstance(source, _Read) else saved.outline_row(source)  # type: ignore[union-attr]
-                    status.append(row[_OUTLINE_STATUS])
-                    holder.append(row[_OUTLINE_HOLDER])
+                    status.append(codes.setdefault(row[_OUTLINE_STATUS], len(codes)))
+                    if row[_OUTLINE_HOLDER] is not None and row[_OUTLINE_STATUS] in ACTIVE:
+                        held.append(position)
                     groups.setdefault(row[_OUTLINE_STATUS], []).append([position, *row])
             section: dict[str, Any] = {
                 "count": len(names),
@@ -1742,9 +1751,9 @@ class BoardStore:
                 "spans": put(spans.tobytes()),
             }
             if kind == "task":
-                section["status"] = put("\n".join(status).encode("utf-8"))
-                section["holder"] = put(json.dumps(holder, separators=(",", ":")).encode("utf-8"))
-                section["held"] = [at for at, (each, who) in enumerate(zip(status, holder, strict=True)) if who is not None and each in ACTIVE]
+                section["status"] = put(bytes(status))
+                section["statuses"] = list(codes)
+                section["held"] = held
                 section["groups"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in groups.items()}
             folders[kind] = section
         header = {"version": CACHE_VERSION, "layout": _LAYOUT, "byteorder": sys.byteorder, "folders": folders, "body": size}
@@ -2113,16 +2122,18 @@ def racy_window(mtime_ns: int, ctime_ns: int) -> int:
     return FINE_RACY_NS if (mtime_ns % 1_000_000_000 or ctime_ns % 1_000_000_000) else COARSE_RACY_NS
 
 
-_CACHED_NAMES = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md(?:\n[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md)*")
+_CACHED_NAMES = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md(?:\n[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.md)*")
+# Every byte, in order: the status column's bytes up to a table's length are its codes.
+_CODES = bytes(range(256))
 
 
-def _cached_names_valid(names: list[str]) -> bool:
-    """Whether every file name a cache file lists is one a board file may have (one pattern
-    over them all; names with '..' one by one)."""
-    text = "\n".join(names)
-    if _CACHED_NAMES.fullmatch(text) is None:
+def _cached_names_valid(column: bytes) -> bool:
+    """Whether every file name a cache file's names column lists (one a line, as read) is one
+    a board file may have: one pattern over the column's bytes, and names with '..' one by
+    one."""
+    if _CACHED_NAMES.fullmatch(column) is None:
         return False
-    return ".." not in text or all(name.endswith(".md") and is_valid_name(name[:-3]) for name in names)
+    return b".." not in column or all(is_valid_name(name[:-3]) for name in column.decode("ascii").split("\n"))
 
 
 def _bad_name(prefix: str, name: str) -> InvalidDocument:

@@ -122,6 +122,11 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
         with_header(folders={"task": {**tasks, "count": tasks["count"] + 1}}),
         with_header(folders={"task": {**tasks, "keys": [0, 7]}}),  # keys of no whole file
         with_header(folders={"task": {**tasks, "names": [0, 3]}}),  # names that are no file names
+        with_header(folders={"task": {**tasks, "statuses": []}}),  # a status byte that names no status
+        with_header(folders={"task": {**tasks, "statuses": [7]}}),  # a status that is no text
+        with_header(folders={"task": {**tasks, "statuses": "BACKLOG"}}),
+        with_header(folders={"task": {**tasks, "statuses": ["WORKING"]}}),  # no group of that status
+        with_header(folders={"task": {**tasks, "status": [tasks["status"][0], tasks["status"][1] - 1]}}),  # one byte short
         good[: len(good) // 2],  # cut short
         header + b"\n" + body.replace(b'"TASK-0003"', b'"TASK-0003", "x"', 1),  # a record that decodes to no task
         good + b"garbage that is no delta\n",
@@ -142,6 +147,57 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
         assert front.problems == () and store.front in (first, None)
         assert set(front.tasks) == (first if store.front else set(expected.tasks)), junk[:80]
         assert all(front.tasks[task_id].title == expected.tasks[task_id].title for task_id in front.tasks)
+
+
+ODD_NAMES = (
+    "TASK-1.md",
+    "a.md",
+    "A_b-9.md",
+    "a.b.md",
+    "a..md",
+    "a...md",
+    "a..b.md",
+    "..md",
+    ".md",
+    ".a.md",
+    "-a.md",
+    "_a.md",
+    "a",
+    "md",
+    "a.md.md",
+    "a.mdx",
+    "a.MD",
+    "a.m",
+    "",
+    "a b.md",
+    "a/b.md",
+    "../a.md",
+    "a\\b.md",
+    "a\r.md",
+    "a\x00.md",
+    "\u00e9.md",
+    "a\u00e9.md",
+    "\uff41.md",
+    "a" * 64 + ".md",
+    "a" * 65 + ".md",
+    "a" * 63 + "..md",
+    "a.md\n",
+    "\na.md",
+)
+
+
+@pytest.mark.parametrize("odd", ODD_NAMES)
+def test_a_names_column_is_valid_only_when_each_name_it_lists_is_a_board_file_name(odd: str) -> None:
+    """The one check over a cache file's names column, as read, gives the answer of checking
+    each name it splits into (the store's own rule for a board file name), wherever the odd
+    name stands among good ones."""
+    from moss_files.board.model import is_valid_name
+    from moss_files.board.store import _cached_names_valid
+
+    for names in ([odd], ["a.md", odd], [odd, "z.md"], ["a.md", odd, "z.md"], [odd, odd]):
+        column = "\n".join(names).encode("utf-8")
+        expected = all(name.endswith(".md") and is_valid_name(name[:-3]) for name in column.decode("utf-8").split("\n"))
+        assert _cached_names_valid(column) == expected, names
 
 
 def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:
