@@ -38,7 +38,9 @@ so the claim checks the files its decision rests on under the lock.
 
 The cache file holds each folder's names and stat keys as columns, each file's record (decoded
 on first need), and for tasks an *outline* (every field but OUTLINE_OMITS) grouped by status,
-so that `outline()`, which claims and listings use, builds only the tasks it weighs. Files
+so that `outline()`, which claims and listings use, builds only the tasks it weighs, and per
+status each task's RANK_FIELDS values, so that a claim ranks a thousand candidates from a
+small document and builds the few it weighs from their records. Files
 read since it was written are appended to it as delta lines (it is written anew only when they
 grow many, and never under the board lock), so a claim does not rewrite it. It is always
 safe to delete, and one that cannot be read or written is not used.
@@ -216,7 +218,7 @@ class Head:
     """What a claim's first look needs of its candidates (`outline(..., head=...)`): of the
     tasks in `statuses` that nobody holds in flight, only the first `count` in the order
     `order(board)` keys them (`board` holds the epics, workers and teams, no tasks; the key
-    takes a task's RANK_FIELDS values, read from its outline row without building it). A claim weighs its candidates in that order and most
+    takes a task's RANK_FIELDS values, read from its rank row without building it). A claim weighs its candidates in that order and most
     take the first, so the thousand others need no outline; every other task `outline`
     gives is there as without a head, so a decision that falls on one of those first tasks is
     the one the whole board gives (see `claims.claim_next_task`)."""
@@ -278,10 +280,10 @@ class _CacheBody:
 class _Saved:
     """One board folder as the cache file holds it: the names of its files and their stat
     keys, and their records, decoded on first need; for tasks also each one's status, the
-    places of those held in flight, and each one's outline row in the group of its status
-    (`outline` decodes only the groups it uses). Names, keys, spans and statuses are plain
-    columns (text lines, machine integers, one byte per task): a fresh process reads thousands
-    of them before every claim."""
+    places of those held in flight, and per status a group of outline rows and one of rank
+    rows (each task's RANK_FIELDS values), each decoded on first need. Names, keys, spans and
+    statuses are plain columns (text lines, machine integers, one byte per task): a fresh
+    process reads thousands of them before every claim."""
 
     __slots__ = (
         "kind",
@@ -296,7 +298,10 @@ class _Saved:
         "status",
         "statuses",
         "groups",
+        "ranks",
         "rows",
+        "rows_of",
+        "ranked",
         "outlines",
         "by_status",
         "held",
@@ -327,13 +332,17 @@ class _Saved:
         self.status = b""
         self.statuses: list[str] = []
         self.groups: dict[str, list[int]] = {}
+        self.ranks: dict[str, list[int]] = {}
         self.held: list[int] = []
         if kind == "task":
             self.status = self._part(section["status"])
             self.statuses = section["statuses"]
             self.groups = section["groups"]
+            self.ranks = section["ranks"]
             self.held = section["held"]
-            if len(self.status) != count or not isinstance(self.groups, dict) or not isinstance(self.statuses, list) or len(self.statuses) > 256:
+            if len(self.status) != count or not isinstance(self.groups, dict) or not isinstance(self.ranks, dict):
+                raise _CacheDamaged
+            if not isinstance(self.statuses, list) or len(self.statuses) > 256:
                 raise _CacheDamaged
             if self.status.translate(None, _CODES[: len(self.statuses)]) or any(not isinstance(each, str) for each in self.statuses):
                 raise _CacheDamaged  # a byte that names no status
@@ -341,6 +350,8 @@ class _Saved:
                 raise _CacheDamaged
         self._held_set: set[int] | None = None
         self.rows: dict[int, list[Any]] = {}
+        self.rows_of: set[str] = set()  # the statuses whose outline rows are decoded
+        self.ranked: dict[int, tuple[Any, ...]] = {}
         self.outlines: dict[int, Task] = {}
         self.by_status: dict[str, list[int]] | None = None
 
@@ -360,13 +371,31 @@ class _Saved:
         return self.statuses[self.status[position]]
 
     def places(self, status: str) -> list[int]:
-        """The places of the tasks the cache file holds in `status` (its group, decoded)."""
+        """The places of the tasks the cache file holds in `status` (its rank rows, decoded)."""
         if self.by_status is None:
             self.by_status = {}
         found = self.by_status.get(status)
         if found is None:
-            found = self.by_status[status] = self._decode_group(status) if status in self.groups else []
+            found = self.by_status[status] = self._decode_ranks(status) if status in self.groups else []
         return found
+
+    def rank(self, position: int) -> tuple[Any, ...]:
+        """The RANK_FIELDS values of the task at `position` (its status's rank rows decoded on
+        first need)."""
+        found = self.ranked.get(position)
+        if found is None:
+            self.places(self.status_of(position))
+            found = self.ranked.get(position)
+            if found is None:
+                raise _CacheDamaged
+        return found
+
+    def decode_rows(self, statuses: Collection[str]) -> None:
+        """Decode the outline rows of these statuses' groups at once (outlines of many tasks
+        follow: one JSON document each group, not one record each task)."""
+        for status in statuses:
+            if status in self.groups and status not in self.rows_of:
+                self._decode_rows(status)
 
     def held_places(self) -> list[int]:
         """The places of the tasks the cache file holds as held in flight."""
@@ -408,11 +437,15 @@ class _Saved:
         return found
 
     def outline(self, position: int) -> Task:
-        """The outline of the task at `position`."""
+        """The outline of the task at `position`: from its outline row when its group is
+        decoded, else from its record (a claim outlines a few dozen of a thousand candidates)."""
         found = self.outlines.get(position)
         if found is None:
+            row = self.rows.get(position)
+            if row is None:
+                row = self.outline_row(position) if self.status_of(position) in self.rows_of else _outline_row(self.value(position))
             try:
-                found = _outline_task(self.outline_row(position))
+                found = _outline_task(row)
             except (TypeError, IndexError, ValueError):
                 raise _CacheDamaged from None
             self.outlines[position] = found
@@ -422,28 +455,41 @@ class _Saved:
         """The outline row of the task at `position`, as saved (its group decoded on first need)."""
         row = self.rows.get(position)
         if row is None:
-            self.places(self.status_of(position))
+            status = self.status_of(position)
+            if status not in self.rows_of:
+                self._decode_rows(status)
             row = self.rows.get(position)
             if row is None:
                 raise _CacheDamaged
         return row
 
-    def _decode_group(self, status: str) -> list[int]:
-        """Decode the outline rows of one status's group; their places."""
-        span = self.groups.get(status)
+    def _decoded(self, status: str, groups: dict[str, list[int]]) -> list[tuple[int, list[Any]]]:
+        """The rows of one status's group in `groups` (outline or rank rows), each with its
+        place, checked: a place of a task in that status."""
+        span = groups.get(status)
         if not isinstance(span, list) or status not in self.statuses:
             raise _CacheDamaged
         code = self.statuses.index(status)
-        places = []
         try:
-            for at, *values in json.loads(self._part(span)):
-                self.rows[at] = values
-                places.append(at)
+            rows = [(at, values) for at, *values in json.loads(self._part(span))]
         except (ValueError, TypeError, IndexError):
             raise _CacheDamaged from None
-        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != code for at in places):
+        if any(not isinstance(at, int) or not 0 <= at < len(self.names) or self.status[at] != code for at, _values in rows):
             raise _CacheDamaged
-        return places
+        return rows
+
+    def _decode_ranks(self, status: str) -> list[int]:
+        """Decode the rank rows of one status's group; their places."""
+        rows = self._decoded(status, self.ranks)
+        if any(len(values) != len(RANK_FIELDS) for _at, values in rows):
+            raise _CacheDamaged
+        self.ranked.update((at, tuple(values)) for at, values in rows)
+        return [at for at, _values in rows]
+
+    def _decode_rows(self, status: str) -> None:
+        """Decode the outline rows of one status's group."""
+        self.rows.update(self._decoded(status, self.groups))
+        self.rows_of.add(status)
 
 
 @dataclass(slots=True)
@@ -1389,6 +1435,8 @@ class BoardStore:
         (a watched folder, kept from load to load), the selection is kept for the next call."""
         saved = found.saved
         entries = found.entries
+        if saved is not None and found.tasks:
+            saved.decode_rows(saved.groups if statuses is None else statuses)
         if statuses is None:
             return {name[:-3]: _outline_of(saved, source) for name, source in found.items()}
         asked = frozenset(statuses)
@@ -1431,12 +1479,14 @@ class BoardStore:
     @staticmethod
     def _head_outlines(found: _Folder, statuses: Collection[str], head: Head, board: Board) -> tuple[dict[str, Task], frozenset[str] | None]:
         """`_outlines(found, statuses)` with, of the tasks in `head.statuses` nobody holds in
-        flight, only the first `head.count` in `head.order(board)`'s order (each ranked by the
-        RANK_FIELDS of its outline row, without building its task); and the ids of those first tasks, or None
-        when none was left out. A ranking that raises (values no sort compares) gives every task."""
+        flight, only the first `head.count` in `head.order(board)`'s order (each ranked by its
+        rank row, without building its task); and the ids of those first tasks, or None when
+        none was left out. A ranking that raises (values no sort compares) gives every task."""
         saved = found.saved
         entries = found.entries
         held = saved.held_set() if saved is not None else set()
+        if saved is not None:
+            saved.decode_rows(set(statuses) - head.statuses)  # outlined whole: from their groups
         wanted = head.statuses
         key = head.order(board)
         ranked: list[tuple[Any, str]] = []
@@ -1451,12 +1501,10 @@ class BoardStore:
                     else:
                         chosen[name] = task
                 elif saved is not None and saved.status_of(source) in wanted and source not in held:
-                    ranked.append((key(_ROW_RANK_FIELDS(saved.outline_row(source))), name))
+                    ranked.append((key(saved.rank(source)), name))
                 else:
                     chosen[name] = _outline_of(saved, source)
             ranked.sort()
-        except IndexError:
-            raise _CacheDamaged from None  # an outline row cut short: not a row this code wrote
         except (TypeError, ValueError):
             return BoardStore._outlines(found, statuses), None
         first = ranked[: head.count]
@@ -1515,7 +1563,7 @@ class BoardStore:
             # Each folder's columns lie together after its records: one read for them all. The
             # tasks' outline groups follow (DONE's is most of them): each is read when used.
             spans = [section[name] for name in ("names", "keys", "spans", "status") if name in section]
-            groups = list(section.get("groups", {}).values())
+            groups = [*section.get("groups", {}).values(), *section.get("ranks", {}).values()]
             if any(not isinstance(span, list) or len(span) != 2 or not all(isinstance(at, int) for at in span) for span in spans + groups):
                 raise _CacheDamaged
             if spans:
@@ -1724,6 +1772,7 @@ class BoardStore:
             codes: dict[str, int] = {}  # a status -> its byte in the status column
             held: list[int] = []
             groups: dict[str, list[list[Any]]] = {}
+            ranks: dict[str, list[list[Any]]] = {}
             for item_id, source in sources:
                 if isinstance(source, _Read):
                     if source.racy or type(source.value) is not _CLASS_OF_KIND[kind]:
@@ -1744,6 +1793,7 @@ class BoardStore:
                     if row[_OUTLINE_HOLDER] is not None and row[_OUTLINE_STATUS] in ACTIVE:
                         held.append(position)
                     groups.setdefault(row[_OUTLINE_STATUS], []).append([position, *row])
+                    ranks.setdefault(row[_OUTLINE_STATUS], []).append([position, *_ROW_RANK_FIELDS(row)])
             section: dict[str, Any] = {
                 "count": len(names),
                 "names": put("\n".join(names).encode("utf-8")),
@@ -1755,6 +1805,7 @@ class BoardStore:
                 section["statuses"] = list(codes)
                 section["held"] = held
                 section["groups"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in groups.items()}
+                section["ranks"] = {name: put(json.dumps(rows, separators=(",", ":")).encode("utf-8")) for name, rows in ranks.items()}
             folders[kind] = section
         header = {"version": CACHE_VERSION, "layout": _LAYOUT, "byteorder": sys.byteorder, "folders": folders, "body": size}
         data = json.dumps(header, separators=(",", ":")).encode("utf-8")

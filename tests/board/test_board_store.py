@@ -132,6 +132,9 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
         good + b"garbage that is no delta\n",
         # An outline row cut short (its group after the body, where a claim's front ranks it from).
         with_header(folders={"task": {**tasks, "groups": {**tasks["groups"], "BACKLOG": [len(body), len(body) + len(SHORT_ROW)]}}}) + SHORT_ROW + b"\n",
+        # A rank row cut short, and no rank rows for a status.
+        with_header(folders={"task": {**tasks, "ranks": {**tasks["ranks"], "BACKLOG": [len(body), len(body) + len(SHORT_ROW)]}}}) + SHORT_ROW + b"\n",
+        with_header(folders={"task": {**tasks, "ranks": {}}}),
     ):
         for kind in ("load", "outline"):
             cache.write_bytes(junk)
