@@ -371,7 +371,8 @@ class _Saved:
         return self.statuses[self.status[position]]
 
     def places(self, status: str) -> list[int]:
-        """The places of the tasks the cache file holds in `status` (its rank rows, decoded)."""
+        """The places of the tasks the cache file holds in `status` (from its outline rows when
+        decoded, else its rank rows, decoded)."""
         if self.by_status is None:
             self.by_status = {}
         found = self.by_status.get(status)
@@ -384,7 +385,13 @@ class _Saved:
         first need)."""
         found = self.ranked.get(position)
         if found is None:
-            self.places(self.status_of(position))
+            status = self.status_of(position)
+            if status in self.rows_of:  # its outline rows hold the values too
+                try:
+                    return _ROW_RANK_FIELDS(self.outline_row(position))
+                except IndexError:
+                    raise _CacheDamaged from None  # an outline row cut short
+            self.places(status)
             found = self.ranked.get(position)
             if found is None:
                 raise _CacheDamaged
@@ -488,8 +495,12 @@ class _Saved:
 
     def _decode_rows(self, status: str) -> None:
         """Decode the outline rows of one status's group."""
-        self.rows.update(self._decoded(status, self.groups))
+        rows = self._decoded(status, self.groups)
+        self.rows.update(rows)
         self.rows_of.add(status)
+        if self.by_status is None:
+            self.by_status = {}
+        self.by_status.setdefault(status, [at for at, _values in rows])  # no rank rows needed for them
 
 
 @dataclass(slots=True)

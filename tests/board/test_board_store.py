@@ -152,6 +152,23 @@ def test_a_cache_it_cannot_use_is_ignored(board_root: tuple[Path, list[Path]]) -
         assert all(front.tasks[task_id].title == expected.tasks[task_id].title for task_id in front.tasks)
 
 
+def test_a_front_ranked_from_outline_rows_already_decoded_is_the_one_ranked_from_rank_rows(board_root: tuple[Path, list[Path]]) -> None:
+    """A claim's first look ranks its candidates from their status's rank rows, or from its
+    outline rows when a listing in the same store decoded them: the same front, the same tasks."""
+    root, _ = board_root
+    BoardStore(root).load()  # the cache file
+    head = Head(frozenset({"BACKLOG"}), 5, lambda board: rules.claim_rank(board, None, False))
+    fresh = BoardStore(root)
+    expected = fresh.outline(("BACKLOG",), head=head)
+    store = BoardStore(root)
+    store._stop_watching()  # as on a file system without file events: every load may take a head
+    listed = store.outline(("BACKLOG",))  # decodes BACKLOG's outline rows
+    got = store.outline(("BACKLOG",), head=head)
+    assert store.front == fresh.front == {f"TASK-{n:04d}" for n in range(5)}
+    assert got.tasks == expected.tasks and all(got.tasks[task_id] == listed.tasks[task_id] for task_id in got.tasks)
+    assert got.tasks == BoardStore(root, persist=False).outline(("BACKLOG",), head=head).tasks
+
+
 ODD_NAMES = (
     "TASK-1.md",
     "a.md",
