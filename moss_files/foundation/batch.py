@@ -26,7 +26,6 @@ and while recovering; readers that see a batch's names take that lock and call `
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import stat
@@ -269,7 +268,7 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
                 if entry["op"] == _REPLACE:
                     os.rename(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
                     continue
-                if _move_new(staged, name, staging_fd, dir_fd):
+                if fs.move_new(staged, name, staging_fd, dir_fd):
                     continue
                 os.link(staged, name, src_dir_fd=staging_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -304,27 +303,6 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
             path=str(folder / kept),
             details={"paths": clashes},
         )
-
-
-def _move_new(staged: str, name: str, staging_fd: int, dir_fd: int) -> bool:
-    """Move a staged file to a place no file holds, in one call (renameat2 RENAME_NOREPLACE):
-    True when moved; False, having done nothing, where the kernel or file system cannot (the
-    caller links, then unlinks). Raises FileExistsError when a file holds the place, and
-    FileNotFoundError when the staged file is gone, as `os.link` does.
-
-    One call rather than two: the staged name goes in the same step as the new one appears,
-    so a crash never leaves the file under both names, and a create costs the file system one
-    change of its directories rather than two (each an update of the inode's link count)."""
-    code = fs.renameat2(staged, name, fs.RENAME_NOREPLACE, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
-    if code is None:
-        return False
-    if code == errno.EEXIST:
-        raise FileExistsError(code, os.strerror(code), name)
-    if code == errno.ENOENT:
-        raise FileNotFoundError(code, os.strerror(code), staged)
-    if code:
-        raise OSError(code, os.strerror(code), name)
-    return True
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -1287,6 +1287,27 @@ def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCW
     return code
 
 
+def move_new(staged: str, name: str, staging_fd: int, dir_fd: int) -> bool:
+    """Move a staged file to a place no file holds, in one call (renameat2 RENAME_NOREPLACE):
+    True when moved; False, having done nothing, where the kernel or file system cannot (the
+    caller links, then unlinks). Raises FileExistsError when a file holds the place, and
+    FileNotFoundError when the staged file is gone, as `os.link` does.
+
+    One call rather than two: the staged name goes in the same step as the new one appears,
+    so a crash never leaves the file under both names, and a create costs the file system one
+    change of its directories rather than two (each an update of the inode's link count)."""
+    code = renameat2(staged, name, RENAME_NOREPLACE, src_dir_fd=staging_fd, dst_dir_fd=dir_fd)
+    if code is None:
+        return False
+    if code == errno.EEXIST:
+        raise FileExistsError(code, os.strerror(code), name)
+    if code == errno.ENOENT:
+        raise FileNotFoundError(code, os.strerror(code), staged)
+    if code:
+        raise OSError(code, os.strerror(code), name)
+    return True
+
+
 def exchange(first: Path | str, second: Path | str, *, dir_fd: int | None = None) -> bool:
     """Atomically swap the files named `first` and `second` (Linux renameat2 RENAME_EXCHANGE),
     both relative to `dir_fd` when given.

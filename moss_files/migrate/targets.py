@@ -118,10 +118,11 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
 
     New files are staged, then committed: each is written under a temporary name in
     `.moss/run/` (per machine, git-ignored), the file system is synced once, then each is
-    linked into its place, which never replaces a file (link(2) fails when the name exists),
-    and each folder that gained files is fsynced. That is as durable as creating each file on
-    its own, at a fraction of the cost for thousands of files; a crash while staging leaves
-    only the staging folder, which the next run clears.
+    moved into its place by a rename that never replaces a file (renameat2 RENAME_NOREPLACE;
+    where the kernel lacks it, link(2), which fails when the name exists, then unlink), and
+    each folder that gained files is fsynced. That is as durable as creating each file on its
+    own, at a fraction of the cost for thousands of files; a crash while staging leaves only
+    the staging folder, which the next run clears.
 
     Raises Conflict ALREADY_EXISTS (a new file's place was taken meanwhile) or STALE_WRITE (a
     file changed since it was read).
@@ -130,7 +131,7 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
     replaces = [write for write in writes if write.mode == "replace"]
     appends = [write for write in writes if write.mode == "append"]
     total = len(writes)
-    created: list[tuple[Path, bytes]] = []
+    created: list[tuple[str, bytes]] = []
     replaced: list[tuple[Path, bytes, bytes | None]] = []
     try:
         if creates:
@@ -148,7 +149,7 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
                     fs.write_if_unchanged(snapshot, write.data)
                 replaced.append((path, write.data, write.expected))
     except BaseException:
-        _undo(created, replaced)
+        _undo(root, created, replaced)
         raise
     for write in appends:
         fs.append_line(root / write.path, write.data)
@@ -156,8 +157,8 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
         progress(total, total)
 
 
-def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[Path, bytes]], progress: Callable[[int, int], None] | None, total: int) -> None:
-    """Stage every new file, then link each into place (see `commit`); `created` collects the
+def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[str, bytes]], progress: Callable[[int, int], None] | None, total: int) -> None:
+    """Stage every new file, then move each into place (see `commit`); `created` collects the
     files placed, for `_undo`."""
     _clear_stale_staging(root)
     staging = root / STAGING_DIR / f"migrate-{os.getpid()}-{secrets.token_hex(4)}"
@@ -173,25 +174,28 @@ def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[Path, 
                 if progress is not None and (number + 1) % PROGRESS_EVERY == 0:
                     progress((number + 1) // 2, total)
             _sync_filesystem(stage_fd)
-            folders: dict[Path, int] = {}
+            folders: dict[str, int] = {}  # by the folder's path as the plan spells it: no Path made per file
             for number, write in enumerate(creates):
-                path = root / write.path
-                if path.parent not in folders:
-                    folders[path.parent] = stack.enter_context(fs.folder_fd(path.parent, create=True))
+                folder, _slash, name = write.path.rpartition("/")
+                folder_fd = folders.get(folder)
+                if folder_fd is None:
+                    folder_fd = folders[folder] = stack.enter_context(fs.folder_fd(root / folder, create=True))
+                staged = str(number)
                 try:
-                    os.link(str(number), path.name, src_dir_fd=stage_fd, dst_dir_fd=folders[path.parent], follow_symlinks=False)
+                    if not fs.move_new(staged, name, stage_fd, folder_fd):
+                        os.link(staged, name, src_dir_fd=stage_fd, dst_dir_fd=folder_fd, follow_symlinks=False)
                 except FileExistsError:
                     raise Conflict(
                         f"{write.path} appeared while the migration ran; nothing of this source was kept", code="ALREADY_EXISTS", path=write.path
                     ) from None
-                created.append((path, write.data))
+                created.append((write.path, write.data))
                 if progress is not None and (number + 1) % PROGRESS_EVERY == 0:
                     progress(len(creates) // 2 + (number + 1) // 2, total)
             for folder_fd in folders.values():
                 os.fsync(folder_fd)
-        finally:
-            for name in os.listdir(stage_fd):
-                os.unlink(name, dir_fd=stage_fd)
+        finally:  # what is left: the staged names of files linked, or never placed
+            for leftover in os.listdir(stage_fd):
+                os.unlink(leftover, dir_fd=stage_fd)
     try:
         staging.rmdir()
     except OSError:
@@ -230,8 +234,9 @@ def _clear_stale_staging(root: Path) -> None:
         folder.rmdir()
 
 
-def _undo(created: Sequence[tuple[Path, bytes]], replaced: Sequence[tuple[Path, bytes, bytes | None]]) -> None:
-    """Take back what a failed commit wrote, leaving any file someone else changed since."""
+def _undo(root: Path, created: Sequence[tuple[str, bytes]], replaced: Sequence[tuple[Path, bytes, bytes | None]]) -> None:
+    """Take back what a failed commit wrote (`created`: new files by path relative to the
+    root), leaving any file someone else changed since."""
     for path, data, old in reversed(replaced):
         with fs.locked(path):
             snapshot = fs.read_snapshot(path)
@@ -241,7 +246,8 @@ def _undo(created: Sequence[tuple[Path, bytes]], replaced: Sequence[tuple[Path, 
                 fs.remove(path)
             else:
                 fs.write_if_unchanged(snapshot, old)
-    for path, data in reversed(created):
+    for relpath, data in reversed(created):
+        path = root / relpath
         try:
             if fs.read_bytes(path) == data:
                 fs.remove(path)

@@ -1,0 +1,49 @@
+"""A plan's new files: staged, made durable together, then each moved into a place no file
+holds (renameat2 RENAME_NOREPLACE, or link and unlink where the kernel lacks it); all or
+nothing when a place is taken meanwhile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from migrate_support import files_under
+
+from moss_files.foundation import fs
+from moss_files.foundation.errors import Conflict
+from moss_files.migrate import targets
+from moss_files.migrate.model import Write
+
+WRITES = [Write(f".moss/board/{folder}/{name}.md", f"{folder} {name}\n".encode()) for folder in ("tasks", "epics") for name in ("A", "B", "C")]
+
+
+def _staged(root: Path) -> list[Path]:
+    """The files left in the staging folders."""
+    return [path for path in (root / targets.STAGING_DIR).rglob("*") if not path.is_dir()]
+
+
+@pytest.mark.parametrize("rename", [True, False], ids=["renameat2", "link-then-unlink"])
+def test_new_files_are_moved_into_place_with_nothing_staged_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rename: bool) -> None:
+    """Where renameat2 is missing (told by `fs.renameat2`'s remembered state, as after ENOSYS)
+    each file is linked, then its staged name unlinked: the same files either way, each under
+    one name."""
+    if not rename:
+        monkeypatch.setitem(fs._renameat2_state, "missing", True)
+    targets.commit(tmp_path, WRITES)
+    assert files_under(tmp_path, ".moss/board") == {write.path: write.data for write in sorted(WRITES, key=lambda write: write.path)}
+    assert all((tmp_path / write.path).stat().st_nlink == 1 for write in WRITES)
+    assert _staged(tmp_path) == []
+
+
+@pytest.mark.parametrize("rename", [True, False], ids=["renameat2", "link-then-unlink"])
+def test_a_place_taken_meanwhile_stops_the_commit_and_takes_back_every_file_it_placed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rename: bool) -> None:
+    if not rename:
+        monkeypatch.setitem(fs._renameat2_state, "missing", True)
+    taken = tmp_path / WRITES[4].path  # epics/B: three tasks and an epic are placed before it
+    taken.parent.mkdir(parents=True)
+    taken.write_bytes(b"someone else's\n")
+    with pytest.raises(Conflict) as caught:
+        targets.commit(tmp_path, WRITES)
+    assert caught.value.code == "ALREADY_EXISTS" and caught.value.path == WRITES[4].path
+    assert files_under(tmp_path, ".moss/board") == {WRITES[4].path: b"someone else's\n"}
+    assert _staged(tmp_path) == []
