@@ -9,10 +9,8 @@ the capsule files change only through `CapsuleStore`. Returns Moss's JSON shapes
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,7 +19,7 @@ from moss_files.capsules.model import Capsule
 from moss_files.capsules.records import IMPORT_MODES, ImportAction, RecordProblem, parse_record, plan_import
 from moss_files.capsules.service import now_ms
 from moss_files.capsules.store import MAX_FILE_BYTES, CapsuleStore, StoredCapsule, raise_first
-from moss_files.foundation import datafiles, document, fs
+from moss_files.foundation import collector, datafiles, document, fs
 from moss_files.foundation.arguments import given_path, optional
 from moss_files.foundation.batch import FileBatch
 from moss_files.foundation.context import Context
@@ -139,27 +137,8 @@ def import_capsules(ctx: Context, *, path: str | None, mode: str | None = None, 
     if import_mode not in IMPORT_MODES:
         raise InvalidRequest("mode must be one of: error, replace, rename", details={"field": "mode", "value": import_mode})
     source = check_transfer_path(path, ctx, reading=True)
-    with _collection_paused():
+    with collector.paused():
         return _import(ctx, source, import_mode, batched=batched)
-
-
-@contextmanager
-def _collection_paused() -> Iterator[None]:
-    """Pause the interpreter's cyclic garbage collector (turned back on after, if it was on).
-
-    An import makes a few objects per capsule and per capsule already in the store (their
-    keys), almost none of them in reference cycles; yet every 700 allocations start a
-    collection, and each full one walks every object alive: 7% of an import's CPU at 100,000
-    capsules (0.12 s of a part of 15,000 into an empty store, 0.24 s into 75,000). What
-    reference counting cannot free waits until the import returns. The switch is the
-    process's: in a server, other threads go without collections for that time too."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _import(ctx: Context, source: Path, import_mode: str, *, batched: bool) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from moss_files.board import files as board_files
 from moss_files.board import store as board_store
 from moss_files.board.model import Project
 from moss_files.capsules.store import CapsuleStore, raise_first
-from moss_files.foundation import fs
+from moss_files.foundation import collector, fs
 from moss_files.foundation.arguments import optional
 from moss_files.foundation.context import Context
 from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, RepoError
@@ -701,23 +701,23 @@ def migrate_beads(
     if source is None:
         raise NotFound("no Beads issues file (.beads/issues.jsonl)", path=sources.shown(given, ctx.root), hint="give the file with --from")
     shown = sources.shown(source, ctx.root)
-    records = sources.JsonLines(source, shown, passes=2)  # beads.plan goes through it twice
-    scope = optional(project) or beads.SYSTEM
-    imported_from = system_name(beads.SYSTEM, optional(project))
-    targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
-    imported, existing = targets.provenance_index(ctx.root, BOARD_FOLDERS, imported_from)
-    result = beads.plan(
-        records, scope=scope, imported=imported, include_deleted=include_deleted, today=_today(ctx), max_comment_bytes=board_store.MAX_LOG_LINE_BYTES
-    )
-    builder = Builder("beads", shown, version=f"JSONL ({len(records)} records)", accounted=True)
-    builder.notes.extend(result.notes)
-    builder.add(result.skipped)
-    items, writes = decide(result.every_candidate(), imported, existing, max_bytes=BOARD_LIMITS)
-    builder.add(items, writes)
-    builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
-    plan = builder.build()
-
-    return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
+    with collector.paused():  # a hundred thousand issues: see collector
+        records = sources.JsonLines(source, shown, passes=2)  # beads.plan goes through it twice
+        scope = optional(project) or beads.SYSTEM
+        imported_from = system_name(beads.SYSTEM, optional(project))
+        targets.refuse_conflicts(ctx.root, (board_items.BOARD,))
+        imported, existing = targets.provenance_index(ctx.root, BOARD_FOLDERS, imported_from)
+        result = beads.plan(
+            records, scope=scope, imported=imported, include_deleted=include_deleted, today=_today(ctx), max_comment_bytes=board_store.MAX_LOG_LINE_BYTES
+        )
+        builder = Builder("beads", shown, version=f"JSONL ({len(records)} records)", accounted=True)
+        builder.notes.extend(result.notes)
+        builder.add(result.skipped)
+        items, writes = decide(result.every_candidate(), imported, existing, max_bytes=BOARD_LIMITS)
+        builder.add(items, writes)
+        builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
+        plan = builder.build()
+        return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
 
 
 # --------------------------------------------------------------------------- cortical stack

@@ -4,14 +4,16 @@ nothing when a place is taken meanwhile."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
+from typing import Any
 
 import pytest
-from migrate_support import files_under
+from migrate_support import context, copy_fixture, files_under, make_workspace
 
 from moss_files.foundation import fs
 from moss_files.foundation.errors import Conflict
-from moss_files.migrate import targets
+from moss_files.migrate import beads, service, targets
 from moss_files.migrate.model import Write
 
 WRITES = [Write(f".moss/board/{folder}/{name}.md", f"{folder} {name}\n".encode()) for folder in ("tasks", "epics") for name in ("A", "B", "C")]
@@ -47,3 +49,34 @@ def test_a_place_taken_meanwhile_stops_the_commit_and_takes_back_every_file_it_p
     assert caught.value.code == "ALREADY_EXISTS" and caught.value.path == WRITES[4].path
     assert files_under(tmp_path, ".moss/board") == {WRITES[4].path: b"someone else's\n"}
     assert _staged(tmp_path) == []
+
+
+def test_a_beads_migration_pauses_the_cyclic_collector_and_leaves_it_as_it_found_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector is off while the plan is made and written (each full collection walked
+    every object alive: 14% of the CPU at 100,000 issues), and afterwards as it was: on again
+    after a run that wrote and after one that raised; still off where the caller turned it off."""
+    root = make_workspace(tmp_path / "project")
+    copy_fixture("beads", root)
+    seen: list[bool] = []
+    original = beads.plan
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(beads, "plan", watched)
+    assert gc.isenabled()
+    assert service.migrate_beads(context(root))["created"] > 0
+    assert gc.isenabled()
+    (root / ".beads" / "issues.jsonl").write_text("not json\n")
+    with pytest.raises(Exception, match="not valid JSON"):
+        service.migrate_beads(context(root))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        (root / ".beads" / "issues.jsonl").write_text("")
+        service.migrate_beads(context(root))
+        still_off = not gc.isenabled()
+    finally:
+        gc.enable()
+    assert still_off and seen == [False, False, False]
