@@ -12,7 +12,7 @@ migration source, REGISTRY_INVALID for sleeves.toml, PARSE_ERROR for an import l
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +30,135 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def json_blocks(data: Any, *, indent: int = 2, default: Callable[[Any], Any] | None = None, block: int = 8192) -> Iterator[str]:
+_DEEPEST = 64  # levels json_blocks writes itself; deeper values go to json's own encoder, which finds a cycle
+_LONG = 256  # a container with more members than this is written member by member, in blocks
+
+
+def json_blocks(data: Any, *, indent: int | str | None = 2, default: Callable[[Any], Any] | None = None, block: int = 8192) -> Iterator[str]:
     """The text `json.dumps(data, ensure_ascii=False, indent=indent, default=default)` gives,
     as blocks of about `block` pieces each. With an indent, `json.dumps` collects every piece
     (a key, a comma, a line's indent) in one list before joining them: a migration report of
-    a hundred thousand items is some ten million pieces, several times the text's own size."""
+    a hundred thousand items is some ten million pieces, several times the text's own size.
+
+    With an indent, the layout is written here and each text through json's C escaper: json's
+    own encoder writes indented text in pure Python, a generator step for every piece, twice
+    the time (a migration's report and its --json answer: 10 us an item each). What is not a
+    str, int, bool, None, list or dict of its exact type (a float, a tuple, a subclass, what
+    only `default` can turn into JSON), a dict with a key that is not text, and whatever lies
+    deeper than _DEEPEST levels are written by json's encoder, their lines indented to their
+    place: JSON text holds a newline nowhere but between its tokens."""
     encoder = json.JSONEncoder(ensure_ascii=False, indent=indent, default=default)
+    if indent is None:
+        yield from _joined(encoder.iterencode(data), block)
+        return
+    yield from _indented_blocks(data, encoder, indent if isinstance(indent, str) else " " * indent, block)
+
+
+def _joined(pieces: Iterable[str], block: int) -> Iterator[str]:
+    """`pieces` joined `block` at a time."""
+    held: list[str] = []
+    for piece in pieces:
+        held.append(piece)
+        if len(held) >= block:
+            yield "".join(held)
+            held.clear()
+    if held:
+        yield "".join(held)
+
+
+def _indented_blocks(data: Any, encoder: json.JSONEncoder, step: str, block: int) -> Iterator[str]:
+    """`json_blocks` with an indent of `step`: every container down to the top level's
+    members, and every long one, is gone through member by member (`walk`, yielding a block
+    whenever `block` pieces are held); the others are written whole (`put`)."""
     pieces: list[str] = []
-    for piece in encoder.iterencode(data):
-        pieces.append(piece)
-        if len(pieces) >= block:
-            yield "".join(pieces)
-            pieces.clear()
+    append = pieces.append
+    escape = json.encoder.encode_basestring  # what json's encoder uses with ensure_ascii=False: C where built
+
+    def other(value: Any, pad: str) -> None:
+        append("".join(encoder.iterencode(value)).replace("\n", pad))
+
+    def put(value: Any, pad: str, depth: int) -> None:
+        kind = type(value)
+        if kind is str:
+            append(escape(value))
+        elif kind is dict and depth < _DEEPEST:
+            if not value:
+                append("{}")
+                return
+            mark = len(pieces)
+            inner = pad + step
+            separator = "{" + inner
+            for key, member in value.items():
+                if type(key) is not str:
+                    del pieces[mark:]  # json's encoder turns the keys into text
+                    other(value, pad)
+                    return
+                append(separator)
+                append(escape(key))
+                append(": ")
+                if type(member) is str:
+                    append(escape(member))
+                else:
+                    put(member, inner, depth + 1)
+                separator = "," + inner
+            append(pad + "}")
+        elif kind is list and depth < _DEEPEST:
+            if not value:
+                append("[]")
+                return
+            inner = pad + step
+            separator = "[" + inner
+            for member in value:
+                append(separator)
+                if type(member) is str:
+                    append(escape(member))
+                else:
+                    put(member, inner, depth + 1)
+                separator = "," + inner
+            append(pad + "]")
+        elif kind is int:
+            append(int.__repr__(value))
+        elif value is None:
+            append("null")
+        elif value is True:
+            append("true")
+        elif value is False:
+            append("false")
+        else:
+            other(value, pad)
+
+    def walked(value: Any, depth: int) -> bool:
+        """Whether `value` is gone through member by member: a container not empty, of its
+        exact type, with text keys, near the top or long."""
+        kind = type(value)
+        if (kind is not dict and kind is not list) or not value or depth >= _DEEPEST or (depth > 1 and len(value) <= _LONG):
+            return False
+        return kind is list or all(type(key) is str for key in value)
+
+    def walk(value: Any, pad: str, depth: int) -> Iterator[str]:
+        inner = pad + step
+        is_dict = type(value) is dict
+        separator = ("{" if is_dict else "[") + inner
+        for entry in value.items() if is_dict else value:
+            append(separator)
+            if is_dict:
+                append(escape(entry[0]))
+                append(": ")
+                entry = entry[1]
+            if walked(entry, depth + 1):
+                yield from walk(entry, inner, depth + 1)
+            else:
+                put(entry, inner, depth + 1)
+            if len(pieces) >= block:
+                yield "".join(pieces)
+                pieces.clear()
+            separator = "," + inner
+        append(pad + ("}" if is_dict else "]"))
+
+    if walked(data, 0):
+        yield from walk(data, "\n", 0)
+    else:
+        put(data, "\n", 0)
     if pieces:
         yield "".join(pieces)
 

@@ -101,6 +101,73 @@ def test_json_in_blocks_is_the_text_json_dumps_gives(value: object, block: int) 
     assert all(blocks)
 
 
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+class _Mapping(dict):  # type: ignore[type-arg]
+    pass
+
+
+# What json_blocks writes itself (exact str, int, bool, None, list, dict with text keys) mixed
+# with what it hands to json's encoder: floats, tuples, subclasses, keys that are not text,
+# values only `default` turns into JSON; lists long enough to be written in blocks.
+ODD_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=6),
+    st.text(max_size=4).map(_Text),
+    st.integers().map(_Number),
+    st.frozensets(st.integers(), max_size=3),
+)
+ODD_VALUES = st.recursive(
+    ODD_LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.lists(st.integers(), min_size=255, max_size=260),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4).map(_Mapping),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers(), st.floats(), st.booleans(), st.none()), inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+@given(ODD_VALUES, st.sampled_from([1, 3, 8192]), st.sampled_from([2, 0, "\t"]))
+def test_json_in_blocks_is_the_text_json_dumps_gives_for_odd_values_too(value: object, block: int, indent: int | str) -> None:
+    blocks = list(structured.json_blocks(value, block=block, indent=indent, default=sorted))
+    assert "".join(blocks) == json.dumps(value, ensure_ascii=False, indent=indent, default=sorted)
+    assert all(blocks)
+
+
+def test_json_in_blocks_deeper_than_it_writes_itself_and_without_indent_is_json_dumps_text() -> None:
+    deep: object = "bottom"
+    for level in range(200):
+        deep = {"level": level, "inner": [deep, 1.5]}
+    for indent in (2, None):
+        assert "".join(structured.json_blocks(deep, indent=indent)) == json.dumps(deep, ensure_ascii=False, indent=indent)
+
+
+@pytest.mark.parametrize("depth", [0, 3, 100])
+def test_json_in_blocks_refuses_a_cycle_as_json_dumps_does(depth: int) -> None:
+    cycle: list[object] = []
+    value: object = cycle
+    for _level in range(depth):
+        value = {"next": value}
+    cycle.append(value)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        json.dumps(cycle, indent=2)
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        list(structured.json_blocks(cycle))
+
+
 def test_json_in_blocks_hands_values_it_cannot_encode_to_default() -> None:
     assert "".join(structured.json_blocks({"when": {1, 2}}, default=sorted)) == json.dumps({"when": [1, 2]}, indent=2)
     with pytest.raises(TypeError):
