@@ -24,17 +24,35 @@ def _staged(root: Path) -> list[Path]:
     return [path for path in (root / targets.STAGING_DIR).rglob("*") if not path.is_dir()]
 
 
-@pytest.mark.parametrize("rename", [True, False], ids=["renameat2", "link-then-unlink"])
-def test_new_files_are_moved_into_place_with_nothing_staged_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rename: bool) -> None:
-    """Where renameat2 is missing (told by `fs.renameat2`'s remembered state, as after ENOSYS)
-    each file is linked, then its staged name unlinked: the same files either way, each under
-    one name."""
-    if not rename:
+@pytest.mark.parametrize("way", ["new-folders-whole", "existing-folders-file-by-file", "without-renameat2"])
+def test_new_files_are_moved_into_place_with_nothing_staged_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
+    """Folders that do not exist yet are moved into place whole; into folders that exist (an
+    empty one too: it is never replaced) each file is moved on its own; where renameat2 is
+    missing (told by `fs.renameat2`'s remembered state, as after ENOSYS) each file is linked,
+    then its staged name unlinked. The same files every way, each under one name."""
+    if way != "new-folders-whole":
+        (tmp_path / ".moss/board/epics").mkdir(parents=True)
+        (tmp_path / ".moss/board/tasks").mkdir()
+        (tmp_path / ".moss/board/tasks/hand-made.md").write_bytes(b"mine\n")
+    if way == "without-renameat2":
         monkeypatch.setitem(fs._renameat2_state, "missing", True)
     targets.commit(tmp_path, WRITES)
-    assert files_under(tmp_path, ".moss/board") == {write.path: write.data for write in sorted(WRITES, key=lambda write: write.path)}
+    expected = {write.path: write.data for write in WRITES}
+    if way != "new-folders-whole":
+        expected[".moss/board/tasks/hand-made.md"] = b"mine\n"
+    assert files_under(tmp_path, ".moss/board") == dict(sorted(expected.items()))
     assert all((tmp_path / write.path).stat().st_nlink == 1 for write in WRITES)
     assert _staged(tmp_path) == []
+
+
+def test_a_crashed_runs_staging_is_cleared_by_the_next(tmp_path: Path) -> None:
+    """A staging folder whose process is gone (its files, and folders of files) goes."""
+    stale = tmp_path / targets.STAGING_DIR / "migrate-999999999-0badcafe"
+    (stale / "0").mkdir(parents=True)
+    (stale / "0" / "TASK-1.md").write_bytes(b"half")
+    (stale / "7").write_bytes(b"an older build's flat staging")
+    targets.commit(tmp_path, WRITES[:1])
+    assert not stale.exists() and _staged(tmp_path) == []
 
 
 @pytest.mark.parametrize("rename", [True, False], ids=["renameat2", "link-then-unlink"])
