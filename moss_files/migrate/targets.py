@@ -119,8 +119,9 @@ def commit(root: Path, writes: Sequence[Write], progress: Callable[[int, int], N
     New files are staged, then committed: each is written under a temporary name in
     `.moss/run/` (per machine, git-ignored), the file system is synced once, then each is
     moved into its place by a rename that never replaces a file (renameat2 RENAME_NOREPLACE;
-    where the kernel lacks it, link(2), which fails when the name exists, then unlink), and
-    each folder that gained files is fsynced. That is as durable as creating each file on its
+    where the kernel lacks it, link(2), which fails when the name exists, then unlink; a
+    folder that does not exist yet is moved whole), and each folder that gained files is
+    fsynced. That is as durable as creating each file on its
     own, at a fraction of the cost for thousands of files; a crash while staging leaves only
     the staging folder, which the next run clears.
 
