@@ -81,41 +81,30 @@ def _indented_blocks(data: Any, encoder: json.JSONEncoder, step: str, block: int
         kind = type(value)
         if kind is str:
             append(escape(value))
-        elif kind is dict and depth < _DEEPEST:
+        elif (kind is dict or kind is list) and depth < _DEEPEST:
+            is_dict = kind is dict
             if not value:
-                append("{}")
+                append("{}" if is_dict else "[]")
                 return
             mark = len(pieces)
             inner = pad + step
-            separator = "{" + inner
-            for key, member in value.items():
-                if type(key) is not str:
-                    del pieces[mark:]  # json's encoder turns the keys into text
-                    other(value, pad)
-                    return
+            separator = ("{" if is_dict else "[") + inner
+            for member in value.items() if is_dict else value:
                 append(separator)
-                append(escape(key))
-                append(": ")
-                if type(member) is str:
+                if is_dict:
+                    key, member = member
+                    if type(key) is not str:
+                        del pieces[mark:]  # json's encoder turns the keys into text
+                        other(value, pad)
+                        return
+                    append(escape(key))
+                    append(": ")
+                if type(member) is str:  # most members: spared a call
                     append(escape(member))
                 else:
                     put(member, inner, depth + 1)
                 separator = "," + inner
-            append(pad + "}")
-        elif kind is list and depth < _DEEPEST:
-            if not value:
-                append("[]")
-                return
-            inner = pad + step
-            separator = "[" + inner
-            for member in value:
-                append(separator)
-                if type(member) is str:
-                    append(escape(member))
-                else:
-                    put(member, inner, depth + 1)
-                separator = "," + inner
-            append(pad + "]")
+            append(pad + ("}" if is_dict else "]"))
         elif kind is int:
             append(int.__repr__(value))
         elif value is None:

@@ -109,7 +109,7 @@ class _Number(int):
     pass
 
 
-class _Mapping(dict):  # type: ignore[type-arg]
+class _Mapping(dict[object, object]):
     pass
 
 
