@@ -114,7 +114,7 @@ class FileBatch:
                 self._check()
             except BaseException:
                 _unlink_quietly(base_fd, journal_temp)
-                _remove_tree(base_fd, token)
+                fs.remove_flat_folder(base_fd, token)
                 raise
             # The commit point: from here on the batch happens, if need be by `recover`.
             os.rename(journal_temp, journal, src_dir_fd=base_fd, dst_dir_fd=base_fd)
@@ -221,7 +221,7 @@ def recover(folder: Path) -> int:
             finished += 1
         elif name + JOURNAL_SUFFIX not in names:
             with fs.folder_fd(folder) as base_fd:
-                _remove_tree(base_fd, name)
+                fs.remove_flat_folder(base_fd, name)
                 os.fsync(base_fd)
     return finished
 
@@ -293,7 +293,7 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
             kept = token.replace(f"{BATCH_PREFIX}.tmp-", f"{BATCH_PREFIX}-kept-", 1)
             os.rename(token, kept, src_dir_fd=base_fd, dst_dir_fd=base_fd)
         elif staging_fd is not None:
-            _remove_tree(base_fd, token)
+            fs.remove_flat_folder(base_fd, token)
         os.unlink(token + JOURNAL_SUFFIX, dir_fd=base_fd)
         os.fsync(base_fd)
     if kept is not None:
@@ -329,20 +329,6 @@ def _parse_journal(data: bytes) -> list[dict[str, object]] | None:
     header = json.loads(lines[0])
     entries = [json.loads(line) for line in lines[1:]]
     return entries if header.get("changes") == len(entries) else None
-
-
-def _remove_tree(base_fd: int, name: str) -> None:
-    """Delete the staging folder `name` (flat: files only) inside `base_fd`, if present."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
-    except FileNotFoundError:
-        return
-    try:
-        for inner in os.listdir(fd):
-            os.unlink(inner, dir_fd=fd)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=base_fd)
 
 
 def _make_durable(staging_fd: int, names: list[str]) -> bool:

@@ -1287,6 +1287,21 @@ def renameat2(source: str, target: str, flags: int, *, src_dir_fd: int = AT_FDCW
     return code
 
 
+def remove_flat_folder(base_fd: int, name: str) -> None:
+    """Delete the folder `name` inside `base_fd` and the files it holds (a staging folder: files
+    only), if present."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+    except FileNotFoundError:
+        return
+    try:
+        for inner in os.listdir(fd):
+            os.unlink(inner, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=base_fd)
+
+
 def move_new(staged: str, name: str, staging_fd: int, dir_fd: int) -> bool:
     """Move a staged file to a place no file holds, in one call (renameat2 RENAME_NOREPLACE):
     True when moved; False, having done nothing, where the kernel or file system cannot (the

@@ -245,13 +245,7 @@ def _empty_staging(fd: int) -> None:
         try:
             os.unlink(name, dir_fd=fd)
         except IsADirectoryError:
-            inner = os.open(name, _FOLDER_FLAGS, dir_fd=fd)
-            try:
-                for leftover in os.listdir(inner):
-                    os.unlink(leftover, dir_fd=inner)
-            finally:
-                os.close(inner)
-            os.rmdir(name, dir_fd=fd)
+            fs.remove_flat_folder(fd, name)
 
 
 def _sync_filesystem(fd: int) -> None:
