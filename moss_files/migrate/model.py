@@ -240,7 +240,7 @@ def _example_values_only(
     lean: list[Fate] = []
     firsts: set[tuple[str, str]] = set()
     for fate in fates:
-        key = (fate.field, fate.fate)
+        key = fate[:2]  # (field, fate): slices of the named tuple, cheaper than tuples built of its names
         first = key not in firsts
         firsts.add(key)
         if fate.value is not None and first:
@@ -249,7 +249,7 @@ def _example_values_only(
                 ids.add(old_id)
                 lean.append(fate)
                 continue
-        whole = (fate.field, fate.fate, fate.home, fate.reason, fate.changed)
+        whole = fate[:5]  # every field but the value
         common = shared.get(whole)
         if common is None:
             common = shared[whole] = fate if fate.value is None else Fate(*whole)
