@@ -116,12 +116,19 @@ def base_field(name: str) -> str:
 def item_fates(fates: Iterable[Fate]) -> dict[str, Any]:
     """One item's departures from a plain mapping, for its line in the report: the fields
     kept verbatim, those dropped (with why) and the mapped values that were changed."""
-    kept = sorted({fate.field for fate in fates if fate.fate == KEPT})
-    dropped = {fate.field: fate.reason for fate in fates if fate.fate == DROPPED}
-    changed = {fate.field: fate.changed for fate in fates if fate.fate == MAPPED and fate.changed}
+    kept: set[str] = set()
+    dropped: dict[str, str | None] = {}
+    changed: dict[str, str] = {}
+    for fate in fates:  # one pass, not one for each: asked of every item of a report
+        if fate.fate == KEPT:
+            kept.add(fate.field)
+        elif fate.fate == DROPPED:
+            dropped[fate.field] = fate.reason
+        elif fate.fate == MAPPED and fate.changed:
+            changed[fate.field] = fate.changed
     out: dict[str, Any] = {}
     if kept:
-        out["kept"] = kept
+        out["kept"] = sorted(kept)
     if dropped:
         out["dropped"] = dropped
     if changed:
