@@ -40,7 +40,7 @@ class Fate(NamedTuple):
     home: str | None = None
     reason: str | None = None
     changed: str | None = None
-    value: str | None = None
+    value: str | None = None  # last: `model` takes a fate's other fields as the slice [:5]
 
 
 def shown(value: Any) -> str:
