@@ -102,7 +102,7 @@ class FileBatch:
         with fs.folder_fd(self.folder, create=True) as base_fd:
             try:
                 os.mkdir(token, 0o700, dir_fd=base_fd)
-                staging_fd = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+                staging_fd = os.open(token, fs.FOLDER_NOFOLLOW, dir_fd=base_fd)
                 try:
                     self._stage(staging_fd, entries)
                     _write_new(base_fd, journal_temp, _render_journal(entries))
@@ -231,7 +231,7 @@ def _replay(folder: Path, token: str, entries: list[dict[str, object]]) -> None:
     with ExitStack() as stack:
         base_fd = stack.enter_context(fs.folder_fd(folder))
         try:
-            staging_fd: int | None = os.open(token, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+            staging_fd: int | None = os.open(token, fs.FOLDER_NOFOLLOW, dir_fd=base_fd)
         except FileNotFoundError:
             staging_fd = None
         if staging_fd is not None:

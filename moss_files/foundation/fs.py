@@ -49,6 +49,8 @@ TOOLKIT_FOLDERS = frozenset({".moss", ".cstack", ".needlecast"})
 Identity = tuple[int, int, int, int]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+# A folder opened for listing, or as the base of names, never through a link in its place.
+FOLDER_NOFOLLOW = _DIR_FLAGS | os.O_NOFOLLOW
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -1291,7 +1293,7 @@ def remove_flat_folder(base_fd: int, name: str) -> None:
     """Delete the folder `name` inside `base_fd` and the files it holds (a staging folder: files
     only), if present."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=base_fd)
+        fd = os.open(name, FOLDER_NOFOLLOW, dir_fd=base_fd)
     except FileNotFoundError:
         return
     try:

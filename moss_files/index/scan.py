@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from moss_files.foundation.fs import not_regular
+from moss_files.foundation.fs import FOLDER_NOFOLLOW, not_regular
 from moss_files.index.model import MAX_FILE_BYTES, Problem, Registry, Signature, Stat, blake2b, digest, signature
 
 
@@ -41,7 +41,6 @@ class Tree(NamedTuple):
 
 # Each folder is listed through a descriptor of its own, so each file's stat resolves one name
 # in it rather than the whole path from the root again (about a tenth of a walk's time).
-_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _BY_DESCRIPTOR = os.scandir in os.supports_fd
 
 
@@ -77,7 +76,7 @@ def walk(root: Path, registry: Registry, *, stat: bool = True, under: str | None
         try:
             # Opened without following a link: a folder replaced by one since it was listed
             # is not entered (the next walk lists it as a link).
-            fd = os.open(f"{base}/{folder}", _LIST_FLAGS) if _BY_DESCRIPTOR else -1
+            fd = os.open(f"{base}/{folder}", FOLDER_NOFOLLOW) if _BY_DESCRIPTOR else -1
         except PermissionError:
             unreadable.append(folder)  # reported (`folder_problems`), never skipped in silence
             continue

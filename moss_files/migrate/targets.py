@@ -180,7 +180,7 @@ def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[str, b
             number = 0
             for index, writes in enumerate(by_folder.values()):
                 os.mkdir(str(index), 0o777, dir_fd=stage_fd)
-                staged.append(os.open(str(index), _FOLDER_FLAGS, dir_fd=stage_fd))
+                staged.append(os.open(str(index), fs.FOLDER_NOFOLLOW, dir_fd=stage_fd))
                 stack.callback(os.close, staged[-1])
                 for write in writes:
                     try:
@@ -230,9 +230,6 @@ def _create_all(root: Path, creates: Sequence[Write], created: list[tuple[str, b
         staging.rmdir()
     except OSError:
         pass
-
-
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _appeared(path: str) -> Conflict:
