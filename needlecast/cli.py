@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -427,7 +426,7 @@ def sidecar(
         settings = GitSyncSettings(remote=git_sync_remote, branch=git_sync_branch, interval=git_sync_interval) if git_sync else None
         context = _envoy(root, name)
         code = needlecast.run_sidecar(
-            replace(context, notify=LevelLog(note, level)),
+            context.replace(notify=LevelLog(note, level)),
             host=host,
             port=port,
             scan=scan,

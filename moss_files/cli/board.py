@@ -13,7 +13,6 @@ behalf of an agent, so the ownership guards apply as they do to that agent's MCP
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,7 +67,7 @@ def _context(root: Path | None, *, init: bool = False) -> Context:
 
 def _watching(root: Path | None) -> Context:
     """A waiter's context: it says on stderr when it starts waiting (after its first look)."""
-    return replace(_context(root), notify=note)
+    return _context(root).replace(notify=note)
 
 
 def _warn(result: dict[str, Any]) -> None:

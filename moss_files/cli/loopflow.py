@@ -10,7 +10,6 @@ with their class's exit code (2 bad request, 3 not found, 4 unreadable file, 5 c
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +31,7 @@ def _configured(root: Path | None) -> Context:
     """The workspace's Context with its settings (where bundles may be written and read, the
     AI summariser's `[summaries]`)."""
     ctx = workspace_context(root)
-    return replace(ctx, config=config.load_config(ctx.root))
+    return ctx.replace(config=config.load_config(ctx.root))
 
 
 def register(app: typer.Typer) -> None:

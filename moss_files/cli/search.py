@@ -179,11 +179,9 @@ def register(app: typer.Typer) -> None:
         with reporting(as_json):
             ctx = workspace_context(root)
             if summaries == "ai":
-                from dataclasses import replace
-
                 from moss_files.foundation import config
 
-                ctx = replace(ctx, config=config.load_config(ctx.root))
+                ctx = ctx.replace(config=config.load_config(ctx.root))
             result = search.index_rebuild(ctx, summaries=summaries)
         lines = [quick.report_line(result)]
         if "summaries" in result:

@@ -11,7 +11,6 @@ long-lived Context (the MCP server's) keeps it warm while each CLI run starts fr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,29 +27,72 @@ AGENT = "agent"  # the MCP server: agents, bound by the ownership guards
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
 class Context:
-    """What a use case needs besides its own arguments.
+    """What a use case needs besides its own arguments. Read-only: `replace` gives a changed copy.
 
     `actor` says who calls (HUMAN for the CLIs, AGENT for the MCP server); `worker_id` and
     `task_id` are the defaults an agent's environment names (MOE_WORKER_ID, MOE_TASK_ID);
     `sleeve` is the name messages are sent under; `home` holds the user's settings and the
     default export folder (the user's home when None). `notify` takes messages for a person,
     `progress(done, total)` reports long work.
+
+    A plain slotted class, not the frozen dataclass it was: every command builds one, and the
+    `dataclasses` import with the methods a frozen dataclass generates cost about 2 ms of each
+    process's start-up (a third of what `cstack done` may add to it, issue 29).
     """
 
+    __slots__ = ("root", "clock", "ids", "config", "actor", "home", "sleeve", "worker_id", "task_id", "notify", "progress", "_resources")
+    # The fields `replace` copies, in the constructor's order (all but the shared resources).
+    FIELDS = __slots__[:-1]
+
     root: Path
-    clock: Clock = system_clock
-    ids: IdSource | None = None
-    config: Config = field(default_factory=Config)
-    actor: str = HUMAN
-    home: Path | None = None
-    sleeve: str | None = None
-    worker_id: str | None = None
-    task_id: str | None = None
-    notify: Callable[[str], None] | None = None
-    progress: Callable[[int, int], None] | None = None
-    _resources: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    clock: Clock
+    ids: IdSource | None
+    config: Config
+    actor: str
+    home: Path | None
+    sleeve: str | None
+    worker_id: str | None
+    task_id: str | None
+    notify: Callable[[str], None] | None
+    progress: Callable[[int, int], None] | None
+    _resources: dict[str, Any]
+
+    def __init__(
+        self,
+        root: Path,
+        clock: Clock = system_clock,
+        ids: IdSource | None = None,
+        config: Config | None = None,
+        actor: str = HUMAN,
+        home: Path | None = None,
+        sleeve: str | None = None,
+        worker_id: str | None = None,
+        task_id: str | None = None,
+        notify: Callable[[str], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        values: tuple[object, ...] = (root, clock, ids, Config() if config is None else config, actor, home, sleeve, worker_id, task_id, notify, progress, {})
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def replace(self, **changes: Any) -> Context:
+        """A copy with the fields `changes` names set anew. The copy shares this context's
+        resources (a long-lived context's warm caches serve the copies made per call).
+
+        Raises TypeError for a name that is not a field, as the constructor does."""
+        copy = Context(**{name: changes.pop(name, getattr(self, name)) for name in self.FIELDS}, **changes)
+        object.__setattr__(copy, "_resources", self._resources)
+        return copy
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Context is read-only: use replace({name}=...) for a changed copy")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("a Context is read-only")
+
+    def __repr__(self) -> str:
+        return f"Context(root={self.root!r}, actor={self.actor!r}, sleeve={self.sleeve!r}, worker_id={self.worker_id!r}, task_id={self.task_id!r})"
 
     def now(self) -> datetime:
         """The current time from the context's clock (timezone-aware)."""

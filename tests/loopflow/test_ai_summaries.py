@@ -329,10 +329,10 @@ def test_rebuild_with_ai_summaries_and_the_server_away_reports_why(tmp_path: Pat
     endpoint = ollama.url if down == "timeout" else f"http://127.0.0.1:{free_port()}"
     ollama.mode = "slow"
     ctx = workspace(tmp_path, endpoint)
-    ctx = replace(ctx, config=config.Config())  # written without AI
+    ctx = ctx.replace(config=config.Config())  # written without AI
     for text in (LONG, OTHER, LONG + " Third."):
         service.remember(ctx, text)
-    ctx = replace(ctx, config=config.load_config(ctx.root))
+    ctx = ctx.replace(config=config.load_config(ctx.root))
     done = within_deadline(lambda: search.index_rebuild(ctx, summaries="ai"))
     assert (done["summaries"]["ai"], done["summaries"]["heuristic"], done["summaries"]["reasons"]) == (0, 3, {down: 3})
     assert len(ollama.generated()) == (1 if down == "timeout" else 0)  # away once: not asked again for the others

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def by_source(root: Path, folder: str) -> dict[str, tuple[str, dict, str]]:
 
 def at(moment: datetime, root: Path, seed: int = 11):
     clock = fixed_clock(moment)
-    return replace(context(root), clock=clock, ids=IdSource(clock=clock, random_bytes=seeded_random(seed)))
+    return context(root).replace(clock=clock, ids=IdSource(clock=clock, random_bytes=seeded_random(seed)))
 
 
 @pytest.fixture
@@ -181,8 +180,8 @@ def test_where_an_export_may_go(came: Path, tmp_path: Path) -> None:
             export_loopflow(ctx, path=path)
         assert caught.value.details["reason"] == reason, path
     with pytest.raises(NotFound):
-        export_loopflow(replace(ctx, config=config.Config(allowed_paths=(tmp_path,))), path=str(tmp_path / "missing"))
-    allowed = replace(ctx, config=config.Config(allowed_paths=(elsewhere,)))
+        export_loopflow(ctx.replace(config=config.Config(allowed_paths=(tmp_path,))), path=str(tmp_path / "missing"))
+    allowed = ctx.replace(config=config.Config(allowed_paths=(elsewhere,)))
     assert Path(export_loopflow(allowed, path=str(elsewhere))["folder"]) == elsewhere / ".loop-flow"
     assert not any((elsewhere / ".loop-flow" / name).is_symlink() for name in ("insights.json", "backlog.json", "progress.txt"))
 

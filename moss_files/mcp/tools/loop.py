@@ -12,7 +12,6 @@ declared, which keeps them out of every `moss serve` start.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +31,7 @@ Scope = Annotated[
 def register(tools: ToolRegistry) -> None:
     """Declare the loop tools."""
     # Index notes (a rebuild, an unreadable file) go to the server's log, never into a result.
-    ctx = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
+    ctx = tools.context.replace(notify=logging.getLogger("moss_files.mcp").info)
 
     @tools.tool(
         "loop_scan",
@@ -391,11 +390,11 @@ def _check_repo_path(root: Path, repo_path: str) -> None:
 def register_sharing(tools: ToolRegistry) -> None:
     """Declare the `share` set: sharing bundles and feedback (opt-in: an agent needs them now
     and then, and their schemas would ride along in every default tools/list otherwise)."""
-    base = replace(tools.context, notify=logging.getLogger("moss_files.mcp").info)
+    base = tools.context.replace(notify=logging.getLogger("moss_files.mcp").info)
 
     def settings() -> Context:
         # Read per call, as the capsule tools do: where bundles may go is set in .moss/config.toml.
-        return replace(base, config=config.load_config(base.root, home=base.home))
+        return base.replace(config=config.load_config(base.root, home=base.home))
 
     # ----------------------------------------------------------------- sharing bundles
 

@@ -13,7 +13,6 @@ environment are the default worker and task, as with Moe's proxy.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Annotated, Any, NotRequired
 
 import anyio.from_thread
@@ -130,7 +129,7 @@ def register(tools: ToolRegistry) -> None:
     """Declare the board tools."""
     # The server's one context, with the agent's identity from its environment; the board
     # store it keeps (ctx.resource) caches parsed files, keyed by stat, for the server's life.
-    ctx = replace(tools.context, task_id=os.environ.get("MOE_TASK_ID") or None, worker_id=os.environ.get("MOE_WORKER_ID") or None)
+    ctx = tools.context.replace(task_id=os.environ.get("MOE_TASK_ID") or None, worker_id=os.environ.get("MOE_WORKER_ID") or None)
 
     def call(operation: str, /, **arguments: Any) -> dict[str, Any]:
         # Loaded on the first call, like the other sets' use cases (about 60 ms off start-up).

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Annotated, Any, NotRequired
 
 from pydantic import Field
@@ -96,7 +95,7 @@ def _declare(tools: ToolRegistry, name_of: Callable[[str], str]) -> None:
 
     def ctx() -> Context:
         # The config is read per call, so a long-running server sees edits of .moss/config.toml.
-        return replace(ws, config=config.load_config(ws.root, home=ws.home))
+        return ws.replace(config=config.load_config(ws.root, home=ws.home))
 
     @operation(
         "store",
