@@ -29,8 +29,10 @@ from moss_files.foundation.errors import InvalidDocument
 
 FORMAT_MARKER = "moss_format"  # == formats.MARKER (a test checks)
 _ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+(?P<text>.*?)[ \t]*$")
-_CHECKBOX = re.compile(r"^[ \t]*[-*+][ \t]+\[(?P<mark>[ xX>!~])\][ \t]+(?P<text>.*?)[ \t]*$")
 _BOLD_FIELD = re.compile(r"\*\*(?P<key>[^*|]+?):\*\*(?P<space>[ \t]*)(?P<value>[^|]*?)(?P<trail>[ \t]*)(?=\||$)")
+# Patterns as text, compiled by `re` (and kept in its cache) where first used: few commands use them,
+# and compiling every pattern at import cost each process's start-up about 0.1 ms a pattern (issue 29).
+_CHECKBOX = r"^[ \t]*[-*+][ \t]+\[(?P<mark>[ xX>!~])\][ \t]+(?P<text>.*?)[ \t]*$"
 _STATES = {
     "working": "working",
     "wip": "working",
@@ -200,8 +202,9 @@ def _context_blockers(shape: Outline, section: Section) -> tuple[str, ...]:
 
 def _progress(shape: Outline, section: Section | None) -> Progress:
     total = completed = 0
+    checkbox = re.compile(_CHECKBOX).match
     for line in _own_lines(shape, section):
-        match = _CHECKBOX.match(line)
+        match = checkbox(line)
         if not match or markdown.is_placeholder_value(match.group("text")):
             continue
         total += 1

@@ -15,9 +15,11 @@ from itertools import accumulate
 from typing import NamedTuple
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _RULE = re.compile(r"^[ \t]{0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _ITALIC_LINE = re.compile(r"^[ \t]*_[^_\s].*_[ \t]*$|^[ \t]*_[^_\s]_[ \t]*$")
+# Patterns as text, compiled by `re` (and kept in its cache) where first used: few commands use them,
+# and compiling every pattern at import cost each process's start-up about 0.1 ms a pattern (issue 29).
+_FENCE = r"^[ \t]{0,3}(```|~~~)"  # only lines holding a fence's characters are matched
 
 
 # Section, Outline and Placement are NamedTuples: immutable values compared field by field, as
@@ -158,7 +160,7 @@ def hiding(lines: Sequence[str], first: int = 0) -> tuple[list[bool], list[int]]
     return hidden, marked
 
 
-_HIDING = re.compile(r"<!--|-->|```|~~~")
+_HIDING = r"<!--|-->|```|~~~"  # text: compiled only in the rare case that needs it
 # Each mark and the character the search for it looks for, at that distance into the mark.
 _MARK_KEYS = (("<", "<!--", 0), (">", "-->", 2), ("`", "```", 0), ("~", "~~~", 0))
 
@@ -175,7 +177,7 @@ def _mark_offsets(text: str) -> list[int]:
         while at >= 0:
             budget -= 1
             if budget < 0:
-                return [match.start() for match in _HIDING.finditer(text)]
+                return [match.start() for match in re.finditer(_HIDING, text)]
             if text.startswith(mark, at - back):
                 found.append(at - back)
             at = text.find(key, at + 1)
@@ -185,10 +187,10 @@ def _mark_offsets(text: str) -> list[int]:
 def _hiding_step(content: str, in_comment: bool, in_fence: bool) -> tuple[bool, bool, bool]:
     """(hidden, in_comment, in_fence) for one line, given the state before it."""
     if in_fence:
-        return True, in_comment, not _FENCE.match(content)
+        return True, in_comment, not re.match(_FENCE, content)
     if in_comment:
         return True, _still_in_comment(content, 0), in_fence
-    if _FENCE.match(content):
+    if re.match(_FENCE, content):
         return True, in_comment, True
     opening = content.find("<!--")
     if opening >= 0:

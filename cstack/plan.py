@@ -105,8 +105,10 @@ _GROUP_KEY = re.compile(r"^[ \t]*(?P<key>id|depends|parent)[ \t]*:[ \t]*(?P<valu
 _LABEL = re.compile(r"(?<!\S)#(?P<name>[A-Za-z][\w./-]*)")
 _PIPE = re.compile(r"\|")
 _KEYED = re.compile(r"^(?P<key>[A-Za-z][\w-]*)[ \t]*:(?:[ \t]+(?P<value>.*))?$")
-_ID = re.compile(r"^[A-Za-z0-9][\w.-]*$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# Patterns as text, compiled by `re` (and kept in its cache) where first used: few commands use them,
+# and compiling every pattern at import cost each process's start-up about 0.1 ms a pattern (issue 29).
+_ID = r"^[A-Za-z0-9][\w.-]*$"
+_DATE = r"^\d{4}-\d{2}-\d{2}"
 
 
 # The records of this module are NamedTuples: immutable values compared field by field, as the
@@ -858,7 +860,7 @@ def _add_task_full(
     if fields["id"] and ident != fields["id"]:
         raise InvalidRequest("the id is given twice, in the text and as an option", code="AMBIGUOUS_ADDRESSING")
     if ident is not None:
-        if not _ID.match(ident):
+        if not re.match(_ID, ident):
             raise InvalidRequest(f"'{ident}' is not a usable id (letters, digits, '.', '_', '-')", details={"id": ident})
         if any(task.id and task.id.casefold() == ident.casefold() for task in plan.tasks):
             raise Conflict(f"a task with id '{ident}' exists already", code="ALREADY_EXISTS", path=path, details={"id": ident})
@@ -925,7 +927,7 @@ _CANDIDATE_START = re.compile(r"[-*+][ \t]+\[[xX~]\][ \t]+[^\s(_*\-\u2014\u2013]
 _FLAGGED_RUN = re.compile(rb"\x01+")  # consecutive lines flagged as candidates
 _MIN_RUN = 3  # shorter runs are not worth a stand-in
 Run = tuple[str, int]  # the lines a stand-in replaces, as one text, and how many they are
-_LOOKS_LIKE_TASK = re.compile(r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]")
+_LOOKS_LIKE_TASK = r"[ \t]*[-*+][ \t]+\[[ xX>!~]\]"  # text: only a task named by its number needs it
 
 
 def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_tasks: int = 0) -> tuple[str, dict[str, Run]] | None:
@@ -947,8 +949,9 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     hidden, marks = markdown.hiding(lines, (head + frontmatter + tail).count("\n"))
     protected = 0  # lines before this index stay
     if keep_tasks > 0:
+        looks_like_task = re.compile(_LOOKS_LIKE_TASK).match
         for index, line in enumerate(lines):
-            keep_tasks -= 1 if not hidden[index] and _LOOKS_LIKE_TASK.match(line) else 0
+            keep_tasks -= 1 if not hidden[index] and looks_like_task(line) else 0
             if keep_tasks == 0:
                 protected = index + 1
                 break
@@ -1270,7 +1273,7 @@ def stale_tasks(plan: Plan, today: date, days: int = 7) -> StaleReport:
 
 
 def _read_date(value: str | None) -> date | None:
-    if not value or not _DATE.match(value.strip()):
+    if not value or not re.match(_DATE, value.strip()):
         return None
     try:
         return date.fromisoformat(value.strip()[:10])

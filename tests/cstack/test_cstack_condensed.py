@@ -256,7 +256,7 @@ def reference_hidden(lines: list[str], first: int) -> list[bool]:
     in_comment = in_fence = False
     for index, line in enumerate(lines):
         content = markdown.strip_ending(line)
-        fence = markdown._FENCE.match(content) is not None
+        fence = re.match(markdown._FENCE, content) is not None
         if index < first:
             hidden.append(True)
         elif in_fence:
