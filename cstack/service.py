@@ -180,21 +180,15 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     current_path = store.file_path(root, store.CURRENT)
     follows = action in current.FOLLOWED
     loaded = store.read_file(root, store.CURRENT) if follows else None
-    dry_run: tuple[str, Change] | None = None
-    if loaded is not None and loaded.exists:
-        # Planned on the files as they are now, so that nothing is written when CURRENT.md
-        # cannot follow; the writes below plan again on what they find.
-        planned_on = store.read_file(root, store.PLAN).text
-        planned = plan.transition(planned_on, action, task, today, reason=reason, path=path)
-        current.parse_current(loaded.text, current_path)
-        current.follow_transition(loaded.text, action, planned.task.title, today, current_path)
-        dry_run = (planned_on, planned)
 
     def change(text: str) -> tuple[str, Change]:
-        if dry_run is not None and text == dry_run[0]:
-            made = dry_run[1]  # plan.transition is a function of its arguments: the same text plans the same change
-        else:
-            made = plan.transition(text, action, task, today, reason=reason, path=path)
+        made = plan.transition(text, action, task, today, reason=reason, path=path)
+        if loaded is not None and loaded.exists:
+            # Checked before PLAN.md is written: what these raise leaves both files as they were.
+            # (Planned once, on the text read under the lock: a dry run on an earlier read of a
+            # long plan cost a read and a decoding of it, 1 ms of `cstack done`, issue 29.)
+            current.parse_current(loaded.text, current_path)
+            current.follow_transition(loaded.text, action, made.task.title, today, current_path)
         return made.text, made
 
     made = store.update(root, store.PLAN, change, create=False)
