@@ -138,16 +138,20 @@ def hidden_lines(lines: Sequence[str], first: int = 0) -> list[bool]:
     return hiding(lines, first)[0]
 
 
-def hiding(lines: Sequence[str], first: int = 0) -> tuple[list[bool], list[int]]:
+def hiding(lines: Sequence[str], first: int = 0, *, joined: tuple[str, Sequence[int]] | None = None) -> tuple[list[bool], list[int]]:
     """`hidden_lines`, and the indexes (ascending) of the lines from `first` on that hold
-    `<!--`, `-->`, ``` or ~~~: the only lines that can open or close hidden text."""
+    `<!--`, `-->`, ``` or ~~~: the only lines that can open or close hidden text.
+
+    `joined`, when the caller holds them: the lines' text and the offset at which each line
+    starts in it, then the text's length (a long plan is then not copied once more)."""
     total = len(lines)
     first = min(max(first, 0), total)
     hidden = [True] * first + [False] * (total - first)
     # Only a line holding `<!--`, `-->`, ``` or ~~~ can open or close hidden text; the lines
     # between two such lines share one state. One search over the text finds them.
-    ends = list(accumulate(map(len, lines[first:])))
-    marked = sorted({first + bisect_right(ends, offset) for offset in _mark_offsets("".join(lines[first:]))})
+    text, starts = joined if joined is not None else ("".join(lines), [0, *accumulate(map(len, lines))])
+    begin = starts[first]
+    marked = sorted({bisect_right(starts, offset) - 1 for offset in _mark_offsets(text) if offset >= begin})
     in_comment = in_fence = False
     previous = first
     for index in marked:

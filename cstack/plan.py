@@ -946,7 +946,7 @@ def _condense(text: str, words: tuple[str, ...], path: Path | str | None, keep_t
     # rest of what document.parse checks (conflict markers, the YAML) the edit's own parse of
     # the condensed text checks: condensing leaves those lines as they are.
     head, frontmatter, tail, _body = document.split(text, path)
-    hidden, marks = markdown.hiding(lines, (head + frontmatter + tail).count("\n"))
+    hidden, marks = markdown.hiding(lines, (head + frontmatter + tail).count("\n"), joined=(text, starts))
     protected = 0  # lines before this index stay
     if keep_tasks > 0:
         looks_like_task = re.compile(_LOOKS_LIKE_TASK).match

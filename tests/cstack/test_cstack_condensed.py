@@ -297,6 +297,8 @@ def test_hidden_lines_equal_the_line_by_line_reading(seed: int) -> None:
             assert markdown.hidden_lines(lines, first) == reference_hidden(lines, first), (seed, first)
             marks = [index for index, line in enumerate(lines) if index >= first and any(mark in line for mark in ("<!--", "-->", "```", "~~~"))]
             assert markdown.hiding(lines, first) == (reference_hidden(lines, first), marks), (seed, first)
+            starts = [0, *accumulate(map(len, lines))]
+            assert markdown.hiding(lines, first, joined=(text, starts)) == (reference_hidden(lines, first), marks), (seed, first)
 
 
 # The reference for plan._candidate_blocks: the one regular expression for whole blocks that
