@@ -13,8 +13,9 @@ last marker) is returned too, so an import can keep it; Backlog.md shows it only
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 # --------------------------------------------------------------------------- frontmatter
@@ -100,22 +101,93 @@ _ONLY_MARKERS = re.compile(r"^(?:\s*<!-- [A-Z:_]+ -->\s*)*$")
 Span = tuple[int, int]
 
 
-def _lookahead(title: str) -> str:
+# The patterns of a section are made once per title (a body is scanned with each of them, and
+# escaping the dozen known titles for every scan was a third of reading a board, issue 29).
+
+
+def _section_end(title: str) -> str:
+    """Where a section found by its heading ends: before the line breaks of the next known
+    heading, or before the line breaks that end the body."""
     others = [re.escape(known) for known in _KNOWN_TITLES if known.lower() != title.lower()]
-    return rf"(?=\n+## (?:{'|'.join(others)})(?:\s|\Z)|\n*\Z)"
+    return rf"\n+## (?:{'|'.join(others)})(?:\s|\Z)|\n*\Z"
 
 
+def _text_until(end: str, first: str) -> str:
+    """`([\\s\\S]*?)(?=<end>)`, the shortest text before a place where the pattern `end`
+    matches, for an `end` that can match only where the character `first` is or at the body's
+    end: written so the lookahead is tried there alone and the text between is taken in one
+    step. The same match as the lazy form, which tried it at every character (most of the time
+    of reading a long body)."""
+    other = rf"[^{re.escape(first)}]"
+    return rf"({other}*(?:(?!{end}){re.escape(first)}{other}*)*)(?={end})"
+
+
+@functools.cache
 def _sentinel_block(key: str) -> re.Pattern[str]:
     title, marker = STRUCTURED[key]
-    return re.compile(rf"## {re.escape(title)}\s*\n<!-- SECTION:{marker}:BEGIN -->\s*\n([\s\S]*?)<!-- SECTION:{marker}:END -->", re.IGNORECASE)
+    closing = re.escape(f"<!-- SECTION:{marker}:END -->")
+    text = _text_until(closing, "<")
+    return re.compile(rf"## {re.escape(title)}\s*\n<!-- SECTION:{marker}:BEGIN -->\s*\n{text}{closing}", re.IGNORECASE)
 
 
+@functools.cache
 def _legacy(title: str) -> re.Pattern[str]:
-    return re.compile(rf"(\n|^)## {re.escape(title)}\s*\n([\s\S]*?){_lookahead(title)}", re.IGNORECASE)
+    text = _text_until(_section_end(title), "\n")
+    return re.compile(rf"(\n|^)## {re.escape(title)}\s*\n{text}", re.IGNORECASE)
 
 
+@functools.cache
 def _header(title: str) -> re.Pattern[str]:
-    return re.compile(rf"## {re.escape(title)}\s*\n([\s\S]*?){_lookahead(title)}", re.IGNORECASE)
+    text = _text_until(_section_end(title), "\n")
+    return re.compile(rf"## {re.escape(title)}\s*\n{text}", re.IGNORECASE)
+
+
+# Where a section's patterns can match. Each starts with its `## <title>` heading (the legacy one
+# with the line break before it), so a body is not stepped through by each pattern, character by
+# character (two thirds of reading Backlog.md's own board, issue 29): the headings are found in
+# the body's case-blind fold with `str.find`, and each pattern is tried at those places alone.
+#
+# The fold: re's IGNORECASE lets an ASCII letter match itself in either case and four other
+# characters ("İ", "ı", "ſ" and the Kelvin sign); those are given their letters, then all is
+# lowered. No other character lowers to more than one, so offsets in the fold are the body's,
+# and every place a pattern can match holds `## <title>` (lowered) in the fold.
+_BLIND_LETTERS = "\u0130\u0131\u017f\u212a"
+_TO_LETTERS = str.maketrans(dict(zip(_BLIND_LETTERS, "iisk", strict=True)))
+
+
+@functools.lru_cache(maxsize=1)  # a body's sections are read one after another
+def _folded(content: str) -> str:
+    if not content.isascii() and any(char in content for char in _BLIND_LETTERS):
+        content = content.translate(_TO_LETTERS)
+    return content.lower()
+
+
+def _heading_starts(content: str, title: str) -> list[int]:
+    """The offsets at which `## <title>` starts in `content`, case-blind as the patterns are."""
+    folded, heading = _folded(content), f"## {title.lower()}"
+    starts = []
+    at = folded.find(heading)
+    while at >= 0:
+        starts.append(at)
+        at = folded.find(heading, at + 1)
+    return starts
+
+
+def _line_starts(content: str, title: str) -> list[int]:
+    """Where `_legacy(title)` can match: the line break before a heading, or the body's start."""
+    return [at - 1 if at else 0 for at in _heading_starts(content, title) if at == 0 or content[at - 1] == "\n"]
+
+
+def _matches_at(pattern: re.Pattern[str], content: str, starts: list[int]) -> Iterator[re.Match[str]]:
+    """What `pattern.finditer(content)` yields, for a pattern that matches only at `starts`
+    (ascending) and never empty: tried at each, as finditer would reach it, resuming after a match."""
+    resume = 0
+    for start in starts:
+        if start >= resume:
+            match = pattern.match(content, start)
+            if match is not None:
+                resume = match.end()
+                yield match
 
 
 def _within(index: int, spans: list[Span]) -> bool:
@@ -131,27 +203,33 @@ def _structured_spans(content: str) -> list[tuple[str, Span]]:
     as Backlog.md's getStructuredSectionRanges finds them."""
     found: list[tuple[str, Span]] = []
     for key, (title, _marker) in STRUCTURED.items():
-        for match in _sentinel_block(key).finditer(content):
+        for match in _matches_at(_sentinel_block(key), content, _heading_starts(content, title)):
             found.append((key, match.span()))
-        for match in _legacy(title).finditer(content):
+        for match in _matches_at(_legacy(title), content, _line_starts(content, title)):
             span = match.span()
             if not any(_overlap(other, span) for _k, other in found):
                 found.append((key, span))
     return found
 
 
-def _first_outside(pattern: re.Pattern[str], content: str, spans: list[Span]) -> re.Match[str] | None:
-    return next((match for match in pattern.finditer(content) if not _within(match.start(), spans)), None)
+def _first_outside(matches: Iterator[re.Match[str]], spans: list[Span]) -> re.Match[str] | None:
+    return next((match for match in matches if not _within(match.start(), spans)), None)
 
 
-def structured_section(content: str, key: str) -> tuple[str | None, Span | None]:
+def structured_section(content: str, key: str, *, blocks: list[tuple[str, Span]] | None = None) -> tuple[str | None, Span | None]:
     """A structured section's text (Backlog.md's extractStructuredSection) and the span of
-    the block it came from; the block counts even when empty."""
-    others = [span for other, span in _structured_spans(content) if other != key]
-    block = _first_outside(_sentinel_block(key), content, others)
+    the block it came from; the block counts even when empty. `blocks`: the body's
+    `_structured_spans`, when the caller has found them already."""
+    title = STRUCTURED[key][0]
+    starts = _heading_starts(content, title)
+    if not starts:
+        return None, None
+    found = _structured_spans(content) if blocks is None else blocks
+    others = [span for other, span in found if other != key]
+    block = _first_outside(_matches_at(_sentinel_block(key), content, starts), others)
     if block is not None and block.group(1):
         return _text_or_none(block.group(1)), block.span()
-    legacy = _first_outside(_header(STRUCTURED[key][0]), content, others)
+    legacy = _first_outside(_matches_at(_header(title), content, starts), others)
     if legacy is not None:
         return _text_or_none(legacy.group(1)), legacy.span()
     return None, block.span() if block is not None else None
@@ -290,12 +368,15 @@ class TaskComment:
     created: str | None = None
 
 
-def comments(content: str) -> tuple[list[TaskComment], Span | None]:
+_COMMENTS_BLOCK = re.compile(r"(\n|^)## Comments\s*\n<!-- COMMENTS:BEGIN -->\s*\n([\s\S]*?)<!-- COMMENTS:END -->", re.IGNORECASE)
+
+
+def comments(content: str, *, blocks: list[tuple[str, Span]] | None = None) -> tuple[list[TaskComment], Span | None]:
     """A body's comments (Backlog.md's parseComments: the marked `## Comments` block, either
-    `---`-delimited entries or `<!-- COMMENT:BEGIN -->` blocks) and the block's span."""
-    spans = [span for _key, span in _structured_spans(content)]
-    pattern = re.compile(r"(\n|^)## Comments\s*\n<!-- COMMENTS:BEGIN -->\s*\n([\s\S]*?)<!-- COMMENTS:END -->", re.IGNORECASE)
-    match = _first_outside(pattern, content, spans)
+    `---`-delimited entries or `<!-- COMMENT:BEGIN -->` blocks) and the block's span.
+    `blocks`: as for `structured_section`."""
+    spans = [span for _key, span in (_structured_spans(content) if blocks is None else blocks)]
+    match = _first_outside(_COMMENTS_BLOCK.finditer(content), spans)
     if match is None:
         return [], None
     section = match.group(2)
@@ -378,8 +459,9 @@ def read_body(raw: str) -> Body:
     sections: dict[str, str] = {}
     spans: list[Span] = []
     present = set()
+    blocks = _structured_spans(content)  # once: every section's reading needs them all
     for key in STRUCTURED:
-        text, span = structured_section(content, key)
+        text, span = structured_section(content, key, blocks=blocks)
         if text is not None:
             sections[key] = text
         if span is not None:
@@ -388,7 +470,7 @@ def read_body(raw: str) -> Body:
     criteria, done = checklist(content, "AC"), checklist(content, "DOD")
     spans.extend(criteria.spans)
     spans.extend(done.spans)
-    found, span = comments(content)
+    found, span = comments(content, blocks=blocks)
     if span is not None:
         spans.append(span)
     pieces = []
