@@ -1,9 +1,10 @@
 """Migration speed: 10,000 Moss capsules (JSONL export and SQLite store) and 10,000 Moe tasks,
 first run, dry run and the idempotent second run, beside `moss import` of the same capsules;
-and, with `--rows-only`, issue 29's row for Beads: `moss migrate beads` as a whole process.
+and, with `--rows-only`, issue 29's rows for Beads and Backlog.md: `moss migrate beads` and
+`moss migrate backlog` as whole processes.
 
 Run: .venv/bin/python bench/migrate.py [--count 10000]
-     .venv/bin/python bench/migrate.py --rows-only [--sizes 10000 100000] [--beads-source FILE] [--baseline MOSS] [--json ROWS]
+     .venv/bin/python bench/migrate.py --rows-only [--sizes 10000 100000] [--beads-source FILE] [--backlog-source DIR] [--baseline MOSS] [--json ROWS]
 Builds each source in a temporary folder in its own format (the JSONL export and `moss.db` as
 Moss writes them, `.moe/` as Moe does, tasks spread over 20 epics, half with a plan step) and
 migrates it into a fresh scaffolded workspace, in process. Prints seconds with the corpus size;
@@ -20,6 +21,14 @@ a size is done: on ext4 without a journal, creating files right after thousands 
 costs several times more system time (the allocator steps over recently freed inodes), and a
 run must not pay for the one before it; `--settle` waits out the deletions of the bench before
 (bench/import.py's docstring has the figures).
+
+The Backlog.md row: a `backlog/` folder of N task files made by copying the task files of a
+Backlog.md folder (default: the test fixture, written with the quirks of Backlog.md's own board;
+`--backlog-source` takes another, such as that board itself) from `tasks/`, `completed/`,
+`archive/tasks/`, `drafts/` and `archive/drafts/`, copy k's task numbers (in the file name and
+in the frontmatter: its id, dependencies and parent) raised by k million, so links stay within
+a copy; config.yml and the milestones are copied once, so copies share their milestones. It is
+migrated as the Beads file is, with the same floor.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -49,6 +59,8 @@ import rows as shared
 ROWS_ARGS = ["--rows-only", "--settle", "60"]
 
 BEADS_FIXTURE = shared.BENCH.parent / "tests" / "migrate" / "fixtures" / "beads" / ".beads" / "issues.jsonl"
+BACKLOG_FIXTURE = shared.BENCH.parent / "tests" / "migrate" / "fixtures" / "backlog" / "backlog"
+BACKLOG_TASK_FOLDERS = ("tasks", "completed", "archive/tasks", "drafts", "archive/drafts")
 
 TEXT = """## Objective
 Keep the login flow working while sessions move to the new store.
@@ -193,6 +205,46 @@ def scaled_beads(source: Path, count: int) -> bytes:
     return ("\n".join(out) + "\n").encode("utf-8")
 
 
+def scaled_backlog(source: Path, count: int, target: Path) -> int:
+    """A Backlog.md folder at `target` of `count` task files copied from the folder `source`
+    (see the module's docstring); returns how many task files it has."""
+    config = (source / "config.yml").read_text(encoding="utf-8")
+    prefix = re.search(r"^task_prefix:\s*[\"']?([A-Za-z]+)", config, re.MULTILINE)
+    task_id = re.compile(rf"\b({prefix.group(1) if prefix else 'task'}|task|draft)-(\d+)", re.IGNORECASE)
+    files = [
+        (folder, path)
+        for folder in BACKLOG_TASK_FOLDERS
+        if (source / folder).is_dir()
+        for path in sorted((source / folder).glob("*.md"))
+        if task_id.match(path.name)  # a readme.md is no task
+    ]
+    if not files:
+        raise SystemExit(f"{source}: no Backlog.md task files")
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    (target / "config.yml").write_text(config, encoding="utf-8")
+    for folder in ("milestones", "archive/milestones"):
+        if (source / folder).is_dir():
+            shutil.copytree(source / folder, target / folder)
+    written = 0
+    copy = 0
+    while written < count:
+        shift = copy * 1_000_000
+
+        def shifted(text: str, shift: int = shift) -> str:
+            return task_id.sub(lambda match: f"{match.group(1)}-{int(match.group(2)) + shift}", text)
+
+        for folder, path in files[: count - written]:
+            text = path.read_text(encoding="utf-8")
+            frontmatter = re.match(r"---\r?\n[\s\S]*?\r?\n---", text)
+            end = frontmatter.end() if frontmatter else 0
+            (target / folder).mkdir(parents=True, exist_ok=True)
+            (target / folder / shifted(path.name)).write_text(shifted(text[:end]) + text[end:], encoding="utf-8")
+            written += 1
+        copy += 1
+    return written
+
+
 def fresh_project(parent: Path, label: str, moss: str, env: dict[str, str]) -> Path:
     project = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=parent))
     subprocess.run(["git", "init", "-q", str(project)], check=True)
@@ -211,7 +263,8 @@ def board_file_bytes(project: Path) -> tuple[int, int]:
 
 
 def rows_main(args: argparse.Namespace) -> None:
-    """Issue 29's Beads row: issues/s and peak memory of `moss migrate beads`, whole process."""
+    """Issue 29's migration rows: items/s and peak memory of `moss migrate beads` and `moss
+    migrate backlog`, whole process, beside the write + one syncfs floor."""
     import importlib
 
     started = time.monotonic()
@@ -219,59 +272,92 @@ def rows_main(args: argparse.Namespace) -> None:
     ours = str(Path(sys.executable).with_name("moss"))
     baseline = shared.baseline_moss(args.baseline)
     commands = {"after": ours, **({"before": baseline} if baseline else {})}
-    source = Path(args.beads_source) if args.beads_source else BEADS_FIXTURE
+    beads = Path(args.beads_source) if args.beads_source else BEADS_FIXTURE
+    backlog = Path(args.backlog_source) if args.backlog_source else BACKLOG_FIXTURE
     found: list[shared.Row] = []
     with shared.scratch("bench-migrate-") as tmp:
         env = shared.process_env(tmp / "pycache")
         for size in shared.sizes(args.sizes, (1000, 10000)):
             repeat = 1 if args.quick or size >= 50_000 else args.repeat
             issues = tmp / f"beads-{size}.jsonl"
-            issues.write_bytes(scaled_beads(source, size))
-            runs: dict[str, floors.Runs] = {}
-            made: list[Path] = []
-            mean_bytes = 0
-            for label, moss in commands.items():  # warm each build's bytecode cache
-                warm = fresh_project(tmp, f"warm-{label}", moss, env)
-                (warm / ".beads").mkdir()
-                (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(source, 20))
-                shared.run_process([moss, "migrate", "beads", "--include-deleted", "--json"], cwd=warm, env=env)
-                made.append(warm)
-            floors.settle(tmp, size, args.settle, started)
-            steps = [*commands, "floor"]  # the floor last in the first round: it writes files of the mean size the first run made
-            for round_number in range(repeat):
-                for step in steps if round_number % 2 == 0 else reversed(steps):  # what ran just before hits all alike
-                    if step == "floor":
-                        folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
-                        made.append(folder)
-                        floor_command = [sys.executable, "-c", floors.FLOOR, str(folder / "w"), str(size), str(mean_bytes), "once"]
-                        elapsed, usage, _out = floors.timed(floor_command, None, dict(os.environ))
-                        runs.setdefault("floor: write + one syncfs", floors.Runs()).add(elapsed, usage)
-                        continue
-                    moss = commands[step]
-                    project = fresh_project(tmp, step, moss, env)
-                    made.append(project)
-                    command = [moss, "migrate", "beads", "--from", str(issues), "--include-deleted", "--json"]
-                    elapsed, usage, out = floors.timed(command, project, env)
-                    report = json.loads(out)
-                    if report["created"] < size:
-                        raise SystemExit(f"{step}: created {report['created']} of {size}")
-                    runs.setdefault(f"moss migrate beads ({step})", floors.Runs()).add(elapsed, usage)
-                    if not mean_bytes:
-                        files, total = board_file_bytes(project)
-                        mean_bytes = max(1, total // max(1, files))
-            print(
-                f"corpus: {size} Beads issues from {source.name} ({issues.stat().st_size / 1e6:.1f} MB; board files of {mean_bytes} bytes on average); median of {repeat}; {shared.load()}"
-            )
-            for label, measured in runs.items():
-                print(measured.line(label, size))
-            floor = statistics.median(runs["floor: write + one syncfs"].wall)
-            for label, build in (("after", "this"), ("before", "baseline")):
-                if f"moss migrate beads ({label})" in runs:
-                    found += runs[f"moss migrate beads ({label})"].rows("moss migrate beads", "issues", size, build, floor)
-            for path in made:  # only now: see the module's docstring
-                shutil.rmtree(path)
+            issues.write_bytes(scaled_beads(beads, size))
+            folder = tmp / f"backlog-{size}" / "backlog"
+            scaled_backlog(backlog, size, folder)
+            sources = {
+                "beads": (
+                    ["beads", "--from", str(issues), "--include-deleted"],
+                    f"{size} Beads issues from {beads.name} ({issues.stat().st_size / 1e6:.1f} MB",
+                    "issues",
+                ),
+                "backlog": (["backlog", "--from", str(folder)], f"{size} Backlog.md task files from {backlog}", "tasks"),
+            }
+            for kind, (arguments, what, items) in sources.items():
+                found += migration_rows(args, floors, commands, env, tmp, started, size, repeat, kind, arguments, what, items)
     shared.print_rows(found)
     shared.write_rows(args.json, found)
+
+
+def migration_rows(
+    args: argparse.Namespace,
+    floors: Any,
+    commands: dict[str, str],
+    env: dict[str, str],
+    tmp: Path,
+    started: float,
+    size: int,
+    repeat: int,
+    kind: str,
+    arguments: list[str],
+    what: str,
+    items: str,
+) -> list[shared.Row]:
+    """The rows of `moss migrate <kind> <arguments>` at `size` items, each build alternating
+    with the floor: a process writing as many files of the mean size the first run made."""
+    runs: dict[str, Any] = {}
+    made: list[Path] = []
+    mean_bytes = 0
+    for label, moss in commands.items():  # warm each build's bytecode cache
+        warm = fresh_project(tmp, f"warm-{label}", moss, env)
+        if kind == "beads":
+            (warm / ".beads").mkdir()
+            (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(Path(args.beads_source) if args.beads_source else BEADS_FIXTURE, 20))
+        else:
+            scaled_backlog(Path(args.backlog_source) if args.backlog_source else BACKLOG_FIXTURE, 20, warm / "backlog")
+        shared.run_process([moss, "migrate", kind, *(["--include-deleted"] if kind == "beads" else []), "--json"], cwd=warm, env=env)
+        made.append(warm)
+    floors.settle(tmp, size, args.settle, started)
+    steps = [*commands, "floor"]  # the floor last in the first round: it writes files of the mean size the first run made
+    for round_number in range(repeat):
+        for step in steps if round_number % 2 == 0 else reversed(steps):  # what ran just before hits all alike
+            if step == "floor":
+                folder = Path(tempfile.mkdtemp(prefix="floor-", dir=tmp))
+                made.append(folder)
+                floor_command = [sys.executable, "-c", floors.FLOOR, str(folder / "w"), str(size), str(mean_bytes), "once"]
+                elapsed, usage, _out = floors.timed(floor_command, None, dict(os.environ))
+                runs.setdefault("floor: write + one syncfs", floors.Runs()).add(elapsed, usage)
+                continue
+            moss = commands[step]
+            project = fresh_project(tmp, step, moss, env)
+            made.append(project)
+            elapsed, usage, out = floors.timed([moss, "migrate", *arguments, "--json"], project, env)
+            report = json.loads(out)
+            if report["created"] + report["skipped"] < size:
+                raise SystemExit(f"{step}: {kind}: created {report['created']} and skipped {report['skipped']} of {size}")
+            runs.setdefault(f"moss migrate {kind} ({step})", floors.Runs()).add(elapsed, usage)
+            if not mean_bytes:
+                files, total = board_file_bytes(project)
+                mean_bytes = max(1, total // max(1, files))
+    print(f"corpus: {what}; board files of {mean_bytes} bytes on average); median of {repeat}; {shared.load()}")
+    for label, measured in runs.items():
+        print(measured.line(label, size))
+    floor = statistics.median(runs["floor: write + one syncfs"].wall)
+    rows: list[shared.Row] = []
+    for label, build in (("after", "this"), ("before", "baseline")):
+        if f"moss migrate {kind} ({label})" in runs:
+            rows += runs[f"moss migrate {kind} ({label})"].rows(f"moss migrate {kind}", items, size, build, floor)
+    for path in made:  # only now: see the module's docstring
+        shutil.rmtree(path)
+    return rows
 
 
 def main() -> None:
@@ -279,6 +365,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10_000, help="Capsules and Moe tasks in each source.")
     parser.add_argument("--rows-only", action="store_true", help="issue 29's Beads row only: `moss migrate beads` as a whole process, with its floor")
     parser.add_argument("--beads-source", default=None, help="the Beads issues.jsonl to copy up to each size (default: the test fixture)")
+    parser.add_argument(
+        "--backlog-source", default=None, help="the Backlog.md backlog/ folder whose task files to copy up to each size (default: the test fixture)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="rounds per size under --rows-only (one from 50,000 on, or with --quick)")
     parser.add_argument(
         "--settle", type=float, default=0.0, help="as bench/import.py's: on ext4 without a journal, time nothing until this many seconds after the start"
