@@ -963,13 +963,20 @@ class BoardStore:
         with self._mutex:
             self._stop_watching()
 
-    def _paced_catch_up(self) -> None:
+    def _paced_catch_up(self) -> float | None:
         """`_catch_up` while waiting for the board lock, at most once per CATCH_UP_SECONDS
         (counting the looks that found a new record: the first one after a quiet spell is at
-        once)."""
+        once). Returns when to be called again: once the pace has run (the waiter sleeps
+        until then, instead of waking every few milliseconds to learn it is too early), or
+        None after a look that found nothing new (soon: the holder's record is on its way)."""
         now = time.monotonic()
-        if now - self._caught_up_at >= CATCH_UP_SECONDS and self._catch_up():
-            self._caught_up_at = now
+        waited = now - self._caught_up_at
+        if waited < CATCH_UP_SECONDS:
+            return CATCH_UP_SECONDS - waited
+        if not self._catch_up():
+            return None
+        self._caught_up_at = now
+        return CATCH_UP_SECONDS
 
     def _catch_up(self) -> bool:
         """While waiting for the board lock: take in the file events so far and check the

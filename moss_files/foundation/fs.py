@@ -42,6 +42,8 @@ LOCKS_FOLDER = ".locks"
 SELF_IGNORE = b"# made by moss-files: per-machine files, never committed\n*\n"
 TEMP_MARKER = ".tmp-"
 DEFAULT_LOCK_TIMEOUT = 10.0
+# How long a lock's waiter sleeps between two calls of its `while_waiting` when that does not say.
+WAIT_TICK = 0.005
 DEFAULT_RETRIES = 5
 # The folders whose contents are the toolkit's; mirrors moss_files.foundation.workspace.MARKERS.
 TOOLKIT_FOLDERS = frozenset({".moss", ".cstack", ".needlecast"})
@@ -781,7 +783,7 @@ def ensure_ignored(folder: Path) -> Path:
 
 
 @contextmanager
-def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], object] | None = None) -> Iterator[None]:
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], float | None] | None = None) -> Iterator[None]:
     """Hold the cross-process (and cross-thread) writer lock for `path` (`.<name>.lock`).
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
@@ -814,7 +816,7 @@ def flocked(
     error: type[MossError] = Conflict,
     shown: Path | None = None,
     hint: str | None = None,
-    while_waiting: Callable[[], object] | None = None,
+    while_waiting: Callable[[], float | None] | None = None,
 ) -> Iterator[None]:
     """Hold a flock(2) on `lock_file` (made if missing, never deleted), exclusive or `shared`.
 
@@ -822,8 +824,8 @@ def flocked(
     locks belong to the open file, so two threads of one process exclude each other just as
     two processes do; the kernel releases the lock of a process that dies. A held lock is
     waited for in the kernel (`_wait_for_flock`), which hands it over the moment it is free;
-    meanwhile, every 5 ms, `while_waiting` may do work the holder's critical section would
-    otherwise do later.
+    meanwhile `while_waiting` may do work the holder's critical section would otherwise do
+    later, called again after the seconds it returns (WAIT_TICK when it returns None).
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
     within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
@@ -855,9 +857,10 @@ def flocked(
         os.close(fd)  # closing the descriptor releases the flock
 
 
-def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable[[], object] | None) -> bool:
+def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable[[], float | None] | None) -> bool:
     """Wait until `fd`'s open file gets the flock `mode` or `deadline` (time.monotonic) passes;
-    whether it got it. Calls `while_waiting` about every 5 ms meanwhile.
+    whether it got it. Calls `while_waiting` meanwhile, each time again after the seconds it
+    returns (WAIT_TICK when None): a waiter with nothing to do wakes no sooner than it must.
 
     A thread blocks in flock(2), so the kernel hands the lock over the moment its holder lets
     go (polling left it idle for up to a polling interval, with several waiters every time).
@@ -883,16 +886,18 @@ def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable
             done.set()
 
     threading.Thread(target=wait, name="moss-flock-wait", daemon=True).start()
+    pause = WAIT_TICK
     while True:
         left = deadline - time.monotonic()
-        if done.wait(max(0.0, min(left, 0.005))):
+        if done.wait(max(0.0, min(left, pause))):
             if failure:
                 raise failure[0]
             return True
         if time.monotonic() >= deadline:
             return False
         if while_waiting is not None:
-            while_waiting()
+            asked = while_waiting()
+            pause = WAIT_TICK if asked is None else max(asked, WAIT_TICK)
 
 
 def write_if_unchanged(snapshot: Snapshot, data: bytes, *, sync_folder: bool = True) -> None:

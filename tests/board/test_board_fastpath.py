@@ -600,12 +600,15 @@ def test_a_waiter_looks_at_most_once_a_pace_and_the_load_under_the_lock_sees_the
     first, second = two_tasks(repo)
     server, store, writer = watching_server_and_writer(repo)
     writer.update("task", "TASK-a", lambda task: replace(task, title="FIRST"))
-    store._paced_catch_up()  # the first change since: a look, which settles it from its record
+    # The first change since: a look, which settles it from its record; the waiter is to call
+    # again once the pace has run, not before.
+    assert store._paced_catch_up() == store_module.CATCH_UP_SECONDS
     assert not store._watch.dirty
     writer.update("task", "TASK-b", lambda task: replace(task, title="SECOND"))
     same_size_edit(first, "status: WORKING", "status: BACKLOG")  # and a hand edit, with no record
     for _ in range(3):
-        store._paced_catch_up()  # within the pace: no look
+        again = store._paced_catch_up()  # within the pace: no look, and what is left of it
+        assert again is not None and 0 < again <= store_module.CATCH_UP_SECONDS
     store._watch.drain()
     assert {name for name in store._watch.dirty.get("task", ()) if not name.startswith(".")} == {"TASK-a.md", "TASK-b.md"}  # left for the load
     board = store.outline(("WORKING", "BACKLOG"))
