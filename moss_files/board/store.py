@@ -1608,9 +1608,16 @@ class BoardStore:
                 for kind, name, ino, size, mtime_ns, ctime_ns, record, *written_with in entry["delta"]:
                     if not (name.endswith(".md") and is_valid_name(name[:-3])):
                         raise _CacheDamaged
-                    value = _from_record(_CLASSES[kind], record)
+                    key = (ino, size, mtime_ns, ctime_ns)
                     written = bytes.fromhex(written_with[0]) if written_with else b""
-                    self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
+                    known = self._reads[kind].get(name)
+                    # What this store holds of the file stays when the line is of that very
+                    # write (its own line, read back) or of an older state (a file's ctime
+                    # only grows): the record is not decoded again, and a write's parsed
+                    # document (`_Read.parsed`) stays for the next edit. Either way a load
+                    # checks what it holds against the file before using it.
+                    if known is None or not ((known.key == key and written and known.digest == written) or known.key[3] > ctime_ns):
+                        self._reads[kind][name] = _Read(key, _from_record(_CLASSES[kind], record), written, bool(written))
                     taken += 1
                     checked = self._checked
                     if checked is not None:
