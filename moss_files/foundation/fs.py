@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import stat
 import threading
@@ -226,9 +227,13 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
             Path(folder).mkdir(parents=True, exist_ok=True)
         return _open_top(folder)
     base, names = split
-    if create:
-        os.makedirs(base, exist_ok=True)
-    fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
+    try:
+        fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
+    except FileNotFoundError:
+        if not create:
+            raise
+        os.makedirs(base, exist_ok=True)  # made only when missing: a mkdir that finds it there costs two calls
+        fd = _open_top(base)
     try:
         for depth, name in enumerate(names):
             try:
@@ -753,7 +758,16 @@ def lock_path_for(path: Path) -> Path:
     The place depends on the path alone, never on the state of git or of `.gitignore`: every
     process computes the same lock for the same file, so they exclude each other.
     """
-    return _locks_root(path) / _below_toolkit(path).parent / f".{path.name}{LOCK_SUFFIX}"
+    return _lock_place(path)[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _lock_place(path: Path) -> tuple[Path, Path]:
+    """(the `.locks/` folder, the lock file) of `path`. Kept: it depends on the path's text
+    alone, every write asks for it, and pathlib takes longer to build it than the lock's
+    system calls take."""
+    root = _locks_root(path)
+    return root, root / _below_toolkit(path).parent / f".{path.name}{LOCK_SUFFIX}"
 
 
 def _locks_root(path: Path) -> Path:
@@ -798,13 +812,13 @@ def prepared_lock_path(path: Path) -> Path:
 
     Raises RepoError NOT_WRITABLE when the folder cannot be made.
     """
-    folder = _locks_root(path)
+    folder, lock = _lock_place(path)
     try:
         ensure_ignored(folder)
     except (InvalidRequest, OSError) as exc:  # unwritable, or a file where the folder should be
         reason = exc.message if isinstance(exc, InvalidRequest) else exc.strerror
         raise RepoError(f"cannot make the lock folder: {reason}", code="NOT_WRITABLE", path=folder) from None
-    return lock_path_for(path)
+    return lock
 
 
 @contextmanager
