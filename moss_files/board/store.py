@@ -963,13 +963,20 @@ class BoardStore:
         with self._mutex:
             self._stop_watching()
 
-    def _paced_catch_up(self) -> None:
+    def _paced_catch_up(self) -> float | None:
         """`_catch_up` while waiting for the board lock, at most once per CATCH_UP_SECONDS
         (counting the looks that found a new record: the first one after a quiet spell is at
-        once)."""
+        once). Returns when to be called again: once the pace has run (the waiter sleeps
+        until then, instead of waking every few milliseconds to learn it is too early), or
+        None after a look that found nothing new (soon: the holder's record is on its way)."""
         now = time.monotonic()
-        if now - self._caught_up_at >= CATCH_UP_SECONDS and self._catch_up():
-            self._caught_up_at = now
+        waited = now - self._caught_up_at
+        if waited < CATCH_UP_SECONDS:
+            return CATCH_UP_SECONDS - waited
+        if not self._catch_up():
+            return None
+        self._caught_up_at = now
+        return CATCH_UP_SECONDS
 
     def _catch_up(self) -> bool:
         """While waiting for the board lock: take in the file events so far and check the
@@ -1601,9 +1608,16 @@ class BoardStore:
                 for kind, name, ino, size, mtime_ns, ctime_ns, record, *written_with in entry["delta"]:
                     if not (name.endswith(".md") and is_valid_name(name[:-3])):
                         raise _CacheDamaged
-                    value = _from_record(_CLASSES[kind], record)
+                    key = (ino, size, mtime_ns, ctime_ns)
                     written = bytes.fromhex(written_with[0]) if written_with else b""
-                    self._reads[kind][name] = _Read((ino, size, mtime_ns, ctime_ns), value, written, bool(written))
+                    known = self._reads[kind].get(name)
+                    # What this store holds of the file stays when the line is of that very
+                    # write (its own line, read back) or of an older state (a file's ctime
+                    # only grows): the record is not decoded again, and a write's parsed
+                    # document (`_Read.parsed`) stays for the next edit. Either way a load
+                    # checks what it holds against the file before using it.
+                    if known is None or not ((known.key == key and written and known.digest == written) or known.key[3] > ctime_ns):
+                        self._reads[kind][name] = _Read(key, _from_record(_CLASSES[kind], record), written, bool(written))
                     taken += 1
                     checked = self._checked
                     if checked is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import stat
 import time
@@ -42,6 +43,8 @@ LOCKS_FOLDER = ".locks"
 SELF_IGNORE = b"# made by moss-files: per-machine files, never committed\n*\n"
 TEMP_MARKER = ".tmp-"
 DEFAULT_LOCK_TIMEOUT = 10.0
+# How long a lock's waiter sleeps between two calls of its `while_waiting` when that does not say.
+WAIT_TICK = 0.005
 DEFAULT_RETRIES = 5
 # The folders whose contents are the toolkit's; mirrors moss_files.foundation.workspace.MARKERS.
 TOOLKIT_FOLDERS = frozenset({".moss", ".cstack", ".needlecast"})
@@ -224,9 +227,13 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
             Path(folder).mkdir(parents=True, exist_ok=True)
         return _open_top(folder)
     base, names = split
-    if create:
-        os.makedirs(base, exist_ok=True)
-    fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
+    try:
+        fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
+    except FileNotFoundError:
+        if not create:
+            raise
+        os.makedirs(base, exist_ok=True)  # made only when missing: a mkdir that finds it there costs two calls
+        fd = _open_top(base)
     try:
         for depth, name in enumerate(names):
             try:
@@ -751,7 +758,16 @@ def lock_path_for(path: Path) -> Path:
     The place depends on the path alone, never on the state of git or of `.gitignore`: every
     process computes the same lock for the same file, so they exclude each other.
     """
-    return _locks_root(path) / _below_toolkit(path).parent / f".{path.name}{LOCK_SUFFIX}"
+    return _lock_place(path)[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _lock_place(path: Path) -> tuple[Path, Path]:
+    """(the `.locks/` folder, the lock file) of `path`. Kept: it depends on the path's text
+    alone, every write asks for it, and pathlib takes longer to build it than the lock's
+    system calls take."""
+    root = _locks_root(path)
+    return root, root / _below_toolkit(path).parent / f".{path.name}{LOCK_SUFFIX}"
 
 
 def _locks_root(path: Path) -> Path:
@@ -781,7 +797,7 @@ def ensure_ignored(folder: Path) -> Path:
 
 
 @contextmanager
-def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], object] | None = None) -> Iterator[None]:
+def locked(path: Path, *, timeout: float = DEFAULT_LOCK_TIMEOUT, while_waiting: Callable[[], float | None] | None = None) -> Iterator[None]:
     """Hold the cross-process (and cross-thread) writer lock for `path` (`.<name>.lock`).
 
     Raises Conflict LOCK_TIMEOUT when the lock is not free within `timeout` seconds.
@@ -796,13 +812,13 @@ def prepared_lock_path(path: Path) -> Path:
 
     Raises RepoError NOT_WRITABLE when the folder cannot be made.
     """
-    folder = _locks_root(path)
+    folder, lock = _lock_place(path)
     try:
         ensure_ignored(folder)
     except (InvalidRequest, OSError) as exc:  # unwritable, or a file where the folder should be
         reason = exc.message if isinstance(exc, InvalidRequest) else exc.strerror
         raise RepoError(f"cannot make the lock folder: {reason}", code="NOT_WRITABLE", path=folder) from None
-    return lock_path_for(path)
+    return lock
 
 
 @contextmanager
@@ -814,7 +830,7 @@ def flocked(
     error: type[MossError] = Conflict,
     shown: Path | None = None,
     hint: str | None = None,
-    while_waiting: Callable[[], object] | None = None,
+    while_waiting: Callable[[], float | None] | None = None,
 ) -> Iterator[None]:
     """Hold a flock(2) on `lock_file` (made if missing, never deleted), exclusive or `shared`.
 
@@ -822,8 +838,8 @@ def flocked(
     locks belong to the open file, so two threads of one process exclude each other just as
     two processes do; the kernel releases the lock of a process that dies. A held lock is
     waited for in the kernel (`_wait_for_flock`), which hands it over the moment it is free;
-    meanwhile, every 5 ms, `while_waiting` may do work the holder's critical section would
-    otherwise do later.
+    meanwhile `while_waiting` may do work the holder's critical section would otherwise do
+    later, called again after the seconds it returns (WAIT_TICK when it returns None).
 
     Raises `error` (Conflict by default) with code LOCK_TIMEOUT when the lock is not free
     within `timeout` seconds, and NOT_WRITABLE (RepoError, or `error` when it is not
@@ -855,9 +871,10 @@ def flocked(
         os.close(fd)  # closing the descriptor releases the flock
 
 
-def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable[[], object] | None) -> bool:
+def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable[[], float | None] | None) -> bool:
     """Wait until `fd`'s open file gets the flock `mode` or `deadline` (time.monotonic) passes;
-    whether it got it. Calls `while_waiting` about every 5 ms meanwhile.
+    whether it got it. Calls `while_waiting` meanwhile, each time again after the seconds it
+    returns (WAIT_TICK when None): a waiter with nothing to do wakes no sooner than it must.
 
     A thread blocks in flock(2), so the kernel hands the lock over the moment its holder lets
     go (polling left it idle for up to a polling interval, with several waiters every time).
@@ -885,16 +902,18 @@ def _wait_for_flock(fd: int, mode: int, deadline: float, while_waiting: Callable
             done.set()
 
     threading.Thread(target=wait, name="moss-flock-wait", daemon=True).start()
+    pause = WAIT_TICK
     while True:
         left = deadline - time.monotonic()
-        if done.wait(max(0.0, min(left, 0.005))):
+        if done.wait(max(0.0, min(left, pause))):
             if failure:
                 raise failure[0]
             return True
         if time.monotonic() >= deadline:
             return False
         if while_waiting is not None:
-            while_waiting()
+            asked = while_waiting()
+            pause = WAIT_TICK if asked is None else max(asked, WAIT_TICK)
 
 
 def write_if_unchanged(snapshot: Snapshot, data: bytes, *, sync_folder: bool = True) -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -546,6 +547,33 @@ def watching_server_and_writer(repo: Path) -> tuple[Context, BoardStore, BoardSt
     return server, store, writer
 
 
+def test_a_store_reading_back_its_own_record_keeps_its_write_and_its_next_edit_is_a_fresh_store_s(repo: Path, tmp_path: Path) -> None:
+    # A watching store reads back, with the other writers' records, the line of its own write
+    # (a claim's heartbeat): it keeps what it holds of that write (the parsed worker file, for
+    # the next heartbeat) instead of decoding the record again. The next edit then writes the
+    # bytes, and gives the worker, that a store which never saw the file gives.
+    two_tasks(repo)
+    _server, store, _writer = watching_server_and_writer(repo)
+    store.create("worker", Worker("w1", type="worker", created=STAMP, updated=STAMP))
+    store.update("worker", "w1", lambda worker: replace(worker, heartbeat="2026-01-21T10:01:00.000Z"))
+    written = store._reads["worker"]["w1.md"]
+    assert written.parsed is not None
+    store._take_tail()  # its own line among those appended since
+    assert store._reads["worker"]["w1.md"] is written
+    other = tmp_path / "other"
+    shutil.copytree(repo, other)
+
+    def beat(worker: Worker) -> Worker:
+        return replace(worker, heartbeat="2026-01-21T10:02:00.000Z", last_epic="EPIC-1")
+
+    kept = store.update("worker", "w1", beat)
+    plain = BoardStore(other, persist=False).update("worker", "w1", beat)
+    assert kept == plain
+    relpath = Path(".moss/board/workers/w1.md")
+    assert (repo / relpath).read_bytes() == (other / relpath).read_bytes()
+    assert store.load().workers["w1"] == BoardStore(repo, persist=False).load().workers["w1"] == plain
+
+
 def test_a_record_its_writer_appends_after_a_look_took_the_write_s_events_is_taken_by_the_next_load(repo: Path) -> None:
     # A waiter for the board lock looks at the file events meanwhile (`_catch_up`); it may take
     # a write's events before the writer appends its record of the file to the cache file. The
@@ -600,12 +628,15 @@ def test_a_waiter_looks_at_most_once_a_pace_and_the_load_under_the_lock_sees_the
     first, second = two_tasks(repo)
     server, store, writer = watching_server_and_writer(repo)
     writer.update("task", "TASK-a", lambda task: replace(task, title="FIRST"))
-    store._paced_catch_up()  # the first change since: a look, which settles it from its record
+    # The first change since: a look, which settles it from its record; the waiter is to call
+    # again once the pace has run, not before.
+    assert store._paced_catch_up() == store_module.CATCH_UP_SECONDS
     assert not store._watch.dirty
     writer.update("task", "TASK-b", lambda task: replace(task, title="SECOND"))
     same_size_edit(first, "status: WORKING", "status: BACKLOG")  # and a hand edit, with no record
     for _ in range(3):
-        store._paced_catch_up()  # within the pace: no look
+        again = store._paced_catch_up()  # within the pace: no look, and what is left of it
+        assert again is not None and 0 < again <= store_module.CATCH_UP_SECONDS
     store._watch.drain()
     assert {name for name in store._watch.dirty.get("task", ()) if not name.startswith(".")} == {"TASK-a.md", "TASK-b.md"}  # left for the load
     board = store.outline(("WORKING", "BACKLOG"))

@@ -161,6 +161,15 @@ def test_a_waiter_that_timed_out_never_keeps_the_lock_once_its_holder_lets_go(tm
             pass
         assert caught.value.code == "LOCK_TIMEOUT"
         assert waits  # the wait did the caller's work meanwhile
+        paced: list[int] = []
+
+        def pace() -> float:
+            paced.append(1)
+            return 60.0  # nothing to do again for a minute
+
+        with pytest.raises(Conflict), fs.locked(path, timeout=1.0, while_waiting=pace):
+            pass
+        assert paced == [1]  # not woken again before the timeout to learn it
     finally:
         holder.communicate("", timeout=30)
     wait_for(lambda: not any(t.name == "moss-flock-wait" for t in threading.enumerate()), timeout=10, message="the abandoned waiter ended")

@@ -95,6 +95,9 @@ def test_the_lock_path_depends_on_the_file_alone(repo: Path) -> None:
     assert fs.lock_path_for(inbox_dir) == repo / "sleeves/bob/.needlecast/.locks/.inbox.lock"
     assert fs.lock_path_for(repo / ".moss/capsules/default/a.md") == repo / ".moss/.locks/capsules/default/.a.md.lock"
     assert fs.lock_path_for(repo / "note.md") == repo / ".locks/.note.md.lock"  # outside the toolkit: beside it
+    # The place is kept per path (`_lock_place`): the kept answer is the one computed afresh.
+    for path in (plan, inbox_dir, repo / ".moss/capsules/default/a.md", repo / "note.md", Path(".moss/board/tasks/T-1.md")):
+        assert fs._lock_place(path) == fs._lock_place.__wrapped__(path) == (fs._locks_root(path), fs.lock_path_for(path))
 
 
 def test_the_cli_leaves_git_status_clean_of_locks(repo: Path) -> None:
