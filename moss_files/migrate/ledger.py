@@ -140,34 +140,70 @@ def summarize(accounts: Iterable[tuple[str, Iterable[Fate]]]) -> dict[str, dict[
     """The ledger's fields: for each source field (in the order first met), how many items
     had it mapped, kept and dropped (an item counts once per fate), how many mapped values
     were changed, the homes and reasons met, and up to EXAMPLES examples of each fate.
-    `accounts` are (item's old id, its fates)."""
+    `accounts` are (item's old id, its fates).
+
+    Most items of a large source have the same fates as an item before them (`model.decide`
+    lets go of the values no example shows, and shares what is left): once an item's fates
+    have added their homes and reasons and filled their examples, an item with the same
+    fates adds only its counts (`_counts`), a few additions where `_add` looks at each fate."""
     fields: dict[str, dict[str, Any]] = {}
+    settled: dict[tuple[Fate, ...], list[tuple[dict[str, Any], str]]] = {}
     for old_id, fates in accounts:
-        counted: set[tuple[str, str]] = set()
-        for fate in fates:
-            entry = fields.get(fate.field)
-            if entry is None:  # not `setdefault`, which would build this for every fate of every item
-                by_fate: dict[str, list[dict[str, Any]]] = {MAPPED: [], KEPT: [], DROPPED: []}
-                entry = fields[fate.field] = {MAPPED: 0, KEPT: 0, DROPPED: 0, "changed": 0, "homes": [], "reasons": [], "examples": by_fate}
-            if (fate.field, fate.fate) not in counted:
-                counted.add((fate.field, fate.fate))
-                entry[fate.fate] += 1
-            if fate.changed:
-                entry["changed"] += 1
-            if fate.home and fate.home not in entry["homes"]:
-                entry["homes"].append(fate.home)
-            if fate.reason and fate.reason not in entry["reasons"] and len(entry["reasons"]) < 10:
-                entry["reasons"].append(fate.reason)
-            examples = entry["examples"][fate.fate]
-            if len(examples) < EXAMPLES and not any(example["id"] == old_id for example in examples):
-                example: dict[str, Any] = {"id": old_id}
-                if fate.value is not None:
-                    example["value"] = shown(fate.value)
-                if fate.changed:
-                    example["changed"] = fate.changed
-                if fate.reason and fate.fate != MAPPED:
-                    example["reason"] = fate.reason
-                examples.append(example)
+        shape = tuple(fates)
+        counts = settled.get(shape)
+        if counts is None:
+            _add(fields, old_id, shape)
+            if all(len(fields[fate.field]["examples"][fate.fate]) >= EXAMPLES for fate in shape):
+                settled[shape] = _counts(fields, shape)
+            continue
+        for entry, name in counts:
+            entry[name] += 1
     for entry in fields.values():
         entry["examples"] = {fate: found for fate, found in entry["examples"].items() if found}
     return fields
+
+
+def _add(fields: dict[str, dict[str, Any]], old_id: str, fates: Iterable[Fate]) -> None:
+    """One item's fates added to `summarize`'s fields."""
+    counted: set[tuple[str, str]] = set()
+    for fate in fates:
+        entry = fields.get(fate.field)
+        if entry is None:  # not `setdefault`, which would build this for every fate of every item
+            by_fate: dict[str, list[dict[str, Any]]] = {MAPPED: [], KEPT: [], DROPPED: []}
+            entry = fields[fate.field] = {MAPPED: 0, KEPT: 0, DROPPED: 0, "changed": 0, "homes": [], "reasons": [], "examples": by_fate}
+        if (fate.field, fate.fate) not in counted:
+            counted.add((fate.field, fate.fate))
+            entry[fate.fate] += 1
+        if fate.changed:
+            entry["changed"] += 1
+        if fate.home and fate.home not in entry["homes"]:
+            entry["homes"].append(fate.home)
+        if fate.reason and fate.reason not in entry["reasons"] and len(entry["reasons"]) < 10:
+            entry["reasons"].append(fate.reason)
+        examples = entry["examples"][fate.fate]
+        if len(examples) < EXAMPLES and not any(example["id"] == old_id for example in examples):
+            example: dict[str, Any] = {"id": old_id}
+            if fate.value is not None:
+                example["value"] = shown(fate.value)
+            if fate.changed:
+                example["changed"] = fate.changed
+            if fate.reason and fate.fate != MAPPED:
+                example["reason"] = fate.reason
+            examples.append(example)
+
+
+def _counts(fields: dict[str, dict[str, Any]], fates: tuple[Fate, ...]) -> list[tuple[dict[str, Any], str]]:
+    """What `_add` still changes for fates already added whose examples are full: (the field's
+    entry, the count to add one to), once per field and fate, and once per changed value.
+    Their homes are listed already, and so are their reasons unless ten other reasons were
+    first (the list only grows)."""
+    counts: list[tuple[dict[str, Any], str]] = []
+    counted: set[tuple[str, str]] = set()
+    for fate in fates:
+        entry = fields[fate.field]
+        if (fate.field, fate.fate) not in counted:
+            counted.add((fate.field, fate.fate))
+            counts.append((entry, fate.fate))
+        if fate.changed:
+            counts.append((entry, "changed"))
+    return counts

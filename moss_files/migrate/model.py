@@ -286,16 +286,14 @@ def iso_time(value: Any) -> str | None:
     ISO 8601 with or without a fraction or offset (Moe writes seven fraction digits), a date
     alone, `2026-08-17 07:26` (Backlog.md), or unix seconds or milliseconds. None when the
     value is empty or none of these."""
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
+    if not isinstance(value, str):  # text first: three times an item of a large source
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return None
         seconds = value / 1000 if value > 10**11 else value
         try:
             return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         except (OverflowError, OSError, ValueError):
             return None
-    if not isinstance(value, str):
-        return None
     text = value.strip()
     if not _ISO.match(text):
         return None
@@ -331,8 +329,9 @@ def _utc_text(moment: datetime) -> str | None:
         except OverflowError:
             return None
     if moment.year >= 1000:
-        # Its ISO text, a third of the cost of `strftime`, which writes years before 1000 unpadded.
-        return moment.isoformat(timespec="seconds")[:19] + "Z"
+        # Its ISO text, a third of the cost of `strftime`, which writes years before 1000
+        # unpadded; seconds are its first 19 characters (`timespec` costs half as much again).
+        return moment.isoformat()[:19] + "Z"
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -10,6 +10,7 @@ it here, as in the index). Nothing here writes: a SQLite database in WAL mode is
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import sqlite3
@@ -68,12 +69,40 @@ def read_bytes(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> 
 def read_text(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> str:
     """A source file as text (UTF-8, a BOM dropped). Raises as `read_bytes`, and
     SOURCE_INVALID with the line of bytes that are not UTF-8 or a NUL."""
-    data = read_bytes(path, where, max_bytes=max_bytes)
+    return _decoded(read_bytes(path, where, max_bytes=max_bytes), where, max_bytes)
+
+
+def _decoded(data: bytes, where: str, max_bytes: int) -> str:
+    """`read_text`'s text of a source file's bytes (raising as it does)."""
     try:
         text, _bom = document.decode(data, where, max_bytes=max_bytes)
     except InvalidDocument as err:
         raise source_error(err.message, Where(where, err.line), cause=err.code) from None
     return text
+
+
+def read_lines(path: Path, where: str, *, max_bytes: int = MAX_SOURCE_BYTES) -> list[tuple[int, bytes]]:
+    """(line number, the line's UTF-8 bytes, a BOM dropped) of each line of a text source file
+    that is not blank, checked as `read_text` checks it and raising as it does. A line's
+    bytes, not its text: a single character beyond the Basic Multilingual Plane (an emoji)
+    makes a file's whole text four bytes a character (the real Beads export copied up to a
+    hundred thousand issues: 73 MB of UTF-8, 278 MB as one text), where each line's bytes
+    stay the size of the file."""
+    data = read_bytes(path, where, max_bytes=max_bytes)
+    if b"\0" in data:
+        _decoded(data, where, max_bytes)  # raises BINARY_FILE with the line, as for the whole text
+    lines: list[tuple[int, bytes]] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if number == 1 and line.startswith(codecs.BOM_UTF8):
+            line = line[len(codecs.BOM_UTF8) :]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            _decoded(data, where, max_bytes)  # raises INVALID_ENCODING with the file's first bad byte and its line
+            raise
+        if text.strip():
+            lines.append((number, line))
+    return lines
 
 
 def load_json(path: Path, where: str) -> Any:
@@ -96,12 +125,13 @@ def load_jsonl(path: Path, where: str) -> list[tuple[int, Any]]:
 
 class JsonLines:
     """The records of a JSON Lines file, parsed each time they are gone through: (where, value)
-    of each non-blank line, `where` naming the file as `where` shows it and the line. Holding the lines rather than their values keeps a large
-    source (a hundred thousand Beads issues: 76 MB of text, some 500 MB as Python objects) to
-    the size of its text; a reader that goes through it twice parses it twice. Made for a
-    number of `passes`, it lets go of each line as the last pass parses it. A line is checked
-    for a key given twice the first time it is parsed only: a later pass reads the text
-    already found sound with the plain parser, a third faster.
+    of each non-blank line, `where` naming the file as `where` shows it and the line. Holding the
+    lines' bytes (`read_lines`) rather than their values keeps a large source (a hundred
+    thousand Beads issues: 76 MB of text, some 500 MB as Python objects) to the size of its
+    file; a reader that goes through it twice parses it twice. Made for a number of `passes`,
+    it lets go of each line as the last pass parses it. A line is checked for a key given
+    twice the first time it is parsed only: a later pass reads the text already found sound
+    with the plain parser, a third faster.
 
     Reading the file raises as `read_text`; going through it raises SOURCE_INVALID naming the
     first line that is not JSON (InvalidDocument JSON_DUPLICATE_KEY, JSON_TOO_DEEP).
@@ -111,7 +141,7 @@ class JsonLines:
 
     def __init__(self, path: Path, where: str, *, passes: int | None = None) -> None:
         self.where = where
-        self.lines: list[tuple[int, str] | None] = [(number, line) for number, line in enumerate(read_text(path, where).split("\n"), start=1) if line.strip()]
+        self.lines: list[tuple[int, bytes] | None] = list(read_lines(path, where))
         self.count = len(self.lines)
         self.passes = passes  # how many times it will be gone through: the last lets go of each line once parsed
         self.checked = 0  # the lines before this one have been parsed with the duplicate-key check
@@ -135,7 +165,7 @@ class JsonLines:
                 lines[index] = None  # a hundred thousand lines are most of what a large source holds
             unique = index >= self.checked
             try:
-                value = structured.loads_json(line, path=where, line=number, unique_keys=unique)
+                value = structured.loads_json(line.decode("utf-8"), path=where, line=number, unique_keys=unique)
             except json.JSONDecodeError as exc:
                 raise source_error(f"line is not valid JSON: {exc.msg} (column {exc.colno})", Where(where, number)) from None
             if unique:

@@ -496,6 +496,38 @@ def test_beads_lines_are_parsed_on_each_pass_and_let_go_on_the_last(root: Path) 
     assert caught.value.code == "SOURCE_INVALID" and caught.value.line == 3
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\n\n",
+        '\ufeff{"id": "bd-1"}\r\n \t\n\u3000\n{"id": "bd-2", "title": "caf\u00e9 \U0001f600"}'.encode(),
+        '\ufeff\n\ufeff{"id": "bd-1"}\n\x85\n{"a": "\u0100"}'.encode(),
+        b'{"id": "bd-1"}',
+        b'{"id": "bd-1"}\n{"t": "\xe2\x82"}\n{"t": "\xff"}\n',  # a sequence cut short by the line's end, then a byte never UTF-8
+        b'{"id": "bd-1"}\n{"t": "\xe2\x82\n"}\n',  # cut short by a newline inside the text
+        b'{"id": "bd-1"}\n{"t": "\xff"}\n{"t": "a\x00"}\n',  # a NUL is reported before bad UTF-8, as for the whole text
+        b"\xef\xbb",
+    ],
+)
+def test_a_jsonl_source_read_as_line_bytes_holds_the_lines_and_raises_what_its_text_does(tmp_path: Path, data: bytes) -> None:
+    """`sources.read_lines` (each line's bytes, so a large source is never one text four bytes a
+    character) holds the lines the file's text (`read_text`) has that are not blank, BOM
+    dropped, and refuses a file exactly as `read_text` does."""
+    path = tmp_path / "issues.jsonl"
+    path.write_bytes(data)
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except InvalidDocument as err:
+            return (err.code, err.message, err.path, err.line, err.details)
+
+    from_text = outcome(lambda: [(number, line) for number, line in enumerate(sources.read_text(path, "issues.jsonl").split("\n"), start=1) if line.strip()])
+    from_bytes = outcome(lambda: [(number, line.decode("utf-8")) for number, line in sources.read_lines(path, "issues.jsonl")])
+    assert from_bytes == from_text
+
+
 def test_beads_a_comment_is_kept_verbatim_exactly_when_its_record_is_over_the_limit() -> None:
     """The size a comment's record is measured at is its compact JSON (`json.dumps`, no ASCII
     escapes) in UTF-8: at that many bytes it is a board comment, one byte fewer and it stays in

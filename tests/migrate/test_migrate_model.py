@@ -19,7 +19,7 @@ from moss_files.foundation import document
 from moss_files.foundation import yaml_editor as yamlrt
 from moss_files.foundation.errors import Conflict
 from moss_files.foundation.ids import PREFIXED_RE
-from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, shown, summarize
+from moss_files.migrate.ledger import DROPPED, EXAMPLES, KEPT, MAPPED, Account, Fate, _add, shown, summarize
 from moss_files.migrate.model import (
     CREATE,
     SKIP,
@@ -207,6 +207,33 @@ FATE_ONE = st.builds(
     changed=st.sampled_from([None, "4 -> LOW"]),
     value=st.one_of(st.none(), st.text(max_size=3)),
 )
+
+
+FATE_MANY_REASONS = st.builds(
+    Fate,
+    field=st.sampled_from(["title", "status", "labels"]),
+    fate=st.sampled_from([MAPPED, KEPT, DROPPED]),
+    home=st.sampled_from([None, "title", "source_fields.labels"]),
+    reason=st.one_of(st.none(), st.sampled_from([f"why {number}" for number in range(14)])),  # past the ten a field lists
+    changed=st.sampled_from([None, "4 -> LOW"]),
+    value=st.one_of(st.none(), st.text(max_size=2)),
+)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_the_ledger_adds_only_the_counts_of_fates_met_before_as_looking_at_each_fate_would(data: st.DataObject) -> None:
+    """summarize adds only the counts of an item whose fates an earlier item had, once those
+    filled their examples: the ledger equals the one made by looking at every fate of every
+    item (`_add`), however the items repeat, their reasons overflow or their ids recur."""
+    shapes = data.draw(st.lists(st.lists(FATE_MANY_REASONS, max_size=6).map(tuple), min_size=1, max_size=4))
+    accounts = data.draw(st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from(shapes)), max_size=40))
+    general: dict[str, dict[str, Any]] = {}
+    for old_id, fates in accounts:
+        _add(general, old_id, fates)
+    for entry in general.values():
+        entry["examples"] = {fate: found for fate, found in entry["examples"].items() if found}
+    assert summarize(accounts) == general
 
 
 @settings(max_examples=300)
