@@ -130,16 +130,20 @@ def _sentinel_block(key: str) -> re.Pattern[str]:
     return re.compile(rf"## {re.escape(title)}\s*\n<!-- SECTION:{marker}:BEGIN -->\s*\n{text}{closing}", re.IGNORECASE)
 
 
+def _headed(title: str) -> str:
+    """A section by its heading: `## <title>`, the rest of that line, and its text."""
+    text = _text_until(_section_end(title), "\n")
+    return rf"## {re.escape(title)}\s*\n{text}"
+
+
 @functools.cache
 def _legacy(title: str) -> re.Pattern[str]:
-    text = _text_until(_section_end(title), "\n")
-    return re.compile(rf"(\n|^)## {re.escape(title)}\s*\n{text}", re.IGNORECASE)
+    return re.compile(rf"(\n|^){_headed(title)}", re.IGNORECASE)
 
 
 @functools.cache
 def _header(title: str) -> re.Pattern[str]:
-    text = _text_until(_section_end(title), "\n")
-    return re.compile(rf"## {re.escape(title)}\s*\n{text}", re.IGNORECASE)
+    return re.compile(_headed(title), re.IGNORECASE)
 
 
 # Where a section's patterns can match. Each starts with its `## <title>` heading (the legacy one
