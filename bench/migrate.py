@@ -226,6 +226,13 @@ def scaled_backlog(source: Path, count: int, target: Path) -> int:
     for folder in ("milestones", "archive/milestones"):
         if (source / folder).is_dir():
             shutil.copytree(source / folder, target / folder)
+    tasks = []  # (folder, file name, frontmatter, the rest): each source file read once
+    for folder, path in files:
+        text = path.read_text(encoding="utf-8")
+        frontmatter = re.match(r"---\r?\n[\s\S]*?\r?\n---", text)
+        end = frontmatter.end() if frontmatter else 0
+        tasks.append((folder, path.name, text[:end], text[end:]))
+        (target / folder).mkdir(parents=True, exist_ok=True)
     written = 0
     copy = 0
     while written < count:
@@ -234,12 +241,8 @@ def scaled_backlog(source: Path, count: int, target: Path) -> int:
         def shifted(text: str, shift: int = shift) -> str:
             return task_id.sub(lambda match: f"{match.group(1)}-{int(match.group(2)) + shift}", text)
 
-        for folder, path in files[: count - written]:
-            text = path.read_text(encoding="utf-8")
-            frontmatter = re.match(r"---\r?\n[\s\S]*?\r?\n---", text)
-            end = frontmatter.end() if frontmatter else 0
-            (target / folder).mkdir(parents=True, exist_ok=True)
-            (target / folder / shifted(path.name)).write_text(shifted(text[:end]) + text[end:], encoding="utf-8")
+        for folder, name, head, rest in tasks[: count - written]:
+            (target / folder / shifted(name)).write_text(shifted(head) + rest, encoding="utf-8")
             written += 1
         copy += 1
     return written
@@ -283,16 +286,13 @@ def rows_main(args: argparse.Namespace) -> None:
             issues.write_bytes(scaled_beads(beads, size))
             folder = tmp / f"backlog-{size}" / "backlog"
             scaled_backlog(backlog, size, folder)
+            # kind: ((the source, the copy of `size` items), the run's options, what it is, its items)
             sources = {
-                "beads": (
-                    ["beads", "--from", str(issues), "--include-deleted"],
-                    f"{size} Beads issues from {beads.name} ({issues.stat().st_size / 1e6:.1f} MB",
-                    "issues",
-                ),
-                "backlog": (["backlog", "--from", str(folder)], f"{size} Backlog.md task files from {backlog}", "tasks"),
+                "beads": ((beads, issues), ["--include-deleted"], f"{size} Beads issues from {beads.name} ({issues.stat().st_size / 1e6:.1f} MB", "issues"),
+                "backlog": ((backlog, folder), [], f"{size} Backlog.md task files from {backlog}", "tasks"),
             }
-            for kind, (arguments, what, items) in sources.items():
-                found += migration_rows(args, floors, commands, env, tmp, started, size, repeat, kind, arguments, what, items)
+            for kind, (paths, options, what, items) in sources.items():
+                found += migration_rows(args, floors, commands, env, tmp, started, size, repeat, kind, paths, options, what, items)
     shared.print_rows(found)
     shared.write_rows(args.json, found)
 
@@ -307,12 +307,15 @@ def migration_rows(
     size: int,
     repeat: int,
     kind: str,
-    arguments: list[str],
+    paths: tuple[Path, Path],
+    options: list[str],
     what: str,
     items: str,
 ) -> list[shared.Row]:
-    """The rows of `moss migrate <kind> <arguments>` at `size` items, each build alternating
-    with the floor: a process writing as many files of the mean size the first run made."""
+    """The rows of `moss migrate <kind> --from <copy> <options>` at `size` items, each build
+    alternating with the floor: a process writing as many files of the mean size the first run
+    made. `paths`: the source, 20 of whose items warm each build, and its copy of `size` items."""
+    source, copied = paths
     runs: dict[str, Any] = {}
     made: list[Path] = []
     mean_bytes = 0
@@ -320,10 +323,10 @@ def migration_rows(
         warm = fresh_project(tmp, f"warm-{label}", moss, env)
         if kind == "beads":
             (warm / ".beads").mkdir()
-            (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(Path(args.beads_source) if args.beads_source else BEADS_FIXTURE, 20))
+            (warm / ".beads" / "issues.jsonl").write_bytes(scaled_beads(source, 20))
         else:
-            scaled_backlog(Path(args.backlog_source) if args.backlog_source else BACKLOG_FIXTURE, 20, warm / "backlog")
-        shared.run_process([moss, "migrate", kind, *(["--include-deleted"] if kind == "beads" else []), "--json"], cwd=warm, env=env)
+            scaled_backlog(source, 20, warm / "backlog")
+        shared.run_process([moss, "migrate", kind, *options, "--json"], cwd=warm, env=env)
         made.append(warm)
     floors.settle(tmp, size, args.settle, started)
     steps = [*commands, "floor"]  # the floor last in the first round: it writes files of the mean size the first run made
@@ -339,7 +342,7 @@ def migration_rows(
             moss = commands[step]
             project = fresh_project(tmp, step, moss, env)
             made.append(project)
-            elapsed, usage, out = floors.timed([moss, "migrate", *arguments, "--json"], project, env)
+            elapsed, usage, out = floors.timed([moss, "migrate", kind, "--from", str(copied), *options, "--json"], project, env)
             report = json.loads(out)
             if report["created"] + report["skipped"] < size:
                 raise SystemExit(f"{step}: {kind}: created {report['created']} and skipped {report['skipped']} of {size}")
