@@ -36,7 +36,7 @@ from moss_files.board.usecase import (
     with_problems,
     write_task,
 )
-from moss_files.foundation import arguments
+from moss_files.foundation import arguments, fs
 from moss_files.foundation.context import HUMAN, Context
 from moss_files.foundation.errors import Conflict, InvalidRequest, MossError
 
@@ -49,6 +49,7 @@ QUEUE_KEY = "board.claim_queue"
 HEAD_COUNT = 32
 
 
+@fs.folders_held()  # the heartbeat after the lock walks to the folders the claim held open
 def claim_next_task(
     ctx: Context,
     *,

@@ -807,25 +807,27 @@ class BoardStore:
         """
         me = threading.get_ident()
         outer = me not in self._owed
-        try:
-            with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._paced_catch_up):
-                with self._mutex:
-                    self._writers += 1
-                    self._owed.setdefault(me, set())
-                try:
-                    yield
-                finally:
+        # A claim walks to the same few board folders a dozen times: each is opened once.
+        with fs.folders_held():
+            try:
+                with fs.locked(self.root / LOCK_TARGET, timeout=timeout, while_waiting=self._paced_catch_up):
                     with self._mutex:
-                        self._writers -= 1
-        finally:
-            if outer:
-                self._make_durable(self._owed.pop(me, set()))
-        # The cache file is derived: it is brought up to date after the lock is let go, so
-        # that no claimer waits on it.
-        with self._mutex:
-            unsaved, self._unsaved = self._unsaved, None
-            if unsaved is not None and not self._writers:
-                self._save(unsaved)
+                        self._writers += 1
+                        self._owed.setdefault(me, set())
+                    try:
+                        yield
+                    finally:
+                        with self._mutex:
+                            self._writers -= 1
+            finally:
+                if outer:
+                    self._make_durable(self._owed.pop(me, set()))
+            # The cache file is derived: it is brought up to date after the lock is let go, so
+            # that no claimer waits on it.
+            with self._mutex:
+                unsaved, self._unsaved = self._unsaved, None
+                if unsaved is not None and not self._writers:
+                    self._save(unsaved)
 
     def _owes(self) -> set[tuple[str, Path]] | None:
         """The calling thread's syncs owed until its `writing()` lets go of the lock; None

@@ -25,7 +25,7 @@ import functools
 import os
 import stat
 import time
-from _thread import allocate_lock
+from _thread import _local, allocate_lock
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -215,7 +215,8 @@ def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
 
 def open_folder(folder: Path | str, *, create: bool = False) -> int:
     """An O_DIRECTORY descriptor for `folder` (the caller closes it), reached without following
-    any link from the toolkit folder down; with `create`, missing folders are made.
+    any link from the toolkit folder down; with `create`, missing folders are made. Inside
+    `folders_held()`, a duplicate of the descriptor the scope holds.
 
     Raises FileNotFoundError for a missing folder (without `create`), InvalidDocument
     SYMLINK_REFUSED for a link on the way, InvalidRequest when a file stands where a folder
@@ -226,37 +227,43 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
         if create:
             Path(folder).mkdir(parents=True, exist_ok=True)
         return _open_top(folder)
+    held = _scope.held
+    if held is not None:
+        fd, owned = _held_folder(held, split, create)
+        return fd if owned else os.dup(fd)
     base, names = split
+    return _walk(_open_base(base, create), base, names, 0, create)
+
+
+def _open_base(base: str, create: bool) -> int:
+    """The workspace root's descriptor, the folder a toolkit path starts from; it may be a
+    link (the user's choice). With `create`, made when missing."""
     try:
-        fd = _open_top(base)  # the workspace root may be a link: it is the user's choice
+        return _open_top(base)
     except FileNotFoundError:
         if not create:
             raise
         os.makedirs(base, exist_ok=True)  # made only when missing: a mkdir that finds it there costs two calls
-        fd = _open_top(base)
+        return _open_top(base)
+
+
+def _open_child(fd: int, name: str, create: bool, shown: Path) -> int:
+    """The folder `name` inside `fd`, never through a link; with `create`, made when missing."""
     try:
-        for depth, name in enumerate(names):
-            try:
-                child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                try:
-                    os.mkdir(name, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass  # made by a concurrent writer, or a link: the open below tells
-                try:
-                    child = os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except OSError as exc:
-                    raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
-            except OSError as exc:
-                raise _refusal(fd, name, Path(base, *names[: depth + 1]), exc) from None
-            os.close(fd)
-            fd = child
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+        try:
+            os.mkdir(name, 0o777, dir_fd=fd)
+        except FileExistsError:
+            pass  # made by a concurrent writer, or a link: the open below tells
+        try:
+            return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as exc:
+            raise _refusal(fd, name, shown, exc) from None
+    except OSError as exc:
+        raise _refusal(fd, name, shown, exc) from None
 
 
 def _open_top(folder: Path | str) -> int:
@@ -267,14 +274,101 @@ def _open_top(folder: Path | str) -> int:
         raise not_readable(folder, exc, folder=True) from None
 
 
+class _Scope(_local):
+    """The descriptors `folders_held()` keeps for the thread inside it, by path from the
+    workspace root: (base,) for the root, (base, name, ...) for each toolkit folder below.
+    (`_thread`'s local, not a ContextVar: `contextvars` costs every command's start-up 0.5 ms,
+    and the scope never spans an await.)"""
+
+    held: dict[tuple[str, ...], int] | None = None
+
+
+_scope = _Scope()
+# At most this many descriptors per scope: a walk past them opens and closes as outside one.
+HELD_FOLDERS_MAX = 64
+
+
+@contextmanager
+def folders_held() -> Iterator[None]:
+    """Inside, every toolkit folder is opened once: `open_folder` and `folder_fd` reuse the
+    descriptor the first walk to it opened (and the folders above it), where each walk opened
+    every folder from the workspace root down, two system calls a folder. For one short
+    operation, such as a board write under its lock (a claim walks to the same five folders
+    about fifteen times). Reentrant; per thread.
+
+    A descriptor names the folder it opened, not a path: a folder removed and made again by
+    another program within the scope is not seen, and a file made in the removed one fails
+    (ENOENT) rather than going astray. Keep the scope as short as the operation."""
+    if _scope.held is not None:
+        yield
+        return
+    held: dict[tuple[str, ...], int] = {}
+    _scope.held = held
+    try:
+        yield
+    finally:
+        _scope.held = None
+        for fd in held.values():
+            os.close(fd)
+
+
+def _held_folder(held: dict[tuple[str, ...], int], split: tuple[str, tuple[str, ...]], create: bool) -> tuple[int, bool]:
+    """(descriptor, owned): the scope's descriptor of the folder `split` (see `_toolkit_split`),
+    opened from the deepest folder above it the scope holds, each folder opened on the way
+    kept (owned False: the scope closes it); once the scope holds HELD_FOLDERS_MAX, the rest
+    of the walk as outside one (owned True: the caller closes it)."""
+    base, names = split
+    key: tuple[str, ...] = (base, *names)
+    found = held.get(key)
+    if found is not None:
+        return found, False
+    depth = len(names)
+    while depth >= 0 and key[: depth + 1] not in held:
+        depth -= 1
+    if depth < 0:
+        fd = _open_base(base, create)
+        if len(held) >= HELD_FOLDERS_MAX:
+            return _walk(fd, base, names, 0, create), True
+        held[(base,)] = fd
+        depth = 0
+    fd = held[key[: depth + 1]]
+    for index in range(depth, len(names)):
+        if len(held) >= HELD_FOLDERS_MAX:
+            return _walk(os.dup(fd), base, names, index, create), True
+        fd = _open_child(fd, names[index], create, Path(base, *names[: index + 1]))
+        held[key[: index + 2]] = fd
+    return fd, False
+
+
+def _walk(fd: int, base: str, names: tuple[str, ...], start: int, create: bool) -> int:
+    """The folder names[start:] below `fd` (which this closes), each opened without following
+    a link: its descriptor, for the caller to close."""
+    try:
+        for index in range(start, len(names)):
+            child = _open_child(fd, names[index], create, Path(base, *names[: index + 1]))
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 @contextmanager
 def folder_fd(folder: Path | str, *, create: bool = False) -> Iterator[int]:
-    """`open_folder` as a context manager that closes the descriptor."""
-    fd = open_folder(folder, create=create)
+    """`open_folder` as a context manager that closes the descriptor (inside `folders_held()`,
+    the scope's own, left open)."""
+    held = _scope.held
+    split = _toolkit_split(folder) if held is not None else None
+    if held is not None and split is not None:
+        fd, owned = _held_folder(held, split, create)
+    else:
+        fd, owned = open_folder(folder, create=create), True
     try:
         yield fd
     finally:
-        os.close(fd)
+        if owned:
+            os.close(fd)
 
 
 def check_confined(path: Path) -> None:
