@@ -128,6 +128,132 @@ def scan_simple(yaml_text: str) -> dict[str, Any] | None:
     return result
 
 
+# Line breaks other than LF that YAML 1.1 (libyaml) counts as one: a text holding any is left
+# to the C loader, whose lines would then differ from the scanner's.
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+# How deep the nested scanner follows blocks before it leaves the text to the C loader (which
+# refuses past MAX_DEPTH with its own error).
+_SCAN_DEPTH = 16
+
+
+class _Declined(Exception):
+    """The nested scanner meets something it does not read: the C loader takes the text."""
+
+
+def scan_nested(yaml_text: str) -> dict[str, Any] | None:
+    """Parse block mappings and block sequences nested to any depth (up to _SCAN_DEPTH) over
+    the scalars `scan_simple` reads, the shape of a board task's `plan:` (a list of mappings
+    holding lists), without a YAML parser: indentation alone gives the structure. Returns
+    None as soon as the text needs a real YAML parser (a scalar running on over lines, a
+    sequence nested straight in a sequence, `-` or `- # note` alone, an indentation no block
+    has, the root not a mapping at column 0); the caller then uses the C loader. Raises
+    YamlProblem for a duplicate key, as the C loader's path does (once the whole text is
+    read: a text the C loader refuses for its syntax gets that error from it)."""
+    if "\t" in yaml_text:
+        return None
+    if "\r" in yaml_text:
+        yaml_text = yaml_text.replace("\r\n", "\n")
+    if any(mark in yaml_text for mark in _OTHER_BREAKS):
+        return None
+    # (line number, indentation, the line past it): the lines that are neither blank nor a
+    # comment, which YAML ignores at any indentation.
+    lines: list[tuple[int, int, str]] = []
+    for number, line in enumerate(yaml_text.split("\n")):
+        rest = line.lstrip(" ")
+        if rest and rest[0] != "#":
+            lines.append((number, len(line) - len(rest), rest))
+    if not lines:
+        return {}
+    if lines[0][1] != 0 or _is_item(lines[0][2]):
+        return None
+    duplicates: list[YamlProblem] = []
+    try:
+        root, end = _scan_mapping(lines, 0, 0, 1, duplicates)
+    except _Declined:
+        return None
+    if end != len(lines):
+        return None
+    if duplicates:
+        raise duplicates[0]
+    return root
+
+
+def _is_item(rest: str) -> bool:
+    """Whether a line (past its indentation) is a block sequence's entry."""
+    return rest[0] == "-" and (len(rest) == 1 or rest[1] == " ")
+
+
+_Lines = list[tuple[int, int, str]]
+
+
+def _scan_block(lines: _Lines, index: int, depth: int, duplicates: list[YamlProblem]) -> tuple[Any, int]:
+    if depth > _SCAN_DEPTH:
+        raise _Declined
+    _number, column, rest = lines[index]
+    if _is_item(rest):
+        return _scan_sequence(lines, index, column, depth, duplicates)
+    return _scan_mapping(lines, index, column, depth, duplicates)
+
+
+def _scan_mapping(lines: _Lines, index: int, column: int, depth: int, duplicates: list[YamlProblem]) -> tuple[dict[str, Any], int]:
+    """The block mapping whose entries stand at `column`, from lines[index]: (it, the index
+    of the first line past it). A key met twice goes to `duplicates`."""
+    result: dict[str, Any] = {}
+    count = len(lines)
+    while index < count:
+        number, indent, rest = lines[index]
+        if indent < column:
+            break
+        if indent > column or _is_item(rest):
+            raise _Declined  # a scalar running on, or an entry no block here can hold
+        match = _ENTRY.fullmatch(rest)
+        if match is None:
+            raise _Declined
+        key = match.group(1)
+        if key in result:
+            duplicates.append(YamlProblem("FRONTMATTER_DUPLICATE_KEY", f"duplicate key {key!r}", number))
+        if not isinstance(_resolve(key), str):
+            raise _Declined  # `true:` or `1:` keys are not strings
+        raw = match.group(2)
+        value = _inline_value(raw.rstrip(" ")) if raw else None
+        if value is _NOT_SIMPLE:
+            raise _Declined
+        index += 1
+        if value is None and (not raw or raw.lstrip(" ")[:1] in ("", "#")):
+            # `key:` opens a block: one indented deeper, or a sequence at the key's own column.
+            if index < count and (lines[index][1] > column or (lines[index][1] == column and _is_item(lines[index][2]))):
+                value, index = _scan_block(lines, index, depth + 1, duplicates)
+        result.setdefault(key, value)
+    return result, index
+
+
+def _scan_sequence(lines: _Lines, index: int, column: int, depth: int, duplicates: list[YamlProblem]) -> tuple[list[Any], int]:
+    """The block sequence whose dashes stand at `column`, from lines[index]: (it, the index of
+    the first line past it)."""
+    result: list[Any] = []
+    count = len(lines)
+    while index < count:
+        number, indent, rest = lines[index]
+        if indent != column or not _is_item(rest):
+            if indent > column:
+                raise _Declined  # a scalar item running on
+            break  # the sequence ends (the next entry of the mapping it belongs to, or less indented)
+        item = rest[1:].lstrip(" ")
+        if not item or item[0] == "#" or _is_item(item):
+            raise _Declined  # an entry opening a block below it, or a sequence in a sequence
+        if _ENTRY.fullmatch(item):
+            # `- key: …`: a mapping whose entries stand at the column of this first key.
+            lines[index] = (number, column + len(rest) - len(item), item)
+            value, index = _scan_mapping(lines, index, lines[index][1], depth + 1, duplicates)
+        else:
+            value = _inline_value(item.rstrip(" "))
+            if value is _NOT_SIMPLE:
+                raise _Declined
+            index += 1
+        result.append(value)
+    return result, index
+
+
 def plain_lines(yaml_text: str) -> bool:
     """Whether every line is blank, a comment, or, past its indentation and list dashes, a
     `key: value` or a lone value that the plain scanner reads (or a `key:` that opens a
@@ -263,6 +389,8 @@ def load_fast(yaml_text: str) -> dict[str, Any]:
     tags and nesting deeper than MAX_DEPTH.
     """
     simple = scan_simple(yaml_text)
+    if simple is None:
+        simple = scan_nested(yaml_text)
     if simple is not None:
         return simple
     import yaml  # loaded once, by `_fast_loader`; this is a dictionary look-up
