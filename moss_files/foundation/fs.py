@@ -247,8 +247,10 @@ def _open_base(base: str, create: bool) -> int:
         return _open_top(base)
 
 
-def _open_child(fd: int, name: str, create: bool, shown: Path) -> int:
-    """The folder `name` inside `fd`, never through a link; with `create`, made when missing."""
+def _open_child(fd: int, base: str, names: tuple[str, ...], index: int, create: bool) -> int:
+    """The folder names[index] inside `fd` (base/names[:index]), never through a link; with
+    `create`, made when missing."""
+    name = names[index]
     try:
         return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
     except FileNotFoundError:
@@ -261,9 +263,9 @@ def _open_child(fd: int, name: str, create: bool, shown: Path) -> int:
         try:
             return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
         except OSError as exc:
-            raise _refusal(fd, name, shown, exc) from None
+            raise _refusal(fd, name, Path(base, *names[: index + 1]), exc) from None
     except OSError as exc:
-        raise _refusal(fd, name, shown, exc) from None
+        raise _refusal(fd, name, Path(base, *names[: index + 1]), exc) from None
 
 
 def _open_top(folder: Path | str) -> int:
@@ -335,7 +337,7 @@ def _held_folder(held: dict[tuple[str, ...], int], split: tuple[str, tuple[str, 
     for index in range(depth, len(names)):
         if len(held) >= HELD_FOLDERS_MAX:
             return _walk(os.dup(fd), base, names, index, create), True
-        fd = _open_child(fd, names[index], create, Path(base, *names[: index + 1]))
+        fd = _open_child(fd, base, names, index, create)
         held[key[: index + 2]] = fd
     return fd, False
 
@@ -345,7 +347,7 @@ def _walk(fd: int, base: str, names: tuple[str, ...], start: int, create: bool) 
     a link: its descriptor, for the caller to close."""
     try:
         for index in range(start, len(names)):
-            child = _open_child(fd, names[index], create, Path(base, *names[: index + 1]))
+            child = _open_child(fd, base, names, index, create)
             os.close(fd)
             fd = child
     except BaseException:
