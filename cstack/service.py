@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from cstack import plan, store
 from cstack.plan import Change, Plan
+from moss_files.foundation import fs
 
 if TYPE_CHECKING:
     from cstack.memory import Memory, Remembered
@@ -130,6 +131,7 @@ def count_tasks(ctx: Context) -> dict[str, Any]:
 # --------------------------------------------------------------------------- changing
 
 
+@fs.folders_held()  # each write walks to .cstack/ and its .locks/ again: opened once
 def add_task(
     ctx: Context,
     *,
@@ -157,6 +159,7 @@ def add_task(
     return plan.change_to_dict(store.update(ctx.root, store.PLAN, change))
 
 
+@fs.folders_held()
 def transition(ctx: Context, *, action: str, task: str | None = None, reason: str | None = None) -> dict[str, Any]:
     """`cstack start|done|close|block|reopen|ready TASK`: run the transition on PLAN.md;
     returns `{action, task, from_status, moved_from, current_updated, current}`.
@@ -222,6 +225,7 @@ def transition(ctx: Context, *, action: str, task: str | None = None, reason: st
     return result
 
 
+@fs.folders_held()
 def remember(ctx: Context, *, text: str, category: str | None = None) -> dict[str, Any]:
     """`cstack remember`: append a dated entry to MEMORY.md (made from the template if
     missing) under `category`, or the one its keywords suggest; returns the entry."""
