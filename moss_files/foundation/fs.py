@@ -216,7 +216,7 @@ def _refusal(dir_fd: int, name: str, shown: Path, exc: OSError) -> MossError:
 def open_folder(folder: Path | str, *, create: bool = False) -> int:
     """An O_DIRECTORY descriptor for `folder` (the caller closes it), reached without following
     any link from the toolkit folder down; with `create`, missing folders are made. Inside
-    `folders_held()`, a duplicate of the descriptor the scope holds.
+    `folders_held()`, opened from the folder above it, which the scope holds.
 
     Raises FileNotFoundError for a missing folder (without `create`), InvalidDocument
     SYMLINK_REFUSED for a link on the way, InvalidRequest when a file stands where a folder
@@ -227,11 +227,17 @@ def open_folder(folder: Path | str, *, create: bool = False) -> int:
         if create:
             Path(folder).mkdir(parents=True, exist_ok=True)
         return _open_top(folder)
+    base, names = split
     held = _scope.held
     if held is not None:
-        fd, owned = _held_folder(held, split, create)
-        return fd if owned else os.dup(fd)
-    base, names = split
+        # Opened afresh from the folder above it, which the scope holds: a descriptor of its
+        # own, not a duplicate, whose listing offset nobody else moves.
+        parent, owned = _held_folder(held, (base, names[:-1]), create)
+        try:
+            return _open_child(parent, base, names, len(names) - 1, create)
+        finally:
+            if owned:
+                os.close(parent)
     return _walk(_open_base(base, create), base, names, 0, create)
 
 
@@ -300,7 +306,10 @@ def folders_held() -> Iterator[None]:
 
     A descriptor names the folder it opened, not a path: a folder removed and made again by
     another program within the scope is not seen, and a file made in the removed one fails
-    (ENOENT) rather than going astray. Keep the scope as short as the operation."""
+    (ENOENT) rather than going astray. Keep the scope as short as the operation. The scope's
+    descriptors (what `folder_fd` yields in it) share one listing offset among their users:
+    list them with `os.listdir`, which reads them whole and rewinds, or through `open_folder`'s
+    own descriptor, never with a `scandir` left open across another listing."""
     if _scope.held is not None:
         yield
         return

@@ -34,7 +34,7 @@ def test_a_folder_is_opened_once_and_every_descriptor_closes_with_the_scope(tmp_
             assert second == first and same_folder(second, tasks)
         with fs.folder_fd(tasks.parent) as board:  # the folders above were kept on the way down
             assert same_folder(board, tasks.parent)
-        mine = fs.open_folder(tasks)  # the caller's own duplicate, which it closes
+        mine = fs.open_folder(tasks)  # the caller's own descriptor, which it closes
         assert mine != first and same_folder(mine, tasks)
         os.close(mine)
         with fs.folder_fd(tasks) as again:
@@ -42,6 +42,23 @@ def test_a_folder_is_opened_once_and_every_descriptor_closes_with_the_scope(tmp_
         held = open_descriptors() - before
         assert len(held) == 4  # the workspace root, .moss, board, tasks
     assert open_descriptors() == before
+
+
+def test_open_folder_gives_a_descriptor_whose_listing_is_its_own(tmp_path: Path) -> None:
+    folder = tmp_path / ".moss" / "board" / "tasks"
+    folder.mkdir(parents=True)
+    for name in ("a.md", "b.md", "c.md"):
+        (folder / name).write_text("x")
+    with fs.folders_held():
+        with fs.folder_fd(folder) as shared:
+            outer = os.scandir(shared)
+            next(outer)  # a listing under way through the scope's descriptor
+            mine = fs.open_folder(folder)
+            try:
+                assert sorted(os.listdir(mine)) == ["a.md", "b.md", "c.md"]  # from its start
+            finally:
+                os.close(mine)
+            outer.close()
 
 
 def test_a_scope_inside_a_scope_leaves_the_descriptors_to_the_outer_one(tmp_path: Path) -> None:
