@@ -141,15 +141,21 @@ def structured_frontmatter(draw: st.DrawFn) -> str:
 @given(structured_frontmatter())
 @example("a:\n  - x\n  # c\n  - 'y'\nb:\n  k: \"v\"\n")
 def test_structured_scanner_agrees_with_both_yaml_loaders(text: str) -> None:
-    simple = _outcome(yamlio.scan_simple, text)
-    if simple == ("ok", None):
-        return  # declined: the C loader takes over
-    c_loader = _outcome(_fast_c, text)
-    if simple[0] == "error":
-        assert c_loader == simple, text
+    check_scanner(yamlio.scan_simple, text)
+
+
+def check_scanner(scanner: Any, text: str) -> None:
+    """A scanner's answer on `text` is both loaders' answer (its error the C loader's), unless
+    it declines (None: the C loader takes the text)."""
+    scanned = _outcome(scanner, text)
+    if scanned == ("ok", None):
         return
-    assert c_loader[0] == "ok" and same(simple[1], c_loader[1]), text
-    assert same(simple[1], _roundtrip(text)), text
+    c_loader = _outcome(_fast_c, text)
+    if scanned[0] == "error":
+        assert c_loader == scanned, text
+        return
+    assert c_loader[0] == "ok" and same(scanned[1], c_loader[1]), text
+    assert same(scanned[1], _roundtrip(text)), text
 
 
 @given(st.lists(st.tuples(KEYS, TOKENS), max_size=6, unique_by=lambda pair: pair[0]))
