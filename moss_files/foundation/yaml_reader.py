@@ -134,6 +134,8 @@ _OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
 # How deep the nested scanner follows blocks before it leaves the text to the C loader (which
 # refuses past MAX_DEPTH with its own error).
 _SCAN_DEPTH = 16
+# The lines the nested scanner reads: (line number, indentation, the line past it).
+_Lines = list[tuple[int, int, str]]
 
 
 class _Declined(Exception):
@@ -155,9 +157,8 @@ def scan_nested(yaml_text: str) -> dict[str, Any] | None:
         yaml_text = yaml_text.replace("\r\n", "\n")
     if any(mark in yaml_text for mark in _OTHER_BREAKS):
         return None
-    # (line number, indentation, the line past it): the lines that are neither blank nor a
-    # comment, which YAML ignores at any indentation.
-    lines: list[tuple[int, int, str]] = []
+    # The lines that are neither blank nor a comment, which YAML ignores at any indentation.
+    lines: _Lines = []
     for number, line in enumerate(yaml_text.split("\n")):
         rest = line.lstrip(" ")
         if rest and rest[0] != "#":
@@ -181,9 +182,6 @@ def scan_nested(yaml_text: str) -> dict[str, Any] | None:
 def _is_item(rest: str) -> bool:
     """Whether a line (past its indentation) is a block sequence's entry."""
     return rest[0] == "-" and (len(rest) == 1 or rest[1] == " ")
-
-
-_Lines = list[tuple[int, int, str]]
 
 
 def _scan_block(lines: _Lines, index: int, depth: int, duplicates: list[YamlProblem]) -> tuple[Any, int]:
