@@ -427,8 +427,10 @@ def open_regular(
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
         raise not_regular(shown, info.st_mode)
-    # Clear O_NONBLOCK again: it was only there so that opening a FIFO could not hang.
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    # Clear O_NONBLOCK again: it was only there so that opening a FIFO could not hang. F_SETFL
+    # takes only the status flags (O_APPEND, O_NONBLOCK, ...) from its argument, so the open's
+    # own flags say what to keep, without an F_GETFL to ask (one call fewer a file opened).
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
     return fd
 
 

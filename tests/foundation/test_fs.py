@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import random
 import subprocess
@@ -603,3 +604,22 @@ def test_create_exclusive_writes_a_file_given_in_parts_and_asks_for_them_only_to
     assert target.read_bytes() == b'{\n  "a": 1\n}\n' and len(calls) == 1
     assert fs.create_exclusive(target, parts) is False and len(calls) == 1
     assert sorted(os.listdir(tmp_path)) == ["report.json"]
+
+
+def test_a_file_opened_keeps_the_flags_asked_for_and_blocks_again(tmp_path: Path) -> None:
+    """open_regular opens without blocking (a FIFO is refused, never waited on) and then clears
+    O_NONBLOCK from the flags it was given: an append stays an append."""
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"one\n")
+    for asked in (os.O_RDONLY, os.O_WRONLY | os.O_APPEND):
+        fd = fs.open_regular(path, flags=asked)
+        try:
+            status = fcntl.fcntl(fd, fcntl.F_GETFL)
+            assert not status & os.O_NONBLOCK
+            assert bool(status & os.O_APPEND) == bool(asked & os.O_APPEND)
+            if asked & os.O_APPEND:
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.write(fd, b"two\n")
+        finally:
+            os.close(fd)
+    assert path.read_bytes() == b"one\ntwo\n"
