@@ -80,7 +80,7 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.foundation import document, fs, inotify, structured
+from moss_files.foundation import collector, document, fs, inotify, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from moss_files.foundation.inotify import Unavailable
 
@@ -98,6 +98,9 @@ CACHE_REWRITE_AFTER = 64
 # A store loaded this many times lives long (a server's): it watches its folders' file events
 # (`_Watch`) rather than take the stat of every file at every load.
 WATCH_AFTER = 2
+# A watching store whose board has at least this many files takes the objects alive out of the
+# cyclic collector's full collections after its first watching load (`collector.retire_alive`).
+KEEP_OUT_OF_COLLECTIONS_AT = 1000
 # How long a full check of the board (the stat of every file) stays the basis of a claim in a
 # process without file watches (`outline(..., bounded=True)`): within it, only the files moss
 # wrote since (named in the cache file) and those the check could not settle are looked at
@@ -760,6 +763,7 @@ class BoardStore:
         self._loads = 0
         self._watch: _Watch | None = None
         self._watching = True  # until a watch cannot be had here
+        self._retired = False  # whether the board it keeps has left the collector's walks
         self._unsaved: dict[str, _Folder] | None = None  # a load's, to save once they end
         self._checked: _Checked | None = None  # the newest full check the cache file records
         # Per thread (a server's threads share the store, and a listing in one must not
@@ -1116,6 +1120,15 @@ class BoardStore:
                 # before their delta lines, whose folder keys then supersede the check's.
                 self._record_check(synced, walk)
             self._save(synced)
+        if watch is not None and not self._retired and sum(len(synced[kind].entries) for kind in _BOARD_KINDS) >= KEEP_OUT_OF_COLLECTIONS_AT:
+            # The board a watching store keeps from load to load is a few objects per file,
+            # none in a reference cycle, and every full collection of the cyclic collector
+            # would walk all of them again: 70 ms a collection at 20,000 tasks on a slow
+            # machine, inside whichever claim it fell on. Once, after the first load that
+            # keeps them, they leave those walks; reference counting still frees each one
+            # this store drops.
+            self._retired = True
+            collector.retire_alive()
         return board
 
     def _from_check(self, now_ns: int) -> dict[str, _Folder] | None:

@@ -44,7 +44,16 @@ from moss_files.board.model import (
     default_project,
     is_valid_name,
 )
-from moss_files.board.store import CACHE_FILE, CACHE_REWRITE_AFTER, CHECK_TRUSTED_NS, OUTLINE_FIELDS, BoardStore, Head, racy_window
+from moss_files.board.store import (
+    CACHE_FILE,
+    CACHE_REWRITE_AFTER,
+    CHECK_TRUSTED_NS,
+    KEEP_OUT_OF_COLLECTIONS_AT,
+    OUTLINE_FIELDS,
+    BoardStore,
+    Head,
+    racy_window,
+)
 from moss_files.board.usecase import STORE_KEY, board_store
 from moss_files.foundation import document, fs, inotify
 from moss_files.foundation.context import AGENT, Context
@@ -671,6 +680,53 @@ def test_a_watching_store_sees_a_folder_replaced_and_files_added_to_it(repo: Pat
     (tasks / "TASK-c.md").write_text(files.render_task(Task("TASK-c", "EPIC-1", "third", status="WORKING", created=STAMP)))
     assert [t["id"] for t in queries.list_tasks(server)["tasks"]] == ["TASK-c"]
     assert claim_result(server, "w1") == "TASK-c"
+
+
+# In a child process: the collector's switch is the process's, and pytest's own objects must
+# not be retired with the board's.
+RETIRING = r"""
+import gc, json, sys, weakref
+from pathlib import Path
+from moss_files.board import claims, queries
+from moss_files.board.usecase import board_store
+from moss_files.foundation.context import Context
+ctx = Context(Path(sys.argv[1]), actor="agent")
+before = gc.get_freeze_count()
+queries.list_tasks(ctx)
+first = gc.get_freeze_count()
+for _ in range(3):
+    queries.list_tasks(ctx)
+retired = gc.get_freeze_count()
+claimed = claims.claim_next_task(ctx, statuses=["WORKING"], worker_id="w1")["task"]["id"]
+store = weakref.ref(board_store(ctx))
+watching = store()._watch is not None
+again = gc.get_freeze_count()
+del ctx
+print(json.dumps({"before": before, "first": first, "retired": retired, "again": again, "after": gc.get_freeze_count(), "claimed": claimed, "watching": watching, "freed": store() is None}))
+"""
+
+
+@pytest.mark.parametrize("count", [KEEP_OUT_OF_COLLECTIONS_AT + 20, 30])
+def test_a_watching_store_retires_a_large_board_from_the_collector_once_and_still_frees_it(repo: Path, count: int) -> None:
+    base = repo / ".moss" / "board"
+    for folder in ("epics", "tasks"):
+        (base / folder).mkdir(parents=True, exist_ok=True)
+    (base / "epics" / "EPIC-1.md").write_text(files.render_epic(Epic("EPIC-1", "e", status="ACTIVE", order=1)))
+    for n in range(count):
+        task = Task(f"TASK-{n:05d}", "EPIC-1", f"task {n}", status="WORKING" if n % 2 else "DONE", order=n, created=STAMP)
+        (base / "tasks" / f"{task.id}.md").write_text(files.render_task(task))
+    found = json.loads(subprocess.run([sys.executable, "-c", RETIRING, str(repo)], capture_output=True, text=True, check=True, timeout=300).stdout)
+    assert found["claimed"] == "TASK-00001"
+    assert found["before"] == found["first"] == 0  # a command's single load retires nothing
+    if not found["watching"]:
+        assert found["retired"] == 0, "only a watching store retires its board"
+    elif count >= KEEP_OUT_OF_COLLECTIONS_AT:
+        assert found["retired"] > 3 * count  # every task's objects, and what the process held
+        assert found["again"] <= found["retired"]  # once, not at every load (a freed object leaves)
+        assert found["after"] < found["again"] - count  # the board's objects, freed with the store
+    else:
+        assert found["retired"] == 0  # a small board costs a collection little: left as it is
+    assert found["freed"], "the store is freed by reference counting when its context is dropped"
 
 
 @pytest.mark.parametrize("store_kind", ["fresh", "long-lived"])

@@ -41,3 +41,38 @@ def test_a_pause_leaves_the_collector_off_where_the_caller_turned_it_off() -> No
         assert not gc.isenabled() and len(made) == 10
     finally:
         gc.enable()
+
+
+# In a child process: retiring is the process's, and pytest's own objects must not be retired.
+RETIRING = r"""
+import gc, json, weakref
+from moss_files.foundation import collector
+
+class Plain:
+    pass
+
+kept = [Plain() for _ in range(500)]
+dropped = Plain()
+gone = weakref.ref(dropped)
+collector.retire_alive()
+retired = gc.get_freeze_count()
+del dropped
+freed = gone() is None  # by reference counting: no collection ran
+with collector.paused():
+    made = [[n] for n in range(1000)]
+after_pause = gc.get_freeze_count()
+young = {id(o) for g in (0, 1, 2) for o in gc.get_objects(generation=g)}
+print(json.dumps({"retired": retired, "freed": freed, "after_pause": after_pause, "made_walked": sum(id(m) in young for m in made), "kept_walked": sum(id(k) in young for k in kept)}))
+"""
+
+
+def test_retired_objects_leave_every_walk_are_still_freed_and_a_later_pause_keeps_them_retired() -> None:
+    import json
+    import subprocess
+    import sys
+
+    found = json.loads(subprocess.run([sys.executable, "-c", RETIRING], capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert found["retired"] > 500 and found["kept_walked"] == 0  # out of every generation's walks
+    assert found["freed"], "a retired object is freed when dropped"
+    # Bulk work after a retirement: what it made is retired too, and nothing retired came back.
+    assert found["after_pause"] >= found["retired"] - 1 + 1000 and found["made_walked"] == 0
