@@ -58,7 +58,7 @@ import time
 import weakref
 from array import array
 from collections.abc import Callable, Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import MISSING, dataclass, field, fields, replace
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePosixPath
@@ -101,6 +101,8 @@ WATCH_AFTER = 2
 # A watching store whose board has at least this many files takes the objects alive out of the
 # cyclic collector's full collections after its first watching load (`collector.retire_alive`).
 KEEP_OUT_OF_COLLECTIONS_AT = 1000
+# A folder listing at least this many files is synced with the cyclic collector paused.
+PAUSE_COLLECTOR_AT = 1000
 # How long a full check of the board (the stat of every file) stays the basis of a claim in a
 # process without file watches (`outline(..., bounded=True)`): within it, only the files moss
 # wrote since (named in the cache file) and those the check could not settle are looked at
@@ -1305,47 +1307,50 @@ class BoardStore:
         nothing: dict[str, _Read] = {}
         read_of = reads.get if reads else nothing.get
         place_of = index.get
-        for name in names:
-            read = read_of(name)
-            if watch is not None and name[:1] != "." and name.endswith(".md"):
-                watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
-            if read is None:
-                position = place_of(name)
-                if position is not None:
-                    try:
-                        info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # removed since the listing
-                    at = 4 * position
-                    if keys[at] == info.st_ino and keys[at + 1] == info.st_size and keys[at + 2] == info.st_mtime_ns and keys[at + 3] == info.st_ctime_ns:
-                        entries[name] = position
+        # A folder of thousands of files read for the first time (after a clone) makes a
+        # few objects per file and keeps them: see `collector.paused`.
+        with collector.paused() if len(names) >= PAUSE_COLLECTOR_AT else nullcontext():
+            for name in names:
+                read = read_of(name)
+                if watch is not None and name[:1] != "." and name.endswith(".md"):
+                    watch.add_file(kind, dir_fd, name)  # before the look: a change after it is an event
+                if read is None:
+                    position = place_of(name)
+                    if position is not None:
+                        try:
+                            info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue  # removed since the listing
+                        at = 4 * position
+                        if keys[at] == info.st_ino and keys[at + 1] == info.st_size and keys[at + 2] == info.st_mtime_ns and keys[at + 3] == info.st_ctime_ns:
+                            entries[name] = position
+                            continue
+                        read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+                    elif name[:1] == "." or not name.endswith(".md"):
+                        continue  # temp and lock files, notes in other formats
+                    elif not is_valid_name(name[:-3]):
+                        failed[name] = _bad_name(prefix, name)
                         continue
-                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
-                elif name[:1] == "." or not name.endswith(".md"):
-                    continue  # temp and lock files, notes in other formats
-                elif not is_valid_name(name[:-3]):
-                    failed[name] = _bad_name(prefix, name)
-                    continue
+                    else:
+                        try:
+                            info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
                 else:
                     try:
                         info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
                     except FileNotFoundError:
+                        reads.pop(name, None)
                         continue
-                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
-            else:
-                try:
-                    info = stat_at(name, dir_fd=dir_fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    reads.pop(name, None)
+                    if not self._still_valid(read, info, dir_fd, name, now_ns):
+                        read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
+                if read is None:
                     continue
-                if not self._still_valid(read, info, dir_fd, name, now_ns):
-                    read = self._read(kind, dir_fd, name, prefix + name, info, now_ns)
-            if read is None:
-                continue
-            if isinstance(read.value, MossError):
-                failed[name] = read.value
-            else:
-                found.put(name, read)
+                if isinstance(read.value, MossError):
+                    failed[name] = read.value
+                else:
+                    found.put(name, read)
         found.ordered = True  # every name came in name order
         return found
 
