@@ -311,3 +311,32 @@ def test_a_common_add_never_loads_typer(original: Path, tmp_path: Path) -> None:
     for args in (["add", "Quick one", "--json"], ["done", "parser"], ["--version"], ["status"]):
         done = subprocess.run([sys.executable, "-c", probe, *args], cwd=root, env={**os.environ, **NOW}, capture_output=True, text=True, timeout=60)
         assert done.stderr.strip().splitlines()[-1] == "0 False False False", (args, done.stderr)
+
+
+def test_a_quick_command_runs_with_the_cyclic_collector_paused(original: Path, tmp_path: Path) -> None:
+    """Its work is a parse of the stack's files, kept to the end: no collection walks it
+    (counted while the command's work is on the stack; the imports before it may collect)."""
+    root = tmp_path / "ws"
+    shutil.copytree(original, root)
+    closed = "".join(f"- [x] Finished item {n} (id: f{n}) | closed: 2026-01-0{1 + n % 9}\n" for n in range(2000))
+    plan = root / ".cstack" / "PLAN.md"
+    plan.write_text(plan.read_text(encoding="utf-8") + "\n## Completed\n\n" + closed, encoding="utf-8")
+    probe = (
+        "import gc, sys\n"
+        "sys.argv = ['cstack', *sys.argv[1:]]\n"
+        "started = []\n"
+        "def working():\n"
+        "    frame = sys._getframe()\n"
+        "    while frame is not None and frame.f_code.co_name != '_run_command':\n"
+        "        frame = frame.f_back\n"
+        "    return frame is not None\n"
+        "gc.callbacks.append(lambda phase, info: started.append(info['generation']) if phase == 'start' and working() else None)\n"
+        "from cstack.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    print(done.code, len(started), gc.isenabled(), file=sys.stderr)\n"
+    )
+    for args in (["status"], ["done", "parser", "--json"], ["remember", "Pin the parser"]):
+        done = subprocess.run([sys.executable, "-c", probe, *args], cwd=root, env={**os.environ, **NOW}, capture_output=True, text=True, timeout=60)
+        assert done.stderr.strip().splitlines()[-1] == "0 0 True", (args, done.stderr)
