@@ -7,6 +7,8 @@ from datetime import date
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cstack import memory
 from moss_files.foundation.errors import InvalidRequest
@@ -108,3 +110,57 @@ def test_decisions_table_is_created_when_missing_and_sections_when_absent() -> N
 def test_bad_entries_are_refused(text: str) -> None:
     with pytest.raises(InvalidRequest):
         memory.remember(TEMPLATE, text, TODAY)
+
+
+_LINES = st.sampled_from(
+    [
+        "## Decisions",
+        "## Gotchas",
+        "## Preferences",
+        "## Facts",
+        "## Elsewhere",
+        "### Within",
+        "",
+        "- a fact",
+        "- **2026-01-02**: a gotcha",
+        "| Decision | Choice | Why | Date |",
+        "|----------|--------|-----|------|",
+        "| Pick X | X | because | 2026-01-03 |",
+        "Plain words.",
+        "<!-- a note -->",
+        "<!--",
+        "-->",
+        "```",
+        "~~~",
+        "_None._",
+    ]
+)
+_ENTRY = st.lists(st.sampled_from(["word", " ", "<!--", "-->", "```", "|", "**", "because", "always", "gotcha", "x"]), min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINES, max_size=30), _ENTRY, st.sampled_from([None, *memory.CATEGORIES]))
+def test_remember_answers_what_a_whole_parse_reads_and_never_changes_the_other_entries(lines: list[str], entry: str, category: str | None) -> None:
+    """The entry `remember` answers is the one a parse of the whole new file reads on its line,
+    and every other entry reads as it did: one that would open a comment or a fence over them
+    is refused."""
+    text = "".join(line + "\n" for line in lines)
+    old = memory.parse_memory(text).entries
+    try:
+        done = memory.remember(text, entry, TODAY, category)
+    except InvalidRequest:
+        assert entry.strip() == "" or any(mark in entry for mark in ("<!--", "```", "~~~")) or "<!--" in text or "```" in text or "~~~" in text
+        return
+    full = memory.parse_memory(done.text).entries
+    assert done.entry in full
+    assert [(e.category, e.text, e.date, e.cells) for e in full if e is not done.entry and e.line != done.entry.line] == [
+        (e.category, e.text, e.date, e.cells) for e in old
+    ]
+
+
+def test_an_entry_that_would_hide_the_ones_after_it_is_refused() -> None:
+    text = "# Memory\n\n## Gotchas\n\n- **2026-01-02**: first\n\n## Facts\n\n- a fact\n"
+    with pytest.raises(InvalidRequest, match="hide the entries after it"):
+        memory.remember(text, "Gotcha: <!-- opens a comment", TODAY, "gotchas")
+    done = memory.remember(text, "Gotcha: <!-- closed --> on its line", TODAY, "gotchas")
+    assert [e.text for e in memory.parse_memory(done.text).entries] == ["first", "Gotcha: <!-- closed --> on its line", "a fact"]
