@@ -323,9 +323,10 @@ def placement(doc: Outline, section: Section, is_item: Callable[[str], bool], *,
     blank line.
     """
     begin, end = section.start + 1, section.own_end
-    items = [i for i in range(begin, end) if doc.visible(i) and is_item(doc.content(i))]
-    if items:
-        return Placement(block_end(doc, items[-1], is_item))
+    # The last item, looked for from the end: a section of a year's entries holds thousands.
+    last = next((i for i in range(end - 1, begin - 1, -1) if doc.visible(i) and is_item(doc.content(i))), None)
+    if last is not None:
+        return Placement(block_end(doc, last, is_item))
     placeholders = [i for i in range(begin, end) if doc.visible(i) and is_placeholder_line(doc.content(i))]
     if keep_placeholders:
         if placeholders:
