@@ -8,9 +8,9 @@ Categories are the `##` sections Decisions, Gotchas, Preferences and Facts. Entr
 `remember` appends one entry to its section (after the section's last entry, else after its
 last line of text) and leaves every other line as it was; a missing section is created at
 the end of the file. An entry that would open an HTML comment or a code fence over the
-entries after it (so that they no longer read) is refused. Without a category the text is sorted by keywords, checked in this
-order: prefer/always/never → preferences; decided/chose/because → decisions;
-gotcha/careful/turns out → gotchas; anything else → facts.
+entries after it (so that they no longer read) is refused. Without a category the text is
+sorted by keywords, checked in this order: prefer/always/never → preferences;
+decided/chose/because → decisions; gotcha/careful/turns out → gotchas; anything else → facts.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ WATCH_AFTER = 2
 # A watching store whose board has at least this many files takes the objects alive out of the
 # cyclic collector's full collections after its first watching load (`collector.retire_alive`).
 KEEP_OUT_OF_COLLECTIONS_AT = 1000
-# A folder listing at least this many files is synced with the cyclic collector paused.
+# A folder of at least this many files read from scratch is read with the cyclic collector paused.
 PAUSE_COLLECTOR_AT = 1000
 # How long a full check of the board (the stat of every file) stays the basis of a claim in a
 # process without file watches (`outline(..., bounded=True)`): within it, only the files moss
@@ -1307,9 +1307,12 @@ class BoardStore:
         nothing: dict[str, _Read] = {}
         read_of = reads.get if reads else nothing.get
         place_of = index.get
-        # A folder of thousands of files read for the first time (after a clone) makes a
-        # few objects per file and keeps them: see `collector.paused`.
-        with collector.paused() if len(names) >= PAUSE_COLLECTOR_AT else nullcontext():
+        # A folder of thousands of files this store reads for the first time, without a cache
+        # file (after a clone), makes a few objects per file and keeps them: see
+        # `collector.paused`. Only then: a store that cannot watch lists its folders at every
+        # load, and a pause at each would age all the process's new objects unwalked.
+        first_read = saved is None and not reads and len(names) >= PAUSE_COLLECTOR_AT
+        with collector.paused() if first_read else nullcontext():
             for name in names:
                 read = read_of(name)
                 if watch is not None and name[:1] != "." and name.endswith(".md"):

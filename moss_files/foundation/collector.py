@@ -27,7 +27,8 @@ from contextlib import contextmanager
 @contextmanager
 def paused() -> Iterator[None]:
     """Pause the cyclic collector (turned back on after, if it was on, with the objects alive
-    moved to the oldest generation, or retired with those retired before: see `retire_alive`).
+    moved to the oldest generation; in a process that retired objects (`retire_alive`), left
+    where they are, so that nothing retired comes back and nothing new is retired).
     The switch is the process's: in a server, other threads go without collections for that
     time too, and their objects age with the work's."""
     was_on = gc.isenabled()
@@ -40,9 +41,10 @@ def paused() -> Iterator[None]:
             # freeze moves every tracked object to the permanent generation, unfreeze moves
             # them all to the oldest: two list splices, no object visited. In a process that
             # retired objects already (`retire_alive`), unfreezing would hand those back to
-            # the collector's walks: what the work made is retired with them instead.
-            gc.freeze()
+            # the collector's walks, and freezing alone would keep the work's garbage in
+            # cycles for good: what the work made then ages as any new objects do.
             if not retired:
+                gc.freeze()
                 gc.unfreeze()
             gc.enable()
 

@@ -706,8 +706,38 @@ print(json.dumps({"before": before, "first": first, "retired": retired, "again":
 """
 
 
-@pytest.mark.parametrize("count", [KEEP_OUT_OF_COLLECTIONS_AT + 20, 30])
-def test_a_watching_store_retires_a_large_board_from_the_collector_once_and_still_frees_it(repo: Path, count: int) -> None:
+FIRST_READ = r"""
+import gc, json, sys
+from pathlib import Path
+from moss_files.board import queries
+from moss_files.foundation.context import Context
+
+def syncing():
+    frame = sys._getframe()
+    while frame is not None and frame.f_code.co_name != "_sync_all":
+        frame = frame.f_back
+    return frame is not None
+
+during = []
+gc.callbacks.append(lambda phase, info: during.append(info["generation"]) if phase == "start" and syncing() else None)
+listed = len(queries.list_tasks(Context(Path(sys.argv[1])))["tasks"])
+first = len(during)
+for _ in range(3):
+    queries.list_tasks(Context(Path(sys.argv[1])))  # from the cache file the first one left
+print(json.dumps({"listed": listed, "first": first, "enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+def test_a_large_board_folder_read_from_scratch_is_read_with_the_collector_paused(repo: Path) -> None:
+    write_board_of(repo, KEEP_OUT_OF_COLLECTIONS_AT + 20)
+    found = json.loads(subprocess.run([sys.executable, "-c", FIRST_READ, str(repo)], capture_output=True, text=True, check=True, timeout=300).stdout)
+    assert found["listed"] == KEEP_OUT_OF_COLLECTIONS_AT + 20
+    assert found["first"] == 0  # a thousand tasks parsed: several collections, without the pause
+    assert found["enabled"] and found["frozen"] == 0  # on again, and nothing retired by a command
+
+
+def write_board_of(repo: Path, count: int) -> None:
+    """An epic and `count` tasks, every other one WORKING (the first of them TASK-00001)."""
     base = repo / ".moss" / "board"
     for folder in ("epics", "tasks"):
         (base / folder).mkdir(parents=True, exist_ok=True)
@@ -715,6 +745,11 @@ def test_a_watching_store_retires_a_large_board_from_the_collector_once_and_stil
     for n in range(count):
         task = Task(f"TASK-{n:05d}", "EPIC-1", f"task {n}", status="WORKING" if n % 2 else "DONE", order=n, created=STAMP)
         (base / "tasks" / f"{task.id}.md").write_text(files.render_task(task))
+
+
+@pytest.mark.parametrize("count", [KEEP_OUT_OF_COLLECTIONS_AT + 20, 30])
+def test_a_watching_store_retires_a_large_board_from_the_collector_once_and_still_frees_it(repo: Path, count: int) -> None:
+    write_board_of(repo, count)
     found = json.loads(subprocess.run([sys.executable, "-c", RETIRING, str(repo)], capture_output=True, text=True, check=True, timeout=300).stdout)
     assert found["claimed"] == "TASK-00001"
     assert found["before"] == found["first"] == 0  # a command's single load retires nothing
