@@ -713,10 +713,11 @@ from moss_files.board import queries
 from moss_files.foundation.context import Context
 
 def syncing():
+    # While the task folder (the large one) is read: the small folders are read as before.
     frame = sys._getframe()
     while frame is not None and frame.f_code.co_name != "_sync_all":
         frame = frame.f_back
-    return frame is not None
+    return frame is not None and frame.f_locals.get("kind") == "task"
 
 during = []
 gc.callbacks.append(lambda phase, info: during.append(info["generation"]) if phase == "start" and syncing() else None)
