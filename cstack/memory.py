@@ -98,7 +98,7 @@ def parse_memory(text: str, path: Path | str | None = None) -> Memory:
     for section in shape.sections:
         if section.level != 2:
             continue
-        category = _ALIASES.get(section.title.casefold(), section.title.casefold())
+        category = _section_category(section)
         if category not in CATEGORIES:
             continue
         for index in range(section.start + 1, section.end):
@@ -108,6 +108,12 @@ def parse_memory(text: str, path: Path | str | None = None) -> Memory:
             if entry is not None:
                 entries.append(entry)
     return Memory(tuple(entries), doc.meta, text)
+
+
+def _section_category(section: markdown.Section) -> str:
+    """The category a `##` section's title names (its title folded, when it names none)."""
+    folded = section.title.casefold()
+    return _ALIASES.get(folded, folded)
 
 
 def _entry(category: str, content: str, line: int) -> MemoryEntry | None:
@@ -189,7 +195,7 @@ def remember(text: str, entry: str, today: date, category: str | None = None, pa
     shape = markdown.outline(text, doc.body_line)
     title = _TITLES[chosen]
     section = next(
-        (s for s in shape.sections if s.level == 2 and _ALIASES.get(s.title.casefold(), s.title.casefold()) == chosen),
+        (s for s in shape.sections if s.level == 2 and _section_category(s) == chosen),
         None,
     )
     new_lines = [line]
@@ -228,7 +234,7 @@ def _read_back(new_text: str, old: markdown.Outline, body_line: int, index: int,
         )
     for section in shape.sections:
         if section.level == 2 and section.start < index < section.end and shape.visible(index):
-            category = _ALIASES.get(section.title.casefold(), section.title.casefold())
+            category = _section_category(section)
             entry = _entry(category, shape.content(index), index + 1) if category in CATEGORIES else None
             if entry is not None:
                 return entry
