@@ -259,8 +259,8 @@ def get_activity_log(
     """Moe's get_activity_log: the newest events matching every filter, newest first."""
     types = arguments.texts(event_types)
     count = arguments.count(limit, "limit", default=DEFAULT_LOG_LIMIT, maximum=MAX_LOG_LIMIT)
-    events, problems = board_store(ctx).events()
-    chosen = rules.filter_events(events, task_id=task_id, epic_id=epic_id, worker_id=worker_id, event_types=types, limit=count)
+    query = rules.EventQuery.of(task_id=task_id, epic_id=epic_id, worker_id=worker_id, event_types=types)
+    chosen, problems = board_store(ctx).activity.newest(query, count)
     result = {
         "events": [files.event_to_dict(e) for e in chosen],
         "count": len(chosen),

@@ -908,6 +908,31 @@ def column_order(status: str, tasks: Iterable[Task], epics: Mapping[str, Epic]) 
     return sorted(tasks, key=lambda t: rank_key(t, epics))
 
 
+@dataclass(frozen=True, slots=True)
+class EventQuery:
+    """What an activity log query filters on; None matches anything. `kinds` are upper case."""
+
+    task: str | None = None
+    epic: str | None = None
+    worker: str | None = None
+    kinds: frozenset[str] | None = None
+
+    @classmethod
+    def of(
+        cls, *, task_id: str | None = None, epic_id: str | None = None, worker_id: str | None = None, event_types: Sequence[str] | None = None
+    ) -> EventQuery:
+        """A query from `get_activity_log`'s filters (event names in any case)."""
+        return cls(task_id, epic_id, worker_id, frozenset(kind.upper() for kind in event_types) if event_types else None)
+
+    def matches(self, event: Event) -> bool:
+        return (
+            (self.task is None or event.task == self.task)
+            and (self.epic is None or event.epic == self.epic)
+            and (self.worker is None or event.worker == self.worker)
+            and (self.kinds is None or event.event.upper() in self.kinds)
+        )
+
+
 def filter_events(
     events: Iterable[Event],
     *,
@@ -920,16 +945,10 @@ def filter_events(
     """The newest `limit` events matching every filter, newest first.
 
     Order is by timestamp, then by position in the log, so lines that a union merge
-    interleaved from two clones still read in time order.
+    interleaved from two clones still read in time order. (The board's log answers this from
+    its files with `activity.ActivityLog.newest`, reading only those that can hold the answer.)
     """
-    wanted = {kind.upper() for kind in event_types} if event_types else None
-    matching = [
-        (event.timestamp, position, event)
-        for position, event in enumerate(events)
-        if (task_id is None or event.task == task_id)
-        and (epic_id is None or event.epic == epic_id)
-        and (worker_id is None or event.worker == worker_id)
-        and (wanted is None or event.event.upper() in wanted)
-    ]
+    query = EventQuery.of(task_id=task_id, epic_id=epic_id, worker_id=worker_id, event_types=event_types)
+    matching = [(event.timestamp, position, event) for position, event in enumerate(events) if query.matches(event)]
     matching.sort(key=lambda triple: triple[:2], reverse=True)
     return [event for _, _, event in matching[:limit]]

@@ -10,12 +10,14 @@ exclusive creates, O_APPEND log lines). Layout, relative to the workspace root:
     .moss/board/workers/<worker>.md     one file per worker (its name is the agent's id)
     .moss/board/teams/<TEAM-id>.md      one file per team
     .moss/board/proposals/<PROP-id>.md  one file per rail proposal; the body is the reason
-    .moss/board/activity.jsonl          the append-only activity log (union-merged by git)
+    .moss/board/activity/<day>.jsonl    the append-only activity log, a file per UTC day
+                                        (union-merged by git; see `activity`)
     .moss/board/chat/<channel>.jsonl    one chat channel's lines (union-merged by git)
     .moss/board/comments/<TASK-id>.jsonl  a task's comments and questions (union-merged by git)
     .moss/run/.board.lock               the writers' lock (per machine, git-ignored)
     .moss/run/board/cursors/<worker>.json  a worker's chat read positions (per machine)
     .moss/cache/board.json              parsed items keyed by file stat (derived, git-ignored)
+    .moss/cache/activity.json           what each activity file holds (derived, see `activity`)
 
 A file's stem is its id. Readers take no lock: every file is replaced by rename, so a reader
 sees the old or the new bytes, never a mix. Writers hold the board lock for the whole of one
@@ -64,7 +66,7 @@ from operator import attrgetter, itemgetter
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from moss_files.board import files, threads
+from moss_files.board import activity, files, threads
 from moss_files.board.model import (
     ACTIVE,
     RANK_FIELDS,
@@ -110,12 +112,11 @@ PAUSE_COLLECTOR_AT = 1000
 # program (an editor, `sed -i` keeps a rename and is seen at once) is seen at most this late.
 CHECK_TRUSTED_NS = 1_000_000_000
 PROJECT_FILE = "project.md"
-LOG_FILE = "activity.jsonl"
 THREAD_FOLDERS = {"chat": "chat", "comments": "comments"}
 CURSOR_DIR = PurePosixPath(".moss/run/board/cursors")
 FOLDERS = {"epic": "epics", "task": "tasks", "worker": "workers", "team": "teams", "proposal": "proposals"}
 MAX_FILE_BYTES = 1024 * 1024
-MAX_LOG_LINE_BYTES = 256 * 1024
+MAX_LOG_LINE_BYTES = activity.MAX_LINE_BYTES
 LOCK_TIMEOUT = 30.0
 # A store waiting for the board lock looks at the file events (`_catch_up`) at most once in
 # this long: each look costs a waiter a few hundred microseconds of CPU whatever it settles,
@@ -760,6 +761,7 @@ class BoardStore:
         # let go (("folder", path) to fsync after a rename, ("file", path) after an append).
         self._owed: dict[int, set[tuple[str, Path]]] = {}
         self._cache_path = str(root / CACHE_FILE)
+        self.activity = activity.ActivityLog(root, self.base, persist=persist)
         self._caught_up: tuple[int, int] | None = None  # the cache file's mark at the last look while waiting
         self._caught_up_at = -CATCH_UP_SECONDS  # when that look was (time.monotonic)
         self._loads = 0
@@ -785,10 +787,6 @@ class BoardStore:
     @property
     def project_path(self) -> Path:
         return self.base / PROJECT_FILE
-
-    @property
-    def log_path(self) -> Path:
-        return self.base / LOG_FILE
 
     def display(self, path: Path) -> str:
         """A path relative to the workspace root, for messages."""
@@ -2035,36 +2033,8 @@ class BoardStore:
     # ----------------------------------------------------------------- activity log
 
     def append(self, event: Event) -> None:
-        """Append one event to the activity log as one JSONL line (a single O_APPEND write)."""
-        line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
-        owed = self._owes()
-        if owed is not None:
-            owed.add(("file", self.log_path))  # fsynced once the board lock is let go
-        fs.append_line(self.log_path, line.encode("utf-8"), durable=owed is None)
-
-    def events(self) -> tuple[list[Event], list[MossError]]:
-        """Every event in the log, in file order, and every line that is not a valid event."""
-        try:
-            data = fs.read_bytes(self.log_path)
-        except FileNotFoundError:
-            return [], []
-        shown = self.display(self.log_path)
-        events: list[Event] = []
-        problems: list[MossError] = []
-        for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue
-            try:
-                if len(raw) > MAX_LOG_LINE_BYTES:
-                    raise InvalidDocument(f"activity line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
-                try:
-                    record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
-                except (UnicodeDecodeError, ValueError) as exc:
-                    raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
-                events.append(files.parse_event(record, shown, number))
-            except MossError as err:
-                problems.append(err)
-        return events, problems
+        """Append one event to the activity log (its day's file; a single O_APPEND write)."""
+        self.activity.append(event, self._owes())
 
     # ----------------------------------------------------------------- threads (chat, comments)
 

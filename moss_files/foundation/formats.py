@@ -458,7 +458,7 @@ _DOCS = (
     _kind("sleeves", "sleeve registry", TOML, (".needlecast/sleeves.toml",)),
 )
 _LOGS = (
-    _kind("activity", "activity log line", JSON_LINE, (".moss/board/activity.jsonl",), current=1),
+    _kind("activity", "activity log line", JSON_LINE, (".moss/board/activity/*.jsonl", ".moss/board/activity.jsonl"), current=1),
     _kind("chat", "chat line", JSON_LINE, (".moss/board/chat/*.jsonl",), current=1),
     _kind("comments", "comment line", JSON_LINE, (".moss/board/comments/*.jsonl",), current=1),
     _kind("agent-events", "agent event line", JSON_LINE, (".moss/agent/sessions/*.jsonl",), current=1),

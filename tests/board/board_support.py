@@ -86,3 +86,16 @@ class Clock:
 
     def tick(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+def activity_files(root: Path) -> list[Path]:
+    """The board's activity log files in the order they are read: the legacy file, then a
+    file per day."""
+    base = root / ".moss" / "board"
+    legacy = [base / "activity.jsonl"] if (base / "activity.jsonl").exists() else []
+    return legacy + sorted((base / "activity").glob("*.jsonl"))
+
+
+def activity_lines(root: Path) -> list[str]:
+    """Every line of the board's activity log, file after file."""
+    return [line for path in activity_files(root) for line in path.read_text(encoding="utf-8").splitlines()]

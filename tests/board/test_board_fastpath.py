@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from board_support import activity_files, activity_lines
 from helpers import wait_for
 
 from moss_files.board import claims, files, queries, rules, shapes
@@ -1091,8 +1092,9 @@ def test_a_claim_makes_its_task_durable_under_the_lock_and_every_other_write_bef
     # The worker's file (its lease runs on: its heartbeat is written once the lock is let go,
     # see the next test) and folder, and the activity line, after the lock; all before the
     # claim returned.
-    assert {identity(base / "workers" / "w0.md"), identity(base / "workers"), identity(base / "activity.jsonl")} <= after
-    assert not {identity(base / "workers"), identity(base / "activity.jsonl")} & under_lock
+    (log,) = activity_files(repo)
+    assert {identity(base / "workers" / "w0.md"), identity(base / "workers"), identity(log)} <= after
+    assert not {identity(base / "workers"), identity(log)} & under_lock
     assert "heartbeat:" in (base / "workers" / "w0.md").read_text()
 
 
@@ -1118,7 +1120,7 @@ def test_a_claim_writes_its_heartbeat_after_the_lock_while_the_lease_runs_on_and
         monkeypatch.undo()
         under_lock = {who for who, held in synced if held}
         assert (identity(worker) in under_lock) == (age == 20)
-        lines = [json.loads(line) for line in (root / ".moss" / "board" / "activity.jsonl").read_text().splitlines()]
+        lines = [json.loads(line) for line in activity_lines(root)]
         written[age] = (first.read_bytes(), worker.read_bytes(), [{**line, "id": None} for line in lines])
     assert written[10] == written[20]
     text = written[10][1].decode()

@@ -1,6 +1,6 @@
 """The board's layers, read from its modules' imports: a pure core (model, files, shapes, rules,
 threads, evidence, oversight, review, worktree) that imports only the standard library, the foundation and
-itself; a store that adds only the file system; a watcher that alone imports watchdog; use
+itself; a store (and its activity log) that adds only the file system; a watcher that alone imports watchdog; use
 cases that never reach an entry point; and the MCP tool names in one table."""
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def test_the_core_imports_only_the_standard_library_the_foundation_and_itself(mo
     assert wrong == []
 
 
-def test_the_store_adds_only_the_file_system() -> None:
-    allowed_board = {f"moss_files.board.{name}" for name in ("model", "files", "threads")} | {"moss_files.board"}
+@pytest.mark.parametrize(("module", "also"), [("store", ("threads", "activity")), ("activity", ("rules",))])
+def test_the_store_adds_only_the_file_system(module: str, also: tuple[str, ...]) -> None:
+    allowed_board = {f"moss_files.board.{name}" for name in ("model", "files", *also)} | {"moss_files.board"}
     wrong = sorted(
-        name for name in imports("store") if name.startswith("moss_files.") and not name.startswith("moss_files.foundation") and name not in allowed_board
+        name for name in imports(module) if name.startswith("moss_files.") and not name.startswith("moss_files.foundation") and name not in allowed_board
     )
     assert wrong == []
 

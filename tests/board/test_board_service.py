@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from board_support import activity_files, activity_lines
 
 from moss_files.board import claims, editing, plans, queries, teams
 from moss_files.foundation.context import AGENT, Context
@@ -186,7 +187,7 @@ def test_epic_to_done_through_every_role_with_files_and_log(repo: Path, human: C
 def test_the_log_is_valid_jsonl_with_one_record_per_line(repo: Path, human: Context, agent: Context) -> None:
     task_id = planned_task(human, agent)
     to_review(human, agent, task_id)
-    lines = (repo / ".moss" / "board" / "activity.jsonl").read_text().splitlines()
+    lines = activity_lines(repo)
     records = [json.loads(line) for line in lines]
     assert len({r["id"] for r in records}) == len(records)
     assert all(r["id"].startswith("EVT-") and r["timestamp"].endswith("Z") for r in records)
@@ -653,7 +654,7 @@ def test_unreadable_board_files_are_reported_never_skipped(repo: Path, human: Co
 
 def test_a_bad_activity_line_is_reported_and_the_rest_read(repo: Path, human: Context) -> None:
     editing.create_epic(human, title="E")
-    log = repo / ".moss" / "board" / "activity.jsonl"
+    (log,) = activity_files(repo)
     with log.open("a") as handle:
         handle.write("{not json\n")
     editing.create_epic(human, title="F")

@@ -44,9 +44,14 @@ def changed_lines(diff: str) -> list[str]:
     return [mask_times(line) for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
+def activity_lines(root: Path) -> list[str]:
+    """Every line of the board's activity log (a file per day), oldest file first."""
+    return [line for path in sorted((root / ".moss" / "board" / "activity").glob("*.jsonl")) for line in path.read_text().splitlines()]
+
+
 def activity_tail(root: Path, count: int) -> list[dict[str, Any]]:
     """The last `count` activity events, without the fields that differ between two runs."""
-    lines = (root / ".moss" / "board" / "activity.jsonl").read_text().splitlines()[-count:]
+    lines = activity_lines(root)[-count:]
     events = [json.loads(line) for line in lines]
     for event in events:
         event.pop("id", None)
@@ -65,7 +70,7 @@ def test_approving_a_plan_by_clicking_changes_the_file_as_moss_task_approve_does
     cli = tmp_path / "cli"  # the twin: the same commit, driven by the command line
     subprocess.run(["git", "clone", "-q", str(web), str(cli)], check=True)
     relpath = f".moss/board/tasks/{task}.md"
-    log_lines = len((web / ".moss" / "board" / "activity.jsonl").read_text().splitlines())
+    log_lines = len(activity_lines(web))
 
     with serve(web) as served, browser_page(shots) as page:
         page.goto(f"{served.base}/tasks/{task}")
@@ -85,7 +90,7 @@ def test_approving_a_plan_by_clicking_changes_the_file_as_moss_task_approve_does
     assert mask_times(by_click) == mask_times(by_cli)
     changed_by_click, changed_by_cli = (changed_lines(git(root, "diff", "-U0", "--", relpath)) for root in (web, cli))
     assert changed_by_click == changed_by_cli and changed_by_click  # the same lines, changed the same way
-    added = len((web / ".moss" / "board" / "activity.jsonl").read_text().splitlines()) - log_lines
+    added = len(activity_lines(web)) - log_lines
     assert added >= 1 and activity_tail(web, added) == activity_tail(cli, added)
     assert git(web, "status", "--porcelain") == git(cli, "status", "--porcelain")  # no other file touched
 

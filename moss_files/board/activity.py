@@ -1,0 +1,376 @@
+"""The board's activity log on disk: a file per UTC day, and queries that read only the files
+that can hold their answer.
+
+Edge layer. Layout, relative to the board folder:
+
+    activity/<YYYY-MM-DD>.jsonl   the events of one UTC day (the day of each event's time)
+    activity.jsonl                the log of earlier versions, which kept every event in one
+                                  file; still read, never written
+
+Every file is append-only and merged by union in git. An event goes to the file of its own
+day, so every clone appends the same day's events to the same file and a merge joins them
+line by line; no file is ever moved or rewritten, so there is nothing to lose or duplicate
+when a writer is killed, and `git log -- .moss/board/activity` shows the whole history.
+
+A year of history is a million lines, and reading them costs seconds. So each file's
+*summary* (its newest timestamp and the task, epic and worker ids and event names it holds,
+with the lines it could not read) is kept by the file's stat: in memory for a store's life and
+in `.moss/cache/activity.json` for the next process. A query (`newest`) reads the files whose
+summary is unknown, then those whose summary can match it, newest first, and stops once it
+holds `limit` events newer than anything the files left could hold. The answer is the one a
+read of every file gives; only the files read change with history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from moss_files.board import files
+from moss_files.board.model import Event
+from moss_files.board.rules import EventQuery
+from moss_files.foundation import fs, structured
+from moss_files.foundation.errors import ERROR_CODES, InvalidDocument, MossError
+
+LEGACY_FILE = "activity.jsonl"
+FOLDER = "activity"
+CACHE_FILE = PurePosixPath(".moss/cache/activity.json")
+# Bump when a summary's meaning or the cache file's layout changes.
+CACHE_VERSION = 1
+MAX_LINE_BYTES = 256 * 1024
+# A file changed this recently may change again within its timestamp's tick without its stat
+# changing, so a summary read from it then is not kept (the board's COARSE_RACY_NS, for the
+# same reason): the day's own file is read at every query, which it is anyway.
+RACY_NS = 2_000_000_000
+_DAY = re.compile(rb"^\d{4}-\d{2}-\d{2}")
+
+StatKey = tuple[int, int, int, int]
+
+
+def day_file(timestamp: str) -> str:
+    """The file, relative to the board folder, that holds an event stamped `timestamp`: the
+    day's file for a timestamp starting with a date, the legacy file otherwise (a hand-made
+    event with a time of another shape stays readable where earlier versions put it)."""
+    day = _DAY.match(timestamp.encode("ascii", "replace"))
+    return f"{FOLDER}/{day.group().decode()}.jsonl" if day else LEGACY_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What one log file held when read: enough to know whether a query can find anything
+    in it, and how new that can be, without reading it again."""
+
+    key: StatKey
+    read_ns: int  # when it was read (time.time_ns), to tell a racy stat
+    newest: str | None  # the largest timestamp of its events (None: no event)
+    tasks: frozenset[str]
+    epics: frozenset[str]
+    workers: frozenset[str]
+    kinds: frozenset[str]
+    problems: tuple[tuple[int, str, str], ...]  # (line, code, message) of each unreadable line
+
+    def may_hold(self, query: EventQuery) -> bool:
+        """Whether an event matching `query` can be in the file."""
+        return (
+            self.newest is not None
+            and (query.task is None or query.task in self.tasks)
+            and (query.epic is None or query.epic in self.epics)
+            and (query.worker is None or query.worker in self.workers)
+            and (query.kinds is None or not query.kinds.isdisjoint(self.kinds))
+        )
+
+    def trusted(self, key: StatKey | None) -> bool:
+        """Whether this summary still describes a file whose stat is `key`: the same stat, its
+        bytes last changed well before the summary was read (a later write changes the time
+        again, and `touch`ing it back changes the change time, which the stat holds too)."""
+        return key == self.key and key[2] + RACY_NS <= self.read_ns
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": list(self.key),
+            "read": self.read_ns,
+            "newest": self.newest,
+            "tasks": sorted(self.tasks),
+            "epics": sorted(self.epics),
+            "workers": sorted(self.workers),
+            "kinds": sorted(self.kinds),
+            "problems": [list(problem) for problem in self.problems],
+        }
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any]) -> Summary:
+        """A summary from the cache file; raises (KeyError, TypeError, ValueError) on a record
+        of another shape, which drops the cache file."""
+        key = tuple(int(part) for part in record["key"])
+        if len(key) != 4:
+            raise ValueError("a stat key has four parts")
+        newest = record["newest"]
+        if newest is not None and not isinstance(newest, str):
+            raise TypeError("newest is a string")
+        problems = tuple((int(line), str(code), str(message)) for line, code, message in record["problems"])
+        if any(code not in ERROR_CODES for _, code, _ in problems):
+            raise ValueError("an unknown error code")
+        return cls(
+            key=key,
+            read_ns=int(record["read"]),
+            newest=newest,
+            tasks=_texts(record["tasks"]),
+            epics=_texts(record["epics"]),
+            workers=_texts(record["workers"]),
+            kinds=_texts(record["kinds"]),
+            problems=problems,
+        )
+
+
+def _texts(values: Any) -> frozenset[str]:
+    if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+        raise TypeError("a list of strings")
+    return frozenset(values)
+
+
+def parse_log(data: bytes, shown: str) -> tuple[list[tuple[int, Event]], list[MossError]]:
+    """Every event of one log file's bytes with its line number, and every line that is not
+    a valid event (blank lines are neither)."""
+    events: list[tuple[int, Event]] = []
+    problems: list[MossError] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            if len(raw) > MAX_LINE_BYTES:
+                raise InvalidDocument(f"activity line is over {MAX_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
+            try:
+                record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
+            events.append((number, files.parse_event(record, shown, number)))
+        except MossError as err:
+            problems.append(err)
+    return events, problems
+
+
+def summarize(key: StatKey, read_ns: int, events: Iterable[tuple[int, Event]], problems: Iterable[MossError]) -> Summary:
+    """The summary of a file whose stat was `key` when read at `read_ns`."""
+    tasks: set[str] = set()
+    epics: set[str] = set()
+    workers: set[str] = set()
+    kinds: set[str] = set()
+    newest: str | None = None
+    for _, event in events:
+        if event.task is not None:
+            tasks.add(event.task)
+        if event.epic is not None:
+            epics.add(event.epic)
+        if event.worker is not None:
+            workers.add(event.worker)
+        kinds.add(event.event.upper())
+        if newest is None or event.timestamp > newest:
+            newest = event.timestamp
+    return Summary(
+        key=key,
+        read_ns=read_ns,
+        newest=newest,
+        tasks=frozenset(tasks),
+        epics=frozenset(epics),
+        workers=frozenset(workers),
+        kinds=frozenset(kinds),
+        problems=tuple((err.line or 0, err.code, err.message) for err in problems),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    name: str  # relative to the board folder
+    key: StatKey
+
+
+def _key(info: os.stat_result) -> StatKey:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+class ActivityLog:
+    """The activity log of one board folder. Thread-safe for queries: a summary is computed
+    from one read and replaced whole."""
+
+    def __init__(self, root: Path, base: Path, *, persist: bool = True) -> None:
+        self.root = root
+        self.base = base
+        self.persist = persist
+        self._cache_path = root / CACHE_FILE
+        self._summaries: dict[str, Summary] | None = None  # loaded on first need
+        self._known_day_file: Path | None = None  # the last file appended to, known to exist
+        self.files_read: list[str] = []  # the files the last query read, in the order read
+
+    # ----------------------------------------------------------------- writing
+
+    def path_for(self, event: Event) -> Path:
+        return self.base / day_file(event.timestamp)
+
+    def append(self, event: Event, owed: set[tuple[str, Path]] | None) -> None:
+        """Append one event to its day's file as one JSONL line (a single O_APPEND write).
+
+        With `owed` (a board writer's syncs, made after the lock is let go), the file and, when
+        this append creates it, its folder are added there instead of synced now."""
+        path = self.path_for(event)
+        line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
+        new_file = path != self._known_day_file and not os.path.lexists(path)
+        if owed is not None:
+            owed.add(("file", path))
+        fs.append_line(path, line.encode("utf-8"), durable=owed is None)
+        if new_file:
+            # The file's name must outlive a power cut as its bytes do.
+            if owed is not None:
+                owed.add(("folder", path.parent))
+            else:
+                fs.fsync_dir(path.parent)
+        self._known_day_file = path
+
+    # ----------------------------------------------------------------- reading
+
+    def listing(self) -> list[_File]:
+        """Every log file with its stat, in position order: the legacy file, then the folder's
+        by name. (A long-lived store lists them at every query: a hand edit in place of an old
+        day's file changes nothing but the file, so every file's stat is taken, by name in the
+        folder's descriptor, a microsecond or two each.)"""
+        found: list[_File] = []
+        try:
+            found.append(_File(LEGACY_FILE, _key(os.lstat(self.base / LEGACY_FILE))))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        try:
+            fd = os.open(self.base / FOLDER, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return found
+        try:
+            for name in sorted(os.listdir(fd)):
+                if not name.endswith(".jsonl") or name.startswith("."):
+                    continue
+                try:
+                    found.append(_File(f"{FOLDER}/{name}", _key(os.lstat(name, dir_fd=fd))))
+                except FileNotFoundError:
+                    continue  # gone since the folder was listed
+        finally:
+            os.close(fd)
+        return found
+
+    def _stat(self, name: str) -> StatKey | None:
+        try:
+            return _key(os.lstat(self.base / name))
+        except FileNotFoundError:
+            return None
+
+    def _read(self, entry: _File, *, summary: bool = False) -> tuple[list[tuple[int, Event]], list[MossError], Summary | None]:
+        """One file's events and problems and, with `summary`, its summary when it may be kept
+        (the file did not change while it was read)."""
+        path = self.base / entry.name
+        shown = self._display(path)
+        read_ns = time.time_ns()
+        try:
+            data = fs.read_bytes(path)
+        except FileNotFoundError:
+            return [], [], None  # gone since it was listed: a query reads the files there are
+        events, problems = parse_log(data, shown)
+        if not summary:
+            return events, problems, None
+        key = self._stat(entry.name)
+        return events, problems, summarize(key, read_ns, events, problems) if key is not None and len(data) == key[1] else None
+
+    def everything(self) -> tuple[list[Event], list[MossError]]:
+        """Every event in position order, and every line that is not a valid event."""
+        events: list[Event] = []
+        problems: list[MossError] = []
+        for entry in self.listing():
+            read, unreadable, _ = self._read(entry)
+            events.extend(event for _, event in read)
+            problems.extend(unreadable)
+        return events, problems
+
+    def newest(self, query: EventQuery, limit: int) -> tuple[list[Event], list[MossError]]:
+        """The newest `limit` events matching `query`, newest first, and every line of the log
+        that is not a valid event. Order is by timestamp, then by position (file, then line),
+        so lines a union merge interleaved still read in time order: exactly
+        `rules.filter_events` over `everything()`."""
+        listing = self.listing()
+        known = self._load()
+        fresh: dict[str, Summary] = {}
+        problems: dict[int, list[MossError]] = {}
+        unknown: list[int] = []
+        candidates: list[tuple[str, int]] = []
+        for index, entry in enumerate(listing):
+            summary = known.get(entry.name)
+            if summary is None or not summary.trusted(entry.key):
+                unknown.append(index)
+                continue
+            problems[index] = [self._problem(entry, line, code, message) for line, code, message in summary.problems]
+            if summary.may_hold(query):
+                candidates.append((summary.newest or "", index))
+        candidates.sort(reverse=True)
+        # The unknown files first: each is read anyway, and what it holds may spare older ones.
+        order = [(None, index) for index in unknown] + [(newest, index) for newest, index in candidates]
+        found: list[tuple[str, int, int, Event]] = []
+        read: list[str] = []
+        for newest, index in order:
+            if newest is not None and (limit <= 0 or (len(found) >= limit and newest < found[limit - 1][0])):
+                break  # the rest are older still: none can displace what is held
+            entry = listing[index]
+            events, unreadable, summary = self._read(entry, summary=newest is None)  # a file whose summary was not known
+            read.append(entry.name)
+            problems[index] = unreadable
+            if summary is not None and summary.trusted(entry.key):
+                fresh[entry.name] = summary
+            found.extend((event.timestamp, index, line, event) for line, event in events if query.matches(event))
+            found.sort(key=lambda held: held[:3], reverse=True)
+            del found[max(limit, 0) :]
+        self._keep(known, fresh, {entry.name for entry in listing})
+        self.files_read = read
+        return [held[3] for held in found], [err for index in sorted(problems) for err in problems[index]]
+
+    def _problem(self, entry: _File, line: int, code: str, message: str) -> MossError:
+        return InvalidDocument(message, code=code, path=self._display(self.base / entry.name), line=line or None)
+
+    def _display(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    # ----------------------------------------------------------------- the summaries' cache
+
+    def _load(self) -> dict[str, Summary]:
+        """The summaries known: this store's, else the cache file's (none when it cannot be read)."""
+        if self._summaries is None:
+            self._summaries = self._read_cache()
+        return self._summaries
+
+    def _read_cache(self) -> dict[str, Summary]:
+        try:
+            data = fs.read_bytes(self._cache_path)
+            record = json.loads(data)
+            if not isinstance(record, dict) or record.get("version") != CACHE_VERSION:
+                return {}
+            return {str(name): Summary.from_json(summary) for name, summary in record["files"].items()}
+        except (OSError, MossError, ValueError, KeyError, TypeError, AttributeError):
+            return {}  # derived: an unreadable cache file is read again from the log
+
+    def _keep(self, known: dict[str, Summary], fresh: Mapping[str, Summary], present: Collection[str]) -> None:
+        """Remember the summaries read now; write the cache file when they add to it or files
+        it describes are gone."""
+        gone = [name for name in known if name not in present]
+        if not fresh and not gone:
+            return
+        merged = {name: summary for name, summary in known.items() if name in present}
+        merged.update(fresh)
+        self._summaries = merged
+        if not self.persist:
+            return
+        body = {"version": CACHE_VERSION, "files": {name: merged[name].to_json() for name in sorted(merged)}}
+        try:
+            fs.write_atomic(self._cache_path, json.dumps(body, separators=(",", ":")).encode("utf-8"))
+        except (OSError, MossError):
+            pass  # derived: the next process reads the files again
