@@ -26,6 +26,7 @@ from typing import Any
 
 import cstack
 import needlecast
+from moss_files.board import activity as board_activity
 from moss_files.board import files as board_files
 from moss_files.board import store as board_store
 from moss_files.board.model import Project
@@ -58,7 +59,6 @@ from moss_files.migrate.model import (
 BOARD_FOLDERS = {kind: f"{board_items.BOARD}/{folder}" for kind, folder in board_items.FOLDERS.items()}
 # The board reads no file larger than this: an item that would be is refused in the plan.
 BOARD_LIMITS = dict.fromkeys(board_items.FOLDERS, board_store.MAX_FILE_BYTES)
-BOARD_LOG = f"{board_items.BOARD}/activity.jsonl"
 COMMENTS = f"{board_items.BOARD}/comments"
 CHAT = f"{board_items.BOARD}/chat"
 BOARD_PROJECT = f"{board_items.BOARD}/project.md"
@@ -361,17 +361,18 @@ def migrate_moe(ctx: Context, *, path: str | None = None, project: str | None = 
     builder.add(items, writes)
     builder.writes.extend(_comment_writes(ctx, items, dict(result.comments)))
     _chat_writes(ctx, builder, result.chat)
-    logged = targets.logged_sources(ctx.root, BOARD_LOG, imported_from)
-    lines = []
+    logged = targets.logged_sources(ctx.root, _activity_files(ctx.root), imported_from)
+    lines: dict[str, list[bytes]] = {}
     for where, old, record, fates in result.events:
+        day_log = f"{board_items.BOARD}/{board_activity.day_file(str(record.get('timestamp') or ''))}"
         if old in logged:
-            builder.add([Item("event", old, where, SKIP, BOARD_LOG, reason="already in the activity log")])
+            builder.add([Item("event", old, where, SKIP, day_log, reason="already in the activity log")])
             continue
         logged.add(old)
-        lines.append(board_files_event_line(record))
-        builder.add([Item("event", old, where, CHANGE, BOARD_LOG, record["id"], fates=fates)])
-    if lines:
-        builder.writes.append(Write(BOARD_LOG, b"".join(lines), mode="append"))
+        lines.setdefault(day_log, []).append(board_files_event_line(record))
+        builder.add([Item("event", old, where, CHANGE, day_log, record["id"], fates=fates)])
+    for day_log in sorted(lines):
+        builder.writes.append(Write(day_log, b"".join(lines[day_log]), mode="append"))
     plan = builder.build()
 
     return _finish_under_board_lock(ctx, plan, dry_run=dry_run, what="writing board files", strict=strict)
@@ -401,6 +402,17 @@ def _chat_writes(ctx: Context, builder: Builder, lines: Sequence[moe.ChatLine]) 
         builder.add([Item(line.kind, line.old_id, line.where, CHANGE, relpath, line_id, line.note, line.fates, line.made)])
     for relpath, data in new.items():
         builder.writes.append(Write(relpath, b"".join(data), mode=CREATE if present[relpath] is None else "append"))
+
+
+def _activity_files(root: Path) -> list[str]:
+    """The board's activity log files, relative to the workspace root (the legacy file, then a
+    file per day)."""
+    folder = root / board_items.BOARD / board_activity.FOLDER
+    try:
+        days = sorted(name for name in os.listdir(folder) if name.endswith(".jsonl"))
+    except (FileNotFoundError, NotADirectoryError):
+        days = []
+    return [f"{board_items.BOARD}/{board_activity.LEGACY_FILE}", *(f"{board_items.BOARD}/{board_activity.FOLDER}/{name}" for name in days)]
 
 
 def board_files_event_line(record: dict[str, Any]) -> bytes:

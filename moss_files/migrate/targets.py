@@ -92,22 +92,23 @@ def record_ids(root: Path, relpath: str) -> set[str] | None:
     return found
 
 
-def logged_sources(root: Path, relpath: str, imported_from: str) -> set[str]:
-    """Old ids of the events a JSON Lines log holds from `imported_from` (in their payload)."""
-    path = root / relpath
-    if not path.exists() and not path.is_symlink():
-        return set()
-    data = fs.read_bytes(path)
+def logged_sources(root: Path, relpaths: Sequence[str], imported_from: str) -> set[str]:
+    """Old ids of the events the JSON Lines logs `relpaths` hold from `imported_from` (in their
+    payload)."""
     found: set[str] = set()
-    for line in data.splitlines():
-        if b"source_id" not in line:
+    for relpath in relpaths:
+        path = root / relpath
+        if not path.exists() and not path.is_symlink():
             continue
-        try:
-            payload = structured.loads_json(line).get("payload") or {}
-        except (ValueError, AttributeError, InvalidDocument):
-            continue  # a torn line: the log's reader reports it
-        if isinstance(payload, dict) and payload.get("imported_from") == imported_from and payload.get("source_id") is not None:
-            found.add(str(payload["source_id"]))
+        for line in fs.read_bytes(path).splitlines():
+            if b"source_id" not in line:
+                continue
+            try:
+                payload = structured.loads_json(line).get("payload") or {}
+            except (ValueError, AttributeError, InvalidDocument):
+                continue  # a torn line: the log's reader reports it
+            if isinstance(payload, dict) and payload.get("imported_from") == imported_from and payload.get("source_id") is not None:
+                found.add(str(payload["source_id"]))
     return found
 
 

@@ -97,6 +97,13 @@ def test_every_item_is_counted_by_id_and_the_board_reads_it_back(root: Path) -> 
     assert board.problems == () and len(board.tasks) == 5 and len(board.epics) == 3
     assert board.project.name == "lantern" and board.project.settings.approval_mode == "TURBO" and board.project.settings.chat_max_agent_hops == 4
     assert not queries.list_tasks(context(root)).get("problems")
+    # Each event is in the file of its own day, and reads back as one.
+    logged = queries.get_activity_log(context(root), limit=1000)
+    assert "problems" not in logged
+    assert {e["payload"]["source_id"] for e in logged["events"] if "source_id" in e["payload"]} == {old for _, old in events}
+    day_files = sorted((root / ".moss" / "board" / "activity").glob("*.jsonl"))
+    assert day_files and not (root / ".moss" / "board" / "activity.jsonl").exists()
+    assert all(json.loads(line)["timestamp"].startswith(path.stem) for path in day_files for line in path.read_text().splitlines())
 
 
 def test_every_field_has_the_fate_the_ledger_reports(root: Path) -> None:
