@@ -26,8 +26,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -35,7 +37,7 @@ from typing import Any
 from moss_files.board import files
 from moss_files.board.model import Event
 from moss_files.board.rules import EventQuery
-from moss_files.foundation import fs, structured
+from moss_files.foundation import fs, inotify, structured
 from moss_files.foundation.errors import ERROR_CODES, InvalidDocument, MossError
 
 LEGACY_FILE = "activity.jsonl"
@@ -48,6 +50,9 @@ MAX_LINE_BYTES = 256 * 1024
 # changing, so a summary read from it then is not kept (the board's COARSE_RACY_NS, for the
 # same reason): the day's own file is read at every query, which it is anyway.
 RACY_NS = 2_000_000_000
+# A log queried this many times lives long (a server's): it watches its files' events
+# (`_Watch`) rather than take the stat of every file at every query.
+WATCH_AFTER = 2
 _DAY = re.compile(rb"^\d{4}-\d{2}-\d{2}")
 
 StatKey = tuple[int, int, int, int]
@@ -194,9 +199,91 @@ def _key(info: os.stat_result) -> StatKey:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
+class _Watch:
+    """inotify on the board folder (for the legacy file and the day files' folder itself) and
+    on the day files' folder: the names changed since the last query, so that a long-lived
+    log takes the stat of those only. The kernel queues an event within the call that made the
+    change, so a drain covers every change finished before it; an overflowed queue, or a
+    folder replaced or gone, has the next query list every file again. Only the folders are
+    watched: a write to a log file through a hard link from outside them goes unseen."""
+
+    FOLDER_MASK = inotify.ENTRIES | inotify.CONTENT | inotify.SELF | inotify.IN_ONLYDIR | inotify.IN_EXCL_UNLINK
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.inotify = inotify.Inotify()
+        self.board: int | None = None  # the board folder's watch
+        self.folder: int | None = None  # the day files' folder's watch
+        self.files: dict[str, StatKey] | None = None  # every log file's stat; None: list them all
+        self.dirty: set[str] = set()
+
+    def close(self) -> None:
+        self.inotify.close()
+
+    def drain(self) -> None:
+        for wd, mask, name in self.inotify.events():
+            if mask & inotify.IN_Q_OVERFLOW:
+                self.files = None
+            elif wd == self.folder:
+                if mask & (inotify.SELF | inotify.IN_IGNORED | inotify.IN_UNMOUNT):
+                    self._drop(wd, mask)
+                    self.files, self.folder = None, None
+                elif name:
+                    self.dirty.add(f"{FOLDER}/{name}")
+            elif wd == self.board:
+                if mask & (inotify.SELF | inotify.IN_IGNORED | inotify.IN_UNMOUNT):
+                    self._drop(wd, mask)
+                    self.files, self.board = None, None
+                elif name == LEGACY_FILE:
+                    self.dirty.add(LEGACY_FILE)
+                elif name == FOLDER:
+                    self.files = None  # the folder came, went or was replaced
+
+    def _drop(self, wd: int, mask: int) -> None:
+        """Stop a folder's watch: one moved away would go on reporting from its new place."""
+        if not mask & inotify.IN_IGNORED:
+            self.inotify.remove(wd)
+
+    def listing(self, list_all: Callable[[], list[_File]], stat: Callable[[str], StatKey | None]) -> list[_File]:
+        """Every log file with its stat, as `list_all` would give it."""
+        self.drain()
+        if self.files is None:
+            # Watch first, then list: a change made while listing is in the next drain.
+            if self.board is None:
+                self.board = self.inotify.add(str(self.base), self.FOLDER_MASK)
+            if self.folder is None:
+                self.folder = self.inotify.add(str(self.base / FOLDER), self.FOLDER_MASK)
+            self.dirty.clear()
+            found = list_all()
+            if self.board is None:
+                return found  # no board folder to watch yet: list again next time
+            self.files = {entry.name: entry.key for entry in found}
+        else:
+            for name in self.dirty:
+                key = stat(name) if _log_name(name) else None
+                if key is None:
+                    self.files.pop(name, None)
+                else:
+                    self.files[name] = key
+            self.dirty.clear()
+        return [_File(name, self.files[name]) for name in sorted(self.files, key=_position)]
+
+
+def _log_name(name: str) -> bool:
+    """Whether a name relative to the board folder is one of the log's files."""
+    if name == LEGACY_FILE:
+        return True
+    folder, _, leaf = name.partition("/")
+    return folder == FOLDER and leaf.endswith(".jsonl") and not leaf.startswith(".") and "/" not in leaf
+
+
+def _position(name: str) -> tuple[bool, str]:
+    return (name != LEGACY_FILE, name)
+
+
 class ActivityLog:
     """The activity log of one board folder. Thread-safe for queries: a summary is computed
-    from one read and replaced whole."""
+    from one read and replaced whole, and the watch is taken by one query at a time."""
 
     def __init__(self, root: Path, base: Path, *, persist: bool = True) -> None:
         self.root = root
@@ -206,6 +293,23 @@ class ActivityLog:
         self._summaries: dict[str, Summary] | None = None  # loaded on first need
         self._known_day_file: Path | None = None  # the last file appended to, known to exist
         self.files_read: list[str] = []  # the files the last query read, in the order read
+        self._queries = 0
+        self._watch: _Watch | None = None
+        self._watching = True  # until a watch cannot be had here
+        self._watch_lock = threading.Lock()
+
+    @property
+    def watching(self) -> bool:
+        """Whether queries take the stat only of the files the kernel said changed."""
+        return self._watch is not None
+
+    def close(self) -> None:
+        """Stop watching the log's files (also done when the log is garbage collected)."""
+        with self._watch_lock:
+            if self._watch is not None:
+                self._unwatch()
+                self._watch = None
+            self._watching = False
 
     # ----------------------------------------------------------------- writing
 
@@ -235,9 +339,36 @@ class ActivityLog:
 
     def listing(self) -> list[_File]:
         """Every log file with its stat, in position order: the legacy file, then the folder's
-        by name. (A long-lived store lists them at every query: a hand edit in place of an old
-        day's file changes nothing but the file, so every file's stat is taken, by name in the
-        folder's descriptor, a microsecond or two each.)"""
+        by name. A hand edit in place of an old day's file changes nothing but the file, so
+        every file's stat is taken (by name in the folder's descriptor, a microsecond or two
+        each), except in a long-lived log, which from its WATCH_AFTER-th query on takes only
+        those of the files its watch names."""
+        with self._watch_lock:
+            self._queries += 1
+            if self._watch is None and self._watching and self._queries >= WATCH_AFTER:
+                self._start_watching()
+            if self._watch is not None:
+                try:
+                    return self._watch.listing(self._list_all, self._stat)
+                except inotify.Unavailable:
+                    self._unwatch()
+                    self._watch, self._watching = None, False
+        return self._list_all()
+
+    def _start_watching(self) -> None:
+        if not inotify.local_file_system(str(self.base)):
+            if self.base.exists():
+                self._watching = False  # a network or FUSE mount: stat every file, always
+            return
+        try:
+            watch = _Watch(self.base)
+        except inotify.Unavailable:
+            self._watching = False
+            return
+        self._watch = watch
+        self._unwatch = weakref.finalize(self, watch.close)
+
+    def _list_all(self) -> list[_File]:
         found: list[_File] = []
         try:
             found.append(_File(LEGACY_FILE, _key(os.lstat(self.base / LEGACY_FILE))))

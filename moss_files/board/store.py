@@ -968,6 +968,7 @@ class BoardStore:
         is garbage collected)."""
         with self._mutex:
             self._stop_watching()
+        self.activity.close()
 
     def _paced_catch_up(self) -> float | None:
         """`_catch_up` while waiting for the board lock, at most once per CATCH_UP_SECONDS

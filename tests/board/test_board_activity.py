@@ -254,3 +254,53 @@ def test_a_limit_of_nothing_reads_only_the_files_whose_problems_are_unknown(tmp_
     later = activity.ActivityLog(tmp_path, base)
     assert len(later.newest(EventQuery(), limit)[0]) == limit
     assert later.files_read == ([] if limit == 0 else ["activity/2026-01-04.jsonl"])
+
+
+def test_a_long_lived_log_watches_its_files_and_sees_every_change_to_them(tmp_path: Path) -> None:
+    base = tmp_path / ".moss" / "board"
+    log = activity.ActivityLog(tmp_path, base)
+
+    def check(query: EventQuery | None = None, limit: int = 4) -> None:
+        query = query or EventQuery()
+        assert answer(log, query, limit) == oracle(activity.ActivityLog(tmp_path, base, persist=False), query, limit)
+
+    check()
+    check()  # no board folder yet: nothing to watch, listed again at every query
+    days_of_events(base, 5, 3)
+    check()
+    assert log.watching
+    check(EventQuery(task="TASK-day1"))
+    assert log.files_read == ["activity/2026-01-02.jsonl"]  # every summary known: only the task's day
+
+    # An old day's file grows in place, its time set back: the watch names it.
+    old = base / "activity" / "2026-01-02.jsonl"
+    with old.open("a") as handle:
+        handle.write(event_line(Event(id="EVT-late", timestamp="2026-02-01T00:00:00.000Z", event="TASK_CLAIMED", task="TASK-day1")) + "\n")
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    check()
+    check(EventQuery(task="TASK-day1"))
+    assert answer(log, EventQuery(), 1)[0] == ["EVT-late"]
+
+    # A day's file comes, one goes, the legacy file comes and changes.
+    write_log(base, {"activity/2026-01-09.jsonl": [event_line(Event(id="EVT-ninth", timestamp="2026-01-09T00:00:00.000Z", event="X"))]})
+    check()
+    (base / "activity" / "2026-01-02.jsonl").unlink()
+    check()
+    check(EventQuery(task="TASK-day1"))
+    write_log(base, {"activity.jsonl": [event_line(Event(id="EVT-legacy", timestamp="2026-03-01T00:00:00.000Z", event="X"))]})
+    check()
+    with (base / "activity.jsonl").open("a") as handle:
+        handle.write("{torn\n")
+    check()
+    assert [p.line for p in log.newest(EventQuery(), 1)[1]] == [2]
+
+    # The folder is replaced whole (a checkout of another branch may do that).
+    os.rename(base / "activity", tmp_path / "away")
+    check()
+    write_log(base, {"activity/2026-01-03.jsonl": [event_line(Event(id="EVT-back", timestamp="2026-01-03T00:00:00.000Z", event="X"))]})
+    check()
+    assert "EVT-back" in answer(log, EventQuery(), 10)[0]
+    assert log.watching
+    log.close()
+    assert not log.watching
+    check()
