@@ -1949,7 +1949,12 @@ class BoardStore:
         owed = self._owes() if kind != "task" else None
         if owed is not None:
             owed.add(("folder", path.parent))
-        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, sync_folder=owed is None)
+        # Under the board lock (every board writer holds it), the file's own lock is not
+        # taken: a task's first write made its lock file, a file create under the board lock.
+        # A tool outside the board lock (`moss set`) still takes the file's lock, and is caught
+        # like a hand edit: whichever writes second reads the file again.
+        holding = threading.get_ident() in self._owed
+        written = fs.modify(path, step, max_bytes=MAX_FILE_BYTES, sync_folder=owed is None, lock=not holding)
         if produced and written.data is produced[0]:
             # The edit's check read the new frontmatter back already: it is not read again.
             self._wrote_file(kind, item_id, produced[0], known=reads[0])

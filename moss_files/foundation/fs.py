@@ -27,7 +27,7 @@ import stat
 import time
 from _thread import _local, allocate_lock
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1478,6 +1478,7 @@ def modify(
     kind: str | None = None,
     relpath: str | None = None,
     sync_folder: bool = True,
+    lock: bool = True,
 ) -> Snapshot:
     """Read-modify-write `path` under its lock; return the snapshot of what was written.
 
@@ -1490,10 +1491,14 @@ def modify(
     file writes it at the current version; an edit that changes nothing writes nothing, the
     upgrade included. Without `sync_folder`, see `write_if_unchanged`.
 
+    Without `lock`, the file's own lock is not taken: the caller holds a lock every tool
+    writer of the file holds (the board's), or the rare writer without it is caught like a
+    hand edit (`write_if_unchanged` refuses to overwrite a change, and the edit runs again).
+
     Raises Conflict STALE_WRITE when the file keeps changing, LOCK_TIMEOUT when the lock is
     held, InvalidDocument FORMAT_TOO_NEW for a file of a newer version (never written).
     """
-    with locked(path, timeout=timeout):
+    with locked(path, timeout=timeout) if lock else nullcontext():
         for _attempt in range(retries):
             # A save an earlier write displaced is folded back before the file is read, so the
             # transform sees it; so an undone write is simply tried again, like a refused one.

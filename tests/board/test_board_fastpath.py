@@ -1412,3 +1412,37 @@ def test_a_load_in_another_thread_leaves_a_claims_trust_in_the_check_to_be_confi
     same_size_edit(first, "status: WORKING", "status: BACKLOG")
     assert store.trusting  # this thread's outline still rests on the check
     assert not store.confirm("task", {"TASK-a"})  # and the edit is seen when its file is confirmed
+
+
+def test_a_write_under_the_board_lock_takes_no_lock_of_its_own_and_loses_nothing_to_one_that_does(repo: Path) -> None:
+    """Board writes hold the board lock, so a claim does not also make and take its task
+    file's own lock (the first write of a task made a new lock file, under the board lock). A
+    tool writing the file outside the board lock (`moss set`) takes the file's lock still, and
+    the two are kept apart like a hand edit: whichever writes second reads the file again."""
+    first, _second = two_tasks(repo)
+    ctx = Context(repo, actor=AGENT)
+    calls: list[bytes] = []
+    read, go = threading.Event(), threading.Event()
+
+    def retitle(snapshot: fs.Snapshot) -> bytes:
+        assert snapshot.data is not None
+        calls.append(snapshot.data)
+        if len(calls) == 1:
+            read.set()  # read, and changed in memory: now the claim writes the file
+            assert go.wait(10)
+        return snapshot.data.replace(b"\ntitle: first\n", b"\ntitle: first, retitled\n", 1)
+
+    outside = threading.Thread(target=lambda: fs.modify(first, retitle))
+    outside.start()
+    assert read.wait(10)
+    assert claim_result(ctx, "w0") == "TASK-a"
+    go.set()
+    outside.join(10)
+    text = first.read_text()
+    assert "\ntitle: first, retitled\n" in text and "\nassigned_worker: w0\n" in text
+    assert len(calls) == 2 and b"assigned_worker: w0" in calls[1]  # the retitle ran again, on the claimed file
+    assert fs.lock_path_for(first).exists()  # the outside writer's
+    fs.lock_path_for(first).unlink()
+    claims.release_task(ctx, task_id="TASK-a")
+    assert claim_result(ctx, "w1") == "TASK-a"
+    assert not fs.lock_path_for(first).exists()  # the board's writes made none
