@@ -356,17 +356,10 @@ class ActivityLog:
         return self._list_all()
 
     def _start_watching(self) -> None:
-        if not inotify.local_file_system(str(self.base)):
-            if self.base.exists():
-                self._watching = False  # a network or FUSE mount: stat every file, always
-            return
-        try:
-            watch = _Watch(self.base)
-        except inotify.Unavailable:
-            self._watching = False
-            return
-        self._watch = watch
-        self._unwatch = weakref.finalize(self, watch.close)
+        watch, self._watching = inotify.start_watch(self.base, lambda: _Watch(self.base))
+        if watch is not None:
+            self._watch = watch
+            self._unwatch = weakref.finalize(self, watch.close)
 
     def _list_all(self) -> list[_File]:
         found: list[_File] = []

@@ -1052,17 +1052,10 @@ class BoardStore:
             self._take_tail()
 
     def _start_watching(self) -> None:
-        if not inotify.local_file_system(str(self.base)):
-            if self.base.exists():
-                self._watching = False  # a network or FUSE mount: stat every file, always
-            return
-        try:
-            watch = _Watch()
-        except Unavailable:
-            self._watching = False
-            return
-        self._watch = watch
-        self._unwatch = weakref.finalize(self, watch.close)
+        watch, self._watching = inotify.start_watch(self.base, _Watch)
+        if watch is not None:
+            self._watch = watch
+            self._unwatch = weakref.finalize(self, watch.close)
 
     def _stop_watching(self) -> None:
         if self._watch is not None:

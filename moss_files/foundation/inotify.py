@@ -12,6 +12,9 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 from moss_files.foundation import fs
 
@@ -64,6 +67,22 @@ def local_file_system(path: str) -> bool:
 
 class Unavailable(Exception):
     """No inotify here: another system, the instance or watch limit reached."""
+
+
+Watch = TypeVar("Watch")
+
+
+def start_watch(folder: Path, make: Callable[[], Watch]) -> tuple[Watch | None, bool]:
+    """A watch of `folder` made by `make` where the kernel reports every change there:
+    `(watch, True)`; `(None, True)` while the folder does not exist yet (ask again later);
+    `(None, False)` where it never will (a network or FUSE mount, no inotify, its limits
+    reached): the caller takes the stat of every file, always."""
+    if not local_file_system(str(folder)):
+        return None, not folder.exists()
+    try:
+        return make(), True
+    except Unavailable:
+        return None, False
 
 
 class Inotify:
