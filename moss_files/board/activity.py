@@ -5,7 +5,8 @@ Edge layer. Layout, relative to the board folder:
 
     activity/<YYYY-MM-DD>.jsonl   the events of one UTC day (the day of each event's time)
     activity.jsonl                the log of earlier versions, which kept every event in one
-                                  file; still read, never written
+                                  file; still read, and written only for an event whose time
+                                  does not start with a date (`day_file`)
 
 Every file is append-only and merged by union in git. An event goes to the file of its own
 day, so every clone appends the same day's events to the same file and a merge joins them
