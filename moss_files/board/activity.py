@@ -192,6 +192,8 @@ def summarize(key: StatKey, read_ns: int, events: Iterable[tuple[int, Event]], p
 
 @dataclass(frozen=True, slots=True)
 class _File:
+    """One log file as listed: its name and its stat."""
+
     name: str  # relative to the board folder
     key: StatKey
 
