@@ -151,6 +151,8 @@ def parse_log(data: bytes, shown: str) -> tuple[list[tuple[int, Event]], list[Mo
         try:
             if len(raw) > MAX_LINE_BYTES:
                 raise InvalidDocument(f"activity line is over {MAX_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
+            if raw.startswith((b"<<<<<<<", b"=======", b">>>>>>>")):
+                raise InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number)
             try:
                 record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
             except (UnicodeDecodeError, ValueError) as exc:
@@ -316,15 +318,12 @@ class ActivityLog:
 
     # ----------------------------------------------------------------- writing
 
-    def path_for(self, event: Event) -> Path:
-        return self.base / day_file(event.timestamp)
-
     def append(self, event: Event, owed: set[tuple[str, Path]] | None) -> None:
         """Append one event to its day's file as one JSONL line (a single O_APPEND write).
 
         With `owed` (a board writer's syncs, made after the lock is let go), the file and, when
         this append creates it, its folder are added there instead of synced now."""
-        path = self.path_for(event)
+        path = self.base / day_file(event.timestamp)
         line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
         new_file = path != self._known_day_file and not os.path.lexists(path)
         if owed is not None:

@@ -177,6 +177,19 @@ def test_a_line_that_is_not_an_event_is_reported_from_a_file_the_query_does_not_
     assert [(p.path, p.line, p.code) for p in problems] == [(".moss/board/activity/2026-01-01.jsonl", 5, "INVALID_DOCUMENT")]
     assert "not JSON" in problems[0].message
 
+    # A merge left unfinished (no union merge configured) is reported at its markers' lines;
+    # the events between them are read.
+    day = base / "activity" / "2026-01-02.jsonl"
+    lines = day.read_text().splitlines()
+    day.write_text("\n".join(["<<<<<<< HEAD", lines[0], "=======", lines[1], ">>>>>>> theirs", *lines[2:]]) + "\n")
+    events, problems = activity.ActivityLog(tmp_path, base).newest(EventQuery(task="TASK-day1"), 10)
+    assert len(events) == 4
+    assert [(p.line, p.code) for p in problems if p.path and p.path.endswith("02.jsonl")] == [
+        (1, "MERGE_CONFLICT"),
+        (3, "MERGE_CONFLICT"),
+        (5, "MERGE_CONFLICT"),
+    ]
+
 
 def test_an_event_goes_to_the_file_of_its_own_day_and_the_legacy_file_is_read_first(tmp_path: Path) -> None:
     base = tmp_path / ".moss" / "board"
