@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import rows as shared
 
@@ -73,7 +74,8 @@ def make_log(folder: Path, total: int, *, layout: str, days: set[str] | None = N
     activity.jsonl); with `days`, only the events of those days (the floor)."""
     board = folder / ".moss" / "board"
     (board / "activity").mkdir(parents=True)
-    handles: dict[str, object] = {}
+    # Events come in time order, so each file is written whole before the next is opened.
+    current: tuple[str, TextIO] | None = None
     try:
         for number in range(total):
             record = event_record(number, total)
@@ -81,16 +83,14 @@ def make_log(folder: Path, total: int, *, layout: str, days: set[str] | None = N
             if days is not None and day not in days:
                 continue
             name = f"activity/{day}.jsonl" if layout == "days" else "activity.jsonl"
-            handle = handles.get(name)
-            if handle is None:
-                for old in handles.values():
-                    old.close()  # type: ignore[attr-defined]
-                handles.clear()
-                handle = handles[name] = (board / name).open("a", encoding="utf-8")
-            handle.write(json.dumps(record, separators=(",", ":")) + "\n")  # type: ignore[attr-defined]
+            if current is None or current[0] != name:
+                if current is not None:
+                    current[1].close()
+                current = (name, (board / name).open("a", encoding="utf-8"))
+            current[1].write(json.dumps(record, separators=(",", ":")) + "\n")
     finally:
-        for handle in handles.values():
-            handle.close()  # type: ignore[attr-defined]
+        if current is not None:
+            current[1].close()
     # The files were written long ago: a summary of a file changed in the last two seconds is
     # not kept, and a real year's files are old.
     past = time.time() - 86_400
