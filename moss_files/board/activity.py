@@ -296,7 +296,6 @@ class ActivityLog:
         self.persist = persist
         self._cache_path = root / CACHE_FILE
         self._summaries: dict[str, Summary] | None = None  # loaded on first need
-        self._known_day_file: Path | None = None  # the last file appended to, known to exist
         self.files_read: list[str] = []  # the files the last query read, in the order read
         self._queries = 0
         self._watch: _Watch | None = None
@@ -325,7 +324,7 @@ class ActivityLog:
         this append creates it, its folder are added there instead of synced now."""
         path = self.base / day_file(event.timestamp)
         line = json.dumps(files.event_to_dict(event), ensure_ascii=False, separators=(",", ":"))
-        new_file = path != self._known_day_file and not os.path.lexists(path)
+        new_file = not os.path.lexists(path)
         if owed is not None:
             owed.add(("file", path))
         fs.append_line(path, line.encode("utf-8"), durable=owed is None)
@@ -335,7 +334,6 @@ class ActivityLog:
                 owed.add(("folder", path.parent))
             else:
                 fs.fsync_dir(path.parent)
-        self._known_day_file = path
 
     # ----------------------------------------------------------------- reading
 
