@@ -38,7 +38,7 @@ from typing import Any
 from moss_files.board import files
 from moss_files.board.model import Event
 from moss_files.board.rules import EventQuery
-from moss_files.foundation import fs, inotify, structured
+from moss_files.foundation import fs, inotify
 from moss_files.foundation.errors import ERROR_CODES, InvalidDocument, MossError
 
 LEGACY_FILE = "activity.jsonl"
@@ -143,23 +143,14 @@ def _texts(values: Any) -> frozenset[str]:
 def parse_log(data: bytes, shown: str) -> tuple[list[tuple[int, Event]], list[MossError]]:
     """Every event of one log file's bytes with its line number, and every line that is not
     a valid event (blank lines are neither)."""
+    records, problems = files.json_lines(data, shown, max_line_bytes=MAX_LINE_BYTES, what="activity line")
     events: list[tuple[int, Event]] = []
-    problems: list[MossError] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
+    for number, record in records:
         try:
-            if len(raw) > MAX_LINE_BYTES:
-                raise InvalidDocument(f"activity line is over {MAX_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number)
-            if raw.startswith((b"<<<<<<<", b"=======", b">>>>>>>")):
-                raise InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number)
-            try:
-                record = structured.loads_json(raw.decode("utf-8"), path=shown, line=number)
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise InvalidDocument(f"activity line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number) from None
             events.append((number, files.parse_event(record, shown, number)))
         except MossError as err:
             problems.append(err)
+    problems.sort(key=lambda err: err.line or 0)  # in line order, as one pass gave them
     return events, problems
 
 

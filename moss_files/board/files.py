@@ -52,10 +52,10 @@ from moss_files.board.model import (
     normalize_priority,
     normalize_status,
 )
-from moss_files.foundation import document, formats
+from moss_files.foundation import document, formats, structured
 from moss_files.foundation.docmerge import CONFLICT, MISSING, merge_value
 from moss_files.foundation.document import Document
-from moss_files.foundation.errors import InvalidDocument
+from moss_files.foundation.errors import InvalidDocument, MossError
 from moss_files.foundation.fields import FieldReader
 
 # --------------------------------------------------------------------------- reading files
@@ -815,6 +815,33 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     data["event"] = event.event
     data["payload"] = dict(event.payload)
     return data
+
+
+# The lines a git merge left where it could not join two sides.
+CONFLICT_MARKERS = (b"<<<<<<<", b"=======", b">>>>>>>")
+
+
+def json_lines(data: bytes, shown: str, *, max_line_bytes: int, what: str = "line") -> tuple[list[tuple[int, Any]], list[MossError]]:
+    """Each JSON line of a log's bytes (the activity log, a chat channel, a task's comments)
+    decoded, with its line number, and each line that cannot be: one too long, a conflict
+    marker, one that is not JSON. Blank lines are neither."""
+    records: list[tuple[int, Any]] = []
+    problems: list[MossError] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        if len(raw) > max_line_bytes:
+            problems.append(InvalidDocument(f"{what} is over {max_line_bytes} bytes", code="FILE_TOO_LARGE", path=shown, line=number))
+        elif raw.startswith(CONFLICT_MARKERS):
+            problems.append(InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number))
+        else:
+            try:
+                records.append((number, structured.loads_json(raw.decode("utf-8"), path=shown, line=number)))
+            except (UnicodeDecodeError, ValueError) as exc:
+                problems.append(InvalidDocument(f"{what} is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number))
+            except InvalidDocument as err:
+                problems.append(err)
+    return records, problems
 
 
 def parse_event(record: Any, path: Path | str | None = None, line: int | None = None) -> Event:

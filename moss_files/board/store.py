@@ -2058,25 +2058,7 @@ class BoardStore:
             data = fs.read_bytes(path)
         except FileNotFoundError:
             return [], []
-        shown = self.display(path)
-        records: list[tuple[int, Any]] = []
-        problems: list[MossError] = []
-        for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue
-            if len(raw) > MAX_LOG_LINE_BYTES:
-                problems.append(InvalidDocument(f"line is over {MAX_LOG_LINE_BYTES} bytes", code="FILE_TOO_LARGE", path=shown, line=number))
-                continue
-            if raw.startswith((b"<<<<<<<", b"=======", b">>>>>>>")):
-                problems.append(InvalidDocument("a git conflict marker: finish the merge", code="MERGE_CONFLICT", path=shown, line=number))
-                continue
-            try:
-                records.append((number, structured.loads_json(raw.decode("utf-8"), path=shown, line=number)))
-            except (UnicodeDecodeError, ValueError) as exc:
-                problems.append(InvalidDocument(f"line is not JSON: {exc}", code="INVALID_DOCUMENT", path=shown, line=number))
-            except InvalidDocument as err:
-                problems.append(err)
-        return records, problems
+        return files.json_lines(data, self.display(path), max_line_bytes=MAX_LOG_LINE_BYTES)
 
     def read_channel(self, channel: str) -> tuple[list[threads.Post], list[MossError]]:
         """Every line of a channel in file order, and every line that is not a valid one."""
