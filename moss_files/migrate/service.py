@@ -405,14 +405,9 @@ def _chat_writes(ctx: Context, builder: Builder, lines: Sequence[moe.ChatLine]) 
 
 
 def _activity_files(root: Path) -> list[str]:
-    """The board's activity log files, relative to the workspace root (the legacy file, then a
-    file per day)."""
-    folder = root / board_items.BOARD / board_activity.FOLDER
-    try:
-        days = sorted(name for name in os.listdir(folder) if name.endswith(".jsonl"))
-    except (FileNotFoundError, NotADirectoryError):
-        days = []
-    return [f"{board_items.BOARD}/{board_activity.LEGACY_FILE}", *(f"{board_items.BOARD}/{board_activity.FOLDER}/{name}" for name in days)]
+    """The board's activity log files, relative to the workspace root, as the log lists them."""
+    board = root / board_items.BOARD
+    return [f"{board_items.BOARD}/{entry.name}" for entry in board_activity.ActivityLog(root, board, persist=False).listing()]
 
 
 def board_files_event_line(record: dict[str, Any]) -> bytes:
