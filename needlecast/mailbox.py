@@ -7,7 +7,9 @@ rule); layout v2 keeps one file per message in `inbox/` / `outbox/`, named
 
     archive.md | archive/    routed messages, with `routed:` time and `delivered_to:` (tracked)
     dead-letters/            undeliverable blocks, byte for byte, with the reason (tracked)
-    read.log                 append-only JSON lines `{id, from, at}` (tracked; merge=union)
+    inbox/<YYYY-MM>/         v2: read messages rotated out of a full inbox top (`rotate_inbox`)
+    read.log                 JSON lines `{id, from, at}`, appended; a rotation drops the marks
+                             of messages it moved (tracked; merge=union)
     .state/                  per-machine state, git-ignored: the router's delivery journal
                              (`needlecast.journal`), its lock, the sidecar's lock and address
 
@@ -31,7 +33,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ from moss_files.foundation import conflicts, document, formats, fs, structured
 from moss_files.foundation.errors import Conflict, InvalidDocument, InvalidRequest, MossError, NotFound
 from needlecast import message as msg
 from needlecast.message import Message
-from needlecast.routing import Entry
+from needlecast.routing import MONTH_FOLDER, Entry
 from needlecast.shared_file import (
     LEFTOVER,
     Merge,
@@ -74,6 +76,12 @@ MAX_MAILBOX_BYTES = 64 * 1024 * 1024
 # ones move into a folder per month (`archive/2026-01/`); `archive.md` becomes a segment
 # (`archived/<time>.md`) once it holds ARCHIVE_SEGMENT_BYTES.
 ARCHIVE_TOP_FILES = 256
+# An inbox's top likewise: past INBOX_TOP_FILES messages, a reader moves the read ones older
+# than INBOX_KEEP_DAYS into a folder per month (`inbox/2026-01/`) and read.log drops their
+# marks (`rotate_inbox`); unread mail, and what a retried delivery looks for, stays at the top.
+INBOX_TOP_FILES = 256
+INBOX_KEEP_DAYS = 7
+INBOX_ROTATE_BATCH = 32  # no rotation (and no rewrite of read.log) for fewer moves than this
 # `send --batch` (v2) names its files in parts, this many first and then twice as many each
 # time, each part made durable before its names (one syncfs): the router starts on the first
 # part while the next is written, instead of waiting for the whole batch (issue 29).
@@ -387,16 +395,44 @@ def _read_message_files(folder: Path) -> Iterator[tuple[Path, bytes | None]]:
         return
 
 
-def read_inbox(box: Mailbox) -> list[Entry]:
-    """Every entry of a sleeve's inbox, oldest first within each layout."""
+def read_inbox(box: Mailbox, *, top_only: bool = False) -> list[Entry]:
+    """Every entry of a sleeve's inbox, oldest first within each layout: `inbox.md`'s, then
+    the month folders' of a file-per-message inbox (read messages rotated out of its top,
+    `rotate_inbox`), then its top's. With `top_only`, not the month folders': every unread
+    message and every new arrival is at the top, so a look for those reads what is bounded."""
     box.check_links()
     data = fs.read_snapshot(box.inbox_file).data
     entries, _preamble = scan_mailfile(data, box.inbox_file, "")
-    for path in _message_files(box.inbox_dir):
+    for path in _message_files(box.inbox_dir) if top_only else inbox_message_files(box):
         data = read_if_any(path)
         if data is not None:
             entries.append(scan_message_file(data, path, ""))
     return entries
+
+
+def inbox_message_files(box: Mailbox) -> list[Path]:
+    """The files of a file-per-message inbox, oldest first: its month folders' (read messages
+    rotated out of the top, in month order), then its top's."""
+    return rotated_inbox_files(box) + _message_files(box.inbox_dir)
+
+
+def rotated_inbox_files(box: Mailbox) -> list[Path]:
+    """The files of a file-per-message inbox's month folders, in month order: messages read
+    and rotated out of its top (`rotate_inbox`)."""
+    return [path for month in _month_folders(box.inbox_dir) for path in _message_files(box.inbox_dir / month)]
+
+
+def in_month_folder(entry: Entry) -> bool:
+    """Whether an inbox entry is in one of the inbox's month folders: a message moved there is
+    read (`rotate_inbox` moves only read ones, and read.log then drops its mark)."""
+    return MONTH_FOLDER.fullmatch(entry.source.parent.name) is not None
+
+
+def is_read(entry: Entry, marks: Set[tuple[str, str]]) -> bool:
+    """Whether an inbox entry is read: marked in read.log, or rotated into a month folder."""
+    if entry.message is None:
+        return False
+    return (entry.message.sender or "", entry.key) in marks or in_month_folder(entry)
 
 
 def read_archive(box: Mailbox, sender: str) -> list[Entry]:
@@ -415,11 +451,13 @@ def read_archive(box: Mailbox, sender: str) -> list[Entry]:
 def archive_message_files(box: Mailbox) -> list[Path]:
     """The files of a file-per-message archive, oldest first: its month folders' (rotated, in
     month order), then its top's."""
-    months = sorted(name for name in _names(box.archive_dir) if _MONTH_FOLDER.fullmatch(name) and (box.archive_dir / name).is_dir())
+    months = _month_folders(box.archive_dir)
     return [path for month in months for path in _message_files(box.archive_dir / month)] + _message_files(box.archive_dir)
 
 
-_MONTH_FOLDER = re.compile(r"[0-9]{4}-[0-9]{2}")
+def _month_folders(folder: Path) -> list[str]:
+    """The names of `folder`'s month folders (`2026-01`), in order."""
+    return sorted(name for name in _names(folder) if MONTH_FOLDER.fullmatch(name) and (folder / name).is_dir())
 
 
 def _names(folder: Path) -> list[str]:
@@ -784,6 +822,11 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
                 found.append(PRESENT if same else CONFLICT)
                 continue
             name = message_file_name(message, now)
+            rotated = _rotated_copy(box, name)
+            if rotated is not None:
+                # Read and rotated since it was delivered: a retry finds it by its name.
+                found.append(PRESENT if scan_message_file(rotated[1], rotated[0], "").digest == msg.content_digest(message) else CONFLICT)
+                continue
             new.append((name, _render_for(message, capitalised)))
             ours[name] = new[-1][1]
             index[suffix] = name
@@ -791,6 +834,17 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
         results.append(found)
         groups.append((box.inbox_dir, new))
     return FolderDelivery(results, groups)
+
+
+def _rotated_copy(box: Mailbox, name: str) -> tuple[Path, bytes] | None:
+    """The path and bytes of the file `name` in the inbox's month folder of its time, where
+    `rotate_inbox` moves read messages; None when it is not there."""
+    match = _MONTH.match(name)
+    if match is None:
+        return None
+    path = box.inbox_dir / match.group("month") / name
+    data = read_if_any(path)
+    return None if data is None else (path, data)
 
 
 def _find_suffixes(folder: Path, wanted: set[str]) -> tuple[dict[str, str], str | None]:
@@ -1056,30 +1110,8 @@ def rotate_archive_folder(
         match = _MONTH.match(name)
         if match and "_" + name.partition("_")[2] not in keep:
             moves.setdefault(match.group("month"), []).append(name)
-    moved = 0
-    gone: list[str] = []
     try:
-        with ExitStack() as stack:
-            top_fd = stack.enter_context(fs.folder_fd(box.archive_dir))
-            touched = [top_fd]
-            for month, files in moves.items():
-                folder = stack.enter_context(fs.folder_fd(box.archive_dir / month, create=True))
-                touched.append(folder)
-                there: set[str] | None = None
-                for name in files:
-                    done = rename_noreplace(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
-                    if done is None:
-                        # No RENAME_NOREPLACE here: look at the month folder once, then rename.
-                        there = set(os.listdir(folder)) if there is None else there
-                        if name not in there:
-                            os.rename(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
-                            there.add(name)
-                            done = True
-                    if done:
-                        moved += 1
-                        gone.append(name)
-                    # else a copy there already (a git merge brought it): both stay, for a person
-            fsync_all(touched)
+        gone = _move_to_months(box.archive_dir, moves)
     except BaseException:
         if top is not None:
             top.forget_all()  # list the top again next time
@@ -1087,7 +1119,36 @@ def rotate_archive_folder(
     if top is not None:
         top.forget(gone)
         top.sign(box.archive_dir)
-    return moved
+    return len(gone)
+
+
+def _move_to_months(top: Path, moves: Mapping[str, Iterable[str]]) -> list[str]:
+    """Move files of the folder `top` into its month folders (`moves`: month -> names), each
+    by one rename that never replaces a file (renameat2 RENAME_NOREPLACE; else the month
+    folder is listed first), so a message is in exactly one place at every instant; the
+    folders are made durable together at the end. Returns the names moved: a name its month
+    folder holds already (a git merge brought both) stays where it is, for a person."""
+    gone: list[str] = []
+    with ExitStack() as stack:
+        top_fd = stack.enter_context(fs.folder_fd(top))
+        touched = [top_fd]
+        for month, files in moves.items():
+            folder = stack.enter_context(fs.folder_fd(top / month, create=True))
+            touched.append(folder)
+            there: set[str] | None = None
+            for name in files:
+                done = rename_noreplace(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
+                if done is None:
+                    # No RENAME_NOREPLACE here: look at the month folder once, then rename.
+                    there = set(os.listdir(folder)) if there is None else there
+                    if name not in there:
+                        os.rename(name, name, src_dir_fd=top_fd, dst_dir_fd=folder)
+                        there.add(name)
+                        done = True
+                if done:
+                    gone.append(name)
+        fsync_all(touched)
+    return gone
 
 
 @dataclass(slots=True)
@@ -1546,22 +1607,95 @@ def _with_appended(base: bytes | None, data: bytes, merged: bytes) -> bytes | No
 def read_marks(box: Mailbox) -> set[tuple[str, str]]:
     """(from, id) pairs marked read. Unreadable lines (a torn write) and marks of a newer
     format (`moss_format` above 1) are ignored, never fatal."""
-    marks: set[tuple[str, str]] = set()
     data = read_if_any(box.read_log) or b""
-    for line in data.splitlines():
-        try:
-            record = structured.loads_json(line)
-            formats.check_record("read-log", record)  # a mark of a newer format is not understood
-            marks.add((str(record.get("from") or ""), str(record["id"])))
-        except (ValueError, KeyError, TypeError, AttributeError, InvalidDocument):
-            continue
-    return marks
+    return {mark for line in data.splitlines() if (mark := _mark_of(line)) is not None}
 
 
 def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
     """Append one read mark; an append-only log merges in git without conflicts (merge=union)."""
     record = {"id": key, "from": sender, "at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     fs.append_line(box.read_log, json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8"))
+
+
+def rotate_inbox(box: Mailbox, now: datetime, *, top_files: int = INBOX_TOP_FILES, keep_days: float = INBOX_KEEP_DAYS, batch: int = INBOX_ROTATE_BATCH) -> int:
+    """Once a file-per-message inbox's top holds more than `top_files` messages and at least
+    `batch` of them can move, move the read ones whose file name's time is over `keep_days`
+    old into a folder per month (`inbox/2026-01/`, as the archive's rotation does), then drop
+    from read.log the marks of messages no longer at the top; return how many moved. A
+    reader calls it after marking a message read.
+
+    So the top holds the unread messages and the recent ones, and read.log the marks of
+    messages at the top: what a look for unread mail reads stays bounded however long the
+    inbox's history. Only messages whose file reads, is named by its (from, id) and is marked
+    read move; a recent one stays, where a router's retry of a delivery looks for it (a retried
+    message keeps its name, so delivery also looks in its month folder). It runs under the
+    inbox folder's lock, the one delivery takes. A kill at any instant loses nothing: a moved
+    message is read whatever read.log holds, and marks left behind go at the next rotation.
+    """
+    if not box.inbox_dir.is_dir() or len(message_names(box.inbox_dir)) <= top_files:
+        return 0
+    horizon = time_stamp(None, now - timedelta(days=keep_days))
+    with fs.locked(box.inbox_dir):
+        names = message_names(box.inbox_dir)
+        marks = read_marks(box)
+        named = marked_names(marks)
+        # By name first (no file read): a rotation waits until a batch can move.
+        candidates = [name for name in names if _MONTH.match(name) and name[: len(horizon)] < horizon and name.partition("_")[2] in named]
+        if len(names) <= top_files or len(candidates) < batch:
+            return 0
+        moves: dict[str, list[str]] = {}
+        for name in candidates:
+            data = read_if_any(box.inbox_dir / name)
+            entry = scan_message_file(data, box.inbox_dir / name, "") if data is not None else None
+            if entry is None or entry.message is None or (entry.message.sender or "", entry.key) not in marks:
+                continue
+            if not entry.message.id or "_" + name.partition("_")[2] != _suffix(entry.message):
+                continue  # named otherwise than by its (from, id): found by reading, so it stays at the top
+            moves.setdefault(_MONTH.match(name).group("month"), []).append(name)  # type: ignore[union-attr]
+        gone = _move_to_months(box.inbox_dir, moves) if moves else []
+        if gone:
+            _keep_marks_of(box, {(entry.message.sender or "", entry.key) for entry in read_inbox(box, top_only=True) if entry.message is not None})
+    return len(gone)
+
+
+def marked_names(marks: Iterable[tuple[str, str]]) -> set[str]:
+    """The `<from>_<id>.md` ends of the file names that the (from, id) pairs `marks` give
+    their messages (`message_file_name`), to tell read messages by name."""
+    return {f"{safe_part(sender or 'unknown', 40)}_{safe_part(key or 'x')}.md" for sender, key in marks}
+
+
+def _keep_marks_of(box: Mailbox, present: Set[tuple[str, str]]) -> None:
+    """Rewrite read.log with only the marks of `present` (from, id) pairs, the messages at
+    the inbox's top and in `inbox.md`: a message rotated into a month folder is read without
+    one. Every line that is not a mark of this version stays as it is, and a mark appended
+    meanwhile is kept (`shared_file.rewrite`)."""
+
+    def kept(data: bytes | None) -> bytes | None:
+        if not data:
+            return None
+        lines = [line for line in data.splitlines(keepends=True) if (mark := _mark_of(line)) is None or mark in present]
+        if lines and not lines[-1].endswith(b"\n"):
+            lines[-1] += b"\n"
+        return b"".join(lines)
+
+    rewrite(box.read_log, kept, _keep_missing_lines)
+
+
+def _mark_of(line: bytes) -> tuple[str, str] | None:
+    """The (from, id) a read.log line marks; None for a line that is not a mark of this version."""
+    try:
+        record = structured.loads_json(line)
+        formats.check_record("read-log", record)
+        return (str(record.get("from") or ""), str(record["id"]))
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidDocument):
+        return None
+
+
+def _keep_missing_lines(current: bytes | None, leftover: bytes) -> bytes:
+    """Merge rule for read.log (`shared_file.Merge`: what to append to the file): each line of
+    a version an editor saved over a rewrite that the file lacks."""
+    have = set((current or b"").splitlines())
+    return b"".join(line + b"\n" for line in dict.fromkeys(leftover.splitlines()) if line and line not in have)
 
 
 def iter_mailboxes(root: Path) -> Iterator[Path]:

@@ -8,6 +8,7 @@ what to do, and applies the plan with the mailbox edge.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,9 +238,16 @@ def bounce(entry: Entry, sender: str, note: DeadNote, dead_letter: str, now: str
     )
 
 
+# A rotated archive's or inbox's month folder (`archive/2026-01/`, docs/formats.md "Rotation").
+MONTH_FOLDER = re.compile(r"[0-9]{4}-[0-9]{2}")
+
+
 def entry_to_dict(entry: Entry) -> dict[str, object]:
-    """JSON shape of an outbox or inbox entry: the message (or the problem) and where it is."""
-    data: dict[str, object] = {"key": entry.key, "source": entry.source.name, "line": entry.line}
+    """JSON shape of an outbox or inbox entry: the message (or the problem) and where it is
+    (`source`: the file's name in its box, with its month folder for a rotated one)."""
+    folder = entry.source.parent.name
+    source = f"{folder}/{entry.source.name}" if MONTH_FOLDER.fullmatch(folder) else entry.source.name
+    data: dict[str, object] = {"key": entry.key, "source": source, "line": entry.line}
     if entry.message is not None:
         data["message"] = message_to_dict(entry.message)
     if entry.problem is not None:

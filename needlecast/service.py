@@ -156,11 +156,12 @@ def list_inbox(ctx: Context, *, unread: bool = False, sender: str | None = None,
     rows: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
     unread_count = 0
-    for entry in mailbox.read_inbox(box):
+    # Unread mail is all at the inbox's top: the month folders (read history) only for a listing of all.
+    for entry in mailbox.read_inbox(box, top_only=unread):
         if entry.message is None:
             problems.append(entry_to_dict(entry))
             continue
-        read = (entry.message.sender or "", entry.key) in marks
+        read = mailbox.is_read(entry, marks)
         unread_count += not read
         if (unread and read) or (sender and entry.message.sender != sender) or (thread and entry.message.thread != thread):
             continue
@@ -191,7 +192,8 @@ def wait_for_mail(ctx: Context, *, timeout: float, unread: bool = False, poll: b
         raise NotFound(f"no mailbox at {box.dir}", path=box.dir, hint="run `needlecast init` first")
     started = time.monotonic()
     with InboxWatch(box, poll=poll) as watch:
-        entries = [e for e in mailbox.read_inbox(box) if e.message is not None]
+        # Unread mail and new arrivals are at the inbox's top (`mailbox.rotate_inbox`).
+        entries = [e for e in mailbox.read_inbox(box, top_only=True) if e.message is not None]
         seen = {_identity(entry) for entry in entries}
         found: list[Entry] = []
         if unread:
@@ -205,7 +207,7 @@ def wait_for_mail(ctx: Context, *, timeout: float, unread: bool = False, poll: b
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not watch.wait(remaining):
                 break
-            found = [e for e in mailbox.read_inbox(box) if e.message is not None and _identity(e) not in seen]
+            found = [e for e in mailbox.read_inbox(box, top_only=True) if e.message is not None and _identity(e) not in seen]
         marks = mailbox.read_marks(box) if found else set()
         return {
             "workspace": str(ctx.root),
@@ -224,13 +226,18 @@ def _identity(entry: Entry) -> tuple[str, str]:
 
 def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
     """`needlecast read`: the inbox message `key`, marked read (once) in read.log; returns
-    `{key, source, line, message, read}`. Raises as `find_inbox_message`."""
+    `{key, source, line, message, read}`. Raises as `find_inbox_message`.
+
+    A mark may let the inbox's top rotate (`mailbox.rotate_inbox`): read messages over a week
+    old move into month folders once the top holds more than 256, so what a look for unread
+    mail reads stays bounded."""
     box = Mailbox(ctx.root)
     entry = find_inbox_message(ctx.root, key)
     assert entry.message is not None
     ident = (entry.message.sender or "", entry.key)
-    if ident not in mailbox.read_marks(box):
+    if not mailbox.is_read(entry, mailbox.read_marks(box)):
         mailbox.mark_read(box, ident[0], ident[1], ctx.now())
+        mailbox.rotate_inbox(box, ctx.now())
     return {**entry_to_dict(entry), "read": True}
 
 
@@ -320,10 +327,12 @@ def inbox_glance(root: Path, *, newest: int = 3) -> dict[str, Any]:
     `inbox.md` (layout v1, up to GLANCE_MAX_FILE_BYTES), are read. `keys` identifies every
     message (to tell new arrivals), `newest_unread` holds the last `newest` unread ones, read
     in full. Unreadable blocks are not counted. Never raises for a missing mailbox (all zero).
+    Only the inbox's top is looked at: `total` and `keys` leave out the read messages rotated
+    into its month folders (`mailbox.rotate_inbox`), so a glance stays bounded.
     """
     box = Mailbox(root)
     marks = mailbox.read_marks(box)
-    marked = {f"{mailbox.safe_part(sender or 'unknown', 40)}_{mailbox.safe_part(key or 'x')}" for sender, key in marks}
+    marked = mailbox.marked_names(marks)
     keys: list[str] = []
     unread: list[tuple[str, Any]] = []  # (key, a path to read, or an entry read already)
     data = mailbox.read_if_any(box.inbox_file) if box.inbox_file.is_file() else None
@@ -339,7 +348,7 @@ def inbox_glance(root: Path, *, newest: int = 3) -> dict[str, Any]:
         path = box.inbox_dir / name
         if found is not None:
             keys.append(name)
-            if found.group("rest") not in marked:
+            if found.group("rest") + ".md" not in marked:
                 unread.append((name, path))
             continue
         file_data = mailbox.read_if_any(path)
@@ -362,16 +371,29 @@ def inbox_glance(root: Path, *, newest: int = 3) -> dict[str, Any]:
 
 
 def find_inbox_message(root: Path, key: str) -> Entry:
-    """The inbox message with id `key`. Raises NotFound, or InvalidRequest AMBIGUOUS_ADDRESSING
-    when several senders used that id."""
+    """The inbox message with id `key`: at the inbox's top, else in its month folders (read
+    messages rotated out of the top). Raises NotFound, or InvalidRequest AMBIGUOUS_ADDRESSING
+    when several senders used that id (in the place it was found)."""
     box = Mailbox(root)
-    matches = [entry for entry in mailbox.read_inbox(box) if entry.message is not None and entry.key == key]
+    matches = [entry for entry in mailbox.read_inbox(box, top_only=True) if entry.message is not None and entry.key == key]
+    if not matches:
+        # A rotated file's name ends with its id (`rotate_inbox` moves no other): only those are read.
+        ending = f"_{mailbox.safe_part(key)}.md"
+        named = [path for path in mailbox.rotated_inbox_files(box) if path.name.endswith(ending)]
+        matches = [entry for path in named if (entry := _rotated_entry(path)) is not None and entry.key == key]
     if not matches:
         raise NotFound(f"no message {key!r} in the inbox", path=box.dir)
     if len(matches) > 1:
         senders = sorted({entry.message.sender or "?" for entry in matches if entry.message is not None})
         raise InvalidRequest(f"id {key!r} is used by several senders: {', '.join(senders)}", code="AMBIGUOUS_ADDRESSING")
     return matches[0]
+
+
+def _rotated_entry(path: Path) -> Entry | None:
+    """The message of a file in an inbox month folder; None when it is gone or does not read."""
+    data = mailbox.read_if_any(path)
+    entry = mailbox.scan_message_file(data, path, "") if data is not None else None
+    return entry if entry is not None and entry.message is not None else None
 
 
 def iter_messages(root: Path) -> Iterator[tuple[str, Entry]]:

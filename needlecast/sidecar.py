@@ -640,12 +640,13 @@ class Sidecar:
         return self.workspace_stats(self.root)
 
     def _needlecast_part(self) -> dict[str, Any]:
-        entries = mailbox.read_inbox(self.box)
+        # The top (unread mail and recent), read in full; the month folders' read history counted by name.
+        entries = mailbox.read_inbox(self.box, top_only=True)
         marks = mailbox.read_marks(self.box)
         unread = sum(1 for e in entries if e.message is not None and (e.message.sender or "", e.key) not in marks)
         return {
             "layout": self.box.layout(),
-            "inbox_total": len(entries),
+            "inbox_total": len(entries) + len(mailbox.rotated_inbox_files(self.box)),
             "inbox_unread": unread,
             "outbox_pending": len(mailbox.read_outbox(self.box, self.root_name()).entries),
             "dead_letters": len(mailbox.read_dead_letters(self.box)),
@@ -730,8 +731,8 @@ class Sidecar:
         unread_only = call.query.get("unread", ["0"])[-1] in ("1", "true", "yes")
         marks = mailbox.read_marks(self.box)
         rows = []
-        for entry in mailbox.read_inbox(self.box):
-            read = entry.message is not None and (entry.message.sender or "", entry.key) in marks
+        for entry in mailbox.read_inbox(self.box, top_only=unread_only):
+            read = mailbox.is_read(entry, marks)
             if unread_only and read:
                 continue
             rows.append({**entry_to_dict(entry), "read": read})
@@ -748,7 +749,8 @@ class Sidecar:
         while it stays (and first the unread ones, when asked), a keep-alive comment every
         STREAM_KEEPALIVE seconds, until the client leaves or the sidecar stops."""
         with InboxWatch(self.box, poll=self.poll, poll_interval=min(self.poll_interval, 0.25)) as watch:
-            entries = [entry for entry in mailbox.read_inbox(self.box) if entry.message is not None]
+            # New arrivals and unread mail are at the inbox's top (`mailbox.rotate_inbox`).
+            entries = [entry for entry in mailbox.read_inbox(self.box, top_only=True) if entry.message is not None]
             seen = {_identity(entry) for entry in entries}
             yield format_comment(f"watching the inbox of {self.name} ({watch.mode})")
             if unread_first:
@@ -759,7 +761,7 @@ class Sidecar:
             quiet_since = time.monotonic()
             while not self.stop_event.is_set():
                 if watch.wait(STREAM_TICK_SECONDS):
-                    arrived = [e for e in mailbox.read_inbox(self.box) if e.message is not None and _identity(e) not in seen]
+                    arrived = [e for e in mailbox.read_inbox(self.box, top_only=True) if e.message is not None and _identity(e) not in seen]
                     for entry in arrived:
                         seen.add(_identity(entry))
                         yield format_event("message", {**entry_to_dict(entry), "read": False}, entry.key)

@@ -435,7 +435,7 @@ _DOCS = (
         "message",
         "message file",
         FRONTMATTER,
-        (".needlecast/inbox/*.md", ".needlecast/archive/*.md", ".needlecast/archive/*/*.md"),
+        (".needlecast/inbox/*.md", ".needlecast/inbox/*/*.md", ".needlecast/archive/*.md", ".needlecast/archive/*/*.md"),
         owned=True,
         note="outbox files are in flight and left alone: the router archives each at the current version",
         in_flight=(".needlecast/outbox/*.md",),
