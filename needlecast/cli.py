@@ -171,10 +171,13 @@ def read(
     root: RootOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one inbox message and mark it read (in read.log, append-only)."""
+    """Show one inbox message and mark it read (in read.log). Once the inbox holds over 256
+    messages, read ones over a week old move into month folders (docs/formats.md, "Rotation")."""
     with reporting(as_json):
         data = needlecast.read_message(_workspace(root), key=key)
     emit(data, as_json, text=_message_text(data["key"], data["message"]))
+    for problem in data.get("problems", ()) if not as_json else ():
+        note(f"warning: old mail was not moved out of the inbox: {problem['message']} ({problem['code']})")
 
 
 @app.command("wait")

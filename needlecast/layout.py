@@ -146,7 +146,10 @@ class Switch:
     appends: dict[Path, list[str]] = field(default_factory=dict)  # v1 file -> blocks to add
     emptied: dict[Path, list[Entry]] = field(default_factory=dict)  # v1 file -> blocks moving out
     removed: list[Entry] = field(default_factory=list)  # v2 files moving into v1 files
-    folders: list[Path] = field(default_factory=list)  # v2 folders to take away once empty
+    folders: list[Path] = field(default_factory=list)  # v2 folders to take away once empty (month folders first)
+    # (from, id) of rotated inbox messages moving into inbox.md: a month folder made them read,
+    # inbox.md needs a mark (written before the blocks move).
+    marks: list[tuple[str, str]] = field(default_factory=list)
 
     def touched(self) -> list[Path]:
         """Every existing file the switch empties or removes (what `may_remove` is asked)."""
@@ -168,18 +171,15 @@ def _file_entries(box: Mailbox, name: str, sender: str) -> list[Entry]:
 
 
 def _folder_entries(box: Mailbox, name: str, sender: str) -> list[Entry]:
-    folder = _folder(box, name)
-    try:
-        names = sorted(os.listdir(folder))
-    except FileNotFoundError:
-        return []
+    """The messages of a v2 folder, oldest first, those its rotation moved into month folders
+    (inbox, archive) included."""
+    paths = {"inbox": boxes.inbox_message_files, "archive": boxes.archive_message_files}.get(name)
+    files = paths(box) if paths is not None else [_folder(box, name) / file_name for file_name in boxes.message_names(_folder(box, name))]
     entries = []
-    for file_name in names:
-        if file_name.startswith(".") or not file_name.endswith(".md"):
-            continue
-        data = read_if_any(folder / file_name)
+    for path in files:
+        data = read_if_any(path)
         if data is not None:
-            entries.append(boxes.scan_message_file(data, folder / file_name, "" if name == "inbox" else sender))
+            entries.append(boxes.scan_message_file(data, path, "" if name == "inbox" else sender))
     return entries
 
 
@@ -248,8 +248,12 @@ def plan_switch(root: Path, target: str, now: datetime) -> Switch:
                 switch.appends.setdefault(path, []).append(msg.render_block(message, capitalised=message.capitalised))
                 switch.removed.append(entry)
                 switch.moves.append(Move(name, entry.key, message.sender, _shown(entry.source, root), _shown(path, root)))
-            if _folder(box, name).is_dir():
-                switch.folders.append(_folder(box, name))
+                if name == "inbox" and boxes.in_month_folder(entry):
+                    switch.marks.append((message.sender or "", entry.key))
+            folder = _folder(box, name)
+            if folder.is_dir():
+                months = sorted({entry.source.parent for entry in entries if entry.source.parent != folder})
+                switch.folders.extend([*months, folder])
     return switch
 
 
@@ -277,6 +281,8 @@ def apply_switch(root: Path, target: str, now: datetime, may_remove: Callable[[l
             for path, entries in switch.emptied.items():
                 _empty(box, path, entries, root.name)
         else:
+            for sender, key in switch.marks:
+                boxes.mark_read(box, sender, key, now)
             for path, blocks in switch.appends.items():
                 _append_blocks(path, blocks)
             for entry in switch.removed:

@@ -1607,7 +1607,10 @@ def _with_appended(base: bytes | None, data: bytes, merged: bytes) -> bytes | No
 def read_marks(box: Mailbox) -> set[tuple[str, str]]:
     """(from, id) pairs marked read. Unreadable lines (a torn write) and marks of a newer
     format (`moss_format` above 1) are ignored, never fatal."""
-    data = read_if_any(box.read_log) or b""
+    return _marks_in(read_if_any(box.read_log) or b"")
+
+
+def _marks_in(data: bytes) -> set[tuple[str, str]]:
     return {mark for line in data.splitlines() if (mark := _mark_of(line)) is not None}
 
 
@@ -1637,7 +1640,9 @@ def rotate_inbox(box: Mailbox, now: datetime, *, top_files: int = INBOX_TOP_FILE
     horizon = time_stamp(None, now - timedelta(days=keep_days))
     with fs.locked(box.inbox_dir):
         names = message_names(box.inbox_dir)
-        marks = read_marks(box)
+        log = read_if_any(box.read_log) or b""
+        refuse_conflicted(box.read_log, log)  # it could not be rewritten: nothing moves
+        marks = _marks_in(log)
         named = marked_names(marks)
         # By name first (no file read): a rotation waits until a batch can move.
         candidates = [name for name in names if _MONTH.match(name) and name[: len(horizon)] < horizon and name.partition("_")[2] in named]

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moss_files.foundation.errors import InvalidRequest, NotFound, error_body
+from moss_files.foundation.errors import InvalidRequest, MossError, NotFound, error_body
 from moss_files.foundation.ids import format_time
 from needlecast import mailbox, routing
 from needlecast.mailbox import Mailbox
@@ -226,7 +226,8 @@ def _identity(entry: Entry) -> tuple[str, str]:
 
 def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
     """`needlecast read`: the inbox message `key`, marked read (once) in read.log; returns
-    `{key, source, line, message, read}`. Raises as `find_inbox_message`.
+    `{key, source, line, message, read}`, and `problems` when the rotation below could not
+    run (the read is done all the same). Raises as `find_inbox_message`.
 
     A mark may let the inbox's top rotate (`mailbox.rotate_inbox`): read messages over a week
     old move into month folders once the top holds more than 256, so what a look for unread
@@ -235,10 +236,16 @@ def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
     entry = find_inbox_message(ctx.root, key)
     assert entry.message is not None
     ident = (entry.message.sender or "", entry.key)
+    answer: dict[str, Any] = {**entry_to_dict(entry), "read": True}
     if not mailbox.is_read(entry, mailbox.read_marks(box)):
         mailbox.mark_read(box, ident[0], ident[1], ctx.now())
-        mailbox.rotate_inbox(box, ctx.now())
-    return {**entry_to_dict(entry), "read": True}
+        try:
+            mailbox.rotate_inbox(box, ctx.now())
+        except MossError as err:
+            # The message is read and marked; moving old mail waits for a later read (a
+            # read.log with conflict markers, a router holding the inbox's lock too long).
+            answer["problems"] = [error_body(err)["error"]]
+    return answer
 
 
 def list_outbox(ctx: Context) -> dict[str, Any]:

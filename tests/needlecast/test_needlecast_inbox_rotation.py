@@ -6,14 +6,16 @@ durable step, after a retried delivery and after a git merge with a clone that k
 
 from __future__ import annotations
 
+import json
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from conftest import run_cli
 from helpers import killed_at
 
 from moss_files.foundation.context import Context
-from needlecast import mailbox, service
+from needlecast import layout, mailbox, service
 from needlecast.mailbox import Mailbox
 from needlecast.message import Message
 
@@ -196,3 +198,28 @@ def test_a_merge_with_a_clone_that_kept_reading_and_receiving_loses_nothing(tmp_
     assert mailbox.rotate_inbox(box_b, NOW, top_files=0) == 35
     assert marked(clone) == set()
     assert what_it_says(clone) == {key: (read or "m0257" <= key[1] < "m0290", body) for key, (read, body) in said.items()}
+
+
+def test_a_read_log_with_conflict_markers_stops_the_rotation_not_the_read(tmp_path: Path) -> None:
+    root = tmp_path / "me"
+    filled_inbox(root, 300, read_below=298, recent_from=300)
+    log = Mailbox(root).read_log
+    log.write_bytes(b"<<<<<<< ours\n" + log.read_bytes() + b"=======\n>>>>>>> theirs\n")
+    done = run_cli("needlecast", "read", "m0298", "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["read"] is True and [problem["code"] for problem in answer["problems"]] == ["MERGE_CONFLICT"]
+    assert len(top_names(root)) == 300 and mailbox.rotated_inbox_files(Mailbox(root)) == []
+    shown = run_cli("needlecast", "read", "m0299", cwd=root)
+    assert shown.returncode == 0 and "warning: old mail was not moved out of the inbox" in shown.stderr and "MERGE_CONFLICT" in shown.stderr
+
+
+def test_switching_a_rotated_inbox_to_layout_v1_keeps_every_message_and_what_is_read(tmp_path: Path) -> None:
+    root = tmp_path / "me"
+    filled_inbox(root, 300, read_below=250, recent_from=290)
+    assert mailbox.rotate_inbox(Mailbox(root), NOW) == 250
+    before = {key: read for key, (read, _body) in what_it_says(root).items()}
+    switch = layout.apply_switch(root, "v1", NOW, lambda paths: None)
+    assert len(switch.marks) == 250
+    assert not (root / ".needlecast" / "inbox").exists()
+    assert {key: read for key, (read, _body) in what_it_says(root).items()} == before
