@@ -405,6 +405,9 @@ def read_inbox(box: Mailbox, *, top_only: bool = False) -> list[Entry]:
     entries, _preamble = scan_mailfile(data, box.inbox_file, "")
     for path in _message_files(box.inbox_dir) if top_only else inbox_message_files(box):
         data = read_if_any(path)
+        if data is None and not top_only and path.parent == box.inbox_dir:
+            # Rotated since the folders were listed: it is in its month folder now.
+            path, data = _rotated_copy(box, path.name) or (path, None)
         if data is not None:
             entries.append(scan_message_file(data, path, ""))
     return entries
@@ -412,8 +415,13 @@ def read_inbox(box: Mailbox, *, top_only: bool = False) -> list[Entry]:
 
 def inbox_message_files(box: Mailbox) -> list[Path]:
     """The files of a file-per-message inbox, oldest first: its month folders' (read messages
-    rotated out of the top, in month order), then its top's."""
-    return rotated_inbox_files(box) + _message_files(box.inbox_dir)
+    rotated out of the top, in month order), then its top's. The top is listed first, so a
+    message a rotation moves meanwhile is in one listing or both (then named once, in its
+    month folder), never in neither."""
+    top = _message_files(box.inbox_dir)
+    rotated = rotated_inbox_files(box)
+    moved = {path.name for path in rotated}
+    return rotated + [path for path in top if path.name not in moved]
 
 
 def rotated_inbox_files(box: Mailbox) -> list[Path]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -223,3 +224,29 @@ def test_switching_a_rotated_inbox_to_layout_v1_keeps_every_message_and_what_is_
     assert len(switch.marks) == 250
     assert not (root / ".needlecast" / "inbox").exists()
     assert {key: read for key, (read, _body) in what_it_says(root).items()} == before
+
+
+def test_a_listing_while_a_rotation_runs_names_every_message_once(tmp_path: Path) -> None:
+    """The top is listed before the month folders, and a file gone from the top by the time it
+    is read is read in its month folder: a message moving meanwhile is never missed nor
+    listed twice (`what_it_says` fails on a message listed twice)."""
+    root = tmp_path / "me"
+    filled_inbox(root, 900, read_below=890, recent_from=900)
+    expected = what_it_says(root)
+    done = threading.Event()
+
+    def rotate() -> None:
+        try:
+            mailbox.rotate_inbox(Mailbox(root), NOW)
+        finally:
+            done.set()
+
+    rotation = threading.Thread(target=rotate)
+    rotation.start()
+    looks = 0
+    while not done.is_set() or looks == 0:
+        assert set(what_it_says(root)) == set(expected), f"at look {looks}"
+        looks += 1
+    rotation.join()
+    # Moved: the read messages over a week old (the first 530; the rest arrived this week).
+    assert what_it_says(root) == expected and len(mailbox.rotated_inbox_files(Mailbox(root))) == 530
