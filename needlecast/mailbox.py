@@ -82,6 +82,7 @@ ARCHIVE_TOP_FILES = 256
 INBOX_TOP_FILES = 256
 INBOX_KEEP_DAYS = 7
 INBOX_ROTATE_BATCH = 32  # no rotation (and no rewrite of read.log) for fewer moves than this
+LOUD_ROTATION = 2000  # a rotation of this many messages or more says so first (it takes a while)
 # `send --batch` (v2) names its files in parts, this many first and then twice as many each
 # time, each part made durable before its names (one syncfs): the router starts on the first
 # part while the next is written, instead of waiting for the whole batch (issue 29).
@@ -1628,7 +1629,15 @@ def mark_read(box: Mailbox, sender: str, key: str, now: datetime) -> None:
     fs.append_line(box.read_log, json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8"))
 
 
-def rotate_inbox(box: Mailbox, now: datetime, *, top_files: int = INBOX_TOP_FILES, keep_days: float = INBOX_KEEP_DAYS, batch: int = INBOX_ROTATE_BATCH) -> int:
+def rotate_inbox(
+    box: Mailbox,
+    now: datetime,
+    *,
+    top_files: int = INBOX_TOP_FILES,
+    keep_days: float = INBOX_KEEP_DAYS,
+    batch: int = INBOX_ROTATE_BATCH,
+    say: Callable[[str], None] | None = None,
+) -> int:
     """Once a file-per-message inbox's top holds more than `top_files` messages and at least
     `batch` of them can move, move the read ones whose file name's time is over `keep_days`
     old into a folder per month (`inbox/2026-01/`, as the archive's rotation does), then drop
@@ -1642,6 +1651,8 @@ def rotate_inbox(box: Mailbox, now: datetime, *, top_files: int = INBOX_TOP_FILE
     message keeps its name, so delivery also looks in its month folder). It runs under the
     inbox folder's lock, the one delivery takes. A kill at any instant loses nothing: a moved
     message is read whatever read.log holds, and marks left behind go at the next rotation.
+    `say` hears of a rotation of LOUD_ROTATION messages or more (the first in an inbox that
+    grew before rotation existed: some seconds for 100,000 files).
     """
     if not box.inbox_dir.is_dir() or len(message_names(box.inbox_dir)) <= top_files:
         return 0
@@ -1656,6 +1667,8 @@ def rotate_inbox(box: Mailbox, now: datetime, *, top_files: int = INBOX_TOP_FILE
         candidates = [name for name in names if _MONTH.match(name) and name[: len(horizon)] < horizon and name.partition("_")[2] in named]
         if len(names) <= top_files or len(candidates) < batch:
             return 0
+        if say is not None and len(candidates) >= LOUD_ROTATION:
+            say(f"moving up to {len(candidates):,} read messages over {keep_days:g} days old into the inbox's month folders (once)")
         moves: dict[str, list[str]] = {}
         for name in candidates:
             data = read_if_any(box.inbox_dir / name)

@@ -240,7 +240,7 @@ def read_message(ctx: Context, *, key: str) -> dict[str, Any]:
     if not mailbox.is_read(entry, mailbox.read_marks(box)):
         mailbox.mark_read(box, ident[0], ident[1], ctx.now())
         try:
-            mailbox.rotate_inbox(box, ctx.now())
+            mailbox.rotate_inbox(box, ctx.now(), say=ctx.say)
         except MossError as err:
             # The message is read and marked; moving old mail waits for a later read (a
             # read.log with conflict markers, a router holding the inbox's lock too long).

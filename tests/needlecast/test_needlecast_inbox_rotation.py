@@ -250,3 +250,12 @@ def test_a_listing_while_a_rotation_runs_names_every_message_once(tmp_path: Path
     rotation.join()
     # Moved: the read messages over a week old (the first 530; the rest arrived this week).
     assert what_it_says(root) == expected and len(mailbox.rotated_inbox_files(Mailbox(root))) == 530
+
+
+def test_a_large_first_rotation_says_what_it_does_before_it_takes_its_time(tmp_path: Path) -> None:
+    root = tmp_path / "me"
+    filled_inbox(root, mailbox.LOUD_ROTATION + 10, read_below=mailbox.LOUD_ROTATION + 5, recent_from=mailbox.LOUD_ROTATION + 10)
+    done = run_cli("needlecast", "read", f"m{mailbox.LOUD_ROTATION + 6:04d}", "--json", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert f"moving up to {mailbox.LOUD_ROTATION + 6:,} read messages over 7 days old into the inbox's month folders (once)" in done.stderr
+    assert json.loads(done.stdout)["read"] is True and len(top_names(root)) == 4
