@@ -809,14 +809,14 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
         stack.enter_context(fs.locked(folder))
     results: list[list[str]] = []
     groups: list[tuple[Path, list[tuple[str, bytes]]]] = []
-    planned: dict[Path, tuple[dict[str, str], bool]] = {}  # folder -> (suffix index, dialect)
+    planned: dict[Path, tuple[dict[str, str], bool, set[str]]] = {}  # folder -> (suffix index, dialect, month folders)
     written: dict[Path, dict[str, bytes]] = {}  # what this batch will write, by folder and name
     for box, messages in batches:
         if box.inbox_dir not in planned:
             wanted = {_suffix(message) for other, listed in batches if other.inbox_dir == box.inbox_dir for message in listed}
-            index, newest = _find_suffixes(box.inbox_dir, wanted)
-            planned[box.inbox_dir] = (index, _dialect_of_file(read_if_any(box.inbox_dir / newest)) if newest else False)
-        index, capitalised = planned[box.inbox_dir]
+            index, newest, months = _find_suffixes(box.inbox_dir, wanted)
+            planned[box.inbox_dir] = (index, _dialect_of_file(read_if_any(box.inbox_dir / newest)) if newest else False, months)
+        index, capitalised, months = planned[box.inbox_dir]
         ours = written.setdefault(box.inbox_dir, {})
         found: list[str] = []
         new: list[tuple[str, bytes]] = []
@@ -831,7 +831,7 @@ def plan_folder_deliveries(batches: list[tuple[Mailbox, list[Message]]], now: da
                 found.append(PRESENT if same else CONFLICT)
                 continue
             name = message_file_name(message, now)
-            rotated = _rotated_copy(box, name)
+            rotated = _rotated_copy(box, name) if name[:7] in months else None
             if rotated is not None:
                 # Read and rotated since it was delivered: a retry finds it by its name.
                 found.append(PRESENT if scan_message_file(rotated[1], rotated[0], "").digest == msg.content_digest(message) else CONFLICT)
@@ -856,19 +856,23 @@ def _rotated_copy(box: Mailbox, name: str) -> tuple[Path, bytes] | None:
     return None if data is None else (path, data)
 
 
-def _find_suffixes(folder: Path, wanted: set[str]) -> tuple[dict[str, str], str | None]:
+def _find_suffixes(folder: Path, wanted: set[str]) -> tuple[dict[str, str], str | None, set[str]]:
     """The message files of a file-per-message folder whose `_<from>_<id>.md` suffix is in
     `wanted` (suffix -> name; the newest name when several share one, as `_folder_index` of the
-    sorted names), and the newest message file's name (None without one). The folder is read
-    entry by entry: what this holds grows with the batch, never with the folder (a list and an
-    index of every name took ~200 bytes a message at each pass, an unread inbox of 25,000
-    messages raising a router's memory by 5 MB)."""
+    sorted names), the newest message file's name (None without one), and the names of its
+    month folders (`rotate_inbox`'s). The folder is read entry by entry: what this holds grows
+    with the batch, never with the folder (a list and an index of every name took ~200 bytes a
+    message at each pass, an unread inbox of 25,000 messages raising a router's memory by 5 MB)."""
     found: dict[str, str] = {}
     newest: str | None = None
+    months: set[str] = set()
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
                 name = entry.name
+                if MONTH_FOLDER.fullmatch(name) and entry.is_dir(follow_symlinks=False):
+                    months.add(name)
+                    continue
                 # Dot files are our temporary and lock files, or an editor's swap files.
                 if not name.endswith(".md") or name[:1] == ".":
                     continue
@@ -878,10 +882,10 @@ def _find_suffixes(folder: Path, wanted: set[str]) -> tuple[dict[str, str], str 
                 if separator and "_" + rest in wanted and name > found.get("_" + rest, ""):
                     found["_" + rest] = name
     except FileNotFoundError:
-        return {}, None
+        return {}, None, months
     except PermissionError as exc:
         raise fs.not_readable(str(folder), exc, folder=True) from None
-    return found, newest
+    return found, newest, months
 
 
 def _deliver_files(batches: list[tuple[Mailbox, list[Message]]], now: datetime) -> list[list[str]]:
@@ -1664,20 +1668,24 @@ def rotate_inbox(
         marks = _marks_in(log)
         named = marked_names(marks)
         # By name first (no file read): a rotation waits until a batch can move.
-        candidates = [name for name in names if _MONTH.match(name) and name[: len(horizon)] < horizon and name.partition("_")[2] in named]
+        candidates = [
+            (name, found.group("month"))
+            for name in names
+            if (found := _MONTH.match(name)) and name[: len(horizon)] < horizon and name.partition("_")[2] in named
+        ]
         if len(names) <= top_files or len(candidates) < batch:
             return 0
         if say is not None and len(candidates) >= LOUD_ROTATION:
             say(f"moving up to {len(candidates):,} read messages over {keep_days:g} days old into the inbox's month folders (once)")
         moves: dict[str, list[str]] = {}
-        for name in candidates:
+        for name, month in candidates:
             data = read_if_any(box.inbox_dir / name)
             entry = scan_message_file(data, box.inbox_dir / name, "") if data is not None else None
             if entry is None or entry.message is None or (entry.message.sender or "", entry.key) not in marks:
                 continue
             if not entry.message.id or "_" + name.partition("_")[2] != _suffix(entry.message):
                 continue  # named otherwise than by its (from, id): found by reading, so it stays at the top
-            moves.setdefault(_MONTH.match(name).group("month"), []).append(name)  # type: ignore[union-attr]
+            moves.setdefault(month, []).append(name)
         gone = _move_to_months(box.inbox_dir, moves) if moves else []
         if gone:
             _keep_marks_of(box, {(entry.message.sender or "", entry.key) for entry in read_inbox(box, top_only=True) if entry.message is not None})
