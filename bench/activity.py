@@ -26,7 +26,6 @@ writes the rows for bench/all.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -174,34 +173,22 @@ def issue_rows(size: int, *, repeat: int, baseline: str | None = None) -> list[s
             for root in (year, day):
                 (root / ".git").mkdir()
             with_history, without = measure(moss, year, task, repeat, env), measure(moss, day, task, repeat, env)
-            for key, measure_name in MEASURES.items():
-                value, base = with_history[key], without[key]
-                note = f"{total:,} events over {DAYS} days ({layout}); {value['count']:.0f} events answered"
-                out.append(
-                    shared.Row(
-                        measure=measure_name, size=size, build=label, value=value["ms"], unit="ms", compare=shared.RATIO, limit=1.2,
-                        floor=base["ms"], floor_name="the same query, the newest day and the task's only", cpu=value.get("cpu"), note=note,
-                    )
-                )  # fmt: skip
+            out += shared.history_rows(
+                MEASURES,
+                with_history,
+                without,
+                size=size,
+                build=label,
+                floor_name="the same query, the newest day and the task's only",
+                note=lambda figure, layout=layout: f"{total:,} events over {DAYS} days ({layout}); {figure['count']:.0f} events answered",
+            )
             shutil.rmtree(year, ignore_errors=True)
             shutil.rmtree(day, ignore_errors=True)
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    shared.add_common_arguments(parser)
-    parser.add_argument("--rows-only", action="store_true", help="as bench/all.py runs it")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per figure (default 9; 5 with --quick)")
-    args = parser.parse_args()
-    repeat = args.repeat or (5 if args.quick else 9)
-    baseline = shared.baseline_moss(args.baseline)
-    print(f"activity log rows; medians, wall ms; {shared.load()}; {shared.speed()}", flush=True)
-    found = [row for size in shared.sizes(args.sizes) for row in issue_rows(size, repeat=repeat, baseline=baseline)]
-    shared.print_rows(found)
-    for row in found:
-        print(f"  {row.measure} ({row.build}, {row.size}): {row.note}" + (f"; {row.cpu:.0f} ms CPU" if row.cpu else ""))
-    shared.write_rows(args.json, found)
+    shared.history_main(__doc__ or "", "activity log rows", issue_rows)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ bench/all.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import statistics
@@ -129,34 +128,23 @@ def issue_rows(size: int, *, repeat: int, baseline: str | None = None) -> list[s
             year = shared.copy_of(corpus, temp / f"{label}-year")
             bare = shared.copy_of(floor_corpus, temp / f"{label}-floor")
             with_history, without = measure(python, year, size, repeat, env), measure(python, bare, size, repeat, env)
-            for key, measure_name in MEASURES.items():
-                value, base = with_history[key], without[key]
-                note = f"{size:,} messages received over 365 days, {unread_count(size)} unread ({'rotated' if rotated else 'all at the top'})"
-                out.append(
-                    shared.Row(
-                        measure=measure_name, size=size, build=label, value=value["ms"], unit="ms", compare=shared.RATIO, limit=1.2,
-                        floor=base["ms"], floor_name="the same, the unread and recent mail only", cpu=value.get("cpu"), note=note,
-                    )
-                )  # fmt: skip
+            state = "rotated" if rotated else "all at the top"
+            out += shared.history_rows(
+                MEASURES,
+                with_history,
+                without,
+                size=size,
+                build=label,
+                floor_name="the same, the unread and recent mail only",
+                note=lambda _figure, state=state: f"{size:,} messages received over 365 days, {unread_count(size)} unread ({state})",
+            )
             shutil.rmtree(year, ignore_errors=True)
             shutil.rmtree(bare, ignore_errors=True)
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    shared.add_common_arguments(parser)
-    parser.add_argument("--rows-only", action="store_true", help="as bench/all.py runs it")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per figure (default 7; 5 with --quick)")
-    args = parser.parse_args()
-    repeat = args.repeat or (5 if args.quick else 7)
-    baseline = shared.baseline_moss(args.baseline)
-    print(f"inbox rows; medians, wall ms; {shared.load()}; {shared.speed()}", flush=True)
-    found = [row for size in shared.sizes(args.sizes) for row in issue_rows(size, repeat=repeat, baseline=baseline)]
-    shared.print_rows(found)
-    for row in found:
-        print(f"  {row.measure} ({row.build}, {row.size}): {row.note}" + (f"; {row.cpu:.0f} ms CPU" if row.cpu else ""))
-    shared.write_rows(args.json, found)
+    shared.history_main(__doc__ or "", "inbox rows", issue_rows, repeat=7)
 
 
 if __name__ == "__main__":

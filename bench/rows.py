@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -85,6 +85,50 @@ def write_rows(path: Path | None, rows: Sequence[Row]) -> None:
     """Write `rows` as one JSON list to `path` (nothing without one)."""
     if path is not None:
         path.write_text(json.dumps([asdict(row) for row in rows], indent=1) + "\n", encoding="utf-8")
+
+
+def history_rows(
+    measures: Mapping[str, str],
+    with_history: Mapping[str, Mapping[str, float]],
+    without: Mapping[str, Mapping[str, float]],
+    *,
+    size: int,
+    build: str,
+    floor_name: str,
+    note: Callable[[Mapping[str, float]], str],
+) -> list[Row]:
+    """The rows of figures taken with history (`with_history`: key -> {ms, cpu?, ...}) beside
+    the same taken with none (`without`), each named by `measures` (key -> measure) and held
+    to the issue's wording for history: within 20% of its floor. `note(figure)` says what the
+    figure covered."""
+    return [
+        Row(
+            measure=measure, size=size, build=build, value=with_history[key]["ms"], unit="ms", compare=RATIO, limit=1.2,
+            floor=without[key]["ms"], floor_name=floor_name, cpu=with_history[key].get("cpu"), note=note(with_history[key]),
+        )
+        for key, measure in measures.items()
+    ]  # fmt: skip
+
+
+def history_main(doc: str, title: str, issue_rows: Callable[..., list[Row]], *, repeat: int = 9, quick_repeat: int = 5) -> None:
+    """The command line of a bench of history rows (`issue_rows(size, repeat=, baseline=)`):
+    the common arguments, `--rows-only` and `--repeat`; prints the rows, each row's note, and
+    writes them for bench/all.py."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    add_common_arguments(parser)
+    parser.add_argument("--rows-only", action="store_true", help="as bench/all.py runs it")
+    parser.add_argument("--repeat", type=int, default=None, help=f"runs per figure (default {repeat}; {quick_repeat} with --quick)")
+    args = parser.parse_args()
+    runs = args.repeat or (quick_repeat if args.quick else repeat)
+    baseline = baseline_moss(args.baseline)
+    print(f"{title}; medians, wall ms; {load()}; {speed()}", flush=True)
+    found = [row for size in sizes(args.sizes) for row in issue_rows(size, repeat=runs, baseline=baseline)]
+    print_rows(found)
+    for row in found:
+        print(f"  {row.measure} ({row.build}, {row.size}): {row.note}" + (f"; {row.cpu:.0f} ms CPU" if row.cpu else ""))
+    write_rows(args.json, found)
 
 
 def print_rows(rows: Sequence[Row]) -> None:
