@@ -184,6 +184,9 @@ def test_single_file_mailbox_gives_one_row_per_message_and_reports_a_bad_block()
 def test_message_file_and_capsule_and_generic_document() -> None:
     message = extract(".needlecast/archive/20260120_alice_m9.md", "---\nid: m9\nfrom: alice\nto: bob\n---\nRouted.\n")
     assert [(e.kind, e.id, e.status) for e in message.entries] == [("message", "m9", "archive")]
+    # A read message the inbox's rotation moved into a month folder is still an inbox message.
+    rotated = extract(".needlecast/inbox/2026-01/2026-01-20T10-00-00Z_alice_m8.md", "---\nid: m8\nfrom: alice\nto: bob\n---\nRead.\n")
+    assert [(e.kind, e.id, e.status) for e in rotated.entries] == [("message", "m8", "inbox")]
     capsule = extract(".moss/capsules/team+a/auth.md", "---\ntitle: Auth work\ntags: [auth]\n---\n## Objective\nKeep login working.\n")
     [entry] = capsule.entries
     assert (entry.kind, entry.title, entry.summary, entry.status) == ("capsule", "Auth work", "Keep login working.", "live")
