@@ -212,6 +212,7 @@ class _Watch:
         self.folder: int | None = None  # the day files' folder's watch
         self.files: dict[str, StatKey] | None = None  # every log file's stat; None: list them all
         self.dirty: set[str] = set()
+        self.listed: list[_File] | None = None  # `files` in position order, until they change
 
     def close(self) -> None:
         self.inotify.close()
@@ -254,7 +255,8 @@ class _Watch:
             if self.board is None:
                 return found  # no board folder to watch yet: list again next time
             self.files = {entry.name: entry.key for entry in found}
-        else:
+            self.listed = None
+        elif self.dirty:
             for name in self.dirty:
                 key = stat(name) if _log_name(name) else None
                 if key is None:
@@ -262,7 +264,11 @@ class _Watch:
                 else:
                     self.files[name] = key
             self.dirty.clear()
-        return [_File(name, self.files[name]) for name in sorted(self.files, key=_position)]
+            self.listed = None
+        if self.listed is None:
+            # Sorted once per change, not at every query (a year is 365 files); callers only read it.
+            self.listed = [_File(name, self.files[name]) for name in sorted(self.files, key=_position)]
+        return self.listed
 
 
 def _log_name(name: str) -> bool:
@@ -422,7 +428,8 @@ class ActivityLog:
             if summary is None or not summary.trusted(entry.key):
                 unknown.append(index)
                 continue
-            problems[index] = [self._problem(entry, line, code, message) for line, code, message in summary.problems]
+            if summary.problems:
+                problems[index] = [self._problem(entry, line, code, message) for line, code, message in summary.problems]
             if summary.may_hold(query):
                 candidates.append((summary.newest or "", index))
         candidates.sort(reverse=True)
