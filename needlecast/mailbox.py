@@ -431,6 +431,19 @@ def rotated_inbox_files(box: Mailbox) -> list[Path]:
     return [path for month in _month_folders(box.inbox_dir) for path in _message_files(box.inbox_dir / month)]
 
 
+def rotated_inbox_messages(box: Mailbox, key: str) -> list[Entry]:
+    """The readable messages with id `key` in the inbox's month folders. A rotated file's name
+    ends with its id (`rotate_inbox` moves no other), so only those files are read."""
+    ending = f"_{safe_part(key)}.md"
+    found = []
+    for path in rotated_inbox_files(box):
+        data = read_if_any(path) if path.name.endswith(ending) else None
+        entry = scan_message_file(data, path, "") if data is not None else None
+        if entry is not None and entry.message is not None and entry.key == key:
+            found.append(entry)
+    return found
+
+
 def in_month_folder(entry: Entry) -> bool:
     """Whether an inbox entry is in one of the inbox's month folders: a message moved there is
     read (`rotate_inbox` moves only read ones, and read.log then drops its mark)."""

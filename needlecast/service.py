@@ -384,23 +384,13 @@ def find_inbox_message(root: Path, key: str) -> Entry:
     box = Mailbox(root)
     matches = [entry for entry in mailbox.read_inbox(box, top_only=True) if entry.message is not None and entry.key == key]
     if not matches:
-        # A rotated file's name ends with its id (`rotate_inbox` moves no other): only those are read.
-        ending = f"_{mailbox.safe_part(key)}.md"
-        named = [path for path in mailbox.rotated_inbox_files(box) if path.name.endswith(ending)]
-        matches = [entry for path in named if (entry := _rotated_entry(path)) is not None and entry.key == key]
+        matches = mailbox.rotated_inbox_messages(box, key)
     if not matches:
         raise NotFound(f"no message {key!r} in the inbox", path=box.dir)
     if len(matches) > 1:
         senders = sorted({entry.message.sender or "?" for entry in matches if entry.message is not None})
         raise InvalidRequest(f"id {key!r} is used by several senders: {', '.join(senders)}", code="AMBIGUOUS_ADDRESSING")
     return matches[0]
-
-
-def _rotated_entry(path: Path) -> Entry | None:
-    """The message of a file in an inbox month folder; None when it is gone or does not read."""
-    data = mailbox.read_if_any(path)
-    entry = mailbox.scan_message_file(data, path, "") if data is not None else None
-    return entry if entry is not None and entry.message is not None else None
 
 
 def iter_messages(root: Path) -> Iterator[tuple[str, Entry]]:
