@@ -60,10 +60,10 @@ def known_messages(root: Path) -> dict[str, set[Any]]:
     box = Mailbox(root)
     if not box.exists():
         return {"inbox": set(), "outbox": set(), "archive": set(), "dead": set(), "read": set()}
-    entries = [entry for entry in boxes.read_inbox(box) if entry.message is not None]
-    inbox = {(entry.message.sender or "", entry.key) for entry in entries if entry.message is not None}
+    messages = [(entry.message.sender or "", entry.key, entry) for entry in boxes.read_inbox(box) if entry.message is not None]
+    inbox = {(sender, key) for sender, key, _entry in messages}
     # A message rotated into a month folder is read, its mark gone from read.log.
-    rotated = {(entry.message.sender or "", entry.key) for entry in entries if entry.message is not None and boxes.in_month_folder(entry)}
+    rotated = {(sender, key) for sender, key, entry in messages if boxes.in_month_folder(entry)}
     outbox = {entry.key for entry in boxes.read_outbox(box, root.name).entries}
     archive = {entry.key for entry in boxes.read_archive(box, root.name)}
     dead = {str(letter.meta.get("id")) for letter in boxes.read_dead_letters(box) if letter.meta.get("id")}
