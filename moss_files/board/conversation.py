@@ -19,7 +19,7 @@ from moss_files.board import rules, threads
 from moss_files.board.model import GONE_WORKER_STATUSES, Board
 from moss_files.board.rules import worker_status
 from moss_files.board.threads import HUMAN, SYSTEM, Post
-from moss_files.board.usecase import board_store, caller, event_time, find_epic, find_task, log, touch, waits, with_problems
+from moss_files.board.usecase import board_store, caller, event_time, find_epic, log, task_on_file, touch, waits, with_problems
 from moss_files.foundation import arguments
 from moss_files.foundation.context import HUMAN as HUMAN_ACTOR
 from moss_files.foundation.context import Context
@@ -50,7 +50,7 @@ def _alive(ctx: Context, speaker_id: str) -> None:
         return
     store = board_store(ctx)
     with store.writing():
-        board = store.load()
+        board = store.people()
         record = board.workers.get(speaker_id)
         if record is None or record.status not in GONE_WORKER_STATUSES:
             touch(ctx, board, speaker_id)
@@ -70,12 +70,13 @@ def _roles(board: Board) -> dict[str, str | None]:
 
 
 def known_channel(ctx: Context, board: Board, ref: str) -> threads.Channel:
-    """The channel `ref` names. Raises NotFound `Channel not found` for a custom channel never
+    """The channel `ref` names (`board` needs its epics, not its tasks: a task channel's task
+    is read from its file). Raises NotFound `Channel not found` for a custom channel never
     created or the channel of a task or epic that does not exist."""
     channel_id = threads.channel_ref(ref)
     channel = threads.channel_of(channel_id)
     if channel.type == "task":
-        find_task(board, channel_id)
+        task_on_file(ctx, channel_id)
     elif channel.type == "epic":
         find_epic(board, channel_id)
     elif channel.type == "custom" and channel_id not in board_store(ctx).thread_names("chat"):
@@ -150,10 +151,9 @@ def chat_send(ctx: Context, *, channel: str, content: str, worker_id: str | None
     text = threads.check_content(content)
     sender = speaker(ctx, worker_id)
     store = board_store(ctx)
-    board = store.load()
-    target = known_channel(ctx, board, channel)
+    target = known_channel(ctx, store.people(), channel)
     _alive(ctx, sender)
-    board = store.load()
+    board = store.people()  # after the sign of life: a worker it registered has its role
     posts, problems = store.read_channel(target.id)
     reply = arguments.optional(reply_to)
     if reply is not None and not any(p.id == reply for p in threads.messages(posts)):
@@ -228,8 +228,7 @@ def chat_read(
     worker = caller(ctx, worker_id)
     since = arguments.optional(since_id)
     store = board_store(ctx)
-    board = store.load()
-    ids = [known_channel(ctx, board, channel).id] if channel is not None else _channel_ids(ctx)
+    ids = [known_channel(ctx, store.people(), channel).id] if channel is not None else _channel_ids(ctx)
     by_channel, problems = _all_posts(ctx, ids)
     saved = store.read_cursors(worker) if worker and since is None else {}
     unread: dict[str, list[Post]] = {}
@@ -275,8 +274,7 @@ def chat_resync(ctx: Context, *, worker_id: str | None = None, channel: str | No
         raise InvalidRequest("workerId is required", details={"field": "workerId"})
     count = arguments.count(limit, "limit", default=DEFAULT_RESYNC_LIMIT, maximum=MAX_READ_LIMIT)
     store = board_store(ctx)
-    board = store.load()
-    ids = [known_channel(ctx, board, channel).id] if channel is not None else _channel_ids(ctx)
+    ids = [known_channel(ctx, store.people(), channel).id] if channel is not None else _channel_ids(ctx)
     by_channel, problems = _all_posts(ctx, ids)
     every = [post for channel_id in ids for post in threads.messages(by_channel[channel_id])]
     given = [post for _, _, post in sorted((p.timestamp, i, p) for i, p in enumerate(every))][-count:]
@@ -311,7 +309,7 @@ def chat_join(ctx: Context, *, channel: str, worker_id: str | None = None) -> di
     sender = speaker(ctx, worker_id)
     _alive(ctx, sender)
     store = board_store(ctx)
-    board = store.load()
+    board = store.outline(())  # workers, and the tasks they hold (a worker's status)
     target = known_channel(ctx, board, channel)
     with store.thread_lock("chat", target.id):
         posts, _ = store.read_channel(target.id)
@@ -327,7 +325,7 @@ def chat_who(ctx: Context, *, channel: str | None = None) -> dict[str, Any]:
     """Moe's chat_who: online workers (heard from within two minutes), or, for a channel, its
     members who are online and the workers waiting on it in this server (`source`)."""
     store = board_store(ctx)
-    board = store.load()
+    board = store.outline(())  # workers, and the tasks they hold (status, currentTaskId)
     wanted = threads.channel_ref(channel) if channel is not None else None
     waiting = {worker_id for worker_id, wait in waits(ctx).waiting("chat").items() if wanted is None or wait.channels is None or wanted in wait.channels}
     online = dict(_online(ctx, board))
@@ -376,7 +374,7 @@ def chat_pin(ctx: Context, *, channel: str, message_id: str, worker_id: str | No
     sender = speaker(ctx, worker_id)
     wanted = arguments.required(message_id, "messageId")
     store = board_store(ctx)
-    target = known_channel(ctx, store.load(), channel)
+    target = known_channel(ctx, store.people(), channel)
     with store.thread_lock("chat", target.id):
         posts, _ = store.read_channel(target.id)
         _message(posts, wanted, target.id)
@@ -393,7 +391,7 @@ def chat_unpin(ctx: Context, *, channel: str, message_id: str, worker_id: str | 
     sender = speaker(ctx, worker_id)
     wanted = arguments.required(message_id, "messageId")
     store = board_store(ctx)
-    target = known_channel(ctx, store.load(), channel)
+    target = known_channel(ctx, store.people(), channel)
     with store.thread_lock("chat", target.id):
         posts, _ = store.read_channel(target.id)
         pinned = any(pin.target == wanted for pin in threads.pins(posts))
@@ -406,7 +404,7 @@ def chat_unpin(ctx: Context, *, channel: str, message_id: str, worker_id: str | 
 def chat_pins(ctx: Context, *, channel: str) -> dict[str, Any]:
     """The pinned messages of a channel, oldest pin first."""
     store = board_store(ctx)
-    target = known_channel(ctx, store.load(), channel)
+    target = known_channel(ctx, store.people(), channel)
     posts, problems = store.read_channel(target.id)
     by_id = {p.id: p for p in threads.messages(posts)}
     rows = [{**_pin_dict(pin), "message": threads.message_to_dict(by_id[pin.target], 0) if pin.target in by_id else None} for pin in threads.pins(posts)]
@@ -419,7 +417,7 @@ def chat_decision(ctx: Context, *, content: str, channel: str | None = None, wor
     text = threads.check_content(content)
     sender = speaker(ctx, worker_id)
     store = board_store(ctx)
-    target = known_channel(ctx, store.load(), channel or "general")
+    target = known_channel(ctx, store.people(), channel or "general")
     decision_id = f"DEC-{ctx.new_ulid()}"
     stamp = event_time(ctx)
     line = Post(kind="decision", id=decision_id, channel=target.id, sender=sender, timestamp=stamp, content=text)
@@ -501,8 +499,8 @@ def add_comment(
             "question marks an agent's question to a human; a human's comment is already a question for the agent", details={"field": "question"}
         )
     store = board_store(ctx)
-    board = store.load()
-    task = find_task(board, task_id)
+    project = store.people().project  # as a load gives it: the defaults when project.md does not read
+    task = task_on_file(ctx, task_id)
     before, problems = store.read_comments(task_id)
     reply = arguments.optional(reply_to)
     if reply is not None and not any(c.id == reply for c in before):
@@ -516,7 +514,7 @@ def add_comment(
     still = {c.id for c in threads.open_questions(after)}
     answered = [c.id for c in threads.open_questions(before) if c.id not in still]
     worker = author if author not in (HUMAN, "agent") else None
-    log(ctx, board.project, "QUESTION_ASKED" if question else "TASK_COMMENT_ADDED", task=task, worker=worker, commentId=comment.id, answered=answered or None)
+    log(ctx, project, "QUESTION_ASKED" if question else "TASK_COMMENT_ADDED", task=task, worker=worker, commentId=comment.id, answered=answered or None)
     result = {
         "success": True,
         "taskId": task_id,
@@ -534,7 +532,7 @@ def list_comments(ctx: Context, *, task_id: str, max_content_chars: int | None =
     task_id = arguments.required(task_id, "taskId")
     max_chars = arguments.count(max_content_chars, "maxContentChars", default=0, minimum=0)
     store = board_store(ctx)
-    find_task(store.load(), task_id)
+    task_on_file(ctx, task_id)
     comments, problems = store.read_comments(task_id)
     ordered = threads.in_time_order(comments)
     return with_problems(

@@ -76,6 +76,16 @@ def find_task(board: Board, task_id: str) -> Task:
     return task
 
 
+def task_on_file(ctx: Context, task_id: str) -> Task:
+    """The task `task_id`, read from its file now: for a use case that rests on one task and
+    not on the board (`find_task` without a load of every task). Raises its file's error when
+    unreadable, else NotFound, as `find_task` does."""
+    try:
+        return board_store(ctx).get("task", task_id)
+    except NotFound:
+        raise NotFound(f"Task not found: {task_id}", details={"taskId": task_id}) from None
+
+
 def find_epic(board: Board, epic_id: str) -> Epic:
     """The epic `epic_id`. Raises its file's error when unreadable, else NotFound."""
     epic = board.epics.get(epic_id)

@@ -71,6 +71,30 @@ def test_task_and_epic_channels_exist_with_their_items(tmp_path: Path) -> None:
     assert (row["type"], row["linkedEntityId"]) == ("task", task)
 
 
+def test_chat_and_comments_rest_on_the_task_file_they_name_not_on_the_whole_board(tmp_path: Path) -> None:
+    # Chat and comments read the task a channel or comment names from its own file (issue 29:
+    # they loaded every task of the board): a task file that does not parse gives its own
+    # error, with its path and line, as it did; another task's broken file stands in nothing's way.
+    root = board(tmp_path / "p")
+    epic = editing.create_epic(Context(root), title="Checkout")["epic"]["id"]
+    broken, fine = (editing.create_task(Context(root), epic_id=epic, title=title)["task"]["id"] for title in ("Card form", "Receipt"))
+    (root / f".moss/board/tasks/{broken}.md").write_text("---\nid: [unclosed\n---\nbody\n")
+    for args in (
+        ("board", "chat", "send", broken, "hello"),
+        ("board", "chat", "read", broken),
+        ("task", "comment", broken, "a note"),
+        ("task", "comments", broken),
+    ):
+        error = moss(root, *args, code=4)["error"]
+        assert (error["code"], error["path"], error["line"]) == ("FRONTMATTER_SYNTAX", f".moss/board/tasks/{broken}.md", 3), args
+    assert moss(root, "board", "chat", "send", fine, "on it", "-w", "dev")["channel"] == fine
+    assert moss(root, "task", "comment", fine, "looks good")["totalComments"] == 1
+    assert [m["content"] for m in moss(root, "board", "chat", "read", fine)["messages"]] == ["on it"]
+    assert moss(root, "task", "comment", "TASK-20260101-nothere", "x", code=3)["error"]["details"] == {"taskId": "TASK-20260101-nothere"}
+    # The worker the first message registered is known to what follows: a mention of it routes.
+    assert moss(root, "board", "chat", "send", "general", "@dev standup")["routingTargets"] == ["dev"]
+
+
 def test_read_positions_give_every_message_once_across_channels(tmp_path: Path) -> None:
     root = board(tmp_path / "p")
     ctx = agent(root)

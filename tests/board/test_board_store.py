@@ -220,6 +220,18 @@ def test_a_names_column_is_valid_only_when_each_name_it_lists_is_a_board_file_na
         assert _cached_names_valid(column) == expected, names
 
 
+def test_people_is_the_board_without_its_tasks(board_root: tuple[Path, list[Path]]) -> None:
+    root, _paths = board_root
+    workers = root / ".moss" / "board" / "workers"
+    workers.mkdir()
+    (workers / "dev.md").write_text(files.render_worker(Worker("dev", type="worker", created=STAMP, updated=STAMP)))
+    (workers / "odd.md").write_text("---\nid: [unclosed\n---\n")
+    whole, people = BoardStore(root).load(), BoardStore(root).people()
+    assert (people.project, people.epics, people.workers, people.teams) == (whole.project, whole.epics, whole.workers, whole.teams)
+    assert people.tasks == {} and len(whole.tasks) == CACHE_REWRITE_AFTER + 6
+    assert [err.path for err in people.problems] == [".moss/board/workers/odd.md"] == [err.path for err in whole.problems]
+
+
 def test_small_boards_do_not_write_a_cache_file(repo: Path) -> None:
     settle(write_board(repo, 3))
     BoardStore(repo).load()
