@@ -37,7 +37,7 @@ def register_worker(ctx: Context, *, worker_id: str, role: str | None = None) ->
 
 def list_workers(ctx: Context) -> dict[str, Any]:
     """Every registered worker with its derived status and current task."""
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline(())  # the workers, and the tasks they hold: not every task
     rows = [shapes.worker_to_dict(board, worker) for worker in sorted(board.workers.values(), key=lambda w: w.id)]
     return with_problems({"workers": rows, "count": len(rows)}, board.problems)
 
@@ -45,7 +45,7 @@ def list_workers(ctx: Context) -> dict[str, Any]:
 def show_worker(ctx: Context, *, worker_id: str) -> dict[str, Any]:
     """One worker. Raises NotFound `Worker not found: <id>`."""
     worker_id = check_name(worker_id, "workerId")
-    board = board_store(ctx).load()
+    board = board_store(ctx).outline(())
     return shapes.worker_to_dict(board, find_worker(board, worker_id))
 
 
