@@ -92,7 +92,7 @@ def test_the_benches_that_settle_run_first_and_scratch_is_kept_for_the_end(tmp_p
 
 def test_the_benches_of_issue_29_take_part() -> None:
     names = {bench.name for bench in load_all().discover()}
-    assert {"index", "capsules", "import", "migrate", "mcp", "startup", "board", "cstack", "history", "activity", "inbox"} <= names
+    assert {"index", "capsules", "import", "migrate", "mcp", "startup", "board", "cstack", "history", "activity", "inbox", "chat"} <= names
 
 
 def test_growth_exponent_of_a_time_and_of_a_rate() -> None:
