@@ -863,12 +863,12 @@ class BoardStore:
         worker's sign of life), which rest on no task: a `load` takes every task file (20,000
         of them cost 0.6 s of a fresh `moss board chat send`, issue 29), these few files ~15 ms."""
         problems: list[MossError] = []
-        with self._mutex:
-            project = self._load_project(problems, time.time_ns())
         found: dict[str, dict[str, Any]] = {}
-        for kind in ("epic", "worker", "team"):
-            found[kind], trouble = self.load_kind(kind)
-            problems.extend(trouble)
+        with self._mutex:  # one look, as `load`'s: this store's other threads wait (the lock is reentrant)
+            project = self._load_project(problems, time.time_ns())
+            for kind in ("epic", "worker", "team"):
+                found[kind], trouble = self.load_kind(kind)
+                problems.extend(trouble)
         return Board(project=project, epics=found["epic"], tasks={}, workers=found["worker"], teams=found["team"], problems=tuple(problems))
 
     def outline(self, statuses: Collection[str] | None = None, *, bounded: bool = False, head: Head | None = None) -> Board:
