@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -133,7 +132,7 @@ def measure(moss: str, root: Path, task: str, repeat: int, env: dict[str, str]) 
         except ValueError:
             raise SystemExit(f"{moss} board log in {root}: not JSON: {first.stdout[:300]!r}") from None
         runs = [shared.run_process(command, cwd=root, env=env) for _ in range(repeat)]
-        figures[f"process {name}"] = {"ms": statistics.median(r.wall for r in runs), "cpu": statistics.median(r.cpu for r in runs), "count": count}
+        figures[f"process {name}"] = shared.medians(runs, count=count)
     inside = json.loads(shared.run_process([python, "-c", IN_PROCESS, str(root), task, str(repeat * 3)], cwd=root, env=env, capture=True).stdout)
     for name, figure in inside.items():
         figures[f"long-lived {name}"] = figure

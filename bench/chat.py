@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def measure(python: str, root: Path, repeat: int, env: dict[str, str]) -> dict[s
         except ValueError:
             raise SystemExit(f"{python}: moss {' '.join(args)} in {root}: not JSON: {first.stdout[:300]!r}") from None
         runs = [shared.run_process([python, "-c", CLI, *args], cwd=root, env=env) for _ in range(repeat)]
-        figures[key] = {"ms": statistics.median(r.wall for r in runs), "cpu": statistics.median(r.cpu for r in runs)}
+        figures[key] = shared.medians(runs)
     return figures
 
 

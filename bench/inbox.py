@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -96,11 +95,11 @@ def measure(python: str, root: Path, size: int, repeat: int, env: dict[str, str]
     except ValueError:
         raise SystemExit(f"{python}: needlecast inbox in {root}: not JSON: {first.stdout[:300]!r}") from None
     runs = [shared.run_process(listing, cwd=root, env=env) for _ in range(repeat)]
-    figures["unread"] = {"ms": statistics.median(r.wall for r in runs), "cpu": statistics.median(r.cpu for r in runs), "count": count}
+    figures["unread"] = shared.medians(runs, count=count)
     runs = [shared.run_process([python, "-c", CLI, "read", key, "--json"], cwd=root, env=env) for key in unread_ids(size, repeat)]
-    figures["read"] = {"ms": statistics.median(r.wall for r in runs), "cpu": statistics.median(r.cpu for r in runs), "count": 1}
+    figures["read"] = shared.medians(runs, count=1)
     runs = [shared.run_process([python, "-c", GLANCE, str(root)], cwd=root, env=env) for _ in range(repeat)]
-    figures["glance"] = {"ms": statistics.median(r.wall for r in runs), "cpu": statistics.median(r.cpu for r in runs), "count": count - repeat}
+    figures["glance"] = shared.medians(runs, count=count - repeat)
     return figures
 
 

@@ -22,6 +22,7 @@ import inspect
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,12 @@ class Run:
     @property
     def cpu(self) -> float:
         return self.user + self.system
+
+
+def medians(runs: Sequence[Run], **extra: float) -> dict[str, float]:
+    """A figure of whole processes: the median wall (`ms`) and CPU (`cpu`) milliseconds of
+    `runs`, with `extra` (what the figure covered, such as `count`)."""
+    return {"ms": statistics.median(run.wall for run in runs), "cpu": statistics.median(run.cpu for run in runs), **extra}
 
 
 # Linux keeps a process's peak resident set across fork and exec: a child of this (large)
