@@ -1,5 +1,5 @@
-"""Chat bench: the board's chat and worker commands on a board with a year of tasks, against the
-same commands on a board of a few tasks.
+"""Chat bench: the board's chat, worker and task-context commands on a board with a year of tasks,
+against the same commands on a board of a few tasks.
 
     .venv/bin/python bench/chat.py [--sizes 10000 100000] [--repeat 7] [--baseline MOSS] [--json PATH]
 
@@ -13,7 +13,9 @@ processes:
 
 * `moss board chat send general TEXT -w dev-1 --json`, an agent's message;
 * `moss board chat read general -w dev-2 --json`, the next messages after dev-2's position;
-* `moss worker list --json`, every worker with its status and task.
+* `moss worker list --json`, every worker with its status and task;
+* `moss task context TASK --json`, what an agent reads before it works on a task (Moe's
+  get_context: the task, its epic, the rails, its comments).
 
 `--baseline MOSS` measures another installation the same way (its `python` beside it).
 `--rows-only [--sizes ...] [--json PATH] [--quick] [--baseline MOSS]` writes the rows for
@@ -62,11 +64,13 @@ def make_board(source: Path, target: Path) -> None:
 
 
 def measure(python: str, root: Path, repeat: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
-    """One installation's three figures on one board (medians, ms)."""
+    """One installation's four figures on one board (medians, ms)."""
+    task = min(path.stem for path in (root / ".moss" / "board" / "tasks").glob("*.md"))
     commands = {
         "send": ["board", "chat", "send", "general", "@dev-2 the fix is merged", "-w", "dev-1", "--json"],
         "read": ["board", "chat", "read", "general", "-w", "dev-2", "--json"],
         "workers": ["worker", "list", "--json"],
+        "context": ["task", "context", task, "--json"],
     }
     figures: dict[str, dict[str, float]] = {}
     for key, args in commands.items():
@@ -84,6 +88,7 @@ MEASURES = {
     "send": "moss board chat send, a year of tasks",
     "read": "moss board chat read (a worker's next), a year of tasks",
     "workers": "moss worker list, a year of tasks",
+    "context": "moss task context (get_context), a year of tasks",
 }
 
 

@@ -32,6 +32,7 @@ from moss_files.board.usecase import (
     settle_approvals,
     settle_leases,
     status_events,
+    task_on_file,
     touch,
     with_problems,
     write_task,
@@ -60,14 +61,17 @@ def get_context(
     limit = arguments.count(comments_limit, "commentsLimit", default=10, maximum=200, minimum=0)
     max_chars = arguments.count(comments_max_chars, "commentsMaxChars", default=1000, minimum=0)
     store = board_store(ctx)
-    board = store.load()
+    # The workers and the tasks they hold (a worker's status), every file checked for problems;
+    # the task itself in full from its file: not every task of the board (issue 29).
+    board = store.outline(())
     worker = caller(ctx, worker_id)
     wanted = task_id or ctx.task_id
     task: Task | None = None
     if wanted:
-        task = find_task(board, wanted.strip())
+        task = task_on_file(ctx, wanted.strip())
     elif worker:
-        task = board.active_task_of(worker)
+        held = board.active_task_of(worker)
+        task = task_on_file(ctx, held.id) if held is not None else None
     if task is not None and worker is not None and task.assigned_worker == worker and worker not in task.context_fetched_by:
         task = _record_context(ctx, task.id, worker) or task
     epic = board.epics.get(task.epic) if task else None

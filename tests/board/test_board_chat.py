@@ -93,6 +93,11 @@ def test_chat_and_comments_rest_on_the_task_file_they_name_not_on_the_whole_boar
     assert moss(root, "task", "comment", "TASK-20260101-nothere", "x", code=3)["error"]["details"] == {"taskId": "TASK-20260101-nothere"}
     # The worker the first message registered is known to what follows: a mention of it routes.
     assert moss(root, "board", "chat", "send", "general", "@dev standup")["routingTargets"] == ["dev"]
+    # get_context too: the task it shows in full, from its file; every unreadable file in problems.
+    assert moss(root, "task", "context", broken, code=4)["error"]["code"] == "FRONTMATTER_SYNTAX"
+    shown = plans.get_context(agent(root), task_id=fine)
+    assert (shown["task"]["id"], shown["task"]["title"], shown["totalComments"]) == (fine, "Receipt", 1)
+    assert [problem["path"] for problem in shown["problems"]] == [f".moss/board/tasks/{broken}.md"]
 
 
 def test_read_positions_give_every_message_once_across_channels(tmp_path: Path) -> None:
