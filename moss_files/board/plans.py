@@ -197,12 +197,15 @@ def check_approval(ctx: Context, *, task_id: str) -> dict[str, Any]:
     """Moe's check_approval: whether the task's plan was approved, or rejected (and why)."""
     task_id = arguments.required(task_id, "taskId")
     store = board_store(ctx)
-    board = store.load()
-    task = find_task(board, task_id)
-    if rules.approval_due(task, board.project.settings, ctx.now()):
+    # An agent polls this while a human decides: the project's settings and the task's own
+    # file, not every task of the board (issue 29).
+    project = store.people().project  # as a load gives it: the defaults when project.md does not read
+    task = task_on_file(ctx, task_id)
+    if rules.approval_due(task, project.settings, ctx.now()):
         with store.writing():
-            board = settle_approvals(ctx, store.load(), only=task_id)
-            task = find_task(board, task_id)
+            people = store.people()
+            board = settle_approvals(ctx, replace(people, tasks={task_id: task_on_file(ctx, task_id)}), only=task_id)
+            task = board.tasks[task_id]
     result: dict[str, Any] = {
         "taskId": task_id,
         "approved": task.status in ("WORKING", "REVIEW", "DONE"),
