@@ -17,6 +17,7 @@ from moss_files.board.editing import init_board
 from moss_files.board.model import GONE_WORKER_STATUSES, PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Step, Task, check_choice, check_name
 from moss_files.board.store import BoardStore
 from moss_files.board.usecase import (
+    board_for_task,
     board_store,
     caller,
     checkout_branch,
@@ -30,7 +31,6 @@ from moss_files.board.usecase import (
     move,
     post_system,
     settle_approvals,
-    settle_leases,
     status_events,
     task_on_file,
     touch,
@@ -104,8 +104,7 @@ def _record_context(ctx: Context, task_id: str, worker: str) -> Task | None:
     when the worker no longer holds it (its lease ran out, it was released meanwhile)."""
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         if task.assigned_worker != worker or (board.workers.get(worker) and board.workers[worker].status in GONE_WORKER_STATUSES):
             return None
 
@@ -138,8 +137,7 @@ def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         guard_questions(ctx, task, "planned")
         violations = rules.check_rails(board.project.global_rails, plan)
@@ -311,8 +309,9 @@ def start_step(ctx: Context, *, task_id: str, step_id: str, worker_id: str | Non
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_approvals(ctx, settle_leases(ctx, store.load()), only=task_id)
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
+        board = settle_approvals(ctx, board, only=task_id)
+        task = board.tasks[task_id]
         guard(board, task, worker)
         guard_questions(ctx, task, "worked on")
         now = ctx.stamp()
@@ -368,8 +367,7 @@ def complete_step(
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         guard_questions(ctx, task, "worked on")
         now = ctx.stamp()
@@ -457,8 +455,7 @@ def complete_task(
     if reported_branch is None and _branch_policy(store) is not None:
         checkout = checkout_branch(ctx)  # git runs here, before the board lock is taken
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         if task.status != "WORKING":
             raise Conflict(
@@ -523,8 +520,7 @@ def report_blocked(
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         blocked = task.assigned_worker or worker
         if blocked is None:

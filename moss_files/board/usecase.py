@@ -86,6 +86,18 @@ def task_on_file(ctx: Context, task_id: str) -> Task:
         raise NotFound(f"Task not found: {task_id}", details={"taskId": task_id}) from None
 
 
+def board_for_task(ctx: Context, task_id: str) -> tuple[Board, Task]:
+    """For a write on one task, under the board lock: the board with its expired leases settled
+    (`settle_leases` over the tasks somebody holds, in outline as `BoardStore.outline(())` gives
+    them) and `task_id` in full, read from its file after that; and that task. What a step,
+    a plan or a completion rests on (the task, the workers, the project), without every task
+    of the board (at 20,000 tasks a load was most of such a command, issue 29). Raises what
+    `task_on_file` raises."""
+    board = settle_leases(ctx, board_store(ctx).outline(()))
+    task = task_on_file(ctx, task_id)
+    return replace(board, tasks={**board.tasks, task_id: task}), task
+
+
 def find_epic(board: Board, epic_id: str) -> Epic:
     """The epic `epic_id`. Raises its file's error when unreadable, else NotFound."""
     epic = board.epics.get(epic_id)
