@@ -17,11 +17,11 @@ from moss_files.board.leases import revive
 from moss_files.board.model import CLAIMABLE, GONE_WORKER_STATUSES, Board, Project, Task, check_status, check_statuses
 from moss_files.board.store import BoardStore, Head
 from moss_files.board.usecase import (
+    board_for_task,
     board_store,
     caller,
     disk_state,
     find_epic,
-    find_task,
     guard,
     guard_context,
     guard_parked,
@@ -263,8 +263,7 @@ def release_task(
     unpark = worker is None and ctx.actor == HUMAN
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         now = ctx.stamp()
         note = oversight.handoff(handoff_note, by=worker or task.assigned_worker, now=now, reason=why) if handoff_note is not None else None
@@ -310,8 +309,7 @@ def set_task_status(ctx: Context, *, task_id: str, status: str, reason: str | No
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         guard(board, task, worker)
         rules.check_transition(task, target, reason=reason)
         if (task.status, target) == ("AWAITING_APPROVAL", "WORKING") and ctx.actor != HUMAN and not rules.approval_due(task, board.project.settings, ctx.now()):
@@ -337,8 +335,7 @@ def qa_approve(ctx: Context, *, task_id: str, summary: str | None = None, worker
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to approve", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard(board, task, worker)
@@ -374,8 +371,7 @@ def qa_reject(
     worker = caller(ctx, worker_id)
     store = board_store(ctx)
     with store.writing():
-        board = settle_leases(ctx, store.load())
-        task = find_task(board, task_id)
+        board, task = board_for_task(ctx, task_id)
         if task.status != "REVIEW":
             raise Conflict("Task must be in REVIEW status to reject", code="INVALID_TRANSITION", details={"taskId": task_id, "status": task.status})
         guard(board, task, worker)
