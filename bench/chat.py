@@ -1,5 +1,5 @@
-"""Chat bench: the board's chat, worker and task-context commands on a board with a year of tasks,
-against the same commands on a board of a few tasks.
+"""Chat bench: the board's chat and worker commands, and those on one task (its context, a
+release), on a board with a year of tasks, against the same commands on a board of a few tasks.
 
     .venv/bin/python bench/chat.py [--sizes 10000 100000] [--repeat 7] [--baseline MOSS] [--json PATH]
 
@@ -15,7 +15,9 @@ processes:
 * `moss board chat read general -w dev-2 --json`, the next messages after dev-2's position;
 * `moss worker list --json`, every worker with its status and task;
 * `moss task context TASK --json`, what an agent reads before it works on a task (Moe's
-  get_context: the task, its epic, the rails, its comments).
+  get_context: the task, its epic, the rails, its comments);
+* `moss task release TASK -w dev-3 --json` of the task a claim (untimed) just gave dev-3: a
+  write on one task, as a step, a plan, a completion, a status move or a QA verdict is.
 
 `--baseline MOSS` measures another installation the same way (its `python` beside it).
 `--rows-only [--sizes ...] [--json PATH] [--quick] [--baseline MOSS]` writes the rows for
@@ -64,7 +66,7 @@ def make_board(source: Path, target: Path) -> None:
 
 
 def measure(python: str, root: Path, repeat: int, env: dict[str, str]) -> dict[str, dict[str, float]]:
-    """One installation's four figures on one board (medians, ms)."""
+    """One installation's five figures on one board (medians, ms)."""
     task = min(path.stem for path in (root / ".moss" / "board" / "tasks").glob("*.md"))
     commands = {
         "send": ["board", "chat", "send", "general", "@dev-2 the fix is merged", "-w", "dev-1", "--json"],
@@ -81,7 +83,15 @@ def measure(python: str, root: Path, repeat: int, env: dict[str, str]) -> dict[s
             raise SystemExit(f"{python}: moss {' '.join(args)} in {root}: not JSON: {first.stdout[:300]!r}") from None
         runs = [shared.run_process([python, "-c", CLI, *args], cwd=root, env=env) for _ in range(repeat)]
         figures[key] = shared.medians(runs)
+    figures["release"] = shared.medians([released(python, root, env) for _ in range(repeat)])
     return figures
+
+
+def released(python: str, root: Path, env: dict[str, str]) -> shared.Run:
+    """A release of the task a claim just gave dev-3 (the claim untimed): the release is timed."""
+    claim = shared.run_process([python, "-c", CLI, "task", "claim", "-w", "dev-3", "--json"], cwd=root, env=env, capture=True)
+    task = json.loads(claim.stdout)["task"]["id"]
+    return shared.run_process([python, "-c", CLI, "task", "release", task, "-w", "dev-3", "--json"], cwd=root, env=env)
 
 
 MEASURES = {
@@ -89,6 +99,7 @@ MEASURES = {
     "read": "moss board chat read (a worker's next), a year of tasks",
     "workers": "moss worker list, a year of tasks",
     "context": "moss task context (get_context), a year of tasks",
+    "release": "moss task release (a held task), a year of tasks",
 }
 
 
