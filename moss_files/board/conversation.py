@@ -43,17 +43,20 @@ def speaker(ctx: Context, worker_id: str | None) -> str:
     return HUMAN if ctx.actor == HUMAN_ACTOR else "agent"
 
 
-def _alive(ctx: Context, speaker_id: str) -> None:
+def _alive(ctx: Context, speaker_id: str) -> Board | None:
     """A worker that speaks is alive (Moe touches the worker on every chat call): its lease
-    is renewed (at most every twentieth of the lease). A STALE or DEAD worker stays so."""
+    is renewed (at most every twentieth of the lease). A STALE or DEAD worker stays so.
+    Returns the board's people as this look left them (a worker it registered included), or
+    None for a speaker that is no worker (nothing was looked at)."""
     if speaker_id in (HUMAN, SYSTEM, "agent"):
-        return
+        return None
     store = board_store(ctx)
     with store.writing():
         board = store.people()
         record = board.workers.get(speaker_id)
         if record is None or record.status not in GONE_WORKER_STATUSES:
-            touch(ctx, board, speaker_id)
+            board = touch(ctx, board, speaker_id)
+    return board
 
 
 def _roles(board: Board) -> dict[str, str | None]:
@@ -151,9 +154,9 @@ def chat_send(ctx: Context, *, channel: str, content: str, worker_id: str | None
     text = threads.check_content(content)
     sender = speaker(ctx, worker_id)
     store = board_store(ctx)
-    target = known_channel(ctx, store.people(), channel)
-    _alive(ctx, sender)
-    board = store.people()  # after the sign of life: a worker it registered has its role
+    people = store.people()
+    target = known_channel(ctx, people, channel)
+    board = _alive(ctx, sender) or people  # after the sign of life: a worker it registered has its role
     posts, problems = store.read_channel(target.id)
     reply = arguments.optional(reply_to)
     if reply is not None and not any(p.id == reply for p in threads.messages(posts)):
