@@ -14,7 +14,18 @@ from typing import Any
 
 from moss_files.board import evidence, oversight, rules, shapes, threads, worktree
 from moss_files.board.editing import init_board
-from moss_files.board.model import GONE_WORKER_STATUSES, PROPOSAL_SCOPES, PROPOSAL_STATUSES, PROPOSAL_TYPES, Proposal, Step, Task, check_choice, check_name
+from moss_files.board.model import (
+    GONE_WORKER_STATUSES,
+    PROPOSAL_SCOPES,
+    PROPOSAL_STATUSES,
+    PROPOSAL_TYPES,
+    Board,
+    Proposal,
+    Step,
+    Task,
+    check_choice,
+    check_name,
+)
 from moss_files.board.store import BoardStore
 from moss_files.board.usecase import (
     board_for_task,
@@ -62,18 +73,23 @@ def get_context(
     max_chars = arguments.count(comments_max_chars, "commentsMaxChars", default=1000, minimum=0)
     store = board_store(ctx)
     # The workers and the tasks they hold (a worker's status), every file checked for problems;
-    # the task itself in full from its file: not every task of the board (issue 29).
-    board = store.outline(())
+    # the task itself in full from its file: not every task of the board (issue 29). One look
+    # when the task is named: the record's, under the lock, when the holder reads it first.
+    board: Board | None = None
     worker = caller(ctx, worker_id)
     wanted = task_id or ctx.task_id
     task: Task | None = None
     if wanted:
         task = task_on_file(ctx, wanted.strip())
     elif worker:
+        board = store.outline(())
         held = board.active_task_of(worker)
         task = task_on_file(ctx, held.id) if held is not None else None
     if task is not None and worker is not None and task.assigned_worker == worker and worker not in task.context_fetched_by:
-        task = _record_context(ctx, task.id, worker) or task
+        board, recorded = _record_context(ctx, task.id, worker)
+        task = recorded or task
+    if board is None:
+        board = store.outline(())
     epic = board.epics.get(task.epic) if task else None
     shown = None
     if worker and worker in board.workers:
@@ -99,14 +115,15 @@ def get_context(
     return with_problems(result, problems)
 
 
-def _record_context(ctx: Context, task_id: str, worker: str) -> Task | None:
-    """Record that `worker`, the task's holder, read its context; the task as written, or None
-    when the worker no longer holds it (its lease ran out, it was released meanwhile)."""
+def _record_context(ctx: Context, task_id: str, worker: str) -> tuple[Board, Task | None]:
+    """Record that `worker`, the task's holder, read its context. Returns the board this look
+    under the lock gave (`board_for_task`'s) and the task as written, or None when the worker
+    no longer holds it (its lease ran out, it was released meanwhile)."""
     store = board_store(ctx)
     with store.writing():
         board, task = board_for_task(ctx, task_id)
         if task.assigned_worker != worker or (board.workers.get(worker) and board.workers[worker].status in GONE_WORKER_STATUSES):
-            return None
+            return board, None
 
         def decide(current: Task) -> Task:
             if current.assigned_worker != worker or worker in current.context_fetched_by:
@@ -114,7 +131,7 @@ def _record_context(ctx: Context, task_id: str, worker: str) -> Task | None:
             return replace(current, context_fetched_by=(*current.context_fetched_by, worker))
 
         _old, new = write_task(ctx, task_id, decide)
-    return new
+    return board, new
 
 
 def submit_plan(ctx: Context, *, task_id: str, steps: Sequence[str | Mapping[str, Any]], worker_id: str | None = None) -> dict[str, Any]:
