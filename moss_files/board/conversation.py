@@ -502,7 +502,6 @@ def add_comment(
             "question marks an agent's question to a human; a human's comment is already a question for the agent", details={"field": "question"}
         )
     store = board_store(ctx)
-    project = store.people().project  # as a load gives it: the defaults when project.md does not read
     task = task_on_file(ctx, task_id)
     before, problems = store.read_comments(task_id)
     reply = arguments.optional(reply_to)
@@ -512,7 +511,9 @@ def add_comment(
         id=f"COMMENT-{ctx.new_ulid()}", task=task_id, author=author, content=text, timestamp=event_time(ctx), question=question, reply_to=reply
     )
     store.append_record("comments", task_id, threads.comment_to_record(comment))
-    _alive(ctx, author)
+    # The project as a load gives it (the defaults when project.md does not read), from the
+    # sign of life's look when there was one.
+    project = (_alive(ctx, author) or store.people()).project
     after, _ = store.read_comments(task_id)
     still = {c.id for c in threads.open_questions(after)}
     answered = [c.id for c in threads.open_questions(before) if c.id not in still]
